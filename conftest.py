@@ -1,0 +1,128 @@
+"""Shared fixtures: users, tables, tools, instances, keys (factory style: make_tool(**overrides))."""
+
+import pytest
+
+
+@pytest.fixture
+def make_user(db, django_user_model):
+    """make_user(username, **fields): a staff user in the `toolhub users` group (or a superuser)."""
+
+    def make(username: str, *, superuser: bool = False, staff: bool = True, password: str = "pw-123456!"):
+        from django.contrib.auth.models import Group
+
+        user = django_user_model.objects.create_user(
+            username=username, password=password, is_staff=staff or superuser, is_superuser=superuser
+        )
+        group = Group.objects.filter(name="toolhub users").first()
+        if group and not superuser:
+            user.groups.add(group)
+        return user
+
+    return make
+
+
+@pytest.fixture
+def owner(make_user):
+    return make_user("owner")
+
+
+@pytest.fixture
+def other_user(make_user):
+    return make_user("other")
+
+
+@pytest.fixture
+def superuser(make_user):
+    return make_user("root", superuser=True)
+
+
+ORDERS = [
+    {"id": 1, "customer": "ada", "status": "paid", "total": 10.5},
+    {"id": 2, "customer": "alan", "status": "shipped", "total": 20},
+    {"id": 3, "customer": "grace", "status": "new", "total": 7.25},
+]
+
+
+@pytest.fixture
+def make_table(db):
+    """make_table(owner, name="orders", data=...): a table through the service (version 1)."""
+    from tools_app import services
+
+    def make(owner, name: str = "orders", data=None, description: str = ""):
+        return services.table_create(
+            owner=owner, name=name, description=description, data=[dict(r) for r in ORDERS] if data is None else data
+        )
+
+    return make
+
+
+@pytest.fixture
+def table(make_table, owner):
+    return make_table(owner)
+
+
+@pytest.fixture
+def make_tool(db):
+    """make_tool(owner, table=None, type="query_data", name=..., **fields): a tool through the service."""
+    from tools_app import services
+
+    def make(owner, table=None, type: str = "query_data", name: str | None = None, **fields):
+        fields.setdefault("description", f"A {type} tool for tests.")
+        return services.tool_create(owner=owner, name=name or f"{type}_tool", type=type, table=table, **fields)
+
+    return make
+
+
+@pytest.fixture
+def make_instance(db):
+    """make_instance(owner, slug="shop", **fields): an MCP instance through the service."""
+    from mcp_app.services import instance_create
+
+    def make(owner, slug: str = "shop", **fields):
+        fields.setdefault("name", slug.title())
+        return instance_create(owner=owner, slug=slug, **fields)
+
+    return make
+
+
+@pytest.fixture
+def instance(make_instance, owner):
+    return make_instance(owner)
+
+
+@pytest.fixture
+def bind(db):
+    """bind(instance, tool, **fields): a binding through the service."""
+    from mcp_app.services import binding_create
+
+    def make(instance, tool, **fields):
+        return binding_create(mcp_instance=instance, tool=tool, **fields)
+
+    return make
+
+
+@pytest.fixture
+def make_api_key(db):
+    """make_api_key(instance, label="test") -> (ApiKey, plaintext)."""
+    from mcp_app.services import api_key_issue
+
+    def make(instance, label: str = "test"):
+        return api_key_issue(mcp_instance=instance, label=label)
+
+    return make
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """PBKDF2 costs ~0.4 s per user created; tests do not need a slow hash."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _clear_table_cache():
+    """Each test starts with an empty per-process data cache (test databases reuse ids)."""
+    from tools_app.data_access.cache import table_cache
+
+    table_cache.clear()
+    yield
+    table_cache.clear()

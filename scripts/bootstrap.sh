@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install what toolhub needs into .venv (and, with --test, the test tools: npm packages, Chromium).
+# Safe to run again: each step is skipped when already done.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+if [ "${1:-}" = "--test" ]; then
+  requirements=requirements-dev.txt
+else
+  requirements=requirements.txt
+fi
+stamp=".venv/.installed-$(sha1sum requirements.txt requirements-embedding.txt "$requirements" | sha1sum | cut -c1-12)"
+if [ ! -f "$stamp" ]; then
+  .venv/bin/pip install --quiet --disable-pip-version-check -r "$requirements"
+  touch "$stamp"
+fi
+
+if [ "${1:-}" = "--test" ]; then
+  # MCP Inspector CLI for the end-to-end tests (pinned in package.json / package-lock.json).
+  if command -v npm >/dev/null && [ ! -x node_modules/.bin/mcp-inspector ]; then
+    npm install --no-audit --no-fund --loglevel=error >/dev/null
+  fi
+  # Debian's Chromium for the browser tests (Playwright drives /usr/bin/chromium; it downloads nothing).
+  if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+    (apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium; }) >/dev/null
+  fi
+fi
