@@ -1,0 +1,453 @@
+"""Admin for tables and tools (SPEC §7), and the OwnedAdmin base that mcp_app/admin.py reuses.
+
+Ownership (SPEC §2) comes from permissions.for_user/can_change: another user's object behaves as if
+it did not exist. Every write goes through services; a ValidationError a service raises at save
+time (e.g. a NAME_CONFLICT lost in a race) is shown as a form error, never a 500.
+"""
+
+import json
+import logging
+import time
+from typing import Any
+
+from django.apps import apps
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Count, IntegerField, OuterRef, Subquery, TextField
+from django.db.models.functions import Cast, Coalesce, Length
+from django.http import Http404, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.utils.text import slugify
+
+from . import services
+from .admin_forms import (
+    OwnerAwareModelForm,
+    TableAdminForm,
+    ToolAdminForm,
+    TryItForm,
+    editor_max_chars,
+    pretty_json,
+    type_help,
+)
+from .choices import WRITE_TYPES, ToolType
+from .data_access import ToolError, execute
+from .data_access.shape import describe
+from .models import Table, Tool
+from .permissions import can_change
+
+logger = logging.getLogger(__name__)
+
+admin.site.site_header = "toolhub admin"
+admin.site.site_title = "toolhub"
+admin.site.index_title = "Tables, tools and MCP endpoints"
+
+# Results longer than this are cut on the try-it page (the full value is still computed and logged).
+TRY_IT_MAX_CHARS = 200_000
+REFUSAL_ATTR = "_toolhub_refusal"
+
+
+class ServiceRefused(Exception):
+    """A service refused a write that passed form validation (e.g. a concurrent rename)."""
+
+    def __init__(self, error: ValidationError, prefix: str = ""):
+        super().__init__(str(error))
+        self.error = error
+        self.prefix = prefix
+
+
+def add_refusal_errors(form, refusal: ServiceRefused) -> None:
+    """Put a service's ValidationError on the form: on the fields it names, the rest on top."""
+    error = refusal.error
+    if hasattr(error, "error_dict"):
+        for field, errors in error.error_dict.items():
+            if field in form.fields and not refusal.prefix:
+                form.add_error(field, errors)
+            else:
+                for item in errors:
+                    form.add_error(None, f"{refusal.prefix}{' '.join(item.messages)}")
+    else:
+        for message in error.messages:
+            form.add_error(None, f"{refusal.prefix}{message}")
+
+
+def adopt(target: Any, saved: Any) -> Any:
+    """Make the object the admin holds the one a service saved (pk, defaults, counters)."""
+    target.__dict__.update(saved.__dict__)
+    return target
+
+
+def has_for_user(model) -> bool:
+    return hasattr(model._default_manager.all(), "for_user")
+
+
+class OwnedAdmin(admin.ModelAdmin):
+    """SPEC §2 in the admin: querysets, object permissions and foreign-key choices follow for_user.
+
+    Subclasses write through services in save_model(); wrap service calls in self.service(...) so a
+    refusal at save time becomes a form error (the whole request is rolled back, then re-rendered).
+    """
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).for_user(request.user)
+
+    def has_view_permission(self, request, obj=None):
+        return super().has_view_permission(request, obj) and (obj is None or can_change(request.user, obj))
+
+    def has_change_permission(self, request, obj=None):
+        return super().has_change_permission(request, obj) and (obj is None or can_change(request.user, obj))
+
+    def has_delete_permission(self, request, obj=None):
+        return super().has_delete_permission(request, obj) and (obj is None or can_change(request.user, obj))
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        related = db_field.related_model
+        if has_for_user(related):
+            kwargs["queryset"] = related._default_manager.for_user(request.user)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def get_list_display(self, request):
+        columns = list(super().get_list_display(request))
+        if request.user.is_superuser and "owner" not in columns and hasattr(self.model, "owner"):
+            columns.append("owner")
+        return columns
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        attrs: dict[str, Any] = {}
+        if issubclass(form, OwnerAwareModelForm):
+            attrs["toolhub_owner"] = obj.owner if obj is not None and hasattr(obj, "owner") else request.user
+        refusal = getattr(request, REFUSAL_ATTR, None)
+        if refusal is not None:
+
+            def clean(self):
+                cleaned = super(form_class, self).clean()
+                add_refusal_errors(self, refusal)
+                return cleaned
+
+            attrs["clean"] = clean
+        if not attrs:
+            return form
+        form_class = type(form.__name__, (form,), attrs)
+        return form_class
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except ServiceRefused as refusal:
+            # The failed attempt was rolled back (changeform_view runs in a transaction); render the
+            # same POST again with the refusal as a form error, so nothing is half-applied.
+            setattr(request, REFUSAL_ATTR, refusal)
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    @staticmethod
+    def service(function, prefix: str = "", **kwargs):
+        try:
+            return function(**kwargs)
+        except ValidationError as exc:
+            raise ServiceRefused(exc, prefix) from exc
+
+    def get_object_or_404(self, request, object_id):
+        """The object if the user may see it; otherwise 404, exactly as for a missing one (SPEC §2)."""
+        obj = self.get_object(request, unquote(object_id))
+        if obj is None or not self.has_view_permission(request, obj):
+            raise Http404(f"{self.model._meta.verbose_name} {object_id!r} does not exist.")
+        return obj
+
+    def admin_context(self, request, **context):
+        return {**self.admin_site.each_context(request), "opts": self.model._meta, **context}
+
+
+#
+# Tables
+#
+
+
+class TableAdmin(OwnedAdmin):
+    form = TableAdminForm
+    list_display = ["name", "short_description", "size", "version", "tools_link", "updated_at"]
+    search_fields = ["name", "description"]
+    list_filter = ["updated_at"]
+    readonly_fields = ["version", "created_at", "updated_at"]
+    change_form_template = "admin/tools_app/table/change_form.html"
+
+    class Media:
+        css = {"all": ["toolhub/admin.css"]}
+        js = ["toolhub/admin.js"]
+
+    def get_queryset(self, request):
+        tool_counts = (
+            Tool.objects.filter(table=OuterRef("pk")).order_by().values("table").annotate(n=Count("id")).values("n")
+        )
+        # The document is loaded only where it is shown: the list shows its size, computed in the database.
+        return (
+            super()
+            .get_queryset(request)
+            .defer("data")
+            .annotate(
+                data_chars=Length(Cast("data", TextField())),
+                tool_count=Coalesce(Subquery(tool_counts, output_field=IntegerField()), 0),
+            )
+        )
+
+    def is_large(self, obj) -> bool:
+        return obj is not None and (getattr(obj, "data_chars", 0) or 0) > editor_max_chars()
+
+    def get_fieldsets(self, request, obj=None):
+        data_fields = ["data_file"] if self.is_large(obj) else ["data", "data_file"]
+        fieldsets = [(None, {"fields": ["name", "description"]}), ("Data", {"fields": data_fields})]
+        if obj is not None:
+            fieldsets.append(("Versions", {"fields": ["version", "created_at", "updated_at"]}))
+        return fieldsets
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if self.is_large(obj):
+            form = type(form.__name__, (form,), {"toolhub_large": True})
+        return form
+
+    @admin.display(description="description")
+    def short_description(self, obj):
+        text = obj.description or ""
+        return text if len(text) <= 80 else text[:79] + "…"
+
+    @admin.display(description="size", ordering="data_chars")
+    def size(self, obj):
+        return human_size(obj.data_chars or 0)
+
+    @admin.display(description="tools", ordering="tool_count")
+    def tools_link(self, obj):
+        url = reverse("admin:tools_app_tool_changelist") + f"?table__id__exact={obj.pk}"
+        return format_html('<a href="{}">{}</a>', url, obj.tool_count)
+
+    def save_model(self, request, obj, form, change):
+        fields = {"name": obj.name, "description": obj.description}
+        if "data" in form.fields or form.cleaned_data.get("data_file") is not None:
+            fields["data"] = form.cleaned_data.get("data_file") or form.cleaned_data.get("data")
+            if fields["data"] is None:
+                fields["data"] = {}
+        if change:
+            self.service(services.table_update, table=obj, **fields)
+        else:
+            adopt(obj, self.service(services.table_create, owner=request.user, **fields))
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        return [
+            path("<path:object_id>/data.json", view(self.download_view), name="tools_app_table_download"),
+            *super().get_urls(),
+        ]
+
+    def download_view(self, request, object_id):
+        table = self.get_object_or_404(request, object_id)
+        _, data = services.table_data(table.pk)
+        response = HttpResponse(json.dumps(data, ensure_ascii=False), content_type="application/json")
+        response["Content-Disposition"] = f'attachment; filename="{slugify(table.name) or "table"}.json"'
+        return response
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        extra_context = dict(extra_context or {})
+        table = self.get_object(request, unquote(object_id))
+        if table is not None and self.has_view_permission(request, table):
+            extra_context.update(self.table_panels(request, table))
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def table_panels(self, request, table) -> dict[str, Any]:
+        version, data = services.table_data(table.pk)
+        shape = services.table_derived(table.pk, version, ("shape", ""), lambda: describe(data))
+        context: dict[str, Any] = {
+            "table_shape": pretty_json(shape),
+            "table_size": human_size(table.data_chars or 0),
+            "table_large": self.is_large(table),
+            "table_download_url": reverse("admin:tools_app_table_download", args=[table.pk]),
+            "table_tools": list(table.tools.for_user(request.user).order_by("name")),
+        }
+        if context["table_large"]:
+            context["table_excerpt"] = excerpt(data)
+            context["editor_limit"] = human_size(editor_max_chars())
+        return context
+
+
+def human_size(chars: int) -> str:
+    if chars < 1000:
+        return f"{chars} B"
+    if chars < 1_000_000:
+        return f"{chars / 1000:.1f} kB"
+    return f"{chars / 1_000_000:.1f} MB"
+
+
+def excerpt(data: Any, items: int = 5) -> str:
+    """The first few elements of a large document, for a read-only look without rendering all of it."""
+    if isinstance(data, list):
+        head = data[:items]
+        note = f"\n… {len(data) - items} more items" if len(data) > items else ""
+    elif isinstance(data, dict):
+        keys = list(data)[:items]
+        head = {key: data[key] for key in keys}
+        note = f"\n… {len(data) - items} more keys" if len(data) > items else ""
+    else:
+        head, note = data, ""
+    text = pretty_json(head)
+    if len(text) > 20_000:
+        text = text[:20_000] + "\n…"
+    return text + note
+
+
+#
+# Tools
+#
+
+
+class ToolAdmin(OwnedAdmin):
+    form = ToolAdminForm
+    list_display = ["name", "type", "category_label", "table", "json_path", "use_count", "last_used", "try_it_link"]
+    list_filter = ["type", ("table", admin.RelatedOnlyFieldListFilter)]
+    search_fields = ["name", "alias", "description"]
+    readonly_fields = ["use_count", "last_used", "created_at", "updated_at"]
+    list_select_related = ["table"]
+    change_form_template = "admin/tools_app/tool/change_form.html"
+    fieldsets = [
+        (None, {"fields": ["name", "alias", "type", "description"]}),
+        ("Context (data tools)", {"fields": ["table", "json_path"]}),
+        ("Schemas and metadata", {"fields": ["input_schema", "output_schema", "metadata"]}),
+        ("Usage", {"fields": ["use_count", "last_used", "created_at", "updated_at"]}),
+    ]
+
+    class Media:
+        css = {"all": ["toolhub/admin.css"]}
+        js = ["toolhub/admin.js"]
+
+    def get_queryset(self, request):
+        # A tool page never needs its table's document, which may be megabytes.
+        return super().get_queryset(request).select_related("table").defer("table__data")
+
+    @admin.display(description="category")
+    def category_label(self, obj):
+        return obj.category
+
+    @admin.display(description="")
+    def try_it_link(self, obj):
+        if obj.is_external:
+            return ""
+        return format_html('<a href="{}">Try it</a>', reverse("admin:tools_app_tool_try", args=[obj.pk]))
+
+    def save_model(self, request, obj, form, change):
+        fields = {name: getattr(obj, name) for name in services.TOOL_FIELDS}
+        if change:
+            self.service(services.tool_update, tool=obj, **fields)
+        else:
+            adopt(obj, self.service(services.tool_create, owner=request.user, **fields))
+
+    def get_urls(self):
+        view = self.admin_site.admin_view
+        return [path("<path:object_id>/try/", view(self.try_it_view), name="tools_app_tool_try"), *super().get_urls()]
+
+    def changeform_view(self, request, object_id=None, form_url="", extra_context=None):
+        extra_context = dict(extra_context or {})
+        extra_context["type_helps"] = [
+            {"type": value, "label": label, **type_help(value)} for value, label in ToolType.choices
+        ]
+        if object_id is not None:
+            tool = self.get_object(request, unquote(object_id))
+            if tool is not None and self.has_view_permission(request, tool):
+                extra_context.update(tool_panels(request, tool))
+        return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def try_it_view(self, request, object_id):
+        tool = self.get_object_or_404(request, object_id)
+        outcome = None
+        if request.method == "POST":
+            if not self.has_change_permission(request, tool):
+                raise PermissionDenied
+            form = TryItForm(request.POST, tool=tool)
+            if form.is_valid():
+                outcome = run_tool(request, tool, form.cleaned_data["arguments"])
+        else:
+            form = TryItForm(tool=tool)
+        context = self.admin_context(
+            request,
+            title=f"Try {tool.name}",
+            original=tool,
+            tool=tool,
+            form=form,
+            outcome=outcome,
+            help=type_help(tool.type),
+            writes=tool.type in WRITE_TYPES,
+            schema=pretty_json(tool.input_schema),
+            media=self.media + form.media,
+            has_view_permission=True,
+            **tool_panels(request, tool),
+        )
+        return TemplateResponse(request, "admin/tools_app/tool/try_it.html", context)
+
+
+def tool_panels(request, tool) -> dict[str, Any]:
+    """The tool page's extra blocks (issue 6): instances it is bound to, call statistics, help."""
+    from mcp_app.admin_stats import call_stats  # mcp_app builds on tools_app; import at use
+
+    call_log = apps.get_model("mcp_app", "CallLog")
+    bindings = [
+        {
+            "instance": binding.mcp_instance,
+            "name": binding.effective_name,
+            "enabled": binding.enabled,
+            "url": reverse("admin:mcp_app_mcpinstance_change", args=[binding.mcp_instance_id]),
+        }
+        for binding in tool.bindings.select_related("mcp_instance").order_by("mcp_instance__name")
+    ]
+    stats = call_stats(call_log.objects.for_user(request.user).filter(tool=tool))
+    return {
+        "tool_bindings": bindings,
+        "tool_stats": stats["total"],
+        "tool_stats_window": stats["window"],
+        "tool_help": type_help(tool.type),
+        "try_it_url": None if tool.is_external else reverse("admin:tools_app_tool_try", args=[tool.pk]),
+        "tool_calls_url": reverse("admin:mcp_app_calllog_changelist") + f"?tool__id__exact={tool.pk}",
+    }
+
+
+def run_tool(request, tool: Tool, arguments: Any) -> dict[str, Any]:
+    """Run a tool through the data-access layer as the admin user, record the call, return what to show."""
+    from .registry.scope import UserScope  # the registry package imports much; load it when a tool runs
+
+    started = time.perf_counter()
+    outcome: dict[str, Any] = {"arguments": pretty_json(arguments)}
+    try:
+        result = execute(tool=tool, arguments=arguments, scope=UserScope(request.user))
+    except ToolError as exc:
+        outcome.update(ok=False, code=str(exc.code), message=exc.message)
+    except Exception:
+        # Never a 500 for a tool call: log the details, show a generic error.
+        logger.exception("try-it of tool %s failed", tool.pk)
+        outcome.update(ok=False, code="INTERNAL_ERROR", message="The tool failed unexpectedly; see the server log.")
+    else:
+        text = pretty_json(result)
+        outcome.update(ok=True, result=text[:TRY_IT_MAX_CHARS], truncated=len(text) > TRY_IT_MAX_CHARS)
+        outcome["result_size"] = human_size(len(text))
+    outcome["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
+    record_admin_call(tool, outcome)
+    if outcome["ok"]:
+        messages.success(request, f"{tool.name} ran in {outcome['duration_ms']} ms.")
+    return outcome
+
+
+def record_admin_call(tool: Tool, outcome: dict[str, Any]) -> None:
+    """SPEC §2.2 and §4.4: every call bumps the tool's use count and leaves a call-log row."""
+    services.tool_use_record(tool_id=tool.pk)
+    call_log = apps.get_model("mcp_app", "CallLog")
+    call_log.objects.create(
+        owner_id=tool.owner_id,
+        tool=tool,
+        tool_name=tool.name,
+        source="admin",
+        status="ok" if outcome["ok"] else "error",
+        error_code="" if outcome["ok"] else outcome["code"][:40],
+        error_message="" if outcome["ok"] else outcome["message"],
+        duration_ms=outcome["duration_ms"],
+    )
+
+
+admin.site.register(Table, TableAdmin)
+admin.site.register(Tool, ToolAdmin)

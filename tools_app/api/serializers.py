@@ -1,0 +1,166 @@
+"""API serializers for tables and tools, and the FullCleanModelSerializer base shared with mcp_app.api.
+
+Validation is the model's: the base builds the instance the write would produce and runs full_clean(),
+so a 400 names the field before anything is written (DRF alone never calls Model.clean()). The write
+itself goes through the services, which validate again under their locks.
+"""
+
+import copy
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import serializers
+
+from tools_app import services
+from tools_app.models import Table, Tool
+
+__all__ = [
+    "FullCleanModelSerializer",
+    "OwnedPrimaryKeyRelatedField",
+    "TableSerializer",
+    "ToolCallResultSerializer",
+    "ToolCallSerializer",
+    "ToolSerializer",
+]
+
+
+class OwnedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
+    """A foreign key whose choices are the caller's own objects (SPEC §6).
+
+    Another user's id reads exactly like a missing one: 400 "Invalid pk ... object does not exist."
+    """
+
+    def __init__(self, model, **kwargs):
+        self.model = model
+        kwargs.setdefault("queryset", model.objects.none())
+        super().__init__(**kwargs)
+
+    def get_queryset(self):
+        request = self.context.get("request")
+        return self.model.objects.for_user(getattr(request, "user", None))
+
+    def to_internal_value(self, data):
+        # bool is an int in Python; True must not silently mean the object with id 1.
+        if isinstance(data, bool) or isinstance(data, float | list | dict):
+            self.fail("incorrect_type", data_type=type(data).__name__)
+        return super().to_internal_value(data)
+
+
+class FullCleanModelSerializer(serializers.ModelSerializer):
+    """Runs Model.full_clean() on the would-be instance during validation (NetBox's pattern).
+
+    Subclasses write through services in create()/update(); `full_clean_kwargs` lets a model leave
+    a check to its service (e.g. Binding names, decided under a lock).
+    """
+
+    full_clean_kwargs: dict[str, Any] = {}
+
+    def owner(self):
+        return self.context["request"].user
+
+    def build_instance(self, attrs: dict[str, Any]):
+        if self.instance is not None:
+            # A copy (Model.__getstate__ copies the field cache too): a refused PATCH leaves the object as it was.
+            instance = copy.copy(self.instance)
+        else:
+            model = self.Meta.model
+            instance = model(owner=self.owner()) if _has_owner(model) else model()
+        for key, value in attrs.items():
+            setattr(instance, key, value)
+        return instance
+
+    def validate(self, attrs):
+        attrs = super().validate(attrs)
+        instance = self.build_instance(attrs)
+        try:
+            instance.full_clean(**self.full_clean_kwargs)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(serializers.as_serializer_error(exc)) from exc
+        return attrs
+
+
+def _has_owner(model) -> bool:
+    return any(field.name == "owner" for field in model._meta.get_fields())
+
+
+#
+# Tables
+#
+
+
+class TableSerializer(FullCleanModelSerializer):
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    data = serializers.JSONField(
+        required=False, help_text="Any JSON value (usually an object or an array); not null. Default {}."
+    )
+
+    class Meta:
+        model = Table
+        fields = ["id", "name", "description", "data", "version", "owner", "created_at", "updated_at"]
+        read_only_fields = ["id", "version", "owner", "created_at", "updated_at"]
+
+    def create(self, validated_data):
+        return services.table_create(owner=self.owner(), **validated_data)
+
+    def update(self, instance, validated_data):
+        return services.table_update(table=instance, **validated_data)
+
+
+#
+# Tools
+#
+
+
+class ToolSerializer(FullCleanModelSerializer):
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    table = OwnedPrimaryKeyRelatedField(
+        Table, allow_null=True, required=False, help_text="Id of one of your tables; null for non-data tools."
+    )
+    input_schema = serializers.JSONField(
+        required=False, help_text="JSON Schema (Draft 2020-12) with type object; empty = the type's default."
+    )
+    output_schema = serializers.JSONField(required=False, allow_null=True, help_text="Optional JSON Schema.")
+    metadata = serializers.JSONField(
+        required=False, help_text="category, tags, preview_keys, key_field, examples, return_format, ..."
+    )
+    category = serializers.CharField(read_only=True, help_text="metadata.category, or the type's default.")
+    tags = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+    class Meta:
+        model = Tool
+        fields = [
+            "id",
+            "name",
+            "alias",
+            "type",
+            "table",
+            "json_path",
+            "description",
+            "input_schema",
+            "output_schema",
+            "metadata",
+            "category",
+            "tags",
+            "use_count",
+            "last_used",
+            "owner",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = ["id", "use_count", "last_used", "owner", "created_at", "updated_at"]
+
+    def create(self, validated_data):
+        return services.tool_create(owner=self.owner(), **validated_data)
+
+    def update(self, instance, validated_data):
+        return services.tool_update(tool=instance, **validated_data)
+
+
+class ToolCallSerializer(serializers.Serializer):
+    arguments = serializers.DictField(
+        required=False, default=dict, help_text="The tool's arguments, checked against its input_schema."
+    )
+
+
+class ToolCallResultSerializer(serializers.Serializer):
+    result = serializers.JSONField(help_text="The tool's JSON result (SPEC §8 shapes).")

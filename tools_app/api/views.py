@@ -1,0 +1,196 @@
+"""API views for tables and tools, the token endpoint, and OwnedViewSetMixin (shared with mcp_app.api).
+
+Every queryset starts from the ownership rule (`for_user`): another user's object is a 404, never a
+403 (SPEC §2, §6). Writes go through the serializers to the services; views hold no business rules.
+"""
+
+import logging
+import time
+
+from django.http import Http404
+from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view, inline_serializer
+from rest_framework import filters, serializers, status, viewsets
+from rest_framework.authtoken.views import ObtainAuthToken
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from tools_app import services
+from tools_app.data_access import ToolError, execute
+from tools_app.filtersets import ToolFilterSet
+from tools_app.models import Table, Tool
+from tools_app.registry.scope import UserScope
+
+from .serializers import TableSerializer, ToolCallResultSerializer, ToolCallSerializer, ToolSerializer
+
+logger = logging.getLogger("toolhub.api")
+
+__all__ = ["AuthTokenView", "OwnedViewSetMixin", "TableViewSet", "ToolViewSet", "get_owned_or_404", "parse_id"]
+
+
+def parse_id(value, model) -> int:
+    """A path id as an int; a malformed or out-of-range one is a 404 like any id the caller cannot see."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        number = 0
+    if not 0 < number < 2**63:
+        raise Http404(f"No {model._meta.verbose_name} matches the given id.")
+    return number
+
+
+def get_owned_or_404(model, user, pk):
+    """The caller's object `pk` of `model`, or Http404."""
+    return get_object_or_404(model.objects.for_user(user), pk=parse_id(pk, model))
+
+
+class OwnedViewSetMixin:
+    """get_queryset() from Model.objects.for_user(request.user); superusers see every object."""
+
+    select_related: tuple[str, ...] = ()
+    # Any path segment reaches the view, so a malformed id ("0.5", "abc") is a JSON 404 like a missing one
+    # instead of Django's HTML page for an unmatched URL.
+    lookup_value_regex = "[^/]+"
+
+    def get_queryset(self):
+        queryset = self.queryset.model.objects.for_user(self.request.user)
+        if self.select_related:
+            queryset = queryset.select_related(*self.select_related)
+        return queryset.order_by(*self.queryset.model._meta.ordering)
+
+    def get_object(self):
+        lookup = self.lookup_url_kwarg or self.lookup_field
+        self.kwargs[lookup] = parse_id(self.kwargs.get(lookup), self.queryset.model)
+        return super().get_object()
+
+
+#
+# Auth
+#
+
+
+@extend_schema(
+    tags=["auth"],
+    summary="Exchange a username and password for an API token",
+    request=inline_serializer(
+        "AuthTokenRequest", {"username": serializers.CharField(), "password": serializers.CharField()}
+    ),
+    responses={200: inline_serializer("AuthTokenResponse", {"token": serializers.CharField()})},
+)
+class AuthTokenView(ObtainAuthToken):
+    """POST {username, password} -> {"token"}; then send `Authorization: Token <token>` (SPEC §6)."""
+
+    public_schema_operation = True
+
+    def get_serializer_context(self):
+        return {"request": self.request, "format": self.format_kwarg, "view": self}
+
+
+#
+# Tables
+#
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List your tables"),
+    create=extend_schema(summary="Create a table"),
+    retrieve=extend_schema(summary="Get a table with its data"),
+    update=extend_schema(summary="Replace a table (a data change adds 1 to its version)"),
+    partial_update=extend_schema(summary="Change a table (a data change adds 1 to its version)"),
+    destroy=extend_schema(summary="Delete a table and the tools on it"),
+)
+class TableViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
+    """Tables: JSON documents that tools read and write (SPEC §2.1)."""
+
+    queryset = Table.objects.all()
+    serializer_class = TableSerializer
+    select_related = ("owner",)
+    filter_backends = [filters.SearchFilter, filters.OrderingFilter]
+    search_fields = ["name", "description"]
+    ordering_fields = ["id", "name", "created_at", "updated_at", "version"]
+
+
+#
+# Tools
+#
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List your tools"),
+    create=extend_schema(summary="Create a tool"),
+    retrieve=extend_schema(summary="Get a tool"),
+    update=extend_schema(summary="Replace a tool"),
+    partial_update=extend_schema(summary="Change a tool"),
+    destroy=extend_schema(summary="Delete a tool (and its bindings)"),
+)
+class ToolViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
+    """Tools: typed operations on a table mount, registry tools and external tools (SPEC §2.2)."""
+
+    queryset = Tool.objects.all()
+    serializer_class = ToolSerializer
+    select_related = ("owner",)
+    filterset_class = ToolFilterSet
+    ordering_fields = ["id", "name", "type", "use_count", "last_used", "created_at", "updated_at"]
+
+    @extend_schema(
+        summary="List your tools on one table",
+        parameters=[OpenApiParameter("table_id", OpenApiTypes.INT, OpenApiParameter.PATH)],
+        responses=ToolSerializer(many=True),
+    )
+    @action(detail=False, methods=["get"], url_path=r"by-table/(?P<table_id>[^/]+)")
+    def by_table(self, request, table_id=None):
+        """SPEC §6: the caller's tools on that table; 404 if the table is missing or not the caller's."""
+        table = get_owned_or_404(Table, request.user, table_id)
+        queryset = self.filter_queryset(self.get_queryset().filter(table=table))
+        page = self.paginate_queryset(queryset)
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+    @extend_schema(
+        summary="Run a tool",
+        description="Runs the tool through the same data-access layer as MCP. A tool error is a 400 with its code.",
+        request=ToolCallSerializer,
+        responses={200: ToolCallResultSerializer},
+    )
+    @action(detail=True, methods=["post"], serializer_class=ToolCallSerializer, filter_backends=[])
+    def call(self, request, pk=None):
+        tool = self.get_object()
+        body = ToolCallSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        result = _run_tool(tool, body.validated_data["arguments"], request.user)
+        return Response({"result": result}, status=status.HTTP_200_OK)
+
+
+def _run_tool(tool: Tool, arguments: dict, user):
+    """Execute and record the call (use count + a CallLog row with source "api"); re-raise failures."""
+    started = time.perf_counter()
+    error: Exception | None = None
+    try:
+        return execute(tool=tool, arguments=arguments, scope=UserScope(user))
+    except Exception as exc:
+        error = exc
+        raise
+    finally:
+        _record_call(tool, error, (time.perf_counter() - started) * 1000)
+
+
+def _record_call(tool: Tool, error: Exception | None, duration_ms: float) -> None:
+    # The call log belongs to mcp_app (SPEC §4.4 lists it with the MCP endpoint); imported here, in the
+    # interface layer, so tools_app's domain modules stay free of mcp_app.
+    from mcp_app.models import CallLog, CallStatus
+
+    try:
+        services.tool_use_record(tool_id=tool.pk)
+        CallLog.objects.create(
+            mcp_instance=None,
+            tool=tool,
+            tool_name=tool.name,
+            owner_id=tool.owner_id,
+            source="api",
+            status=CallStatus.OK if error is None else CallStatus.ERROR,
+            error_code=str(error.code) if isinstance(error, ToolError) else ("SERVER_ERROR" if error else ""),
+            error_message=str(error.message) if isinstance(error, ToolError) else "",
+            duration_ms=round(duration_ms, 3),
+        )
+    except Exception:  # the call's own outcome matters more than its log line
+        logger.exception("Could not record the API call of tool %s", tool.pk)

@@ -1,0 +1,65 @@
+"""Argument validation against the tool's input schema (Draft 2020-12), with validators cached per schema."""
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from ..tool_schemas import DEFAULT_INPUT_SCHEMAS
+from ..validators import json_text_has_nul
+from .errors import ErrorCode, ToolError
+
+
+@lru_cache(maxsize=512)
+def _validator(schema_json: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(schema_json))
+
+
+def _describe(error) -> str:
+    path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.absolute_path)
+    where = f"argument '{path.lstrip('.')}'" if path else "arguments"
+    if error.validator == "required" and not path:
+        return error.message.replace("is a required property", "is required")
+    if error.validator == "additionalProperties" and not path:
+        return f"{error.message} (accepted arguments: see the tool's input schema)"
+    return f"{where}: {error.message}"
+
+
+def validate_arguments(*, schema: dict[str, Any], tool_type: str, arguments: Any) -> dict[str, Any]:
+    """Check `arguments` against the tool's schema, then against what its type needs.
+
+    Raises ToolError(INVALID_ARGUMENTS) naming the first failing argument.
+    """
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise ToolError(ErrorCode.INVALID_ARGUMENTS, "Arguments must be a JSON object.")
+    try:
+        # Python's json parser accepts NaN and Infinity; they are not JSON and PostgreSQL refuses them on write.
+        text = json.dumps(arguments, allow_nan=False)
+    except ValueError as exc:
+        raise ToolError(
+            ErrorCode.INVALID_ARGUMENTS, "Invalid arguments: NaN and Infinity are not JSON numbers."
+        ) from exc
+    except TypeError as exc:
+        raise ToolError(ErrorCode.INVALID_ARGUMENTS, f"Invalid arguments: not JSON ({exc}).") from exc
+    if json_text_has_nul(text):
+        # PostgreSQL's jsonb cannot store U+0000, so a write carrying one would fail at the database.
+        raise ToolError(ErrorCode.INVALID_ARGUMENTS, "Invalid arguments: strings must not contain U+0000 (NUL).")
+    schemas = [schema]
+    base = DEFAULT_INPUT_SCHEMAS.get(tool_type)
+    if base is not None and base is not schema:
+        # A custom schema may be looser than the type's own: the type's base schema still applies, minus
+        # additionalProperties (a custom schema may add documentation-only arguments).
+        schemas.append({k: v for k, v in base.items() if k != "additionalProperties"})
+    for candidate in schemas:
+        validator = _validator(json.dumps(candidate, sort_keys=True))
+        error = next(iter(sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))), None)
+        if error is not None:
+            raise ToolError(
+                ErrorCode.INVALID_ARGUMENTS,
+                f"Invalid arguments: {_describe(error)}.",
+                {"path": list(error.absolute_path), "validator": error.validator},
+            )
+    return arguments

@@ -1,0 +1,154 @@
+"""JMESPath: expressions are compiled once per process and errors become INVALID_QUERY.
+
+jmespath parses; jmespath_compiler turns the tree into closures that give the library's results
+several times faster (a filter over 100,000 records: ~200 ms interpreted, ~30 ms compiled).
+"""
+
+import math
+from functools import lru_cache
+from typing import Any
+
+from jmespath import exceptions as jmespath_errors
+from jmespath import visitor
+
+from .errors import ErrorCode, ToolError
+from .jmespath_compiler import CompiledExpression, compile_query
+
+__all__ = ["CompiledExpression", "compile_expression", "run_query"]
+
+# What a well-formed expression can still raise while running: jmespath's own errors (wrong
+# function argument types, unknown functions, ...; all ValueErrors), the TypeError of ordering a
+# string against a number, the ValueError of a zero slice step, OverflowError of ceil(`1e999`-like
+# values), and RecursionError on pathologically nested data.
+_RUNTIME_ERRORS = (jmespath_errors.JMESPathError, TypeError, ValueError, OverflowError, RecursionError)
+
+
+@lru_cache(maxsize=1024)
+def _compile(expression: str) -> CompiledExpression:
+    return compile_query(expression)
+
+
+def compile_expression(expression: str) -> CompiledExpression:
+    """The compiled expression, or ToolError(INVALID_QUERY) saying where it is wrong."""
+    try:
+        return _compile(expression)
+    except jmespath_errors.ParseError as exc:
+        position = getattr(exc, "lex_position", None)
+        where = f" at position {position}" if isinstance(position, int) else ""
+        reason = getattr(exc, "msg", None) or str(exc).splitlines()[0]
+        token = getattr(exc, "token_value", None)
+        near = f" near {token!r}" if token not in (None, "") else ""
+        raise ToolError(
+            ErrorCode.INVALID_QUERY,
+            f"Invalid JMESPath expression{where}{near}: {reason}. Expression: {expression}",
+            {"query": expression, "position": position},
+        ) from exc
+    except jmespath_errors.JMESPathError as exc:
+        raise ToolError(
+            ErrorCode.INVALID_QUERY,
+            f"Invalid JMESPath expression: {exc}. Expression: {expression}",
+            {"query": expression},
+        ) from exc
+    except RecursionError as exc:
+        raise ToolError(
+            ErrorCode.INVALID_QUERY,
+            f"Invalid JMESPath expression: it is nested too deeply. Expression: {expression[:200]}",
+            {"query": expression},
+        ) from exc
+
+
+def run_query(expression: str, data: Any) -> Any:
+    """Evaluate `expression` over `data`; an error at run time is INVALID_QUERY too."""
+    compiled = compile_expression(expression)
+    try:
+        result = compiled.search(data)
+    except _RUNTIME_ERRORS as exc:
+        raise ToolError(
+            ErrorCode.INVALID_QUERY,
+            f"The JMESPath expression failed: {exc}. Expression: {expression}",
+            {"query": expression},
+        ) from exc
+    if _returns_expref(expression) and _contains_expref(result):
+        # `&field` outside sort_by/min_by/max_by/map evaluates to a function object, not JSON.
+        raise ToolError(
+            ErrorCode.INVALID_QUERY,
+            "The JMESPath expression returned an expression reference (&...), which is not a JSON value; "
+            f"use & only as an argument of sort_by, min_by, max_by or map. Expression: {expression}",
+            {"query": expression},
+        )
+    if _may_return_non_finite(expression) and _contains_non_finite(result):
+        # Table data holds no NaN/Infinity (validators refuse them), but a literal or to_number/sum/avg can
+        # make one, and JSON cannot carry it: the API and MCP would fail to serialise the result.
+        raise ToolError(
+            ErrorCode.INVALID_QUERY,
+            "The JMESPath expression produced NaN or Infinity, which JSON cannot represent (from a literal, "
+            f"to_number, sum or avg). Expression: {expression}",
+            {"query": expression},
+        )
+    return result
+
+
+# Functions that can turn finite JSON into NaN/Infinity: to_number('nan'), to_number('1e999'), sum/avg overflow.
+_NON_FINITE_FUNCTIONS = frozenset({"to_number", "sum", "avg"})
+
+
+@lru_cache(maxsize=1024)
+def _may_return_non_finite(expression: str) -> bool:
+    # Decided once per expression, so results are walked only for the few queries that may need it.
+    return _non_finite_source(_compile(expression).parsed)
+
+
+def _non_finite_source(node: Any) -> bool:
+    if not isinstance(node, dict):
+        return False
+    if node.get("type") == "literal":
+        return _contains_non_finite(node.get("value"))
+    if node.get("type") == "function_expression" and node.get("value") in _NON_FINITE_FUNCTIONS:
+        return True
+    return any(_non_finite_source(child) for child in node.get("children") or [])
+
+
+def _contains_non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, list):
+        return any(_contains_non_finite(item) for item in value)
+    if isinstance(value, dict):
+        return any(_contains_non_finite(item) for item in value.values())
+    return False
+
+
+_EXPREF_ARGUMENT = {"sort_by": 1, "min_by": 1, "max_by": 1, "map": 0}
+
+
+@lru_cache(maxsize=1024)
+def _returns_expref(expression: str) -> bool:
+    # Decided once per expression, so the result is walked only for the rare queries that may need it.
+    return _free_expref(_compile(expression).parsed)
+
+
+def _free_expref(node: Any) -> bool:
+    """True when an expref can end up in the result: one that is not the argument a function consumes."""
+    if not isinstance(node, dict):
+        return False
+    if node.get("type") == "expref":
+        return True
+    children = node.get("children") or []
+    if node.get("type") == "function_expression":
+        consumed = _EXPREF_ARGUMENT.get(node.get("value"))
+        return any(
+            _free_expref(child["children"][0] if index == consumed and child.get("type") == "expref" else child)
+            for index, child in enumerate(children)
+            if isinstance(child, dict)
+        )
+    return any(_free_expref(child) for child in children)
+
+
+def _contains_expref(value: Any) -> bool:
+    if isinstance(value, visitor._Expression):
+        return True
+    if isinstance(value, list):
+        return any(_contains_expref(item) for item in value)
+    if isinstance(value, dict):
+        return any(_contains_expref(item) for item in value.values())
+    return False

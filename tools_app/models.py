@@ -1,0 +1,255 @@
+"""Tables (context data) and tools (SPEC §2.1, §2.2).
+
+Validation lives here and in validators.py and is reached through full_clean() from every write
+path (admin forms, API serializers, services). Cross-row rules that must hold under concurrency
+(binding names, per-table write order) are decided in services with locks and constraints.
+"""
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from .choices import DATA_TYPES, READ_TYPES, REGISTRY_TYPES, WRITE_TYPES, ToolType, default_category
+from .errors import ErrorCode
+from .permissions import OwnedQuerySet
+from .tool_schemas import default_input_schema, is_other_types_default, required_arguments
+from .validators import (
+    MAX_DESCRIPTION,
+    validate_input_schema,
+    validate_json_pointer,
+    validate_json_schema,
+    validate_json_value,
+    validate_metadata,
+    validate_tool_name,
+)
+
+
+class OwnedModel(models.Model):
+    """An object with an owner and timestamps; see permissions.OwnedQuerySet for who sees it."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = OwnedQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+
+class Table(OwnedModel):
+    """A JSON document that tools read and write. `version` grows by one on every data write."""
+
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    version = models.PositiveBigIntegerField(default=1, editable=False)
+
+    class Meta:
+        ordering = ["name", "id"]
+        indexes = [models.Index(fields=["owner", "name"])]
+
+    def __str__(self):
+        return self.name
+
+    def clean(self):
+        if self.data is None:
+            raise ValidationError({"data": ValidationError("data must be a JSON value, not null.", code="invalid")})
+        try:
+            validate_json_value(self.data)
+        except ValidationError as exc:
+            raise ValidationError({"data": exc.error_list}) from exc
+
+
+class ToolQuerySet(OwnedQuerySet):
+    def of_type(self, *types: str) -> "ToolQuerySet":
+        return self.filter(type__in=types)
+
+
+class Tool(OwnedModel):
+    """A tool an LLM agent can call: a typed operation on a table mount, a registry tool or an external one."""
+
+    name = models.CharField(max_length=64, validators=[validate_tool_name], db_index=True)
+    alias = models.CharField(max_length=200, blank=True)
+    type = models.CharField(max_length=32, choices=ToolType.choices)
+    table = models.ForeignKey(Table, null=True, blank=True, on_delete=models.CASCADE, related_name="tools")
+    json_path = models.CharField(
+        "JSON path",
+        max_length=500,
+        blank=True,
+        validators=[validate_json_pointer],
+        help_text='Mount point inside the table as a JSON Pointer (RFC 6901): "" is the whole document, '
+        '"/orders" the value under the key "orders", "/a~1b" the key "a/b".',
+    )
+    description = models.TextField(blank=True, max_length=MAX_DESCRIPTION)
+    input_schema = models.JSONField(default=dict, blank=True)
+    output_schema = models.JSONField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    use_count = models.PositiveBigIntegerField(default=0, editable=False)
+    last_used = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = ToolQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name", "id"]
+        indexes = [models.Index(fields=["owner", "type"])]
+
+    def __str__(self):
+        return self.name
+
+    # Properties read by every surface (SPEC §2.2 defaults).
+    @property
+    def category(self) -> str:
+        return (self.metadata or {}).get("category") or default_category(self.type)
+
+    @property
+    def tags(self) -> list[str]:
+        return list((self.metadata or {}).get("tags") or [])
+
+    @property
+    def key_field(self) -> str:
+        return (self.metadata or {}).get("key_field") or "id"
+
+    @property
+    def is_data_tool(self) -> bool:
+        return self.type in DATA_TYPES
+
+    @property
+    def is_read_only(self) -> bool:
+        return self.type in READ_TYPES or self.type in REGISTRY_TYPES and self.type != ToolType.REGISTER_TOOL
+
+    @property
+    def is_write(self) -> bool:
+        return self.type in WRITE_TYPES
+
+    @property
+    def is_external(self) -> bool:
+        return self.type == ToolType.EXTERNAL
+
+    def name_conflicts(self, new_name: str) -> list[tuple[str, str]]:
+        """(instance name, other tool's effective name) for each instance where `new_name` would collide.
+
+        Only bindings without a name override follow the tool's name (SPEC §2.4).
+        """
+        if self.pk is None:
+            return []
+        binding_model = self.bindings.model
+        own = list(self.bindings.filter(name_override="").values_list("mcp_instance_id", flat=True))
+        clashes = (
+            binding_model.objects.filter(mcp_instance_id__in=own, name_key=new_name.lower())
+            .exclude(tool_id=self.pk)
+            .select_related("mcp_instance", "tool")
+        )
+        return [(binding.mcp_instance.name, binding.effective_name) for binding in clashes]
+
+    def clean(self):
+        errors: dict[str, list[ValidationError]] = {}
+
+        def add(field, message, code, **params):
+            errors.setdefault(field, []).append(ValidationError(message, code=code, params=params or None))
+
+        if self.input_schema in (None, {}, "") or is_other_types_default(self.input_schema, self.type):
+            # A schema that is still another type's default was never customised: after a type change it
+            # follows the new type instead of blocking the change (SPEC §2.2 per-type defaults).
+            self.input_schema = default_input_schema(self.type)
+        if self.metadata is None:
+            self.metadata = {}
+        if self.output_schema == {}:
+            self.output_schema = None
+
+        if self.type in DATA_TYPES:
+            if self.table_id is None:
+                add("table", "A %(type)s tool needs a table.", "required", type=self.type)
+            if self.table_id is not None and self.owner_id is not None:
+                # SPEC §2: a tool only mounts a table of its own owner.
+                table_owner = Table.objects.filter(pk=self.table_id).values_list("owner_id", flat=True).first()
+                if table_owner is not None and table_owner != self.owner_id:
+                    add("table", "Select a valid choice. That table is not one of yours.", "invalid_choice")
+        elif self.type:
+            if self.table_id is not None:
+                add("table", "A %(type)s tool has no table.", "invalid", type=self.type)
+            if self.json_path:
+                add("json_path", "A %(type)s tool has no JSON path.", "invalid", type=self.type)
+
+        if not (self.description or "").strip() and self.type != ToolType.EXTERNAL:
+            add("description", "A description is required: it tells the model what the tool does.", "required")
+        if len(self.description or "") > MAX_DESCRIPTION:
+            add(
+                "description",
+                "At most %(max)d characters (got %(n)d).",
+                "max_length",
+                max=MAX_DESCRIPTION,
+                n=len(self.description),
+            )
+
+        for field in ("input_schema", "output_schema", "metadata"):
+            try:
+                validate_json_value(getattr(self, field))
+            except ValidationError as exc:
+                errors.setdefault(field, []).extend(exc.error_list)
+        try:
+            validate_input_schema(self.input_schema)
+        except ValidationError as exc:
+            errors.setdefault("input_schema", []).extend(exc.error_list)
+        else:
+            properties = self.input_schema.get("properties") or {}
+            missing = [name for name in required_arguments(self.type) if name not in properties]
+            if missing:
+                add(
+                    "input_schema",
+                    "A %(type)s tool needs the argument(s) %(names)s in its schema's properties.",
+                    "missing_arguments",
+                    type=self.type,
+                    names=", ".join(missing),
+                )
+        if self.output_schema is not None:
+            try:
+                validate_json_schema(self.output_schema)
+            except ValidationError as exc:
+                errors.setdefault("output_schema", []).extend(exc.error_list)
+        try:
+            validate_metadata(self.metadata)
+        except ValidationError as exc:
+            errors.setdefault("metadata", []).extend(exc.error_list)
+        if self.name and "name" not in errors:
+            # Friendly pre-check for forms; the unique constraint on bindings is the guarantee.
+            clashes = self.name_conflicts(self.name)
+            if clashes:
+                errors.setdefault("name", []).extend(name_conflict_error("name", self.name, clashes).error_dict["name"])
+        if errors:
+            raise ValidationError(errors)
+
+
+def name_conflict_error(field: str, name: str, clashes: list[tuple[str, str]]) -> ValidationError:
+    """SPEC §2.4: the error names the conflicting tool and the instance."""
+    instance, other = clashes[0]
+    return ValidationError(
+        {
+            field: ValidationError(
+                "The name %(name)r is already used by the tool %(other)r on the instance %(instance)r "
+                "(names are unique per instance, ignoring case).",
+                code=ErrorCode.NAME_CONFLICT,
+                params={"name": name, "other": other, "instance": instance},
+            )
+        }
+    )
+
+
+class EmbeddingVector(models.Model):
+    """A sentence vector of one text under one embedding model, shared by every worker (issue 5, SPEC §1).
+
+    Keyed by content, not by tool: the text hash says which text was embedded, so an edited tool gets a
+    new row and identical texts (copies, other users' tools) share one. Rows are a cache: any can be
+    deleted, and the registry embeds the text again on its next semantic search.
+    """
+
+    model_id = models.CharField(max_length=100)
+    text_hash = models.CharField(max_length=64, help_text="SHA-256 of the embedded text, hex.")
+    vector = models.BinaryField(help_text="float32 values, little-endian.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["model_id", "text_hash"], name="embedding_vector_unique_text")]
+
+    def __str__(self):
+        return f"{self.model_id} {self.text_hash[:12]}"

@@ -1,0 +1,300 @@
+"""The tool registry (SPEC §5): search, definitions, categories, usage guide, registration, export.
+
+Everything works over a RegistryScope (scope.py): the enabled bindings of an MCP instance under their
+effective names (mcp_app.registry_scope.InstanceScope), or the tools a user owns (UserScope, the API).
+Reads come from a per-process index snapshot validated against the scope's fingerprint on every call
+(search.IndexCache); the only writes are the use count of get_tool_definition and register_tool, both
+through services. Nothing here knows about HTTP, DRF or MCP.
+"""
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from .. import services
+from ..choices import ToolType
+from ..data_access.errors import ErrorCode, ToolError
+from ..errors import ToolhubError
+from .export import FORMATS, export_tool, export_tools
+from .guide import PENDING, usage_guide
+from .search import MAX_LIMIT, METHODS, Hit, Index, ToolDoc, deep_copy, index_cache, validate_method
+
+__all__ = [
+    "FORMATS",
+    "METHODS",
+    "execute_registry_tool",
+    "export_tool",
+    "export_tools",
+    "get_index",
+    "register_tool",
+    "search_tools",
+    "tool_definition",
+    "tools_by_category",
+    "usage_guide",
+]
+
+
+def get_index(scope: Any) -> Index:
+    """The scope's current index (rebuilt when any tool or binding in it changed, on any worker)."""
+    return index_cache.get(scope)
+
+
+def _md_escape(text: str) -> str:
+    return "".join("\\" + ch if ch in "\\`*_[]<>#|!" else ch for ch in text)
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    line = " ".join((text or "").split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+#
+# search_tools
+#
+
+
+def search_tools(*, scope: Any, query: str, method: str = "bm25", limit: int = 5) -> dict[str, Any]:
+    """Ranked tools for `query`: {query, method, count, results: [{tool_name, tool_id, description, score,
+    match_reason}], markdown}. Raises ToolError: INVALID_SEARCH_METHOD, INVALID_QUERY (regex),
+    SEARCH_UNAVAILABLE (embedding/hybrid without the extra), INVALID_ARGUMENTS (empty query, bad limit).
+    """
+    method = validate_method(method)
+    if not isinstance(query, str) or not query.strip():
+        raise ToolError(ErrorCode.INVALID_ARGUMENTS, "Invalid arguments: 'query' must be a non-empty string.")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+        raise ToolError(ErrorCode.INVALID_ARGUMENTS, f"Invalid arguments: 'limit' must be 1–{MAX_LIMIT}.")
+    hits = get_index(scope).search(query.strip(), method, limit)
+    results = [hit.as_dict() for hit in hits]
+    return {
+        "query": query,
+        "method": method,
+        "count": len(results),
+        "results": results,
+        "markdown": _search_markdown(query, method, hits),
+    }
+
+
+def _search_markdown(query: str, method: str, hits: list[Hit]) -> str:
+    lines = [f"## Search results for {_md_escape(query)!s} ({method})", ""]
+    if not hits:
+        lines.append("No tool matches. Try other words, or list_tools_by_category with category `all`.")
+    for number, hit in enumerate(hits, 1):
+        lines += [
+            f"{number}. **{_md_escape(hit.doc.name)}**",
+            f"   - Description: {_md_escape(_one_line(hit.doc.description)) or PENDING}",
+            f"   - Score: {hit.score:.2f} ({_md_escape(hit.match_reason)})",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+#
+# get_tool_definition
+#
+
+
+def _definition(doc: ToolDoc) -> dict[str, Any]:
+    return {
+        "name": doc.name,
+        "tool_id": doc.tool_id,
+        "type": doc.type,
+        "description": doc.description,
+        "input_schema": deep_copy(doc.input_schema),
+        "output_schema": deep_copy(doc.output_schema),
+        "category": doc.category,
+        "tags": list(doc.tags),
+        "mcp_server": doc.mcp_server or None,
+        "examples": doc.examples,
+        "return_format": doc.return_format or None,
+        "documentation_url": doc.metadata.get("documentation_url") or None,
+    }
+
+
+def tool_definition(*, scope: Any, tool_name: str) -> dict[str, Any]:
+    """The full definition of `tool_name` in the scope; bumps its use count (atomically, with F()).
+
+    Raises ToolError(TOOL_NOT_FOUND) naming a few close names.
+    """
+    index = get_index(scope)
+    doc = index.find(tool_name)
+    if doc is None:
+        raise ToolError(
+            ErrorCode.TOOL_NOT_FOUND,
+            f"No tool named {tool_name!r} here.{_suggest(index, tool_name)}",
+            {"tool_name": tool_name},
+        )
+    services.tool_use_record(tool_id=doc.tool_id)
+    return _definition(doc)
+
+
+def _suggest(index: Index, name: str) -> str:
+    hits = index.bm25(name, 3) if name else []
+    if not hits:
+        return " Use search_tools to find tools."
+    return " Did you mean: " + ", ".join(hit.doc.name for hit in hits) + "?"
+
+
+#
+# list_tools_by_category
+#
+
+
+def tools_by_category(*, scope: Any, category: str, limit: int = 20) -> dict[str, Any]:
+    """`all`: every category with its count; otherwise the category's tools (at most `limit`).
+
+    Raises ToolError(INVALID_CATEGORY) listing the categories that exist.
+    """
+    index = get_index(scope)
+    wanted = (category or "").strip().lower()
+    if wanted == "all":
+        categories = [{"category": name, "count": count} for name, count in sorted(index.categories.items())]
+        lines = [f"## Tool categories ({len(categories)})", ""]
+        lines += [
+            f"- **{_md_escape(c['category'])}**: {c['count']} tool{'s' if c['count'] != 1 else ''}" for c in categories
+        ] or ["No tools."]
+        return {
+            "category": "all",
+            "total_tools": len(index.docs),
+            "categories": categories,
+            "markdown": "\n".join(lines) + "\n",
+        }
+    if wanted not in index.categories:
+        existing = sorted(index.categories)
+        raise ToolError(
+            ErrorCode.INVALID_CATEGORY,
+            f"No category {category!r} here. Categories: {', '.join(existing) or '(none: no tools)'}; "
+            "or 'all' for counts.",
+            {"categories": existing},
+        )
+    docs = sorted((doc for doc in index.docs if doc.category == wanted), key=lambda doc: doc.name.lower())
+    shown = docs[:limit]
+    tools = [{"tool_name": doc.name, "description": doc.description, "tags": list(doc.tags)} for doc in shown]
+    lines = [f"## Tools in category '{_md_escape(wanted)}' ({len(docs)})", ""]
+    lines += [f"- **{_md_escape(d.name)}**: {_md_escape(_one_line(d.description)) or PENDING}" for d in shown]
+    if len(docs) > len(shown):
+        lines.append(f"- … and {len(docs) - len(shown)} more (raise `limit`).")
+    return {
+        "category": wanted,
+        "count": len(docs),
+        "tools": tools,
+        "truncated": len(docs) > len(shown),
+        "markdown": "\n".join(lines) + "\n",
+    }
+
+
+#
+# register_tool
+#
+
+
+def _reason(exc: ValidationError) -> tuple[str, dict[str, list[str]]]:
+    if hasattr(exc, "error_dict"):
+        fields = {name: [str(m) for e in errors for m in e.messages] for name, errors in exc.error_dict.items()}
+    else:
+        fields = {"__all__": list(exc.messages)}
+    text = "; ".join(f"{name}: {' '.join(messages)}" for name, messages in fields.items())
+    return text, fields
+
+
+def register_tool(
+    *,
+    scope: Any,
+    name: str,
+    description: str,
+    category: str | None = None,
+    tags: list[str] | None = None,
+    input_schema: dict | None = None,
+    mcp_server: str | None = None,
+) -> dict[str, Any]:
+    """Create an `external` tool owned by the scope's owner and bind it, in one transaction.
+
+    Only where scope.allow_registration. Any failure is ToolError(REGISTRATION_FAILED) with the reason,
+    and nothing is written.
+    """
+    if not scope.allow_registration:
+        raise ToolError(
+            ErrorCode.REGISTRATION_FAILED,
+            "Registration is not allowed here: the instance's allow_registration setting is off.",
+            {"reason": "not_allowed"},
+        )
+    metadata: dict[str, Any] = {}
+    if category:
+        metadata["category"] = category.strip().lower() if isinstance(category, str) else category
+    if tags:
+        metadata["tags"] = tags
+    if mcp_server:
+        metadata["mcp_server"] = mcp_server
+    try:
+        with transaction.atomic():
+            tool = services.tool_create(
+                owner=scope.owner,
+                name=name,
+                type=ToolType.EXTERNAL,
+                description=description or "",
+                input_schema=input_schema or {"type": "object"},
+                metadata=metadata,
+            )
+            scope.register(tool)
+    except ValidationError as exc:
+        text, fields = _reason(exc)
+        raise ToolError(
+            ErrorCode.REGISTRATION_FAILED, f"The tool {name!r} was not registered: {text}", {"fields": fields}
+        ) from exc
+    except ToolhubError as exc:
+        raise ToolError(
+            ErrorCode.REGISTRATION_FAILED,
+            f"The tool {name!r} was not registered: {exc.message}",
+            {"reason": str(exc.code)},
+        ) from exc
+    except IntegrityError as exc:
+        raise ToolError(
+            ErrorCode.REGISTRATION_FAILED,
+            f"The tool {name!r} was not registered: it conflicts with a tool registered at the same time.",
+            {"reason": "conflict"},
+        ) from exc
+    return {
+        "registered": True,
+        "tool_name": tool.name,
+        "tool_id": tool.pk,
+        "type": tool.type,
+        "category": tool.category,
+        "message": f"Tool {tool.name!r} registered (external"
+        + (f", served by {mcp_server}" if mcp_server else "")
+        + "): it is searchable and exportable here, and is called on its own server.",
+    }
+
+
+#
+# Dispatch from data_access.execute()
+#
+
+
+def execute_registry_tool(*, tool: Any, arguments: dict, scope: Any) -> Any:
+    """Run a registry tool (arguments already validated against its schema) over `scope`."""
+    if scope is None:
+        raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, f"The registry tool {tool.name!r} needs a scope to work over.")
+    kind = tool.type
+    if kind == ToolType.SEARCH_TOOLS:
+        return search_tools(
+            scope=scope,
+            query=arguments["query"],
+            method=arguments.get("search_method", "bm25"),
+            limit=arguments.get("limit", 5),
+        )
+    if kind == ToolType.GET_TOOL_DEFINITION:
+        return tool_definition(scope=scope, tool_name=arguments["tool_name"])
+    if kind == ToolType.LIST_TOOLS_BY_CATEGORY:
+        return tools_by_category(scope=scope, category=arguments["category"], limit=arguments.get("limit", 20))
+    if kind == ToolType.GET_TOOL_USAGE_GUIDE:
+        return usage_guide(scope=scope, tool_names=arguments.get("tool_names"), category=arguments.get("category"))
+    if kind == ToolType.REGISTER_TOOL:
+        return register_tool(
+            scope=scope,
+            name=arguments["name"],
+            description=arguments["description"],
+            category=arguments.get("category"),
+            tags=arguments.get("tags"),
+            input_schema=arguments.get("input_schema"),
+            mcp_server=arguments.get("mcp_server"),
+        )
+    raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, f"{tool.name!r} is not a registry tool.")

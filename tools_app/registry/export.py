@@ -1,0 +1,100 @@
+"""Export tools as LLM function-calling schemas (SPEC §5, §6; seed 004): `mcp`, `openai`, `anthropic`.
+
+- mcp: a `tools/list` entry: {name, description, inputSchema, outputSchema?}.
+- openai: Chat Completions tools: {"type": "function", "function": {name, description, parameters}}.
+- anthropic: Messages API tools: {name, description, input_schema}.
+
+OpenAI and Anthropic function names must match ^[a-zA-Z0-9_-]{1,64}$, so '.' becomes '_' (SPEC §2.2);
+when two names would then collide, the later one gets a numeric suffix. Every renamed tool is listed
+in `name_map` ({exported name: toolhub name}) and in `notes`, so a caller can map calls back.
+"""
+
+import re
+from typing import Any
+
+from ..data_access.errors import ToolError
+from ..errors import ErrorCode
+from .search import ToolDoc, deep_copy
+
+FORMATS = ("mcp", "openai", "anthropic")
+FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def validate_format(fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise ToolError(
+            ErrorCode.VALIDATION_ERROR,
+            f"Unknown export format {fmt!r}; use one of: {', '.join(FORMATS)}.",
+            {"formats": list(FORMATS)},
+        )
+    return fmt
+
+
+def _function_names(docs: list[ToolDoc]) -> list[str]:
+    taken = {doc.name for doc in docs if FUNCTION_NAME.match(doc.name)}
+    names = []
+    for doc in docs:
+        if FUNCTION_NAME.match(doc.name):
+            names.append(doc.name)
+            continue
+        base = re.sub(r"[^a-zA-Z0-9_-]", "_", doc.name)[:64]
+        candidate, n = base, 2
+        while candidate in taken:
+            suffix = f"_{n}"
+            candidate, n = base[: 64 - len(suffix)] + suffix, n + 1
+        taken.add(candidate)
+        names.append(candidate)
+    return names
+
+
+def _parameters(schema: dict) -> dict:
+    parameters = deep_copy(schema) if schema else {"type": "object"}
+    # OpenAI rejects an object schema without `properties`.
+    parameters.setdefault("properties", {})
+    return parameters
+
+
+def _entry(doc: ToolDoc, fmt: str, name: str) -> dict[str, Any]:
+    if fmt == "mcp":
+        entry: dict[str, Any] = {"name": name, "description": doc.description}
+        entry["inputSchema"] = deep_copy(doc.input_schema)
+        if doc.output_schema:
+            entry["outputSchema"] = deep_copy(doc.output_schema)
+        return entry
+    if fmt == "openai":
+        return {
+            "type": "function",
+            "function": {"name": name, "description": doc.description, "parameters": _parameters(doc.input_schema)},
+        }
+    return {"name": name, "description": doc.description, "input_schema": _parameters(doc.input_schema)}
+
+
+def export_docs(docs: list[ToolDoc], fmt: str) -> dict[str, Any]:
+    fmt = validate_format(fmt)
+    names = [doc.name for doc in docs] if fmt == "mcp" else _function_names(docs)
+    tools, name_map, notes = [], {}, []
+    for doc, name in zip(docs, names, strict=True):
+        tools.append(_entry(doc, fmt, name))
+        if name != doc.name:
+            name_map[name] = doc.name
+            notes.append(f"{doc.name!r} is exported as {name!r}: {fmt} function names allow only a-z A-Z 0-9 _ -.")
+    return {"format": fmt, "count": len(tools), "tools": tools, "name_map": name_map, "notes": notes}
+
+
+def export_tools(*, scope: Any, format: str = "mcp") -> dict[str, Any]:  # noqa: A002 (SPEC §6 parameter name)
+    """Every tool of the scope in `format`: {format, count, tools, name_map, notes}.
+
+    Raises ToolError(VALIDATION_ERROR) for an unknown format.
+    """
+    from . import get_index
+
+    validate_format(format)
+    docs = sorted(get_index(scope).docs, key=lambda doc: (doc.name.lower(), doc.position))
+    return export_docs(docs, format)
+
+
+def export_tool(*, tool: Any, format: str = "mcp") -> dict[str, Any]:  # noqa: A002
+    """One tool (under its own name) in `format`, in the same shape as export_tools."""
+    from .search import make_doc
+
+    return export_docs([make_doc(0, tool.name, tool.description, tool)], format)

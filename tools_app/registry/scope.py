@@ -1,0 +1,62 @@
+"""What registry tools work over (SPEC §5): the tools bound to one instance, or the tools a user owns.
+
+tools_app does not import mcp_app; the MCP side provides its own scope (mcp_app.registry_scope.InstanceScope)
+with the same interface.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..models import Tool
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """A tool as the scope shows it: under its effective name and description."""
+
+    name: str
+    description: str
+    tool: Tool
+
+
+class RegistryScope(Protocol):
+    owner: Any
+    allow_registration: bool
+
+    def entries(self) -> list[CatalogEntry]:
+        """Every tool in the scope (registry and external tools included), under effective names."""
+        ...
+
+    def fingerprint(self) -> tuple:
+        """A cheap value that changes whenever entries() would change (for caches shared across requests)."""
+        ...
+
+    def register(self, tool: Tool) -> None:
+        """Make a newly registered tool part of the scope (bind it), or raise ToolError."""
+        ...
+
+
+class UserScope:
+    """The tools owned by a user (all of them for a superuser), under their own names: the API's scope."""
+
+    allow_registration = False
+
+    def __init__(self, user: Any):
+        self.owner = user
+
+    def _queryset(self):
+        return Tool.objects.for_user(self.owner)
+
+    def entries(self) -> list[CatalogEntry]:
+        return [CatalogEntry(tool.name, tool.description, tool) for tool in self._queryset().order_by("name", "id")]
+
+    def fingerprint(self) -> tuple:
+        from django.db.models import Count, Max
+
+        stats = self._queryset().aggregate(count=Count("id"), changed=Max("updated_at"))
+        return ("user", getattr(self.owner, "pk", None), stats["count"], stats["changed"])
+
+    def register(self, tool: Tool) -> None:
+        from ..data_access.errors import ErrorCode, ToolError
+
+        raise ToolError(ErrorCode.REGISTRATION_FAILED, "Registration is only available on MCP instances.")

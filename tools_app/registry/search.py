@@ -1,0 +1,419 @@
+"""The registry index and its search methods: regex, bm25, embedding, hybrid (SPEC §5).
+
+An `Index` is an immutable snapshot of one scope's catalogue (effective names and descriptions,
+schemas, metadata) with the structures each method needs. Indexes are cached per process under the
+scope's fingerprint (one aggregate query, SPEC §1): a tool or binding edit through any worker changes
+the fingerprint, so the next request on every worker builds a fresh index. Embeddings are loaded
+lazily, the first time a method needs them, from the vectors stored in the database by text
+(embedding.py), so only new or edited tools are embedded, once for all workers.
+
+Scores are normalised to 0–1:
+- regex: the weight of the best field the pattern matches (name 1.0 … parameter descriptions 0.5),
+  plus 0.05 per further field, 1.0 when it matches the whole name;
+- bm25: BM25F (k1=1.2, b=0.75) over weighted fields, divided by the largest score the query's known
+  terms could reach (idf × (k1 + 1) each), so a tool matching every term strongly approaches 1;
+- embedding: cosine similarity of all-MiniLM-L6-v2 sentence vectors, clipped at 0;
+- hybrid: HYBRID_WEIGHT × bm25 + (1 − HYBRID_WEIGHT) × embedding. Hybrid needs the embedding extra
+  and answers SEARCH_UNAVAILABLE without it, like `embedding`: a keyword-only answer under a semantic
+  method's name would mislead the caller.
+"""
+
+import copy
+import heapq
+import math
+import re
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Any
+
+from ..data_access.errors import ToolError
+from ..errors import ErrorCode
+from . import embedding
+from .text import readable_name, terms
+
+METHODS = ("regex", "bm25", "embedding", "hybrid")
+MAX_LIMIT = 50
+MAX_REGEX_LENGTH = 200
+# The bm25 share of the hybrid score, tuned on half of bench/registry/data/queries.jsonl (best MRR@10 there;
+# 0.25-0.45 is a plateau) and checked on the other half: `bench/registry/run.py --tune`.
+HYBRID_WEIGHT = 0.3
+K1 = 1.2
+B = 0.75
+
+# BM25F field weights: a word in the name says more about a tool than one in a parameter description.
+FIELD_WEIGHTS = {
+    "name": 3.0,
+    "category": 2.0,
+    "tags": 2.0,
+    "server": 1.5,
+    "parameters": 1.5,
+    "description": 1.0,
+    "parameter descriptions": 0.5,
+}
+REGEX_WEIGHTS = {
+    "name": 1.0,
+    "category": 0.9,
+    "tags": 0.9,
+    "server": 0.8,
+    "parameters": 0.7,
+    "description": 0.6,
+    "parameter descriptions": 0.5,
+}
+# A nested quantifier ("(a+)+", "(\w*)*") can backtrack exponentially; Python's re has no timeout.
+_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[*+}](?:[^()\\]|\\.)*\)\s*(?:[*+]|\{\d*,?\d*\})")
+
+
+@dataclass(frozen=True)
+class ToolDoc:
+    """One catalogued tool as the scope shows it (treat as read-only: shared between requests)."""
+
+    position: int
+    name: str
+    description: str
+    tool_id: int
+    type: str
+    alias: str
+    category: str
+    tags: tuple[str, ...]
+    input_schema: dict
+    output_schema: dict | None
+    metadata: dict
+    mcp_server: str
+    fields: dict[str, str] = field(repr=False)
+
+    @property
+    def examples(self) -> list[str]:
+        return [e for e in (self.metadata.get("examples") or []) if isinstance(e, str)]
+
+    @property
+    def return_format(self) -> str:
+        return self.metadata.get("return_format") or ""
+
+
+def _parameter_texts(schema: Any) -> tuple[list[str], list[str]]:
+    names: list[str] = []
+    descriptions: list[str] = []
+    properties = (schema or {}).get("properties") if isinstance(schema, dict) else None
+    if isinstance(properties, dict):
+        for name, spec in properties.items():
+            names.append(str(name))
+            if isinstance(spec, dict):
+                for key in ("description", "title"):
+                    if isinstance(spec.get(key), str):
+                        descriptions.append(spec[key])
+                if isinstance(spec.get("enum"), list):
+                    descriptions.append(" ".join(str(v) for v in spec["enum"][:20]))
+    return names, descriptions
+
+
+def make_doc(position: int, name: str, description: str, tool: Any) -> ToolDoc:
+    metadata = dict(tool.metadata or {})
+    schema = tool.input_schema or {}
+    parameter_names, parameter_descriptions = _parameter_texts(schema)
+    tags = tuple(str(t) for t in (metadata.get("tags") or []))
+    server = str(metadata.get("mcp_server") or "")
+    fields = {
+        "name": f"{name} {tool.alias}" if tool.alias else name,
+        "category": tool.category,
+        "tags": " ".join(tags),
+        "server": server,
+        "parameters": " ".join(parameter_names),
+        "description": description or "",
+        "parameter descriptions": " ".join(parameter_descriptions),
+    }
+    return ToolDoc(
+        position=position,
+        name=name,
+        description=description or "",
+        tool_id=tool.pk,
+        type=tool.type,
+        alias=tool.alias or "",
+        category=tool.category,
+        tags=tags,
+        input_schema=schema,
+        output_schema=tool.output_schema,
+        metadata=metadata,
+        mcp_server=server,
+        fields=fields,
+    )
+
+
+@dataclass
+class Hit:
+    doc: ToolDoc
+    score: float
+    match_reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tool_name": self.doc.name,
+            "tool_id": self.doc.tool_id,
+            "description": self.doc.description,
+            "score": round(self.score, 4),
+            "match_reason": self.match_reason,
+        }
+
+
+class Index:
+    """The searchable snapshot of a scope's catalogue."""
+
+    def __init__(self, docs: Iterable[ToolDoc]):
+        self.docs: list[ToolDoc] = list(docs)
+        self.by_name: dict[str, list[ToolDoc]] = {}
+        for doc in self.docs:
+            self.by_name.setdefault(doc.name.lower(), []).append(doc)
+        self.categories: Counter[str] = Counter(doc.category for doc in self.docs)
+        self._build_bm25()
+        self._field_sets: dict[int, dict[str, frozenset[str]]] = {}  # filled lazily, for match reasons
+        self.rendered: dict[int, str] = {}  # guide sections by position, filled lazily (guide.py)
+        self._vectors: Any = None
+        self._vectors_lock = threading.Lock()
+
+    # BM25F: per document, weighted term frequencies over all fields; postings hold each
+    # (document, term) contribution without idf, which multiplies in at query time.
+    def _build_bm25(self) -> None:
+        doc_terms: list[dict[str, float]] = []
+        lengths: list[float] = []
+        for doc in self.docs:
+            weighted: dict[str, float] = {}
+            for name, text in doc.fields.items():
+                if text:
+                    weight = FIELD_WEIGHTS[name]
+                    for word, count in Counter(terms(text)).items():
+                        weighted[word] = weighted.get(word, 0.0) + weight * count
+            doc_terms.append(weighted)
+            lengths.append(sum(weighted.values()))
+        count = len(self.docs)
+        average = (sum(lengths) / count) if count else 1.0
+        positions: dict[str, list[int]] = {}
+        parts: dict[str, list[float]] = {}
+        k1_plus_1 = K1 + 1
+        for position, weighted in enumerate(doc_terms):
+            norm = K1 * (1 - B + B * lengths[position] / (average or 1.0))
+            for word, tf in weighted.items():
+                if word in positions:
+                    positions[word].append(position)
+                    parts[word].append(tf * k1_plus_1 / (tf + norm))
+                else:
+                    positions[word] = [position]
+                    parts[word] = [tf * k1_plus_1 / (tf + norm)]
+        self._positions = positions
+        self._parts = parts
+        self._idf = {
+            word: math.log(1 + (count - len(items) + 0.5) / (len(items) + 0.5)) for word, items in positions.items()
+        }
+
+    def find(self, name: str) -> ToolDoc | None:
+        """The tool called `name`: exact spelling first, then ignoring case (names are unique that way)."""
+        candidates = self.by_name.get((name or "").lower(), [])
+        for doc in candidates:
+            if doc.name == name:
+                return doc
+        return candidates[0] if candidates else None
+
+    #
+    # Methods
+    #
+
+    def _bm25_raw(self, query: str) -> tuple[dict[int, float], list[str], float]:
+        """Raw scores by position, the query's known terms, and the best score they could reach."""
+        known = [word for word in dict.fromkeys(terms(query)) if word in self._positions]
+        scores: dict[int, float] = {}
+        get = scores.get
+        for word in known:
+            idf = self._idf[word]
+            for position, part in zip(self._positions[word], self._parts[word], strict=True):
+                scores[position] = get(position, 0.0) + idf * part
+        best = sum(self._idf[word] for word in known) * (K1 + 1)
+        return scores, known, best
+
+    def bm25_scores(self, query: str) -> tuple[dict[int, float], list[str]]:
+        """Normalised (0–1) scores by position, and the query's known terms."""
+        scores, known, best = self._bm25_raw(query)
+        return {position: min(score / best, 1.0) for position, score in scores.items()}, known
+
+    def _bm25_reason(self, position: int, known: list[str], shown: dict[str, str]) -> str:
+        # Computed for the few results only, so the index keeps no per-field term sets.
+        per_field = self._field_sets.get(position)
+        if per_field is None:
+            fields = self.docs[position].fields
+            per_field = self._field_sets[position] = {name: frozenset(terms(fields[name])) for name in FIELD_WEIGHTS}
+        found: dict[str, list[str]] = {}
+        for word in known:
+            for name in FIELD_WEIGHTS:
+                if word in per_field[name]:
+                    found.setdefault(name, []).append(shown.get(word, word))
+                    break
+        parts = [f"{', '.join(words)} in {name}" for name, words in found.items()]
+        return "keywords: " + "; ".join(parts)
+
+    def bm25(self, query: str, limit: int) -> list[Hit]:
+        scores, known, best = self._bm25_raw(query)
+        docs = self.docs
+        # Ties are broken by name: take a margin by score alone, then order the few candidates fully.
+        candidates = heapq.nlargest(limit * 2, scores.items(), key=itemgetter(1))
+        top = sorted(candidates, key=lambda item: (-item[1], docs[item[0]].name))[:limit]
+        shown = query_words(query)
+        return [Hit(docs[p], min(score / best, 1.0), self._bm25_reason(p, known, shown)) for p, score in top]
+
+    def regex(self, query: str, limit: int) -> list[Hit]:
+        pattern = compile_regex(query)
+        hits = []
+        for doc in self.docs:
+            matched = [name for name, text in doc.fields.items() if text and pattern.search(text)]
+            if not matched:
+                continue
+            best = max(REGEX_WEIGHTS[name] for name in matched)
+            if pattern.fullmatch(doc.name):
+                score = 1.0
+            else:
+                score = min(best + 0.05 * (len(matched) - 1), 0.99)
+            hits.append(Hit(doc, score, f"pattern matched {', '.join(matched)}"))
+        hits.sort(key=lambda hit: (-hit.score, hit.doc.name))
+        return hits[:limit]
+
+    def embedding_text(self, doc: ToolDoc) -> str:
+        parts = [readable_name(doc.name) + ".", doc.description]
+        if doc.tags:
+            parts.append("Tags: " + ", ".join(doc.tags) + ".")
+        if doc.fields["parameters"]:
+            parts.append("Parameters: " + ", ".join(readable_name(p) for p in doc.fields["parameters"].split()) + ".")
+        return " ".join(part for part in parts if part)
+
+    def vectors(self) -> Any:
+        """Document vectors (computed on first use; raises EmbeddingUnavailable)."""
+        if self._vectors is None:
+            with self._vectors_lock:
+                if self._vectors is None:
+                    self._vectors = embedding.embed([self.embedding_text(doc) for doc in self.docs], persist=True)
+        return self._vectors
+
+    def embedding_scores(self, query: str) -> Any:
+        vectors = self.vectors()
+        if not self.docs:
+            return vectors[:0, 0]
+        query_vector = embedding.embed([query])[0]
+        return (vectors @ query_vector).clip(0.0, 1.0)
+
+    def embedding(self, query: str, limit: int) -> list[Hit]:
+        scores = self.embedding_scores(query)
+        order = sorted(range(len(self.docs)), key=lambda p: (-float(scores[p]), self.docs[p].name))[:limit]
+        return [
+            Hit(self.docs[p], float(scores[p]), f"semantic similarity {float(scores[p]):.2f}")
+            for p in order
+            if scores[p] > 0
+        ]
+
+    def hybrid(self, query: str, limit: int) -> list[Hit]:
+        semantic = self.embedding_scores(query)
+        keyword, known = self.bm25_scores(query)
+        combined = [
+            (p, HYBRID_WEIGHT * keyword.get(p, 0.0) + (1 - HYBRID_WEIGHT) * float(semantic[p]))
+            for p in range(len(self.docs))
+        ]
+        combined.sort(key=lambda item: (-item[1], self.docs[item[0]].name))
+        hits = []
+        for position, score in combined[:limit]:
+            if score <= 0:
+                break
+            reason = f"semantic similarity {float(semantic[position]):.2f}"
+            if position in keyword:
+                reason += "; " + self._bm25_reason(position, known, query_words(query))
+            hits.append(Hit(self.docs[position], score, reason))
+        return hits
+
+    def search(self, query: str, method: str, limit: int) -> list[Hit]:
+        if method in ("embedding", "hybrid"):
+            embedding.require(method)
+        return getattr(self, method)(query, limit)
+
+
+def query_words(query: str) -> dict[str, str]:
+    """Each index term of the query -> the word the caller typed (reasons show words, not stems)."""
+    shown: dict[str, str] = {}
+    for word in re.findall(r"[^\W_]+", query):
+        for term in terms(word):
+            shown.setdefault(term, word.lower())
+    return shown
+
+
+def compile_regex(query: str) -> re.Pattern:
+    """A case-insensitive pattern, or ToolError(INVALID_QUERY) saying what is wrong with it."""
+    if len(query) > MAX_REGEX_LENGTH:
+        raise ToolError(
+            ErrorCode.INVALID_QUERY,
+            f"A regex search pattern has at most {MAX_REGEX_LENGTH} characters (got {len(query)}).",
+        )
+    if _NESTED_QUANTIFIER.search(query):
+        raise ToolError(
+            ErrorCode.INVALID_QUERY,
+            f"The pattern {query!r} repeats a repeated group (like '(a+)+'), which can take exponential time; "
+            "simplify it.",
+        )
+    try:
+        return re.compile(query, re.IGNORECASE)
+    except re.error as exc:
+        raise ToolError(
+            ErrorCode.INVALID_QUERY, f"The pattern {query!r} is not a valid regular expression: {exc}."
+        ) from exc
+
+
+def validate_method(method: str) -> str:
+    if method not in METHODS:
+        raise ToolError(
+            ErrorCode.INVALID_SEARCH_METHOD,
+            f"Unknown search method {method!r}; use one of: {', '.join(METHODS)}.",
+            {"methods": list(METHODS)},
+        )
+    return method
+
+
+#
+# Per-process cache of indexes, keyed by scope fingerprint
+#
+
+
+class IndexCache:
+    def __init__(self, capacity: int = 64) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[tuple, Index] = OrderedDict()
+        self._lock = threading.Lock()
+        self.builds = 0
+
+    def get(self, scope: Any) -> Index:
+        # Fingerprint first, entries second: the snapshot is never older than the key it is stored under.
+        key = scope.fingerprint()
+        with self._lock:
+            index = self._entries.get(key)
+            if index is not None:
+                self._entries.move_to_end(key)
+                return index
+        index = build_index(scope.entries())
+        with self._lock:
+            self.builds += 1
+            self._entries[key] = index
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+        return index
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.builds = 0
+
+
+def build_index(entries: Iterable[Any]) -> Index:
+    """An index over CatalogEntry-like objects (name, description, tool)."""
+    return Index(make_doc(i, entry.name, entry.description, entry.tool) for i, entry in enumerate(entries))
+
+
+index_cache = IndexCache()
+
+
+def deep_copy(value: Any) -> Any:
+    """Callers get their own copy of shared snapshot data."""
+    return copy.deepcopy(value)

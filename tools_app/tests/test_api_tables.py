@@ -1,0 +1,224 @@
+"""JSON API: /api/tables/ (SPEC §6, §2.1, §8 version rule)."""
+
+import pytest
+
+from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tools_app.models import Table, Tool
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+
+
+def test_create_returns_the_table_with_id_version_and_timestamps(owner):
+    """POST creates a table owned by the caller, at version 1."""
+    # given
+    client = client_for(owner)
+
+    # when
+    response = client.post(
+        "/api/tables/", {"name": "crm", "description": "Customers", "data": {"customers": []}}, format="json"
+    )
+
+    # then
+    assert response.status_code == 201
+    body = response.json()
+    table = Table.objects.get()
+    assert body["id"] == table.pk
+    assert body["name"] == "crm"
+    assert body["description"] == "Customers"
+    assert body["data"] == {"customers": []}
+    assert body["version"] == 1
+    assert body["owner"] == "owner"
+    assert set(body) >= {"created_at", "updated_at"}
+    assert table.owner == owner
+
+
+def test_create_without_data_stores_an_empty_object(owner):
+    """`data` is optional and defaults to {}."""
+    # when
+    response = client_for(owner).post("/api/tables/", {"name": "empty"}, format="json")
+
+    # then
+    assert response.status_code == 201
+    assert response.json()["data"] == {}
+    assert Table.objects.get().data == {}
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"description": "no name"}, "name"),
+        ({"name": ""}, "name"),
+        ({"name": "x" * 201}, "name"),
+        ({"name": "nulldata", "data": None}, "data"),
+        ({"name": 5, "description": ["not", "text"]}, "description"),
+    ],
+)
+def test_create_with_bad_input_is_a_400_naming_the_field_and_writes_nothing(owner, payload, field):
+    """Bad input is a VALIDATION_ERROR whose `fields` names what was wrong; no row is created."""
+    # given
+    before = db_snapshot()
+
+    # when
+    response = client_for(owner).post("/api/tables/", payload, format="json")
+
+    # then
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"] == "VALIDATION_ERROR"
+    assert field in body["fields"]
+    assert db_snapshot() == before
+
+
+def test_list_shows_only_the_callers_tables_paginated(owner, other_user, make_table):
+    """Lists hold the caller's tables only, in the SPEC §6 page shape."""
+    # given
+    make_table(owner, name="a")
+    make_table(owner, name="b")
+    make_table(other_user, name="theirs")
+
+    # when
+    response = client_for(owner).get("/api/tables/")
+
+    # then
+    assert response.status_code == 200
+    body = response.json()
+    assert body["count"] == 2
+    assert body["next"] is None
+    assert body["previous"] is None
+    assert [row["name"] for row in body["results"]] == ["a", "b"]
+
+
+def test_page_and_page_size_walk_the_list(owner, make_table):
+    """?page_size= sets the page length and next/previous link the pages."""
+    # given
+    for name in ("a", "b", "c"):
+        make_table(owner, name=name)
+    client = client_for(owner)
+
+    # when
+    first = client.get("/api/tables/?page_size=2").json()
+    second = client.get("/api/tables/?page_size=2&page=2").json()
+
+    # then
+    assert first["count"] == 3
+    assert [row["name"] for row in first["results"]] == ["a", "b"]
+    assert first["next"] == "http://testserver/api/tables/?page=2&page_size=2"
+    assert first["previous"] is None
+    assert [row["name"] for row in second["results"]] == ["c"]
+    assert second["next"] is None
+    assert second["previous"] == "http://testserver/api/tables/?page_size=2"
+
+
+def test_search_and_ordering(owner, make_table):
+    """?search= matches name or description; ?ordering= sorts."""
+    # given
+    make_table(owner, name="orders", description="shop orders")
+    make_table(owner, name="people", description="staff")
+    make_table(owner, name="archive", description="old orders")
+    client = client_for(owner)
+
+    # when
+    found = client.get("/api/tables/?search=orders&ordering=-name").json()
+
+    # then
+    assert [row["name"] for row in found["results"]] == ["orders", "archive"]
+
+
+def test_superuser_lists_every_table(superuser, owner, other_user, make_table):
+    """SPEC §2: superusers see everything."""
+    # given
+    make_table(owner, name="a")
+    make_table(other_user, name="b")
+
+    # when
+    body = client_for(superuser).get("/api/tables/").json()
+
+    # then
+    assert body["count"] == 2
+
+
+def test_patch_name_keeps_the_version(owner, table):
+    """SPEC §8: editing the name or description leaves `version`."""
+    # when
+    response = client_for(owner).patch(f"/api/tables/{table.pk}/", {"name": "renamed"}, format="json")
+
+    # then
+    assert response.status_code == 200
+    assert response.json()["name"] == "renamed"
+    assert response.json()["version"] == 1
+    table.refresh_from_db()
+    assert (table.name, table.version) == ("renamed", 1)
+
+
+def test_patch_data_adds_one_to_the_version(owner, table):
+    """A data write adds exactly 1 to `version`."""
+    # when
+    response = client_for(owner).patch(f"/api/tables/{table.pk}/", {"data": [{"id": 9}]}, format="json")
+
+    # then
+    assert response.status_code == 200
+    assert response.json()["version"] == 2
+    table.refresh_from_db()
+    assert (table.data, table.version) == ([{"id": 9}], 2)
+
+
+def test_put_replaces_name_description_and_data(owner, table):
+    """PUT sends the whole table."""
+    # when
+    response = client_for(owner).put(
+        f"/api/tables/{table.pk}/", {"name": "n", "description": "d", "data": {"k": 1}}, format="json"
+    )
+
+    # then
+    assert response.status_code == 200
+    table.refresh_from_db()
+    assert (table.name, table.description, table.data, table.version) == ("n", "d", {"k": 1}, 2)
+
+
+def test_patch_with_null_data_is_refused_and_changes_nothing(owner, table):
+    """A refused update leaves the table as it was."""
+    # given
+    before = db_snapshot()
+
+    # when
+    response = client_for(owner).patch(f"/api/tables/{table.pk}/", {"name": "x", "data": None}, format="json")
+
+    # then
+    assert response.status_code == 400
+    assert response.json()["error"] == "VALIDATION_ERROR"
+    assert list(response.json()["fields"]) == ["data"]
+    assert db_snapshot() == before
+
+
+def test_delete_removes_the_table_and_its_tools(owner, table, make_tool):
+    """Deleting a table deletes the tools mounted on it."""
+    # given
+    make_tool(owner, table)
+
+    # when
+    response = client_for(owner).delete(f"/api/tables/{table.pk}/")
+
+    # then
+    assert response.status_code == 204
+    assert Table.objects.count() == 0
+    assert Tool.objects.count() == 0
+
+
+def test_another_users_table_is_404_and_untouched(owner, other_user, make_table):
+    """Another user's table behaves as if it did not exist."""
+    # given
+    theirs = make_table(other_user, name="theirs")
+    before = db_snapshot()
+    client = client_for(owner)
+
+    # when
+    responses = [
+        client.get(f"/api/tables/{theirs.pk}/"),
+        client.patch(f"/api/tables/{theirs.pk}/", {"name": "mine"}, format="json"),
+        client.delete(f"/api/tables/{theirs.pk}/"),
+    ]
+
+    # then
+    assert [r.status_code for r in responses] == [404, 404, 404]
+    assert all(r.json()["error"] == "NOT_FOUND" for r in responses)
+    assert db_snapshot() == before

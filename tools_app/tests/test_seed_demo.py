@@ -1,0 +1,107 @@
+"""The demo-data command (issue 2, item 7): idempotent, one tool of every data type, a fresh key each run."""
+
+import re
+from io import StringIO
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+
+from mcp_app.models import ApiKey, Binding, McpInstance
+from tools_app.choices import DATA_TYPES
+from tools_app.data_access import execute
+from tools_app.models import Table, Tool
+
+pytestmark = pytest.mark.django_db
+
+KEY_LINE = re.compile(r"^API key \(shown once\): (thk_\S+)$", re.MULTILINE)
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # The command sets the demo user's password; the default hasher costs ~0.3 s.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def _seed(*args: str) -> str:
+    out = StringIO()
+    call_command("seed_demo", *args, stdout=out)
+    return out.getvalue()
+
+
+def _counts() -> dict[str, int]:
+    return {
+        "users": get_user_model().objects.filter(username="demo").count(),
+        "tables": Table.objects.count(),
+        "tools": Tool.objects.count(),
+        "instances": McpInstance.objects.count(),
+        "bindings": Binding.objects.count(),
+    }
+
+
+def test_seed_creates_the_demo_objects():
+    """One user, an array table and an object table, 13 tools covering every data type, all bound."""
+    # given / when
+    _seed()
+    # then
+    assert _counts() == {"users": 1, "tables": 2, "tools": 13, "instances": 1, "bindings": 13}
+    demo = get_user_model().objects.get(username="demo")
+    orders, catalog = Table.objects.get(name="orders"), Table.objects.get(name="catalog")
+    assert (type(orders.data).__name__, type(catalog.data["products"]).__name__) == ("list", "dict")
+    assert {tool.type for tool in Tool.objects.filter(owner=demo)} == set(DATA_TYPES)
+    instance = McpInstance.objects.get(slug="demo")
+    assert instance.owner_id == demo.pk
+    assert Binding.objects.filter(mcp_instance=instance, enabled=True).count() == 13
+
+
+def test_seed_is_idempotent_and_prints_a_fresh_key_each_time():
+    """Running twice keeps the same objects; each run prints a new key that is stored (hashed)."""
+    # given
+    first = _seed()
+    counts = _counts()
+    ids = sorted(Tool.objects.values_list("pk", flat=True))
+    # when
+    second = _seed()
+    # then
+    assert _counts() == counts
+    assert sorted(Tool.objects.values_list("pk", flat=True)) == ids
+    keys = [KEY_LINE.search(first).group(1), KEY_LINE.search(second).group(1)]
+    assert keys[0] != keys[1]
+    assert sorted(ApiKey.objects.values_list("key_hash", flat=True)) == sorted(ApiKey.hash_key(k) for k in keys)
+    assert ApiKey.objects.filter(mcp_instance__slug="demo", revoked_at=None).count() == 2
+
+
+def test_seed_prints_the_login_on_first_run_only():
+    """The password is printed when the user is created, not on later runs (it may have been changed)."""
+    # given / when
+    first, second = _seed(), _seed()
+    # then
+    assert "Admin login: demo / demo-password" in first
+    assert "Admin login: demo / (unchanged)" in second
+    assert get_user_model().objects.get(username="demo").check_password("demo-password")
+
+
+def test_seed_without_key():
+    """--no-key issues and prints no key."""
+    # given / when
+    output = _seed("--no-key")
+    # then
+    assert KEY_LINE.search(output) is None
+    assert ApiKey.objects.count() == 0
+
+
+def test_seeded_tools_run():
+    """The demo tools work on the demo data (read and write)."""
+    # given
+    _seed("--no-key")
+    tool = {t.name: t for t in Tool.objects.all()}
+    # when
+    shipped = execute(tool=tool["orders_query"], arguments={"query": "[?status=='shipped'].id"})
+    picked = execute(tool=tool["orders_select"], arguments={"keys": ["1", 3]})
+    preview = execute(tool=tool["catalog_preview"], arguments={"limit": 1})
+    created = execute(tool=tool["catalog_create"], arguments={"elements": [{"key": "HB-04", "content": {}}]})
+    # then
+    assert shipped == [2, 4]
+    assert [order["id"] for order in picked["items"]] == [1, 3]
+    assert preview["total_count"] == 3
+    assert created == {"created": 1, "version": 2}

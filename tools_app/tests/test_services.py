@@ -1,0 +1,357 @@
+"""Write services: table versions (SPEC §2.1, §8) and tool renames under the name rule (SPEC §2.4)."""
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from mcp_app.models import Binding
+from tools_app import services
+from tools_app.errors import ErrorCode
+from tools_app.models import Table, Tool
+from tools_app.tool_schemas import DEFAULT_INPUT_SCHEMAS
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # The shared user fixtures set passwords; the default hasher costs ~0.3 s per user.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def _stored(table: Table) -> Table:
+    return Table.objects.get(pk=table.pk)
+
+
+#
+# Tables
+#
+
+
+def test_table_create_starts_at_version_1(owner):
+    """A new table has version 1 and the given data."""
+    # given / when
+    table = services.table_create(owner=owner, name="t", data=[{"id": 1}])
+    # then
+    stored = _stored(table)
+    assert (stored.version, stored.data, stored.owner_id) == (1, [{"id": 1}], owner.pk)
+
+
+def test_table_create_without_data_is_an_empty_object(owner):
+    """No data given: an empty object."""
+    # given / when
+    table = services.table_create(owner=owner, name="t")
+    # then
+    assert _stored(table).data == {}
+
+
+def test_name_and_description_edits_do_not_bump_version(table):
+    """SPEC §8: version counts data writes only."""
+    # given
+    assert table.version == 1
+    # when
+    services.table_update(table=table, name="renamed", description="New words.")
+    # then
+    stored = _stored(table)
+    assert (stored.name, stored.description, stored.version) == ("renamed", "New words.", 1)
+    assert table.version == 1
+
+
+def test_data_edit_bumps_version_once(table):
+    """Replacing the data is one data write: version +1, new data stored."""
+    # given
+    new_data = [{"id": 9}]
+    # when
+    services.table_update(table=table, data=new_data)
+    # then
+    stored = _stored(table)
+    assert (stored.version, stored.data) == (2, [{"id": 9}])
+    assert (table.version, table.data) == (2, [{"id": 9}])
+
+
+def test_data_and_name_edit_together_bump_version_once(table):
+    """A name change together with a data change is still one data write."""
+    # given / when
+    services.table_update(table=table, name="both", data={"a": 1})
+    # then
+    stored = _stored(table)
+    assert (stored.name, stored.data, stored.version) == ("both", {"a": 1}, 2)
+
+
+def test_unchanged_data_does_not_bump_version(table):
+    """Saving the same data again is not a write."""
+    # given
+    same = _stored(table).data
+    # when
+    services.table_update(table=table, data=same, description="only this")
+    # then
+    stored = _stored(table)
+    assert (stored.version, stored.description) == (1, "only this")
+
+
+@pytest.mark.parametrize(("before", "after"), [({"a": 1}, {"a": True}), ([0], [False]), ({"n": 1}, {"n": 1.5})])
+def test_data_edit_between_equal_python_values_is_a_write(make_table, owner, before, after):
+    """1 and true are different JSON values: replacing one with the other is stored and bumps version."""
+    # given
+    table = make_table(owner, name="typed", data=before)
+    # when
+    services.table_update(table=table, data=after)
+    # then
+    stored = _stored(table)
+    assert stored.data == after
+    assert [type(value) for value in _values(stored.data)] == [type(value) for value in _values(after)]
+    assert stored.version == 2
+
+
+def _values(data):
+    return list(data.values()) if isinstance(data, dict) else list(data)
+
+
+def test_successive_data_edits_count_each(table):
+    """Each data write adds exactly one."""
+    # given / when
+    for index in range(3):
+        services.table_update(table=table, data=[{"id": index}])
+    # then
+    assert _stored(table).version == 4
+
+
+def test_invalid_table_update_writes_nothing(table):
+    """null data is refused and neither data, name nor version change."""
+    # given
+    before = _stored(table)
+    # when
+    with pytest.raises(ValidationError) as caught:
+        services.table_update(table=table, name="changed", data=None)
+    # then
+    assert "data" in caught.value.error_dict
+    stored = _stored(table)
+    assert (stored.name, stored.data, stored.version) == (before.name, before.data, 1)
+
+
+def test_table_update_refuses_unknown_fields(table):
+    """Only name, description and data can be changed (version is not settable)."""
+    # given / when
+    with pytest.raises(TypeError):
+        services.table_update(table=table, version=10)
+    # then
+    assert _stored(table).version == 1
+
+
+def test_table_write_applies_change_and_bumps_version(table):
+    """table_write stores the new data and returns (new version, outcome)."""
+    # given / when
+    version, outcome = services.table_write(table_id=table.pk, change=lambda data: (data + [{"id": 4}], "ok"))
+    # then
+    assert (version, outcome) == (2, "ok")
+    stored = _stored(table)
+    assert (stored.version, [row["id"] for row in stored.data]) == (2, [1, 2, 3, 4])
+
+
+def test_table_write_failing_change_writes_nothing(table):
+    """When change() raises, the data and version stay as they were."""
+    # given
+    before = _stored(table).data
+
+    def change(data):
+        raise ValueError("refused")
+
+    # when
+    with pytest.raises(ValueError, match="refused"):
+        services.table_write(table_id=table.pk, change=change)
+    # then
+    stored = _stored(table)
+    assert (stored.data, stored.version) == (before, 1)
+
+
+def test_table_data_sees_writes_made_elsewhere(table):
+    """The per-process cache follows the version in the database (SPEC §1)."""
+    # given
+    assert services.table_data(table.pk)[0] == 1
+    # when: another worker writes straight to the database
+    Table.objects.filter(pk=table.pk).update(data=[{"id": 42}], version=2)
+    # then
+    assert services.table_data(table.pk) == (2, [{"id": 42}])
+
+
+#
+# Tools: rename conflicts (SPEC §2.4)
+#
+
+
+def _conflict_message(name: str, other: str, instance: str) -> str:
+    return (
+        f"The name {name!r} is already used by the tool {other!r} on the instance {instance!r} "
+        "(names are unique per instance, ignoring case)."
+    )
+
+
+def test_rename_into_a_bound_name_is_refused(owner, table, make_tool, instance, bind):
+    """Renaming a bound tool into another bound tool's name (other case) is NAME_CONFLICT naming both."""
+    # given
+    first = make_tool(owner, table, name="orders_query")
+    second = make_tool(owner, table, name="orders_all", type="get_all_data")
+    bind(instance, first)
+    bind(instance, second)
+    # when
+    with pytest.raises(ValidationError) as caught:
+        services.tool_update(tool=second, name="ORDERS_QUERY")
+    # then
+    [error] = caught.value.error_dict["name"]
+    assert error.code == ErrorCode.NAME_CONFLICT
+    assert error.messages == [_conflict_message("ORDERS_QUERY", "orders_query", "Shop")]
+    assert Tool.objects.get(pk=second.pk).name == "orders_all"
+    assert sorted(Binding.objects.values_list("name_key", flat=True)) == ["orders_all", "orders_query"]
+
+
+def test_rename_into_an_override_is_refused(owner, table, make_tool, instance, bind):
+    """An override is an effective name: renaming into it collides too."""
+    # given
+    first = make_tool(owner, table, name="orders_query")
+    second = make_tool(owner, table, name="orders_all", type="get_all_data")
+    bind(instance, first, name_override="find_orders")
+    bind(instance, second)
+    # when
+    with pytest.raises(ValidationError) as caught:
+        services.tool_update(tool=second, name="Find_Orders")
+    # then
+    [error] = caught.value.error_dict["name"]
+    assert error.code == ErrorCode.NAME_CONFLICT
+    assert error.messages == [_conflict_message("Find_Orders", "find_orders", "Shop")]
+    assert Tool.objects.get(pk=second.pk).name == "orders_all"
+
+
+def test_rename_of_a_tool_bound_with_an_override_is_free(owner, table, make_tool, instance, bind):
+    """Where the tool is bound under an override, its own name does not count."""
+    # given
+    first = make_tool(owner, table, name="orders_query")
+    second = make_tool(owner, table, name="orders_all", type="get_all_data")
+    bind(instance, first)
+    binding = bind(instance, second, name_override="everything")
+    # when
+    services.tool_update(tool=second, name="orders_query")
+    # then
+    assert Tool.objects.get(pk=second.pk).name == "orders_query"
+    assert Binding.objects.get(pk=binding.pk).name_key == "everything"
+
+
+def test_rename_into_a_name_used_on_another_instance_is_allowed(owner, table, make_tool, make_instance, bind):
+    """Names are unique per instance only (SPEC §8)."""
+    # given
+    first = make_tool(owner, table, name="orders_query")
+    second = make_tool(owner, table, name="orders_all", type="get_all_data")
+    bind(make_instance(owner, slug="one"), first)
+    bind(make_instance(owner, slug="two"), second)
+    # when
+    services.tool_update(tool=second, name="orders_query")
+    # then
+    assert Tool.objects.get(pk=second.pk).name == "orders_query"
+
+
+def test_unbound_tools_may_share_a_name(owner, table, make_tool):
+    """Tool names need not be unique across an owner's tools (SPEC §8)."""
+    # given
+    make_tool(owner, table, name="orders_query")
+    second = make_tool(owner, table, name="other")
+    # when
+    services.tool_update(tool=second, name="orders_query")
+    # then
+    assert list(Tool.objects.filter(name="orders_query").values_list("pk", flat=True).order_by("pk")) == [
+        Tool.objects.order_by("pk").first().pk,
+        second.pk,
+    ]
+
+
+def test_rename_moves_the_binding_name_key(owner, table, make_tool, make_instance, bind):
+    """The stored name keys of bindings without override follow the rename."""
+    # given
+    tool = make_tool(owner, table, name="orders_query")
+    plain = bind(make_instance(owner, slug="one"), tool)
+    overridden = bind(make_instance(owner, slug="two"), tool, name_override="q")
+    # when
+    services.tool_update(tool=tool, name="Find_Orders")
+    # then
+    assert Binding.objects.get(pk=plain.pk).name_key == "find_orders"
+    assert Binding.objects.get(pk=overridden.pk).name_key == "q"
+
+
+def test_rename_changing_only_case_is_allowed(owner, table, make_tool, instance, bind):
+    """A tool never conflicts with itself."""
+    # given
+    tool = make_tool(owner, table, name="orders_query")
+    binding = bind(instance, tool)
+    # when
+    services.tool_update(tool=tool, name="Orders_Query")
+    # then
+    assert Tool.objects.get(pk=tool.pk).name == "Orders_Query"
+    assert Binding.objects.get(pk=binding.pk).name_key == "orders_query"
+
+
+def test_invalid_tool_update_writes_nothing(owner, table, make_tool):
+    """A refused update leaves the stored tool untouched."""
+    # given
+    tool = make_tool(owner, table, name="orders_query", description="Before.")
+    # when
+    with pytest.raises(ValidationError) as caught:
+        services.tool_update(tool=tool, description="After.", input_schema={"type": "array"})
+    # then
+    assert set(caught.value.error_dict) == {"input_schema"}
+    stored = Tool.objects.get(pk=tool.pk)
+    assert (stored.description, stored.input_schema["required"]) == ("Before.", ["query"])
+
+
+def test_tool_update_refuses_unknown_fields(owner, table, make_tool):
+    """owner, use_count and other fields cannot be set through tool_update."""
+    # given
+    tool = make_tool(owner, table)
+    # when
+    with pytest.raises(TypeError):
+        services.tool_update(tool=tool, use_count=5)
+    # then
+    assert Tool.objects.get(pk=tool.pk).use_count == 0
+
+
+def test_tool_create_fills_defaults(owner, table):
+    """tool_create runs full_clean(): the default input schema is stored."""
+    # given / when
+    tool = services.tool_create(owner=owner, name="q", type="query_data", table=table, description="Query.")
+    # then
+    assert Tool.objects.get(pk=tool.pk).input_schema["required"] == ["query"]
+
+
+def test_tool_use_record_bumps_counters(owner, table, make_tool):
+    """use_count +1 and last_used set on each call."""
+    # given
+    tool = make_tool(owner, table)
+    # when
+    services.tool_use_record(tool_id=tool.pk)
+    services.tool_use_record(tool_id=tool.pk)
+    # then
+    stored = Tool.objects.get(pk=tool.pk)
+    assert stored.use_count == 2
+    assert stored.last_used is not None
+
+
+@pytest.mark.parametrize(("old", "new"), [("query_data", "select"), ("select", "get_all_data"), ("create", "update")])
+def test_type_change_replaces_the_old_types_default_schema(owner, table, make_tool, old, new):
+    """A schema that is still the old type's default follows the new type (it was never customised)."""
+    # given
+    tool = make_tool(owner, table, type=old)
+    # when
+    services.tool_update(tool=tool, type=new)
+    # then
+    stored = Tool.objects.get(pk=tool.pk)
+    assert (stored.type, stored.input_schema) == (new, DEFAULT_INPUT_SCHEMAS[new])
+
+
+def test_type_change_keeps_a_custom_schema_and_checks_it(owner, table, make_tool):
+    """A customised schema is kept on a type change, so it must suit the new type."""
+    # given
+    custom = {"type": "object", "properties": {"query": {"type": "string", "maxLength": 50}}, "required": ["query"]}
+    tool = make_tool(owner, table, type="query_data", input_schema=custom)
+    # when
+    with pytest.raises(ValidationError) as caught:
+        services.tool_update(tool=tool, type="select")
+    # then
+    assert [error.code for error in caught.value.error_dict["input_schema"]] == ["missing_arguments"]
+    stored = Tool.objects.get(pk=tool.pk)
+    assert (stored.type, stored.input_schema) == ("query_data", custom)

@@ -1,0 +1,178 @@
+"""Pure checks used as field validators and by Model.clean(): no database, no requests."""
+
+import ast
+import json
+import re
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+CATEGORY_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,49}$")
+MAX_DESCRIPTION = 1024
+MAX_EXAMPLES = 5
+MAX_EXAMPLE_LINES = 10
+METADATA_KEYS = {
+    "category": str,
+    "tags": list,
+    "preview_keys": list,
+    "key_field": str,
+    "examples": list,
+    "return_format": str,
+    "documentation_url": str,
+    "mcp_server": str,
+}
+
+
+def validate_tool_name(value: str) -> None:
+    """SPEC §2.2: 1–64 characters from A–Z a–z 0–9 _ . -"""
+    if not isinstance(value, str) or not TOOL_NAME_RE.fullmatch(value):
+        raise ValidationError(
+            "Tool names are 1–64 characters of letters, digits, '_', '.' and '-' (got %(value)r).",
+            code="invalid_name",
+            params={"value": value},
+        )
+
+
+def validate_json_pointer(value: str) -> None:
+    """RFC 6901: empty, or '/'-separated tokens where '~' is only followed by 0 or 1."""
+    if value == "":
+        return
+    if not value.startswith("/"):
+        raise ValidationError(
+            "A JSON Pointer is empty (the whole document) or starts with '/' (got %(value)r).",
+            code="invalid_pointer",
+            params={"value": value},
+        )
+    if re.search(r"~(?![01])", value):
+        raise ValidationError(
+            "In a JSON Pointer '~' must be written '~0' and '/' inside a key '~1' (got %(value)r).",
+            code="invalid_pointer",
+            params={"value": value},
+        )
+
+
+def validate_json_schema(value: Any) -> None:
+    """A JSON Schema object that Draft 2020-12 accepts."""
+    if not isinstance(value, dict):
+        raise ValidationError("A JSON Schema must be a JSON object.", code="invalid_schema")
+    try:
+        Draft202012Validator.check_schema(value)
+    except SchemaError as exc:
+        where = "/".join(str(part) for part in exc.path) or "(root)"
+        raise ValidationError(
+            "Not a valid JSON Schema (Draft 2020-12) at %(where)s: %(error)s",
+            code="invalid_schema",
+            params={"where": where, "error": exc.message},
+        ) from exc
+
+
+# An escaped NUL in json.dumps output: "\u0000" preceded by an even number of backslashes (an odd number
+# means the text "\u0000" itself was written, not the character).
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def json_text_has_nul(text: str) -> bool:
+    """Whether json.dumps output holds the character U+0000 (in a string or a key)."""
+    return "\\u0000" in text and _NUL_ESCAPE.search(text) is not None
+
+
+def validate_json_value(value: Any) -> None:
+    """A value that is JSON (RFC 8259): Python's json also writes NaN and Infinity, which PostgreSQL refuses.
+
+    The character U+0000 is valid JSON but PostgreSQL's jsonb cannot store it, so it is refused on every
+    backend (same data, same answer on SQLite and PostgreSQL).
+    """
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except ValueError as exc:
+        raise ValidationError("NaN and Infinity are not JSON numbers.", code="invalid_json") from exc
+    except TypeError as exc:
+        raise ValidationError("Not a JSON value: %(error)s.", code="invalid_json", params={"error": exc}) from exc
+    if json_text_has_nul(text):
+        raise ValidationError("Strings must not contain the character U+0000 (NUL).", code="invalid_json")
+
+
+def validate_input_schema(value: Any) -> None:
+    """An input schema is a valid JSON Schema describing an object (MCP requires `type: object`)."""
+    validate_json_schema(value)
+    if value.get("type") != "object":
+        raise ValidationError('An input schema must have "type": "object".', code="invalid_schema")
+
+
+def validate_examples(value: Any) -> None:
+    """At most 5 examples, each a string of valid Python of at most 10 lines."""
+    if not isinstance(value, list):
+        raise ValidationError("metadata.examples must be a list of strings.", code="invalid_examples")
+    if len(value) > MAX_EXAMPLES:
+        raise ValidationError(
+            "metadata.examples holds at most %(max)d examples (got %(count)d).",
+            code="invalid_examples",
+            params={"max": MAX_EXAMPLES, "count": len(value)},
+        )
+    for index, example in enumerate(value):
+        if not isinstance(example, str) or not example.strip():
+            raise ValidationError(
+                "metadata.examples[%(index)d] must be a non-empty string.",
+                code="invalid_examples",
+                params={"index": index},
+            )
+        lines = example.strip("\n").count("\n") + 1
+        if lines > MAX_EXAMPLE_LINES:
+            raise ValidationError(
+                "metadata.examples[%(index)d] has %(lines)d lines; at most %(max)d are allowed.",
+                code="invalid_examples",
+                params={"index": index, "lines": lines, "max": MAX_EXAMPLE_LINES},
+            )
+        try:
+            ast.parse(example)
+        except SyntaxError as exc:
+            raise ValidationError(
+                "metadata.examples[%(index)d] is not valid Python (line %(line)s: %(error)s).",
+                code="invalid_examples",
+                params={"index": index, "line": exc.lineno, "error": exc.msg},
+            ) from exc
+        except (MemoryError, RecursionError) as exc:
+            # CPython's parser gives up on very deep nesting (e.g. "-" * 100_000 + "1") this way.
+            raise ValidationError(
+                "metadata.examples[%(index)d] is not valid Python (it is nested too deeply).",
+                code="invalid_examples",
+                params={"index": index},
+            ) from exc
+
+
+def validate_metadata(value: Any) -> None:
+    """SPEC §2.2 metadata: an object whose known keys have the right types."""
+    if not isinstance(value, dict):
+        raise ValidationError("metadata must be a JSON object.", code="invalid_metadata")
+    errors = []
+    for key, expected in METADATA_KEYS.items():
+        if key in value and value[key] is not None and not isinstance(value[key], expected):
+            errors.append(
+                ValidationError(
+                    "metadata.%(key)s must be a %(type)s.",
+                    code="invalid_metadata",
+                    params={"key": key, "type": "list" if expected is list else "string"},
+                )
+            )
+    if errors:
+        raise ValidationError(errors)
+    category = value.get("category")
+    if category and not CATEGORY_RE.fullmatch(category):
+        raise ValidationError(
+            "metadata.category must be a slug: lowercase letters, digits, '-' and '_' (got %(value)r).",
+            code="invalid_metadata",
+            params={"value": category},
+        )
+    for key in ("tags", "preview_keys"):
+        items = value.get(key) or []
+        if not all(isinstance(item, str) and item for item in items):
+            raise ValidationError(
+                "metadata.%(key)s must be a list of non-empty strings.", code="invalid_metadata", params={"key": key}
+            )
+    if value.get("key_field") == "":
+        raise ValidationError("metadata.key_field must not be empty.", code="invalid_metadata")
+    if "examples" in value and value["examples"] is not None:
+        validate_examples(value["examples"])
