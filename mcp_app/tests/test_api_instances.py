@@ -1,0 +1,173 @@
+"""JSON API: /api/mcp-instances/ (SPEC §6, §2.3)."""
+
+import pytest
+
+from mcp_app.models import McpInstance
+from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+
+
+def test_create_returns_the_instance_with_its_endpoint_url(owner):
+    """POST creates an instance owned by the caller; endpoint_url is the absolute /mcp/<slug>/ URL."""
+    # when
+    response = client_for(owner).post(
+        "/api/mcp-instances/",
+        {"name": "Shop", "slug": "shop", "instructions": "Use the order tools.", "discovery": "search"},
+        format="json",
+    )
+
+    # then
+    assert response.status_code == 201
+    body = response.json()
+    instance = McpInstance.objects.get()
+    assert body["id"] == instance.pk
+    assert body["endpoint_url"] == "http://testserver/mcp/shop/"
+    assert (body["enabled"], body["discovery"], body["allow_registration"], body["max_result_bytes"]) == (
+        True,
+        "search",
+        False,
+        200_000,
+    )
+    assert instance.owner == owner
+    assert instance.instructions == "Use the order tools."
+
+
+def test_endpoint_url_uses_the_public_url_setting(owner, instance, settings):
+    """TOOLHUB_PUBLIC_URL, when set, is the base of endpoint_url (behind a proxy)."""
+    # given
+    settings.TOOLHUB_PUBLIC_URL = "https://tools.example.com"
+
+    # when
+    response = client_for(owner).get(f"/api/mcp-instances/{instance.pk}/")
+
+    # then
+    assert response.json()["endpoint_url"] == "https://tools.example.com/mcp/shop/"
+
+
+def test_endpoint_url_follows_the_request_host(owner, instance):
+    """Without TOOLHUB_PUBLIC_URL the URL is built from the request."""
+    # when
+    response = client_for(owner).get(f"/api/mcp-instances/{instance.pk}/", HTTP_HOST="localhost:8123")
+
+    # then
+    assert response.json()["endpoint_url"] == "http://localhost:8123/mcp/shop/"
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"name": "Dup", "slug": "shop"}, "slug"),
+        ({"name": "Bad", "slug": "not a slug"}, "slug"),
+        ({"slug": "noname"}, "name"),
+        ({"name": "Small", "slug": "small", "max_result_bytes": 10}, "max_result_bytes"),
+        ({"name": "Disc", "slug": "disc", "discovery": "everything"}, "discovery"),
+        ({"name": "Flag", "slug": "flag", "enabled": "maybe"}, "enabled"),
+    ],
+)
+def test_create_with_bad_input_is_a_400_naming_the_field(owner, other_user, make_instance, payload, field):
+    """Slugs are unique across all users; every bad field is named; nothing is written."""
+    # given
+    make_instance(other_user, slug="shop")
+    before = db_snapshot()
+
+    # when
+    response = client_for(owner).post("/api/mcp-instances/", payload, format="json")
+
+    # then
+    assert response.status_code == 400
+    assert response.json()["error"] == "VALIDATION_ERROR"
+    assert field in response.json()["fields"]
+    assert db_snapshot() == before
+
+
+def test_list_shows_only_the_callers_instances(owner, other_user, make_instance):
+    """The list holds the caller's instances only."""
+    # given
+    mine = make_instance(owner, slug="mine")
+    make_instance(other_user, slug="theirs")
+
+    # when
+    body = client_for(owner).get("/api/mcp-instances/").json()
+
+    # then
+    assert body["count"] == 1
+    assert [row["id"] for row in body["results"]] == [mine.pk]
+
+
+def test_list_filters_by_enabled(owner, make_instance):
+    """?enabled=false keeps the disabled instances."""
+    # given
+    make_instance(owner, slug="on")
+    off = make_instance(owner, slug="off", enabled=False)
+
+    # when
+    body = client_for(owner).get("/api/mcp-instances/?enabled=false").json()
+
+    # then
+    assert [row["id"] for row in body["results"]] == [off.pk]
+
+
+def test_patch_changes_the_instance(owner, instance):
+    """PATCH changes what it sends; a new slug moves the endpoint."""
+    # when
+    response = client_for(owner).patch(
+        f"/api/mcp-instances/{instance.pk}/", {"slug": "store", "enabled": False}, format="json"
+    )
+
+    # then
+    assert response.status_code == 200
+    assert response.json()["endpoint_url"] == "http://testserver/mcp/store/"
+    instance.refresh_from_db()
+    assert (instance.slug, instance.enabled) == ("store", False)
+
+
+def test_put_is_not_offered(owner, instance):
+    """SPEC §6 lists GET, PATCH, DELETE on an instance: PUT is 405 and changes nothing."""
+    # given
+    before = db_snapshot()
+
+    # when
+    response = client_for(owner).put(f"/api/mcp-instances/{instance.pk}/", {"name": "x", "slug": "x"}, format="json")
+
+    # then
+    assert response.status_code == 405
+    assert response.json()["error"] == "METHOD_NOT_ALLOWED"
+    assert db_snapshot() == before
+
+
+def test_delete_removes_the_instance_with_its_keys_and_bindings(owner, instance, table, make_tool, bind, make_api_key):
+    """DELETE removes the instance, its bindings and keys; the tools stay."""
+    # given
+    tool = make_tool(owner, table)
+    bind(instance, tool)
+    make_api_key(instance)
+
+    # when
+    response = client_for(owner).delete(f"/api/mcp-instances/{instance.pk}/")
+
+    # then
+    assert response.status_code == 204
+    assert McpInstance.objects.count() == 0
+    assert instance.bindings.model.objects.count() == 0
+    assert instance.api_keys.model.objects.count() == 0
+    tool.refresh_from_db()
+
+
+def test_another_users_instance_is_404_and_untouched(owner, other_user, make_instance):
+    """Another user's instance behaves as if it did not exist."""
+    # given
+    theirs = make_instance(other_user, slug="theirs")
+    before = db_snapshot()
+    client = client_for(owner)
+
+    # when
+    responses = [
+        client.get(f"/api/mcp-instances/{theirs.pk}/"),
+        client.patch(f"/api/mcp-instances/{theirs.pk}/", {"enabled": False}, format="json"),
+        client.delete(f"/api/mcp-instances/{theirs.pk}/"),
+    ]
+
+    # then
+    assert [r.status_code for r in responses] == [404, 404, 404]
+    assert db_snapshot() == before

@@ -1,0 +1,259 @@
+"""SPEC §4.1, §4.2, §8: who may reach an MCP endpoint (Host, Origin, bearer key, slug)."""
+
+import pytest
+
+from mcp_app.auth import KEY_TOUCH_INTERVAL, key_touches
+from mcp_app.models import ApiKey, CallLog
+from mcp_app.recording import recorder
+from mcp_app.services import api_key_revoke, instance_update
+from mcp_app.tests.mcp_harness import ERAS, LEGACY, Harness, rpc_body
+from tools_app.models import Tool
+
+
+@pytest.fixture
+def served(owner, table, make_tool, instance, bind, make_api_key):
+    """An instance 'shop' with one query tool and one key."""
+    tool = make_tool(owner, table, name="orders_query")
+    bind(instance, tool)
+    api_key, plaintext = make_api_key(instance)
+    return {"instance": instance, "tool": tool, "api_key": api_key, "key": plaintext}
+
+
+def call_body(era=LEGACY):
+    return rpc_body("tools/call", {"name": "orders_query", "arguments": {"query": "length(@)"}}, era=era)
+
+
+def assert_nothing_recorded(tool):
+    recorder.flush()
+    assert CallLog.objects.count() == 0
+    tool.refresh_from_db()
+    assert tool.use_count == 0
+    assert tool.last_used is None
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_valid_key_reaches_the_tools(served, era):
+    """A key of the instance, as a Bearer token, is let through to tools/call."""
+    # when
+    response = Harness().post("shop", call_body(era), key=served["key"], era=era)
+    # then
+    assert response.status_code == 200
+    assert response.json()["result"]["structuredContent"] == {"result": 3}
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_missing_key_is_401_with_bearer_challenge(served, era):
+    """No Authorization header: 401 and `WWW-Authenticate: Bearer`; the tool never runs."""
+    # when
+    response = Harness().post("shop", call_body(era), era=era)
+    # then
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == 'Bearer realm="toolhub"'
+    assert response.json()["error"] == "UNAUTHORIZED"
+    assert_nothing_recorded(served["tool"])
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    ["Bearer thk_not-a-real-key", "Basic dXNlcjpwdw==", "Bearer", "Token abc"],
+)
+def test_wrong_key_or_scheme_is_401(served, authorization):
+    """A key that is not one of the instance's, or another scheme, is 401 with a Bearer challenge."""
+    # when
+    response = Harness().post("shop", call_body(), headers={"authorization": authorization})
+    # then
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer ")
+    assert_nothing_recorded(served["tool"])
+
+
+def test_bearer_scheme_is_case_insensitive(served):
+    """`bearer <key>` works like `Bearer <key>` (RFC 9110: auth schemes are case-insensitive)."""
+    # when
+    response = Harness().post("shop", call_body(), headers={"authorization": f"bearer {served['key']}"})
+    # then
+    assert response.status_code == 200
+
+
+def test_other_instances_key_is_a_wrong_key(served, owner, make_instance, make_api_key):
+    """SPEC §4.2: a key of another instance (same owner) is 401 here."""
+    # given
+    other = make_instance(owner, slug="other")
+    _, other_key = make_api_key(other)
+    # when
+    response = Harness().post("shop", call_body(), key=other_key)
+    # then
+    assert response.status_code == 401
+    assert 'error="invalid_token"' in response.headers["www-authenticate"]
+    assert_nothing_recorded(served["tool"])
+
+
+def test_revoked_key_is_401(served):
+    """A revoked key is refused like a wrong one."""
+    # given
+    api_key_revoke(api_key=served["api_key"])
+    # when
+    response = Harness().post("shop", call_body(), key=served["key"])
+    # then
+    assert response.status_code == 401
+    assert_nothing_recorded(served["tool"])
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_key_revoked_after_use_is_refused_on_the_next_request(served, era):
+    """SPEC §1: a revocation made anywhere is seen by the next request, though this process saw the key valid."""
+    # given
+    harness = Harness()
+    assert harness.post("shop", call_body(era), key=served["key"], era=era).status_code == 200
+    recorder.flush()
+    api_key_revoke(api_key=served["api_key"])
+    # when
+    response = harness.post("shop", call_body(era), key=served["key"], era=era)
+    # then
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer ")
+    recorder.flush()
+    assert CallLog.objects.count() == 1  # only the call made before the revocation
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("method", ["tools/list", "ping", "no/such/method"])
+def test_revocation_is_seen_by_every_method(served, era, method):
+    """The re-check covers tools/list, ping and unknown methods too, not only tools/call."""
+    # given
+    harness = Harness()
+    assert harness.post("shop", call_body(era), key=served["key"], era=era).status_code == 200
+    api_key_revoke(api_key=served["api_key"])
+    # when
+    response = harness.post("shop", rpc_body(method, era=era), key=served["key"], era=era)
+    # then
+    assert response.status_code == 401
+
+
+@pytest.mark.parametrize("key_kind", ["valid", "none", "wrong"])
+def test_unknown_slug_is_404_whatever_the_key(served, key_kind):
+    """SPEC §8: an unknown slug is 404, with a valid key of another instance, no key or a wrong key."""
+    # given
+    key = {"valid": served["key"], "none": None, "wrong": "thk_wrong"}[key_kind]
+    # when
+    response = Harness().post("nowhere", call_body(), key=key)
+    # then
+    assert response.status_code == 404
+    assert response.json()["error"] == "NOT_FOUND"
+    assert_nothing_recorded(served["tool"])
+
+
+def test_disabled_instance_is_404(served):
+    """SPEC §4.2: a disabled instance is 404 even with its own valid key."""
+    # given
+    instance_update(instance=served["instance"], enabled=False)
+    # when
+    response = Harness().post("shop", call_body(), key=served["key"])
+    # then
+    assert response.status_code == 404
+    assert_nothing_recorded(served["tool"])
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_instance_disabled_after_use_is_404_on_the_next_request(served, era):
+    """Disabling an instance is seen by the next request, though its key was seen valid before."""
+    # given
+    harness = Harness()
+    assert harness.post("shop", call_body(era), key=served["key"], era=era).status_code == 200
+    instance_update(instance=served["instance"], enabled=False)
+    # when
+    response = harness.post("shop", call_body(era), key=served["key"], era=era)
+    # then
+    assert response.status_code == 404
+
+
+def test_paths_other_than_an_instance_are_404(served):
+    """Only /mcp/<slug>/ (with or without the trailing slash) is an endpoint."""
+    # when
+    deeper = Harness().post("shop", call_body(), key=served["key"], path="/mcp/shop/extra/")
+    no_slash = Harness().post("shop", call_body(), key=served["key"], path="/mcp/shop")
+    # then
+    assert deeper.status_code == 404
+    assert no_slash.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("origin", "status"),
+    [
+        ("http://evil.example", 403),
+        ("null", 403),
+        ("http://localhost:6274", 200),
+        ("http://127.0.0.1", 200),
+    ],
+)
+def test_origin_host_must_be_an_allowed_host(served, origin, status):
+    """SPEC §8: an Origin whose host is not in ALLOWED_HOSTS is 403 (DNS rebinding); allowed hosts pass."""
+    # when
+    response = Harness().post("shop", call_body(), key=served["key"], headers={"origin": origin})
+    # then
+    assert response.status_code == status
+    recorder.flush()
+    assert CallLog.objects.count() == (1 if status == 200 else 0)
+
+
+def test_host_not_in_allowed_hosts_is_400(served):
+    """A Host header outside ALLOWED_HOSTS is refused like Django refuses it (400), before any key check."""
+    # when
+    response = Harness().post("shop", call_body(), key=served["key"], headers={"host": "evil.example"})
+    # then
+    assert response.status_code == 400
+    assert "Invalid Host header" in response.json()["message"]
+    assert_nothing_recorded(served["tool"])
+
+
+def test_allowed_hosts_setting_is_followed(served, settings):
+    """ALLOWED_HOSTS decides: a host added there is served."""
+    # given
+    settings.ALLOWED_HOSTS = ["mcp.example.com"]
+    # when
+    response = Harness().post(
+        "shop",
+        call_body(),
+        key=served["key"],
+        headers={"host": "mcp.example.com", "origin": "https://mcp.example.com"},
+    )
+    # then
+    assert response.status_code == 200
+
+
+def test_get_is_405_after_auth(served):
+    """Stateless endpoint: GET (a server-to-client stream) is 405 with `Allow: POST`; unauthenticated GET is 401."""
+    # when
+    authorized = Harness().http("GET", "/mcp/shop/", headers={"authorization": f"Bearer {served['key']}"})
+    anonymous = Harness().http("GET", "/mcp/shop/")
+    # then
+    assert authorized.status_code == 405
+    assert authorized.headers["allow"] == "POST"
+    assert anonymous.status_code == 401
+
+
+def test_last_used_at_is_kept_without_a_write_per_request(served):
+    """A key's last_used_at is set by its first request and written at most once a minute per process."""
+    # given
+    harness = Harness()
+    # when
+    harness.post("shop", call_body(), key=served["key"])
+    recorder.flush()
+    first = ApiKey.objects.get(pk=served["api_key"].pk).last_used_at
+    harness.post("shop", call_body(), key=served["key"])
+    # then
+    assert first is not None
+    assert recorder.pending == 1  # the second call's log row only: no key write queued
+    assert key_touches.due(served["api_key"].pk) is False
+    assert key_touches.due(served["api_key"].pk, now=10**9 + KEY_TOUCH_INTERVAL) is True
+
+
+def test_tool_owned_by_nobody_else_is_untouched_by_denied_calls(served, other_user, make_table, make_tool):
+    """Denied requests write nothing anywhere: no call log, no use count on any tool."""
+    # given
+    foreign = make_tool(other_user, make_table(other_user), name="orders_query")
+    # when
+    Harness().post("shop", call_body(), key="thk_guess")
+    # then
+    assert_nothing_recorded(served["tool"])
+    assert Tool.objects.get(pk=foreign.pk).use_count == 0

@@ -1,0 +1,311 @@
+"""Bindings (SPEC §2.4): one owner per binding, effective names unique per instance ignoring case."""
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from mcp_app.models import Binding
+from mcp_app.services import binding_create, binding_update
+from tools_app.errors import ErrorCode
+from tools_app.models import Tool
+from tools_app.services import tool_update
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # The shared user fixtures set passwords; the default hasher costs ~0.3 s per user.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def _conflict(name: str, other: str, instance: str) -> str:
+    return (
+        f"The name {name!r} is already used by the tool {other!r} on the instance {instance!r} "
+        "(names are unique per instance, ignoring case)."
+    )
+
+
+def _only_error(exc: ValidationError) -> tuple[str, str, str]:
+    [(field, [error])] = exc.error_dict.items()
+    return field, error.code, error.messages[0]
+
+
+def _bindings(instance) -> list[tuple[str, str]]:
+    return sorted(Binding.objects.filter(mcp_instance=instance).values_list("tool__name", "name_key"))
+
+
+@pytest.fixture
+def tools(owner, table, make_tool):
+    """Two tools of the owner: 'orders_query' and 'orders_all'."""
+    return make_tool(owner, table, name="orders_query"), make_tool(owner, table, type="get_all_data", name="orders_all")
+
+
+#
+# Ownership
+#
+
+
+def test_bind_joins_tool_and_instance_of_one_owner(owner, instance, tools):
+    """A tool and an instance of the same owner are bound; the name key is the lower-cased name."""
+    # given
+    tool = tools[0]
+    # when
+    binding = binding_create(mcp_instance=instance, tool=tool)
+    # then
+    stored = Binding.objects.get(pk=binding.pk)
+    assert (stored.mcp_instance_id, stored.tool_id, stored.enabled, stored.name_key) == (
+        instance.pk,
+        tool.pk,
+        True,
+        "orders_query",
+    )
+
+
+def test_bind_refuses_another_owners_tool(other_user, instance, table, make_tool, make_table):
+    """A binding never joins one owner's instance to another owner's tool."""
+    # given
+    foreign_tool = make_tool(other_user, make_table(other_user, name="theirs"), name="their_tool")
+    # when
+    with pytest.raises(ValidationError) as caught:
+        binding_create(mcp_instance=instance, tool=foreign_tool)
+    # then
+    assert _only_error(caught.value) == (
+        "tool",
+        "invalid_choice",
+        "Select a valid choice. That tool is not one of yours.",
+    )
+    assert Binding.objects.count() == 0
+
+
+def test_bind_refuses_another_owners_instance(other_user, make_instance, tools):
+    """The owner's tool cannot be bound to another owner's instance either."""
+    # given
+    foreign_instance = make_instance(other_user, slug="theirs")
+    # when
+    with pytest.raises(ValidationError) as caught:
+        binding_create(mcp_instance=foreign_instance, tool=tools[0])
+    # then
+    assert _only_error(caught.value)[:2] == ("tool", "invalid_choice")
+    assert Binding.objects.count() == 0
+
+
+def test_rebinding_to_another_owners_tool_is_refused(other_user, instance, tools, make_tool, make_table, bind):
+    """Moving a binding to another owner's tool is refused and the binding stays as it was."""
+    # given
+    binding = bind(instance, tools[0])
+    foreign_tool = make_tool(other_user, make_table(other_user, name="theirs"), name="their_tool")
+    # when
+    with pytest.raises(ValidationError) as caught:
+        binding_update(binding=Binding.objects.get(pk=binding.pk), tool=foreign_tool)
+    # then
+    assert _only_error(caught.value)[:2] == ("tool", "invalid_choice")
+    assert Binding.objects.get(pk=binding.pk).tool_id == tools[0].pk
+
+
+def test_same_tool_twice_on_one_instance_is_refused(instance, tools, bind):
+    """(instance, tool) is unique, even under an override."""
+    # given
+    bind(instance, tools[0])
+    # when
+    with pytest.raises(ValidationError) as caught:
+        binding_create(mcp_instance=instance, tool=tools[0], name_override="again")
+    # then
+    assert "tool" in caught.value.error_dict
+    assert Binding.objects.count() == 1
+
+
+#
+# NAME_CONFLICT
+#
+
+
+@pytest.mark.parametrize("name", ["orders_query", "ORDERS_QUERY", "Orders_Query"])
+def test_bind_same_name_is_name_conflict(owner, table, make_tool, instance, tools, bind, name):
+    """Binding a tool whose name equals (ignoring case) a bound name is refused, naming both."""
+    # given
+    bind(instance, tools[0])
+    twin = make_tool(owner, table, type="select", name=name)
+    # when
+    with pytest.raises(ValidationError) as caught:
+        binding_create(mcp_instance=instance, tool=twin)
+    # then
+    assert _only_error(caught.value) == ("tool", ErrorCode.NAME_CONFLICT, _conflict(name, "orders_query", "Shop"))
+    assert _bindings(instance) == [("orders_query", "orders_query")]
+
+
+def test_bind_with_override_into_a_bound_name_is_name_conflict(instance, tools, bind):
+    """An override is checked like a name."""
+    # given
+    bind(instance, tools[0])
+    # when
+    with pytest.raises(ValidationError) as caught:
+        binding_create(mcp_instance=instance, tool=tools[1], name_override="Orders_QUERY")
+    # then
+    assert _only_error(caught.value) == (
+        "name_override",
+        ErrorCode.NAME_CONFLICT,
+        _conflict("Orders_QUERY", "orders_query", "Shop"),
+    )
+    assert _bindings(instance) == [("orders_query", "orders_query")]
+
+
+def test_bind_into_an_existing_override_is_name_conflict(owner, table, make_tool, instance, tools, bind):
+    """A name equal to another binding's override collides; the error names that effective name."""
+    # given
+    bind(instance, tools[0], name_override="find")
+    other = make_tool(owner, table, type="select", name="Find")
+    # when
+    with pytest.raises(ValidationError) as caught:
+        binding_create(mcp_instance=instance, tool=other)
+    # then
+    assert _only_error(caught.value) == ("tool", ErrorCode.NAME_CONFLICT, _conflict("Find", "find", "Shop"))
+    assert Binding.objects.count() == 1
+
+
+def test_override_avoids_a_conflict(owner, table, make_tool, instance, tools, bind):
+    """A same-named tool can be bound under another name."""
+    # given
+    bind(instance, tools[0])
+    twin = make_tool(owner, table, type="select", name="orders_query")
+    # when
+    binding = binding_create(mcp_instance=instance, tool=twin, name_override="orders_by_id")
+    # then
+    assert Binding.objects.get(pk=binding.pk).effective_name == "orders_by_id"
+    assert _bindings(instance) == [("orders_query", "orders_by_id"), ("orders_query", "orders_query")]
+
+
+def test_override_update_into_a_collision_is_refused(instance, tools, bind):
+    """Setting an override that collides is NAME_CONFLICT; the stored binding keeps its name."""
+    # given
+    bind(instance, tools[0])
+    second = bind(instance, tools[1])
+    # when
+    with pytest.raises(ValidationError) as caught:
+        binding_update(binding=Binding.objects.get(pk=second.pk), name_override="ORDERS_query")
+    # then
+    assert _only_error(caught.value) == (
+        "name_override",
+        ErrorCode.NAME_CONFLICT,
+        _conflict("ORDERS_query", "orders_query", "Shop"),
+    )
+    stored = Binding.objects.get(pk=second.pk)
+    assert (stored.name_override, stored.name_key) == ("", "orders_all")
+
+
+def test_clearing_an_override_into_a_collision_is_refused(owner, table, make_tool, instance, tools, bind):
+    """Removing an override makes the tool's own name effective, which may collide too."""
+    # given
+    bind(instance, tools[0])
+    twin = make_tool(owner, table, type="select", name="orders_query")
+    binding = bind(instance, twin, name_override="by_id")
+    # when
+    with pytest.raises(ValidationError) as caught:
+        binding_update(binding=Binding.objects.get(pk=binding.pk), name_override="")
+    # then
+    assert _only_error(caught.value)[1] == ErrorCode.NAME_CONFLICT
+    assert Binding.objects.get(pk=binding.pk).name_key == "by_id"
+
+
+def test_override_of_own_name_in_another_case_is_allowed(instance, tools, bind):
+    """A binding never conflicts with itself."""
+    # given
+    binding = bind(instance, tools[0])
+    # when
+    binding_update(binding=Binding.objects.get(pk=binding.pk), name_override="Orders_Query")
+    # then
+    stored = Binding.objects.get(pk=binding.pk)
+    assert (stored.effective_name, stored.name_key) == ("Orders_Query", "orders_query")
+
+
+def test_tool_rename_into_a_collision_is_refused(instance, tools, bind):
+    """Renaming a bound tool into a bound name of the instance is NAME_CONFLICT; nothing changes."""
+    # given
+    bind(instance, tools[0])
+    bind(instance, tools[1])
+    # when
+    with pytest.raises(ValidationError) as caught:
+        tool_update(tool=Tool.objects.get(pk=tools[1].pk), name="Orders_Query")
+    # then
+    assert _only_error(caught.value) == (
+        "name",
+        ErrorCode.NAME_CONFLICT,
+        _conflict("Orders_Query", "orders_query", "Shop"),
+    )
+    assert Tool.objects.get(pk=tools[1].pk).name == "orders_all"
+    assert _bindings(instance) == [("orders_all", "orders_all"), ("orders_query", "orders_query")]
+
+
+def test_same_name_on_different_instances_is_allowed(owner, table, make_tool, make_instance, tools, bind):
+    """Names are unique per instance, not across instances."""
+    # given
+    first, second = make_instance(owner, slug="one"), make_instance(owner, slug="two")
+    twin = make_tool(owner, table, type="select", name="orders_query")
+    bind(first, tools[0])
+    # when
+    bind(second, twin)
+    # then
+    assert _bindings(first) == [("orders_query", "orders_query")]
+    assert _bindings(second) == [("orders_query", "orders_query")]
+
+
+def test_disabled_binding_still_holds_its_name(owner, table, make_tool, instance, tools, bind):
+    """A disabled binding keeps its name, so enabling it later can never collide."""
+    # given
+    bind(instance, tools[0], enabled=False)
+    twin = make_tool(owner, table, type="select", name="orders_query")
+    # when
+    with pytest.raises(ValidationError) as caught:
+        binding_create(mcp_instance=instance, tool=twin)
+    # then
+    assert _only_error(caught.value)[1] == ErrorCode.NAME_CONFLICT
+    assert Binding.objects.count() == 1
+
+
+def test_unbinding_frees_the_name(owner, table, make_tool, instance, tools, bind):
+    """Deleting a binding lets another tool take its name."""
+    # given
+    first = bind(instance, tools[0])
+    twin = make_tool(owner, table, type="select", name="ORDERS_QUERY")
+    first.delete()
+    # when
+    binding = binding_create(mcp_instance=instance, tool=twin)
+    # then
+    assert _bindings(instance) == [("ORDERS_QUERY", "orders_query")]
+    assert Binding.objects.get(pk=binding.pk).effective_name == "ORDERS_QUERY"
+
+
+def test_changing_an_override_frees_the_old_name(owner, table, make_tool, instance, tools, bind):
+    """After an override changes, the old effective name is free."""
+    # given
+    binding = bind(instance, tools[0], name_override="find")
+    binding_update(binding=Binding.objects.get(pk=binding.pk), name_override="lookup")
+    other = make_tool(owner, table, type="select", name="find")
+    # when
+    bind(instance, other)
+    # then
+    assert _bindings(instance) == [("find", "find"), ("orders_query", "lookup")]
+
+
+def test_renaming_a_bound_tool_frees_its_old_name(owner, table, make_tool, instance, tools, bind):
+    """After a rename the old name can be bound by another tool."""
+    # given
+    bind(instance, tools[0])
+    tool_update(tool=Tool.objects.get(pk=tools[0].pk), name="orders_jmespath")
+    twin = make_tool(owner, table, type="select", name="orders_query")
+    # when
+    bind(instance, twin)
+    # then
+    assert _bindings(instance) == [("orders_jmespath", "orders_jmespath"), ("orders_query", "orders_query")]
+
+
+def test_database_refuses_duplicate_name_keys(instance, tools, bind):
+    """The unique constraint on (instance, name key) holds even when the service is bypassed."""
+    # given
+    from django.db import IntegrityError, transaction
+
+    bind(instance, tools[0])
+    # when
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Binding.objects.create(mcp_instance=instance, tool=tools[1], name_key="orders_query")
+    # then
+    assert Binding.objects.count() == 1

@@ -1,0 +1,410 @@
+"""What must hold under concurrency (SPEC §1, §2.4, §3): no lost write, one version per write, unique names.
+
+Threads each get their own database connection (Django connections are per thread) and close it at
+the end; the multi-process variants start fresh interpreters (spawn) that run django.setup()
+against the same database. Models are imported inside functions so that a spawned child can
+import this module before Django is set up.
+"""
+
+import json
+import multiprocessing
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from django.db import connection, connections
+
+WORKERS = 8
+CALLS = 25
+NAME_RACERS = 20
+
+SKIP_REASON = (
+    "Row locks and concurrent connections need PostgreSQL (the SQLite test database lives in memory); "
+    "set DATABASE_URL=postgres://... to run."
+)
+
+
+@pytest.fixture
+def postgres_db(transactional_db):
+    """Committed data visible to other connections, on PostgreSQL only."""
+    if connection.vendor != "postgresql":
+        pytest.skip(SKIP_REASON)
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # The shared user fixtures set passwords; the default hasher costs ~0.3 s per user.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def _in_threads(count: int, target) -> list:
+    """Run target(i) in `count` threads released together; return each result or the exception raised."""
+    barrier = threading.Barrier(count)
+    results: list = [None] * count
+
+    def run(index: int) -> None:
+        try:
+            barrier.wait(timeout=60)
+            results[index] = target(index)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test, which asserts on it
+            results[index] = exc
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not any(thread.is_alive() for thread in threads), "a worker thread hung"
+    return results
+
+
+def _write(create_id: int, update_id: int, worker: int, call: int) -> int:
+    """One write call: even calls create a record of their own, odd calls add a field to the shared record."""
+    from tools_app.data_access import execute
+    from tools_app.models import Tool
+
+    if call % 2 == 0:
+        tool = Tool.objects.get(pk=create_id)
+        result = execute(tool=tool, arguments={"elements": [{"id": f"w{worker}-c{call}"}]})
+        return result["version"]
+    tool = Tool.objects.get(pk=update_id)
+    result = execute(tool=tool, arguments={"elements": [{"id": "shared", f"w{worker}_c{call}": call}]})
+    return result["version"]
+
+
+def _assert_no_lost_write(data: list, version: int, versions: list[int], workers: int, calls: int) -> None:
+    writes = workers * calls
+    assert sorted(versions) == list(range(2, 2 + writes)), "each write call got its own version"
+    assert version == 1 + writes
+    created = {row["id"] for row in data} - {"shared"}
+    assert created == {f"w{w}-c{c}" for w in range(workers) for c in range(0, calls, 2)}
+    assert len(data) == 1 + len(created)
+    shared = next(row for row in data if row["id"] == "shared")
+    assert set(shared) - {"id"} == {f"w{w}_c{c}" for w in range(workers) for c in range(1, calls, 2)}
+
+
+def _write_setup(owner, make_table, make_tool):
+    table = make_table(owner, name="busy", data=[{"id": "shared"}])
+    create = make_tool(owner, table, type="create", name="busy_create")
+    update = make_tool(owner, table, type="update", name="busy_update")
+    return table, create, update
+
+
+#
+# (1) Many writers on one table
+#
+
+
+@pytest.mark.postgres
+def test_concurrent_writes_lose_nothing(postgres_db, owner, make_table, make_tool):
+    """8 threads x 25 create/update calls on one table: every write lands, version +1 per write."""
+    from tools_app.models import Table
+
+    # given
+    table, create, update = _write_setup(owner, make_table, make_tool)
+
+    # when
+    def worker(index: int) -> list[int]:
+        return [_write(create.pk, update.pk, index, call) for call in range(CALLS)]
+
+    results = _in_threads(WORKERS, worker)
+
+    # then
+    failures = [result for result in results if isinstance(result, BaseException)]
+    assert failures == []
+    stored = Table.objects.get(pk=table.pk)
+    _assert_no_lost_write(stored.data, stored.version, [v for r in results for v in r], WORKERS, CALLS)
+
+
+def _writer_process(database_url: str, create_id: int, update_id: int, process: int, threads: int, calls: int):
+    """Child process: set Django up against `database_url`, then write from `threads` threads."""
+    os.environ["DATABASE_URL"] = database_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
+    import django
+
+    django.setup()
+
+    def worker(index: int) -> list[int]:
+        return [_write(create_id, update_id, process * threads + index, call) for call in range(calls)]
+
+    results = _in_threads(threads, worker)
+    failures = [repr(result) for result in results if isinstance(result, BaseException)]
+    return [v for r in results if isinstance(r, list) for v in r], failures
+
+
+def _spawn_pool(processes: int):
+    return multiprocessing.get_context("spawn").Pool(processes)
+
+
+def _database_url() -> str:
+    """The URL of the test database this session uses (pytest-django's test_<name>)."""
+    settings = connection.settings_dict
+    user = settings["USER"] or "postgres"
+    host = settings["HOST"] or "127.0.0.1"
+    port = settings["PORT"] or 5432
+    return f"postgres://{user}@{host}:{port}/{settings['NAME']}"
+
+
+@pytest.mark.postgres
+def test_concurrent_writes_from_processes_lose_nothing(postgres_db, owner, make_table, make_tool):
+    """4 worker processes (own interpreter, own connection) x 25 calls: no lost write, version +1 per write."""
+    from tools_app.models import Table
+
+    # given
+    table, create, update = _write_setup(owner, make_table, make_tool)
+    processes = 4
+    # when
+    with _spawn_pool(processes) as pool:
+        outcomes = pool.starmap(
+            _writer_process, [(_database_url(), create.pk, update.pk, p, 1, CALLS) for p in range(processes)]
+        )
+    # then
+    assert [failures for _, failures in outcomes] == [[]] * processes
+    stored = Table.objects.get(pk=table.pk)
+    _assert_no_lost_write(stored.data, stored.version, [v for vs, _ in outcomes for v in vs], processes, CALLS)
+
+
+def _sqlite_setup(database_url: str) -> tuple[int, int, int]:
+    """Child process: migrate a file-based SQLite database and create a table with a create and an update tool."""
+    os.environ["DATABASE_URL"] = database_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    from tools_app import services
+
+    call_command("migrate", verbosity=0, interactive=False)
+    owner = get_user_model().objects.create_user(username="writer")
+    table = services.table_create(owner=owner, name="busy", data=[{"id": "shared"}])
+    kinds = {"create": "Add records.", "update": "Change records."}
+    tools = [
+        services.tool_create(owner=owner, name=f"busy_{kind}", type=kind, table=table, description=text)
+        for kind, text in kinds.items()
+    ]
+    return table.pk, tools[0].pk, tools[1].pk
+
+
+def test_concurrent_writes_on_sqlite_file_lose_nothing(tmp_path: Path):
+    """SQLite too (file database, IMMEDIATE transactions): 2 processes x 4 threads x 25 calls lose nothing."""
+    # given
+    database_url = f"sqlite:///{tmp_path / 'concurrency.sqlite3'}"
+    processes, threads = 2, 4
+    with _spawn_pool(processes) as pool:
+        table_id, create_id, update_id = pool.apply(_sqlite_setup, (database_url,))
+        # when
+        outcomes = pool.starmap(
+            _writer_process, [(database_url, create_id, update_id, p, threads, CALLS) for p in range(processes)]
+        )
+    # then
+    assert [failures for _, failures in outcomes] == [[]] * processes
+    with sqlite3.connect(tmp_path / "concurrency.sqlite3") as db:
+        version, data = db.execute("SELECT version, data FROM tools_app_table WHERE id = ?", (table_id,)).fetchone()
+    _assert_no_lost_write(json.loads(data), version, [v for vs, _ in outcomes for v in vs], processes * threads, CALLS)
+
+
+#
+# (2) Many binds of same-named tools to one instance
+#
+
+
+def _case_variants(word: str, count: int) -> list[str]:
+    """`count` distinct spellings of `word` differing only in letter case."""
+    variants = []
+    for mask in range(2 ** len(word)):
+        variants.append("".join(c.upper() if mask >> i & 1 else c for i, c in enumerate(word)))
+        if len(variants) == count:
+            return variants
+    raise ValueError("word too short")
+
+
+@pytest.mark.postgres
+def test_concurrent_binds_of_one_name_let_exactly_one_through(postgres_db, owner, table, make_tool, instance):
+    """20 threads bind 20 tools named 'lookup' in different cases to one instance: 1 wins, 19 NAME_CONFLICT."""
+    from django.core.exceptions import ValidationError
+
+    from mcp_app.models import Binding, McpInstance
+    from mcp_app.services import binding_create
+    from tools_app.errors import ErrorCode
+    from tools_app.models import Tool
+
+    # given
+    names = _case_variants("lookup", NAME_RACERS)
+    tool_ids = [make_tool(owner, table, type="select", name=name).pk for name in names]
+
+    # when
+    def worker(index: int):
+        tool = Tool.objects.get(pk=tool_ids[index])
+        return binding_create(mcp_instance=McpInstance.objects.get(pk=instance.pk), tool=tool).pk
+
+    results = _in_threads(NAME_RACERS, worker)
+
+    # then
+    winners = [r for r in results if isinstance(r, int)]
+    refusals = [r for r in results if isinstance(r, ValidationError)]
+    assert len(winners) == 1
+    assert len(refusals) == NAME_RACERS - 1
+    assert all(
+        [error.code for errors in refusal.error_dict.values() for error in errors] == [ErrorCode.NAME_CONFLICT]
+        for refusal in refusals
+    )
+    assert list(Binding.objects.filter(mcp_instance=instance).values_list("pk", "name_key")) == [(winners[0], "lookup")]
+
+
+#
+# (3) Rename and bind racing
+#
+
+
+def _assert_names_unique_and_current(instances) -> None:
+    """Every instance's effective names, computed from the tools' current names, are unique ignoring case,
+    and the stored name keys agree with them."""
+    from mcp_app.models import Binding
+
+    for instance in instances:
+        bindings = list(Binding.objects.filter(mcp_instance=instance).select_related("tool"))
+        effective = [binding.effective_name.lower() for binding in bindings]
+        assert len(effective) == len(set(effective)), f"duplicate names on {instance.slug}: {effective}"
+        assert sorted(binding.name_key for binding in bindings) == sorted(effective)
+
+
+@pytest.mark.postgres
+def test_rename_racing_a_bind_of_the_new_name_keeps_names_unique(postgres_db, owner, table, make_tool, instance, bind):
+    """Renaming a bound tool to X while another tool named X is bound: exactly one wins, names stay unique."""
+
+    from mcp_app.models import McpInstance
+    from mcp_app.services import binding_create
+    from tools_app.models import Tool
+    from tools_app.services import tool_update
+
+    for round_ in range(10):
+        # given
+        renamed = make_tool(owner, table, name=f"alpha{round_}")
+        newcomer = make_tool(owner, table, type="select", name=f"Gamma{round_}")
+        bind(instance, renamed)
+
+        # when
+        def worker(index: int, renamed=renamed, newcomer=newcomer, round_=round_):
+            if index == 0:
+                return tool_update(tool=Tool.objects.get(pk=renamed.pk), name=f"gamma{round_}").pk
+            tool = Tool.objects.get(pk=newcomer.pk)
+            return binding_create(mcp_instance=McpInstance.objects.get(pk=instance.pk), tool=tool).pk
+
+        results = _in_threads(2, worker)
+
+        # then
+        assert sorted(type(r).__name__ for r in results) == ["ValidationError", "int"], results
+        _assert_names_unique_and_current([instance])
+
+
+@pytest.fixture
+def rename_and_bind(owner, table, make_tool, make_instance, bind):
+    """Tool 'alpha' bound on instance 'home'; instance 'busy' already exposes a tool named 'gamma'."""
+    home, busy = make_instance(owner, slug="home"), make_instance(owner, slug="busy")
+    renamed = make_tool(owner, table, name="alpha")
+    holder = make_tool(owner, table, type="select", name="gamma")
+    bind(home, renamed)
+    bind(busy, holder)
+    return home, busy, renamed, holder
+
+
+def _rename_to_gamma(tool_id: int) -> int:
+    from tools_app.models import Tool
+    from tools_app.services import tool_update
+
+    return tool_update(tool=Tool.objects.get(pk=tool_id), name="GAMMA").pk
+
+
+def _codes(exc) -> list[str]:
+    return [error.code for errors in exc.error_dict.values() for error in errors]
+
+
+@pytest.mark.postgres
+def test_bind_that_read_the_old_name_before_a_rename_is_refused(postgres_db, rename_and_bind, monkeypatch):
+    """A bind that read the tool's old name, then lost the race to a rename into a name the instance already
+    has, is refused: the tool's name is read again under lock, so 'busy' never exposes two 'gamma'."""
+    from mcp_app.models import Binding, McpInstance
+    from mcp_app.services import binding_create
+    from tools_app.errors import ErrorCode
+    from tools_app.models import Tool
+
+    # given
+    home, busy, renamed, holder = rename_and_bind
+    read_old_name, rename_committed = threading.Event(), threading.Event()
+    original_full_clean = Binding.full_clean
+
+    def full_clean_then_wait(self, *args, **kwargs):
+        original_full_clean(self, *args, **kwargs)
+        assert rename_committed.wait(timeout=30)
+
+    monkeypatch.setattr(Binding, "full_clean", full_clean_then_wait)
+
+    # when
+    def worker(index: int):
+        if index == 0:
+            assert read_old_name.wait(timeout=30)
+            try:
+                return _rename_to_gamma(renamed.pk)
+            finally:
+                rename_committed.set()
+        tool = Tool.objects.get(pk=renamed.pk)
+        assert tool.name == "alpha"
+        read_old_name.set()
+        return binding_create(mcp_instance=McpInstance.objects.get(pk=busy.pk), tool=tool).pk
+
+    renamed_pk, refusal = _in_threads(2, worker)
+
+    # then
+    assert renamed_pk == renamed.pk
+    assert _codes(refusal) == [ErrorCode.NAME_CONFLICT]
+    assert list(Binding.objects.filter(mcp_instance=busy).values_list("tool_id", "name_key")) == [(holder.pk, "gamma")]
+    _assert_names_unique_and_current([home, busy])
+
+
+@pytest.mark.postgres
+def test_rename_waiting_on_a_bind_in_progress_is_refused(postgres_db, rename_and_bind, monkeypatch):
+    """A rename that starts while a bind of the same tool is being saved waits for it, then sees the new
+    binding and is refused (NAME_CONFLICT); 'busy' never exposes two 'gamma'."""
+    from mcp_app.models import Binding, McpInstance
+    from mcp_app.services import binding_create
+    from tools_app.errors import ErrorCode
+    from tools_app.models import Tool
+
+    # given
+    home, busy, renamed, holder = rename_and_bind
+    saving, rename_started = threading.Event(), threading.Event()
+    original_save = Binding.save
+
+    def save_slowly(self, *args, **kwargs):
+        saving.set()
+        assert rename_started.wait(timeout=30)
+        time.sleep(0.5)  # time for the rename to reach the tool row
+        return original_save(self, *args, **kwargs)
+
+    monkeypatch.setattr(Binding, "save", save_slowly)
+
+    # when
+    def worker(index: int):
+        if index == 0:
+            assert saving.wait(timeout=30)
+            rename_started.set()
+            return _rename_to_gamma(renamed.pk)
+        tool = Tool.objects.get(pk=renamed.pk)
+        return binding_create(mcp_instance=McpInstance.objects.get(pk=busy.pk), tool=tool).pk
+
+    refusal, binding_pk = _in_threads(2, worker)
+
+    # then
+    assert _codes(refusal) == [ErrorCode.NAME_CONFLICT]
+    assert Tool.objects.get(pk=renamed.pk).name == "alpha"
+    assert sorted(Binding.objects.filter(mcp_instance=busy).values_list("pk", "name_key")) == sorted(
+        [(binding_pk, "alpha"), (Binding.objects.get(mcp_instance=busy, tool=holder).pk, "gamma")]
+    )
+    _assert_names_unique_and_current([home, busy])

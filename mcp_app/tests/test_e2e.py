@@ -1,0 +1,296 @@
+"""End to end: the real server (uvicorn on a free loopback port) and real MCP clients over the socket.
+
+The server runs in a subprocess against its own freshly migrated database (a temporary SQLite file, or
+a temporary PostgreSQL database when the tests run on PostgreSQL), seeded by bench/seed_mcp.py. Edits
+"through another process" are made by short Python subprocesses on that database.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx2
+import pytest
+from asgiref.sync import async_to_sync
+from django.db import connection
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+INSPECTOR = ROOT / "node_modules" / ".bin" / "mcp-inspector"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_python(env: dict, code: str) -> str:
+    """Run `code` with Django set up on the server's database; return its last output line."""
+    prelude = (
+        "import django, json, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'toolhub.settings'); django.setup()\n"
+    )
+    done = subprocess.run(
+        [PYTHON, "-c", prelude + code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+
+
+@pytest.fixture(scope="module")
+def server_db(tmp_path_factory):
+    """A migrated database for the server subprocesses, with the seeded 'e2e' instance; dropped afterwards."""
+    env = {**os.environ, "DJANGO_SECRET_KEY": "e2e-secret", "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost"}
+    env.pop("DJANGO_DEBUG", None)
+    url = os.environ.get("DATABASE_URL", "")
+    pg_name = None
+    if url.startswith("postgres"):
+        parts = urlsplit(url)
+        pg_name = f"th_b_e2e_{os.getpid()}"
+        admin = urlunsplit(parts._replace(path="/postgres"))
+        subprocess.run(
+            ["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {pg_name}", "-c", f"CREATE DATABASE {pg_name}"],
+            check=True,
+        )
+        env["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{pg_name}"))
+    else:
+        env["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('e2e') / 'server.sqlite3'}"
+    subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
+    seeded = subprocess.run(
+        [PYTHON, "bench/seed_mcp.py", "--slug", "e2e", "--rows", "50", "--user", "e2e"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    info = json.loads(seeded.stdout.strip().splitlines()[-1])
+    yield {"env": env, **info}
+    if pg_name:
+        subprocess.run(["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {pg_name} WITH (FORCE)"], check=False)
+
+
+class Uvicorn:
+    def __init__(self, env: dict, workers: int = 1):
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [
+                str(Path(PYTHON).with_name("uvicorn")),
+                "toolhub.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--lifespan",
+                "on",
+                "--workers",
+                str(workers),
+                "--no-access-log",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        self.base = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.process.stdout.read().decode()
+            try:
+                urllib.request.urlopen(f"{self.base}/mcp/", timeout=1)
+            except urllib.error.HTTPError:
+                return  # serving (404 for /mcp/ without a slug)
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError("uvicorn did not start")
+
+    def stop(self) -> str:
+        self.process.terminate()
+        try:
+            out, _ = self.process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            out, _ = self.process.communicate()
+        return out.decode()
+
+
+@pytest.fixture
+def uvicorn(server_db):
+    server = Uvicorn(server_db["env"])
+    yield server
+    server.stop()
+
+
+def sdk_session(url: str, key: str, mode: str, scenario):
+    async def run():
+        async with httpx2.AsyncClient(headers={"authorization": f"Bearer {key}"}, timeout=30) as http:
+            async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as client:
+                return await scenario(client)
+
+    return async_to_sync(run)()
+
+
+@pytest.mark.parametrize(("mode", "version"), [("legacy", "2025-11-25"), ("auto", "2026-07-28")])
+def test_sdk_client_lists_and_calls_over_http(server_db, uvicorn, mode, version):
+    """mcp.client.Client over a real socket: handshake era (legacy) and session-less era (auto)."""
+
+    # given
+    async def scenario(client):
+        listed = await client.list_tools()
+        called = await client.call_tool("orders_query", {"query": "[?id==`7`].status | [0]"})
+        failed = await client.call_tool("orders_query", {"query": "[?"})
+        return client.session.protocol_version, listed, called, failed
+
+    # when
+    negotiated, listed, called, failed = sdk_session(f"{uvicorn.base}/mcp/e2e/", server_db["key"], mode, scenario)
+    # then
+    assert negotiated == version
+    assert sorted(tool.name for tool in listed.tools) == ["orders_add", "orders_by_id", "orders_query", "orders_schema"]
+    assert called.is_error is False
+    assert called.structured_content == {"result": "cancelled"}
+    assert failed.is_error is True
+    assert failed.content[0].text.startswith("INVALID_QUERY: ")
+
+
+def test_wrong_key_over_http_is_401(server_db, uvicorn):
+    """The real server answers 401 with a Bearer challenge for a wrong key, and 404 for an unknown slug."""
+    # given
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    # when
+    wrong = httpx2.post(f"{uvicorn.base}/mcp/e2e/", content=body, headers={**headers, "authorization": "Bearer x"})
+    unknown = httpx2.post(
+        f"{uvicorn.base}/mcp/nowhere/", content=body, headers={**headers, "authorization": f"Bearer {server_db['key']}"}
+    )
+    # then
+    assert wrong.status_code == 401
+    assert wrong.headers["www-authenticate"].startswith("Bearer")
+    assert unknown.status_code == 404
+
+
+def test_admin_is_served_by_the_same_app(uvicorn):
+    """One ASGI app: everything outside /mcp/ is Django (the admin login page here)."""
+    # when
+    response = httpx2.get(f"{uvicorn.base}/admin/login/")
+    # then
+    assert response.status_code == 200
+    assert "Django" in response.text or "toolhub" in response.text.lower()
+
+
+def test_calls_are_recorded_by_the_running_server(server_db):
+    """The server's background recorder writes call-log rows and use counts; shutdown flushes the rest."""
+    # given
+    server = Uvicorn(server_db["env"])
+    before = json.loads(
+        run_python(
+            server_db["env"],
+            "from mcp_app.models import CallLog; "
+            "print(json.dumps(CallLog.objects.filter(tool_name='orders_by_id').count()))",
+        )
+    )
+
+    async def scenario(client):
+        for _ in range(3):
+            await client.call_tool("orders_by_id", {"keys": [1]})
+
+    # when
+    sdk_session(f"{server.base}/mcp/e2e/", server_db["key"], "legacy", scenario)
+    server.stop()
+    # then
+    counts = json.loads(
+        run_python(
+            server_db["env"],
+            "from mcp_app.models import CallLog; from tools_app.models import Tool; "
+            f"print(json.dumps([CallLog.objects.filter(tool_name='orders_by_id', status='ok').count(), "
+            f"Tool.objects.get(pk={server_db['tools']['orders_by_id']}).use_count]))",
+        )
+    )
+    assert counts[0] == before + 3
+    assert counts[1] >= 3
+
+
+@pytest.mark.skipif(not INSPECTOR.exists(), reason="MCP Inspector not installed (npm install in the project root)")
+def test_mcp_inspector_cli_lists_and_calls(server_db, uvicorn):
+    """The MCP Inspector CLI (2.12.0) lists the tools and calls one with a bearer header."""
+    # given
+    common = [
+        str(INSPECTOR),
+        "--cli",
+        f"{uvicorn.base}/mcp/e2e/",
+        "--transport",
+        "http",
+        "--header",
+        f"Authorization: Bearer {server_db['key']}",
+    ]
+    # when
+    listed = subprocess.run([*common, "--method", "tools/list"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    called = subprocess.run(
+        [*common, "--method", "tools/call", "--tool-name", "orders_query", "--tool-arg", "query=length(@)"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    # then
+    assert listed.returncode == 0, listed.stderr
+    names = sorted(tool["name"] for tool in json.loads(listed.stdout)["tools"])
+    assert names == ["orders_add", "orders_by_id", "orders_query", "orders_schema"]
+    assert called.returncode == 0, called.stderr
+    result = json.loads(called.stdout)
+    assert result["isError"] is False
+    assert result["structuredContent"] == {"result": 50}
+
+
+@pytest.mark.postgres
+def test_two_workers_see_a_binding_disabled_by_another_process(server_db):
+    """SPEC §1: with `uvicorn --workers 2`, a binding disabled by another process is gone from the very
+    next tools/list, whichever worker answers (many requests, each on a new connection)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: several worker processes share one database")
+    # given
+    server = Uvicorn(server_db["env"], workers=2)
+    url = f"{server.base}/mcp/e2e/"
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "authorization": f"Bearer {server_db['key']}",
+    }
+
+    def listed_names() -> list[str]:
+        # A new client (new TCP connection) per request, so the kernel spreads them over both workers.
+        response = httpx2.post(url, content=body, headers=headers, timeout=30)
+        assert response.status_code == 200
+        return sorted(tool["name"] for tool in response.json()["result"]["tools"])
+
+    toggle = (
+        "from mcp_app.models import Binding; from mcp_app.services import binding_update; "
+        "b = Binding.objects.get(mcp_instance__slug='e2e', name_override='orders_schema'); "
+        "binding_update(binding=b, enabled={enabled}); print(json.dumps(b.enabled))"
+    )
+    try:
+        workers = subprocess.run(
+            ["pgrep", "-P", str(server.process.pid)], capture_output=True, text=True, check=False
+        ).stdout.split()
+        warm = [listed_names() for _ in range(40)]
+        # when
+        assert run_python(server_db["env"], toggle.format(enabled=False)) == "false"
+        after = [listed_names() for _ in range(60)]
+    finally:
+        run_python(server_db["env"], toggle.format(enabled=True))
+        server.stop()
+    # then
+    assert len(workers) >= 2
+    assert all("orders_schema" in names for names in warm)
+    assert all(names == ["orders_add", "orders_by_id", "orders_query"] for names in after)
