@@ -1,0 +1,250 @@
+"""tools/call throughput: toolhub vs a hand-written MCP server, both protocol eras, side by side.
+
+    .venv/bin/python bench/mcp_throughput.py [--duration 10] [--connections 16] [--database-url URL]
+
+Serves a query_data tool over a 1,000-row table from toolhub (uvicorn, 1 worker, a fresh database:
+a temporary SQLite file unless --database-url names a PostgreSQL server database to create) and the
+same rows from bench/handwritten_server.py (the SDK's MCPServer, data in memory), then drives both
+with wrk (bench/mcp_call.lua) in the 2025-11-25 (stateless) and 2026-07-28 eras and prints
+requests/s, p50, p99 and the ratio toolhub / hand-written. `--vary N` makes the queries differ
+(N distinct ids), so toolhub's per-version result cache only helps after N calls.
+
+`--rounds N` repeats the whole comparison N times, alternating which server goes first, and prints
+medians and each round's ratio: on a shared, noisy machine one run proves little.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+PYTHON = str(ROOT / ".venv" / "bin" / "python")
+UVICORN = str(ROOT / ".venv" / "bin" / "uvicorn")
+LEGACY, MODERN = "2025-11-25", "2026-07-28"
+META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def call_body(tool: str, query: str, era: str) -> str:
+    params: dict = {"name": tool, "arguments": {"query": query}}
+    if era == MODERN:
+        params["_meta"] = META
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
+
+
+def call_headers(tool: str, era: str, key: str | None) -> dict[str, str]:
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": era,
+    }
+    if era == MODERN:
+        headers.update({"Mcp-Method": "tools/call", "Mcp-Name": tool})
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def post(url: str, body: str, headers: dict[str, str]) -> dict:
+    request = urllib.request.Request(url, data=body.encode(), headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def wait_until_up(url: str, process: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"server for {url} exited with {process.returncode}")
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except urllib.error.HTTPError:
+            return  # any HTTP answer means it is serving
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"server for {url} did not start")
+
+
+def prepare_database(env: dict[str, str], database_url: str | None, workdir: Path) -> dict[str, str]:
+    if database_url:
+        parts = urlsplit(database_url)
+        name = f"th_bench_{os.getpid()}"
+        admin = urlunsplit(parts._replace(path="/postgres"))
+        subprocess.run(
+            ["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {name}", "-c", f"CREATE DATABASE {name}"], check=True
+        )
+        env = {**env, "DATABASE_URL": urlunsplit(parts._replace(path=f"/{name}")), "BENCH_PG_ADMIN": admin}
+        env["BENCH_PG_DB"] = name
+    else:
+        env = {**env, "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}"}
+    subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    return env
+
+
+def run_wrk(url: str, body: str, headers: dict[str, str], args, vary: int) -> dict:
+    env = {
+        **os.environ,
+        "MCP_BODY": body,
+        "MCP_HEADERS": "\n".join(f"{k}: {v}" for k, v in headers.items()),
+        "MCP_VARY": str(vary),
+        "MCP_THREADS": str(args.threads),
+    }
+    base = ["wrk", f"-t{args.threads}", f"-c{args.connections}", "-s", str(BENCH / "mcp_call.lua")]
+    subprocess.run([*base, f"-d{args.warmup}s", url], env=env, check=True, capture_output=True)
+    out = subprocess.run([*base, f"-d{args.duration}s", url], env=env, check=True, capture_output=True, text=True)
+    text = out.stdout
+
+    def number(pattern: str) -> float:
+        match = re.search(pattern, text)
+        if not match:
+            raise SystemExit(f"could not read {pattern!r} from wrk output:\n{text}")
+        return float(match.group(1))
+
+    return {
+        "rps": number(r"Requests/sec:\s+([\d.]+)"),
+        "p50_ms": number(r"LATENCY_P50_US (\d+)") / 1000,
+        "p99_ms": number(r"LATENCY_P99_US (\d+)") / 1000,
+        "bad": int(number(r"BAD_RESPONSES (\d+)")),
+        "requests": int(number(r"(\d+) requests in")),
+    }
+
+
+def report(args, query: str, eras: list[str], runs: dict[tuple[str, str], list[dict]]) -> None:
+    """Medians over the rounds; the ratio is the median of the rounds' own ratios (both servers ran in turn)."""
+    print()
+    print(
+        f"tools/call of query_data over {args.rows} rows; query {query!r}; wrk -t{args.threads} "
+        f"-c{args.connections} -d{args.duration}s; database {'PostgreSQL' if args.database_url else 'SQLite'}; "
+        f"{args.rounds} round(s), medians"
+    )
+    print(f"{'era':<12}{'server':<13}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'bad':>6}   ratio   (each round)")
+    for era in eras:
+        baseline_runs = runs[(era, "handwritten")]
+        for name in ("handwritten", "toolhub"):
+            these = runs[(era, name)]
+            rps = statistics.median(r["rps"] for r in these)
+            p50 = statistics.median(r["p50_ms"] for r in these)
+            p99 = statistics.median(r["p99_ms"] for r in these)
+            bad = sum(r["bad"] for r in these)
+            ratio = rounds = ""
+            if name == "toolhub":
+                ratios = [mine["rps"] / theirs["rps"] for mine, theirs in zip(these, baseline_runs, strict=True)]
+                ratio = f"{statistics.median(ratios):.2f}x"
+                rounds = "  (" + " ".join(f"{value:.2f}" for value in ratios) + ")"
+            print(f"{era:<12}{name:<13}{rps:>10.0f}{p50:>9.2f}{p99:>9.2f}{bad:>6}   {ratio:<7}{rounds}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=int, default=10)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rows", type=int, default=1000)
+    parser.add_argument("--query", default="[?id==`{n}`] | [0]", help="JMESPath; {n} is 42, or 1..N with --vary")
+    parser.add_argument("--vary", type=int, default=0, help="cycle through N distinct queries")
+    parser.add_argument("--database-url", help="postgres://... server to create a benchmark database on")
+    parser.add_argument("--eras", default=f"{LEGACY},{MODERN}")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat, alternating which server runs first")
+    args = parser.parse_args()
+    if not shutil.which("wrk"):
+        raise SystemExit("wrk is not installed (Debian package 'wrk').")
+
+    workdir = Path(tempfile.mkdtemp(prefix="toolhub-bench-"))
+    env = {
+        **os.environ,
+        "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY", "bench-secret"),
+        "BENCH_ROWS": str(args.rows),
+    }
+    env.pop("DJANGO_DEBUG", None)
+    env = prepare_database(env, args.database_url, workdir)
+    seeded = json.loads(
+        subprocess.run(
+            [PYTHON, str(BENCH / "seed_mcp.py"), "--slug", "bench", "--rows", str(args.rows)],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    toolhub_port, handwritten_port = free_port(), free_port()
+    common = ["--host", "127.0.0.1", "--no-access-log", "--log-level", "warning", "--workers", "1"]
+    servers = {
+        "toolhub": subprocess.Popen(
+            [UVICORN, "toolhub.asgi:application", "--port", str(toolhub_port), "--lifespan", "on", *common],
+            cwd=ROOT,
+            env=env,
+        ),
+        "handwritten": subprocess.Popen(
+            [UVICORN, "--app-dir", str(BENCH), "handwritten_server:app", "--port", str(handwritten_port), *common],
+            cwd=ROOT,
+            env=env,
+        ),
+    }
+    urls = {
+        "toolhub": f"http://127.0.0.1:{toolhub_port}/mcp/bench/",
+        "handwritten": f"http://127.0.0.1:{handwritten_port}/mcp",
+    }
+    tools = {"toolhub": "orders_query", "handwritten": "orders_query"}
+    keys = {"toolhub": seeded["key"], "handwritten": None}
+    try:
+        for name, process in servers.items():
+            wait_until_up(urls[name], process)
+        query = args.query if args.vary else args.query.replace("{n}", "42")
+        eras = args.eras.split(",")
+        requests = {}
+        for era in eras:
+            for name in ("handwritten", "toolhub"):
+                body = call_body(tools[name], query, era)
+                headers = call_headers(tools[name], era, keys[name])
+                sample = post(urls[name], body.replace("{n}", "42"), headers)
+                if sample.get("result", {}).get("isError") is not False:
+                    raise SystemExit(f"{name} answered a bad sample for {era}: {sample}")
+                requests[(era, name)] = (body, headers)
+        runs: dict[tuple[str, str], list[dict]] = {key: [] for key in requests}
+        for round_number in range(args.rounds):
+            order = ("handwritten", "toolhub") if round_number % 2 == 0 else ("toolhub", "handwritten")
+            for era in eras:
+                for name in order:
+                    body, headers = requests[(era, name)]
+                    runs[(era, name)].append(run_wrk(urls[name], body, headers, args, args.vary))
+        report(args, query, eras, runs)
+    finally:
+        for process in servers.values():
+            process.terminate()
+        for process in servers.values():
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        if args.database_url:
+            subprocess.run(
+                ["psql", env["BENCH_PG_ADMIN"], "-qc", f"DROP DATABASE IF EXISTS {env['BENCH_PG_DB']}"], check=False
+            )
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""Helpers for the API tests: clients for a user, and a snapshot of every row to prove nothing was written."""
+
+from typing import Any
+
+import pytest
+from django.apps import apps
+from rest_framework.test import APIClient
+
+# Every model an API request could write (auth tokens included: a denied request must not mint one).
+WATCHED_MODELS = (
+    "tools_app.Table",
+    "tools_app.Tool",
+    "mcp_app.McpInstance",
+    "mcp_app.ApiKey",
+    "mcp_app.Binding",
+    "mcp_app.CallLog",
+    "authtoken.Token",
+)
+
+
+def client_for(user=None) -> APIClient:
+    """An APIClient authenticated as `user` (anonymous when None)."""
+    client = APIClient()
+    if user is not None:
+        client.force_authenticate(user)
+    return client
+
+
+def db_snapshot() -> dict[str, list[dict[str, Any]]]:
+    """Every row of the watched models, field by field, in a stable order."""
+    snapshot = {}
+    for label in WATCHED_MODELS:
+        model = apps.get_model(label)
+        snapshot[label] = list(model.objects.order_by("pk").values())
+    return snapshot
+
+
+@pytest.fixture
+def fast_passwords(settings):
+    """Cheap password hashing: the fixtures create users with passwords, and PBKDF2 costs ~0.4 s each.
+
+    Use as `pytestmark = pytest.mark.usefixtures("fast_passwords")` after importing it into the module.
+    """
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
