@@ -1,11 +1,12 @@
 #!/usr/bin/env python
 """Benchmark of the data-access layer (issue 2): one table of N records (default 100,000, ~30 MB).
 
-Measures, through the real entry point `tools_app.data_access.execute`:
-get_data_schema, query_data with a filter, preview (with preview_keys), select of 10 keys and
-create of one element; each cold (first call after the per-process cache was emptied, as after
-another worker's write) and warm; p50/p95 over repeated runs; peak memory (tracemalloc peak per
-operation, ru_maxrss of the process); and jmespath's interpreter against the compiled query.
+Measures, through the real entry point `tools_app.data_access.execute`: get_data_schema, query_data
+with a filter, preview (with preview_keys), select of 10 keys, create of one element, and (through
+services.table_update) a rename of the table as the admin saves it; each cold (first call after the
+per-process cache was emptied, as after another worker's write) and warm; p50/p95 over repeated
+runs; peak memory (tracemalloc peak per operation, ru_maxrss of the process); and jmespath's
+interpreter against the compiled query.
 
 It runs against a throwaway database it creates and removes, never the development database:
 a temporary SQLite file by default; with DATABASE_URL=postgres://..., the database `th_bench_data`
@@ -231,6 +232,7 @@ def run(args: argparse.Namespace, database: ThrowawayDatabase) -> int:
     from tools_app.data_access import execute
     from tools_app.data_access.cache import table_cache
     from tools_app.data_access.query import compile_expression
+    from tools_app.models import Table
 
     print(f"toolhub data-access benchmark — {database.label}")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
@@ -272,6 +274,10 @@ def run(args: argparse.Namespace, database: ThrowawayDatabase) -> int:
         "preview": lambda: execute(tool=tools["preview"], arguments={"offset": args.records // 2, "limit": 50}),
         "select (10 keys)": lambda: execute(tool=tools["select"], arguments={"keys": select_keys}),
         "create (1 elem)": lambda: execute(tool=tools["create"], arguments=new_element()),
+        # As the admin saves a rename: the object comes without its document (the admin defers it).
+        "rename table": lambda: services.table_update(
+            table=Table.objects.defer("data").get(pk=table.pk), name=f"orders {next(next_id)}"
+        ),
     }
     # Sanity: the operations answer what they should before anything is timed.
     checks = {

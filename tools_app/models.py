@@ -53,6 +53,8 @@ class Table(OwnedModel):
         return self.name
 
     def clean(self):
+        if "data" in self.get_deferred_fields():
+            return  # not loaded, so not changed: a rename must not load and re-check the whole document
         if self.data is None:
             raise ValidationError({"data": ValidationError("data must be a JSON value, not null.", code="invalid")})
         try:

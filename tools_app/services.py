@@ -54,12 +54,17 @@ def table_update(*, table: Table, **fields: Any) -> Table:
     unknown = set(fields) - {"name", "description", "data"}
     if unknown:
         raise TypeError(f"table_update got unexpected fields {sorted(unknown)}")
+    writes_data = "data" in fields
     with transaction.atomic():
-        locked = Table.objects.select_for_update().get(pk=table.pk)
-        data_changed = "data" in fields and not _same_json(fields["data"], locked.data)
+        query = Table.objects.select_for_update()
+        if not writes_data:
+            # A rename neither loads nor re-validates the document (tens of MB for a large table).
+            query = query.defer("data")
+        locked = query.get(pk=table.pk)
+        data_changed = writes_data and not _same_json(fields["data"], locked.data)
         for key, value in fields.items():
             setattr(locked, key, value)
-        locked.full_clean()
+        locked.full_clean(exclude=None if writes_data else ["data"])
         update_fields = ["name", "description", "updated_at"]
         if data_changed:
             update_fields.append("data")
@@ -67,9 +72,8 @@ def table_update(*, table: Table, **fields: Any) -> Table:
             update_fields.append("version")
         locked.save(update_fields=update_fields)
     locked.refresh_from_db(fields=["version", "updated_at"])
-    table.__dict__.update(
-        {key: getattr(locked, key) for key in ("name", "description", "data", "version", "updated_at")}
-    )
+    copied = ["name", "description", "version", "updated_at"] + (["data"] if writes_data else [])
+    table.__dict__.update({key: getattr(locked, key) for key in copied})
     return table
 
 

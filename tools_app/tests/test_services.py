@@ -2,6 +2,7 @@
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import connection
 
 from mcp_app.models import Binding
 from tools_app import services
@@ -54,6 +55,46 @@ def test_name_and_description_edits_do_not_bump_version(table):
     stored = _stored(table)
     assert (stored.name, stored.description, stored.version) == ("renamed", "New words.", 1)
     assert table.version == 1
+
+
+def test_rename_does_not_load_the_document(table):
+    """A name/description edit neither reads nor rewrites the data column (a large table renames at once)."""
+    # given
+    deferred = Table.objects.defer("data").get(pk=table.pk)
+    statements = []
+
+    def spy(execute, sql, params, many, context):
+        statements.append(sql)
+        return execute(sql, params, many, context)
+
+    # when
+    with connection.execute_wrapper(spy):
+        services.table_update(table=deferred, name="renamed")
+    # then
+    data_column = connection.ops.quote_name("data")
+    assert len(statements) >= 2  # the locked read and the update
+    assert [sql for sql in statements if data_column in sql] == []
+    stored = _stored(table)
+    assert (stored.name, stored.data, stored.version) == ("renamed", table.data, 1)
+    assert "data" in deferred.get_deferred_fields()
+
+
+def test_invalid_rename_writes_nothing(table):
+    """A rename is still validated (here: a name over 200 characters) and nothing is written."""
+    # given
+    before = _stored(table)
+    # when
+    with pytest.raises(ValidationError) as caught:
+        services.table_update(table=Table.objects.defer("data").get(pk=table.pk), name="x" * 201)
+    # then
+    assert list(caught.value.error_dict) == ["name"]
+    stored = _stored(table)
+    assert (stored.name, stored.data, stored.version, stored.updated_at) == (
+        before.name,
+        before.data,
+        1,
+        before.updated_at,
+    )
 
 
 def test_data_edit_bumps_version_once(table):
