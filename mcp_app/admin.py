@@ -1,7 +1,8 @@
 """Admin for MCP instances, bindings, API keys and the call log (SPEC §7, issue 6).
 
 Built on tools_app.admin.OwnedAdmin (SPEC §2 ownership). Writes go through mcp_app.services; the
-API key's plaintext is rendered once in the response to its creation and stored nowhere.
+API key's plaintext is rendered once in the response to its creation and stored nowhere. The tool
+pages get their bound-instances and call-statistics panel from here (tools_app.admin.register_tool_panel).
 """
 
 import json
@@ -20,8 +21,9 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from tools_app.admin import OwnedAdmin
+from tools_app.admin import OwnedAdmin, ToolPanel, register_tool_panel
 from tools_app.choices import REGISTRY_TYPES
+from tools_app.models import Tool
 
 from . import services
 from .admin_forms import (
@@ -474,9 +476,34 @@ class CallLogAdmin(OwnedAdmin):
         return response
 
 
+def tool_mcp_panel(request, tool: Tool) -> ToolPanel:
+    """On a tool's change and try-it pages (issue 6): the instances it is bound to and its call statistics,
+    with a link to its calls in the call log (registered with tools_app.admin.register_tool_panel below)."""
+    bindings = [
+        {
+            "instance": binding.mcp_instance,
+            "name": binding.effective_name,
+            "enabled": binding.enabled,
+            "url": reverse("admin:mcp_app_mcpinstance_change", args=[binding.mcp_instance_id]),
+        }
+        for binding in tool.bindings.select_related("mcp_instance").order_by("mcp_instance__name")
+    ]
+    stats = call_stats(CallLog.objects.for_user(request.user).filter(tool=tool))
+    return ToolPanel(
+        template="admin/mcp_app/_tool_panels.html",
+        context={
+            "tool_bindings": bindings,
+            "tool_stats": stats["total"],
+            "tool_stats_window": stats["window"],
+            "tool_calls_url": reverse("admin:mcp_app_calllog_changelist") + f"?tool__id__exact={tool.pk}",
+        },
+    )
+
+
 admin.site.register(McpInstance, McpInstanceAdmin)
 admin.site.register(Binding, BindingAdmin)
 admin.site.register(ApiKey, ApiKeyAdmin)
 admin.site.register(CallLog, CallLogAdmin)
+register_tool_panel(tool_mcp_panel)
 
 __all__ = ["ApiKeyAdmin", "BindingAdmin", "CallLogAdmin", "McpInstanceAdmin"]

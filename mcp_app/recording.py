@@ -5,6 +5,10 @@ the queue in batches: one bulk insert of call-log rows, one `F()` update per too
 one update per key. So recording costs a call microseconds, not database round trips. The queue is
 flushed at lifespan shutdown; `flush()` writes it at once (tests, management code). Without a running
 thread (e.g. no lifespan), a call that finds the queue full flushes it itself, so nothing piles up.
+
+Calls from the JSON API and the admin's try-it reach mcp_app through tools_app.calls (tools_app never
+imports mcp_app): `log_finished_call` is the recorder McpAppConfig.ready() registers there; it writes
+their CallLog row at once, with no instance and no key.
 """
 
 import logging
@@ -17,6 +21,7 @@ from django.db import close_old_connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from tools_app.calls import FinishedCall
 from tools_app.models import Tool
 
 from .models import ApiKey, CallLog, CallStatus
@@ -158,4 +163,21 @@ class Recorder:
 
 recorder = Recorder()
 
-__all__ = ["CallRecord", "CallStatus", "Recorder", "recorder"]
+
+def log_finished_call(call: FinishedCall) -> None:
+    """The CallLog row of an API or admin call (SPEC §4.4); tools_app.calls has already bumped the use count."""
+    CallLog.objects.create(
+        mcp_instance=None,
+        tool=call.tool,
+        tool_name=call.tool.name[:64],
+        owner_id=call.tool.owner_id,
+        source=call.source,
+        status=CallStatus.OK if call.ok else CallStatus.ERROR,
+        error_code="" if call.ok else call.error_code[:40],
+        error_message="" if call.ok else call.error_message,
+        duration_ms=round(call.duration_ms, 3),
+        created_at=call.at,
+    )
+
+
+__all__ = ["CallRecord", "CallStatus", "Recorder", "log_finished_call", "recorder"]

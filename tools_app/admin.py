@@ -3,20 +3,25 @@
 Ownership (SPEC §2) comes from permissions.for_user/can_change: another user's object behaves as if
 it did not exist. Every write goes through services; a ValidationError a service raises at save
 time (e.g. a NAME_CONFLICT lost in a race) is shown as a form error, never a 500.
+
+Nothing here imports the apps built on tools_app (STYLE: tools_app never imports mcp_app): they add
+blocks to the tool pages with register_tool_panel, and the try-it view records its calls through
+tools_app.calls, whose recorders they register.
 """
 
 import json
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from django.apps import apps
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, IntegerField, OuterRef, Subquery, TextField
 from django.db.models.functions import Cast, Coalesce, Length
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -32,6 +37,7 @@ from .admin_forms import (
     pretty_json,
     type_help,
 )
+from .calls import FinishedCall, record_call
 from .choices import WRITE_TYPES, ToolType
 from .data_access import ToolError, execute
 from .data_access.shape import describe
@@ -308,6 +314,8 @@ class ToolAdmin(OwnedAdmin):
     readonly_fields = ["use_count", "last_used", "created_at", "updated_at"]
     list_select_related = ["table"]
     change_form_template = "admin/tools_app/tool/change_form.html"
+    # Blocks other apps add to the tool pages (register_tool_panel), in order.
+    panel_providers: list["ToolPanelProvider"] = []
     fieldsets = [
         (None, {"fields": ["name", "alias", "type", "description"]}),
         ("Context (data tools)", {"fields": ["table", "json_path"]}),
@@ -383,29 +391,45 @@ class ToolAdmin(OwnedAdmin):
         return TemplateResponse(request, "admin/tools_app/tool/try_it.html", context)
 
 
-def tool_panels(request, tool) -> dict[str, Any]:
-    """The tool page's extra blocks (issue 6): instances it is bound to, call statistics, help."""
-    from mcp_app.admin_stats import call_stats  # mcp_app builds on tools_app; import at use
+@dataclass(frozen=True)
+class ToolPanel:
+    """A block on the tool's change and try-it pages: a template included after the form, and its context.
 
-    call_log = apps.get_model("mcp_app", "CallLog")
-    bindings = [
-        {
-            "instance": binding.mcp_instance,
-            "name": binding.effective_name,
-            "enabled": binding.enabled,
-            "url": reverse("admin:mcp_app_mcpinstance_change", args=[binding.mcp_instance_id]),
-        }
-        for binding in tool.bindings.select_related("mcp_instance").order_by("mcp_instance__name")
-    ]
-    stats = call_stats(call_log.objects.for_user(request.user).filter(tool=tool))
-    return {
-        "tool_bindings": bindings,
-        "tool_stats": stats["total"],
-        "tool_stats_window": stats["window"],
+    The context is merged into the page's context (so prefix its keys, e.g. "tool_..."); the template also
+    sees the page's own keys: `original`/`tool`, `tool_help` and `try_it_url`.
+    """
+
+    template: str
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+ToolPanelProvider = Callable[[HttpRequest, Tool], ToolPanel | None]
+
+
+def register_tool_panel(provider: ToolPanelProvider) -> None:
+    """Add a block to every tool page, after those registered before it (an app's admin.py calls this).
+
+    tools_app's admin knows nothing of the apps built on it (STYLE: tools_app never imports mcp_app); they
+    add what they know about a tool here, e.g. mcp_app's bound instances and call statistics.
+    """
+    if provider not in ToolAdmin.panel_providers:
+        ToolAdmin.panel_providers.append(provider)
+
+
+def tool_panels(request, tool) -> dict[str, Any]:
+    """The tool page's extra blocks (issue 6): its type help and try-it link, then each registered panel."""
+    context: dict[str, Any] = {
         "tool_help": type_help(tool.type),
         "try_it_url": None if tool.is_external else reverse("admin:tools_app_tool_try", args=[tool.pk]),
-        "tool_calls_url": reverse("admin:mcp_app_calllog_changelist") + f"?tool__id__exact={tool.pk}",
     }
+    templates = []
+    for provider in ToolAdmin.panel_providers:
+        panel = provider(request, tool)
+        if panel is not None:
+            context.update(panel.context)
+            templates.append(panel.template)
+    context["tool_panel_templates"] = templates
+    return context
 
 
 def run_tool(request, tool: Tool, arguments: Any) -> dict[str, Any]:
@@ -427,26 +451,19 @@ def run_tool(request, tool: Tool, arguments: Any) -> dict[str, Any]:
         outcome.update(ok=True, result=text[:TRY_IT_MAX_CHARS], truncated=len(text) > TRY_IT_MAX_CHARS)
         outcome["result_size"] = human_size(len(text))
     outcome["duration_ms"] = round((time.perf_counter() - started) * 1000, 2)
-    record_admin_call(tool, outcome)
+    record_call(
+        FinishedCall(
+            tool=tool,
+            source="admin",
+            ok=outcome["ok"],
+            duration_ms=outcome["duration_ms"],
+            error_code="" if outcome["ok"] else outcome["code"],
+            error_message="" if outcome["ok"] else outcome["message"],
+        )
+    )
     if outcome["ok"]:
         messages.success(request, f"{tool.name} ran in {outcome['duration_ms']} ms.")
     return outcome
-
-
-def record_admin_call(tool: Tool, outcome: dict[str, Any]) -> None:
-    """SPEC §2.2 and §4.4: every call bumps the tool's use count and leaves a call-log row."""
-    services.tool_use_record(tool_id=tool.pk)
-    call_log = apps.get_model("mcp_app", "CallLog")
-    call_log.objects.create(
-        owner_id=tool.owner_id,
-        tool=tool,
-        tool_name=tool.name,
-        source="admin",
-        status="ok" if outcome["ok"] else "error",
-        error_code="" if outcome["ok"] else outcome["code"][:40],
-        error_message="" if outcome["ok"] else outcome["message"],
-        duration_ms=outcome["duration_ms"],
-    )
 
 
 admin.site.register(Table, TableAdmin)

@@ -5,9 +5,9 @@ objects, so another user's id is a 400 naming the parameter (SPEC §6). Category
 Tool.metadata (JSON); the lookups below give the same answer on SQLite and PostgreSQL.
 """
 
-from django.apps import apps
 from django.db import connection
 from django.db.models import BooleanField, Q, QuerySet
+from django.db.models.constants import LOOKUP_SEP
 from django.db.models.expressions import RawSQL
 from django_filters import rest_framework as filters
 
@@ -25,9 +25,21 @@ def _tables(request):
     return Table.objects.for_user(_user(request))
 
 
+# The instances a tool is bound to: the `?mcp_instance=` filter follows this path from Tool.
+INSTANCE_PATH = "bindings__mcp_instance"
+
+
+def related_model(model, lookup: str):
+    """The model at the end of a relation path such as "bindings__mcp_instance", read from the fields."""
+    for name in lookup.split(LOOKUP_SEP):
+        model = model._meta.get_field(name).related_model
+    return model
+
+
 def _instances(request):
-    # tools_app does not import mcp_app (STYLE: dependencies point one way); the model is looked up by name.
-    return apps.get_model("mcp_app", "McpInstance").objects.for_user(_user(request))
+    # tools_app does not import mcp_app (STYLE: dependencies point one way): the instance model is the one
+    # Tool's reverse relation leads to, resolved at request time, when every app is loaded.
+    return related_model(Tool, INSTANCE_PATH).objects.for_user(_user(request))
 
 
 def category_q(category: str) -> Q:
@@ -62,7 +74,7 @@ class ToolFilterSet(filters.FilterSet):
     category = filters.CharFilter(method="filter_category", help_text="Effective category (metadata or default).")
     tag = filters.CharFilter(method="filter_tag", help_text="Only tools whose metadata.tags holds this tag.")
     mcp_instance = filters.ModelChoiceFilter(
-        field_name="bindings__mcp_instance",
+        field_name=INSTANCE_PATH,
         queryset=_instances,
         distinct=True,
         help_text="Only tools bound to this instance (one of yours).",

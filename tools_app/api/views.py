@@ -4,7 +4,6 @@ Every queryset starts from the ownership rule (`for_user`): another user's objec
 403 (SPEC §2, §6). Writes go through the serializers to the services; views hold no business rules.
 """
 
-import logging
 import time
 
 from django.http import Http404
@@ -16,15 +15,13 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
-from tools_app import services
+from tools_app.calls import FinishedCall, record_call
 from tools_app.data_access import ToolError, execute
 from tools_app.filtersets import ToolFilterSet
 from tools_app.models import Table, Tool
 from tools_app.registry.scope import UserScope
 
 from .serializers import TableSerializer, ToolCallResultSerializer, ToolCallSerializer, ToolSerializer
-
-logger = logging.getLogger("toolhub.api")
 
 __all__ = ["AuthTokenView", "OwnedViewSetMixin", "TableViewSet", "ToolViewSet", "get_owned_or_404", "parse_id"]
 
@@ -162,7 +159,8 @@ class ToolViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
 
 
 def _run_tool(tool: Tool, arguments: dict, user):
-    """Execute and record the call (use count + a CallLog row with source "api"); re-raise failures."""
+    """Execute and record the call (use count + whatever the registered recorders keep, source "api");
+    re-raise failures."""
     started = time.perf_counter()
     error: Exception | None = None
     try:
@@ -171,26 +169,13 @@ def _run_tool(tool: Tool, arguments: dict, user):
         error = exc
         raise
     finally:
-        _record_call(tool, error, (time.perf_counter() - started) * 1000)
-
-
-def _record_call(tool: Tool, error: Exception | None, duration_ms: float) -> None:
-    # The call log belongs to mcp_app (SPEC §4.4 lists it with the MCP endpoint); imported here, in the
-    # interface layer, so tools_app's domain modules stay free of mcp_app.
-    from mcp_app.models import CallLog, CallStatus
-
-    try:
-        services.tool_use_record(tool_id=tool.pk)
-        CallLog.objects.create(
-            mcp_instance=None,
-            tool=tool,
-            tool_name=tool.name,
-            owner_id=tool.owner_id,
-            source="api",
-            status=CallStatus.OK if error is None else CallStatus.ERROR,
-            error_code=str(error.code) if isinstance(error, ToolError) else ("SERVER_ERROR" if error else ""),
-            error_message=str(error.message) if isinstance(error, ToolError) else "",
-            duration_ms=round(duration_ms, 3),
+        record_call(
+            FinishedCall(
+                tool=tool,
+                source="api",
+                ok=error is None,
+                duration_ms=(time.perf_counter() - started) * 1000,
+                error_code=str(error.code) if isinstance(error, ToolError) else ("SERVER_ERROR" if error else ""),
+                error_message=str(error.message) if isinstance(error, ToolError) else "",
+            )
         )
-    except Exception:  # the call's own outcome matters more than its log line
-        logger.exception("Could not record the API call of tool %s", tool.pk)

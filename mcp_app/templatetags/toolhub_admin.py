@@ -1,13 +1,19 @@
-"""Template tags for the admin: the first-run dashboard on the admin index (issue 6)."""
+"""Template tags for the admin: the first-run dashboard on the admin index and the demo-login hint (issue 6).
+
+They live in mcp_app because the dashboard counts both apps' objects (tables and tools, MCP instances and
+calls) and mcp_app is the app that builds on tools_app (STYLE: tools_app never imports mcp_app). The
+library keeps its name, so templates/admin/*.html load it with `{% load toolhub_admin %}`.
+"""
 
 from datetime import timedelta
 
 from django import template
-from django.apps import apps
 from django.urls import reverse
 from django.utils import timezone
 
-from ..models import Table, Tool
+from tools_app.models import Table, Tool
+
+from ..models import CallLog, CallStatus, McpInstance
 
 register = template.Library()
 
@@ -17,19 +23,17 @@ def toolhub_dashboard(context):
     """What the user owns, its endpoints, and the next step to take."""
     request = context["request"]
     user = request.user
-    instance_model = apps.get_model("mcp_app", "McpInstance")
-    call_log = apps.get_model("mcp_app", "CallLog")
     tables = Table.objects.for_user(user)
     tools = Tool.objects.for_user(user)
-    instances = list(instance_model.objects.for_user(user).order_by("name")[:5])
+    instances = list(McpInstance.objects.for_user(user).order_by("name")[:5])
     since = timezone.now() - timedelta(hours=24)
-    calls = call_log.objects.for_user(user).filter(created_at__gte=since)
+    calls = CallLog.objects.for_user(user).filter(created_at__gte=since)
     counts = {
         "tables": tables.count(),
         "tools": tools.count(),
-        "instances": instance_model.objects.for_user(user).count(),
+        "instances": McpInstance.objects.for_user(user).count(),
         "calls": calls.count(),
-        "errors": calls.filter(status="error").count(),
+        "errors": calls.filter(status=CallStatus.ERROR).count(),
     }
     first_tool = tools.exclude(type="external").order_by("name").first()
     steps = []
