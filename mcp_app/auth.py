@@ -99,10 +99,12 @@ def key_hash_from_header(authorization: str | None) -> str | None:
 def authenticate(slug: str, key_hash: str | None) -> Caller:
     """Resolve (slug, key) against the database; raise Denied (404 before 401, SPEC §8).
 
-    Sync: call it from a thread (sync_to_async), never from the event loop.
+    A denied pair leaves `auth_cache` (it may have been valid before). Sync: call it from a thread
+    (sync_to_async), never from the event loop.
     """
     instance = McpInstance.objects.filter(slug=slug).values("pk", "enabled", "owner_id").first()
     if instance is None or not instance["enabled"]:
+        auth_cache.forget(slug, key_hash)
         raise not_found(slug)
     if key_hash is None:
         raise unauthorized("Missing bearer key: send 'Authorization: Bearer <instance API key>'.", invalid=False)
@@ -112,6 +114,7 @@ def authenticate(slug: str, key_hash: str | None) -> Caller:
         .first()
     )
     if key_id is None:
+        auth_cache.forget(slug, key_hash)
         raise unauthorized("Invalid API key for this instance (unknown, revoked, or another instance's).", invalid=True)
     caller = Caller(instance_id=instance["pk"], slug=slug, api_key_id=key_id, owner_id=instance["owner_id"])
     auth_cache.put(slug, key_hash, caller)
@@ -137,6 +140,12 @@ class AuthCache:
             self._entries[(slug, key_hash)] = caller
             while len(self._entries) > self._capacity:
                 self._entries.popitem(last=False)
+
+    def forget(self, slug: str, key_hash: str | None) -> None:
+        if key_hash is None:
+            return
+        with self._lock:
+            self._entries.pop((slug, key_hash), None)
 
     def discard(self, caller: Caller) -> None:
         with self._lock:

@@ -2,7 +2,8 @@
 
 Request path (McpEndpoint.__call__):
 1. Host/Origin and the bearer key are checked before the SDK sees anything (mcp_app.auth); refusals
-   are plain HTTP answers (400/401/403/404/405/413).
+   are plain HTTP answers (400/401/403/404/405/413). A body that is not one well-formed JSON-RPC
+   message is answered here, -32700 or -32600 (mcp_app.messages), after a fresh key check.
 2. The SDK's StreamableHTTPSessionManager (stateless, JSON responses) serves both protocol eras:
    the 2025-11-25 handshake and the session-less 2026-07-28 revision.
 3. The handlers below do all of a request's database work in ONE hop to a pool thread (DatabaseHops;
@@ -10,7 +11,8 @@ Request path (McpEndpoint.__call__):
    with a query that re-checks the key and the instance (so a key revoked or an instance disabled
    through any worker is refused on the next request, SPEC §1) and loads what the call needs. For
    tools/call that is one fixed SQL statement (CallTarget): building it with the ORM on every call
-   cost more CPU than the rest of a cached call.
+   cost more CPU than the rest of a cached call. An answer the SDK gives without reaching a handler
+   (a refused header, params that fail its validation) goes out only after a fresh key check too.
 
 No business rules live here: tools run through tools_app.data_access.execute(), the only place that
 knows what a tool type does; bindings come from the enabled bindings of the instance (SPEC §2.4).
@@ -41,10 +43,11 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from tools_app.choices import READ_ONLY_REGISTRY_TYPES, READ_TYPES, REGISTRY_TYPES, ToolType
+from tools_app.choices import READ_ONLY_REGISTRY_TYPES, READ_TYPES, REGISTRY_TYPES, WRITE_TYPES, ToolType
 from tools_app.data_access import ToolError, execute
 from tools_app.errors import ErrorCode
 from tools_app.models import Table, Tool
+from tools_app.validators import TOOL_NAME_RE
 
 from .auth import (
     Caller,
@@ -56,6 +59,7 @@ from .auth import (
     key_touches,
     not_found,
 )
+from .messages import REQUEST, Problem, classify
 from .models import ApiKey, Binding, CallStatus, Discovery, McpInstance
 from .recording import CallRecord, recorder
 from .registry_scope import InstanceScope
@@ -79,9 +83,13 @@ def _page_size() -> int:
 
 @dataclass(slots=True)
 class RequestState:
+    """`verified`: the key and the instance were read from the database during this request (by the
+    endpoint, or by a handler's re-check). An answer sent without it is checked first (_guard_send)."""
+
     caller: Caller
     key_hash: str | None
     denied: Denied | None = None
+    verified: bool = False
 
 
 def _state(ctx: Any) -> RequestState:
@@ -217,6 +225,7 @@ def _current_instance(state: RequestState) -> McpInstance:
         )
         if instance is not None:
             _touch_key(caller)
+            state.verified = True
             return instance
         auth_cache.discard(caller)
         try:
@@ -419,13 +428,29 @@ class ToolCache:
 tool_cache = ToolCache()
 
 
-def _text_result(text: str, structured: dict[str, Any], *, is_error: bool) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": text}], "structuredContent": structured, "isError": is_error}
+def _text_result(text: str, structured: dict[str, Any] | None, *, is_error: bool) -> dict[str, Any]:
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": is_error}
+    if structured is not None:
+        result["structuredContent"] = structured
+    return result
 
 
-def error_result(error: ToolError) -> dict[str, Any]:
-    """SPEC §4.4, §8: an isError result whose text starts with the code, and the same as structuredContent."""
-    return _text_result(f"{error.code}: {error.message}", error.as_dict(), is_error=True)
+def error_result(error: ToolError, *, structured: bool = True) -> dict[str, Any]:
+    """SPEC §4.4, §8: an isError result whose text starts with the code.
+
+    With `structured`, the error is also sent as structuredContent ({"error", "message", "details"}).
+    Not for a tool that declares an outputSchema: clients that validate structuredContent against it
+    (the MCP Inspector does, isError or not) would report a schema mismatch instead of the error.
+    """
+    return _text_result(f"{error.code}: {error.message}", error.as_dict() if structured else None, is_error=True)
+
+
+def _declares_output_schema(target: "CallTarget") -> bool:
+    """Whether tools/list gives this tool an outputSchema; True when unknown (no structuredContent suits all)."""
+    try:
+        return bool(tool_cache.get(target.tool_id, target.tool_changed).output_schema)
+    except Tool.DoesNotExist:
+        return True
 
 
 NARROWING_HINTS = {
@@ -434,23 +459,42 @@ NARROWING_HINTS = {
     ToolType.PREVIEW: "pass a smaller `limit` (and page with `offset`)",
     ToolType.SELECT: "ask for fewer `keys` per call",
     ToolType.GET_DATA_SCHEMA: "use a tool mounted on a smaller part of the document",
+    ToolType.SEARCH_TOOLS: "pass a smaller `limit` (the default is 5)",
+    ToolType.LIST_TOOLS_BY_CATEGORY: "pass a smaller `limit` (the default is 20), or a category with fewer tools",
+    ToolType.GET_TOOL_USAGE_GUIDE: "name only the tools you need in `tool_names`, or pass one `category`",
+    ToolType.GET_TOOL_DEFINITION: (
+        "one tool's definition cannot be split; use the summary that search_tools or list_tools_by_category"
+        " give, or ask the instance's owner to raise max_result_bytes"
+    ),
 }
+# Tools that change data: by the time the result is measured the change is made (and not undone).
+CHANGING_TYPES = WRITE_TYPES | {ToolType.REGISTER_TOOL}
 
 
 def too_large(tool_type: str, size: int, limit: int) -> ToolError:
-    hint = NARROWING_HINTS.get(tool_type, "ask for less in one call")
-    return ToolError(
-        ErrorCode.RESULT_TOO_LARGE,
-        f"The result is {size} bytes, over this instance's limit of {limit} bytes. Narrow the call: {hint}.",
-        {"size": size, "max_result_bytes": limit},
-    )
+    """SPEC §4.4: RESULT_TOO_LARGE, saying how to narrow a call of this tool type."""
+    message = f"The result is {size} bytes, over this instance's limit of {limit} bytes."
+    if tool_type in CHANGING_TYPES:
+        message += " The change was made; only its result is not sent: do not repeat the call."
+    else:
+        message += f" Narrow the call: {NARROWING_HINTS.get(tool_type, 'ask for less in one call')}."
+    return ToolError(ErrorCode.RESULT_TOO_LARGE, message, {"size": size, "max_result_bytes": limit})
 
 
-def _unknown_tool(name: str, suggestion: str | None = None) -> MCPError:
-    message = f"Unknown tool {name!r}: it is not enabled on this instance."
+def _unknown_tool(name: str, suggestion: str | None = None, *, invalid: bool = False) -> MCPError:
+    shown = repr(name) if len(name) <= 80 else repr(name[:80]) + "…"
+    message = f"Unknown tool {shown}: it is not enabled on this instance."
     if suggestion:
         message += f" Tool names are case-sensitive; did you mean {suggestion!r}?"
+    if invalid:
+        message += " Tool names are 1 to 64 characters from A-Z, a-z, 0-9, '_', '.' and '-'."
     return MCPError(types.INVALID_PARAMS, message)
+
+
+def _loggable_name(name: str) -> str:
+    """A name that fails TOOL_NAME_RE, as the call log keeps it: unprintable characters escaped, 64 at most."""
+    escaped = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in name)
+    return escaped[:64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -534,32 +578,61 @@ def _call_target(state: RequestState, name: str) -> CallTarget:
             row = cursor.fetchone()
         if row is not None:
             _touch_key(caller)
+            state.verified = True
             return CallTarget(*row)
         _current_instance(state)  # re-authenticates a stale cached caller, or raises the denial
     raise _deny(state, not_found(state.caller.slug))
+
+
+def _record_unknown(
+    *, instance_id: int, owner_id: int, name: str, state: RequestState, why: str, started: float, at: Any
+) -> None:
+    """The call-log row of a call whose name found no enabled binding (nothing ran, no use count)."""
+    recorder.record(
+        CallRecord(
+            instance_id=instance_id,
+            owner_id=owner_id,
+            tool_id=None,
+            tool_name=name,
+            api_key_id=state.caller.api_key_id,
+            status=CallStatus.ERROR,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            error_code=ErrorCode.TOOL_NOT_FOUND,
+            error_message=why,
+            bump_use=False,
+            at=at,
+        )
+    )
 
 
 def call_tool_sync(state: RequestState, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
     """Resolve `name` among the enabled bindings (exact, case-sensitive name), run it, record it."""
     started = time.perf_counter()
     called_at = timezone.now()
+    if not TOOL_NAME_RE.fullmatch(name):
+        # Cannot be a binding's name (SPEC §2.2): never sent to SQL (PostgreSQL refuses a NUL in text).
+        instance = _current_instance(state)
+        _record_unknown(
+            instance_id=instance.pk,
+            owner_id=instance.owner_id,
+            name=_loggable_name(name),
+            state=state,
+            why="Not a valid tool name.",
+            started=started,
+            at=called_at,
+        )
+        raise _unknown_tool(name, invalid=True)
     target = _call_target(state, name)
     caller = state.caller
     if not target.found or not target.enabled or target.effective_name != name:
-        recorder.record(
-            CallRecord(
-                instance_id=target.instance_id,
-                owner_id=target.owner_id,
-                tool_id=None,
-                tool_name=name[:64],
-                api_key_id=caller.api_key_id,
-                status=CallStatus.ERROR,
-                duration_ms=(time.perf_counter() - started) * 1000,
-                error_code=ErrorCode.TOOL_NOT_FOUND,
-                error_message="Not enabled on this instance.",
-                bump_use=False,
-                at=called_at,
-            )
+        _record_unknown(
+            instance_id=target.instance_id,
+            owner_id=target.owner_id,
+            name=name,
+            state=state,
+            why="Not enabled on this instance.",
+            started=started,
+            at=called_at,
         )
         suggestion = target.effective_name if target.found and target.enabled else None
         raise _unknown_tool(name, suggestion)
@@ -591,7 +664,7 @@ def call_tool_sync(state: RequestState, name: str, arguments: dict[str, Any] | N
             f"The tool {name!r} is an external tool served by {where}; call it there, not on this instance.",
         )
     if error is not None:
-        return error_result(error)
+        return error_result(error, structured=not _declares_output_schema(target))
     return _text_result(outcome.text, outcome.structured, is_error=False)
 
 
@@ -659,8 +732,10 @@ async def _on_call_tool(hops: DatabaseHops, ctx: Any, params: types.CallToolRequ
         raise
     except Exception:
         logger.exception("tools/call %r failed on /mcp/%s/", params.name, state.caller.slug)
+        # The tool (and whether it declares an outputSchema) is unknown here: no structuredContent.
         result = error_result(
-            ToolError(ErrorCode.TOOL_NOT_CALLABLE, "The call failed unexpectedly; the error was logged on the server.")
+            ToolError(ErrorCode.TOOL_NOT_CALLABLE, "The call failed unexpectedly; the error was logged on the server."),
+            structured=False,
         )
     return _for_era(ctx, result)
 
@@ -779,29 +854,12 @@ def _replay(body: bytes, receive: Any) -> Any:
     return replay
 
 
-def _guard_send(send: Any, state: RequestState) -> Any:
-    """Replace the SDK's answer by the HTTP denial when a handler's re-check refused the caller."""
-    replaced = False
-
-    async def guarded(message: dict) -> None:
-        nonlocal replaced
-        if message["type"] == "http.response.start" and state.denied is not None:
-            replaced = True
-            await send_denied(send, state.denied)
-            return
-        if not replaced:
-            await send(message)
-
-    return guarded
-
-
-def _is_request(body: bytes) -> bool:
-    """A single JSON-RPC request (it reaches a handler or the middleware, which re-check the caller)."""
-    try:
-        message = json.loads(body)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(message, dict) and "id" in message and isinstance(message.get("method"), str)
+async def send_problem(send: Any, problem: Problem) -> None:
+    """A malformed JSON-RPC message: the JSON-RPC error, with HTTP 400 as the SDK sends its own parse errors."""
+    body = problem.body()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 class McpEndpoint:
@@ -851,14 +909,20 @@ class McpEndpoint:
                 return
             body = read
         key_hash = key_hash_from_header(_header(scope, b"authorization"))
-        # A cached caller is only trusted for a JSON-RPC request: the handler or the middleware re-checks it.
-        caller = auth_cache.get(slug, key_hash) if body and _is_request(body) else None
+        message = classify(body) if scope["method"] == "POST" else None
+        # A cached caller is only trusted for a well-formed request, which reaches a handler or the
+        # middleware that re-checks it; anything else is checked against the database now (SPEC §4.2).
+        caller = auth_cache.get(slug, key_hash) if message == REQUEST else None
+        verified = caller is None
         if caller is None:
             try:
                 caller = await self.hops.run(authenticate, slug, key_hash)
             except Denied as denied:
                 await send_denied(send, denied)
                 return
+        if isinstance(message, Problem):
+            await send_problem(send, message)
+            return
         if scope["method"] != "POST":
             # Stateless: no server-to-client stream to open with GET, no session to DELETE.
             await send_denied(
@@ -868,9 +932,43 @@ class McpEndpoint:
         if self._manager is None:
             await send_denied(send, Denied(503, "The MCP endpoint is not running (start the ASGI lifespan)."))
             return
-        state = RequestState(caller=caller, key_hash=key_hash)
+        state = RequestState(caller=caller, key_hash=key_hash, verified=verified)
         scope = {**scope, STATE_KEY: state}
-        await self._manager.handle_request(scope, _replay(body, receive), _guard_send(send, state))
+        await self._manager.handle_request(scope, _replay(body, receive), self._guard_send(send, state))
+
+    def _guard_send(self, send: Any, state: RequestState) -> Any:
+        """The SDK's `send`, guarded: its answer only goes out to a caller checked during this request.
+
+        When a handler's re-check refused the caller, the denial replaces the answer. When the caller
+        came from auth_cache and no handler re-checked it (the SDK answered by itself: a refused header
+        or protocol version, params that fail its validation), the key and the instance are checked
+        now, before anything is sent. A good request was re-checked by its handler: no extra query.
+        """
+        replaced = False
+
+        async def guarded(message: dict) -> None:
+            nonlocal replaced
+            if message["type"] == "http.response.start":
+                if state.denied is None and not state.verified:
+                    await self._verify(state)
+                if state.denied is not None:
+                    replaced = True
+                    await send_denied(send, state.denied)
+                    return
+            if not replaced:
+                await send(message)
+
+        return guarded
+
+    async def _verify(self, state: RequestState) -> None:
+        try:
+            state.caller = await self.hops.run(authenticate, state.caller.slug, state.key_hash)
+            state.verified = True
+        except Denied as denied:
+            state.denied = denied
+        except Exception:
+            logger.exception("Could not re-check the key for /mcp/%s/", state.caller.slug)
+            state.denied = Denied(503, "toolhub could not check the API key; the error was logged. Try again.")
 
 
 __all__ = [

@@ -23,3 +23,12 @@ def _fresh_process_state():
     _clear_process_state()
     yield
     _clear_process_state()
+
+
+@pytest.fixture
+def served(owner, table, make_tool, instance, bind, make_api_key):
+    """An instance 'shop' with one query tool (orders_query) and one key; a test module may define its own."""
+    tool = make_tool(owner, table, name="orders_query")
+    bind(instance, tool)
+    api_key, plaintext = make_api_key(instance)
+    return {"instance": instance, "tool": tool, "api_key": api_key, "key": plaintext}

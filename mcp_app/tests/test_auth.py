@@ -10,15 +10,6 @@ from mcp_app.tests.mcp_harness import ERAS, LEGACY, Harness, rpc_body
 from tools_app.models import Tool
 
 
-@pytest.fixture
-def served(owner, table, make_tool, instance, bind, make_api_key):
-    """An instance 'shop' with one query tool and one key."""
-    tool = make_tool(owner, table, name="orders_query")
-    bind(instance, tool)
-    api_key, plaintext = make_api_key(instance)
-    return {"instance": instance, "tool": tool, "api_key": api_key, "key": plaintext}
-
-
 def call_body(era=LEGACY):
     return rpc_body("tools/call", {"name": "orders_query", "arguments": {"query": "length(@)"}}, era=era)
 

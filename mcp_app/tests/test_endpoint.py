@@ -386,6 +386,159 @@ def test_result_over_max_result_bytes_is_refused_with_a_hint(
     assert small["structuredContent"] == {"result": [0, 1]}
 
 
+ROOT_TYPE_SCHEMA = {"type": "object", "properties": {"root_type": {"type": "string"}}, "required": ["root_type"]}
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_errors_of_a_tool_with_an_output_schema_send_no_structured_content(
+    harness, owner, table, make_tool, instance, bind, key, era
+):
+    """isError results of a tool declaring an outputSchema carry only the text: an error object could not
+    match the schema, and clients that validate structuredContent (MCP Inspector) would hide the error."""
+    # given
+    bind(instance, make_tool(owner, table, name="orders_query", output_schema=ROOT_TYPE_SCHEMA))
+    # when
+    result = harness.call("shop", key, "orders_query", {"query": 5}, era=era)["result"]
+    # then
+    assert result["isError"] is True
+    assert "structuredContent" not in result
+    assert result["content"] == [
+        {"type": "text", "text": "INVALID_ARGUMENTS: Invalid arguments: argument 'query': 5 is not of type 'string'."}
+    ]
+
+
+def test_too_large_result_of_a_tool_with_an_output_schema_sends_no_structured_content(
+    harness, owner, table, make_tool, instance, bind, key
+):
+    """RESULT_TOO_LARGE of a tool with an outputSchema: text only, like every other error of such a tool."""
+    # given
+    bind(instance, make_tool(owner, table, type="get_all_data", name="all_orders", output_schema={"type": "array"}))
+    instance_update(instance=instance, max_result_bytes=1000)
+    services.table_update(table=table, data=[{"id": i, "text": "x" * 50} for i in range(30)])
+    # when
+    result = harness.call("shop", key, "all_orders", {})["result"]
+    # then
+    assert result["isError"] is True
+    assert "structuredContent" not in result
+    assert result["content"][0]["text"].startswith("RESULT_TOO_LARGE: The result is ")
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize(
+    ("name", "logged"),
+    [
+        ("orders query", "orders query"),
+        ("o" * 65, "o" * 64),
+        ("orders_query/..", "orders_query/.."),
+        ("", ""),
+    ],
+)
+def test_name_that_cannot_be_a_tool_name_is_unknown(
+    harness, owner, table, make_tool, instance, bind, key, era, name, logged
+):
+    """A name outside SPEC §2.2's pattern is an unknown tool (-32602, naming the pattern), recorded as such."""
+    # given
+    tool = bind(instance, make_tool(owner, table, name="orders_query")).tool
+    # when
+    reply = harness.call("shop", key, name, {"query": "length(@)"}, era=era)
+    # then
+    shown = repr(name)
+    assert reply["error"] == {
+        "code": -32602,
+        "message": f"Unknown tool {shown}: it is not enabled on this instance."
+        " Tool names are 1 to 64 characters from A-Z, a-z, 0-9, '_', '.' and '-'.",
+    }
+    recorder.flush()
+    assert list(CallLog.objects.values_list("tool_name", "tool_id", "status", "error_code")) == [
+        (logged, None, "error", "TOOL_NOT_FOUND")
+    ]
+    tool.refresh_from_db()
+    assert tool.use_count == 0
+
+
+def test_name_with_nul_is_unknown_on_every_database(harness, owner, table, make_tool, instance, bind, key):
+    """A NUL in the name is -32602 without sending the name to SQL (PostgreSQL refuses NUL in text).
+
+    2025-11-25 only: in the 2026-07-28 era the SDK refuses first, since no Mcp-Name header can match it."""
+    # given
+    tool = bind(instance, make_tool(owner, table, name="orders_query")).tool
+    # when
+    reply = harness.call("shop", key, "orders_query\u0000", {"query": "length(@)"}, era=LEGACY)
+    # then
+    assert reply["error"] == {
+        "code": -32602,
+        "message": "Unknown tool 'orders_query\\x00': it is not enabled on this instance."
+        " Tool names are 1 to 64 characters from A-Z, a-z, 0-9, '_', '.' and '-'.",
+    }
+    recorder.flush()
+    assert list(CallLog.objects.values_list("tool_name", "error_code")) == [("orders_query\\x00", "TOOL_NOT_FOUND")]
+    tool.refresh_from_db()
+    assert tool.use_count == 0
+
+
+def test_long_unknown_name_is_cut_in_the_message(harness, instance, key):
+    """A huge name is not echoed whole: the message shows its first 80 characters."""
+    # when
+    reply = harness.call("shop", key, "x" * 5000, {})
+    # then
+    assert reply["error"]["message"].startswith(f"Unknown tool {'x' * 80!r}…: it is not enabled")
+    assert len(reply["error"]["message"]) < 300
+
+
+@pytest.mark.parametrize(
+    ("tool_type", "hint"),
+    [
+        ("search_tools", "Narrow the call: pass a smaller `limit` (the default is 5)."),
+        (
+            "list_tools_by_category",
+            "Narrow the call: pass a smaller `limit` (the default is 20), or a category with fewer tools.",
+        ),
+        (
+            "get_tool_usage_guide",
+            "Narrow the call: name only the tools you need in `tool_names`, or pass one `category`.",
+        ),
+        (
+            "get_tool_definition",
+            "Narrow the call: one tool's definition cannot be split; use the summary that search_tools or"
+            " list_tools_by_category give, or ask the instance's owner to raise max_result_bytes.",
+        ),
+        ("create", "The change was made; only its result is not sent: do not repeat the call."),
+        ("update", "The change was made; only its result is not sent: do not repeat the call."),
+        ("delete", "The change was made; only its result is not sent: do not repeat the call."),
+        ("register_tool", "The change was made; only its result is not sent: do not repeat the call."),
+        ("preview", "Narrow the call: pass a smaller `limit` (and page with `offset`)."),
+    ],
+)
+def test_too_large_hint_fits_the_tool_type(tool_type, hint):
+    """RESULT_TOO_LARGE says what narrows a call of this type; for writes, that the change was made."""
+    # when
+    error = mcp_server.too_large(tool_type, 1500, 1000)
+    # then
+    assert error.code == "RESULT_TOO_LARGE"
+    assert error.message == f"The result is 1500 bytes, over this instance's limit of 1000 bytes. {hint}"
+    assert error.details == {"size": 1500, "max_result_bytes": 1000}
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_too_large_usage_guide_says_to_name_tools(harness, owner, table, make_tool, instance, bind, key, era):
+    """Over MCP: a usage guide over the limit is refused with the guide's own hint (tool_names, category)."""
+    # given
+    bind(instance, make_tool(owner, type="get_tool_usage_guide", name="guide", description="The usage guide."))
+    for index in range(6):
+        bind(instance, make_tool(owner, table, name=f"orders_query_{index}", description="Query orders. " * 20))
+    instance_update(instance=instance, max_result_bytes=1000)
+    # when
+    result = harness.call("shop", key, "guide", {}, era=era)["result"]
+    # then
+    assert result["isError"] is True
+    text = result["content"][0]["text"]
+    assert text.startswith("RESULT_TOO_LARGE: The result is ")
+    assert text.endswith(
+        "over this instance's limit of 1000 bytes."
+        " Narrow the call: name only the tools you need in `tool_names`, or pass one `category`."
+    )
+
+
 def test_unexpected_exception_never_leaks(harness, owner, table, make_tool, instance, bind, key, monkeypatch):
     """An exception inside a tool is an isError result without its text (MCP_SDK_NOTES: never a code-0 error)."""
 
