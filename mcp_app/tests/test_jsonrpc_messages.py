@@ -171,12 +171,23 @@ def test_string_id_and_null_params_are_accepted(served, era):
 
 
 SDK_REFUSED = {
-    # name: (era, body, extra headers) of requests the SDK answers itself, without reaching a handler
-    "tools/call params invalid (2025)": (LEGACY, rpc_body("tools/call", {}), {}),
-    "tools/call without _meta (2026)": (MODERN, rpc_body("tools/call", {"name": "orders_query"}), {}),
-    "Mcp-Name mismatch (2026)": (MODERN, rpc_body("tools/call", {"name": "x"}, era=MODERN), {"mcp-name": "y"}),
-    "unsupported protocol version": (LEGACY, rpc_body("tools/list"), {"mcp-protocol-version": "1999-01-01"}),
-    "Accept without JSON": (LEGACY, rpc_body("tools/list"), {"accept": "text/html"}),
+    # name: (era, body, extra headers, the SDK's answer: HTTP status and JSON-RPC code) of requests the
+    # SDK answers itself, without reaching a handler
+    "tools/call params invalid (2025)": (LEGACY, rpc_body("tools/call", {}), {}, (200, -32602)),
+    "tools/call without _meta (2026)": (MODERN, rpc_body("tools/call", {"name": "orders_query"}), {}, (400, -32602)),
+    "Mcp-Name mismatch (2026)": (
+        MODERN,
+        rpc_body("tools/call", {"name": "x"}, era=MODERN),
+        {"mcp-name": "y"},
+        (400, -32020),
+    ),
+    "unknown protocol version": (
+        LEGACY,
+        rpc_body("tools/list"),
+        {"mcp-protocol-version": "1999-01-01"},
+        (400, -32602),
+    ),
+    "Accept without JSON": (LEGACY, rpc_body("tools/list"), {"accept": "text/html"}, (406, -32600)),
 }
 
 
@@ -212,7 +223,7 @@ def test_malformed_message_after_revocation_is_refused(served, era, kind, change
 def test_request_the_sdk_refuses_after_revocation_is_refused(served, kind, change, status):
     """Requests the SDK answers by itself (bad params, headers, versions) are 401/404 once the key is gone."""
     # given
-    era, body, headers = SDK_REFUSED[kind]
+    era, body, headers, _ = SDK_REFUSED[kind]
     harness = Harness()
     warm(harness, served["key"], era)
     change(served)
@@ -227,14 +238,14 @@ def test_request_the_sdk_refuses_after_revocation_is_refused(served, kind, chang
 def test_request_the_sdk_refuses_still_gets_its_answer_with_a_valid_key(served, kind):
     """With a valid key, the SDK's own refusals go out as before (checked once, then sent)."""
     # given
-    era, body, headers = SDK_REFUSED[kind]
+    era, body, headers, (status, code) = SDK_REFUSED[kind]
     harness = Harness()
     warm(harness, served["key"], era)
     # when
     response = harness.post("shop", body, key=served["key"], era=era, headers=headers)
     # then
-    assert response.status_code in (200, 400, 406)
-    assert response.status_code == 406 or "error" in response.json()
+    assert response.status_code == status
+    assert response.json()["error"]["code"] == code
     assert_nothing_recorded(served["tool"])
 
 
