@@ -164,7 +164,7 @@ def _container_for_write(data: Any, mount: Mount, *, may_create: bool) -> list |
     if may_create and mount.tokens and not pointer.exists(data, mount.tokens):
         # SPEC §3.1: create may add a missing last segment as an empty array.
         parent_tokens = mount.tokens[:-1]
-        parent = pointer.resolve(data, parent_tokens, "/" + "/".join(parent_tokens) if parent_tokens else "")
+        parent = pointer.resolve(data, parent_tokens, mount.json_path)  # the error names the tool's mount
         if not isinstance(parent, dict):
             raise ToolError(
                 ErrorCode.MOUNT_NOT_FOUND,

@@ -27,7 +27,10 @@ def _step(value: Any, token: str) -> Any:
 
 
 def resolve(document: Any, tokens: tuple[str, ...], pointer: str) -> Any:
-    """The value at `tokens`, or ToolError(MOUNT_NOT_FOUND) naming the first missing segment."""
+    """The value at `tokens`, or ToolError(MOUNT_NOT_FOUND) naming `pointer` and the first missing segment.
+
+    `tokens` may be a prefix of `pointer`'s (a mount's parent): the error still names the mount, `pointer`.
+    """
     value = document
     for depth, token in enumerate(tokens):
         value = _step(value, token)

@@ -425,8 +425,24 @@ def test_create_on_a_missing_middle_segment_is_mount_not_found(mounted):
     error = _error(tool, {"elements": [{"id": 1}]})
     # then
     assert error.code == ErrorCode.MOUNT_NOT_FOUND
-    assert "'region'" in error.message
+    assert error.message == "The mount '/shop/region/orders' does not exist in the table: no 'region' under /shop."
+    assert error.details == {"json_path": "/shop/region/orders", "missing_segment": "region"}
     assert _stored(table) == ({"shop": {}}, 1)
+
+
+def test_create_under_a_missing_top_segment_names_the_tool_mount(mounted):
+    """The error names the tool's mount, not the parent that was looked up, and the part that is missing."""
+    # given
+    table, tool = mounted({"other": []}, "/missing/deeper", "create")
+    # when
+    error = _error(tool, {"elements": [{"id": 1}]})
+    # then
+    assert error.code == ErrorCode.MOUNT_NOT_FOUND
+    assert error.message == (
+        "The mount '/missing/deeper' does not exist in the table: no 'missing' under (the document root)."
+    )
+    assert error.details == {"json_path": "/missing/deeper", "missing_segment": "missing"}
+    assert _stored(table) == ({"other": []}, 1)
 
 
 def test_create_under_a_missing_segment_of_an_array_parent_is_refused(mounted):
