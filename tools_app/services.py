@@ -180,7 +180,8 @@ def tool_update(*, tool: Tool, **fields: Any) -> Tool:
     """Change a tool; a rename into a name already bound on one of its instances is refused (NAME_CONFLICT).
 
     The bindings' stored name keys follow the rename in the same transaction; the database's unique
-    constraint on (instance, name key) makes the rule hold under concurrent requests.
+    constraint on (instance, name key) makes the rule hold under concurrent requests. Locks the tool row;
+    raises Tool.DoesNotExist if the tool was deleted meanwhile. Never writes use_count or last_used.
     """
     unknown = set(fields) - set(TOOL_FIELDS)
     if unknown:
@@ -190,7 +191,11 @@ def tool_update(*, tool: Tool, **fields: Any) -> Tool:
     tool.full_clean()
     try:
         with transaction.atomic():
-            tool.save()
+            # SPEC §2.2: use_count and last_used belong to the calls (F() updates, maybe made since `tool`
+            # was read), so an edit writes its own fields only and reports the counters as they are now.
+            counters = Tool.objects.select_for_update().filter(pk=tool.pk).values_list("use_count", "last_used")
+            tool.use_count, tool.last_used = counters.get()
+            tool.save(update_fields=[*TOOL_FIELDS, "updated_at"])
             tool.bindings.filter(name_override="").update(name_key=tool.name.lower())
     except IntegrityError as exc:
         clashes = tool.name_conflicts(tool.name)

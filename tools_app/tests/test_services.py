@@ -351,6 +351,36 @@ def test_tool_update_refuses_unknown_fields(owner, table, make_tool):
     assert Tool.objects.get(pk=tool.pk).use_count == 0
 
 
+def test_tool_update_keeps_use_counts_made_since_the_tool_was_read(owner, table, make_tool):
+    """SPEC §2.2: calls counted after the edited object was read are not overwritten by the edit, and the
+    returned tool shows the counters as they are now."""
+    # given
+    tool = make_tool(owner, table, name="orders_query", description="Before.")
+    stale = Tool.objects.get(pk=tool.pk)
+    services.tool_use_record(tool_id=tool.pk)
+    services.tool_use_record(tool_id=tool.pk)
+    last_used = Tool.objects.get(pk=tool.pk).last_used
+    # when
+    updated = services.tool_update(tool=stale, description="After.")
+    # then
+    stored = Tool.objects.get(pk=tool.pk)
+    assert (stored.description, stored.use_count, stored.last_used) == ("After.", 2, last_used)
+    assert (updated.use_count, updated.last_used) == (2, last_used)
+
+
+def test_tool_update_of_a_deleted_tool_does_not_bring_it_back(owner, table, make_tool):
+    """An edit that lost the race to a delete raises Tool.DoesNotExist and writes nothing."""
+    # given
+    tool = make_tool(owner, table, name="orders_query")
+    stale = Tool.objects.get(pk=tool.pk)
+    Tool.objects.filter(pk=tool.pk).delete()
+    # when
+    with pytest.raises(Tool.DoesNotExist):
+        services.tool_update(tool=stale, description="After.")
+    # then
+    assert Tool.objects.count() == 0
+
+
 def test_tool_create_fills_defaults(owner, table):
     """tool_create runs full_clean(): the default input schema is stored."""
     # given / when
