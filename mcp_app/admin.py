@@ -173,6 +173,12 @@ class McpInstanceAdmin(OwnedAdmin):
             created = self.service(services.instance_create, owner=request.user, **fields)
             obj.__dict__.update(created.__dict__)
 
+    def delete_model(self, request, obj):
+        services.instance_delete(instance=obj)
+
+    def delete_queryset(self, request, queryset):
+        services.instance_delete_many(instances=queryset)
+
     def save_formset(self, request, form, formset, change):
         if formset.model is not Binding:
             return super().save_formset(request, form, formset, change)
@@ -419,6 +425,12 @@ class ApiKeyAdmin(OwnedAdmin):
         key, plaintext = self.service(services.api_key_issue, mcp_instance=obj.mcp_instance, label=obj.label)
         obj.__dict__.update(key.__dict__)
         request._toolhub_plaintext = plaintext
+
+    def delete_model(self, request, obj):
+        services.api_key_delete(api_key=obj)
+
+    def delete_queryset(self, request, queryset):
+        services.api_key_delete_many(api_keys=queryset)
 
     def response_add(self, request, obj, post_url_continue=None):
         plaintext = getattr(request, "_toolhub_plaintext", None)

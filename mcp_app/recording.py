@@ -6,6 +6,15 @@ one update per key. So recording costs a call microseconds, not database round t
 flushed at lifespan shutdown; `flush()` writes it at once (tests, management code). Without a running
 thread (e.g. no lifespan), a call that finds the queue full flushes it itself, so nothing piles up.
 
+A tool, instance, key or user deleted while its calls wait in the queue must not cost other calls their
+records (SPEC §4.4 "every call is recorded"). The batch is written as above; only if the database refuses
+it (a foreign key to a row deleted meanwhile) is it written again, after reading which of the rows it
+refers to still exist, as the foreign keys' on_delete says: a deleted tool or key leaves the row with no
+tool or key (SET_NULL), a deleted instance or owner takes its rows with it (CASCADE), a deleted tool's
+use count is gone with it. Should that fail too, the rows are written in ever smaller pieces, so that one
+bad row costs only itself. The delete services lock the row they delete first, so a batch that refers to
+it waits for the delete and then takes this path instead of making the delete fail.
+
 Calls from the JSON API and the admin's try-it reach mcp_app through tools_app.calls (tools_app never
 imports mcp_app): `log_finished_call` is the recorder McpAppConfig.ready() registers there; it writes
 their CallLog row at once, with no instance and no key.
@@ -13,18 +22,19 @@ their CallLog row at once, with no instance and no key.
 
 import logging
 import threading
-from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from django.db import close_old_connections, transaction
+from django.contrib.auth import get_user_model
+from django.db import DatabaseError, DataError, IntegrityError, close_old_connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from tools_app.calls import FinishedCall
 from tools_app.models import Tool
 
-from .models import ApiKey, CallLog, CallStatus
+from .models import ApiKey, CallLog, CallStatus, McpInstance
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +91,7 @@ class Recorder:
     # -- writing --
 
     def flush(self) -> int:
-        """Write everything queued so far; return the number of call records written. Never raises."""
+        """Write everything queued so far; return the number of call-log rows written. Never raises."""
         with self._flush_lock:
             with self._lock:
                 calls, self._calls = self._calls, []
@@ -89,43 +99,10 @@ class Recorder:
             if not calls and not keys:
                 return 0
             try:
-                self._write(calls, keys)
+                return _write(calls, keys)
             except Exception:
                 logger.exception("Could not record %d MCP call(s); they are dropped.", len(calls))
                 return 0
-            return len(calls)
-
-    @staticmethod
-    def _write(calls: list[CallRecord], keys: dict[int, datetime]) -> None:
-        uses: dict[int, list] = defaultdict(lambda: [0, None])
-        for call in calls:
-            if call.tool_id is not None and call.bump_use:
-                entry = uses[call.tool_id]
-                entry[0] += 1
-                entry[1] = call.at if entry[1] is None or call.at > entry[1] else entry[1]
-        with transaction.atomic():
-            CallLog.objects.bulk_create(
-                [
-                    CallLog(
-                        mcp_instance_id=call.instance_id,
-                        tool_id=call.tool_id,
-                        tool_name=call.tool_name[:64],
-                        api_key_id=call.api_key_id,
-                        owner_id=call.owner_id,
-                        source=call.source,
-                        status=call.status,
-                        error_code=call.error_code[:40],
-                        error_message=call.error_message[:MAX_ERROR_MESSAGE],
-                        duration_ms=round(call.duration_ms, 3),
-                        created_at=call.at,  # when the call started, not this (later) write
-                    )
-                    for call in calls
-                ]
-            )
-            for tool_id, (count, last) in uses.items():
-                Tool.objects.filter(pk=tool_id).update(use_count=F("use_count") + count, last_used=last)
-            for key_id, at in keys.items():
-                ApiKey.objects.filter(pk=key_id).update(last_used_at=at)
 
     # -- background thread --
 
@@ -159,6 +136,152 @@ class Recorder:
         with self._lock:
             self._calls.clear()
             self._keys.clear()
+
+
+Uses = dict[int, tuple[int, datetime]]  # tool id -> (calls to add to use_count, latest call time)
+
+
+@dataclass(frozen=True, slots=True)
+class _Live:
+    """Which of the rows a batch refers to exist now."""
+
+    tools: set[int]
+    instances: set[int]
+    keys: set[int]
+    owners: set[int]
+
+
+def _uses(calls: Iterable[CallRecord]) -> Uses:
+    uses: Uses = {}
+    for call in calls:
+        if call.tool_id is not None and call.bump_use:
+            count, last = uses.get(call.tool_id, (0, call.at))
+            uses[call.tool_id] = (count + 1, max(last, call.at))
+    return uses
+
+
+def _row(call: CallRecord) -> CallLog:
+    return CallLog(
+        mcp_instance_id=call.instance_id,
+        tool_id=call.tool_id,
+        tool_name=call.tool_name[:64],
+        api_key_id=call.api_key_id,
+        owner_id=call.owner_id,
+        source=call.source,
+        status=call.status,
+        error_code=call.error_code[:40],
+        error_message=call.error_message[:MAX_ERROR_MESSAGE],
+        duration_ms=round(call.duration_ms, 3),
+        created_at=call.at,  # when the call started, not this (later) write
+    )
+
+
+def _save(calls: list[CallRecord], uses: Uses, keys: dict[int, datetime]) -> None:
+    """One transaction: one bulk insert of call-log rows, one F() update per tool, one update per key.
+
+    Tools and keys are updated in id order, the order in which the delete services lock several rows.
+    """
+    with transaction.atomic():
+        CallLog.objects.bulk_create([_row(call) for call in calls])
+        for tool_id, (count, last) in sorted(uses.items()):
+            Tool.objects.filter(pk=tool_id).update(use_count=F("use_count") + count, last_used=last)
+        for key_id, at in sorted(keys.items()):
+            ApiKey.objects.filter(pk=key_id).update(last_used_at=at)
+
+
+def _live(calls: list[CallRecord], key_ids: Iterable[int] = ()) -> _Live:
+    """Read which of the tools, instances, keys and owners that `calls` (and `key_ids`) name still exist."""
+
+    def existing(model, ids: set) -> set[int]:
+        ids.discard(None)
+        return set(model._base_manager.filter(pk__in=ids).values_list("pk", flat=True)) if ids else set()
+
+    return _Live(
+        tools=existing(Tool, {call.tool_id for call in calls}),
+        instances=existing(McpInstance, {call.instance_id for call in calls}),
+        keys=existing(ApiKey, {call.api_key_id for call in calls} | set(key_ids)),
+        owners=existing(get_user_model(), {call.owner_id for call in calls}),
+    )
+
+
+def _as_now(calls: list[CallRecord], live: _Live) -> list[CallRecord]:
+    """`calls` as the foreign keys' on_delete makes them for what was deleted since they were queued.
+
+    CallLog.tool and .api_key are SET_NULL: the row stays, without them. CallLog.mcp_instance and .owner
+    are CASCADE: the deleted instance's (or user's) rows were deleted with it, so its calls get none.
+    """
+    kept = []
+    for call in calls:
+        instance_gone = call.instance_id is not None and call.instance_id not in live.instances
+        if instance_gone or call.owner_id not in live.owners:
+            continue
+        tool_id = call.tool_id if call.tool_id in live.tools else None
+        api_key_id = call.api_key_id if call.api_key_id in live.keys else None
+        if (tool_id, api_key_id) != (call.tool_id, call.api_key_id):
+            call = replace(call, tool_id=tool_id, api_key_id=api_key_id)
+        kept.append(call)
+    return kept
+
+
+def _write(calls: list[CallRecord], keys: dict[int, datetime]) -> int:
+    """Write a batch; return the number of call-log rows written. See the module docstring.
+
+    Raises only if the database cannot be reached at all (the caller logs and drops the batch).
+    """
+    uses = _uses(calls)
+    try:
+        _save(calls, uses, keys)
+        return len(calls)
+    except DatabaseError as exc:
+        logger.warning(
+            "Could not record %d MCP call(s) in one batch (%s); writing them again as they are now.",
+            len(calls),
+            exc,
+        )
+    live = _live(calls, keys)
+    kept = _as_now(calls, live)
+    if len(kept) < len(calls):
+        logger.info("%d MCP call(s) of deleted instances or users are not recorded.", len(calls) - len(kept))
+    # A deleted tool's use count and a deleted key's last use went with them.
+    uses = {tool_id: use for tool_id, use in uses.items() if tool_id in live.tools}
+    keys = {key_id: at for key_id, at in keys.items() if key_id in live.keys}
+    try:
+        _save(kept, uses, keys)
+        return len(kept)
+    except DatabaseError as exc:
+        logger.warning("Could not record %d MCP call(s) again (%s); writing them in pieces.", len(kept), exc)
+    _save([], uses, keys)  # counters and key times cannot break on a deleted row: a missing one updates nothing
+    return _save_in_pieces(kept)
+
+
+def _save_in_pieces(calls: list[CallRecord]) -> int:
+    """Insert the rows in halves, then quarters, …, each piece checked again for deleted rows, so one bad
+    row costs only itself. Return the number of rows written.
+
+    Only a refusal of the rows themselves (IntegrityError, DataError) splits a piece; any other error (the
+    connection lost, say) would refuse every piece alike, so the rest is dropped at once, with one log line.
+    """
+    written = 0
+    pieces = [calls]
+    while pieces:
+        piece = pieces.pop()
+        try:
+            piece = _as_now(piece, _live(piece))
+            with transaction.atomic():
+                CallLog.objects.bulk_create([_row(call) for call in piece])
+        except (IntegrityError, DataError) as exc:
+            if len(piece) > 1:
+                half = len(piece) // 2
+                pieces += [piece[half:], piece[:half]]
+            else:
+                logger.error("Could not record the MCP call %r (%s); it is dropped.", piece[0], exc)
+            continue
+        except DatabaseError:
+            dropped = len(piece) + sum(len(rest) for rest in pieces)
+            logger.exception("Could not record %d MCP call(s); they are dropped.", dropped)
+            break
+        written += len(piece)
+    return written
 
 
 recorder = Recorder()

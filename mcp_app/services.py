@@ -4,10 +4,12 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from tools_app.errors import ErrorCode
 from tools_app.models import Tool, name_conflict_error
+from tools_app.services import lock_rows
 
 from .models import ApiKey, Binding, McpInstance
 
@@ -137,12 +139,51 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
     return api_key
 
 
+#
+# Deletes. A call-log batch (mcp_app.recording) updates tools' use counts and keys' last use, then at
+# commit checks its rows' foreign keys, which reaches the instances: the deletes lock keys before
+# instances, each kind in id order, so a batch and a delete wait for each other and never deadlock.
+# Without the locks, a row written between the collector's SET NULL / CASCADE and its DELETE makes the
+# delete fail on the foreign key; with them the batch waits, finds the row gone, and writes its rows as
+# the foreign keys' on_delete says.
+#
+
+
+def instance_delete(*, instance: McpInstance) -> None:
+    """Delete an instance with its keys, bindings and call log; see instance_delete_many."""
+    instance_delete_many(instances=McpInstance.objects.filter(pk=instance.pk))
+
+
+def instance_delete_many(*, instances: QuerySet[McpInstance]) -> None:
+    """Delete the instances with their keys, bindings and call-log rows. Locks their keys, then them."""
+    with transaction.atomic():
+        lock_rows(ApiKey.objects.filter(mcp_instance__in=instances.values("pk")))
+        lock_rows(McpInstance.objects.filter(pk__in=instances.values("pk")))
+        instances.delete()
+
+
+def api_key_delete(*, api_key: ApiKey) -> None:
+    """Delete a key (the API revokes instead); see api_key_delete_many."""
+    api_key_delete_many(api_keys=ApiKey.objects.filter(pk=api_key.pk))
+
+
+def api_key_delete_many(*, api_keys: QuerySet[ApiKey]) -> None:
+    """Delete the keys; their call-log rows stay, without the key (SET_NULL). Locks the keys first."""
+    with transaction.atomic():
+        lock_rows(ApiKey.objects.filter(pk__in=api_keys.values("pk")))
+        api_keys.delete()
+
+
 __all__ = [
     "ErrorCode",
+    "api_key_delete",
+    "api_key_delete_many",
     "api_key_issue",
     "api_key_revoke",
     "binding_create",
     "binding_update",
     "instance_create",
+    "instance_delete",
+    "instance_delete_many",
     "instance_update",
 ]

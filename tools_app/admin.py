@@ -239,6 +239,12 @@ class TableAdmin(OwnedAdmin):
         else:
             adopt(obj, self.service(services.table_create, owner=request.user, **fields))
 
+    def delete_model(self, request, obj):
+        services.table_delete(table=obj)
+
+    def delete_queryset(self, request, queryset):
+        services.table_delete_many(tables=queryset)
+
     def get_urls(self):
         view = self.admin_site.admin_view
         return [
@@ -347,6 +353,12 @@ class ToolAdmin(OwnedAdmin):
             self.service(services.tool_update, tool=obj, **fields)
         else:
             adopt(obj, self.service(services.tool_create, owner=request.user, **fields))
+
+    def delete_model(self, request, obj):
+        services.tool_delete(tool=obj)
+
+    def delete_queryset(self, request, queryset):
+        services.tool_delete_many(tools=queryset)
 
     def get_urls(self):
         view = self.admin_site.admin_view

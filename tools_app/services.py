@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from .data_access.cache import table_cache
@@ -203,6 +203,44 @@ def tool_update(*, tool: Tool, **fields: Any) -> Tool:
             raise
         raise name_conflict_error("name", tool.name, clashes) from exc
     return tool
+
+
+def tool_delete(*, tool: Tool) -> None:
+    """Delete a tool and its bindings; see tool_delete_many."""
+    tool_delete_many(tools=Tool.objects.filter(pk=tool.pk))
+
+
+def tool_delete_many(*, tools: QuerySet[Tool]) -> None:
+    """Delete the tools and their bindings; call-log rows keep the tool's name and lose the link (SET_NULL).
+
+    Locks the tool rows first (PostgreSQL; in id order, as the call recorder updates them). Without the
+    lock, a call-log row written for a tool between the SET NULL update and the DELETE would make the
+    delete fail on the foreign key; with it, the writer waits, then finds the tool gone and keeps its row
+    without the tool.
+    """
+    with transaction.atomic():
+        lock_rows(Tool.objects.filter(pk__in=tools.values("pk")))
+        tools.delete()
+
+
+def table_delete(*, table: Table) -> None:
+    """Delete a table and the tools on it; see table_delete_many."""
+    table_delete_many(tables=Table.objects.filter(pk=table.pk))
+
+
+def table_delete_many(*, tables: QuerySet[Table]) -> None:
+    """Delete the tables, the tools on them and their bindings. Locks the tables, then their tools (as
+    tool_delete_many does, for the same reason)."""
+    with transaction.atomic():
+        lock_rows(Table.objects.filter(pk__in=tables.values("pk")))
+        lock_rows(Tool.objects.filter(table__in=tables.values("pk")))
+        tables.delete()
+
+
+def lock_rows(rows: QuerySet) -> list[int]:
+    """Lock `rows` for the rest of the transaction, in id order (a no-op on SQLite, whose IMMEDIATE
+    transactions already run one at a time); return their ids."""
+    return list(rows.select_for_update().order_by("pk").values_list("pk", flat=True))
 
 
 def tool_use_record(*, tool_id: int) -> None:

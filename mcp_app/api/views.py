@@ -39,6 +39,9 @@ class McpInstanceViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
     filterset_fields = ["enabled", "discovery", "allow_registration"]
     ordering_fields = ["id", "name", "slug", "created_at", "updated_at"]
 
+    def perform_destroy(self, instance: McpInstance):
+        services.instance_delete(instance=instance)
+
 
 INSTANCE_PK = OpenApiParameter("instance_pk", OpenApiTypes.INT, OpenApiParameter.PATH, description="Instance id.")
 

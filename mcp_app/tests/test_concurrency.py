@@ -408,3 +408,311 @@ def test_rename_waiting_on_a_bind_in_progress_is_refused(postgres_db, rename_and
         [(binding_pk, "alpha"), (Binding.objects.get(mcp_instance=busy, tool=holder).pk, "gamma")]
     )
     _assert_names_unique_and_current([home, busy])
+
+
+#
+# (4) Recording calls while tools, instances and keys are deleted or edited (SPEC §4.4, §2.2)
+#
+
+
+def _record_call(instance_id: int, owner_id: int, tool_id: int, name: str, key_id: int | None) -> None:
+    from mcp_app.recording import CallRecord, recorder
+
+    recorder.record(
+        CallRecord(
+            instance_id=instance_id,
+            owner_id=owner_id,
+            tool_id=tool_id,
+            tool_name=name,
+            api_key_id=key_id,
+            status="ok",
+            duration_ms=1.0,
+        )
+    )
+
+
+@pytest.fixture
+def recorded_shop(owner, table, make_tool, make_instance, bind, make_api_key):
+    """Instance 'shop' (key `key`) and instance 'gone' (key `gone_key`), both exposing tools `kept` and
+    `doomed`; 'shop' has a second key `doomed_key`."""
+    shop, gone = make_instance(owner, slug="shop"), make_instance(owner, slug="gone")
+    kept = make_tool(owner, table, type="get_all_data", name="kept")
+    doomed = make_tool(owner, table, type="get_all_data", name="doomed")
+    for instance in (shop, gone):
+        bind(instance, kept)
+        bind(instance, doomed)
+    return {
+        "owner": owner,
+        "shop": shop,
+        "gone": gone,
+        "kept": kept,
+        "doomed": doomed,
+        "key": make_api_key(shop, "main")[0],
+        "doomed_key": make_api_key(shop, "doomed")[0],
+        "gone_key": make_api_key(gone, "gone")[0],
+    }
+
+
+def _delete_through_a_surface(kind: str, objects: dict, superuser) -> int:
+    """DELETE the doomed tool or instance through the API, or the doomed key through the admin; the status."""
+    from django.test import Client
+
+    from tests.api_helpers import client_for
+
+    if kind == "tool":
+        return client_for(objects["owner"]).delete(f"/api/tools/{objects['doomed'].pk}/").status_code
+    if kind == "instance":
+        return client_for(objects["owner"]).delete(f"/api/mcp-instances/{objects['gone'].pk}/").status_code
+    admin = Client()
+    admin.force_login(superuser)
+    return admin.post(f"/admin/mcp_app/apikey/{objects['doomed_key'].pk}/delete/", {"post": "yes"}).status_code
+
+
+# What each delete takes with it, and the model whose DELETE is paused.
+DELETED = {"tool": "Tool", "instance": "ApiKey", "key": "ApiKey"}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("kind", ["tool", "instance", "key"])
+def test_batch_written_in_the_middle_of_a_delete_neither_fails_it_nor_is_lost(
+    postgres_db, recorded_shop, superuser, monkeypatch, kind
+):
+    """A call-log batch that refers to the tool (instance, key) being deleted, written after the delete has
+    nulled or removed the old rows and before its DELETE: the delete succeeds (no foreign-key violation,
+    no 409), and the batch is recorded as the foreign keys say (row kept without the tool or key, or gone
+    with the instance), with every other call recorded and counted."""
+    from django.db.models.sql.subqueries import DeleteQuery
+
+    from mcp_app.models import ApiKey, CallLog, McpInstance
+    from mcp_app.recording import recorder
+    from tools_app.models import Tool
+
+    # given
+    o = recorded_shop
+    shop, gone, kept, doomed, key, doomed_key = (o[n] for n in ("shop", "gone", "kept", "doomed", "key", "doomed_key"))
+    in_delete, go, flushed = threading.Event(), threading.Event(), threading.Event()
+    recorder_pid: list[int] = []
+    original_delete_batch = DeleteQuery.delete_batch
+
+    def delete_batch_after_a_pause(self, pk_list, using):
+        if self.model.__name__ == DELETED[kind] and not in_delete.is_set():
+            in_delete.set()
+            assert go.wait(timeout=30)
+        return original_delete_batch(self, pk_list, using)
+
+    monkeypatch.setattr(DeleteQuery, "delete_batch", delete_batch_after_a_pause)
+
+    def write_batch() -> int:
+        assert in_delete.wait(timeout=30)
+        _record_call(shop.pk, shop.owner_id, kept.pk, "kept", key.pk)
+        _record_call(shop.pk, shop.owner_id, doomed.pk, "doomed", doomed_key.pk)
+        _record_call(gone.pk, gone.owner_id, kept.pk, "kept", o["gone_key"].pk)
+        _record_call(shop.pk, shop.owner_id, kept.pk, "kept", key.pk)
+        recorder.touch_key(doomed_key.pk)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            recorder_pid.append(cursor.fetchone()[0])
+        try:
+            return recorder.flush()
+        finally:
+            flushed.set()
+
+    def referee() -> str:
+        """Let the delete go on once the batch is written or waits for a lock the delete holds."""
+        assert in_delete.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        try:
+            while time.monotonic() < deadline:
+                if flushed.is_set():
+                    return "written first"
+                if recorder_pid:
+                    with connection.cursor() as cursor:
+                        cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", recorder_pid)
+                        if cursor.fetchone() == ("Lock",):
+                            return "waited"
+                time.sleep(0.01)
+            return "timed out"
+        finally:
+            go.set()
+
+    # when
+    roles = [lambda: _delete_through_a_surface(kind, o, superuser), write_batch, referee]
+    status, written, refereed = _in_threads(3, lambda index: roles[index]())
+    # then
+    assert status == {"tool": 204, "instance": 204, "key": 302}[kind]
+    assert refereed == "waited"
+    rows = list(CallLog.objects.order_by("id").values_list("mcp_instance_id", "tool_id", "tool_name", "api_key_id"))
+    if kind == "tool":
+        assert written == 4
+        assert not Tool.objects.filter(pk=doomed.pk).exists()
+        assert rows == [
+            (shop.pk, kept.pk, "kept", key.pk),
+            (shop.pk, None, "doomed", doomed_key.pk),
+            (gone.pk, kept.pk, "kept", o["gone_key"].pk),
+            (shop.pk, kept.pk, "kept", key.pk),
+        ]
+    elif kind == "instance":
+        assert written == 3
+        assert not McpInstance.objects.filter(pk=gone.pk).exists()
+        assert rows == [
+            (shop.pk, kept.pk, "kept", key.pk),
+            (shop.pk, doomed.pk, "doomed", doomed_key.pk),
+            (shop.pk, kept.pk, "kept", key.pk),
+        ]
+        assert Tool.objects.get(pk=doomed.pk).use_count == 1
+    else:
+        assert written == 4
+        assert not ApiKey.objects.filter(pk=doomed_key.pk).exists()
+        assert rows == [
+            (shop.pk, kept.pk, "kept", key.pk),
+            (shop.pk, doomed.pk, "doomed", None),
+            (gone.pk, kept.pk, "kept", o["gone_key"].pk),
+            (shop.pk, kept.pk, "kept", key.pk),
+        ]
+        assert Tool.objects.get(pk=doomed.pk).use_count == 1
+    assert Tool.objects.get(pk=kept.pk).use_count == 3
+
+
+def _flusher(stop: threading.Event) -> None:
+    """Flush the recorder every few milliseconds until `stop`, as the server's background thread does
+    (callers also flush when 200 records are queued)."""
+    from mcp_app.recording import recorder
+
+    while not stop.is_set():
+        recorder.flush()
+        time.sleep(0.003)
+    recorder.flush()
+
+
+DOOMED = 12  # tools, instances and keys deleted while calls run
+
+
+@pytest.mark.postgres
+def test_calls_are_all_recorded_while_tools_instances_and_keys_are_deleted(
+    postgres_db, owner, table, make_tool, make_instance, bind, make_api_key, caplog
+):
+    """4 threads record calls without pause (of a kept tool, of tools, instances and keys being deleted)
+    while another thread deletes 12 tools, 12 instances and 12 keys and a third flushes the queue: every
+    delete succeeds; every call is recorded (without its deleted tool or key, or gone with its deleted
+    instance) and counted in the kept tool's use count."""
+    from mcp_app.models import ApiKey, CallLog, McpInstance
+    from mcp_app.services import api_key_delete, instance_delete
+    from tools_app.models import Tool
+    from tools_app.services import tool_delete
+
+    # given
+    shop = make_instance(owner, slug="shop")
+    key = make_api_key(shop, "main")[0]
+    kept = make_tool(owner, table, type="get_all_data", name="kept")
+    bind(shop, kept)
+    tools = [make_tool(owner, table, type="get_all_data", name=f"doomed_{i}") for i in range(DOOMED)]
+    instances = [make_instance(owner, slug=f"gone-{i}") for i in range(DOOMED)]
+    instance_keys = [make_api_key(instance, "gone")[0] for instance in instances]
+    keys = [make_api_key(shop, f"doomed {i}")[0] for i in range(DOOMED)]
+    for i in range(DOOMED):
+        bind(shop, tools[i])
+        bind(instances[i], kept)
+    deleting, stop = threading.Event(), threading.Event()
+    callers = 4
+
+    def call_until_stopped(index: int) -> int:
+        """Per round, one call of each kind; return the number of rounds."""
+        deleting.wait(timeout=30)
+        rounds = 0
+        while not stop.is_set():
+            i = (index + rounds) % DOOMED
+            _record_call(shop.pk, owner.pk, kept.pk, "kept", key.pk)
+            _record_call(shop.pk, owner.pk, tools[i].pk, f"doomed_{i}", key.pk)
+            _record_call(instances[i].pk, owner.pk, kept.pk, "kept", instance_keys[i].pk)
+            _record_call(shop.pk, owner.pk, kept.pk, "kept", keys[i].pk)
+            rounds += 1
+            time.sleep(0.0005)
+        return rounds
+
+    def delete_all() -> list[str]:
+        deleting.set()
+        try:
+            for i in range(DOOMED):
+                time.sleep(0.02)
+                tool_delete(tool=tools[i])
+                instance_delete(instance=instances[i])
+                api_key_delete(api_key=keys[i])
+            time.sleep(0.02)
+            return ["deleted"]
+        finally:
+            stop.set()
+
+    def run(index: int):
+        if index < callers:
+            return call_until_stopped(index)
+        if index == callers:
+            return delete_all()
+        return _flusher(stop)
+
+    # when
+    results = _in_threads(callers + 2, run)
+    # then
+    failures = [result for result in results if isinstance(result, BaseException)]
+    assert failures == []
+    rounds = sum(results[:callers])
+    assert results[callers] == ["deleted"]
+    assert Tool.objects.filter(name__startswith="doomed_").count() == 0
+    assert list(McpInstance.objects.values_list("slug", flat=True)) == ["shop"]
+    assert list(ApiKey.objects.values_list("pk", flat=True)) == [key.pk]
+    assert CallLog.objects.count() == 3 * rounds
+    assert CallLog.objects.filter(mcp_instance=shop, tool=kept, api_key=key).count() == rounds
+    assert CallLog.objects.filter(mcp_instance=shop, tool=kept, api_key=None).count() == rounds
+    assert CallLog.objects.filter(mcp_instance=shop, tool=None, tool_name__startswith="doomed_").count() == rounds
+    assert Tool.objects.get(pk=kept.pk).use_count == 3 * rounds
+    assert any("writing them again" in record.getMessage() for record in caplog.records)  # the race did happen
+
+
+@pytest.mark.postgres
+def test_concurrent_edits_lose_no_use_count(postgres_db, owner, table, make_tool, make_instance, bind):
+    """4 threads record calls of a tool while 40 PATCHes edit it through the API: its use count is the
+    number of calls, and every edit lands."""
+    from tests.api_helpers import client_for
+    from tools_app.models import Tool
+
+    # given
+    shop = make_instance(owner, slug="shop")
+    tool = make_tool(owner, table, type="get_all_data", name="catalog_schema")
+    bind(shop, tool)
+    editing, stop = threading.Event(), threading.Event()
+    callers, edits = 4, 40
+
+    def call_until_stopped() -> int:
+        editing.wait(timeout=30)
+        calls = 0
+        while not stop.is_set():
+            _record_call(shop.pk, owner.pk, tool.pk, "catalog_schema", None)
+            calls += 1
+            time.sleep(0.0005)
+        return calls
+
+    def edit() -> list[int]:
+        client = client_for(owner)
+        editing.set()
+        try:
+            return [
+                client.patch(f"/api/tools/{tool.pk}/", {"description": f"v{i}"}, format="json").status_code
+                for i in range(edits)
+            ]
+        finally:
+            stop.set()
+
+    def run(index: int):
+        if index < callers:
+            return call_until_stopped()
+        if index == callers:
+            return edit()
+        return _flusher(stop)
+
+    # when
+    results = _in_threads(callers + 2, run)
+    # then
+    assert [r for r in results if isinstance(r, BaseException)] == []
+    calls = sum(results[:callers])
+    assert results[callers] == [200] * edits
+    stored = Tool.objects.get(pk=tool.pk)
+    assert (stored.use_count, stored.description) == (calls, f"v{edits - 1}")

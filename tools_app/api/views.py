@@ -15,6 +15,7 @@ from rest_framework.authtoken.views import ObtainAuthToken
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from tools_app import services
 from tools_app.calls import FinishedCall, record_call
 from tools_app.data_access import ToolError, execute
 from tools_app.filtersets import ToolFilterSet
@@ -107,6 +108,9 @@ class TableViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
     search_fields = ["name", "description"]
     ordering_fields = ["id", "name", "created_at", "updated_at", "version"]
 
+    def perform_destroy(self, instance: Table):
+        services.table_delete(table=instance)
+
 
 #
 # Tools
@@ -129,6 +133,9 @@ class ToolViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
     select_related = ("owner",)
     filterset_class = ToolFilterSet
     ordering_fields = ["id", "name", "type", "use_count", "last_used", "created_at", "updated_at"]
+
+    def perform_destroy(self, instance: Tool):
+        services.tool_delete(tool=instance)
 
     @extend_schema(
         summary="List your tools on one table",

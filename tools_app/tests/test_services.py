@@ -381,6 +381,35 @@ def test_tool_update_of_a_deleted_tool_does_not_bring_it_back(owner, table, make
     assert Tool.objects.count() == 0
 
 
+def test_tool_delete_removes_the_tool_and_its_bindings(owner, table, make_tool, instance, bind):
+    """tool_delete deletes the tool and its bindings; other tools and the table stay."""
+    # given
+    doomed = make_tool(owner, table, name="doomed")
+    kept = make_tool(owner, table, type="select", name="kept")
+    bind(instance, doomed)
+    kept_binding = bind(instance, kept)
+    # when
+    services.tool_delete(tool=doomed)
+    # then
+    assert list(Tool.objects.values_list("name", flat=True)) == ["kept"]
+    assert list(Binding.objects.values_list("pk", flat=True)) == [kept_binding.pk]
+    assert list(Table.objects.values_list("pk", flat=True)) == [table.pk]
+
+
+def test_table_delete_removes_the_table_and_the_tools_on_it(owner, make_table, make_tool, instance, bind):
+    """table_delete deletes the table, its tools and their bindings; another table and its tool stay."""
+    # given
+    doomed, kept = make_table(owner, name="doomed"), make_table(owner, name="kept")
+    bind(instance, make_tool(owner, doomed, name="on_doomed"))
+    kept_tool = make_tool(owner, kept, name="on_kept")
+    # when
+    services.table_delete(table=doomed)
+    # then
+    assert list(Table.objects.values_list("name", flat=True)) == ["kept"]
+    assert list(Tool.objects.values_list("pk", flat=True)) == [kept_tool.pk]
+    assert Binding.objects.count() == 0
+
+
 def test_tool_create_fills_defaults(owner, table):
     """tool_create runs full_clean(): the default input schema is stored."""
     # given / when
