@@ -12,6 +12,8 @@ from typing import Any
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
+from django.contrib.auth import admin as auth_admin  # noqa: F401  (registers the user admin re-registered below)
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Count, Q
@@ -21,7 +23,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
-from tools_app.admin import OwnedAdmin, ToolPanel, register_tool_panel
+from tools_app.admin import DeletedWithParentMixin, OwnedAdmin, ToolPanel, register_tool_panel
 from tools_app.choices import REGISTRY_TYPES
 from tools_app.models import Tool
 
@@ -449,6 +451,9 @@ class ApiKeyAdmin(OwnedAdmin):
 
 
 class CallLogAdmin(OwnedAdmin):
+    # Read-only here, but removed with (or unlinked from) its instance, tool, key or user when they are
+    # deleted: it never blocks their deletion (tools_app.admin.DeletedWithParentMixin).
+    deleted_with_parent = True
     list_display = ["created_at", "tool_name", "mcp_instance", "source", "status", "error_code", "duration"]
     list_filter = [
         ("mcp_instance", admin.RelatedOnlyFieldListFilter),
@@ -512,10 +517,23 @@ def tool_mcp_panel(request, tool: Tool) -> ToolPanel:
     )
 
 
+def user_admin_deleting_call_logs(site: admin.AdminSite) -> None:
+    """Re-register the user admin so that a user's call log rows do not block deleting the user."""
+    user_model = get_user_model()
+    if not site.is_registered(user_model):
+        return
+    base = type(site.get_model_admin(user_model))
+    if issubclass(base, DeletedWithParentMixin):
+        return
+    site.unregister(user_model)
+    site.register(user_model, type(base.__name__, (DeletedWithParentMixin, base), {}))
+
+
 admin.site.register(McpInstance, McpInstanceAdmin)
 admin.site.register(Binding, BindingAdmin)
 admin.site.register(ApiKey, ApiKeyAdmin)
 admin.site.register(CallLog, CallLogAdmin)
 register_tool_panel(tool_mcp_panel)
+user_admin_deleting_call_logs(admin.site)
 
 __all__ = ["ApiKeyAdmin", "BindingAdmin", "CallLogAdmin", "McpInstanceAdmin"]

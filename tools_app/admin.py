@@ -89,7 +89,26 @@ def has_for_user(model) -> bool:
     return hasattr(model._default_manager.all(), "for_user")
 
 
-class OwnedAdmin(admin.ModelAdmin):
+class DeletedWithParentMixin:
+    """Deleting an object is not blocked by related rows whose admin sets `deleted_with_parent = True`.
+
+    Such rows (mcp_app's call log) cannot be deleted on their own admin pages, so Django's confirmation
+    would count them as "objects you lack permission to delete" and refuse to delete their instance or
+    user. They belong to their parent: the models cascade (or set null) them, exactly as the API's deletes
+    do, so a user who may delete the parent may delete them with it.
+    """
+
+    def get_deleted_objects(self, objs, request):
+        to_delete, model_count, perms_needed, protected = super().get_deleted_objects(objs, request)
+        exempt = {
+            model._meta.verbose_name
+            for model, model_admin in self.admin_site._registry.items()
+            if getattr(model_admin, "deleted_with_parent", False)
+        }
+        return to_delete, model_count, perms_needed - exempt, protected
+
+
+class OwnedAdmin(DeletedWithParentMixin, admin.ModelAdmin):
     """SPEC §2 in the admin: querysets, object permissions and foreign-key choices follow for_user.
 
     Subclasses write through services in save_model(); wrap service calls in self.service(...) so a
