@@ -105,3 +105,60 @@ def test_seeded_tools_run():
     assert [order["id"] for order in picked["items"]] == [1, 3]
     assert preview["total_count"] == 3
     assert created == {"created": 1, "version": 2}
+
+
+def test_seed_prints_an_absolute_endpoint_url(monkeypatch):
+    """The endpoint is printed as a URL a client can use: start.sh's address, port from PORT (default 8000)."""
+    # given
+    monkeypatch.delenv("PORT", raising=False)
+    # when
+    default = _seed()
+    monkeypatch.setenv("PORT", "9001")
+    other_port = _seed()
+    # then
+    assert "MCP endpoint: http://127.0.0.1:8000/mcp/demo/\n" in default
+    assert "MCP endpoint: http://127.0.0.1:9001/mcp/demo/\n" in other_port
+
+
+def test_seed_endpoint_url_uses_the_public_url(settings):
+    """With TOOLHUB_PUBLIC_URL set, the printed endpoint starts with it."""
+    # given
+    settings.TOOLHUB_PUBLIC_URL = "https://tools.example.com"
+    # when
+    output = _seed()
+    # then
+    assert "MCP endpoint: https://tools.example.com/mcp/demo/\n" in output
+
+
+def test_seed_when_another_user_owns_the_demo_slug(make_user, make_instance):
+    """Another user's instance 'demo' is left alone: the demo user gets its own instance 'demo-2', every run."""
+    # given
+    stranger = make_user("stranger")
+    theirs = make_instance(stranger, slug="demo", name="Not the demo")
+    # when
+    first = _seed()
+    second = _seed()
+    # then
+    demo = get_user_model().objects.get(username="demo")
+    mine = McpInstance.objects.get(owner=demo)
+    assert mine.slug == "demo-2"
+    assert Binding.objects.filter(mcp_instance=mine).count() == 13
+    assert Binding.objects.filter(mcp_instance=theirs).count() == 0
+    assert ApiKey.objects.filter(mcp_instance=theirs).count() == 0
+    assert McpInstance.objects.count() == 2
+    note = "The slug 'demo' belongs to another user's instance: the demo instance is 'demo-2'.\n"
+    for output in (first, second):
+        assert note in output
+        assert "MCP endpoint: http://127.0.0.1:8000/mcp/demo-2/\n" in output
+    assert KEY_LINE.search(second) is not None
+
+
+def test_seed_keeps_using_the_demo_users_own_instance(make_user, make_instance):
+    """Once the demo user has 'demo', a later run uses it without any note."""
+    # given
+    _seed("--no-key")
+    # when
+    output = _seed()
+    # then
+    assert McpInstance.objects.get().slug == "demo"
+    assert "belongs to another user" not in output

@@ -5,9 +5,10 @@ In mcp_app because it creates objects of both apps (mcp_app builds on tools_app;
 
 import os
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from mcp_app.models import Binding, McpInstance
@@ -17,6 +18,7 @@ from tools_app.models import Table, Tool
 
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo-password"
+DEMO_SLUG = "demo"
 
 ORDERS = [
     {"id": 1, "customer": "Ada Lovelace", "status": "paid", "total": 120.5, "items": [{"sku": "KB-01", "qty": 1}]},
@@ -118,20 +120,47 @@ class Command(BaseCommand):
                     )
                 tools.append(tool)
 
-        instance = McpInstance.objects.filter(slug="demo").first() or instance_create(
-            owner=user,
-            name="Demo shop",
-            slug="demo",
-            description="Orders and catalog of a small shop.",
-            instructions="Use orders_schema first to learn the fields, then orders_query for questions.",
-        )
+        instance = demo_instance(user)
         for tool in tools:
             if not Binding.objects.filter(mcp_instance=instance, tool=tool).exists():
                 binding_create(mcp_instance=instance, tool=tool)
 
         self.stdout.write(self.style.SUCCESS(f"Demo data ready: {len(tools)} tools on instance '{instance.slug}'."))
+        if instance.slug != DEMO_SLUG:
+            self.stdout.write(
+                f"The slug '{DEMO_SLUG}' belongs to another user's instance: the demo instance is '{instance.slug}'."
+            )
         self.stdout.write(f"Admin login: {DEMO_USERNAME} / {options['password'] if created else '(unchanged)'}")
+        self.stdout.write(f"MCP endpoint: {endpoint_url(instance)}")
         if not options["no_key"]:
             _, plaintext = api_key_issue(mcp_instance=instance, label="demo key")
-            self.stdout.write(f"MCP endpoint: /mcp/{instance.slug}/")
             self.stdout.write(f"API key (shown once): {plaintext}")
+
+
+def demo_instance(user) -> McpInstance:
+    """The demo user's instance: its own 'demo', else its own 'demo-N', else one created on the first free slug.
+
+    Another user's instance is never touched: when someone else owns 'demo' the demo gets 'demo-2' (or the
+    next free one), and later runs find it again (idempotent).
+    """
+    candidates = [DEMO_SLUG] + [f"{DEMO_SLUG}-{n}" for n in range(2, 100)]
+    taken = dict(McpInstance.objects.filter(slug__in=candidates).values_list("slug", "owner_id"))
+    own = next((slug for slug in candidates if taken.get(slug) == user.pk), None)
+    if own is not None:
+        return McpInstance.objects.get(slug=own)
+    free = next((slug for slug in candidates if slug not in taken), None)
+    if free is None:
+        raise CommandError(f"The slugs {DEMO_SLUG} to {candidates[-1]} all belong to other users' instances.")
+    return instance_create(
+        owner=user,
+        name="Demo shop",
+        slug=free,
+        description="Orders and catalog of a small shop.",
+        instructions="Use orders_schema first to learn the fields, then orders_query for questions.",
+    )
+
+
+def endpoint_url(instance: McpInstance) -> str:
+    """The absolute endpoint URL: TOOLHUB_PUBLIC_URL, else where scripts/start.sh serves (127.0.0.1, $PORT)."""
+    base = settings.TOOLHUB_PUBLIC_URL or f"http://127.0.0.1:{os.environ.get('PORT') or 8000}"
+    return f"{base}{instance.endpoint_path}"
