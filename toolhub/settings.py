@@ -132,6 +132,15 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": [
+        "tools_app.api.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
+    "DEFAULT_RENDERER_CLASSES": [
+        "tools_app.api.renderers.JSONRenderer",
+        "tools_app.api.renderers.BrowsableAPIRenderer",
+    ],
     "DEFAULT_SCHEMA_CLASS": "tools_app.api.schema.ToolhubAutoSchema",
     "EXCEPTION_HANDLER": "tools_app.api.errors.exception_handler",
     "DEFAULT_PAGINATION_CLASS": "tools_app.api.pagination.PageNumberPagination",

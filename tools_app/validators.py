@@ -79,20 +79,78 @@ def json_text_has_nul(text: str) -> bool:
     return "\\u0000" in text and _NUL_ESCAPE.search(text) is not None
 
 
+# U+D800–U+DFFF: halves of UTF-16 surrogate pairs. JSON text may write one alone (`"\ud800"`) and Python's
+# json then gives a str holding it, but it is not a character: UTF-8 cannot encode it and PostgreSQL's jsonb
+# refuses it. (A correct pair, `"\ud83d\ude00"`, is parsed into the one character it stands for.)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_dumps_checked(value: Any) -> str:
+    """`value` as JSON text with non-ASCII kept (so a surrogate stays visible to `find_surrogate`).
+
+    Raises ValueError for NaN and Infinity (not JSON numbers), TypeError for a value that is not JSON.
+    """
+    return json.dumps(value, allow_nan=False, ensure_ascii=False)
+
+
+def find_surrogate(value: Any, *, text: str | None = None) -> tuple[list[str | int], bool, str] | None:
+    """The first string of a JSON value holding a surrogate code point: (path, in_key, code point), or None.
+
+    `path` leads to the string, or to the object whose key holds it when `in_key`. Iterative, so it
+    follows any nesting json.loads produced. `text`, the value's json_dumps_checked() output when the
+    caller has it, skips the walk when it holds no surrogate (the usual case, checked at C speed).
+    """
+    if text is not None and not _SURROGATE.search(text):
+        return None
+    stack: list[tuple[list[str | int], Any]] = [([], value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            found = _SURROGATE.search(item)
+            if found:
+                return path, False, found.group()
+        elif isinstance(item, dict):
+            for key in item:
+                found = _SURROGATE.search(key) if isinstance(key, str) else None
+                if found:
+                    return path, True, found.group()
+            stack.extend((path + [key], child) for key, child in reversed(item.items()))
+        elif isinstance(item, list | tuple):
+            stack.extend((path + [index], child) for index, child in reversed(list(enumerate(item))))
+    return None
+
+
+def describe_path(path: list[str | int]) -> str:
+    """A path inside a JSON value as `a[0].b` ("" for the value itself)."""
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in path).lstrip(".")
+
+
+def surrogate_problem(char: str) -> str:
+    """The end of a message about a lone surrogate; the caller says where it is."""
+    return f"holds a lone UTF-16 surrogate (U+{ord(char):04X}); strings must be Unicode text."
+
+
 def validate_json_value(value: Any) -> None:
     """A value that is JSON (RFC 8259): Python's json also writes NaN and Infinity, which PostgreSQL refuses.
 
-    The character U+0000 is valid JSON but PostgreSQL's jsonb cannot store it, so it is refused on every
-    backend (same data, same answer on SQLite and PostgreSQL).
+    The character U+0000 is valid JSON but PostgreSQL's jsonb cannot store it, and a lone UTF-16
+    surrogate is not text at all: both are refused on every backend (same data, same answer on SQLite
+    and PostgreSQL).
     """
     try:
-        text = json.dumps(value, allow_nan=False)
+        text = json_dumps_checked(value)
     except ValueError as exc:
         raise ValidationError("NaN and Infinity are not JSON numbers.", code="invalid_json") from exc
     except TypeError as exc:
         raise ValidationError("Not a JSON value: %(error)s.", code="invalid_json", params={"error": exc}) from exc
     if json_text_has_nul(text):
         raise ValidationError("Strings must not contain the character U+0000 (NUL).", code="invalid_json")
+    found = find_surrogate(value, text=text)
+    if found is not None:
+        path, in_key, char = found
+        where = describe_path(path) or "(root)"
+        place = f"A key in the object at {where}" if in_key else f"The string at {where}"
+        raise ValidationError(f"{place} {surrogate_problem(char)}", code="invalid_json")
 
 
 def validate_input_schema(value: Any) -> None:

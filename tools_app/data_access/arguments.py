@@ -7,7 +7,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from ..tool_schemas import DEFAULT_INPUT_SCHEMAS
-from ..validators import json_text_has_nul
+from ..validators import describe_path, find_surrogate, json_dumps_checked, json_text_has_nul, surrogate_problem
 from .errors import ErrorCode, ToolError
 
 
@@ -16,9 +16,13 @@ def _validator(schema_json: str) -> Draft202012Validator:
     return Draft202012Validator(json.loads(schema_json))
 
 
+def _where(path) -> str:
+    return f"argument '{describe_path(list(path))}'" if path else "arguments"
+
+
 def _describe(error) -> str:
-    path = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.absolute_path)
-    where = f"argument '{path.lstrip('.')}'" if path else "arguments"
+    path = error.absolute_path
+    where = _where(path)
     if error.validator == "required" and not path:
         return error.message.replace("is a required property", "is required")
     if error.validator == "additionalProperties" and not path:
@@ -37,7 +41,7 @@ def validate_arguments(*, schema: dict[str, Any], tool_type: str, arguments: Any
         raise ToolError(ErrorCode.INVALID_ARGUMENTS, "Arguments must be a JSON object.")
     try:
         # Python's json parser accepts NaN and Infinity; they are not JSON and PostgreSQL refuses them on write.
-        text = json.dumps(arguments, allow_nan=False)
+        text = json_dumps_checked(arguments)
     except ValueError as exc:
         raise ToolError(
             ErrorCode.INVALID_ARGUMENTS, "Invalid arguments: NaN and Infinity are not JSON numbers."
@@ -47,6 +51,16 @@ def validate_arguments(*, schema: dict[str, Any], tool_type: str, arguments: Any
     if json_text_has_nul(text):
         # PostgreSQL's jsonb cannot store U+0000, so a write carrying one would fail at the database.
         raise ToolError(ErrorCode.INVALID_ARGUMENTS, "Invalid arguments: strings must not contain U+0000 (NUL).")
+    found = find_surrogate(arguments, text=text)
+    if found is not None:
+        # Not text (UTF-8 cannot encode it): refused before it reaches a query, a table or the call log.
+        path, in_key, char = found
+        place = f"a key in {_where(path)}" if in_key else _where(path)
+        raise ToolError(
+            ErrorCode.INVALID_ARGUMENTS,
+            f"Invalid arguments: {place} {surrogate_problem(char)}",
+            {"path": path, "validator": "unicode"},
+        )
     schemas = [schema]
     base = DEFAULT_INPUT_SCHEMAS.get(tool_type)
     if base is not None and base is not schema:
