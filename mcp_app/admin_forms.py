@@ -8,8 +8,10 @@ import json
 from typing import Any
 
 from django import forms
+from django.core.validators import MinValueValidator
+from django.utils.html import escape
 
-from tools_app.admin_forms import OwnerAwareModelForm
+from tools_app.admin_forms import ModelMessagesForm, OwnerAwareModelForm
 from tools_app.models import name_conflict_error
 
 from .models import ApiKey, Binding, McpInstance
@@ -34,6 +36,27 @@ class McpInstanceAdminForm(OwnerAwareModelForm):
             "description": forms.Textarea(attrs={"rows": 3}),
             "instructions": forms.Textarea(attrs={"rows": 4}),
         }
+        # The admin shows help texts as HTML: "<slug>" must be escaped or it disappears as a tag.
+        help_texts = {
+            "slug": escape("URL segment: the endpoint is /mcp/<slug>/. Letters, digits, '-' and '_'."),
+            "max_result_bytes": "The largest tool result sent to a client, in bytes; a larger one is refused "
+            "with a hint to narrow the call.",
+        }
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Below the model's minimum, every value gets the one message the model gives for it (a negative
+        # number would otherwise meet the form field's own "greater than or equal to 0" first).
+        field = self.fields["max_result_bytes"]
+        minimum = max(
+            validator.limit_value
+            for validator in McpInstance._meta.get_field("max_result_bytes").validators
+            if isinstance(validator, MinValueValidator)
+        )
+        field.min_value = minimum
+        field.validators = [v for v in field.validators if not isinstance(v, MinValueValidator)]
+        field.validators.append(MinValueValidator(minimum))
+        field.widget.attrs["min"] = minimum
 
 
 def effective_key(tool, name_override: str) -> tuple[str, str]:
@@ -41,7 +64,7 @@ def effective_key(tool, name_override: str) -> tuple[str, str]:
     return name, name.lower()
 
 
-class BindingAdminForm(forms.ModelForm):
+class BindingAdminForm(ModelMessagesForm):
     """The standalone binding form: checks the effective name against the instance's other bindings."""
 
     class Meta:
@@ -67,7 +90,7 @@ class BindingAdminForm(forms.ModelForm):
             self.add_error(None, name_conflict_error(field, name, [(instance.name, clash.effective_name)]))
 
 
-class BindingInlineForm(forms.ModelForm):
+class BindingInlineForm(ModelMessagesForm):
     class Meta:
         model = Binding
         fields = ["tool", "enabled", "name_override", "description_override"]
@@ -116,7 +139,7 @@ class BindingInlineFormSet(forms.BaseInlineFormSet):
                 seen[key] = name
 
 
-class ApiKeyAdminForm(forms.ModelForm):
+class ApiKeyAdminForm(ModelMessagesForm):
     class Meta:
         model = ApiKey
         fields = ["mcp_instance", "label"]

@@ -333,7 +333,7 @@ def excerpt(data: Any, items: int = 5) -> str:
 
 class ToolAdmin(OwnedAdmin):
     form = ToolAdminForm
-    list_display = ["name", "type", "category_label", "table", "json_path", "use_count", "last_used", "try_it_link"]
+    list_display = ["name", "type", "category_label", "table", "mount", "use_count", "last_used", "try_it_link"]
     list_filter = ["type", ("table", admin.RelatedOnlyFieldListFilter)]
     search_fields = ["name", "alias", "description"]
     readonly_fields = ["use_count", "last_used", "created_at", "updated_at"]
@@ -359,6 +359,13 @@ class ToolAdmin(OwnedAdmin):
     @admin.display(description="category")
     def category_label(self, obj):
         return obj.category
+
+    @admin.display(description="JSON path", ordering="json_path")
+    def mount(self, obj):
+        if obj.json_path:
+            return format_html("<code>{}</code>", obj.json_path)
+        # An empty pointer is the whole document (SPEC §2.2), not a missing value.
+        return "(whole document)" if obj.is_data_tool else None
 
     @admin.display(description="")
     def try_it_link(self, obj):

@@ -100,7 +100,24 @@ class PrettyJSONField(forms.JSONField):
         return new != initial
 
 
-class OwnerAwareModelForm(forms.ModelForm):
+class ModelMessagesForm(forms.ModelForm):
+    """A ModelForm that shows the model's own validation messages.
+
+    Django replaces the message of an error raised by full_clean() with the form field's generic text when
+    their codes match ("required", "invalid_choice", "invalid"), so "A query_data tool needs a table."
+    would read "This field is required.". The model's message says what is wrong and why: keep it. (These
+    forms set no Meta.error_messages, the only texts meant to win over the model's.)
+    """
+
+    def _update_errors(self, errors):
+        error_dict = getattr(errors, "error_dict", {})
+        kept = [(error, error.message) for items in error_dict.values() for error in items if hasattr(error, "message")]
+        super()._update_errors(errors)
+        for error, message in kept:
+            error.message = message
+
+
+class OwnerAwareModelForm(ModelMessagesForm):
     """Sets the owner on a new instance before validation, so Model.clean() can check ownership."""
 
     toolhub_owner: Any = None
@@ -200,6 +217,16 @@ class ToolAdminForm(OwnerAwareModelForm):
             "metadata",
         ]
         widgets = {"description": forms.Textarea(attrs={"rows": 4, "maxlength": 1024})}
+        help_texts = {
+            "json_path": "Mount point inside the table as a JSON Pointer (RFC 6901). Leave empty for the whole "
+            'document; "/orders" is the value under the key "orders", "/a~1b" the key "a/b".',
+        }
+
+    def clean_json_path(self):
+        value = self.cleaned_data.get("json_path") or ""
+        # The API writes the whole document as "" (a JSON string); typed here, those two quote characters
+        # mean the same. No JSON Pointer starts with a quote, so nothing else is lost.
+        return "" if value in ('""', "''") else value
 
     def clean_metadata(self):
         value = self.cleaned_data.get("metadata")
@@ -295,8 +322,8 @@ class TryItForm(forms.Form):
 #
 
 JSON_PATH_HELP = (
-    'json_path is the mount point inside the table, as a JSON Pointer: "" is the whole document, '
-    '"/orders" the value under "orders", "/shop/items/0" the first item of an array.'
+    "json_path is the mount point inside the table, as a JSON Pointer. Leave json_path empty for the whole "
+    'document; "/orders" is the value under "orders", "/shop/items/0" the first item of an array.'
 )
 KEY_FIELD_HELP = (
     'key_field (metadata, default "id") names the field that identifies a record of an array mount, '
@@ -374,6 +401,7 @@ def type_help(tool_type: str) -> dict[str, Any]:
 
 __all__ = [
     "RAW_FIELD",
+    "ModelMessagesForm",
     "PrettyJSONField",
     "TableAdminForm",
     "ToolAdminForm",

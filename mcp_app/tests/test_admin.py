@@ -583,3 +583,80 @@ def test_call_log_row_page_is_viewable(owner_client, owner, instance):
     # then
     assert response.status_code == 200
     assert re.search(r"<h1>View call log</h1>", response.content.decode())
+
+
+#
+# Form texts (QA items 5, 7, 8)
+#
+
+
+def test_binding_of_another_users_tool_shows_the_models_message(
+    client, superuser, owner, other_user, make_table, make_tool, instance
+):
+    """A superuser binding another user's tool to the owner's instance sees the model's reason."""
+    # given
+    theirs = make_tool(other_user, make_table(other_user), name="theirs")
+    client.force_login(superuser)
+    # when
+    response = client.post(
+        reverse("admin:mcp_app_binding_add"), {"mcp_instance": instance.pk, "tool": theirs.pk, "enabled": "on"}
+    )
+    # then
+    assert response.context["adminform"].form.errors["tool"] == [
+        "Select a valid choice. That tool is not one of yours."
+    ]
+    assert Binding.objects.count() == 0
+
+
+def test_slug_help_text_shows_the_endpoint_pattern(owner_client):
+    """The slug's help text keeps "<slug>" visible (escaped), not eaten as an HTML tag."""
+    # when
+    response = owner_client.get(reverse("admin:mcp_app_mcpinstance_add"))
+    # then
+    html = response.content.decode()
+    assert "the endpoint is /mcp/&lt;slug&gt;/" in html
+    assert "<slug>" not in html
+
+
+@pytest.mark.parametrize("value", ["-5", "0", "999"])
+def test_max_result_bytes_below_minimum_has_one_message(owner_client, instance, value):
+    """Every value under the minimum gets the same message, and nothing is saved."""
+    # when
+    response = owner_client.post(change_url(instance), instance_form(instance, max_result_bytes=value))
+    # then
+    assert response.context["adminform"].form.errors["max_result_bytes"] == [
+        "Ensure this value is greater than or equal to 1000."
+    ]
+    instance.refresh_from_db()
+    assert instance.max_result_bytes == 200_000
+
+
+@pytest.mark.parametrize(
+    ("url_name", "needs_object"),
+    [
+        ("mcp_app_binding_changelist", False),
+        ("mcp_app_binding_add", False),
+        ("mcp_app_binding_change", "binding"),
+        ("mcp_app_apikey_changelist", False),
+        ("mcp_app_apikey_add", False),
+        ("mcp_app_apikey_change", "api_key"),
+        ("mcp_app_calllog_changelist", False),
+        ("mcp_app_calllog_change", "log"),
+    ],
+)
+def test_pages_say_mcp_instance_not_mcp_instance(
+    owner_client, owner, instance, bound, make_api_key, url_name, needs_object
+):
+    """Labels, column headers and filter titles say "MCP instance" (the field name would give "Mcp instance")."""
+    # given
+    api_key, _ = make_api_key(instance)
+    log = CallLog.objects.create(owner=owner, mcp_instance=instance, tool_name="a", status="ok", duration_ms=1.0)
+    objects = {"binding": bound[0], "api_key": api_key, "log": log}
+    args = [objects[needs_object].pk] if needs_object else []
+    # when
+    response = owner_client.get(reverse(f"admin:{url_name}", args=args))
+    # then
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "MCP instance" in html
+    assert re.findall(r"(?i)(?<![\w/_-])mcp instance", html.replace("MCP instance", "")) == []

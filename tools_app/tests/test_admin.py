@@ -1,6 +1,7 @@
 """The admin for tables and tools: ownership, JSON editing, services, try-it (SPEC §2, §7; issues 2 and 6)."""
 
 import json
+import re
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -610,3 +611,98 @@ def test_login_page_hides_demo_login(client, make_user, monkeypatch, dev, passwo
     # then
     assert response.status_code == 200
     assert "toolhub-demo-login" not in response.content.decode()
+
+
+#
+# The model's own validation messages reach the page (QA item 5)
+#
+
+
+def test_tool_form_shows_the_models_messages_not_generic_ones(owner_client):
+    """full_clean's messages for a missing table and description are shown as the model words them."""
+    # when
+    response = owner_client.post(
+        reverse("admin:tools_app_tool_add"),
+        {"name": "q", "type": "query_data", "description": "", "table": "", "json_path": ""},
+    )
+    # then
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert errors["table"] == ["A query_data tool needs a table."]
+    assert errors["description"] == ["A description is required: it tells the model what the tool does."]
+    html = response.content.decode()
+    assert "A query_data tool needs a table." in html
+    assert "This field is required." not in html
+    assert Tool.objects.count() == 0
+
+
+def test_tool_on_another_users_table_shows_the_models_message(client, superuser, other_user, make_table):
+    """A superuser's tool on another user's table: the model's "not one of yours", not Django's choice text."""
+    # given
+    theirs = make_table(other_user, name="theirs")
+    client.force_login(superuser)
+    # when
+    response = client.post(
+        reverse("admin:tools_app_tool_add"),
+        {"name": "q", "type": "query_data", "description": "Query.", "table": theirs.pk, "json_path": ""},
+    )
+    # then
+    assert response.context["adminform"].form.errors["table"] == [
+        "Select a valid choice. That table is not one of yours."
+    ]
+    assert "That table is not one of yours." in response.content.decode()
+    assert Tool.objects.count() == 0
+
+
+#
+# json_path: empty is the whole document (QA item 4)
+#
+
+
+@pytest.mark.parametrize("typed", ["", '""', " '' "])
+def test_json_path_empty_or_quoted_empty_is_the_whole_document(owner_client, table, typed):
+    """An empty json_path (or the two quote characters the docs once suggested) mounts the whole document."""
+    # when
+    response = owner_client.post(
+        reverse("admin:tools_app_tool_add"),
+        {"name": "q", "type": "query_data", "description": "Query.", "table": table.pk, "json_path": typed},
+    )
+    # then
+    assert response.status_code == 302
+    assert Tool.objects.get(name="q").json_path == ""
+
+
+def test_json_path_help_says_leave_empty(owner_client):
+    """The tool form and its type help say to leave json_path empty, never to type ""."""
+    # when
+    response = owner_client.get(reverse("admin:tools_app_tool_add"))
+    # then
+    html = response.content.decode()
+    assert (
+        response.context["adminform"]
+        .form.fields["json_path"]
+        .help_text.startswith(
+            "Mount point inside the table as a JSON Pointer (RFC 6901). Leave empty for the whole document;"
+        )
+    )
+    assert "Leave json_path empty for the whole document" in html
+    assert '"" is the whole document' not in html
+    assert "&quot;&quot; is the whole document" not in html
+
+
+def test_tool_list_shows_whole_document_mounts(owner_client, owner, table, make_tool):
+    """The list says "(whole document)" for an empty mount of a data tool; a registry tool has none ("-")."""
+    # given
+    make_tool(owner, table, name="everything", json_path="")
+    make_tool(owner, table, name="nested", json_path="/0")
+    make_tool(owner, type="search_tools", name="finder")
+    # when
+    response = owner_client.get(reverse("admin:tools_app_tool_changelist"))
+    # then
+    html = response.content.decode()
+    cells = dict(
+        re.findall(
+            r'<th class="field-name"><a href="[^"]+">([^<]+)</a></th>.*?<td class="field-mount">(.*?)</td>', html, re.S
+        )
+    )
+    assert cells == {"everything": "(whole document)", "finder": "-", "nested": "<code>/0</code>"}
