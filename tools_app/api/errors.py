@@ -9,9 +9,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import IntegrityError
+from django.db import DatabaseError, IntegrityError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -30,6 +31,15 @@ TOOLHUB_STATUS = {
     ErrorCode.NOT_FOUND: status.HTTP_404_NOT_FOUND,
     ErrorCode.NAME_CONFLICT: status.HTTP_409_CONFLICT,
 }
+
+
+# Django 5.2 reports a save that found its row deleted meanwhile (save(force_update=True) or update_fields)
+# as a bare DatabaseError with one of these messages; Django 6.0 raises Model.NotUpdated, an
+# ObjectDoesNotExist, instead.
+SAVE_FOUND_NO_ROW = frozenset(
+    {"Forced update did not affect any rows.", "Save with update_fields did not affect any rows."}
+)
+GONE_MESSAGE = "The object no longer exists: it was deleted while the request ran."
 
 
 def error_body(code: str, message: str, fields: dict | None = None, details: dict | None = None) -> dict[str, Any]:
@@ -95,6 +105,9 @@ def exception_handler(exc: Exception, context: dict) -> Response:
         return Response(error_body(exc.code, exc.message, details=exc.details), status=code_status)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or None)
+    elif isinstance(exc, ObjectDoesNotExist) or (isinstance(exc, DatabaseError) and str(exc) in SAVE_FOUND_NO_ROW):
+        # The view found the object, then a concurrent request deleted it before the service's write.
+        exc = exceptions.NotFound(GONE_MESSAGE)
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
     elif isinstance(exc, IntegrityError):
