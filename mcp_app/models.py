@@ -5,7 +5,7 @@ import secrets
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
 
@@ -31,7 +31,10 @@ class McpInstance(OwnedModel):
     enabled = models.BooleanField(default=True)
     discovery = models.CharField(max_length=16, choices=Discovery.choices, default=Discovery.LIST_ALL)
     allow_registration = models.BooleanField(default=False)
-    max_result_bytes = models.PositiveIntegerField(default=200_000, validators=[MinValueValidator(1_000)])
+    # The upper bound is PostgreSQL's integer maximum, so SQLite (64-bit) refuses what PostgreSQL cannot store.
+    max_result_bytes = models.PositiveIntegerField(
+        default=200_000, validators=[MinValueValidator(1_000), MaxValueValidator(2_147_483_647)]
+    )
 
     class Meta:
         ordering = ["name", "id"]

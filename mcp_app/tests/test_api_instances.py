@@ -171,3 +171,57 @@ def test_another_users_instance_is_404_and_untouched(owner, other_user, make_ins
     # then
     assert [r.status_code for r in responses] == [404, 404, 404]
     assert db_snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (2**31, "Ensure this value is less than or equal to 2147483647."),
+        (10**30, "Ensure this value is less than or equal to 2147483647."),
+        (999, "Ensure this value is greater than or equal to 1000."),
+    ],
+)
+def test_max_result_bytes_out_of_the_column_range_is_a_400_naming_it(owner, instance, value, message):
+    """max_result_bytes fits a 32-bit integer column (PostgreSQL): larger is a 400 naming it, on create and PATCH."""
+    # given
+    before = db_snapshot()
+    client = client_for(owner)
+
+    # when
+    created = client.post(
+        "/api/mcp-instances/", {"name": "Big", "slug": "big", "max_result_bytes": value}, format="json"
+    )
+    patched = client.patch(f"/api/mcp-instances/{instance.pk}/", {"max_result_bytes": value}, format="json")
+
+    # then
+    for response in (created, patched):
+        assert response.status_code == 400
+        assert response.json() == {
+            "error": "VALIDATION_ERROR",
+            "message": "Invalid input.",
+            "fields": {"max_result_bytes": [message]},
+        }
+    assert db_snapshot() == before
+
+
+def test_max_result_bytes_accepts_the_largest_column_value(owner, instance):
+    """2147483647 is stored and read back (PostgreSQL's integer maximum)."""
+    # when
+    response = client_for(owner).patch(
+        f"/api/mcp-instances/{instance.pk}/", {"max_result_bytes": 2147483647}, format="json"
+    )
+
+    # then
+    assert response.status_code == 200
+    assert response.json()["max_result_bytes"] == 2147483647
+    instance.refresh_from_db()
+    assert instance.max_result_bytes == 2147483647
+
+
+def test_max_result_bytes_limit_is_a_model_rule(owner):
+    """full_clean() refuses it too, so the admin and every service give the same answer."""
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError) as caught:
+        McpInstance(owner=owner, name="Big", slug="big", max_result_bytes=2**31).full_clean()
+    assert caught.value.message_dict == {"max_result_bytes": ["Ensure this value is less than or equal to 2147483647."]}
