@@ -22,6 +22,7 @@ from tools_app.filtersets import ToolFilterSet
 from tools_app.models import Table, Tool
 from tools_app.registry.scope import UserScope
 
+from .filters import OrderingFilter
 from .serializers import TableSerializer, ToolCallResultSerializer, ToolCallSerializer, ToolSerializer
 
 __all__ = ["AuthTokenView", "OwnedViewSetMixin", "TableViewSet", "ToolViewSet", "get_owned_or_404", "parse_id"]
@@ -104,7 +105,7 @@ class TableViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
     queryset = Table.objects.all()
     serializer_class = TableSerializer
     select_related = ("owner",)
-    filter_backends = [filters.SearchFilter, filters.OrderingFilter]
+    filter_backends = [filters.SearchFilter, OrderingFilter]
     search_fields = ["name", "description"]
     ordering_fields = ["id", "name", "created_at", "updated_at", "version"]
 

@@ -295,6 +295,60 @@ def test_filter_with_unknown_type_is_a_400(owner):
 
 
 #
+# Ordering
+#
+
+
+@pytest.fixture
+def used_tools(owner, make_tool):
+    """Five tools: two never used, three used on 1, 3 and 2 March (created in that order)."""
+    from datetime import UTC, datetime
+
+    tools = [make_tool(owner, None, type="search_tools", name=f"t{index}") for index in range(5)]
+    for index, day in ((1, 1), (2, 3), (4, 2)):
+        Tool.objects.filter(pk=tools[index].pk).update(last_used=datetime(2026, 3, day, tzinfo=UTC), use_count=day)
+    return tools
+
+
+@pytest.mark.parametrize(
+    ("ordering", "expected"),
+    [
+        ("-last_used", [2, 4, 1, 0, 3]),
+        ("last_used", [1, 4, 2, 0, 3]),
+        ("-last_used,-id", [2, 4, 1, 3, 0]),
+        ("-use_count", [2, 4, 1, 0, 3]),
+        ("-name", [4, 3, 2, 1, 0]),
+    ],
+)
+def test_ordering_puts_never_used_tools_last_on_every_backend(owner, used_tools, ordering, expected):
+    """?ordering=last_used / -last_used: never-used tools (no last_used) come last both ways; ties by id."""
+    # when
+    response = client_for(owner).get(f"/api/tools/?ordering={ordering}")
+
+    # then
+    assert response.status_code == 200
+    assert [row["id"] for row in response.json()["results"]] == [used_tools[index].pk for index in expected]
+
+
+def test_ordering_pages_do_not_repeat_tied_rows(owner, used_tools):
+    """Pages over a tied ordering (two never-used tools) are stable: together they list every tool once."""
+    # when
+    pages = [
+        client_for(owner).get(f"/api/tools/?ordering=-last_used&page_size=2&page={page}").json()["results"]
+        for page in (1, 2, 3)
+    ]
+
+    # then
+    assert [row["id"] for page in pages for row in page] == [used_tools[i].pk for i in (2, 4, 1, 0, 3)]
+
+
+def test_unknown_ordering_field_is_ignored(owner, used_tools):
+    """DRF's contract: an ordering term outside ordering_fields is dropped, the default order applies."""
+    response = client_for(owner).get("/api/tools/?ordering=owner__password")
+    assert [row["id"] for row in response.json()["results"]] == [tool.pk for tool in used_tools]
+
+
+#
 # by-table
 #
 
