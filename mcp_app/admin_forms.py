@@ -47,7 +47,9 @@ class McpInstanceAdminForm(OwnerAwareModelForm):
         super().__init__(*args, **kwargs)
         # Below the model's minimum, every value gets the one message the model gives for it (a negative
         # number would otherwise meet the form field's own "greater than or equal to 0" first).
-        field = self.fields["max_result_bytes"]
+        field = self.fields.get("max_result_bytes")
+        if field is None:  # a read-only page (view permission only) has no form fields
+            return
         minimum = max(
             validator.limit_value
             for validator in McpInstance._meta.get_field("max_result_bytes").validators

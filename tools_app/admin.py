@@ -28,11 +28,13 @@ from django.utils.html import format_html
 from django.utils.text import slugify
 
 from . import services
+from .admin_examples import example_arguments, mount_value
 from .admin_forms import (
     OwnerAwareModelForm,
     TableAdminForm,
     ToolAdminForm,
     TryItForm,
+    compact_json,
     editor_max_chars,
     pretty_json,
     type_help,
@@ -412,6 +414,9 @@ class ToolAdmin(OwnedAdmin):
                 outcome = run_tool(request, tool, form.cleaned_data["arguments"])
         else:
             form = TryItForm(tool=tool)
+        # After the run: a write's example must not name a key the write just took.
+        example = example_arguments(tool, mount_value(tool))
+        form.show_example(example)
         context = self.admin_context(
             request,
             title=f"Try {tool.name}",
@@ -419,7 +424,7 @@ class ToolAdmin(OwnedAdmin):
             tool=tool,
             form=form,
             outcome=outcome,
-            help=type_help(tool.type),
+            help={**type_help(tool.type), "example": compact_json(example) if not tool.is_external else ""},
             writes=tool.type in WRITE_TYPES,
             schema=pretty_json(tool.input_schema),
             media=self.media + form.media,

@@ -29,6 +29,11 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
+def compact_json(value: Any) -> str:
+    """JSON on one line, non-ASCII kept readable: for placeholders and inline examples."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def parse_json(text: str, *, label: str = "JSON") -> Any:
     """json.loads() whose error names the line and column (issue 2 item 6: refused with the position)."""
     try:
@@ -281,10 +286,9 @@ class TryItForm(forms.Form):
             elif kind == "boolean":
                 field = forms.NullBooleanField(**common)
             else:
-                example = '["KB-01"]' if kind == "array" else "{}"
                 field = PrettyJSONField(
                     label_for_errors=f"JSON in {name}",
-                    widget=JsonTextarea(attrs={"placeholder": example}, max_rows=12),
+                    widget=JsonTextarea(attrs={"placeholder": "[]" if kind == "array" else "{}"}, max_rows=12),
                     **common,
                 )
             if "default" in prop:
@@ -294,9 +298,20 @@ class TryItForm(forms.Form):
             required=False,
             label="Raw JSON arguments",
             label_for_errors="JSON in the raw arguments",
-            widget=JsonTextarea(attrs={"placeholder": '{"query": "[?status==\'paid\']"}'}, max_rows=16),
+            widget=JsonTextarea(max_rows=16),
             help_text="Optional: the whole arguments object as JSON. When filled, it replaces the fields above.",
         )
+
+    def show_example(self, example: dict[str, Any]) -> None:
+        """Placeholders from `example` (admin_examples.example_arguments): the raw JSON, and each text, number
+        or JSON field it names."""
+        for name, value in example.items():
+            field = self.fields.get(name)
+            if field is None or name == RAW_FIELD or not isinstance(field.widget, forms.widgets.Input | forms.Textarea):
+                continue
+            text_field = isinstance(value, str) and not isinstance(field, PrettyJSONField)
+            field.widget.attrs["placeholder"] = value if text_field else compact_json(value)
+        self.fields[RAW_FIELD].widget.attrs["placeholder"] = compact_json(example)
 
     def clean(self):
         cleaned = super().clean()
@@ -367,13 +382,23 @@ TYPE_HELP: dict[str, dict[str, Any]] = {
         "summary": "Adds elements: records for an array mount, {key, content} pairs for an object mount. "
         "Refused whole if a key already exists. Writes the table (version +1).",
         "example": '{"elements": [{"id": 6, "customer": "Barbara Liskov", "status": "new"}]}',
-        "topics": [KEY_FIELD_HELP, JSON_PATH_HELP],
+        "topics": [
+            'On an object mount each element is a {"key", "content"} pair, e.g. '
+            '{"elements": [{"key": "HB-04", "content": {"name": "USB hub", "price": 25}}]}.',
+            KEY_FIELD_HELP,
+            JSON_PATH_HELP,
+        ],
     },
     ToolType.UPDATE: {
         "summary": "Merges each patch into its element (JSON Merge Patch). Refused whole if a key is missing. "
         "Writes the table (version +1).",
         "example": '{"elements": [{"id": 3, "status": "paid"}]}',
-        "topics": [KEY_FIELD_HELP, JSON_PATH_HELP],
+        "topics": [
+            'On an object mount each patch is a {"key", "content"} pair, e.g. '
+            '{"elements": [{"key": "KB-01", "content": {"price": 99}}]}.',
+            KEY_FIELD_HELP,
+            JSON_PATH_HELP,
+        ],
     },
     ToolType.DELETE: {
         "summary": "Removes the elements with those keys and reports how many. Writes the table (version +1).",

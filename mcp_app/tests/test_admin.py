@@ -4,6 +4,7 @@ import json
 import re
 
 import pytest
+from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
@@ -660,3 +661,18 @@ def test_pages_say_mcp_instance_not_mcp_instance(
     assert response.status_code == 200
     assert "MCP instance" in html
     assert re.findall(r"(?i)(?<![\w/_-])mcp instance", html.replace("MCP instance", "")) == []
+
+
+def test_view_only_user_opens_its_instance_read_only(client, owner, instance):
+    """With view permissions only, the instance page opens (read-only) instead of failing on a missing field."""
+    # given
+    viewers = Group.objects.create(name="viewers")
+    viewers.permissions.set(Permission.objects.filter(codename="view_mcpinstance"))
+    owner.groups.set([viewers])
+    client.force_login(owner)
+    # when
+    response = client.get(change_url(instance))
+    # then
+    assert response.status_code == 200
+    assert response.context["adminform"].form.fields == {}
+    assert "max_result_bytes" in response.content.decode()

@@ -2,13 +2,16 @@
 
 import json
 import re
+from html import unescape
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
+from django.utils.html import escape
 
 from mcp_app.models import CallLog
+from tools_app.data_access import execute
 from tools_app.errors import ErrorCode
 from tools_app.models import Table, Tool
 
@@ -706,3 +709,98 @@ def test_tool_list_shows_whole_document_mounts(owner_client, owner, table, make_
         )
     )
     assert cells == {"everything": "(whole document)", "finder": "-", "nested": "<code>/0</code>"}
+
+
+#
+# Try-it examples fit the tool (QA item 6)
+#
+
+CATALOG = {"products": {"KB-01": {"name": "Keyboard", "price": 120.5, "tags": ["usb"]}, "MS-02": {"name": "Mouse"}}}
+
+
+def raw_placeholder(html: str) -> dict:
+    match = re.search(r'<textarea name="__raw_arguments"[^>]*placeholder="([^"]*)"', html)
+    return json.loads(unescape(match.group(1)))
+
+
+@pytest.mark.parametrize(
+    ("tool_type", "json_path", "expected"),
+    [
+        ("get_all_data", "", {}),
+        ("query_data", "", {"query": "[].id"}),
+        ("preview", "", {"limit": 5, "offset": 0}),
+        ("select", "", {"keys": [1, 2]}),
+        ("create", "", {"elements": [{"id": 4, "customer": "ada", "status": "paid", "total": 10.5}]}),
+        ("update", "", {"elements": [{"id": 1, "customer": "ada"}]}),
+        ("delete", "", {"keys": [1, 2]}),
+        ("query_data", "/products", {"query": "keys(@)"}),
+        ("select", "/products", {"keys": ["KB-01", "MS-02"]}),
+        ("create", "/products", {"elements": [{"key": "new-1", "content": {"name": "Keyboard", "price": 120.5}}]}),
+        ("update", "/products", {"elements": [{"key": "KB-01", "content": {"name": "Keyboard"}}]}),
+    ],
+)
+def test_try_it_example_fits_the_tool_and_runs(
+    owner_client, owner, table, make_table, make_tool, tool_type, json_path, expected
+):
+    """The raw JSON placeholder and the example line are built for the tool's type and data, and they run."""
+    # given
+    target = make_table(owner, name="catalog", data=CATALOG) if json_path else table
+    tool = make_tool(owner, target, type=tool_type, json_path=json_path)
+    # when
+    html = owner_client.get(reverse("admin:tools_app_tool_try", args=[tool.pk])).content.decode()
+    # then
+    assert raw_placeholder(html) == expected
+    assert f"Example arguments: <code>{escape(json.dumps(expected))}</code>" in html
+    execute(tool=tool, arguments=expected)  # raises ToolError if the example does not fit
+
+
+def test_try_it_example_follows_a_custom_schema(owner_client, owner, table, make_tool):
+    """A custom schema that needs more than the type's arguments gets them, and keeps the type's query."""
+    # given
+    schema = {
+        "type": "object",
+        "properties": {"query": {"type": "string"}, "reason": {"type": "string"}, "limit": {"type": "integer"}},
+        "required": ["query", "reason"],
+        "additionalProperties": False,
+    }
+    tool = make_tool(owner, table, input_schema=schema)
+    # when
+    html = owner_client.get(reverse("admin:tools_app_tool_try", args=[tool.pk])).content.decode()
+    # then
+    assert raw_placeholder(html) == {"query": "[].id", "reason": "<reason>"}
+    assert re.search(r'<input type="text" name="query"[^>]*placeholder="\[\]\.id"', html)
+
+
+def test_try_it_example_of_a_registry_tool(owner_client, owner, make_tool):
+    """A registry tool's example names real arguments, e.g. the tool's own name for get_tool_definition."""
+    # given
+    tool = make_tool(owner, type="get_tool_definition", name="define")
+    # when
+    html = owner_client.get(reverse("admin:tools_app_tool_try", args=[tool.pk])).content.decode()
+    # then
+    assert raw_placeholder(html) == {"tool_name": "define"}
+
+
+def test_try_it_example_after_a_create_names_a_free_key(owner_client, owner, table, make_tool):
+    """After running a create, the example on the result page proposes the next free key."""
+    # given
+    tool = make_tool(owner, table, type="create")
+    # when
+    response = owner_client.post(
+        reverse("admin:tools_app_tool_try", args=[tool.pk]), {"__raw_arguments": '{"elements": [{"id": 4}]}'}
+    )
+    # then
+    assert response.context["outcome"]["ok"] is True
+    assert raw_placeholder(response.content.decode())["elements"][0]["id"] == 5
+
+
+def test_type_help_shows_the_object_mount_form_of_create_and_update(owner_client):
+    """The tool page's help for create and update gives the {"key", "content"} form of object mounts."""
+    # when
+    response = owner_client.get(reverse("admin:tools_app_tool_add"))
+    # then
+    helps = {item["type"]: item for item in response.context["type_helps"]}
+    assert (
+        '{"elements": [{"key": "HB-04", "content": {"name": "USB hub", "price": 25}}]}' in helps["create"]["topics"][0]
+    )
+    assert '{"elements": [{"key": "KB-01", "content": {"price": 99}}]}' in helps["update"]["topics"][0]
