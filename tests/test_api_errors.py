@@ -85,6 +85,56 @@ def test_token_endpoint_refuses_bad_credentials_without_minting_a_token(owner, p
     assert db_snapshot() == before
 
 
+@pytest.mark.parametrize("header", ["Token stale-or-revoked", "Token", "Bearer thk_x", "Basic b3duZXI6eA=="])
+def test_token_endpoint_ignores_a_stale_authorization_header(owner, header):
+    """POST /api/auth/token/ checks the username and password only: a stale header does not make it a 401."""
+    # given
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=header)
+
+    # when
+    response = client.post("/api/auth/token/", {"username": "owner", "password": PASSWORD}, format="json")
+
+    # then
+    assert response.status_code == 200
+    assert response.json() == {"token": Token.objects.get(user=owner).key}
+
+
+def test_token_endpoint_with_a_stale_header_and_a_wrong_password_is_a_400(owner):
+    """The same request with a wrong password is the usual 400, not a 401; no token is minted."""
+    # given
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token stale-or-revoked")
+    before = db_snapshot()
+
+    # when
+    response = client.post("/api/auth/token/", {"username": "owner", "password": "wrong"}, format="json")
+
+    # then
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "VALIDATION_ERROR",
+        "message": "Invalid input.",
+        "fields": {"non_field_errors": ["Unable to log in with provided credentials."]},
+    }
+    assert db_snapshot() == before
+
+
+def test_token_endpoint_does_not_accept_a_session_in_place_of_a_password(owner):
+    """A logged-in session is no credential for the token endpoint: it still needs username and password."""
+    # given
+    client = APIClient()
+    assert client.login(username="owner", password=PASSWORD)
+
+    # when
+    response = client.post("/api/auth/token/", {}, format="json")
+
+    # then
+    assert response.status_code == 400
+    assert sorted(response.json()["fields"]) == ["password", "username"]
+    assert not Token.objects.exists()
+
+
 def test_a_wrong_token_is_a_401(owner):
     """An unknown token is AUTHENTICATION_FAILED."""
     # given

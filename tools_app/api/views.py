@@ -23,6 +23,7 @@ from tools_app.models import Table, Tool
 from tools_app.registry.scope import UserScope
 
 from .filters import OrderingFilter
+from .renderers import JSONRenderer
 from .serializers import TableSerializer, ToolCallResultSerializer, ToolCallSerializer, ToolSerializer
 
 __all__ = ["AuthTokenView", "OwnedViewSetMixin", "TableViewSet", "ToolViewSet", "get_owned_or_404", "parse_id"]
@@ -78,8 +79,14 @@ class OwnedViewSetMixin:
     responses={200: inline_serializer("AuthTokenResponse", {"token": serializers.CharField()})},
 )
 class AuthTokenView(ObtainAuthToken):
-    """POST {username, password} -> {"token"}; then send `Authorization: Token <token>` (SPEC §6)."""
+    """POST {username, password} -> {"token"}; then send `Authorization: Token <token>` (SPEC §6).
 
+    Runs no authentication: the username and password are the credentials, so a stale or revoked
+    `Authorization` header left on the client does not turn the request into a 401.
+    """
+
+    authentication_classes = []
+    renderer_classes = [JSONRenderer]
     public_schema_operation = True
 
     def get_serializer_context(self):
