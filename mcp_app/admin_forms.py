@@ -12,7 +12,7 @@ from django.core.validators import MinValueValidator
 from django.utils.html import escape
 
 from tools_app.admin_forms import ModelMessagesForm, OwnerAwareModelForm
-from tools_app.models import name_conflict_error
+from tools_app.models import NameClash, name_conflict_error
 
 from .models import ApiKey, Binding, McpInstance
 
@@ -89,7 +89,10 @@ class BindingAdminForm(ModelMessagesForm):
         )
         if clash is not None:
             field = "name_override" if self.cleaned_data.get("name_override") else "tool"
-            self.add_error(None, name_conflict_error(field, name, [(instance.name, clash.effective_name)]))
+            self.add_error(
+                None,
+                name_conflict_error(field, name, [NameClash(instance.name, clash.tool.name, clash.effective_name)]),
+            )
 
 
 class BindingInlineForm(ModelMessagesForm):
@@ -114,7 +117,7 @@ class BindingInlineFormSet(forms.BaseInlineFormSet):
         if any(self.errors):
             return
         instance = self.instance
-        seen: dict[str, str] = {}
+        seen: dict[str, NameClash] = {}
         in_formset = []
         checks = []
         for form in self.forms:
@@ -128,17 +131,18 @@ class BindingInlineFormSet(forms.BaseInlineFormSet):
             if tool is None:
                 continue
             checks.append((form, *effective_key(tool, form.cleaned_data.get("name_override") or "")))
+        label = instance.name or "this instance"
         if instance.pk is not None:
             for binding in (
                 Binding.objects.filter(mcp_instance=instance).exclude(pk__in=in_formset).select_related("tool")
             ):
-                seen[binding.name_key] = binding.effective_name
+                seen[binding.name_key] = NameClash(label, binding.tool.name, binding.effective_name)
         for form, name, key in checks:
             if key in seen:
                 field = "name_override" if form.cleaned_data.get("name_override") else "tool"
-                form.add_error(None, name_conflict_error(field, name, [(instance.name or "this instance", seen[key])]))
+                form.add_error(None, name_conflict_error(field, name, [seen[key]]))
             else:
-                seen[key] = name
+                seen[key] = NameClash(label, form.cleaned_data["tool"].name, name)
 
 
 class ApiKeyAdminForm(ModelMessagesForm):

@@ -180,6 +180,9 @@ def _save(calls: list[CallRecord], uses: Uses, keys: dict[int, datetime]) -> Non
     """One transaction: one bulk insert of call-log rows, one F() update per tool, one update per key.
 
     Tools and keys are updated in id order, the order in which the delete services lock several rows.
+    The rows' foreign keys are checked at commit (KEY SHARE on the instances, tools, keys and owners they
+    name). Binds lock only in modes compatible with all of this (services._lock_for_binding), so a batch
+    and a bind never wait for each other.
     """
     with transaction.atomic():
         CallLog.objects.bulk_create([_row(call) for call in calls])

@@ -3,12 +3,12 @@
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from tools_app.errors import ErrorCode
-from tools_app.models import Tool, name_conflict_error
+from tools_app.models import NameClash, Tool, name_conflict_error
 from tools_app.services import lock_rows
 
 from .models import ApiKey, Binding, McpInstance
@@ -42,50 +42,93 @@ def instance_update(*, instance: McpInstance, **fields: Any) -> McpInstance:
     return instance
 
 
-def _conflict(binding: Binding, field: str) -> ValidationError:
-    clash = (
-        Binding.objects.filter(mcp_instance_id=binding.mcp_instance_id, name_key=binding.name_key)
-        .exclude(pk=binding.pk)
-        .select_related("tool", "mcp_instance")
-        .first()
+def _already_bound(binding: Binding) -> ValidationError:
+    """(instance, tool) is unique: the answer the API's serializer gives too (same message, on `tool`)."""
+    return ValidationError(
+        {
+            "tool": ValidationError(
+                "The tool %(tool)r is already bound to the instance %(instance)r.",
+                code="unique",
+                params={"tool": binding.tool.name, "instance": binding.mcp_instance.name},
+            )
+        }
     )
-    if clash is None:
-        return ValidationError({field: ValidationError("This binding conflicts with another.", code="conflict")})
-    return name_conflict_error(field, binding.effective_name, [(clash.mcp_instance.name, clash.effective_name)])
+
+
+def _refusal(binding: Binding, field: str) -> ValidationError | None:
+    """Why `binding` cannot be saved as it is, judged by the committed bindings of its instance; or None.
+
+    "Already bound" comes first: another binding of the same tool usually holds the same name too, and a
+    name conflict would name the tool itself as the one in the way.
+    """
+    others = Binding.objects.filter(mcp_instance_id=binding.mcp_instance_id).exclude(pk=binding.pk)
+    if others.filter(tool_id=binding.tool_id).exists():
+        return _already_bound(binding)
+    clash = others.filter(name_key=binding.name_key).select_related("tool", "mcp_instance").first()
+    if clash is not None:
+        return name_conflict_error(field, binding.effective_name, [NameClash.of(clash)])
+    return None
+
+
+def _gone(field: str, what: str) -> ValidationError:
+    return ValidationError({field: ValidationError(f"That {what} was deleted meanwhile.", code="invalid_choice")})
+
+
+def _lock_for_binding(binding: Binding) -> str:
+    """Take the locks that serialise binding changes; return the tool's current name, read under its lock.
+
+    Lock order (PostgreSQL), the same for every bind: the instance row, then the tool row.
+    - The instance: FOR NO KEY UPDATE. Binds of one instance queue on it, so the checks in _refusal are
+      exact. It is not FOR UPDATE, which would also block the foreign-key checks (FOR KEY SHARE) of rows
+      that refer to the instance: the call recorder's batch takes those at commit while holding tool rows
+      it has just updated, so a bind holding the instance FOR UPDATE and waiting for such a tool deadlocked.
+    - The tool: FOR KEY SHARE. SPEC §2.4 under concurrency: a rename cannot see (so cannot re-key) a
+      binding not yet committed, and the name key must come from the tool's current name. A rename
+      (tools_app.services.tool_update) and a delete lock the tool FOR UPDATE, which conflicts with KEY
+      SHARE, so a bind and a rename of one tool queue. The recorder's use-count updates (NO KEY UPDATE) do
+      not conflict with it: recorded calls never wait for a bind, and a bind never waits for them, even when
+      one transaction binds several tools in any order (admin bulk actions and inline forms).
+    Django's select_for_update() cannot ask for KEY SHARE, hence the SQL. SQLite needs neither lock: its
+    IMMEDIATE transactions (see settings) already run one at a time.
+    """
+    instances = McpInstance.objects.filter(pk=binding.mcp_instance_id)
+    if instances.select_for_update(no_key=True).values_list("pk", flat=True).first() is None:
+        raise _gone("mcp_instance", "instance")
+    names = Tool.objects.filter(pk=binding.tool_id).order_by().values_list("name", flat=True)
+    if connection.vendor == "postgresql":
+        sql, params = names.query.sql_with_params()
+        with connection.cursor() as cursor:
+            cursor.execute(f"{sql} FOR KEY SHARE", params)
+            row = cursor.fetchone()
+        name = row[0] if row is not None else None
+    else:
+        name = names.select_for_update().first()
+    if name is None:
+        raise _gone("tool", "tool")
+    return name
 
 
 def _save_binding(binding: Binding, field: str) -> Binding:
-    """full_clean() then save under the instance's and the tool's row locks.
+    """full_clean() then save under the instance's and the tool's row locks (see _lock_for_binding).
 
-    The unique name constraint is the guarantee; the locks make the friendly check exact.
+    Refused, with nothing written: the tool already bound to the instance ("unique" on `tool`), or its
+    effective name taken there (NAME_CONFLICT on `field`). The unique constraints are the guarantee; the
+    locks make the friendly checks exact.
     """
     binding.full_clean(validate_constraints=False)
     try:
         with transaction.atomic():
-            # Serialize binding changes per instance (PostgreSQL), so the friendly check below is exact.
-            McpInstance.objects.select_for_update().filter(pk=binding.mcp_instance_id).values_list("pk").first()
-            # SPEC §2.4 under concurrency: the tool may have been renamed since it was read, and a rename
-            # cannot see (so cannot re-key) a binding that is not committed yet. Locking the tool row makes a
-            # rename and a bind of the same tool queue, and the name key is taken from the current name.
-            current_name = Tool.objects.select_for_update().filter(pk=binding.tool_id).values_list("name", flat=True)
-            binding.tool.name = current_name.get()
+            binding.tool.name = _lock_for_binding(binding)
             binding.name_key = binding.effective_name.lower()
-            if (
-                Binding.objects.filter(mcp_instance_id=binding.mcp_instance_id, name_key=binding.name_key)
-                .exclude(pk=binding.pk)
-                .exists()
-            ):
-                raise _conflict(binding, field)
-            if (
-                binding.pk is None
-                and Binding.objects.filter(mcp_instance_id=binding.mcp_instance_id, tool_id=binding.tool_id).exists()
-            ):
-                raise ValidationError(
-                    {"tool": ValidationError("This tool is already bound to this instance.", code="unique")}
-                )
+            refusal = _refusal(binding, field)
+            if refusal is not None:
+                raise refusal
             binding.save()
     except IntegrityError as exc:
-        raise _conflict(binding, field) from exc
+        refusal = _refusal(binding, field)
+        if refusal is None:
+            refusal = ValidationError({field: ValidationError("This binding conflicts with another.", code="conflict")})
+        raise refusal from exc
     return binding
 
 

@@ -5,6 +5,8 @@ path (admin forms, API serializers, services). Cross-row rules that must hold un
 (binding names, per-table write order) are decided in services with locks and constraints.
 """
 
+from typing import NamedTuple
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -128,10 +130,11 @@ class Tool(OwnedModel):
     def is_external(self) -> bool:
         return self.type == ToolType.EXTERNAL
 
-    def name_conflicts(self, new_name: str) -> list[tuple[str, str]]:
-        """(instance name, other tool's effective name) for each instance where `new_name` would collide.
+    def name_conflicts(self, new_name: str) -> list["NameClash"]:
+        """The other bindings that hold `new_name` (ignoring case) on an instance where this tool is bound
+        under its own name, i.e. where renaming it to `new_name` would collide (SPEC §2.4).
 
-        Only bindings without a name override follow the tool's name (SPEC §2.4).
+        Only bindings without a name override follow the tool's name.
         """
         if self.pk is None:
             return []
@@ -142,7 +145,7 @@ class Tool(OwnedModel):
             .exclude(tool_id=self.pk)
             .select_related("mcp_instance", "tool")
         )
-        return [(binding.mcp_instance.name, binding.effective_name) for binding in clashes]
+        return [NameClash.of(binding) for binding in clashes]
 
     def clean(self):
         errors: dict[str, list[ValidationError]] = {}
@@ -222,16 +225,39 @@ class Tool(OwnedModel):
             raise ValidationError(errors)
 
 
-def name_conflict_error(field: str, name: str, clashes: list[tuple[str, str]]) -> ValidationError:
-    """SPEC §2.4: the error names the conflicting tool and the instance."""
-    instance, other = clashes[0]
+class NameClash(NamedTuple):
+    """A binding that holds a name on an instance, as a NAME_CONFLICT error names it (SPEC §2.4)."""
+
+    instance: str  # the instance's name
+    tool: str  # the bound tool's own name
+    effective_name: str  # the name the instance exposes it under: the binding's override, or `tool`
+
+    @classmethod
+    def of(cls, binding) -> "NameClash":
+        """The clash with `binding` (an mcp_app Binding, its instance and tool loaded)."""
+        return cls(binding.mcp_instance.name, binding.tool.name, binding.effective_name)
+
+
+def name_conflict_error(field: str, name: str, clashes: list[NameClash]) -> ValidationError:
+    """SPEC §2.4: the error names the conflicting tool and the instance.
+
+    The tool is named by its own name; when the instance exposes it under an override, that name follows
+    (it is the one that collides), so the message never passes an override off as a tool's name.
+    """
+    instance, tool, effective_name = clashes[0]
+    if effective_name == tool:
+        message = "The name %(name)r is already used by the tool %(tool)r on the instance %(instance)r"
+    else:
+        message = (
+            "The name %(name)r is already used by the tool %(tool)r, bound as %(effective_name)r, "
+            "on the instance %(instance)r"
+        )
     return ValidationError(
         {
             field: ValidationError(
-                "The name %(name)r is already used by the tool %(other)r on the instance %(instance)r "
-                "(names are unique per instance, ignoring case).",
+                message + " (names are unique per instance, ignoring case).",
                 code=ErrorCode.NAME_CONFLICT,
-                params={"name": name, "other": other, "instance": instance},
+                params={"name": name, "tool": tool, "effective_name": effective_name, "instance": instance},
             )
         }
     )

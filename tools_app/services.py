@@ -193,6 +193,9 @@ def tool_update(*, tool: Tool, **fields: Any) -> Tool:
         with transaction.atomic():
             # SPEC §2.2: use_count and last_used belong to the calls (F() updates, maybe made since `tool`
             # was read), so an edit writes its own fields only and reports the counters as they are now.
+            # FOR UPDATE, not NO KEY UPDATE: a bind reads the tool's name under FOR KEY SHARE (mcp_app
+            # services), which only FOR UPDATE conflicts with, so a rename and a bind of one tool queue
+            # (SPEC §2.4 under concurrency) while binds never wait for the call recorder's counter updates.
             counters = Tool.objects.select_for_update().filter(pk=tool.pk).values_list("use_count", "last_used")
             tool.use_count, tool.last_used = counters.get()
             tool.save(update_fields=[*TOOL_FIELDS, "updated_at"])

@@ -3,11 +3,11 @@
 import pytest
 from django.core.exceptions import ValidationError
 
-from mcp_app.models import Binding
-from mcp_app.services import binding_create, binding_update
+from mcp_app.models import Binding, McpInstance
+from mcp_app.services import binding_create, binding_update, instance_delete
 from tools_app.errors import ErrorCode
 from tools_app.models import Tool
-from tools_app.services import tool_update
+from tools_app.services import tool_delete, tool_update
 
 pytestmark = pytest.mark.django_db
 
@@ -18,9 +18,10 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
-def _conflict(name: str, other: str, instance: str) -> str:
+def _conflict(name: str, other: str, instance: str, bound_as: str = "") -> str:
+    other_text = f"{other!r}, bound as {bound_as!r}," if bound_as else repr(other)
     return (
-        f"The name {name!r} is already used by the tool {other!r} on the instance {instance!r} "
+        f"The name {name!r} is already used by the tool {other_text} on the instance {instance!r} "
         "(names are unique per instance, ignoring case)."
     )
 
@@ -102,16 +103,82 @@ def test_rebinding_to_another_owners_tool_is_refused(other_user, instance, tools
     assert Binding.objects.get(pk=binding.pk).tool_id == tools[0].pk
 
 
-def test_same_tool_twice_on_one_instance_is_refused(instance, tools, bind):
-    """(instance, tool) is unique, even under an override."""
+def _already_bound(tool: str, instance: str) -> tuple[str, str, str]:
+    return "tool", "unique", f"The tool {tool!r} is already bound to the instance {instance!r}."
+
+
+@pytest.mark.parametrize("override", ["", "again", "ORDERS_QUERY"])
+def test_same_tool_twice_on_one_instance_is_already_bound(instance, tools, bind, override):
+    """(instance, tool) is unique: binding the tool again, under its own name or an override, is refused as
+    "already bound" (the API's answer too), never as a name conflict of the tool with itself."""
     # given
     bind(instance, tools[0])
     # when
     with pytest.raises(ValidationError) as caught:
-        binding_create(mcp_instance=instance, tool=tools[0], name_override="again")
+        binding_create(mcp_instance=instance, tool=tools[0], name_override=override)
     # then
-    assert "tool" in caught.value.error_dict
-    assert Binding.objects.count() == 1
+    assert _only_error(caught.value) == _already_bound("orders_query", "Shop")
+    assert _bindings(instance) == [("orders_query", "orders_query")]
+
+
+def test_bind_that_lost_a_race_to_the_same_tool_is_already_bound(instance, tools, monkeypatch):
+    """A bind whose checks passed before another bind of the same tool committed is refused, after taking the
+    instance's lock, as "already bound" (SPEC §2.4 names the conflicting tool: here there is none)."""
+    # given
+    original_full_clean = Binding.full_clean
+    raced = []
+
+    def full_clean_then_lose_the_race(self, *args, **kwargs):
+        original_full_clean(self, *args, **kwargs)
+        if not raced:
+            raced.append(True)
+            binding_create(mcp_instance=instance, tool=tools[0])  # the winner, committed first
+
+    monkeypatch.setattr(Binding, "full_clean", full_clean_then_lose_the_race)
+    # when
+    with pytest.raises(ValidationError) as caught:
+        binding_create(mcp_instance=instance, tool=tools[0])
+    # then
+    assert _only_error(caught.value) == _already_bound("orders_query", "Shop")
+    assert _bindings(instance) == [("orders_query", "orders_query")]
+
+
+def test_moving_a_binding_to_a_tool_already_bound_there_is_refused(instance, tools, bind):
+    """binding_update onto a tool the instance already binds is "already bound"; the binding stays."""
+    # given
+    bind(instance, tools[0])
+    second = bind(instance, tools[1])
+    # when
+    with pytest.raises(ValidationError) as caught:
+        binding_update(binding=Binding.objects.get(pk=second.pk), tool=tools[0], name_override="other_name")
+    # then
+    assert _only_error(caught.value) == _already_bound("orders_query", "Shop")
+    stored = Binding.objects.get(pk=second.pk)
+    assert (stored.tool_id, stored.name_override, stored.name_key) == (tools[1].pk, "", "orders_all")
+
+
+@pytest.mark.parametrize("deleted", ["tool", "mcp_instance"])
+def test_bind_of_a_tool_or_instance_deleted_meanwhile_is_refused(instance, tools, deleted, monkeypatch):
+    """A bind whose tool (or instance) is deleted after its checks passed, before it takes its locks, is a
+    clear error on that field, not a 500 or a foreign-key failure at commit; nothing is written."""
+    # given
+    original_full_clean = Binding.full_clean
+
+    def full_clean_then_delete(self, *args, **kwargs):
+        original_full_clean(self, *args, **kwargs)
+        if deleted == "tool":
+            tool_delete(tool=Tool.objects.get(pk=tools[0].pk))
+        else:
+            instance_delete(instance=McpInstance.objects.get(pk=instance.pk))
+
+    monkeypatch.setattr(Binding, "full_clean", full_clean_then_delete)
+    # when
+    with pytest.raises(ValidationError) as caught:
+        binding_create(mcp_instance=instance, tool=tools[0])
+    # then
+    what = "tool" if deleted == "tool" else "instance"
+    assert _only_error(caught.value) == (deleted, "invalid_choice", f"That {what} was deleted meanwhile.")
+    assert Binding.objects.count() == 0
 
 
 #
@@ -150,7 +217,8 @@ def test_bind_with_override_into_a_bound_name_is_name_conflict(instance, tools, 
 
 
 def test_bind_into_an_existing_override_is_name_conflict(owner, table, make_tool, instance, tools, bind):
-    """A name equal to another binding's override collides; the error names that effective name."""
+    """A name equal to another binding's override collides; the error names the other tool, then the
+    override it is bound under (SPEC §2.4: the conflicting tool and the instance)."""
     # given
     bind(instance, tools[0], name_override="find")
     other = make_tool(owner, table, type="select", name="Find")
@@ -158,8 +226,46 @@ def test_bind_into_an_existing_override_is_name_conflict(owner, table, make_tool
     with pytest.raises(ValidationError) as caught:
         binding_create(mcp_instance=instance, tool=other)
     # then
-    assert _only_error(caught.value) == ("tool", ErrorCode.NAME_CONFLICT, _conflict("Find", "find", "Shop"))
+    assert _only_error(caught.value) == (
+        "tool",
+        ErrorCode.NAME_CONFLICT,
+        _conflict("Find", "orders_query", "Shop", bound_as="find"),
+    )
     assert Binding.objects.count() == 1
+
+
+def test_override_into_another_override_names_the_other_tool(instance, tools, bind):
+    """An override colliding with another binding's override names that binding's tool and its override."""
+    # given
+    bind(instance, tools[0], name_override="lookup")
+    second = bind(instance, tools[1])
+    # when
+    with pytest.raises(ValidationError) as caught:
+        binding_update(binding=Binding.objects.get(pk=second.pk), name_override="LookUp")
+    # then
+    assert _only_error(caught.value) == (
+        "name_override",
+        ErrorCode.NAME_CONFLICT,
+        _conflict("LookUp", "orders_query", "Shop", bound_as="lookup"),
+    )
+    assert Binding.objects.get(pk=second.pk).name_key == "orders_all"
+
+
+def test_tool_rename_into_an_override_names_the_other_tool(instance, tools, bind):
+    """A rename colliding with an override names the tool bound under it, and the override."""
+    # given
+    bind(instance, tools[0], name_override="everything")
+    bind(instance, tools[1])
+    # when
+    with pytest.raises(ValidationError) as caught:
+        tool_update(tool=Tool.objects.get(pk=tools[1].pk), name="Everything")
+    # then
+    assert _only_error(caught.value) == (
+        "name",
+        ErrorCode.NAME_CONFLICT,
+        _conflict("Everything", "orders_query", "Shop", bound_as="everything"),
+    )
+    assert Tool.objects.get(pk=tools[1].pk).name == "orders_all"
 
 
 def test_override_avoids_a_conflict(owner, table, make_tool, instance, tools, bind):

@@ -415,6 +415,52 @@ def test_rename_waiting_on_a_bind_in_progress_is_refused(postgres_db, rename_and
 #
 
 
+def _backend_pid() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def _finished_or_blocked(done: threading.Event, pids: list[int], timeout: float = 30) -> str:
+    """'finished' once `done` is set, 'blocked' once the backend in `pids` waits for a lock."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if done.is_set():
+            return "finished"
+        if pids:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", pids)
+                if cursor.fetchone() == ("Lock",):
+                    return "blocked"
+        time.sleep(0.01)
+    return "timed out"
+
+
+def _refereed(paused: threading.Event, go: threading.Event, action):
+    """Two thread roles for a test in which another thread holds its locks, sets `paused` and waits for
+    `go`: one runs `action` once `paused` is set; the referee returns whether `action` 'finished' or got
+    'blocked' on a lock meanwhile, then sets `go`."""
+    pids: list[int] = []
+    done = threading.Event()
+
+    def run():
+        assert paused.wait(timeout=30)
+        pids.append(_backend_pid())
+        try:
+            return action()
+        finally:
+            done.set()
+
+    def referee() -> str:
+        assert paused.wait(timeout=30)
+        try:
+            return _finished_or_blocked(done, pids)
+        finally:
+            go.set()
+
+    return run, referee
+
+
 def _record_call(instance_id: int, owner_id: int, tool_id: int, name: str, key_id: int | None) -> None:
     from mcp_app.recording import CallRecord, recorder
 
@@ -490,8 +536,7 @@ def test_batch_written_in_the_middle_of_a_delete_neither_fails_it_nor_is_lost(
     # given
     o = recorded_shop
     shop, gone, kept, doomed, key, doomed_key = (o[n] for n in ("shop", "gone", "kept", "doomed", "key", "doomed_key"))
-    in_delete, go, flushed = threading.Event(), threading.Event(), threading.Event()
-    recorder_pid: list[int] = []
+    in_delete, go = threading.Event(), threading.Event()
     original_delete_batch = DeleteQuery.delete_batch
 
     def delete_batch_after_a_pause(self, pk_list, using):
@@ -503,44 +548,20 @@ def test_batch_written_in_the_middle_of_a_delete_neither_fails_it_nor_is_lost(
     monkeypatch.setattr(DeleteQuery, "delete_batch", delete_batch_after_a_pause)
 
     def write_batch() -> int:
-        assert in_delete.wait(timeout=30)
         _record_call(shop.pk, shop.owner_id, kept.pk, "kept", key.pk)
         _record_call(shop.pk, shop.owner_id, doomed.pk, "doomed", doomed_key.pk)
         _record_call(gone.pk, gone.owner_id, kept.pk, "kept", o["gone_key"].pk)
         _record_call(shop.pk, shop.owner_id, kept.pk, "kept", key.pk)
         recorder.touch_key(doomed_key.pk)
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_backend_pid()")
-            recorder_pid.append(cursor.fetchone()[0])
-        try:
-            return recorder.flush()
-        finally:
-            flushed.set()
+        return recorder.flush()
 
-    def referee() -> str:
-        """Let the delete go on once the batch is written or waits for a lock the delete holds."""
-        assert in_delete.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        try:
-            while time.monotonic() < deadline:
-                if flushed.is_set():
-                    return "written first"
-                if recorder_pid:
-                    with connection.cursor() as cursor:
-                        cursor.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", recorder_pid)
-                        if cursor.fetchone() == ("Lock",):
-                            return "waited"
-                time.sleep(0.01)
-            return "timed out"
-        finally:
-            go.set()
-
-    # when
-    roles = [lambda: _delete_through_a_surface(kind, o, superuser), write_batch, referee]
+    # when: the batch is written once the delete pauses; the delete goes on once the batch is written or
+    # waits for a lock the delete holds
+    roles = [lambda: _delete_through_a_surface(kind, o, superuser), *_refereed(in_delete, go, write_batch)]
     status, written, refereed = _in_threads(3, lambda index: roles[index]())
     # then
     assert status == {"tool": 204, "instance": 204, "key": 302}[kind]
-    assert refereed == "waited"
+    assert refereed == "blocked"
     rows = list(CallLog.objects.order_by("id").values_list("mcp_instance_id", "tool_id", "tool_name", "api_key_id"))
     if kind == "tool":
         assert written == 4
@@ -716,3 +737,268 @@ def test_concurrent_edits_lose_no_use_count(postgres_db, owner, table, make_tool
     assert results[callers] == [200] * edits
     stored = Tool.objects.get(pk=tool.pk)
     assert (stored.use_count, stored.description) == (calls, f"v{edits - 1}")
+
+
+#
+# (5) Binding the same tool twice at once (SPEC §2.4): "already bound", not a name conflict with itself
+#
+
+
+@pytest.mark.postgres
+def test_concurrent_binds_of_one_tool_let_one_through_and_say_already_bound(postgres_db, owner, table, make_tool):
+    """20 threads bind the same tool to one instance: 1 wins; the 19 others get the answer a duplicate bind
+    gets without a race ("already bound", on `tool`), never a NAME_CONFLICT naming the tool itself."""
+    from django.core.exceptions import ValidationError
+
+    from mcp_app.models import Binding, McpInstance
+    from mcp_app.services import binding_create, instance_create
+    from tools_app.models import Tool
+
+    # given
+    instance = instance_create(owner=owner, name="Shop", slug="shop")
+    tool = make_tool(owner, table, type="select", name="lookup")
+
+    # when
+    def worker(index: int):
+        return binding_create(
+            mcp_instance=McpInstance.objects.get(pk=instance.pk), tool=Tool.objects.get(pk=tool.pk)
+        ).pk
+
+    results = _in_threads(NAME_RACERS, worker)
+
+    # then
+    winners = [r for r in results if isinstance(r, int)]
+    refusals = [r for r in results if isinstance(r, ValidationError)]
+    assert (len(winners), len(refusals)) == (1, NAME_RACERS - 1), results
+    assert {
+        (field, error.code, error.messages[0])
+        for refusal in refusals
+        for field, errors in refusal.error_dict.items()
+        for error in errors
+    } == {("tool", "unique", "The tool 'lookup' is already bound to the instance 'Shop'.")}
+    assert list(Binding.objects.values_list("pk", "tool_id", "name_key")) == [(winners[0], tool.pk, "lookup")]
+
+
+@pytest.mark.postgres
+def test_concurrent_api_binds_of_one_tool_are_one_201_and_400s(postgres_db, owner, table, make_tool):
+    """The same race through the API: one 201; every other request is the 400 that a duplicate POST gets
+    without a race (whether it lost before or after the serializer's check), never a 409."""
+    from mcp_app.models import Binding
+    from mcp_app.services import instance_create
+    from tests.api_helpers import client_for
+
+    # given
+    instance = instance_create(owner=owner, name="Shop", slug="shop")
+    tool = make_tool(owner, table, type="select", name="lookup")
+    body = {"mcp_instance": instance.pk, "tool": tool.pk}
+
+    # when
+    def worker(index: int):
+        response = client_for(owner).post("/api/bindings/", body, format="json")
+        return response.status_code, response.json()
+
+    results = _in_threads(NAME_RACERS, worker)
+
+    # then
+    statuses = sorted(status for status, _ in results)
+    assert statuses == [201] + [400] * (NAME_RACERS - 1), results
+    assert {json.dumps(body, sort_keys=True) for status, body in results if status == 400} == {
+        json.dumps(
+            {
+                "error": "VALIDATION_ERROR",
+                "message": "Invalid input.",
+                "fields": {"tool": ["The tool 'lookup' is already bound to the instance 'Shop'."]},
+            },
+            sort_keys=True,
+        )
+    }
+    assert Binding.objects.filter(mcp_instance=instance).count() == 1
+
+
+#
+# (6) Binds and recorded calls at once: no deadlock, and neither waits for the other (SPEC §2.4, §4.4)
+#
+
+
+@pytest.fixture
+def busy_shop(owner, table, make_tool, make_instance, bind, make_api_key):
+    """Instance 'shop' exposes tool 'hot'; instance 'other' exposes 'newcomer', which 'shop' does not (yet)."""
+    shop, other = make_instance(owner, slug="shop"), make_instance(owner, slug="other")
+    hot = make_tool(owner, table, type="get_all_data", name="hot")
+    newcomer = make_tool(owner, table, type="select", name="newcomer")
+    bind(shop, hot)
+    bind(other, newcomer)
+    return {
+        "shop": shop,
+        "other": other,
+        "hot": hot,
+        "newcomer": newcomer,
+        "shop_key": make_api_key(shop)[0],
+        "other_key": make_api_key(other)[0],
+    }
+
+
+def _queue_calls(objects: dict) -> None:
+    """Two calls of 'hot' on 'shop' and two of 'newcomer' on 'other'."""
+    for instance, tool, key in (("shop", "hot", "shop_key"), ("other", "newcomer", "other_key")):
+        for _ in range(2):
+            i, t = objects[instance], objects[tool]
+            _record_call(i.pk, i.owner_id, t.pk, t.name, objects[key].pk)
+
+
+def _assert_calls_recorded(objects: dict) -> None:
+    from mcp_app.models import CallLog
+    from tools_app.models import Tool
+
+    rows = CallLog.objects.values_list("mcp_instance__slug", "tool__name", "status")
+    assert sorted(rows) == [("other", "newcomer", "ok")] * 2 + [("shop", "hot", "ok")] * 2
+    assert sorted(Tool.objects.values_list("name", "use_count")) == [("hot", 2), ("newcomer", 2)]
+
+
+@pytest.mark.postgres
+def test_bind_goes_on_while_a_call_log_batch_holds_its_locks(postgres_db, busy_shop, monkeypatch, caplog):
+    """A batch has bumped the use count of 'newcomer' (so holds that row's lock) and will check its rows'
+    foreign keys to 'shop' at commit: binding 'newcomer' to 'shop' meanwhile neither waits for the batch
+    nor makes either fail. (With FOR UPDATE locks the bind held 'shop' and waited for 'newcomer', and the
+    batch then waited for 'shop' at commit: a deadlock.)"""
+    from django.db.models import QuerySet
+
+    from mcp_app.models import Binding
+    from mcp_app.recording import recorder
+    from mcp_app.services import binding_create
+    from tools_app.models import Tool
+
+    # given
+    o = busy_shop
+    bumped, go = threading.Event(), threading.Event()
+    original_update = QuerySet.update
+
+    def update_then_pause(self, **kwargs):
+        count = original_update(self, **kwargs)
+        if self.model is Tool and "use_count" in kwargs and not bumped.is_set():
+            if list(self.values_list("pk", flat=True)) == [o["newcomer"].pk]:
+                bumped.set()
+                assert go.wait(timeout=60)
+        return count
+
+    monkeypatch.setattr(QuerySet, "update", update_then_pause)
+    _queue_calls(o)
+
+    def bind_newcomer() -> int:
+        return binding_create(mcp_instance=o["shop"], tool=o["newcomer"]).pk
+
+    # when
+    roles = [recorder.flush, *_refereed(bumped, go, bind_newcomer)]
+    written, binding_pk, refereed = _in_threads(3, lambda index: roles[index]())
+    # then
+    assert (refereed, written) == ("finished", 4), binding_pk
+    assert Binding.objects.get(pk=binding_pk).name_key == "newcomer"
+    _assert_calls_recorded(o)
+    assert [r.getMessage() for r in caplog.records if r.name == "mcp_app.recording"] == []
+
+
+@pytest.mark.postgres
+def test_call_log_batch_goes_on_while_a_bind_holds_its_locks(postgres_db, busy_shop, monkeypatch, caplog):
+    """The other way round: a bind of 'newcomer' to 'shop' holds its locks (instance, then tool) and has not
+    committed; a batch bumping 'newcomer' and referring to 'shop' is written meanwhile, without waiting."""
+    from mcp_app.models import Binding
+    from mcp_app.recording import recorder
+    from mcp_app.services import binding_create
+
+    # given
+    o = busy_shop
+    locked, go = threading.Event(), threading.Event()
+    original_save = Binding.save
+
+    def save_then_pause(self, *args, **kwargs):
+        result = original_save(self, *args, **kwargs)
+        locked.set()
+        assert go.wait(timeout=60)
+        return result
+
+    monkeypatch.setattr(Binding, "save", save_then_pause)
+    _queue_calls(o)
+
+    def bind_newcomer() -> int:
+        return binding_create(mcp_instance=o["shop"], tool=o["newcomer"]).pk
+
+    # when
+    roles = [bind_newcomer, *_refereed(locked, go, recorder.flush)]
+    binding_pk, written, refereed = _in_threads(3, lambda index: roles[index]())
+    # then
+    assert (refereed, written) == ("finished", 4), binding_pk
+    assert Binding.objects.get(pk=binding_pk).name_key == "newcomer"
+    _assert_calls_recorded(o)
+    assert [r.getMessage() for r in caplog.records if r.name == "mcp_app.recording"] == []
+
+
+BINDERS = 3
+BIND_ROUNDS = 15
+
+
+@pytest.mark.postgres
+def test_binds_and_recorded_calls_at_once_never_deadlock(
+    postgres_db, owner, table, make_tool, make_instance, make_api_key, caplog
+):
+    """3 threads each bind 6 tools to their own instance in one transaction (highest id first, as an admin
+    form may), disable them in another and unbind them in a third, 15 times over, while 3 threads record
+    calls of those tools on those instances and another flushes the queue: no thread fails (no deadlock),
+    no batch has to be written again, and every call is recorded and counted."""
+    from django.db import transaction
+
+    from mcp_app.models import Binding, CallLog
+    from mcp_app.services import binding_create, binding_update
+    from tools_app.models import Tool
+
+    # given
+    instances = [make_instance(owner, slug=f"shop-{i}") for i in range(BINDERS)]
+    keys = [make_api_key(instance)[0] for instance in instances]
+    tools = [make_tool(owner, table, type="get_all_data", name=f"tool_{i}") for i in range(6)]
+    started, stop = threading.Event(), threading.Event()
+    done = threading.Barrier(BINDERS, action=stop.set)
+
+    def bind_and_unbind(index: int) -> int:
+        instance = instances[index]
+        started.set()
+        try:
+            for _ in range(BIND_ROUNDS):
+                with transaction.atomic():
+                    bindings = [binding_create(mcp_instance=instance, tool=tool) for tool in reversed(tools)]
+                with transaction.atomic():
+                    for binding in bindings:
+                        binding_update(binding=binding, enabled=False)
+                with transaction.atomic():
+                    for binding in bindings:
+                        binding.delete()
+            return BIND_ROUNDS
+        finally:
+            done.wait(timeout=120)
+
+    def call_until_stopped(index: int) -> int:
+        started.wait(timeout=30)
+        calls = 0
+        while not stop.is_set():
+            for offset, tool in enumerate(tools):
+                shop = (index + offset) % BINDERS
+                _record_call(instances[shop].pk, owner.pk, tool.pk, tool.name, keys[shop].pk)
+                calls += 1
+            time.sleep(0.001)
+        return calls
+
+    def run(index: int):
+        if index < BINDERS:
+            return bind_and_unbind(index)
+        if index < 2 * BINDERS:
+            return call_until_stopped(index - BINDERS)
+        return _flusher(stop)
+
+    # when
+    results = _in_threads(2 * BINDERS + 1, run)
+    # then
+    assert [r for r in results if isinstance(r, BaseException)] == []
+    assert results[:BINDERS] == [BIND_ROUNDS] * BINDERS
+    calls = sum(results[BINDERS : 2 * BINDERS])
+    assert Binding.objects.count() == 0
+    assert CallLog.objects.filter(status="ok").count() == calls
+    assert sum(Tool.objects.values_list("use_count", flat=True)) == calls
+    assert [r.getMessage() for r in caplog.records if r.name == "mcp_app.recording"] == []

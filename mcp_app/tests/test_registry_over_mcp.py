@@ -294,8 +294,11 @@ def test_register_tool_without_allow_registration_fails_and_writes_nothing(shop)
     ("name", "reason"),
     [
         ("bad name!", "name: Tool names are 1–64 characters of letters, digits, '_', '.' and '-' (got 'bad name!')."),
-        # Collides, case-insensitively, with the binding 'orders_query' (SPEC §2.4).
-        ("ORDERS_QUERY", "is already used by the tool 'orders_query' on the instance 'Shop'"),
+        # Collides, case-insensitively, with 'orders_query', the override of 'orders_query_v2' (SPEC §2.4).
+        (
+            "ORDERS_QUERY",
+            "is already used by the tool 'orders_query_v2', bound as 'orders_query', on the instance 'Shop'",
+        ),
     ],
 )
 def test_register_tool_refusals_write_nothing(shop, name, reason):

@@ -426,3 +426,48 @@ def test_tool_json_fields_must_be_finite_json(owner, table, fields, field):
     # then
     assert "invalid_json" in _codes(caught.value)[field]
     assert Tool.objects.count() == 0
+
+
+#
+# Name conflicts (SPEC §2.4)
+#
+
+
+def test_name_conflicts_name_the_other_tool_and_its_override(owner, table, make_tool, make_instance, bind):
+    """Tool.name_conflicts gives, per instance where a rename would collide, the instance, the other tool's
+    own name and the name it is exposed under; instances where this tool has an override do not count."""
+    # given
+    renamed = make_tool(owner, table, name="orders_all", type="get_all_data")
+    plain, overridden = make_tool(owner, table, name="Lookup"), make_tool(owner, table, name="orders_query")
+    one, two, three = (make_instance(owner, slug=slug) for slug in ("one", "two", "three"))
+    for instance in (one, two):
+        bind(instance, renamed)
+    bind(three, renamed, name_override="everything")
+    bind(one, plain)
+    bind(two, overridden, name_override="LOOKUP")
+    bind(three, make_tool(owner, table, name="lookup", type="select"))
+    # when
+    clashes = renamed.name_conflicts("lookup")
+    # then
+    assert sorted(clashes) == [("One", "Lookup", "Lookup"), ("Two", "orders_query", "LOOKUP")]
+    assert renamed.name_conflicts("orders_all") == []
+
+
+def test_full_clean_reports_a_rename_into_an_override_naming_the_tool(owner, table, make_tool, instance, bind):
+    """The friendly pre-check of a form: a rename into another binding's override is a NAME_CONFLICT on
+    `name` naming that binding's tool and its override; nothing is saved."""
+    # given
+    renamed = make_tool(owner, table, name="orders_all", type="get_all_data")
+    bind(instance, renamed)
+    bind(instance, make_tool(owner, table, name="orders_query"), name_override="find")
+    renamed.name = "FIND"
+    # when
+    with pytest.raises(ValidationError) as caught:
+        renamed.full_clean()
+    # then
+    assert _codes(caught.value) == {"name": ["NAME_CONFLICT"]}
+    assert _messages(caught.value, "name") == [
+        "The name 'FIND' is already used by the tool 'orders_query', bound as 'find', on the instance 'Shop' "
+        "(names are unique per instance, ignoring case)."
+    ]
+    assert Tool.objects.get(pk=renamed.pk).name == "orders_all"

@@ -219,9 +219,10 @@ def test_table_data_sees_writes_made_elsewhere(table):
 #
 
 
-def _conflict_message(name: str, other: str, instance: str) -> str:
+def _conflict_message(name: str, other: str, instance: str, bound_as: str = "") -> str:
+    other_text = f"{other!r}, bound as {bound_as!r}," if bound_as else repr(other)
     return (
-        f"The name {name!r} is already used by the tool {other!r} on the instance {instance!r} "
+        f"The name {name!r} is already used by the tool {other_text} on the instance {instance!r} "
         "(names are unique per instance, ignoring case)."
     )
 
@@ -245,7 +246,8 @@ def test_rename_into_a_bound_name_is_refused(owner, table, make_tool, instance, 
 
 
 def test_rename_into_an_override_is_refused(owner, table, make_tool, instance, bind):
-    """An override is an effective name: renaming into it collides too."""
+    """An override is an effective name: renaming into it collides too, and the error names the tool bound
+    under it (not the override as if it were a tool's name), then the override."""
     # given
     first = make_tool(owner, table, name="orders_query")
     second = make_tool(owner, table, name="orders_all", type="get_all_data")
@@ -257,7 +259,7 @@ def test_rename_into_an_override_is_refused(owner, table, make_tool, instance, b
     # then
     [error] = caught.value.error_dict["name"]
     assert error.code == ErrorCode.NAME_CONFLICT
-    assert error.messages == [_conflict_message("Find_Orders", "find_orders", "Shop")]
+    assert error.messages == [_conflict_message("Find_Orders", "orders_query", "Shop", bound_as="find_orders")]
     assert Tool.objects.get(pk=second.pk).name == "orders_all"
 
 
