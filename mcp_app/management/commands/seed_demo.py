@@ -160,7 +160,11 @@ def demo_instance(user) -> McpInstance:
     )
 
 
+def public_base_url() -> str:
+    """Where toolhub is reached: TOOLHUB_PUBLIC_URL, else where scripts/start.sh serves (127.0.0.1, $PORT)."""
+    return settings.TOOLHUB_PUBLIC_URL or f"http://127.0.0.1:{os.environ.get('PORT') or 8000}"
+
+
 def endpoint_url(instance: McpInstance) -> str:
-    """The absolute endpoint URL: TOOLHUB_PUBLIC_URL, else where scripts/start.sh serves (127.0.0.1, $PORT)."""
-    base = settings.TOOLHUB_PUBLIC_URL or f"http://127.0.0.1:{os.environ.get('PORT') or 8000}"
-    return f"{base}{instance.endpoint_path}"
+    """The instance's absolute endpoint URL (a command has no request to build it from)."""
+    return f"{public_base_url()}{instance.endpoint_path}"
