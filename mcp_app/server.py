@@ -467,17 +467,25 @@ NARROWING_HINTS = {
         " give, or ask the instance's owner to raise max_result_bytes"
     ),
 }
-# Tools that change data: by the time the result is measured the change is made (and not undone).
+# Tools that change data. SPEC §4.4 refuses a result over max_result_bytes "with a message saying how to
+# narrow the call": that is for reads. A change is made (and not undone) before its result is measured,
+# and the result has nothing to narrow: a count and the version (SPEC §8), or for register_tool what the
+# caller itself sent. Refusing it would answer an applied write with an isError, which says the call
+# failed and wrote nothing (SPEC §3), and invite a repeat that writes twice. So these results are sent.
 CHANGING_TYPES = WRITE_TYPES | {ToolType.REGISTER_TOOL}
 
 
+def over_limit(tool_type: str, size: int, limit: int) -> bool:
+    """Whether a result of `size` bytes is refused (RESULT_TOO_LARGE); never for CHANGING_TYPES."""
+    return size > limit and tool_type not in CHANGING_TYPES
+
+
 def too_large(tool_type: str, size: int, limit: int) -> ToolError:
-    """SPEC §4.4: RESULT_TOO_LARGE, saying how to narrow a call of this tool type."""
-    message = f"The result is {size} bytes, over this instance's limit of {limit} bytes."
-    if tool_type in CHANGING_TYPES:
-        message += " The change was made; only its result is not sent: do not repeat the call."
-    else:
-        message += f" Narrow the call: {NARROWING_HINTS.get(tool_type, 'ask for less in one call')}."
+    """SPEC §4.4: RESULT_TOO_LARGE, saying how to narrow a call of this (reading) tool type."""
+    message = (
+        f"The result is {size} bytes, over this instance's limit of {limit} bytes."
+        f" Narrow the call: {NARROWING_HINTS.get(tool_type, 'ask for less in one call')}."
+    )
     return ToolError(ErrorCode.RESULT_TOO_LARGE, message, {"size": size, "max_result_bytes": limit})
 
 
@@ -639,7 +647,7 @@ def call_tool_sync(state: RequestState, name: str, arguments: dict[str, Any] | N
 
     is_external = target.tool_type == ToolType.EXTERNAL
     outcome, error = _run(target, arguments or {})
-    if outcome is not None and outcome.size > target.max_result_bytes:
+    if outcome is not None and over_limit(target.tool_type, outcome.size, target.max_result_bytes):
         error, outcome = too_large(target.tool_type, outcome.size, target.max_result_bytes), None
     recorder.record(
         CallRecord(

@@ -9,7 +9,7 @@ from django.utils import timezone
 from mcp_types import METHOD_NOT_FOUND
 
 from mcp_app import server as mcp_server
-from mcp_app.models import CallLog
+from mcp_app.models import CallLog, McpInstance
 from mcp_app.recording import recorder
 from mcp_app.registry_scope import InstanceScope
 from mcp_app.services import binding_update, instance_update
@@ -386,6 +386,63 @@ def test_result_over_max_result_bytes_is_refused_with_a_hint(
     assert small["structuredContent"] == {"result": [0, 1]}
 
 
+WRITE_CALLS = {
+    "create": ({"elements": [{"id": 4, "customer": "edsger"}]}, {"created": 1, "version": 2}),
+    "update": ({"elements": [{"id": 1, "status": "refunded"}]}, {"updated": 1, "version": 2}),
+    "delete": ({"keys": [3]}, {"deleted": 1, "version": 2}),
+}
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("tool_type", sorted(WRITE_CALLS))
+def test_write_result_is_sent_whatever_max_result_bytes(
+    harness, owner, table, make_tool, instance, bind, key, era, tool_type
+):
+    """SPEC §4.4: max_result_bytes refuses results that a narrower call would make smaller. A write's result
+    (SPEC §8: a count and the version) has nothing to narrow, and by the time it is measured the write is
+    made: it is sent as a success, never an isError (which would say the call failed and wrote nothing,
+    SPEC §3, and invite a repeat that writes twice). Shown with a limit under the result's size (set in the
+    database, below the 1,000-byte floor, since no valid limit is that small)."""
+    # given
+    bind(instance, make_tool(owner, table, type=tool_type, name=f"{tool_type}_orders"))
+    McpInstance.objects.filter(pk=instance.pk).update(max_result_bytes=10)
+    arguments, expected = WRITE_CALLS[tool_type]
+    # when
+    result = harness.call("shop", key, f"{tool_type}_orders", arguments, era=era)["result"]
+    # then
+    assert result["isError"] is False
+    assert result["structuredContent"] == expected
+    assert json.loads(result["content"][0]["text"]) == expected
+    table.refresh_from_db()
+    assert table.version == 2
+    recorder.flush()
+    assert list(CallLog.objects.values_list("tool_name", "status", "error_code")) == [(f"{tool_type}_orders", "ok", "")]
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_register_tool_result_over_max_result_bytes_is_sent(harness, owner, make_tool, instance, bind, key, era):
+    """register_tool's result echoes what the caller sent (a long mcp_server makes it long): over the limit it
+    is still sent as a success, since the tool is registered and bound whatever is answered."""
+    # given
+    bind(instance, make_tool(owner, type="register_tool", name="register", description="Register a tool."))
+    instance_update(instance=instance, allow_registration=True, max_result_bytes=1000)
+    server = "https://tools.example/" + "m" * 1200
+    # when
+    result = harness.call(
+        "shop", key, "register", {"name": "weather_now", "description": "Weather.", "mcp_server": server}, era=era
+    )["result"]
+    # then
+    assert result["isError"] is False
+    registered = Tool.objects.get(name="weather_now")
+    assert result["structuredContent"]["registered"] is True
+    assert result["structuredContent"]["tool_id"] == registered.pk
+    assert len(result["content"][0]["text"].encode()) > 1000
+    assert (registered.type, registered.metadata["mcp_server"]) == ("external", server)
+    assert registered.bindings.get().mcp_instance_id == instance.pk
+    recorder.flush()
+    assert list(CallLog.objects.values_list("tool_name", "status", "error_code")) == [("register", "ok", "")]
+
+
 ROOT_TYPE_SCHEMA = {"type": "object", "properties": {"root_type": {"type": "string"}}, "required": ["root_type"]}
 
 
@@ -502,21 +559,36 @@ def test_long_unknown_name_is_cut_in_the_message(harness, instance, key):
             "Narrow the call: one tool's definition cannot be split; use the summary that search_tools or"
             " list_tools_by_category give, or ask the instance's owner to raise max_result_bytes.",
         ),
-        ("create", "The change was made; only its result is not sent: do not repeat the call."),
-        ("update", "The change was made; only its result is not sent: do not repeat the call."),
-        ("delete", "The change was made; only its result is not sent: do not repeat the call."),
-        ("register_tool", "The change was made; only its result is not sent: do not repeat the call."),
         ("preview", "Narrow the call: pass a smaller `limit` (and page with `offset`)."),
     ],
 )
 def test_too_large_hint_fits_the_tool_type(tool_type, hint):
-    """RESULT_TOO_LARGE says what narrows a call of this type; for writes, that the change was made."""
+    """RESULT_TOO_LARGE says what narrows a call of this type."""
     # when
     error = mcp_server.too_large(tool_type, 1500, 1000)
     # then
     assert error.code == "RESULT_TOO_LARGE"
     assert error.message == f"The result is 1500 bytes, over this instance's limit of 1000 bytes. {hint}"
     assert error.details == {"size": 1500, "max_result_bytes": 1000}
+
+
+@pytest.mark.parametrize(
+    ("tool_type", "refused"),
+    [
+        ("query_data", True),
+        ("get_tool_definition", True),
+        ("create", False),
+        ("update", False),
+        ("delete", False),
+        ("register_tool", False),
+    ],
+)
+def test_only_results_of_reads_are_refused_over_the_limit(tool_type, refused):
+    """Reads over the limit are refused; tools that changed data never are; at the limit nothing is."""
+    # when
+    over, at = mcp_server.over_limit(tool_type, 1001, 1000), mcp_server.over_limit(tool_type, 1000, 1000)
+    # then
+    assert (over, at) == (refused, False)
 
 
 @pytest.mark.parametrize("era", ERAS)
