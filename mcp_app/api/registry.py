@@ -94,7 +94,7 @@ GUIDE_RESPONSE = inline_serializer(
 class SearchView(APIView):
     @extend_schema(
         operation_id="registry_search",
-        summary="Search the caller's tools, or one of the caller's instances (SPEC §5).",
+        summary="Search your tools, or the tools of one of your MCP instances",
         parameters=[
             OpenApiParameter("q", OpenApiTypes.STR, required=True),
             OpenApiParameter("method", OpenApiTypes.STR, enum=list(registry.METHODS), default="bm25"),
@@ -115,7 +115,7 @@ class SearchView(APIView):
 class InstanceGuideView(APIView):
     @extend_schema(
         operation_id="mcp_instance_guide",
-        summary="The usage guide of an instance's enabled tools (SPEC §5).",
+        summary="The usage guide (Markdown) of an MCP instance's enabled tools",
         parameters=[
             OpenApiParameter("tool_names", OpenApiTypes.STR, description="Comma-separated tool names."),
             OpenApiParameter("category", OpenApiTypes.STR),
@@ -136,7 +136,7 @@ class InstanceExportView(APIView):
 
     @extend_schema(
         operation_id="mcp_instance_export",
-        summary="An instance's enabled tools as function-calling schemas: mcp, openai or anthropic.",
+        summary="An MCP instance's enabled tools as function-calling schemas: mcp, openai or anthropic",
         parameters=[FORMAT_PARAMETER],
         responses={200: EXPORT_RESPONSE},
     )

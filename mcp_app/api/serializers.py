@@ -33,6 +33,10 @@ def endpoint_url(instance: McpInstance, request=None) -> str:
 
 
 class McpInstanceSerializer(FullCleanModelSerializer):
+    """An MCP endpoint, `/mcp/<slug>/`, exposing the tools of its enabled bindings to MCP clients that send one
+    of its API keys.
+    """
+
     owner = serializers.CharField(source="owner.username", read_only=True)
     endpoint_url = serializers.SerializerMethodField(help_text="Absolute URL of the MCP endpoint /mcp/<slug>/.")
 
@@ -67,7 +71,7 @@ class McpInstanceSerializer(FullCleanModelSerializer):
 
 
 class ApiKeySerializer(serializers.ModelSerializer):
-    """A key as listed: never its secret, only the prefix that identifies it."""
+    """An API key of an MCP instance as listed: never its secret, only the prefix that identifies it."""
 
     revoked = serializers.BooleanField(read_only=True)
 
@@ -78,6 +82,8 @@ class ApiKeySerializer(serializers.ModelSerializer):
 
 
 class ApiKeyCreateSerializer(serializers.ModelSerializer):
+    """The key to issue: an optional label."""
+
     class Meta:
         model = ApiKey
         fields = ["label"]
@@ -85,7 +91,9 @@ class ApiKeyCreateSerializer(serializers.ModelSerializer):
 
 
 class ApiKeyCreatedSerializer(serializers.Serializer):
-    """SPEC §6: the create response, the only place the plaintext key ever appears."""
+    """The key just issued. The only response that ever holds the plaintext key: store it now."""
+
+    # SPEC §6: on create only, {"id", "label", "key"}.
 
     id = serializers.IntegerField()
     label = serializers.CharField(allow_blank=True)
@@ -93,6 +101,10 @@ class ApiKeyCreatedSerializer(serializers.Serializer):
 
 
 class BindingSerializer(FullCleanModelSerializer):
+    """One tool exposed on one MCP instance, optionally under another name or description. Effective names
+    are unique within an instance, ignoring case: a collision is a 409 NAME_CONFLICT.
+    """
+
     # Binding names are decided by binding_create/binding_update under the instance's lock, so the
     # collision is reported as NAME_CONFLICT (409) rather than as a generic unique-constraint error.
     full_clean_kwargs = {"validate_constraints": False}

@@ -29,7 +29,7 @@ __all__ = ["ApiKeyViewSet", "BindingViewSet", "McpInstanceViewSet"]
     destroy=extend_schema(summary="Delete an MCP instance, its keys and bindings"),
 )
 class McpInstanceViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
-    """MCP instances: one endpoint /mcp/<slug>/ each (SPEC §2.3)."""
+    """Your MCP instances: one MCP endpoint, /mcp/<slug>/, each."""
 
     # SPEC §6 lists GET, POST, PATCH, DELETE: no PUT.
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
@@ -68,7 +68,7 @@ class ApiKeyViewSet(
     OwnedViewSetMixin,
     viewsets.GenericViewSet,
 ):
-    """The API keys of one of the caller's instances: /api/mcp-instances/<id>/keys/."""
+    """The API keys of one of your MCP instances. A key's secret is shown once, in the response that issues it."""
 
     queryset = ApiKey.objects.all()
     serializer_class = ApiKeySerializer
@@ -110,7 +110,7 @@ class ApiKeyViewSet(
     destroy=extend_schema(summary="Unbind a tool"),
 )
 class BindingViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
-    """Bindings: which tools an instance exposes, under which names (SPEC §2.4)."""
+    """Your bindings: which tools an MCP instance exposes, under which names."""
 
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
     queryset = Binding.objects.all()

@@ -70,7 +70,7 @@ class ToolExportView(APIView):
 
     @extend_schema(
         operation_id="tool_export",
-        summary="One tool as a function-calling schema: mcp, openai or anthropic.",
+        summary="One tool as a function-calling schema: mcp, openai or anthropic",
         parameters=[FORMAT_PARAMETER],
         responses={200: EXPORT_RESPONSE},
     )

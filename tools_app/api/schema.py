@@ -11,7 +11,9 @@ __all__ = ["ErrorSerializer", "ToolhubAutoSchema"]
 
 
 class ErrorSerializer(serializers.Serializer):
-    """SPEC §6: one shape for every failure."""
+    """Every failure has this shape; `fields` is present for validation errors only."""
+
+    # SPEC §6: {"error": CODE, "message": text, "fields": {field: [messages]}}.
 
     error = serializers.CharField(help_text="A stable UPPER_SNAKE code, e.g. VALIDATION_ERROR, NOT_FOUND.")
     message = serializers.CharField(help_text="What went wrong, for people and models.")

@@ -50,7 +50,8 @@ class FullCleanModelSerializer(serializers.ModelSerializer):
     """Runs Model.full_clean() on the would-be instance during validation (NetBox's pattern).
 
     Subclasses write through services in create()/update(); `full_clean_kwargs` lets a model leave
-    a check to its service (e.g. Binding names, decided under a lock).
+    a check to its service (e.g. Binding names, decided under a lock). Give every subclass its own
+    docstring, written for API clients: it is the resource's description in /api/schema/.
     """
 
     full_clean_kwargs: dict[str, Any] = {}
@@ -89,6 +90,11 @@ def _has_owner(model) -> bool:
 
 
 class TableSerializer(FullCleanModelSerializer):
+    """A JSON document (any JSON value, usually an object or an array) that tools read and write.
+
+    `version` starts at 1 and grows by one on every data write; renaming a table leaves it.
+    """
+
     owner = serializers.CharField(source="owner.username", read_only=True)
     data = serializers.JSONField(
         required=False, help_text="Any JSON value (usually an object or an array); not null. Default {}."
@@ -112,6 +118,10 @@ class TableSerializer(FullCleanModelSerializer):
 
 
 class ToolSerializer(FullCleanModelSerializer):
+    """A tool an LLM agent can call: a typed operation on a mount point (`json_path`) of one of your tables,
+    a registry tool, or an external tool served elsewhere. Tools are exposed over MCP through bindings.
+    """
+
     owner = serializers.CharField(source="owner.username", read_only=True)
     table = OwnedPrimaryKeyRelatedField(
         Table, allow_null=True, required=False, help_text="Id of one of your tables; null for non-data tools."
@@ -157,10 +167,14 @@ class ToolSerializer(FullCleanModelSerializer):
 
 
 class ToolCallSerializer(serializers.Serializer):
+    """The arguments of a tool call, checked against the tool's input_schema."""
+
     arguments = serializers.DictField(
         required=False, default=dict, help_text="The tool's arguments, checked against its input_schema."
     )
 
 
 class ToolCallResultSerializer(serializers.Serializer):
+    """The result of a successful tool call."""
+
     result = serializers.JSONField(help_text="The tool's JSON result (SPEC §8 shapes).")

@@ -79,12 +79,13 @@ class OwnedViewSetMixin:
     responses={200: inline_serializer("AuthTokenResponse", {"token": serializers.CharField()})},
 )
 class AuthTokenView(ObtainAuthToken):
-    """POST {username, password} -> {"token"}; then send `Authorization: Token <token>` (SPEC §6).
+    """Send a username and password; then send the token as `Authorization: Token <token>` on every request.
 
-    Runs no authentication: the username and password are the credentials, so a stale or revoked
-    `Authorization` header left on the client does not turn the request into a 401.
+    Only the username and password count here: an `Authorization` header on this request is ignored.
     """
 
+    # SPEC §6. No authentication runs, so a stale or revoked token header left on the client does not
+    # turn the request into a 401 before the password is checked.
     authentication_classes = []
     renderer_classes = [JSONRenderer]
     public_schema_operation = True
@@ -107,7 +108,7 @@ class AuthTokenView(ObtainAuthToken):
     destroy=extend_schema(summary="Delete a table and the tools on it"),
 )
 class TableViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
-    """Tables: JSON documents that tools read and write (SPEC §2.1)."""
+    """Your tables: JSON documents that tools read and write."""
 
     queryset = Table.objects.all()
     serializer_class = TableSerializer
@@ -134,7 +135,7 @@ class TableViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
     destroy=extend_schema(summary="Delete a tool (and its bindings)"),
 )
 class ToolViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
-    """Tools: typed operations on a table mount, registry tools and external tools (SPEC §2.2)."""
+    """Your tools: typed operations on a mount point of a table, registry tools and external tools."""
 
     queryset = Tool.objects.all()
     serializer_class = ToolSerializer
@@ -152,7 +153,7 @@ class ToolViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
     )
     @action(detail=False, methods=["get"], url_path=r"by-table/(?P<table_id>[^/]+)")
     def by_table(self, request, table_id=None):
-        """SPEC §6: the caller's tools on that table; 404 if the table is missing or not the caller's."""
+        """Your tools on that table (every tool on it for a superuser); 404 if the table is missing or not yours."""
         table = get_owned_or_404(Table, request.user, table_id)
         queryset = self.filter_queryset(self.get_queryset().filter(table=table))
         page = self.paginate_queryset(queryset)
