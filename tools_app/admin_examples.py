@@ -64,9 +64,11 @@ def _by_type(tool: Tool, mount: Any) -> dict[str, Any]:
 
 
 def _data_example(kind: str, key_field: str, mount: Any) -> dict[str, Any]:
+    # Keys and fields in sorted order: PostgreSQL's jsonb does not keep an object's key order, and the
+    # example must be the same on every backend.
     is_object = isinstance(mount, dict)
     if is_object:
-        all_keys = list(mount)
+        all_keys = sorted(mount)
         first = mount[all_keys[0]] if all_keys else {}
     else:
         records = [item for item in mount if isinstance(item, dict)] if isinstance(mount, list) else []
@@ -94,11 +96,11 @@ def _data_example(kind: str, key_field: str, mount: Any) -> dict[str, Any]:
 
 
 def _scalar_fields(value: Any, *, skip: str) -> dict[str, Any]:
-    """Up to EXAMPLE_FIELDS fields of an object whose values are strings, numbers or booleans."""
+    """Up to EXAMPLE_FIELDS fields (by name) of an object whose values are strings, numbers or booleans."""
     if not isinstance(value, dict):
         return {}
-    scalars = {k: v for k, v in value.items() if k != skip and isinstance(v, str | int | float | bool)}
-    return dict(list(scalars.items())[:EXAMPLE_FIELDS])
+    names = sorted(k for k, v in value.items() if k != skip and isinstance(v, str | int | float | bool))
+    return {name: value[name] for name in names[:EXAMPLE_FIELDS]}
 
 
 def _new_key(existing: list[Any]) -> Any:
