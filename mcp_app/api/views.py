@@ -9,7 +9,7 @@ from mcp_app import services
 from mcp_app.models import ApiKey, Binding, McpInstance
 from tools_app.api.views import OwnedViewSetMixin, get_owned_or_404
 
-from .filtersets import BindingFilterSet
+from .filtersets import BindingFilterSet, McpInstanceFilterSet
 from .serializers import (
     ApiKeyCreatedSerializer,
     ApiKeyCreateSerializer,
@@ -36,7 +36,7 @@ class McpInstanceViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
     queryset = McpInstance.objects.all()
     serializer_class = McpInstanceSerializer
     select_related = ("owner",)
-    filterset_fields = ["enabled", "discovery", "allow_registration"]
+    filterset_class = McpInstanceFilterSet
     ordering_fields = ["id", "name", "slug", "created_at", "updated_at"]
 
     def perform_destroy(self, instance: McpInstance):

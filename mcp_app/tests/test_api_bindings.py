@@ -206,3 +206,40 @@ def test_put_is_not_offered(owner, instance, tool, bind):
 
     # then
     assert response.status_code == 405
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"), [("true", ["on"]), ("False", ["off"]), ("1", ["on"]), ("", ["on", "off"])]
+)
+def test_list_filters_by_enabled(owner, instance, table, make_tool, bind, value, expected):
+    """?enabled= takes true/false (or 1/0, any case); empty means no filter."""
+    # given
+    bindings = {
+        "on": bind(instance, make_tool(owner, table, name="on")),
+        "off": bind(instance, make_tool(owner, table, name="off"), enabled=False),
+    }
+
+    # when
+    response = client_for(owner).get(f"/api/bindings/?enabled={value}")
+
+    # then
+    assert response.status_code == 200
+    assert sorted(row["id"] for row in response.json()["results"]) == sorted(bindings[name].pk for name in expected)
+
+
+@pytest.mark.parametrize("value", ["bogus", "yes", "2", "truth"])
+def test_list_with_a_bad_boolean_filter_is_a_400_naming_it(owner, instance, tool, bind, value):
+    """A value that is neither true nor false is refused, not silently ignored."""
+    # given
+    bind(instance, tool)
+
+    # when
+    response = client_for(owner).get(f"/api/bindings/?enabled={value}")
+
+    # then
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "VALIDATION_ERROR",
+        "message": "Invalid input.",
+        "fields": {"enabled": [f"Enter true or false (got {value!r})."]},
+    }

@@ -225,3 +225,37 @@ def test_max_result_bytes_limit_is_a_model_rule(owner):
     with pytest.raises(ValidationError) as caught:
         McpInstance(owner=owner, name="Big", slug="big", max_result_bytes=2**31).full_clean()
     assert caught.value.message_dict == {"max_result_bytes": ["Ensure this value is less than or equal to 2147483647."]}
+
+
+@pytest.mark.parametrize("param", ["enabled", "allow_registration"])
+def test_list_with_a_bad_boolean_filter_is_a_400_naming_it(owner, instance, param):
+    """?enabled=bogus (or allow_registration) is a 400 naming the filter, like other invalid filter values."""
+    # when
+    response = client_for(owner).get(f"/api/mcp-instances/?{param}=bogus")
+
+    # then
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "VALIDATION_ERROR",
+        "message": "Invalid input.",
+        "fields": {param: ["Enter true or false (got 'bogus')."]},
+    }
+
+
+def test_list_filters_by_allow_registration_and_discovery(owner, make_instance):
+    """?allow_registration= and ?discovery= filter; an unknown discovery is a 400 naming it."""
+    # given
+    make_instance(owner, slug="plain")
+    open_one = make_instance(owner, slug="open", allow_registration=True, discovery="search")
+    client = client_for(owner)
+
+    # when
+    registering = client.get("/api/mcp-instances/?allow_registration=TRUE")
+    searching = client.get("/api/mcp-instances/?discovery=search")
+    unknown = client.get("/api/mcp-instances/?discovery=everything")
+
+    # then
+    assert [row["id"] for row in registering.json()["results"]] == [open_one.pk]
+    assert [row["id"] for row in searching.json()["results"]] == [open_one.pk]
+    assert unknown.status_code == 400
+    assert list(unknown.json()["fields"]) == ["discovery"]
