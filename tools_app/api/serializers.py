@@ -9,6 +9,7 @@ import copy
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import QueryDict
 from rest_framework import serializers
 
 from tools_app import services
@@ -166,12 +167,25 @@ class ToolSerializer(FullCleanModelSerializer):
         return services.tool_update(tool=instance, **validated_data)
 
 
+UNKNOWN_CALL_KEY = 'Unknown field. The body is {"arguments": {...}}.'
+
+
 class ToolCallSerializer(serializers.Serializer):
     """The arguments of a tool call, checked against the tool's input_schema."""
 
     arguments = serializers.DictField(
         required=False, default=dict, help_text="The tool's arguments, checked against its input_schema."
     )
+
+    def to_internal_value(self, data):
+        # SPEC §6: the body is {"arguments": {...}}. DRF ignores other keys, so {"args": {...}} would run the
+        # tool with no arguments (a write with the wrong ones); a key that is not `arguments` is refused.
+        # Form posts (the browsable API) carry a CSRF field and are left to DRF.
+        if isinstance(data, dict) and not isinstance(data, QueryDict):
+            unknown = sorted(str(key) for key in data if key not in self.fields)
+            if unknown:
+                raise serializers.ValidationError({key: [UNKNOWN_CALL_KEY] for key in unknown})
+        return super().to_internal_value(data)
 
 
 class ToolCallResultSerializer(serializers.Serializer):

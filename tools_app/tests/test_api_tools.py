@@ -499,6 +499,49 @@ def test_call_with_arguments_that_are_not_an_object_is_a_400_naming_arguments(ow
     assert db_snapshot() == before
 
 
+@pytest.mark.parametrize(
+    ("body", "fields"),
+    [
+        ({"args": {"query": "[0]"}}, {"args": ['Unknown field. The body is {"arguments": {...}}.']}),
+        (
+            {"arguments": {"query": "[0]"}, "argumens": {}, "format": "x"},
+            {
+                "argumens": ['Unknown field. The body is {"arguments": {...}}.'],
+                "format": ['Unknown field. The body is {"arguments": {...}}.'],
+            },
+        ),
+    ],
+)
+def test_call_with_an_unknown_body_key_is_a_400_naming_it(owner, table, make_tool, body, fields):
+    """A wrong top-level key (e.g. `args`) is refused instead of running the tool with no arguments."""
+    # given
+    tool = make_tool(owner, table)
+    before = db_snapshot()
+
+    # when
+    response = client_for(owner).post(f"/api/tools/{tool.pk}/call/", body, format="json")
+
+    # then
+    assert response.status_code == 400
+    assert response.json() == {"error": "VALIDATION_ERROR", "message": "Invalid input.", "fields": fields}
+    assert db_snapshot() == before
+
+
+def test_call_with_a_body_that_is_not_an_object_is_a_400(owner, table, make_tool):
+    """A JSON list as the body is a 400 VALIDATION_ERROR; nothing runs."""
+    # given
+    tool = make_tool(owner, table)
+    before = db_snapshot()
+
+    # when
+    response = client_for(owner).post(f"/api/tools/{tool.pk}/call/", [1], format="json")
+
+    # then
+    assert response.status_code == 400
+    assert response.json()["fields"] == {"non_field_errors": ["Invalid data. Expected a dictionary, but got list."]}
+    assert db_snapshot() == before
+
+
 def test_call_without_arguments_runs_with_none(owner, table, make_tool):
     """An empty body means no arguments."""
     # given
