@@ -1,6 +1,7 @@
 """The one error shape of the JSON API (SPEC §6): `{"error", "message", "fields"}`, never a 500 for bad input."""
 
 import pytest
+import yaml
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
 from rest_framework import exceptions
@@ -252,6 +253,52 @@ def test_malformed_or_huge_ids_are_a_404(owner, object_id):
         response = client_for(owner).get(path) if "call" not in path else client_for(owner).post(path, {})
         assert response.status_code == 404, path
         assert response.json()["error"] == "NOT_FOUND"
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("/api/tables/?format=xml", "Unknown format 'xml': use one of api, json."),
+        ("/api/tables/1/?format=csv", "Unknown format 'csv': use one of api, json."),
+    ],
+)
+def test_an_unknown_format_is_a_406_in_the_error_shape(owner, table, path, message):
+    """`?format=` picks a renderer; one the endpoint does not have is 406 NOT_ACCEPTABLE (was a bare 404)."""
+    # when
+    response = client_for(owner).get(path)
+
+    # then
+    assert response.status_code == 406
+    assert response["content-type"] == "application/json"
+    assert response.json() == {"error": "NOT_ACCEPTABLE", "message": message}
+
+
+def test_an_unknown_schema_format_is_a_406_in_the_schemas_default_format(owner):
+    """/api/schema/ renders its answers, errors included, as YAML unless JSON is asked for."""
+    # when
+    response = client_for(owner).get("/api/schema/?format=xml")
+
+    # then
+    assert response.status_code == 406
+    assert yaml.safe_load(response.content) == {
+        "error": "NOT_ACCEPTABLE",
+        "message": "Unknown format 'xml': use one of json, yaml.",
+    }
+
+
+@pytest.mark.parametrize(("fmt", "content_type"), [("json", "application/json"), ("api", "text/html; charset=utf-8")])
+def test_a_known_format_is_served(owner, table, fmt, content_type):
+    """`?format=json` and `?format=api` (the browsable API) keep working."""
+    response = client_for(owner).get(f"/api/tables/{table.pk}/?format={fmt}")
+    assert response.status_code == 200
+    assert response["content-type"] == content_type
+
+
+def test_an_unsatisfiable_accept_header_is_a_406(owner):
+    """An Accept header no renderer satisfies is 406 NOT_ACCEPTABLE too."""
+    response = client_for(owner).get("/api/tables/", HTTP_ACCEPT="application/xml")
+    assert response.status_code == 406
+    assert response.json() == {"error": "NOT_ACCEPTABLE", "message": "Could not satisfy the request Accept header."}
 
 
 def test_a_method_not_offered_is_a_405(owner):

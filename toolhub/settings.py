@@ -132,6 +132,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "tools_app.api.negotiation.ContentNegotiation",
     "DEFAULT_PARSER_CLASSES": [
         "tools_app.api.parsers.JSONParser",
         "rest_framework.parsers.FormParser",
