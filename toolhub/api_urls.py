@@ -3,10 +3,12 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from .views import ApiRootView
+
 app_name = "api"
 
 urlpatterns = [
-    # Filled in by the JSON API issue (#4) and the registry issue (#5).
+    path("", ApiRootView.as_view(), name="root"),
     # Registry routes first: /mcp-instances/<id>/guide/ and /tools/<id>/export/ must not reach the routers.
     path("", include("tools_app.api.registry")),
     path("", include("mcp_app.api.registry")),  # search and instance views: they need mcp_app's InstanceScope

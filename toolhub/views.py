@@ -1,7 +1,35 @@
-"""Project-level views: 404 answers that match the surface the client is talking to."""
+"""Project-level views: the API's root, and 404 answers that match the surface the client is talking to."""
 
 from django.http import JsonResponse
 from django.views import defaults
+from drf_spectacular.utils import extend_schema
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+from rest_framework.views import APIView
+
+
+@extend_schema(exclude=True)
+class ApiRootView(APIView):
+    """GET /api/: a link to each resource, the token endpoint and the docs (as DRF's DefaultRouter gives).
+
+    Public, like the schema: it lists URLs, no data.
+    """
+
+    permission_classes = [AllowAny]
+    links = {
+        "tables": "api:table-list",
+        "tools": "api:tool-list",
+        "mcp-instances": "api:mcp-instance-list",
+        "bindings": "api:binding-list",
+        "search": "api:search",
+        "auth-token": "api:auth-token",
+        "schema": "api:schema",
+        "docs": "api:docs",
+    }
+
+    def get(self, request):
+        return Response({name: reverse(url_name, request=request) for name, url_name in self.links.items()})
 
 
 def page_not_found(request, exception=None):
