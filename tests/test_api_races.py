@@ -1,9 +1,11 @@
 """An object deleted while a request on it runs: 404 NOT_FOUND, never a 500, never brought back to life.
 
-The race is simulated by deleting the row inside the service call, after the view has fetched the object.
+The race is simulated by deleting the row after the view has fetched the object and validated the request,
+just before the write (or inside the service call), as a concurrent request committing then would.
 """
 
 import pytest
+from rest_framework import mixins
 
 from mcp_app import services as mcp_services
 from mcp_app.models import ApiKey, Binding, McpInstance
@@ -15,6 +17,17 @@ from tools_app.models import Table, Tool
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 NOT_FOUND = {"error": "NOT_FOUND", "message": "The object no longer exists: it was deleted while the request ran."}
+
+
+def delete_before_write(monkeypatch, model, pk: int) -> None:
+    """Make every update view delete the row `pk` of `model` after validating the request, before writing."""
+    original = mixins.UpdateModelMixin.perform_update
+
+    def racing(self, serializer):
+        model.objects.filter(pk=pk).delete()
+        return original(self, serializer)
+
+    monkeypatch.setattr(mixins.UpdateModelMixin, "perform_update", racing)
 
 
 def delete_first(monkeypatch, module, name: str, model, pk: int) -> None:
@@ -33,7 +46,7 @@ def test_tool_update_of_a_tool_deleted_meanwhile_is_a_404(owner, table, make_too
     """PATCH/PUT on a tool deleted during the request: 404 NOT_FOUND and the tool stays deleted."""
     # given
     tool = make_tool(owner, table, type="get_all_data", name="all")
-    delete_first(monkeypatch, services, "tool_update", Tool, tool.pk)
+    delete_before_write(monkeypatch, Tool, tool.pk)
     body = {"description": "New."}
     if method == "put":
         body.update(name="all", type="get_all_data", table=table.pk)
@@ -51,7 +64,7 @@ def test_tool_update_of_a_tool_deleted_meanwhile_is_a_404(owner, table, make_too
 def test_table_update_of_a_table_deleted_meanwhile_is_a_404(owner, table, monkeypatch, body):
     """PATCH on a table deleted during the request (a rename or a data write): 404 and the table stays deleted."""
     # given
-    delete_first(monkeypatch, services, "table_update", Table, table.pk)
+    delete_before_write(monkeypatch, Table, table.pk)
 
     # when
     response = client_for(owner).patch(f"/api/tables/{table.pk}/", body, format="json")
@@ -73,7 +86,7 @@ RESURRECTS = pytest.mark.xfail(strict=True, reason="mcp_app.services re-creates 
 def test_instance_update_of_an_instance_deleted_meanwhile_is_a_404(owner, instance, monkeypatch):
     """PATCH on an instance deleted during the request: 404; the instance is not created again."""
     # given
-    delete_first(monkeypatch, mcp_services, "instance_update", McpInstance, instance.pk)
+    delete_before_write(monkeypatch, McpInstance, instance.pk)
 
     # when
     response = client_for(owner).patch(f"/api/mcp-instances/{instance.pk}/", {"name": "New"}, format="json")
@@ -90,7 +103,7 @@ def test_binding_update_of_a_binding_deleted_meanwhile_is_a_404(owner, table, ma
     """PATCH on a binding deleted during the request: 404; the binding is not created again."""
     # given
     binding = bind(instance, make_tool(owner, table))
-    delete_first(monkeypatch, mcp_services, "binding_update", Binding, binding.pk)
+    delete_before_write(monkeypatch, Binding, binding.pk)
 
     # when
     response = client_for(owner).patch(f"/api/bindings/{binding.pk}/", {"enabled": False}, format="json")
@@ -107,7 +120,7 @@ def test_binding_update_whose_instance_is_deleted_meanwhile_is_a_400_naming_it(
     """PATCH on a binding whose instance is deleted during the request: the service's check names the instance."""
     # given
     binding = bind(instance, make_tool(owner, table))
-    delete_first(monkeypatch, mcp_services, "binding_update", McpInstance, instance.pk)
+    delete_before_write(monkeypatch, McpInstance, instance.pk)
 
     # when
     response = client_for(owner).patch(f"/api/bindings/{binding.pk}/", {"name_override": "x"}, format="json")
@@ -174,7 +187,7 @@ def test_a_refused_race_writes_nothing_else(owner, table, make_tool, monkeypatch
     # given
     tool = make_tool(owner, table, type="get_all_data", name="all")
     keep = make_tool(owner, table, type="get_all_data", name="keep")
-    delete_first(monkeypatch, services, "tool_update", Tool, tool.pk)
+    delete_before_write(monkeypatch, Tool, tool.pk)
     before = db_snapshot()
     before["tools_app.Tool"] = [row for row in before["tools_app.Tool"] if row["id"] == keep.pk]
 

@@ -1,6 +1,7 @@
 """JSON API: /api/mcp-instances/ (SPEC §6, §2.3)."""
 
 import pytest
+from rest_framework.validators import UniqueValidator
 
 from mcp_app.models import McpInstance
 from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
@@ -259,3 +260,47 @@ def test_list_filters_by_allow_registration_and_discovery(owner, make_instance):
     assert [row["id"] for row in searching.json()["results"]] == [open_one.pk]
     assert unknown.status_code == 400
     assert list(unknown.json()["fields"]) == ["discovery"]
+
+
+def test_a_slug_taken_meanwhile_is_the_same_400_as_a_plain_duplicate(owner, other_user, make_instance, monkeypatch):
+    """A slug another request takes between the check and the insert is answered like a plain duplicate."""
+    # given
+    from mcp_app import services
+
+    make_instance(other_user, slug="shop")
+    plain = client_for(owner).post("/api/mcp-instances/", {"name": "Shop", "slug": "shop"}, format="json")
+    # The other request's "race" row is committed after this request's uniqueness checks ran: they did not
+    # see it. The insert does.
+    make_instance(other_user, slug="race")
+    inserted = []
+    model_check, field_check = McpInstance.validate_unique, UniqueValidator.__call__
+
+    def blind_until_inserted(check):
+        return lambda *args, **kwargs: check(*args, **kwargs) if inserted else None
+
+    monkeypatch.setattr(McpInstance, "validate_unique", blind_until_inserted(model_check))
+    monkeypatch.setattr(UniqueValidator, "__call__", blind_until_inserted(field_check))
+    create = services.instance_create
+
+    def insert(**kwargs):
+        try:
+            return create(**kwargs)
+        finally:
+            inserted.append(True)
+
+    monkeypatch.setattr(services, "instance_create", insert)
+    before = db_snapshot()
+
+    # when
+    raced = client_for(owner).post("/api/mcp-instances/", {"name": "Race", "slug": "race"}, format="json")
+
+    # then
+    assert plain.status_code == raced.status_code == 400
+    assert plain.json() == {
+        "error": "VALIDATION_ERROR",
+        "message": "Invalid input.",
+        "fields": {"slug": ["MCP instance with this slug already exists."]},
+    }
+    assert raced.json() == plain.json()
+    assert inserted == [True]
+    assert db_snapshot() == before

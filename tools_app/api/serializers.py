@@ -9,6 +9,7 @@ import copy
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import IntegrityError, transaction
 from django.http import QueryDict
 from rest_framework import serializers
 
@@ -79,6 +80,21 @@ class FullCleanModelSerializer(serializers.ModelSerializer):
         except DjangoValidationError as exc:
             raise serializers.ValidationError(serializers.as_serializer_error(exc)) from exc
         return attrs
+
+    def save(self, **kwargs):
+        """Write through the service; a uniqueness race lost after validation is answered like the duplicate.
+
+        Two requests can both pass the unique checks (e.g. an instance's slug) before either inserts. The
+        loser's IntegrityError is rolled back to a savepoint and its input validated again, which now sees
+        the winner's row: the same 400 naming the field as a plain duplicate, not a 409.
+        """
+        try:
+            with transaction.atomic():
+                return super().save(**kwargs)
+        except IntegrityError:
+            if hasattr(self, "initial_data"):
+                self.run_validation(self.initial_data)
+            raise
 
 
 def _has_owner(model) -> bool:
