@@ -2,6 +2,9 @@
    No network access and no libraries: plain DOM. */
 (function () {
   "use strict";
+  // Loaded once per page even when both a ModelAdmin's Media and a template include it.
+  if (window.toolhubAdminLoaded) { return; }
+  window.toolhubAdminLoaded = true;
 
   function copyText(text) {
     if (navigator.clipboard && window.isSecureContext) {
@@ -87,7 +90,10 @@
       });
       tools.appendChild(format);
       tools.appendChild(status);
-      area.insertAdjacentElement("afterend", tools);
+      // Below the field's flex row (label | editor), not inside it: a long status message there
+      // would take its width from the editor.
+      var row = area.closest(".flex-container") || area;
+      row.insertAdjacentElement("afterend", tools);
       var timer = null;
       area.addEventListener("input", function () {
         clearTimeout(timer);
@@ -126,11 +132,74 @@
     });
   }
 
+  // Change-list actions that need a confirmation: a <script type="application/json"
+  // id="toolhub-action-confirms"> maps action names to questions ("{count}" = rows selected).
+  function setupActionConfirm() {
+    var source = document.getElementById("toolhub-action-confirms");
+    var form = document.getElementById("changelist-form");
+    if (!source || !form) { return; }
+    var questions = JSON.parse(source.textContent);
+    form.addEventListener("submit", function (event) {
+      // "Save" of the editable columns is not an action.
+      if (event.submitter && event.submitter.name === "_save") { return; }
+      var action = form.querySelector("select[name=action]");
+      var question = action && questions[action.value];
+      if (!question) { return; }
+      var across = form.querySelector("input[name=select_across]");
+      var count = across && across.value === "1" ? "all matching" :
+        String(form.querySelectorAll("input.action-select:checked").length);
+      if (count === "0") { return; }  // the admin answers "Items must be selected" and changes nothing
+      if (!window.confirm(question.replace("{count}", count))) { event.preventDefault(); }
+    });
+  }
+
+  // Break points after "_" and "/" in long names (tool_names_like_this, /json/pointers), so a narrow
+  // column wraps them between words rather than at any letter.
+  function addSoftBreaks() {
+    var cells = "#result_list tbody th, #result_list tbody td, #changelist-filter li a, .toolhub-id, .toolhub-steps a";
+    document.querySelectorAll(cells).forEach(function (cell) {
+      var walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+      var nodes = [];
+      while (walker.nextNode()) {
+        var text = walker.currentNode;
+        if (text.nodeValue.length > 8 && /[_/]/.test(text.nodeValue) && !text.parentNode.closest("select, textarea")) {
+          nodes.push(text);
+        }
+      }
+      nodes.forEach(function (node) {
+        var parts = node.nodeValue.split(/(?<=[_/])/);
+        var fragment = document.createDocumentFragment();
+        parts.forEach(function (part, index) {
+          if (index > 0) { fragment.appendChild(document.createElement("wbr")); }
+          fragment.appendChild(document.createTextNode(part));
+        });
+        node.parentNode.replaceChild(fragment, node);
+      });
+    });
+  }
+
+  // Selects narrower than their longest option (the tool of each bound-tool row) cut the chosen name
+  // short: its full text is the tooltip.
+  function setupSelectTitles() {
+    document.addEventListener("change", function (event) {
+      if (event.target.matches(".inline-group select")) { showChoice(event.target); }
+    });
+    document.querySelectorAll(".inline-group select").forEach(showChoice);
+  }
+
+  function showChoice(select) {
+    var option = select.options[select.selectedIndex];
+    select.title = option && option.value ? option.text : "";
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    addSoftBreaks();
+    setupSelectTitles();
     setupCopyButtons();
     setupTabs();
     setupJsonFields();
     setupTypeHelp();
     setupConfirm();
+    setupActionConfirm();
   });
 })();
