@@ -9,178 +9,20 @@ artifacts/screenshots/. Without Chromium (or Playwright) the tests skip locally 
 import asyncio
 import concurrent.futures
 import json
-import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from tests.browser.support import run_python, shot
+
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
-ROOT = Path(__file__).resolve().parents[2]
-PYTHON = sys.executable
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-SHOTS = ROOT / "artifacts" / "screenshots"
-PASSWORD = "browser-pass-123"
 INVENTORY = [
     {"id": 1, "name": "bolt", "qty": 120},
     {"id": 2, "name": "nut", "qty": 3},
     {"id": 3, "name": "washer", "qty": 48},
 ]
-
-
-def _require_browser():
-    """Skip (locally) or fail (CI=true) when Chromium or Playwright is missing."""
-    missing = []
-    if not (os.path.exists(CHROMIUM) or shutil.which("chromium")):
-        missing.append(f"Chromium ({CHROMIUM}; apt-get install chromium)")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        missing.append("the playwright Python package (requirements-dev.txt)")
-    if missing:
-        reason = "browser tests need " + " and ".join(missing)
-        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
-            pytest.fail(reason)
-        pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def run_python(env: dict, code: str) -> str:
-    """Run `code` with Django set up on the server's database; return its last output line."""
-    prelude = "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'toolhub.settings'); django.setup()\n"
-    done = subprocess.run(
-        [PYTHON, "-c", prelude + code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """uvicorn serving toolhub.asgi:application on a fresh database with two staff users, alice and bob."""
-    _require_browser()
-    env = {**os.environ, "DJANGO_SECRET_KEY": "browser-secret", "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost"}
-    env.pop("DJANGO_DEBUG", None)
-    url = os.environ.get("DATABASE_URL", "")
-    pg_admin = pg_name = None
-    if url.startswith("postgres"):
-        parts = urlsplit(url)
-        pg_name = f"th_e_browser_{os.getpid()}"
-        pg_admin = urlunsplit(parts._replace(path="/postgres"))
-        subprocess.run(
-            ["psql", pg_admin, "-qc", f"DROP DATABASE IF EXISTS {pg_name}", "-c", f"CREATE DATABASE {pg_name}"],
-            check=True,
-        )
-        env["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{pg_name}"))
-    else:
-        env["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('browser') / 'server.sqlite3'}"
-    subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
-    run_python(
-        env,
-        "from django.contrib.auth.models import Group, User\n"
-        "group = Group.objects.get(name='toolhub users')\n"
-        "for name in ('alice', 'bob'):\n"
-        f"    user = User.objects.create_user(name, password={PASSWORD!r}, is_staff=True)\n"
-        "    user.groups.add(group)\n",
-    )
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            str(Path(PYTHON).with_name("uvicorn")),
-            "toolhub.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--lifespan",
-            "on",
-            "--no-access-log",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        assert process.poll() is None, process.stdout.read().decode()
-        try:
-            urllib.request.urlopen(f"{base}/admin/login/", timeout=1)
-            break
-        except (OSError, urllib.error.URLError):
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.2)
-    yield {"base": base, "env": env}
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    if pg_name:
-        subprocess.run(["psql", pg_admin, "-qc", f"DROP DATABASE IF EXISTS {pg_name} WITH (FORCE)"], check=False)
-
-
-@pytest.fixture(scope="module")
-def browser(server):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def new_page(browser, server):
-    """new_page(username): a logged-in page in a fresh context allowed to read the clipboard."""
-    contexts = []
-
-    def make(username: str):
-        context = browser.new_context(
-            viewport={"width": 1400, "height": 1000},
-            permissions=["clipboard-read", "clipboard-write"],
-            base_url=server["base"],
-        )
-        contexts.append(context)
-        page = context.new_page()
-        page.set_default_timeout(15_000)
-        page.goto("/admin/login/")
-        page.fill("#id_username", username)
-        page.fill("#id_password", PASSWORD)
-        page.click("input[type=submit]")
-        page.wait_for_url("**/admin/")
-        return page
-
-    yield make
-    for context in contexts:
-        context.close()
-
-
-def shot(page, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
 def mcp_tool_names(url: str, key: str, call: tuple[str, dict] | None = None) -> tuple[list[str], object]:
