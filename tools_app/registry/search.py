@@ -9,7 +9,8 @@ lazily, the first time a method needs them, from the vectors stored in the datab
 
 Scores are normalised to 0–1:
 - regex: the weight of the best field the pattern matches (name 1.0 … parameter descriptions 0.5),
-  plus 0.05 per further field, 1.0 when it matches the whole name;
+  plus 0.05 per further field, 1.0 when it matches the whole name. Patterns have Python's re syntax and
+  results but are matched by RE2 in linear time (patterns.py): no pattern can backtrack exponentially;
 - bm25: BM25F (k1=1.2, b=0.75) over weighted fields, divided by the largest score the query's known
   terms could reach (idf × (k1 + 1) each), so a tool matching every term strongly approaches 1;
 - embedding: cosine similarity of all-MiniLM-L6-v2 sentence vectors, clipped at 0;
@@ -23,6 +24,7 @@ import heapq
 import math
 import re
 import threading
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -32,7 +34,8 @@ from typing import Any
 from ..data_access.errors import ToolError
 from ..errors import ErrorCode
 from . import embedding
-from .text import readable_name, terms
+from .patterns import PatternError, compile_pattern
+from .text import is_cjk, readable_name, terms
 
 METHODS = ("regex", "bm25", "embedding", "hybrid")
 MAX_LIMIT = 50
@@ -62,8 +65,9 @@ REGEX_WEIGHTS = {
     "description": 0.6,
     "parameter descriptions": 0.5,
 }
-# A nested quantifier ("(a+)+", "(\w*)*") can backtrack exponentially; Python's re has no timeout.
-_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[*+}](?:[^()\\]|\\.)*\)\s*(?:[*+]|\{\d*,?\d*\})")
+# RE2 matches in time linear in the text (patterns.py), but with a factor of the pattern's size: a large
+# counted repetition (`e.{900}z`) costs seconds over thousands of long tools. Matching stops past this budget.
+REGEX_TIME_BUDGET = 0.5
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,7 @@ class Index:
         self._build_bm25()
         self._field_sets: dict[int, dict[str, frozenset[str]]] = {}  # filled lazily, for match reasons
         self.rendered: dict[int, str] = {}  # guide sections by position, filled lazily (guide.py)
+        self._utf8: tuple[list[list[tuple[str, bytes]]], list[bytes]] | None = None  # for regex, filled lazily
         self._vectors: Any = None
         self._vectors_lock = threading.Lock()
 
@@ -247,7 +252,7 @@ class Index:
                 if word in per_field[name]:
                     found.setdefault(name, []).append(shown.get(word, word))
                     break
-        parts = [f"{', '.join(words)} in {name}" for name, words in found.items()]
+        parts = [f"{', '.join(_distinct(words))} in {name}" for name, words in found.items()]
         return "keywords: " + "; ".join(parts)
 
     def bm25(self, query: str, limit: int) -> list[Hit]:
@@ -259,15 +264,34 @@ class Index:
         shown = query_words(query)
         return [Hit(docs[p], min(score / best, 1.0), self._bm25_reason(p, known, shown)) for p, score in top]
 
+    def _regex_texts(self) -> tuple[list[list[tuple[str, bytes]]], list[bytes]]:
+        """Per document its non-empty fields, and its name, as UTF-8: RE2 matches bytes without converting
+        offsets back to characters (a third faster). Built on the first regex search (bm25 never needs them);
+        two threads building them at once build the same lists."""
+        if self._utf8 is None:
+            self._utf8 = (
+                [[(name, text.encode()) for name, text in doc.fields.items() if text] for doc in self.docs],
+                [doc.name.encode() for doc in self.docs],
+            )
+        return self._utf8
+
     def regex(self, query: str, limit: int) -> list[Hit]:
         pattern = compile_regex(query)
+        texts, names = self._regex_texts()
         hits = []
+        deadline = time.monotonic() + REGEX_TIME_BUDGET
         for doc in self.docs:
-            matched = [name for name, text in doc.fields.items() if text and pattern.search(text)]
+            if time.monotonic() > deadline:
+                raise ToolError(
+                    ErrorCode.INVALID_QUERY,
+                    f"The pattern {query!r} is too costly to match against {len(self.docs)} tools (stopped after "
+                    f"{REGEX_TIME_BUDGET:g} s); use smaller repetition counts or a more specific pattern.",
+                )
+            matched = [name for name, text in texts[doc.position] if pattern.search(text)]
             if not matched:
                 continue
             best = max(REGEX_WEIGHTS[name] for name in matched)
-            if pattern.fullmatch(doc.name):
+            if pattern.fullmatch(names[doc.position]):
                 score = 1.0
             else:
                 score = min(best + 0.05 * (len(matched) - 1), 0.99)
@@ -332,33 +356,40 @@ class Index:
 
 
 def query_words(query: str) -> dict[str, str]:
-    """Each index term of the query -> the word the caller typed (reasons show words, not stems)."""
+    """Each index term of the query -> what the caller typed (reasons show words, not stems). A CJK term
+    is shown as itself: the run it comes from is often the whole query, of which only the term matched."""
     shown: dict[str, str] = {}
     for word in re.findall(r"[^\W_]+", query):
         for term in terms(word):
-            shown.setdefault(term, word.lower())
+            shown.setdefault(term, term if is_cjk(term) else word.lower())
     return shown
 
 
-def compile_regex(query: str) -> re.Pattern:
-    """A case-insensitive pattern, or ToolError(INVALID_QUERY) saying what is wrong with it."""
+def _distinct(words: list[str]) -> list[str]:
+    """Each word once, in order (one typed word can give several terms), leaving out a CJK character
+    that a matched bigram shown beside it already contains."""
+    unique = list(dict.fromkeys(words))
+    return [
+        word for word in unique if not (len(word) == 1 and is_cjk(word) and any(word in o for o in unique if o != word))
+    ]
+
+
+def compile_regex(query: str) -> Any:
+    """A case-insensitive pattern with Python's re syntax, matched in linear time (patterns.py), or
+    ToolError(INVALID_QUERY) saying what is wrong with it."""
     if len(query) > MAX_REGEX_LENGTH:
         raise ToolError(
             ErrorCode.INVALID_QUERY,
             f"A regex search pattern has at most {MAX_REGEX_LENGTH} characters (got {len(query)}).",
         )
-    if _NESTED_QUANTIFIER.search(query):
-        raise ToolError(
-            ErrorCode.INVALID_QUERY,
-            f"The pattern {query!r} repeats a repeated group (like '(a+)+'), which can take exponential time; "
-            "simplify it.",
-        )
     try:
-        return re.compile(query, re.IGNORECASE)
+        return compile_pattern(query)
     except re.error as exc:
         raise ToolError(
             ErrorCode.INVALID_QUERY, f"The pattern {query!r} is not a valid regular expression: {exc}."
         ) from exc
+    except PatternError as exc:
+        raise ToolError(ErrorCode.INVALID_QUERY, exc.message_for(query)) from exc
 
 
 def validate_method(method: str) -> str:

@@ -56,6 +56,11 @@ def _cjk_terms(run: str) -> list[str]:
     return list(run) + [run[i : i + 2] for i in range(len(run) - 1)]
 
 
+def is_cjk(term: str) -> bool:
+    """Whether `term` is CJK characters (an index term of a CJK run: a character or a bigram)."""
+    return _CJK.fullmatch(term) is not None
+
+
 def terms(text: str) -> list[str]:
     """Index terms of free text or an identifier: split, lower-cased, stop words dropped, stemmed."""
     result: list[str] = []

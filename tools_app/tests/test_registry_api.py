@@ -269,5 +269,5 @@ def test_registry_code_in_tools_app_does_not_import_mcp_app():
                 names = [node.module or ""]
             offenders += [f"{module.name}: {name}" for name in names if name.split(".")[0] == "mcp_app"]
     # then
-    assert len(modules) == 9
+    assert len(modules) == 10
     assert offenders == []

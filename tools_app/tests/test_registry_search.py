@@ -125,6 +125,28 @@ def test_bm25_without_matching_words_returns_nothing(tools, owner):
     assert "No tool matches" in result["markdown"]
 
 
+@pytest.mark.parametrize(
+    ("query", "reason"),
+    [
+        # Each CJK term once, as typed; a character inside a matched bigram of the same field is not repeated.
+        ("订单数据", "keywords: 订单 in tags; 单数, 数据 in description"),
+        ("数据 订单 数据", "keywords: 数据 in description; 订单 in tags"),
+        # A compound word gives several terms: the word is named once.
+        ("createPullRequest", "keywords: createpullrequest in name"),
+        ("github githubs create", "keywords: github, create in name"),
+        ("pull PullRequest", "keywords: pull, pullrequest in name"),
+    ],
+)
+def test_bm25_match_reason_names_each_matched_word_once(tools, owner, make_tool, query, reason):
+    """match_reason lists the matched words without repeats, in query order (Chinese queries included)."""
+    # given
+    make_tool(owner, None, type="external", name="orders.cn", description="查询订单数据", metadata={"tags": ["订单"]})
+    # when
+    result = search_tools(scope=UserScope(owner), query=query, method="bm25", limit=1)
+    # then
+    assert result["results"][0]["match_reason"] == reason
+
+
 def test_regex_matches_fields_and_scores_by_field(tools, owner):
     """regex is case-insensitive; a whole-name match scores 1.0, a name match beats a description match."""
     # when
@@ -145,10 +167,10 @@ def test_regex_matches_fields_and_scores_by_field(tools, owner):
 
 @pytest.mark.parametrize(
     ("pattern", "says"),
-    [("(unclosed", "not a valid regular expression"), ("(a+)+$", "exponential"), ("x" * 201, "at most 200")],
+    [("(unclosed", "not a valid regular expression"), (r"(a)\1", "backreference"), ("x" * 201, "at most 200")],
 )
 def test_regex_bad_patterns_are_invalid_query(tools, owner, pattern, says):
-    """An invalid, catastrophic or over-long pattern is INVALID_QUERY saying why."""
+    """An invalid, backtracking-only or over-long pattern is INVALID_QUERY saying why (test_registry_regex.py)."""
     # when
     with pytest.raises(ToolError) as caught:
         search_tools(scope=UserScope(owner), query=pattern, method="regex")
