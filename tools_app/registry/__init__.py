@@ -196,6 +196,9 @@ def _reason(exc: ValidationError) -> tuple[str, dict[str, list[str]]]:
     return text, fields
 
 
+REGISTRATION_OFF = "Registration is not allowed here: the instance's allow_registration setting is off."
+
+
 def register_tool(
     *,
     scope: Any,
@@ -212,10 +215,11 @@ def register_tool(
     and nothing is written.
     """
     if not scope.allow_registration:
+        refusal = getattr(scope, "registration_refusal", None)
         raise ToolError(
             ErrorCode.REGISTRATION_FAILED,
-            "Registration is not allowed here: the instance's allow_registration setting is off.",
-            {"reason": "not_allowed"},
+            refusal or REGISTRATION_OFF,
+            {"reason": "no_instance" if refusal else "not_allowed"},
         )
     metadata: dict[str, Any] = {}
     if category:

@@ -22,6 +22,8 @@ class CatalogEntry:
 class RegistryScope(Protocol):
     owner: Any
     allow_registration: bool
+    # Optional: why register_tool is refused where allow_registration is false (registry.REGISTRATION_OFF if absent).
+    # registration_refusal: str
 
     def entries(self) -> list[CatalogEntry]:
         """Every tool in the scope (registry and external tools included), under effective names."""
@@ -40,6 +42,11 @@ class UserScope:
     """The tools owned by a user (all of them for a superuser), under their own names: the API's scope."""
 
     allow_registration = False
+    registration_refusal = (
+        "register_tool needs an MCP instance that allows registration: it creates the tool and binds it to that "
+        "instance, and a call through the API has no instance. Call it over MCP on an instance with "
+        "allow_registration on."
+    )
 
     def __init__(self, user: Any):
         self.owner = user
@@ -59,4 +66,4 @@ class UserScope:
     def register(self, tool: Tool) -> None:
         from ..data_access.errors import ErrorCode, ToolError
 
-        raise ToolError(ErrorCode.REGISTRATION_FAILED, "Registration is only available on MCP instances.")
+        raise ToolError(ErrorCode.REGISTRATION_FAILED, self.registration_refusal, {"reason": "no_instance"})

@@ -3,6 +3,7 @@
 import pytest
 from rest_framework.test import APIClient
 
+from mcp_app.models import Binding
 from tools_app.models import Tool
 from tools_app.registry.search import index_cache
 
@@ -271,3 +272,32 @@ def test_registry_code_in_tools_app_does_not_import_mcp_app():
     # then
     assert len(modules) == 10
     assert offenders == []
+
+
+def test_register_tool_called_through_the_api_says_it_needs_an_instance(owner, shop, make_tool):
+    """POST /api/tools/<id>/call/ runs a register_tool tool with no instance: 400 REGISTRATION_FAILED saying
+    registration needs an MCP instance that allows it (not that a setting is off); nothing is written."""
+    # given
+    register = make_tool(owner, None, type="register_tool", name="register_tool", description="Register a tool.")
+    tools_before = list(Tool.objects.order_by("pk").values_list("pk", "name", "use_count"))
+    bindings_before = Binding.objects.count()
+    # when
+    response = client_for(owner).post(
+        f"/api/tools/{register.pk}/call/",
+        {"arguments": {"name": "x.tool", "description": "A tool to register."}},
+        format="json",
+    )
+    # then
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"] == "REGISTRATION_FAILED"
+    assert body["message"] == (
+        "register_tool needs an MCP instance that allows registration: it creates the tool and binds it to that "
+        "instance, and a call through the API has no instance. Call it over MCP on an instance with "
+        "allow_registration on."
+    )
+    register.refresh_from_db()
+    assert list(Tool.objects.exclude(pk=register.pk).order_by("pk").values_list("pk", "name", "use_count")) == [
+        row for row in tools_before if row[0] != register.pk
+    ]
+    assert Binding.objects.count() == bindings_before

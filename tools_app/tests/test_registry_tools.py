@@ -217,6 +217,24 @@ def test_disabled_bindings_are_outside_the_instance_scope(catalog, instance, own
     assert over_api["results"][0]["tool_name"] == "query_orders"
 
 
+def test_definition_of_a_disabled_binding_is_tool_not_found(catalog, instance):
+    """get_tool_definition of a tool whose binding is disabled is TOOL_NOT_FOUND, not TOOL_DISABLED: the enabled
+    bindings are the only source of what an instance exposes (SPEC §2.4, §5), so a disabled one is not revealed.
+    Nothing is counted."""
+    # given
+    from mcp_app.services import binding_update
+
+    binding_update(binding=Binding.objects.get(tool=catalog["orders"]), enabled=False)
+    # when
+    with pytest.raises(ToolError) as caught:
+        run(catalog["get_tool_definition"], InstanceScope(instance), tool_name="query_orders")
+    # then
+    assert caught.value.code == "TOOL_NOT_FOUND"
+    assert caught.value.message.startswith("No tool named 'query_orders' here.")
+    catalog["orders"].refresh_from_db()
+    assert catalog["orders"].use_count == 0
+
+
 def test_register_tool_creates_and_binds_an_external_tool(catalog, make_instance, owner, bind):
     """On an instance that allows it, register_tool creates an external tool of the owner and binds it."""
     # given
