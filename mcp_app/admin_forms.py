@@ -9,7 +9,6 @@ from typing import Any
 
 from django import forms
 from django.core.validators import MinValueValidator
-from django.utils.html import escape
 
 from tools_app.admin_forms import ModelMessagesForm, OwnerAwareModelForm
 from tools_app.models import NameClash, name_conflict_error
@@ -36,9 +35,7 @@ class McpInstanceAdminForm(OwnerAwareModelForm):
             "description": forms.Textarea(attrs={"rows": 3}),
             "instructions": forms.Textarea(attrs={"rows": 4}),
         }
-        # The admin shows help texts as HTML: "<slug>" must be escaped or it disappears as a tag.
         help_texts = {
-            "slug": escape("URL segment: the endpoint is /mcp/<slug>/. Letters, digits, '-' and '_'."),
             "max_result_bytes": "The largest tool result sent to a client, in bytes; a larger one is refused "
             "with a hint to narrow the call.",
         }

@@ -25,7 +25,9 @@ class McpInstance(OwnedModel):
     """One MCP endpoint, /mcp/<slug>/, exposing the tools of its enabled bindings."""
 
     name = models.CharField(max_length=200)
-    slug = models.SlugField(max_length=100, unique=True, help_text="URL segment: the endpoint is /mcp/<slug>/.")
+    slug = models.SlugField(
+        max_length=100, unique=True, help_text="URL segment of the endpoint /mcp/{slug}/: letters, digits, '-' and '_'."
+    )
     description = models.TextField(blank=True)
     instructions = models.TextField(blank=True, help_text="Sent to MCP clients in the initialize result.")
     enabled = models.BooleanField(default=True)
@@ -55,7 +57,12 @@ class OwnedThroughInstanceQuerySet(OwnedQuerySet):
 class ApiKey(models.Model):
     """A bearer key for one instance. Only a SHA-256 of the secret is stored; the plaintext is shown once."""
 
-    mcp_instance = models.ForeignKey(McpInstance, on_delete=models.CASCADE, related_name="api_keys")
+    mcp_instance = models.ForeignKey(
+        McpInstance,
+        on_delete=models.CASCADE,
+        related_name="api_keys",
+        error_messages={"invalid": "%(model)s with %(field)s %(value)r does not exist."},
+    )
     label = models.CharField(max_length=200, blank=True)
     prefix = models.CharField(max_length=16, editable=False)
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
@@ -99,8 +106,18 @@ class BindingQuerySet(OwnedThroughInstanceQuerySet):
 class Binding(models.Model):
     """A tool exposed on an instance, optionally under another name or description."""
 
-    mcp_instance = models.ForeignKey(McpInstance, on_delete=models.CASCADE, related_name="bindings")
-    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="bindings")
+    mcp_instance = models.ForeignKey(
+        McpInstance,
+        on_delete=models.CASCADE,
+        related_name="bindings",
+        error_messages={"invalid": "%(model)s with %(field)s %(value)r does not exist."},
+    )
+    tool = models.ForeignKey(
+        Tool,
+        on_delete=models.CASCADE,
+        related_name="bindings",
+        error_messages={"invalid": "%(model)s with %(field)s %(value)r does not exist."},
+    )
     enabled = models.BooleanField(default=True)
     name_override = models.CharField(max_length=64, blank=True, validators=[validate_tool_name])
     description_override = models.TextField(blank=True, max_length=MAX_DESCRIPTION)

@@ -38,7 +38,8 @@ def instance_update(*, instance: McpInstance, **fields: Any) -> McpInstance:
             raise TypeError(f"instance_update got an unexpected field {key!r}")
         setattr(instance, key, value)
     instance.full_clean()
-    instance.save()
+    # force_update: a row deleted by a concurrent request is not INSERTed again (the API answers 404).
+    instance.save(force_update=True)
     return instance
 
 
@@ -123,7 +124,7 @@ def _save_binding(binding: Binding, field: str) -> Binding:
             refusal = _refusal(binding, field)
             if refusal is not None:
                 raise refusal
-            binding.save()
+            binding.save(force_update=not binding._state.adding)
     except IntegrityError as exc:
         refusal = _refusal(binding, field)
         if refusal is None:

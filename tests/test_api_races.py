@@ -75,13 +75,6 @@ def test_table_update_of_a_table_deleted_meanwhile_is_a_404(owner, table, monkey
     assert not Table.objects.exists()
 
 
-# mcp_app.services saves instances and bindings with a plain save(), which INSERTs a row that a concurrent
-# request deleted: the object comes back. The fix belongs there (save(force_update=True) for an existing row;
-# the API's handler already answers Django's "Forced update did not affect any rows." with a 404).
-RESURRECTS = pytest.mark.xfail(strict=True, reason="mcp_app.services re-creates a row deleted meanwhile")
-
-
-@RESURRECTS
 @pytest.mark.django_db(transaction=True)
 def test_instance_update_of_an_instance_deleted_meanwhile_is_a_404(owner, instance, monkeypatch):
     """PATCH on an instance deleted during the request: 404; the instance is not created again."""
@@ -97,7 +90,6 @@ def test_instance_update_of_an_instance_deleted_meanwhile_is_a_404(owner, instan
     assert not McpInstance.objects.exists()
 
 
-@RESURRECTS
 @pytest.mark.django_db(transaction=True)
 def test_binding_update_of_a_binding_deleted_meanwhile_is_a_404(owner, table, make_tool, instance, bind, monkeypatch):
     """PATCH on a binding deleted during the request: 404; the binding is not created again."""
@@ -127,9 +119,7 @@ def test_binding_update_whose_instance_is_deleted_meanwhile_is_a_400_naming_it(
 
     # then
     assert response.status_code == 400
-    assert response.json()["fields"] == {
-        "mcp_instance": [f"MCP instance instance with id {instance.pk} is not a valid choice."]
-    }
+    assert response.json()["fields"] == {"mcp_instance": [f"MCP instance with id {instance.pk} does not exist."]}
     assert (McpInstance.objects.count(), Binding.objects.count()) == (0, 0)
 
 

@@ -222,10 +222,6 @@ class ToolAdminForm(OwnerAwareModelForm):
             "metadata",
         ]
         widgets = {"description": forms.Textarea(attrs={"rows": 4, "maxlength": 1024})}
-        help_texts = {
-            "json_path": "Mount point inside the table as a JSON Pointer (RFC 6901). Leave empty for the whole "
-            'document; "/orders" is the value under the key "orders", "/a~1b" the key "a/b".',
-        }
 
     def clean_json_path(self):
         value = self.cleaned_data.get("json_path") or ""

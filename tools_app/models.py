@@ -82,8 +82,8 @@ class Tool(OwnedModel):
         max_length=500,
         blank=True,
         validators=[validate_json_pointer],
-        help_text='Mount point inside the table as a JSON Pointer (RFC 6901): "" is the whole document, '
-        '"/orders" the value under the key "orders", "/a~1b" the key "a/b".',
+        help_text="Mount point inside the table as a JSON Pointer (RFC 6901). Leave empty for the whole "
+        'document; "/orders" is the value under the key "orders", "/a~1b" the key "a/b".',
     )
     description = models.TextField(blank=True, max_length=MAX_DESCRIPTION)
     input_schema = models.JSONField(default=dict, blank=True)

@@ -610,12 +610,12 @@ def test_binding_of_another_users_tool_shows_the_models_message(
 
 
 def test_slug_help_text_shows_the_endpoint_pattern(owner_client):
-    """The slug's help text keeps "<slug>" visible (escaped), not eaten as an HTML tag."""
+    """The slug's help text shows the endpoint's pattern; no placeholder an HTML page would take for a tag."""
     # when
     response = owner_client.get(reverse("admin:mcp_app_mcpinstance_add"))
     # then
     html = response.content.decode()
-    assert "the endpoint is /mcp/&lt;slug&gt;/" in html
+    assert "URL segment of the endpoint /mcp/{slug}/: letters, digits, '-' and '_'." in html
     assert "<slug>" not in html
 
 
