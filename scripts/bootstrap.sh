@@ -9,13 +9,17 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 if [ "${1:-}" = "--test" ]; then
-  requirements=requirements-dev.txt
+  requirements=(-r requirements-dev.txt)  # includes the embedding extra
 else
-  requirements=requirements.txt
+  requirements=(-r requirements.txt)
+  # The embedding/hybrid search extra (an ONNX model, no PyTorch); TOOLHUB_EMBEDDING=0 leaves it out.
+  if [ "${TOOLHUB_EMBEDDING:-1}" != "0" ]; then
+    requirements+=(-r requirements-embedding.txt)
+  fi
 fi
-stamp=".venv/.installed-$(sha1sum requirements.txt requirements-embedding.txt "$requirements" | sha1sum | cut -c1-12)"
+stamp=".venv/.installed-$( (sha1sum requirements.txt requirements-embedding.txt requirements-dev.txt; echo "${requirements[*]}") | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
-  .venv/bin/pip install --quiet --disable-pip-version-check -r "$requirements"
+  .venv/bin/pip install --quiet --disable-pip-version-check "${requirements[@]}"
   touch "$stamp"
 fi
 

@@ -8,7 +8,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
 from mcp_app.models import ApiKey, Binding, McpInstance
-from tools_app.choices import DATA_TYPES
+from mcp_app.tests.mcp_harness import Harness
+from tools_app.choices import DATA_TYPES, READ_ONLY_REGISTRY_TYPES
 from tools_app.data_access import execute
 from tools_app.models import Table, Tool
 
@@ -40,18 +41,35 @@ def _counts() -> dict[str, int]:
 
 
 def test_seed_creates_the_demo_objects():
-    """One user, an array table and an object table, 13 tools covering every data type, all bound."""
+    """One owner, an array table and an object table, 17 tools: every data type and the read-only registry."""
     # given / when
     _seed()
     # then
-    assert _counts() == {"users": 1, "tables": 2, "tools": 13, "instances": 1, "bindings": 13}
+    assert _counts() == {"users": 1, "tables": 2, "tools": 17, "instances": 1, "bindings": 17}
     demo = get_user_model().objects.get(username="demo")
+    assert (demo.is_staff, demo.is_superuser, list(demo.groups.values_list("name", flat=True))) == (
+        True,
+        False,
+        ["toolhub users"],
+    )
     orders, catalog = Table.objects.get(name="orders"), Table.objects.get(name="catalog")
     assert (type(orders.data).__name__, type(catalog.data["products"]).__name__) == ("list", "dict")
-    assert {tool.type for tool in Tool.objects.filter(owner=demo)} == set(DATA_TYPES)
+    assert {tool.type for tool in Tool.objects.filter(owner=demo)} == set(DATA_TYPES) | READ_ONLY_REGISTRY_TYPES
     instance = McpInstance.objects.get(slug="demo")
     assert instance.owner_id == demo.pk
-    assert Binding.objects.filter(mcp_instance=instance, enabled=True).count() == 13
+    assert Binding.objects.filter(mcp_instance=instance, enabled=True).count() == 17
+
+
+def test_seeded_registry_tools_answer_over_mcp():
+    """The demo's registry tools work on the demo instance: search finds the orders query tool."""
+    # given
+    key = KEY_LINE.search(_seed()).group(1)
+    # when
+    reply = Harness().call("demo", key, "find_tools", {"query": "jmespath query orders", "limit": 1})
+    # then
+    result = reply["result"]
+    assert result["isError"] is False
+    assert [hit["tool_name"] for hit in result["structuredContent"]["results"]] == ["orders_query"]
 
 
 def test_seed_is_idempotent_and_prints_a_fresh_key_each_time():
@@ -142,7 +160,7 @@ def test_seed_when_another_user_owns_the_demo_slug(make_user, make_instance):
     demo = get_user_model().objects.get(username="demo")
     mine = McpInstance.objects.get(owner=demo)
     assert mine.slug == "demo-2"
-    assert Binding.objects.filter(mcp_instance=mine).count() == 13
+    assert Binding.objects.filter(mcp_instance=mine).count() == 17
     assert Binding.objects.filter(mcp_instance=theirs).count() == 0
     assert ApiKey.objects.filter(mcp_instance=theirs).count() == 0
     assert McpInstance.objects.count() == 2

@@ -71,6 +71,15 @@ CATALOG_TOOLS = [
     ("catalog_update", "update", "Change products: {key: SKU, content: {fields to change}}.", {"tags": ["catalog"]}),
 ]
 
+# The registry (SPEC §5) over the demo's own tools: an agent can search them, read a definition, browse the
+# categories and get the Markdown usage guide.
+REGISTRY_TOOLS = [
+    ("find_tools", "search_tools", "Search the shop's tools by what they do (regex, bm25, embedding, hybrid).", {}),
+    ("tool_definition", "get_tool_definition", "Full definition of one tool: parameters, examples, returns.", {}),
+    ("tools_by_category", "list_tools_by_category", "List the shop's tools of a category, or 'all' categories.", {}),
+    ("tool_guide", "get_tool_usage_guide", "A Markdown guide to the shop's tools, grouped by category.", {}),
+]
+
 
 class Command(BaseCommand):
     help = "Create demo data (user 'demo', tables, tools, an instance) and print a fresh API key. Idempotent."
@@ -82,15 +91,15 @@ class Command(BaseCommand):
     @transaction.atomic
     def handle(self, *args, **options):
         User = get_user_model()
+        # A staff user of the "toolhub users" group (made by mcp_app's migrations), not a superuser: the demo
+        # shows the admin as an owner sees it, scoped to the owner's own objects.
         user, created = User.objects.get_or_create(
-            username=DEMO_USERNAME, defaults={"is_staff": True, "is_superuser": True, "email": "demo@example.com"}
+            username=DEMO_USERNAME, defaults={"is_staff": True, "email": "demo@example.com"}
         )
         if created:
             user.set_password(options["password"])
             user.save()
-        group = Group.objects.filter(name="toolhub users").first()
-        if group:
-            user.groups.add(group)
+        user.groups.add(Group.objects.get(name="toolhub users"))
 
         orders = Table.objects.filter(owner=user, name="orders").first() or services.table_create(
             owner=user, name="orders", description="Customer orders: an array of records keyed by id.", data=ORDERS
@@ -102,6 +111,7 @@ class Command(BaseCommand):
         for table, json_path, specs, key_field in (
             (orders, "", ORDER_TOOLS, "id"),
             (catalog, "/products", CATALOG_TOOLS, None),
+            (None, "", REGISTRY_TOOLS, None),
         ):
             for name, tool_type, description, metadata in specs:
                 tool = Tool.objects.filter(owner=user, name=name).first()
