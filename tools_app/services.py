@@ -56,7 +56,9 @@ def table_update(*, table: Table, **fields: Any) -> Table:
         raise TypeError(f"table_update got unexpected fields {sorted(unknown)}")
     writes_data = "data" in fields
     with transaction.atomic():
-        query = Table.objects.select_for_update()
+        # NO KEY UPDATE: writers still queue (and wait for a delete), but saving a tool that refers to this
+        # table (a foreign-key check, KEY SHARE) does not wait behind a large document write.
+        query = Table.objects.select_for_update(no_key=True)
         if not writes_data:
             # A rename neither loads nor re-validates the document (tens of MB for a large table).
             query = query.defer("data")
@@ -144,7 +146,8 @@ def table_write(*, table_id: int, change: Callable[[Any], tuple[Any, Any]]) -> t
     `change` must not mutate `data` (it may be the cached document shared with readers).
     """
     with transaction.atomic():
-        version = Table.objects.select_for_update().filter(pk=table_id).values_list("version", flat=True).first()
+        locked = Table.objects.select_for_update(no_key=True).filter(pk=table_id)  # no_key: see table_update
+        version = locked.values_list("version", flat=True).first()
         if version is None:
             raise Table.DoesNotExist(f"Table {table_id} does not exist.")
         entry = table_cache.get(table_id, version)

@@ -1002,3 +1002,62 @@ def test_binds_and_recorded_calls_at_once_never_deadlock(
     assert CallLog.objects.filter(status="ok").count() == calls
     assert sum(Tool.objects.values_list("use_count", flat=True)) == calls
     assert [r.getMessage() for r in caplog.records if r.name == "mcp_app.recording"] == []
+
+
+def _write_holding_the_lock(table_id: int, paused: threading.Event, go: threading.Event) -> int:
+    """A data write that pauses, the table row locked, until `go`; returns the new version."""
+    from tools_app.services import table_write
+
+    def change(data):
+        paused.set()
+        assert go.wait(timeout=60)
+        return [*data, {"id": "late"}], None
+
+    return table_write(table_id=table_id, change=change)[0]
+
+
+@pytest.mark.postgres
+def test_tool_saves_on_a_table_do_not_wait_for_its_data_write(postgres_db, owner, table):
+    """A data write holds the table row (FOR NO KEY UPDATE) for as long as the document takes to write:
+    creating a tool on that table (a foreign-key check, KEY SHARE) goes on meanwhile; the write still lands."""
+    from tools_app.models import Table, Tool
+    from tools_app.services import tool_create
+
+    # given
+    paused, go = threading.Event(), threading.Event()
+    version = table.version
+
+    def create_tool() -> int:
+        return tool_create(
+            owner=owner, name="late_reader", type="get_all_data", table=table, description="Every order."
+        ).pk
+
+    # when
+    roles = [lambda: _write_holding_the_lock(table.pk, paused, go), *_refereed(paused, go, create_tool)]
+    new_version, tool_pk, refereed = _in_threads(3, lambda index: roles[index]())
+    # then
+    assert (refereed, new_version) == ("finished", version + 1), tool_pk
+    assert Tool.objects.get(pk=tool_pk).table_id == table.pk
+    stored = Table.objects.get(pk=table.pk)
+    assert (stored.version, stored.data[-1]) == (version + 1, {"id": "late"})
+
+
+@pytest.mark.postgres
+def test_a_second_data_write_waits_for_the_first(postgres_db, owner, table):
+    """Writers of one table still queue behind each other's row lock: no write is lost."""
+    from tools_app.models import Table
+    from tools_app.services import table_write
+
+    # given
+    paused, go = threading.Event(), threading.Event()
+    version = table.version
+
+    def second_write() -> int:
+        return table_write(table_id=table.pk, change=lambda data: ([*data, {"id": "second"}], None))[0]
+
+    # when
+    roles = [lambda: _write_holding_the_lock(table.pk, paused, go), *_refereed(paused, go, second_write)]
+    first_version, second_version, refereed = _in_threads(3, lambda index: roles[index]())
+    # then
+    assert (refereed, first_version, second_version) == ("blocked", version + 1, version + 2)
+    assert [row["id"] for row in Table.objects.get(pk=table.pk).data[-2:]] == ["late", "second"]
