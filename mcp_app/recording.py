@@ -9,7 +9,8 @@ thread (e.g. no lifespan), a call that finds the queue full flushes it itself, s
 A tool, instance, key or user deleted while its calls wait in the queue must not cost other calls their
 records (SPEC §4.4 "every call is recorded"). The batch is written as above; only if the database refuses
 it (a foreign key to a row deleted meanwhile) is it written again, after reading which of the rows it
-refers to still exist, as the foreign keys' on_delete says: a deleted tool or key leaves the row with no
+refers to still exist (in the same transaction, under the lock a foreign-key check takes, so a delete in
+progress is waited for, not seen half-way), as the foreign keys' on_delete says: a deleted tool or key leaves the row with no
 tool or key (SET_NULL), a deleted instance or owner takes its rows with it (CASCADE), a deleted tool's
 use count is gone with it. Should that fail too, the rows are written in ever smaller pieces, so that one
 bad row costs only itself. The delete services lock the row they delete first, so a batch that refers to
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
-from django.db import DatabaseError, DataError, IntegrityError, close_old_connections, transaction
+from django.db import DatabaseError, DataError, IntegrityError, close_old_connections, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -192,19 +193,36 @@ def _save(calls: list[CallRecord], uses: Uses, keys: dict[int, datetime]) -> Non
             ApiKey.objects.filter(pk=key_id).update(last_used_at=at)
 
 
+def _existing(model, ids: set) -> set[int]:
+    """Which of `ids` exist, locked FOR KEY SHARE on PostgreSQL until the caller's transaction ends.
+
+    The lock is what a call-log row's foreign-key check takes at commit, taken now: a delete in progress
+    (its row locked FOR UPDATE, still visible to a plain read) is waited for and its row left out, and no
+    delete can start before the rows referring to what is read here are in. SQLite runs one writer at a
+    time, so its plain read is already exact. Django cannot ask for KEY SHARE, hence the SQL.
+    """
+    ids.discard(None)
+    if not ids:
+        return set()
+    if connection.vendor != "postgresql":
+        return set(model._base_manager.filter(pk__in=ids).values_list("pk", flat=True))
+    meta = model._meta
+    table, pk = connection.ops.quote_name(meta.db_table), connection.ops.quote_name(meta.pk.column)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {pk} FROM {table} WHERE {pk} = ANY(%s) ORDER BY {pk} FOR KEY SHARE", [sorted(ids)])
+        return {row[0] for row in cursor.fetchall()}
+
+
 def _live(calls: list[CallRecord], key_ids: Iterable[int] = ()) -> _Live:
-    """Read which of the tools, instances, keys and owners that `calls` (and `key_ids`) name still exist."""
-
-    def existing(model, ids: set) -> set[int]:
-        ids.discard(None)
-        return set(model._base_manager.filter(pk__in=ids).values_list("pk", flat=True)) if ids else set()
-
-    return _Live(
-        tools=existing(Tool, {call.tool_id for call in calls}),
-        instances=existing(McpInstance, {call.instance_id for call in calls}),
-        keys=existing(ApiKey, {call.api_key_id for call in calls} | set(key_ids)),
-        owners=existing(get_user_model(), {call.owner_id for call in calls}),
-    )
+    """Which of the tools, instances, keys and owners that `calls` (and `key_ids`) name still exist; call it
+    inside the transaction that writes the rows (see _existing). Rows are locked in the delete services'
+    order (keys, then instances; tools; users last), so a delete and this read never wait for each other
+    in a circle."""
+    keys = _existing(ApiKey, {call.api_key_id for call in calls} | set(key_ids))
+    instances = _existing(McpInstance, {call.instance_id for call in calls})
+    tools = _existing(Tool, {call.tool_id for call in calls})
+    owners = _existing(get_user_model(), {call.owner_id for call in calls})
+    return _Live(tools=tools, instances=instances, keys=keys, owners=owners)
 
 
 def _as_now(calls: list[CallRecord], live: _Live) -> list[CallRecord]:
@@ -241,19 +259,22 @@ def _write(calls: list[CallRecord], keys: dict[int, datetime]) -> int:
             len(calls),
             exc,
         )
-    live = _live(calls, keys)
-    kept = _as_now(calls, live)
-    if len(kept) < len(calls):
-        logger.info("%d MCP call(s) of deleted instances or users are not recorded.", len(calls) - len(kept))
-    # A deleted tool's use count and a deleted key's last use went with them.
-    uses = {tool_id: use for tool_id, use in uses.items() if tool_id in live.tools}
-    keys = {key_id: at for key_id, at in keys.items() if key_id in live.keys}
+    kept = calls
     try:
-        _save(kept, uses, keys)
+        with transaction.atomic():
+            live = _live(calls, keys)
+            kept = _as_now(calls, live)
+            # A deleted tool's use count and a deleted key's last use went with them.
+            uses = {tool_id: use for tool_id, use in uses.items() if tool_id in live.tools}
+            keys = {key_id: at for key_id, at in keys.items() if key_id in live.keys}
+            _save(kept, uses, keys)
+        if len(kept) < len(calls):
+            logger.info("%d MCP call(s) of deleted instances or users are not recorded.", len(calls) - len(kept))
         return len(kept)
     except DatabaseError as exc:
         logger.warning("Could not record %d MCP call(s) again (%s); writing them in pieces.", len(kept), exc)
-    _save([], uses, keys)  # counters and key times cannot break on a deleted row: a missing one updates nothing
+    # Counters and key times cannot break on a deleted row: a missing one updates nothing.
+    _save([], _uses(kept), keys)
     return _save_in_pieces(kept)
 
 
@@ -269,8 +290,8 @@ def _save_in_pieces(calls: list[CallRecord]) -> int:
     while pieces:
         piece = pieces.pop()
         try:
-            piece = _as_now(piece, _live(piece))
             with transaction.atomic():
+                piece = _as_now(piece, _live(piece))
                 CallLog.objects.bulk_create([_row(call) for call in piece])
         except (IntegrityError, DataError) as exc:
             if len(piece) > 1:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 
 WORKERS = 8
 CALLS = 25
@@ -1061,3 +1061,60 @@ def test_a_second_data_write_waits_for_the_first(postgres_db, owner, table):
     # then
     assert (refereed, first_version, second_version) == ("blocked", version + 1, version + 2)
     assert [row["id"] for row in Table.objects.get(pk=table.pk).data[-2:]] == ["late", "second"]
+
+
+def _delete_and_hold(tool_id: int, writer_pid: int, deleted: threading.Event) -> None:
+    """Delete a tool in a transaction that commits only once the writer's backend waits for a lock (or 10 s)."""
+    from tools_app.models import Tool
+    from tools_app.services import tool_delete
+
+    try:
+        with transaction.atomic():
+            tool_delete(tool=Tool.objects.get(pk=tool_id))
+            deleted.set()
+            _finished_or_blocked(threading.Event(), [writer_pid], timeout=10)
+    finally:
+        connections.close_all()
+
+
+@pytest.mark.postgres
+def test_batch_rewritten_while_deletes_are_in_progress_loses_no_call(
+    postgres_db, owner, table, make_tool, make_instance, make_api_key, monkeypatch
+):
+    """A refused batch is written again from a fresh read of what still exists. Each time it reads, another
+    of its tools is being deleted (deleted, not yet committed): the read must wait for that delete rather
+    than see the tool, or the rows fail again, down to single rows that were dropped. Every call is written,
+    without its deleted tool."""
+    from mcp_app import recording
+    from mcp_app.models import CallLog
+    from mcp_app.recording import CallRecord
+    from tools_app.services import tool_delete
+
+    # given
+    shop = make_instance(owner, slug="shop")
+    key = make_api_key(shop, "main")[0]
+    gone = make_tool(owner, table, type="get_all_data", name="gone")
+    tools = [make_tool(owner, table, type="get_all_data", name=f"t{i}") for i in range(8)]
+    calls = [CallRecord(shop.pk, owner.pk, tool.pk, tool.name, key.pk, "ok", 1.0) for tool in [gone, *tools]]
+    tool_delete(tool=gone)  # the first write is refused for this one
+    writer_pid, started = _backend_pid(), set()
+    original_live = recording._live
+
+    def live_while_a_delete_runs(batch, *args):
+        pending = [c.tool_id for c in batch if c.tool_id in {t.pk for t in tools} and c.tool_id not in started]
+        if pending:
+            started.add(pending[0])
+            deleted = threading.Event()
+            threading.Thread(target=_delete_and_hold, args=(pending[0], writer_pid, deleted), daemon=True).start()
+            assert deleted.wait(timeout=30)
+        return original_live(batch, *args)
+
+    monkeypatch.setattr(recording, "_live", live_while_a_delete_runs)
+    # when
+    written = recording._write(calls, {})
+    # then
+    assert written == 9
+    rows = CallLog.objects.order_by("pk")
+    assert [row.tool_name for row in rows] == ["gone", *[f"t{i}" for i in range(8)]]
+    remaining = {tool.pk for tool in tools} - started
+    assert [row.tool_id for row in rows] == [None] + [t.pk if t.pk in remaining else None for t in tools]
