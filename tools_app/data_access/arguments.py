@@ -76,4 +76,25 @@ def validate_arguments(*, schema: dict[str, Any], tool_type: str, arguments: Any
                 f"Invalid arguments: {_describe(error)}.",
                 {"path": list(error.absolute_path), "validator": error.validator},
             )
-    return arguments
+    return _integers(arguments, schemas)
+
+
+def _declares_integer(schema: dict[str, Any], name: str) -> bool:
+    properties = schema.get("properties")
+    spec = properties.get(name) if isinstance(properties, dict) else None
+    kind = spec.get("type") if isinstance(spec, dict) else None
+    return kind == "integer" or (isinstance(kind, list) and "integer" in kind and "number" not in kind)
+
+
+def _integers(arguments: dict[str, Any], schemas: list[dict[str, Any]]) -> dict[str, Any]:
+    """`arguments` with each integral float (2.0) that a schema declares an integer as that int.
+
+    JSON Schema counts 2.0 as an integer, so it passes validation; the operations slice and count with
+    these values (limit, offset), which needs an int.
+    """
+    coerced = {
+        name: int(value)
+        for name, value in arguments.items()
+        if isinstance(value, float) and value.is_integer() and any(_declares_integer(s, name) for s in schemas)
+    }
+    return {**arguments, **coerced} if coerced else arguments

@@ -422,6 +422,21 @@ def test_call_returns_the_result_and_records_the_call(owner, table, make_tool):
     assert log.error_code == ""
 
 
+def test_call_with_an_integral_float_argument_runs_with_that_integer(owner, table, make_tool):
+    """{"limit": 2.0} is an integer to JSON Schema: the preview runs with 2 (it was a 500)."""
+    # given
+    tool = make_tool(owner, table, type="preview", metadata={"preview_keys": ["id"]})
+
+    # when
+    response = client_for(owner).post(
+        f"/api/tools/{tool.pk}/call/", {"arguments": {"limit": 2.0, "offset": 1.0}}, format="json"
+    )
+
+    # then
+    assert response.status_code == 200
+    assert response.json() == {"result": {"items": [{"id": 2}, {"id": 3}], "total_count": 3}}
+
+
 def test_call_of_a_write_tool_changes_the_data_once(owner, table, make_tool):
     """A create call appends and reports the new version (SPEC §8 shape)."""
     # given

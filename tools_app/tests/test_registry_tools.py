@@ -180,6 +180,16 @@ def test_list_tools_by_category_lists_a_category_up_to_limit(catalog, scope):
     assert result["truncated"] is True
 
 
+def test_an_integral_float_limit_is_that_integer(catalog, scope):
+    """JSON Schema counts 1.0 as an integer, so limit=1.0 passes the schema and means 1 (not a crash)."""
+    # when
+    listed = run(catalog["list_tools_by_category"], scope, category="shop", limit=1.0)
+    found = run(catalog["search_tools"], scope, query="orders refund", limit=1.0)
+    # then
+    assert [tool["tool_name"] for tool in listed["tools"]] == ["delete_refunds"]
+    assert found["count"] == 1
+
+
 def test_list_tools_by_category_unknown_is_invalid_category_with_the_categories(catalog, scope):
     """An unknown category is INVALID_CATEGORY listing the categories that exist."""
     # when
