@@ -10,11 +10,12 @@ A tool, instance, key or user deleted while its calls wait in the queue must not
 records (SPEC §4.4 "every call is recorded"). The batch is written as above; only if the database refuses
 it (a foreign key to a row deleted meanwhile) is it written again, after reading which of the rows it
 refers to still exist (in the same transaction, under the lock a foreign-key check takes, so a delete in
-progress is waited for, not seen half-way), as the foreign keys' on_delete says: a deleted tool or key leaves the row with no
-tool or key (SET_NULL), a deleted instance or owner takes its rows with it (CASCADE), a deleted tool's
-use count is gone with it. Should that fail too, the rows are written in ever smaller pieces, so that one
-bad row costs only itself. The delete services lock the row they delete first, so a batch that refers to
-it waits for the delete and then takes this path instead of making the delete fail.
+progress is waited for, not seen half-way), as the foreign keys' on_delete says: a deleted tool or key
+leaves the row with no tool or key (SET_NULL), a deleted instance or owner takes its rows with it
+(CASCADE), a deleted tool's use count is gone with it. Should that fail too, the rows are written in ever
+smaller pieces, so that one bad row costs only itself. The delete services lock the row they delete first,
+so a batch that refers to it waits for the delete and then takes this path instead of making the delete
+fail.
 
 Calls from the JSON API and the admin's try-it reach mcp_app through tools_app.calls (tools_app never
 imports mcp_app): `log_finished_call` is the recorder McpAppConfig.ready() registers there; it writes
