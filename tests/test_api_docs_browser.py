@@ -9,16 +9,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.browser.support import CHROMIUM, CHROMIUM_ARGS
+
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
 
