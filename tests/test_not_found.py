@@ -61,3 +61,15 @@ def test_api_root_is_a_405_for_writes(client):
     response = client.post("/api/", {}, content_type="application/json")
     assert response.status_code == 405
     assert response.json() == {"error": "METHOD_NOT_ALLOWED", "message": 'Method "POST" not allowed.'}
+
+
+@pytest.mark.django_db
+def test_favicon_is_served(client):
+    """/favicon.ico, which browsers fetch on every admin page, leads to toolhub's icon instead of a 404."""
+    # when
+    response = client.get("/favicon.ico", follow=True)
+    # then
+    assert response.redirect_chain == [("/static/toolhub/favicon.svg", 302)]
+    assert (response.status_code, response["Content-Type"]) == (200, "image/svg+xml")
+    body = b"".join(response.streaming_content) if response.streaming else response.content
+    assert body.startswith(b'<svg xmlns="http://www.w3.org/2000/svg"')

@@ -1,11 +1,14 @@
 """URL routes: the admin and the JSON API. /mcp/<slug>/ is routed in toolhub.asgi, before Django."""
 
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    # Browsers ask for /favicon.ico on every page; without it each admin page logs a 404.
+    path("favicon.ico", RedirectView.as_view(url=static("toolhub/favicon.svg"), permanent=False)),
     path("admin/", admin.site.urls),
     path("api/", include("toolhub.api_urls")),
 ]
