@@ -8,8 +8,8 @@ slightly different dialect; `to_re2` rewrites what would change a result:
 
 - `\\d \\w \\s` and their negations become Unicode classes, as in Python (RE2's are ASCII-only);
 - `$` also matches before a final newline (descriptions imported from YAML end with one), unless the
-  pattern sets the `m` flag; it does so by matching that newline, which only a pattern that goes on
-  matching after `$` could notice; `\\Z` becomes `\\z`;
+  `m` flag is on where it stands (globally, or in a scoped `(?m:...)` group); it does so by matching that
+  newline, which only a pattern that goes on matching after `$` could notice; `\\Z` becomes `\\z`;
 - `\\uXXXX`, `\\UXXXXXXXX`, `\\N{name}`, octal and escaped non-letters become `\\x{...}`; `[\\b]` is a backspace;
 - `{,n}` means `{0,n}`; `(?#...)` comments are dropped.
 
@@ -36,7 +36,7 @@ _NEGATED_IN_BRACKETS = {"D": r"\P{Nd}"}  # \W and \S have no single negated prop
 _KEPT_ESCAPES = frozenset("AbBafnrtv")
 _REPEAT = re.compile(r"\{(\d*)(,?)(\d*)\}")
 _GROUP_FLAGS = re.compile(r"\(\?([aiLmsux]*)(?:-([imsx]*))?([:)])")
-_MULTILINE = re.compile(r"\(\?[aiLmsux]*m[aiLmsux]*[-:)]")
+_MULTILINE_GLOBAL = re.compile(r"\(\?[aiLmsux]*m[aiLmsux]*\)")
 _REFUSED_GROUPS = (
     ("(?P=", "a backreference (?P=name)"),
     ("(?=", "a look-around (?=...)"),
@@ -139,7 +139,9 @@ def to_re2(pattern: str) -> str:
 
     Raises PatternError for what RE2 cannot run (see the module docstring).
     """
-    multiline = _MULTILINE.search(pattern) is not None
+    # Whether `$` is multiline, per open group: the global flags (Python allows them only at the start) set
+    # the outer mode, and a scoped group (?m:...) or (?-m:...) sets it until its `)`.
+    modes = [_MULTILINE_GLOBAL.search(pattern) is not None]
     out: list[str] = []
     i, end = 0, len(pattern)
     in_brackets = first_in_brackets = False
@@ -164,8 +166,23 @@ def to_re2(pattern: str) -> str:
             in_brackets = first_in_brackets = True
             continue
         if char == "(" and pattern.startswith("(?", i):
+            flags = _GROUP_FLAGS.match(pattern, i)
             text, i = _group(pattern, i)
             out.append(text)
+            if flags is None:
+                if not text.startswith("(?#") and text:  # a comment is dropped whole: no group
+                    modes.append(modes[-1])
+            elif flags.group(3) == ":":
+                on, off = flags.group(1), flags.group(2) or ""
+                modes.append(True if "m" in on else False if "m" in off else modes[-1])
+            continue
+        if char in "()":
+            if char == "(":
+                modes.append(modes[-1])
+            elif len(modes) > 1:
+                modes.pop()
+            out.append(char)
+            i += 1
             continue
         if char == "{":
             repeat = _REPEAT.match(pattern, i)
@@ -176,7 +193,7 @@ def to_re2(pattern: str) -> str:
             low, comma, high = repeat.groups()
             out.append(f"{{{low or 0}{comma}{high}}}")
             i, quantifier = repeat.end(), repeat.group()
-        elif char == "$" and not multiline:
+        elif char == "$" and not modes[-1]:
             out.append(r"(?:\n?\z)")
             i += 1
             continue

@@ -258,12 +258,15 @@ def python_patterns(draw, depth=0):
     for _ in range(draw(st.integers(1, 4))):
         if depth < 2 and draw(st.integers(0, 4)) == 0:
             inner = draw(python_patterns(depth=depth + 1))
-            atom = draw(st.sampled_from(["({})", "(?:{})", "(?i:{})", "({}|b)"])).format(inner)
+            atom = draw(st.sampled_from(["({})", "(?:{})", "(?i:{})", "({}|b)", "(?m:{}$)", "(?-m:{}$)"]))
+            atom = atom.format(inner)
         else:
             atom = draw(st.sampled_from(ATOMS))
         if atom not in ("^", r"\A"):
             atom += draw(st.sampled_from(["", "", "*", "+", "?", "{2}", "{,2}", "{1,}", "*?", "+?"]))
         parts.append(atom)
+    if depth == 0 and draw(st.integers(0, 3)) == 0:
+        parts.insert(0, "(?m)")
     if depth == 0:
         # Only at the end: `$` becomes (?:\n?\z), which consumes a final newline that Python's `$` leaves for
         # what follows it (only a pattern matching a newline after `$` can tell the difference).
@@ -282,3 +285,23 @@ def test_translated_patterns_match_exactly_what_python_re_matches(pattern, texts
         assert (compiled.search(text) is not None) == (expected.search(text) is not None), (pattern, text)
         if "\n" not in text:
             assert (compiled.fullmatch(text) is not None) == (expected.fullmatch(text) is not None), (pattern, text)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text"),
+    [
+        ("(?m:a$)", "a\nb"),  # multiline inside the group: a at the end of a line
+        ("(?m:a$)|b$", "b\n"),  # outside it, `$` still matches before a final newline
+        ("(?m:a$)|b$", "b\nc"),  # ... and not before an inner one
+        ("(?m)(?-m:a$)", "a\nb"),  # switched off inside a scoped group of a multiline pattern
+        ("(?m)(?-m:a$)|b$", "b\nc"),  # ... and on again after it
+        ("((?m:a$))b$", "a\nb"),
+        ("(?#m)a$", "a\nb"),  # a comment sets nothing
+    ],
+)
+def test_scoped_multiline_flags_match_like_python_re(pattern, text):
+    """`$` follows the m flag of the group it is in, as in Python's re."""
+    # when
+    found = compile_pattern(pattern).search(text) is not None
+    # then
+    assert found == (re.search(pattern, text, re.IGNORECASE) is not None)
