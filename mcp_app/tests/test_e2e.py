@@ -6,15 +6,7 @@ a temporary PostgreSQL database when the tests run on PostgreSQL), seeded by ben
 """
 
 import json
-import os
-import socket
 import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
 import pytest
@@ -23,106 +15,26 @@ from django.db import connection
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.live_server import PYTHON, ROOT, Uvicorn, run_python, server_database
+
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
-PYTHON = sys.executable
 INSPECTOR = ROOT / "node_modules" / ".bin" / "mcp-inspector"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def run_python(env: dict, code: str) -> str:
-    """Run `code` with Django set up on the server's database; return its last output line."""
-    prelude = (
-        "import django, json, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'toolhub.settings'); django.setup()\n"
-    )
-    done = subprocess.run(
-        [PYTHON, "-c", prelude + code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
 
 
 @pytest.fixture(scope="module")
 def server_db(tmp_path_factory):
     """A migrated database for the server subprocesses, with the seeded 'e2e' instance; dropped afterwards."""
-    env = {**os.environ, "DJANGO_SECRET_KEY": "e2e-secret", "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost"}
-    env.pop("DJANGO_DEBUG", None)
-    url = os.environ.get("DATABASE_URL", "")
-    pg_name = None
-    if url.startswith("postgres"):
-        parts = urlsplit(url)
-        pg_name = f"th_b_e2e_{os.getpid()}"
-        admin = urlunsplit(parts._replace(path="/postgres"))
-        subprocess.run(
-            ["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {pg_name}", "-c", f"CREATE DATABASE {pg_name}"],
-            check=True,
-        )
-        env["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{pg_name}"))
-    else:
-        env["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('e2e') / 'server.sqlite3'}"
-    subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
-    seeded = subprocess.run(
-        [PYTHON, "bench/seed_mcp.py", "--slug", "e2e", "--rows", "50", "--user", "e2e"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    info = json.loads(seeded.stdout.strip().splitlines()[-1])
-    yield {"env": env, **info}
-    if pg_name:
-        subprocess.run(["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {pg_name} WITH (FORCE)"], check=False)
-
-
-class Uvicorn:
-    def __init__(self, env: dict, workers: int = 1):
-        self.port = free_port()
-        self.process = subprocess.Popen(
-            [
-                str(Path(PYTHON).with_name("uvicorn")),
-                "toolhub.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--lifespan",
-                "on",
-                "--workers",
-                str(workers),
-                "--no-access-log",
-            ],
+    with server_database("b_e2e", tmp_path_factory.mktemp("e2e"), secret="e2e-secret") as env:
+        seeded = subprocess.run(
+            [PYTHON, "bench/seed_mcp.py", "--slug", "e2e", "--rows", "50", "--user", "e2e"],
             cwd=ROOT,
             env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            check=True,
+            capture_output=True,
+            text=True,
         )
-        self.base = f"http://127.0.0.1:{self.port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.process.stdout.read().decode()
-            try:
-                urllib.request.urlopen(f"{self.base}/mcp/", timeout=1)
-            except urllib.error.HTTPError:
-                return  # serving (404 for /mcp/ without a slug)
-            except OSError:
-                time.sleep(0.2)
-        raise AssertionError("uvicorn did not start")
-
-    def stop(self) -> str:
-        self.process.terminate()
-        try:
-            out, _ = self.process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            out, _ = self.process.communicate()
-        return out.decode()
+        yield {"env": env, **json.loads(seeded.stdout.strip().splitlines()[-1])}
 
 
 @pytest.fixture

@@ -3,92 +3,30 @@ app) on a free loopback port, in a subprocess with its own freshly migrated data
 file, or a temporary PostgreSQL database when the suite runs on PostgreSQL), once per test module; two
 staff users, alice and bob; headless Chromium; logged-in pages."""
 
-import os
-import subprocess
-import time
-import urllib.error
-import urllib.request
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
-
 import pytest
 
-from tests.browser.support import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
-    PASSWORD,
-    PYTHON,
-    ROOT,
-    free_port,
-    require_browser,
-    run_python,
-)
+from tests.browser.support import CHROMIUM, CHROMIUM_ARGS, PASSWORD, require_browser
+from tests.live_server import Uvicorn, run_python, server_database
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """uvicorn serving toolhub.asgi:application on a fresh database with two staff users, alice and bob."""
     require_browser()
-    env = {**os.environ, "DJANGO_SECRET_KEY": "browser-secret", "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost"}
-    env.pop("DJANGO_DEBUG", None)
-    url = os.environ.get("DATABASE_URL", "")
-    pg_admin = pg_name = None
-    if url.startswith("postgres"):
-        parts = urlsplit(url)
-        pg_name = f"th_e_browser_{os.getpid()}"
-        pg_admin = urlunsplit(parts._replace(path="/postgres"))
-        subprocess.run(
-            ["psql", pg_admin, "-qc", f"DROP DATABASE IF EXISTS {pg_name}", "-c", f"CREATE DATABASE {pg_name}"],
-            check=True,
+    with server_database("e_browser", tmp_path_factory.mktemp("browser"), secret="browser-secret") as env:
+        run_python(
+            env,
+            "from django.contrib.auth.models import Group, User\n"
+            "group = Group.objects.get(name='toolhub users')\n"
+            "for name in ('alice', 'bob'):\n"
+            f"    user = User.objects.create_user(name, password={PASSWORD!r}, is_staff=True)\n"
+            "    user.groups.add(group)\n",
         )
-        env["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{pg_name}"))
-    else:
-        env["DATABASE_URL"] = f"sqlite:///{tmp_path_factory.mktemp('browser') / 'server.sqlite3'}"
-    subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
-    run_python(
-        env,
-        "from django.contrib.auth.models import Group, User\n"
-        "group = Group.objects.get(name='toolhub users')\n"
-        "for name in ('alice', 'bob'):\n"
-        f"    user = User.objects.create_user(name, password={PASSWORD!r}, is_staff=True)\n"
-        "    user.groups.add(group)\n",
-    )
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            str(Path(PYTHON).with_name("uvicorn")),
-            "toolhub.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--lifespan",
-            "on",
-            "--no-access-log",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        assert process.poll() is None, process.stdout.read().decode()
+        uvicorn = Uvicorn(env)
         try:
-            urllib.request.urlopen(f"{base}/admin/login/", timeout=1)
-            break
-        except (OSError, urllib.error.URLError):
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.2)
-    yield {"base": base, "env": env}
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-    if pg_name:
-        subprocess.run(["psql", pg_admin, "-qc", f"DROP DATABASE IF EXISTS {pg_name} WITH (FORCE)"], check=False)
+            yield {"base": uvicorn.base, "env": env}
+        finally:
+            uvicorn.stop()
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,13 @@
-"""Helpers for the browser tests: the Chromium binary and flags, Django code run against the server's
-database, and screenshots kept as artifacts (artifacts/screenshots/, gitignored)."""
+"""Helpers for the browser tests: the Chromium binary and flags, and screenshots kept as artifacts
+(artifacts/screenshots/, gitignored). The server itself: tests.live_server."""
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-PYTHON = sys.executable
+from tests.live_server import ROOT
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -38,22 +34,6 @@ def require_browser():
         if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
             pytest.fail(reason)
         pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def run_python(env: dict, code: str) -> str:
-    """Run `code` with Django set up on the server's database; return its last output line."""
-    prelude = "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'toolhub.settings'); django.setup()\n"
-    done = subprocess.run(
-        [PYTHON, "-c", prelude + code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
 
 
 def shot(page, name: str) -> None:

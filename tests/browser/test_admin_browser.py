@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from tests.browser.support import run_python, shot
+from tests.browser.support import shot
+from tests.live_server import run_python
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 

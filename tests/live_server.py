@@ -1,0 +1,113 @@
+"""A real toolhub server for end-to-end and browser tests: a freshly migrated database of its own, uvicorn
+serving `toolhub.asgi:application` on a free loopback port in a subprocess, and Django code run against that
+database in short subprocesses ("another process")."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+
+__all__ = ["PYTHON", "ROOT", "Uvicorn", "free_port", "run_python", "server_database"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def run_python(env: dict, code: str) -> str:
+    """Run `code` with Django set up on the server's database; return its last output line."""
+    prelude = (
+        "import django, json, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'toolhub.settings'); django.setup()\n"
+    )
+    done = subprocess.run(
+        [PYTHON, "-c", prelude + code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+
+
+@contextmanager
+def server_database(tag: str, directory: Path, *, secret: str) -> Iterator[dict]:
+    """The environment of a server on a database of its own, migrated: a temporary PostgreSQL database
+    `th_<tag>_<pid>` (dropped at the end) when the suite runs on PostgreSQL, else an SQLite file in
+    `directory`."""
+    env = {**os.environ, "DJANGO_SECRET_KEY": secret, "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost"}
+    env.pop("DJANGO_DEBUG", None)
+    url = os.environ.get("DATABASE_URL", "")
+    pg_admin = pg_name = None
+    if url.startswith("postgres"):
+        parts = urlsplit(url)
+        pg_name = f"th_{tag}_{os.getpid()}"
+        pg_admin = urlunsplit(parts._replace(path="/postgres"))
+        subprocess.run(
+            ["psql", pg_admin, "-qc", f"DROP DATABASE IF EXISTS {pg_name}", "-c", f"CREATE DATABASE {pg_name}"],
+            check=True,
+        )
+        env["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{pg_name}"))
+    else:
+        env["DATABASE_URL"] = f"sqlite:///{directory / 'server.sqlite3'}"
+    try:
+        subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
+        yield env
+    finally:
+        if pg_name:
+            subprocess.run(["psql", pg_admin, "-qc", f"DROP DATABASE IF EXISTS {pg_name} WITH (FORCE)"], check=False)
+
+
+class Uvicorn:
+    """uvicorn serving toolhub on a free loopback port; the constructor returns once it answers HTTP."""
+
+    def __init__(self, env: dict, workers: int = 1):
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [
+                str(Path(PYTHON).with_name("uvicorn")),
+                "toolhub.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--lifespan",
+                "on",
+                "--workers",
+                str(workers),
+                "--no-access-log",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        self.base = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.process.stdout.read().decode()
+            try:
+                urllib.request.urlopen(f"{self.base}/mcp/", timeout=1)
+            except urllib.error.HTTPError:
+                return  # serving (404 for /mcp/ without a slug)
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError("uvicorn did not start")
+
+    def stop(self) -> str:
+        """Stop the server; return what it printed."""
+        self.process.terminate()
+        try:
+            out, _ = self.process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            out, _ = self.process.communicate()
+        return out.decode()
