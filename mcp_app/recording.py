@@ -29,12 +29,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.contrib.auth import get_user_model
-from django.db import DatabaseError, DataError, IntegrityError, close_old_connections, connection, transaction
+from django.db import DatabaseError, DataError, IntegrityError, close_old_connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from tools_app.calls import FinishedCall
 from tools_app.models import Tool
+from tools_app.services import key_share
 
 from .models import ApiKey, CallLog, CallStatus, McpInstance
 
@@ -195,23 +196,14 @@ def _save(calls: list[CallRecord], uses: Uses, keys: dict[int, datetime]) -> Non
 
 
 def _existing(model, ids: set) -> set[int]:
-    """Which of `ids` exist, locked FOR KEY SHARE on PostgreSQL until the caller's transaction ends.
-
-    The lock is what a call-log row's foreign-key check takes at commit, taken now: a delete in progress
-    (its row locked FOR UPDATE, still visible to a plain read) is waited for and its row left out, and no
-    delete can start before the rows referring to what is read here are in. SQLite runs one writer at a
-    time, so its plain read is already exact. Django cannot ask for KEY SHARE, hence the SQL.
-    """
+    """Which of `ids` exist, locked FOR KEY SHARE (tools_app.services.key_share) until the caller's
+    transaction ends: the lock a call-log row's foreign-key check takes at commit, taken now. A delete in
+    progress (its row locked FOR UPDATE, still visible to a plain read) is waited for and its row left out,
+    and no delete can start before the rows referring to what is read here are in."""
     ids.discard(None)
     if not ids:
         return set()
-    if connection.vendor != "postgresql":
-        return set(model._base_manager.filter(pk__in=ids).values_list("pk", flat=True))
-    meta = model._meta
-    table, pk = connection.ops.quote_name(meta.db_table), connection.ops.quote_name(meta.pk.column)
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {pk} FROM {table} WHERE {pk} = ANY(%s) ORDER BY {pk} FOR KEY SHARE", [sorted(ids)])
-        return {row[0] for row in cursor.fetchall()}
+    return {pk for (pk,) in key_share(model._base_manager.filter(pk__in=ids).order_by("pk").values_list("pk"))}
 
 
 def _live(calls: list[CallRecord], key_ids: Iterable[int] = ()) -> _Live:

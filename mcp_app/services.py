@@ -3,13 +3,13 @@
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from tools_app.errors import ErrorCode
 from tools_app.models import NameClash, Tool, name_conflict_error
-from tools_app.services import lock_rows
+from tools_app.services import key_share, lock_rows
 
 from .models import ApiKey, Binding, McpInstance
 
@@ -89,24 +89,15 @@ def _lock_for_binding(binding: Binding) -> str:
       SHARE, so a bind and a rename of one tool queue. The recorder's use-count updates (NO KEY UPDATE) do
       not conflict with it: recorded calls never wait for a bind, and a bind never waits for them, even when
       one transaction binds several tools in any order (admin bulk actions and inline forms).
-    Django's select_for_update() cannot ask for KEY SHARE, hence the SQL. SQLite needs neither lock: its
-    IMMEDIATE transactions (see settings) already run one at a time.
+    SQLite needs neither lock: its IMMEDIATE transactions (see settings) already run one at a time.
     """
     instances = McpInstance.objects.filter(pk=binding.mcp_instance_id)
     if instances.select_for_update(no_key=True).values_list("pk", flat=True).first() is None:
         raise _gone("mcp_instance", "instance")
-    names = Tool.objects.filter(pk=binding.tool_id).order_by().values_list("name", flat=True)
-    if connection.vendor == "postgresql":
-        sql, params = names.query.sql_with_params()
-        with connection.cursor() as cursor:
-            cursor.execute(f"{sql} FOR KEY SHARE", params)
-            row = cursor.fetchone()
-        name = row[0] if row is not None else None
-    else:
-        name = names.select_for_update().first()
-    if name is None:
+    names = key_share(Tool.objects.filter(pk=binding.tool_id).order_by().values_list("name"))
+    if not names:
         raise _gone("tool", "tool")
-    return name
+    return names[0][0]
 
 
 def _save_binding(binding: Binding, field: str) -> Binding:
