@@ -95,42 +95,10 @@ def render_usage_guide(instance: McpInstance) -> dict[str, Any]:
     return {"html": mark_safe(html), "warnings": warnings, "markdown": content}
 
 
-#
-# "MCP instance" (QA item 8): the `mcp_instance` fields' verbose name is derived from the field name and
-# reads "Mcp instance"; giving the fields a verbose_name would need a migration, so the admin says it.
-#
+class InstanceColumn:
+    """The `mcp_instance` list column as a link to the instance."""
 
-INSTANCE_LABEL = McpInstance._meta.verbose_name
-
-
-class InstanceFilter(admin.RelatedOnlyFieldListFilter):
-    """The list filter on `mcp_instance` ("By MCP instance"), offering the instances the rows use."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.title = self.lookup_title = INSTANCE_LABEL
-
-
-class InstanceLabelsMixin:
-    """Form label, list column and read-only field of `mcp_instance` labelled "MCP instance"."""
-
-    def formfield_for_dbfield(self, db_field, request, **kwargs):
-        field = super().formfield_for_dbfield(db_field, request, **kwargs)
-        if db_field.name == "mcp_instance" and field is not None:
-            field.label = INSTANCE_LABEL
-        return field
-
-    def get_list_display(self, request):
-        return ["instance" if column == "mcp_instance" else column for column in super().get_list_display(request)]
-
-    def get_fields(self, request, obj=None):
-        fields = super().get_fields(request, obj)
-        if obj is not None and not self.has_change_permission(request, obj):
-            # A read-only page labels a model field by its verbose name; the display below says it right.
-            fields = ["instance" if name == "mcp_instance" else name for name in fields]
-        return fields
-
-    @admin.display(description=INSTANCE_LABEL, ordering="mcp_instance__name")
+    @admin.display(description=McpInstance._meta.verbose_name, ordering="mcp_instance__name")
     def instance(self, obj):
         if obj.mcp_instance_id is None:
             return "-"
@@ -367,12 +335,12 @@ def set_enabled(bindings, enabled: bool) -> int:
     return count
 
 
-class BindingAdmin(InstanceLabelsMixin, OwnedAdmin):
+class BindingAdmin(InstanceColumn, OwnedAdmin):
     form = BindingAdminForm
-    list_display = ["effective_name", "mcp_instance", "tool", "tool_type", "enabled", "name_override"]
+    list_display = ["effective_name", "instance", "tool", "tool_type", "enabled", "name_override"]
     list_display_links = ["effective_name"]
     list_editable = ["enabled"]
-    list_filter = [("mcp_instance", InstanceFilter), "enabled", "tool__type"]
+    list_filter = [("mcp_instance", admin.RelatedOnlyFieldListFilter), "enabled", "tool__type"]
     search_fields = ["tool__name", "name_override", "mcp_instance__name"]
     list_select_related = ["tool", "mcp_instance"]
     actions = ["enable_bindings", "disable_bindings", "unbind"]
@@ -441,10 +409,10 @@ class KeyStatusFilter(admin.SimpleListFilter):
         return queryset
 
 
-class ApiKeyAdmin(InstanceLabelsMixin, OwnedAdmin):
+class ApiKeyAdmin(InstanceColumn, OwnedAdmin):
     form = ApiKeyAdminForm
-    list_display = ["__str__", "mcp_instance", "prefix", "created_at", "last_used_at", "status"]
-    list_filter = [("mcp_instance", InstanceFilter), KeyStatusFilter]
+    list_display = ["__str__", "instance", "prefix", "created_at", "last_used_at", "status"]
+    list_filter = [("mcp_instance", admin.RelatedOnlyFieldListFilter), KeyStatusFilter]
     search_fields = ["label", "prefix", "mcp_instance__name"]
     list_select_related = ["mcp_instance"]
     actions = ["revoke"]
@@ -456,8 +424,7 @@ class ApiKeyAdmin(InstanceLabelsMixin, OwnedAdmin):
     def get_fields(self, request, obj=None):
         if obj is None:
             return ["mcp_instance", "label"]
-        # Read-only once issued (below): "instance" is the labelled display of mcp_instance.
-        return ["instance", "label", "prefix", "created_at", "last_used_at", "revoked_at"]
+        return ["mcp_instance", "label", "prefix", "created_at", "last_used_at", "revoked_at"]
 
     def has_change_permission(self, request, obj=None):
         # A key is immutable once issued (revoke it instead); its page is read-only.
@@ -494,13 +461,13 @@ class ApiKeyAdmin(InstanceLabelsMixin, OwnedAdmin):
         self.message_user(request, f"Revoked {count} key(s).", messages.SUCCESS)
 
 
-class CallLogAdmin(InstanceLabelsMixin, OwnedAdmin):
+class CallLogAdmin(InstanceColumn, OwnedAdmin):
     # Read-only here, but removed with (or unlinked from) its instance, tool, key or user when they are
     # deleted: it never blocks their deletion (tools_app.admin.DeletedWithParentMixin).
     deleted_with_parent = True
-    list_display = ["created_at", "tool_name", "mcp_instance", "source", "status", "error_code", "duration"]
+    list_display = ["created_at", "tool_name", "instance", "source", "status", "error_code", "duration"]
     list_filter = [
-        ("mcp_instance", InstanceFilter),
+        ("mcp_instance", admin.RelatedOnlyFieldListFilter),
         ("tool", admin.RelatedOnlyFieldListFilter),
         "status",
         "source",

@@ -61,6 +61,7 @@ class ApiKey(models.Model):
         McpInstance,
         on_delete=models.CASCADE,
         related_name="api_keys",
+        verbose_name="MCP instance",
         error_messages={"invalid": "%(model)s with %(field)s %(value)r does not exist."},
     )
     label = models.CharField(max_length=200, blank=True)
@@ -110,6 +111,7 @@ class Binding(models.Model):
         McpInstance,
         on_delete=models.CASCADE,
         related_name="bindings",
+        verbose_name="MCP instance",
         error_messages={"invalid": "%(model)s with %(field)s %(value)r does not exist."},
     )
     tool = models.ForeignKey(
@@ -174,7 +176,12 @@ class CallLog(models.Model):
     """One row per tool call over MCP (and the API and the admin's try-it), for the admin's call log."""
 
     mcp_instance = models.ForeignKey(
-        McpInstance, null=True, blank=True, on_delete=models.CASCADE, related_name="call_logs"
+        McpInstance,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="call_logs",
+        verbose_name="MCP instance",
     )
     tool = models.ForeignKey(Tool, null=True, blank=True, on_delete=models.SET_NULL, related_name="call_logs")
     tool_name = models.CharField(max_length=64)
