@@ -76,7 +76,7 @@ def make_tool(db):
 @pytest.fixture
 def make_instance(db):
     """make_instance(owner, slug="shop", **fields): an MCP instance through the service."""
-    from mcp_app.services import instance_create
+    from tools_app.services import instance_create
 
     def make(owner, slug: str = "shop", **fields):
         fields.setdefault("name", slug.title())
@@ -93,7 +93,7 @@ def instance(make_instance, owner):
 @pytest.fixture
 def bind(db):
     """bind(instance, tool, **fields): a binding through the service."""
-    from mcp_app.services import binding_create
+    from tools_app.services import binding_create
 
     def make(instance, tool, **fields):
         return binding_create(mcp_instance=instance, tool=tool, **fields)
@@ -104,7 +104,7 @@ def bind(db):
 @pytest.fixture
 def make_api_key(db):
     """make_api_key(instance, label="test") -> (ApiKey, plaintext)."""
-    from mcp_app.services import api_key_issue
+    from tools_app.services import api_key_issue
 
     def make(instance, label: str = "test"):
         return api_key_issue(mcp_instance=instance, label=label)

@@ -41,7 +41,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
 import django
 django.setup()
 from django.contrib.auth import get_user_model
-from mcp_app.services import api_key_issue, binding_create, instance_create
+from tools_app.services import api_key_issue, binding_create, instance_create
 from tools_app import services
 
 user, _ = get_user_model().objects.get_or_create(username="conformance")

@@ -22,10 +22,13 @@ django.setup()
 from bench_data import rows  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 
-from mcp_app.models import McpInstance  # noqa: E402
-from mcp_app.services import api_key_issue, binding_create, instance_create  # noqa: E402
 from tools_app import services  # noqa: E402
-from tools_app.models import Table, Tool  # noqa: E402
+from tools_app.models import (  # noqa: E402
+    McpInstance,  # noqa: E402
+    Table,
+    Tool,
+)
+from tools_app.services import api_key_issue, binding_create, instance_create  # noqa: E402
 
 
 def seed(slug: str, count: int, username: str) -> dict:

@@ -2,14 +2,11 @@ from django.apps import AppConfig
 
 
 class McpAppConfig(AppConfig):
+    """The MCP interface (SPEC §4): the endpoint /mcp/<slug>/ over the domain in tools_app.
+
+    It has no models of its own any more: McpInstance, ApiKey, Binding and CallLog moved to tools_app in
+    issue 7 (tools_app migration 0005); its migrations stay, as the history of their tables.
+    """
+
     name = "mcp_app"
     verbose_name = "MCP"
-
-    def ready(self):
-        # API and admin calls are recorded through tools_app.calls (tools_app never imports mcp_app);
-        # the call log is ours, so we plug in the recorder that writes its rows.
-        from tools_app.calls import register_recorder
-
-        from .recording import log_finished_call
-
-        register_recorder(log_finished_call)

@@ -10,7 +10,6 @@ instance in the same query that loads what they need (SPEC §1: every request se
 """
 
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -18,9 +17,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
-from .models import ApiKey, McpInstance
-
-KEY_TOUCH_INTERVAL = 60.0  # seconds: last_used_at is written at most this often per key and process
+from tools_app.models import ApiKey, McpInstance
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,29 +157,6 @@ class AuthCache:
 auth_cache = AuthCache()
 
 
-class KeyTouches:
-    """Decides when a key's last_used_at is worth writing: at most once per KEY_TOUCH_INTERVAL per process."""
-
-    def __init__(self) -> None:
-        self._last: dict[int, float] = {}
-        self._lock = threading.Lock()
-
-    def due(self, api_key_id: int, now: float | None = None) -> bool:
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            last = self._last.get(api_key_id)
-            if last is not None and now - last < KEY_TOUCH_INTERVAL:
-                return False
-            self._last[api_key_id] = now
-            return True
-
-    def clear(self) -> None:
-        with self._lock:
-            self._last.clear()
-
-
-key_touches = KeyTouches()
-
 __all__ = [
     "AuthCache",
     "Caller",
@@ -191,5 +165,4 @@ __all__ = [
     "authenticate",
     "check_host_and_origin",
     "key_hash_from_header",
-    "key_touches",
 ]

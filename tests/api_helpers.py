@@ -10,10 +10,10 @@ from rest_framework.test import APIClient
 WATCHED_MODELS = (
     "tools_app.Table",
     "tools_app.Tool",
-    "mcp_app.McpInstance",
-    "mcp_app.ApiKey",
-    "mcp_app.Binding",
-    "mcp_app.CallLog",
+    "tools_app.McpInstance",
+    "tools_app.ApiKey",
+    "tools_app.Binding",
+    "tools_app.CallLog",
     "authtoken.Token",
 )
 

@@ -35,10 +35,9 @@ def _owned(model, owner):
 
 def _existing_id(path: str, parameter: str, values: dict, owner) -> int:
     """The id of one of the owner's objects that fits `parameter` of `path`, creating it when none is left."""
-    from mcp_app import services as mcp_services
-    from mcp_app.models import ApiKey, Binding, McpInstance
     from tools_app import services
-    from tools_app.models import Table, Tool
+    from tools_app import services as mcp_services
+    from tools_app.models import ApiKey, Binding, McpInstance, Table, Tool
 
     def table():
         return _owned(Table, owner) or services.table_create(owner=owner, name="orders", data=[{"id": 1}])

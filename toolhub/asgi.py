@@ -1,8 +1,8 @@
 """ASGI entry point: `uvicorn toolhub.asgi:application` serves the admin, the API and every MCP endpoint.
 
-One app (SPEC §1, §4.1): /mcp/<slug>/ goes to the MCP endpoint (mcp_app.server), everything else to
+One app (SPEC §1, §4.1): /mcp/<slug>/ goes to the MCP endpoint (mcp_app.transport), everything else to
 Django. The lifespan is answered here because Django's ASGI handler refuses it, and the MCP SDK's
-session manager and the call recorder must run for the life of the process.
+session manager must run for the life of the process.
 """
 
 import logging
@@ -14,10 +14,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
 
 django_application = get_asgi_application()
 
-from asgiref.sync import sync_to_async  # noqa: E402  (after Django is set up)
-
-from mcp_app.recording import recorder  # noqa: E402
-from mcp_app.server import McpEndpoint  # noqa: E402
+from mcp_app.transport import McpEndpoint  # noqa: E402  (after Django is set up)
 
 logger = logging.getLogger(__name__)
 
@@ -25,12 +22,11 @@ mcp_endpoint = McpEndpoint()
 
 
 async def lifespan(receive, send) -> None:
-    """Run the MCP session manager and the call recorder from startup to shutdown."""
+    """Run the MCP session manager from startup to shutdown."""
     await receive()  # lifespan.startup
     started = False
     try:
         async with mcp_endpoint.running():
-            recorder.start()
             started = True
             await send({"type": "lifespan.startup.complete"})
             await receive()  # lifespan.shutdown
@@ -39,10 +35,6 @@ async def lifespan(receive, send) -> None:
         if not started:
             await send({"type": "lifespan.startup.failed", "message": str(exc)})
             return
-    finally:
-        if started:
-            # Writes the calls still queued; database work, so off the event loop.
-            await sync_to_async(recorder.stop, thread_sensitive=False)()
     await send({"type": "lifespan.shutdown.complete"})
 
 

@@ -1,82 +1,549 @@
-"""Recording a finished tool call made outside MCP: the API's call endpoint and the admin's try-it.
+"""THE tool-call pipeline (issue 7): every surface runs a tool through `run_tool_call`.
 
-SPEC §2.2 and §4.4: every call bumps the tool's use count and leaves a call-log row. The call log
-belongs to mcp_app, and tools_app never imports mcp_app (STYLE: dependencies point one way), so the
-dependency is inverted: this module defines the record of a finished call and the one function both
-surfaces call, `record_call`, which bumps the use count (services.tool_use_record) and hands the record
-to the recorders registered at start-up (mcp_app registers the one writing the CallLog row in its
-AppConfig.ready()).
+    resolve → authorize → validate → execute → classify → record
 
-What belongs here: FinishedCall, record_call, register_recorder/unregister_recorder. Nothing that
-knows a recorder's storage, and no DRF or admin (API and admin import this module, not the reverse).
-Calls over MCP are recorded by mcp_app.recording, in batches, and do not pass through here.
+- resolve (the surface's part): MCP finds the target by effective name among an instance's bindings
+  (selectors.binding_call_target, one SQL statement that also re-checks the key); the API and the admin
+  by the tool's id through the ownership rule, then `target_of_tool`.
+- authorize: an MCP name must match an enabled binding exactly (TOOL_NOT_FOUND); an external tool runs
+  nowhere here (TOOL_NOT_CALLABLE).
+- validate and execute: data_access.execute (arguments against the input schema, then the type's work).
+- classify: a ToolError keeps its code; anything else is INTERNAL_ERROR, logged with the traceback; a read
+  whose result is over the instance's max_result_bytes is RESULT_TOO_LARGE (SPEC §4.4).
+- record: a CallLog row (surface, caller, instance, key, tool, outcome, duration), the tool's use_count
+  +1 and last_used, the key's last use, all committed before run_tool_call returns, so a client reading
+  right after its call sees it counted. A tool that changes data has its record written in the same
+  transaction as the change: both or neither. A failure to record is never silent: the call answers
+  INTERNAL_ERROR (a change is then rolled back with it).
+
+Error codes and their meanings: tools_app.errors (one table). Surfaces translate a CallOutcome; none of
+them times, classifies or records a call itself.
 """
 
+import json
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Literal
+from typing import Any
 
-from django.db import transaction
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from . import services
-from .models import Tool
+from .choices import READ_TYPES, REGISTRY_TYPES, WRITE_TYPES, ToolType
+from .data_access import ToolError, execute
+from .errors import ErrorCode
+from .models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Tool
+from .services.locks import key_share
+from .services.tables import tool_use_record
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CallSource", "FinishedCall", "Recorder", "record_call", "register_recorder", "unregister_recorder"]
+__all__ = [
+    "CallOutcome",
+    "CallTarget",
+    "Caller",
+    "ResultCache",
+    "ToolCache",
+    "result_cache",
+    "run_tool_call",
+    "target_of_tool",
+    "tool_cache",
+    "touch_key",
+]
 
-CallSource = Literal["api", "admin"]
+MAX_ERROR_MESSAGE = 2000
+KEY_TOUCH_INTERVAL = 60.0  # seconds: a key's last_used_at is written at most this often per key and process
+# Tools that change data: recorded in the transaction of the change, and never refused as RESULT_TOO_LARGE.
+# SPEC §4.4 refuses a result over max_result_bytes "with a message saying how to narrow the call": that is
+# for reads. A change is made before its result is measured, and the result has nothing to narrow (a count
+# and the version, SPEC §8; for register_tool what the caller sent). Refusing it would answer an applied
+# write with an isError, which says nothing was written (SPEC §3), and invite a repeat that writes twice.
+CHANGING_TYPES = WRITE_TYPES | {ToolType.REGISTER_TOOL}
 
 
 @dataclass(frozen=True, slots=True)
-class FinishedCall:
-    """One tool call that has ended, successfully or not."""
+class Caller:
+    """Who calls, and through which surface: the user (over MCP, the instance's owner, whose key it is),
+    the API key (MCP only) and the user object when the surface has it (the API's registry scope)."""
 
-    tool: Tool
-    source: CallSource
-    ok: bool
-    duration_ms: float
-    error_code: str = ""  # the ToolError code, or the surface's code for an unexpected failure; "" if ok
-    error_message: str = ""
-    at: datetime = field(default_factory=timezone.now)  # when the record was made, i.e. when the call ended
+    surface: Surface
+    user_id: int | None
+    api_key_id: int | None = None
+    user: Any = None
 
 
-Recorder = Callable[[FinishedCall], None]
+@dataclass(frozen=True, slots=True)
+class CallTarget:
+    """What a call resolved to. Over MCP: the instance, and the binding's and tool's columns (None when no
+    binding has the name). Over the API and the admin: the tool, with no instance.
 
-_recorders: list[Recorder] = []
-
-
-def register_recorder(recorder: Recorder) -> None:
-    """Have `recorder` receive every finished call, after those registered before it. Registering twice is a no-op."""
-    if recorder not in _recorders:
-        _recorders.append(recorder)
-
-
-def unregister_recorder(recorder: Recorder) -> None:
-    if recorder in _recorders:
-        _recorders.remove(recorder)
-
-
-def record_call(call: FinishedCall) -> None:
-    """Bump the tool's use count, then pass `call` to each recorder. Never raises.
-
-    The call's own outcome matters more than its bookkeeping: a failure here is logged and the caller's
-    response is unchanged; one failing recorder does not keep the others from running. Each step runs in
-    its own atomic block, so a database error in one leaves an enclosing transaction usable.
+    `tool_changed` is the tool's updated_at as the database driver returned it: only compared with values
+    from the same query (a cache key), so it is not converted.
     """
+
+    owner_id: int
+    instance_id: int | None = None
+    max_result_bytes: int | None = None
+    binding_id: int | None = None
+    enabled: bool | None = None
+    name_override: str | None = None
+    tool_id: int | None = None
+    tool_name: str | None = None
+    tool_type: str | None = None
+    tool_changed: Any = None
+    table_id: int | None = None
+    table_version: int | None = None
+    tool: Tool | None = None
+
+    @property
+    def found(self) -> bool:
+        return self.tool_id is not None
+
+    @property
+    def effective_name(self) -> str:
+        return self.name_override or self.tool_name or ""
+
+
+def target_of_tool(tool: Tool) -> CallTarget:
+    """The target of a call by tool id (API, admin): the tool as the caller may see it, no instance."""
+    return CallTarget(
+        owner_id=tool.owner_id,
+        enabled=True,
+        tool_id=tool.pk,
+        tool_name=tool.name,
+        tool_type=tool.type,
+        tool_changed=tool.updated_at,
+        table_id=tool.table_id,
+        tool=tool,
+    )
+
+
+class CallOutcome:
+    """A finished call: its value (and the value's JSON text, made once on demand) or its error."""
+
+    __slots__ = ("_text", "duration_ms", "error", "name", "tool_type", "value")
+
+    def __init__(
+        self, *, name: str, tool_type: str | None, value: Any = None, error: ToolError | None = None, text=None
+    ) -> None:
+        self.name = name
+        self.tool_type = tool_type
+        self.value = value
+        self.error = error
+        self.duration_ms = 0.0
+        self._text: str | None = text
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def text(self) -> str:
+        """The value as compact JSON (UTF-8 kept): what MCP sends and max_result_bytes measures."""
+        if self._text is None:
+            self._text = json.dumps(self.value, ensure_ascii=False, separators=(",", ":"))
+        return self._text
+
+    @property
+    def size(self) -> int:
+        return len(self.text.encode())
+
+
+#
+# Per-process caches: read through the version the target's query returned, so an edit or a write through
+# any worker is a miss on the next call (SPEC §1).
+#
+
+
+class ResultCache:
+    """JSON texts of read results per (tool, its last edit, table, table version, arguments), bounded by bytes.
+
+    A table version is immutable data, so a hit is exactly what running the tool again would return.
+    """
+
+    def __init__(self, max_bytes: int = 32 * 1024 * 1024, max_entry_bytes: int = 1024 * 1024):
+        self._entries: OrderedDict[tuple, tuple[Any, str]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.max_bytes = max_bytes
+        self.max_entry_bytes = max_entry_bytes
+
+    def get(self, key: tuple) -> tuple[Any, str] | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+            return entry
+
+    def put(self, key: tuple, value: Any, text: str) -> None:
+        size = len(text)
+        if size > self.max_entry_bytes:
+            return
+        with self._lock:
+            previous = self._entries.pop(key, None)
+            if previous is not None:
+                self._bytes -= len(previous[1])
+            self._entries[key] = (value, text)
+            self._bytes += size
+            while self._bytes > self.max_bytes and self._entries:
+                _, (_, evicted) = self._entries.popitem(last=False)
+                self._bytes -= len(evicted)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+
+class ToolCache:
+    """Tool rows by (id, updated_at). Every edit goes through Tool.save() (services), which moves updated_at,
+    so an edit through any worker is a miss on the next call. Cached tools are only read, never changed."""
+
+    def __init__(self, capacity: int = 1024):
+        self._entries: OrderedDict[tuple, Tool] = OrderedDict()
+        self._lock = threading.Lock()
+        self.capacity = capacity
+
+    def get(self, tool_id: int, changed: Any) -> Tool:
+        key = (tool_id, changed)
+        with self._lock:
+            tool = self._entries.get(key)
+            if tool is not None:
+                self._entries.move_to_end(key)
+                return tool
+        tool = Tool.objects.get(pk=tool_id)
+        with self._lock:
+            self._entries[key] = tool
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+        return tool
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+class KeyTouches:
+    """When a key's last_used_at is worth writing: at most once per KEY_TOUCH_INTERVAL per key and process."""
+
+    def __init__(self) -> None:
+        self._last: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def due(self, api_key_id: int, now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            last = self._last.get(api_key_id)
+            if last is not None and now - last < KEY_TOUCH_INTERVAL:
+                return False
+            self._last[api_key_id] = now
+            return True
+
+    def clear(self) -> None:
+        with self._lock:
+            self._last.clear()
+
+
+result_cache = ResultCache()
+tool_cache = ToolCache()
+key_touches = KeyTouches()
+
+
+def touch_key(api_key_id: int) -> None:
+    """Write the key's last use now, when due (KeyTouches): for requests that are not tool calls."""
+    if key_touches.due(api_key_id):
+        ApiKey.objects.filter(pk=api_key_id).update(last_used_at=timezone.now())
+
+
+#
+# The pipeline
+#
+
+NARROWING_HINTS = {
+    ToolType.QUERY_DATA: "filter or project in the JMESPath expression, e.g. `[?status=='paid'].id` or `[0:20]`",
+    ToolType.GET_ALL_DATA: "use a query_data, preview or select tool of this table instead",
+    ToolType.PREVIEW: "pass a smaller `limit` (and page with `offset`)",
+    ToolType.SELECT: "ask for fewer `keys` per call",
+    ToolType.GET_DATA_SCHEMA: "use a tool mounted on a smaller part of the document",
+    ToolType.SEARCH_TOOLS: "pass a smaller `limit` (the default is 5)",
+    ToolType.LIST_TOOLS_BY_CATEGORY: "pass a smaller `limit` (the default is 20), or a category with fewer tools",
+    ToolType.GET_TOOL_USAGE_GUIDE: "name only the tools you need in `tool_names`, or pass one `category`",
+    ToolType.GET_TOOL_DEFINITION: (
+        "one tool's definition cannot be split; use the summary that search_tools or list_tools_by_category"
+        " give, or ask the instance's owner to raise max_result_bytes"
+    ),
+}
+
+
+def over_limit(tool_type: str | None, size: int, limit: int | None) -> bool:
+    """Whether a result of `size` bytes is refused (RESULT_TOO_LARGE); never for CHANGING_TYPES."""
+    return limit is not None and size > limit and tool_type not in CHANGING_TYPES
+
+
+def too_large(tool_type: str, size: int, limit: int) -> ToolError:
+    """SPEC §4.4: RESULT_TOO_LARGE, saying how to narrow a call of this (reading) tool type."""
+    message = (
+        f"The result is {size} bytes, over this instance's limit of {limit} bytes."
+        f" Narrow the call: {NARROWING_HINTS.get(tool_type, 'ask for less in one call')}."
+    )
+    return ToolError(ErrorCode.RESULT_TOO_LARGE, message, {"size": size, "max_result_bytes": limit})
+
+
+def _not_found(name: str, target: CallTarget) -> ToolError:
+    shown = repr(name) if len(name) <= 80 else repr(name[:80]) + "…"
+    message = f"Unknown tool {shown}: it is not enabled on this instance."
+    details: dict[str, Any] = {}
+    if target.found and target.enabled and target.effective_name != name:
+        message += f" Tool names are case-sensitive; did you mean {target.effective_name!r}?"
+        details["suggestion"] = target.effective_name
+    return ToolError(ErrorCode.TOOL_NOT_FOUND, message, details)
+
+
+def _external(name: str, tool: Tool) -> ToolError:
+    where = (tool.metadata or {}).get("mcp_server") or "another MCP server"
+    return ToolError(
+        ErrorCode.TOOL_NOT_CALLABLE,
+        f"The tool {name!r} is an external tool served by {where}; call it there, not through toolhub.",
+        {"mcp_server": where},
+    )
+
+
+def _scope(caller: Caller, target: CallTarget) -> Any:
+    """What a registry tool works over (SPEC §5): the instance's bindings over MCP, the caller's tools else."""
+    from .registry.instance_scope import InstanceScope
+    from .registry.scope import UserScope
+
+    if target.instance_id is not None:
+        return InstanceScope(McpInstance.objects.select_related("owner").get(pk=target.instance_id))
+    user = caller.user
+    if user is None and caller.user_id is not None:
+        user = get_user_model().objects.get(pk=caller.user_id)
+    return UserScope(user)
+
+
+def _cache_key(target: CallTarget, arguments: Any) -> tuple | None:
+    if target.tool_type not in READ_TYPES or target.table_id is None or target.table_version is None:
+        return None
+    arguments_key = json.dumps(arguments, sort_keys=True, separators=(",", ":"))
+    if len(arguments_key) > 4096:
+        return None
+    return (target.tool_id, target.tool_changed, target.table_id, target.table_version, arguments_key)
+
+
+def run_tool_call(*, caller: Caller, target: CallTarget, name: str, arguments: Any) -> CallOutcome:
+    """Run the call `name`(`arguments`) that resolved to `target`, classify it and record it; never raises
+    for the call's own failures (they are the outcome's `error`). See the module docstring."""
+    started = time.perf_counter()
+    at = timezone.now()
+    outcome = _authorize(target, name)
+    if outcome is None and target.tool_type in CHANGING_TYPES:
+        outcome, recorded = _run_changing(caller, target, name, arguments, started, at)
+        if recorded:
+            return outcome
+    elif outcome is None:
+        outcome = _run(caller, target, name, arguments)
+    _finish(caller, target, outcome, started, at)
+    return outcome
+
+
+def _authorize(target: CallTarget, name: str) -> CallOutcome | None:
+    """An outcome refusing the call, or None when it may run."""
+    if not target.found or not target.enabled or (target.instance_id is not None and target.effective_name != name):
+        return CallOutcome(name=name, tool_type=None, error=_not_found(name, target))
+    if target.tool_type == ToolType.EXTERNAL:
+        return CallOutcome(name=name, tool_type=target.tool_type, error=_external(name, _tool(target)))
+    return None
+
+
+def _tool(target: CallTarget) -> Tool:
+    return target.tool if target.tool is not None else tool_cache.get(target.tool_id, target.tool_changed)
+
+
+def _execute(caller: Caller, target: CallTarget, name: str, arguments: Any) -> CallOutcome:
+    """Validate and execute; a ToolError (or anything else, as INTERNAL_ERROR) becomes the outcome's error."""
+    try:
+        tool = _tool(target)
+        scope = _scope(caller, target) if tool.type in REGISTRY_TYPES else None
+        return CallOutcome(name=name, tool_type=tool.type, value=execute(tool=tool, arguments=arguments, scope=scope))
+    except ToolError as exc:
+        return CallOutcome(name=name, tool_type=target.tool_type, error=exc)
+    except Exception:
+        logger.exception(
+            "Tool %r (id %s) failed unexpectedly on the %s surface", target.tool_name, target.tool_id, caller.surface
+        )
+        error = ToolError(ErrorCode.INTERNAL_ERROR, "The tool failed unexpectedly; the error was logged on the server.")
+        return CallOutcome(name=name, tool_type=target.tool_type, error=error)
+
+
+def _run(caller: Caller, target: CallTarget, name: str, arguments: Any) -> CallOutcome:
+    """A read: from the result cache when this version of the table answered these arguments before."""
+    cache_key = _cache_key(target, arguments)
+    if cache_key is not None:
+        cached = result_cache.get(cache_key)
+        if cached is not None:
+            outcome = CallOutcome(name=name, tool_type=target.tool_type, value=cached[0], text=cached[1])
+            return _limited(target, outcome)
+    outcome = _execute(caller, target, name, arguments)
+    if outcome.ok and cache_key is not None:
+        result_cache.put(cache_key, outcome.value, outcome.text)
+    return _limited(target, outcome)
+
+
+def _limited(target: CallTarget, outcome: CallOutcome) -> CallOutcome:
+    limit = target.max_result_bytes
+    if outcome.ok and limit is not None and over_limit(target.tool_type, outcome.size, limit):
+        error = too_large(target.tool_type or "", outcome.size, limit)
+        return CallOutcome(name=outcome.name, tool_type=outcome.tool_type, error=error)
+    return outcome
+
+
+class _RolledBack(Exception):
+    """Leaves the change's transaction when the tool failed, so that nothing of it is kept."""
+
+    def __init__(self, outcome: CallOutcome) -> None:
+        super().__init__(outcome.name)
+        self.outcome = outcome
+
+
+def _run_changing(
+    caller: Caller, target: CallTarget, name: str, arguments: Any, started: float, at: datetime
+) -> tuple[CallOutcome, bool]:
+    """A change and its record in one transaction: (outcome, True) when both were committed; (outcome, False)
+    when the change failed or could not be recorded, and nothing of it was kept (record it on its own)."""
     try:
         with transaction.atomic():
-            services.tool_use_record(tool_id=call.tool.pk)
+            outcome = _execute(caller, target, name, arguments)
+            if not outcome.ok:
+                raise _RolledBack(outcome)
+            outcome.duration_ms = (time.perf_counter() - started) * 1000
+            _record(caller, target, outcome, at)
+        return outcome, True
+    except _RolledBack as failed:
+        return failed.outcome, False
     except Exception:
-        logger.exception("Could not bump the use count of tool %s after a call from the %s", call.tool.pk, call.source)
-    for recorder in tuple(_recorders):
-        try:
-            with transaction.atomic():
-                recorder(call)
-        except Exception:
-            logger.exception(
-                "Could not record the %s call of tool %s (recorder %r)", call.source, call.tool.pk, recorder
-            )
+        logger.exception("Could not record the %s call of %r; its change was rolled back.", caller.surface, name)
+        error = ToolError(
+            ErrorCode.INTERNAL_ERROR,
+            "The call could not be recorded, so its change was not kept; the error was logged on the server.",
+        )
+        return CallOutcome(name=name, tool_type=target.tool_type, error=error), False
+
+
+def _finish(caller: Caller, target: CallTarget, outcome: CallOutcome, started: float, at: datetime) -> None:
+    """Record a call that changed nothing; a failure to record turns the outcome into INTERNAL_ERROR."""
+    outcome.duration_ms = (time.perf_counter() - started) * 1000
+    try:
+        _record(caller, target, outcome, at)
+    except Exception:
+        logger.exception("Could not record the %s call of %r.", caller.surface, outcome.name)
+        outcome.value = None
+        outcome.error = ToolError(
+            ErrorCode.INTERNAL_ERROR, "The call could not be recorded; the error was logged on the server. Try again."
+        )
+
+
+#
+# Recording
+#
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    instance_id: int | None
+    tool_id: int | None
+    api_key_id: int | None
+    owner_id: int
+    user_id: int | None
+
+
+def _record(caller: Caller, target: CallTarget, outcome: CallOutcome, at: datetime) -> None:
+    """The CallLog row, the use count and the key's last use, in one (sub)transaction.
+
+    Counts a use when the call reached a callable tool (SPEC §2.2), whatever its outcome; not when no tool
+    answered to the name or the tool is external (nothing was used). A tool, key, instance or user deleted
+    since the call was resolved costs only its own link: the insert then fails on the foreign key (on
+    PostgreSQL after waiting for the delete in progress), and the row is written as the foreign keys'
+    on_delete says (tool and key SET_NULL; a deleted instance or owner takes its calls with it).
+    """
+    code = outcome.error.code if outcome.error is not None else None
+    resolved = code != ErrorCode.TOOL_NOT_FOUND  # a disabled or misspelt binding's tool was not called
+    counted = resolved and code != ErrorCode.TOOL_NOT_CALLABLE
+    row = _Row(
+        instance_id=target.instance_id,
+        tool_id=target.tool_id if resolved else None,
+        api_key_id=caller.api_key_id,
+        owner_id=target.owner_id,
+        user_id=caller.user_id,
+    )
+    touch_key = caller.api_key_id is not None and key_touches.due(caller.api_key_id)
+    try:
+        with transaction.atomic():
+            _write(caller, outcome, row, at, count_use=counted, touch_key=touch_key)
+        return
+    except IntegrityError as exc:
+        logger.info("Recording a call found a row deleted meanwhile (%s); writing it as it is now.", exc)
+    with transaction.atomic():
+        row = _as_now(row)
+        if row is not None:
+            _write(caller, outcome, row, at, count_use=counted, touch_key=touch_key)
+
+
+def _write(caller: Caller, outcome: CallOutcome, row: _Row, at: datetime, *, count_use: bool, touch_key: bool) -> None:
+    error = outcome.error
+    CallLog.objects.create(
+        surface=caller.surface,
+        user_id=row.user_id,
+        mcp_instance_id=row.instance_id,
+        tool_id=row.tool_id,
+        tool_name=_loggable(outcome.name),
+        api_key_id=row.api_key_id,
+        owner_id=row.owner_id,
+        status=CallStatus.OK if error is None else CallStatus.ERROR,
+        error_code="" if error is None else str(error.code)[:40],
+        error_message="" if error is None else error.message[:MAX_ERROR_MESSAGE],
+        duration_ms=round(outcome.duration_ms, 3),
+        created_at=at,
+    )
+    if count_use and row.tool_id is not None:
+        tool_use_record(tool_id=row.tool_id, at=at)
+    if touch_key and row.api_key_id is not None:
+        ApiKey.objects.filter(pk=row.api_key_id).update(last_used_at=at)
+
+
+def _existing(model: Any, pk: int | None) -> bool:
+    """Whether row `pk` exists, locked FOR KEY SHARE until the transaction ends (the lock a foreign-key check
+    takes): a delete in progress is waited for, and none can start before the row referring to it is in."""
+    if pk is None:
+        return False
+    return bool(key_share(model._base_manager.filter(pk=pk).values_list("pk")))
+
+
+def _as_now(row: _Row) -> _Row | None:
+    """`row` as the foreign keys' on_delete makes it for what was deleted since the call was resolved; None
+    when the instance or the owner is gone (CASCADE: their calls went with them). Locks in the delete
+    services' order (keys, then instances; tools; users last), so a delete and this read never deadlock."""
+    key_live = _existing(ApiKey, row.api_key_id)
+    if row.instance_id is not None and not _existing(McpInstance, row.instance_id):
+        return None
+    tool_live = _existing(Tool, row.tool_id)
+    users = get_user_model()
+    if not _existing(users, row.owner_id):
+        return None
+    user_live = _existing(users, row.user_id)
+    return replace(
+        row,
+        tool_id=row.tool_id if tool_live else None,
+        api_key_id=row.api_key_id if key_live else None,
+        user_id=row.user_id if user_live else None,
+    )
+
+
+def _loggable(name: str) -> str:
+    """A name as the call log keeps it: unprintable characters escaped, 64 characters at most."""
+    if name.isprintable():
+        return name[:64]
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in name)[:64]

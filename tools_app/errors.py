@@ -1,9 +1,13 @@
-"""Error codes and the base error every toolhub layer raises (SPEC §6, §8).
+"""THE table of error codes (SPEC §6, §8; issue 7): one meaning per code, on every surface.
 
-Surfaces translate a ToolhubError: the API into `{"error", "message", "fields"}`, MCP into an
-`isError` result whose text starts with the code, the admin into a message.
+Each surface translates a ToolhubError the same way: the API into `{"error", "message", "fields"}` with
+the code's HTTP status below, MCP into an `isError` result whose text starts with the code (TOOL_NOT_FOUND
+and an external tool's TOOL_NOT_CALLABLE are JSON-RPC -32602 there, SPEC §4.4 and §8), the admin's try-it
+into the code and message on the page. docs/errors.md is this table for readers; a test keeps the two
+equal. A new code is one row here (and one in docs/errors.md).
 """
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -26,6 +30,45 @@ class ErrorCode(StrEnum):
     INVALID_CATEGORY = "INVALID_CATEGORY"
     REGISTRATION_FAILED = "REGISTRATION_FAILED"
     SEARCH_UNAVAILABLE = "SEARCH_UNAVAILABLE"
+    INTERNAL_ERROR = "INTERNAL_ERROR"
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorMeaning:
+    status: int  # the HTTP status of the API's answer
+    meaning: str  # what the code says, whatever the surface
+
+
+ERROR_CODES: dict[ErrorCode, ErrorMeaning] = {
+    ErrorCode.VALIDATION_ERROR: ErrorMeaning(400, "The request's fields are invalid; `fields` names each one."),
+    ErrorCode.NOT_FOUND: ErrorMeaning(404, "No such object, or not the caller's (SPEC §2: it behaves as absent)."),
+    ErrorCode.NAME_CONFLICT: ErrorMeaning(
+        409, "A tool's effective name is already used on an instance; the message names the tool and the instance."
+    ),
+    ErrorCode.TOOL_NOT_FOUND: ErrorMeaning(
+        400, "No enabled tool of that name where it was called (an MCP instance, or a registry scope)."
+    ),
+    ErrorCode.TOOL_DISABLED: ErrorMeaning(400, "The tool exists but its binding is disabled."),
+    ErrorCode.TOOL_NOT_CALLABLE: ErrorMeaning(
+        400, "The tool cannot run here: an external tool served elsewhere, or a registry tool without a scope."
+    ),
+    ErrorCode.INVALID_ARGUMENTS: ErrorMeaning(400, "The arguments fail the tool's input schema; names the argument."),
+    ErrorCode.INVALID_QUERY: ErrorMeaning(400, "The JMESPath expression (or search pattern) is invalid; says where."),
+    ErrorCode.MOUNT_NOT_FOUND: ErrorMeaning(400, "The tool's table or its json_path mount does not exist."),
+    ErrorCode.MOUNT_TYPE_MISMATCH: ErrorMeaning(400, "The mount holds another kind of value than the tool needs."),
+    ErrorCode.KEY_EXISTS: ErrorMeaning(400, "A create names a key that exists (or repeats one); nothing was written."),
+    ErrorCode.KEY_NOT_FOUND: ErrorMeaning(400, "An update or delete names a missing key; nothing was written."),
+    ErrorCode.RESULT_TOO_LARGE: ErrorMeaning(
+        400, "A read's result is over the instance's max_result_bytes; the message says how to narrow the call."
+    ),
+    ErrorCode.INVALID_SEARCH_METHOD: ErrorMeaning(400, "Unknown search method; lists the methods."),
+    ErrorCode.INVALID_CATEGORY: ErrorMeaning(400, "Unknown category; lists the categories that exist."),
+    ErrorCode.REGISTRATION_FAILED: ErrorMeaning(400, "register_tool refused; the message gives the reason."),
+    ErrorCode.SEARCH_UNAVAILABLE: ErrorMeaning(400, "The search method needs an extra that is not installed."),
+    ErrorCode.INTERNAL_ERROR: ErrorMeaning(
+        500, "An unexpected failure on the server; it was logged, and the answer reveals nothing of it."
+    ),
+}
 
 
 class ToolhubError(Exception):
@@ -37,6 +80,11 @@ class ToolhubError(Exception):
         self.message = message
         self.details = details or {}
 
+    @property
+    def status(self) -> int:
+        """The HTTP status the API answers this error with."""
+        return ERROR_CODES[self.code].status
+
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"error": str(self.code), "message": self.message}
         if self.details:
@@ -45,3 +93,6 @@ class ToolhubError(Exception):
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
+
+
+__all__ = ["ERROR_CODES", "ErrorCode", "ErrorMeaning", "ToolhubError"]

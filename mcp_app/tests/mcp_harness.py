@@ -15,7 +15,7 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 
-from mcp_app.server import McpEndpoint
+from mcp_app.transport import McpEndpoint
 
 LEGACY = "2025-11-25"
 MODERN = "2026-07-28"

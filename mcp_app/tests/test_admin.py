@@ -8,9 +8,9 @@ from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from mcp_app.admin_stats import call_stats, percentile
-from mcp_app.models import ApiKey, Binding, CallLog, McpInstance
+from tools_app.admin.stats import call_stats, percentile
 from tools_app.errors import ErrorCode
+from tools_app.models import ApiKey, Binding, CallLog, McpInstance
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def instance_form(instance, bindings=(), extra_rows=(), **overrides):
 
 
 def change_url(instance):
-    return reverse("admin:mcp_app_mcpinstance_change", args=[instance.pk])
+    return reverse("admin:tools_app_mcpinstance_change", args=[instance.pk])
 
 
 #
@@ -87,7 +87,7 @@ def test_list_hides_other_users_objects(other_client, owner, bound, instance, ma
     make_api_key(instance)
     CallLog.objects.create(owner=owner, mcp_instance=instance, tool_name="orders_query", status="ok", duration_ms=1)
     # when
-    response = other_client.get(reverse(f"admin:mcp_app_{model}_changelist"))
+    response = other_client.get(reverse(f"admin:tools_app_{model}_changelist"))
     # then
     assert response.status_code == 200
     assert list(response.context["cl"].result_list) == []
@@ -101,7 +101,7 @@ def test_superuser_lists_every_users_objects(client, superuser, owner, bound, in
     CallLog.objects.create(owner=owner, mcp_instance=instance, tool_name="orders_query", status="ok", duration_ms=1)
     client.force_login(superuser)
     # when
-    response = client.get(reverse(f"admin:mcp_app_{model}_changelist"))
+    response = client.get(reverse(f"admin:tools_app_{model}_changelist"))
     # then
     expected = {"mcpinstance": 1, "binding": 2, "apikey": 1, "calllog": 1}[model]
     assert len(response.context["cl"].result_list) == expected
@@ -112,7 +112,7 @@ def test_other_user_cannot_open_change_or_delete_instance(other_client, instance
     # when
     opened = other_client.get(change_url(instance))
     changed = other_client.post(change_url(instance), instance_form(instance, name="stolen"))
-    deleted = other_client.post(reverse("admin:mcp_app_mcpinstance_delete", args=[instance.pk]), {"post": "yes"})
+    deleted = other_client.post(reverse("admin:tools_app_mcpinstance_delete", args=[instance.pk]), {"post": "yes"})
     # then
     assert [opened.status_code, changed.status_code, deleted.status_code] == [302, 302, 302]
     instance.refresh_from_db()
@@ -123,11 +123,11 @@ def test_other_user_cannot_open_change_or_delete_binding(other_client, bound):
     """Another user's binding: not opened, not changed, not deleted."""
     # given
     binding = bound[0]
-    url = reverse("admin:mcp_app_binding_change", args=[binding.pk])
+    url = reverse("admin:tools_app_binding_change", args=[binding.pk])
     # when
     opened = other_client.get(url)
     changed = other_client.post(url, {"mcp_instance": binding.mcp_instance_id, "tool": binding.tool_id})
-    deleted = other_client.post(reverse("admin:mcp_app_binding_delete", args=[binding.pk]), {"post": "yes"})
+    deleted = other_client.post(reverse("admin:tools_app_binding_delete", args=[binding.pk]), {"post": "yes"})
     # then
     assert [opened.status_code, changed.status_code, deleted.status_code] == [302, 302, 302]
     binding.refresh_from_db()
@@ -139,8 +139,8 @@ def test_other_user_cannot_open_or_delete_api_key(other_client, instance, make_a
     # given
     key, _ = make_api_key(instance)
     # when
-    opened = other_client.get(reverse("admin:mcp_app_apikey_change", args=[key.pk]))
-    deleted = other_client.post(reverse("admin:mcp_app_apikey_delete", args=[key.pk]), {"post": "yes"})
+    opened = other_client.get(reverse("admin:tools_app_apikey_change", args=[key.pk]))
+    deleted = other_client.post(reverse("admin:tools_app_apikey_delete", args=[key.pk]), {"post": "yes"})
     # then
     assert [opened.status_code, deleted.status_code] == [302, 302]
     assert ApiKey.objects.filter(pk=key.pk, revoked_at__isnull=True).exists()
@@ -155,7 +155,7 @@ def test_binding_form_choices_are_own_objects(client, owner, other_user, make_ta
     make_instance(other_user, slug="theirs")
     client.force_login(owner)
     # when
-    response = client.get(reverse("admin:mcp_app_binding_add"))
+    response = client.get(reverse("admin:tools_app_binding_add"))
     # then
     form = response.context["adminform"].form
     assert [c.value for c, _ in form.fields["tool"].choices if c] == [mine_tool.pk]
@@ -169,7 +169,7 @@ def test_binding_other_users_tool_is_refused(client, owner, other_user, make_tab
     client.force_login(owner)
     # when
     response = client.post(
-        reverse("admin:mcp_app_binding_add"), {"mcp_instance": instance.pk, "tool": theirs.pk, "enabled": "on"}
+        reverse("admin:tools_app_binding_add"), {"mcp_instance": instance.pk, "tool": theirs.pk, "enabled": "on"}
     )
     # then
     assert response.status_code == 200
@@ -199,7 +199,7 @@ def test_call_log_filter_choices_are_own_instances(client, owner, other_user, ma
         CallLog.objects.create(owner=instance.owner, mcp_instance=instance, tool_name="t", status="ok", duration_ms=1)
     client.force_login(owner)
     # when
-    response = client.get(reverse("admin:mcp_app_calllog_changelist"))
+    response = client.get(reverse("admin:tools_app_calllog_changelist"))
     # then
     html = response.content.decode()
     assert f"mcp_instance__id__exact={mine.pk}" in html
@@ -312,7 +312,7 @@ def test_instance_add_goes_through_service(owner_client, owner):
     # given
     data = instance_form(McpInstance(name="CRM", slug="crm", max_result_bytes=5000))
     # when
-    response = owner_client.post(reverse("admin:mcp_app_mcpinstance_add"), data)
+    response = owner_client.post(reverse("admin:tools_app_mcpinstance_add"), data)
     # then
     assert response.status_code == 302
     assert McpInstance.objects.get(slug="crm").owner == owner
@@ -324,7 +324,7 @@ def test_binding_admin_name_conflict_is_form_error(owner_client, owner, table, m
     other = make_tool(owner, table, name="ORDERS_ALL", type="preview")
     # when
     response = owner_client.post(
-        reverse("admin:mcp_app_binding_add"), {"mcp_instance": instance.pk, "tool": other.pk, "enabled": "on"}
+        reverse("admin:tools_app_binding_add"), {"mcp_instance": instance.pk, "tool": other.pk, "enabled": "on"}
     )
     # then
     assert response.status_code == 200
@@ -342,7 +342,7 @@ def test_bulk_disable_enable_and_unbind(owner_client, bound):
     """The binding list's actions disable, enable and unbind the selected bindings."""
     # given
     query, everything = bound
-    url = reverse("admin:mcp_app_binding_changelist")
+    url = reverse("admin:tools_app_binding_changelist")
     # when
     owner_client.post(url, {"action": "disable_bindings", "_selected_action": [query.pk, everything.pk]})
     disabled = sorted(Binding.objects.values_list("enabled", flat=True))
@@ -358,7 +358,7 @@ def test_bulk_disable_enable_and_unbind(owner_client, bound):
 def test_bulk_actions_do_not_reach_other_users_bindings(other_client, bound):
     """Selecting another user's binding ids changes nothing."""
     # given
-    url = reverse("admin:mcp_app_binding_changelist")
+    url = reverse("admin:tools_app_binding_changelist")
     ids = [b.pk for b in bound]
     # when
     other_client.post(url, {"action": "disable_bindings", "_selected_action": ids})
@@ -370,9 +370,9 @@ def test_bulk_actions_do_not_reach_other_users_bindings(other_client, bound):
 def test_instance_page_enable_and_disable_all(owner_client, instance, bound):
     """The instance page's buttons disable and enable every binding of the instance."""
     # when
-    owner_client.post(reverse("admin:mcp_app_mcpinstance_bindings_bulk", args=[instance.pk, "disable"]))
+    owner_client.post(reverse("admin:tools_app_mcpinstance_bindings_bulk", args=[instance.pk, "disable"]))
     after_disable = sorted(Binding.objects.values_list("enabled", flat=True))
-    owner_client.post(reverse("admin:mcp_app_mcpinstance_bindings_bulk", args=[instance.pk, "enable"]))
+    owner_client.post(reverse("admin:tools_app_mcpinstance_bindings_bulk", args=[instance.pk, "enable"]))
     # then
     assert after_disable == [False, False]
     assert sorted(Binding.objects.values_list("enabled", flat=True)) == [True, True]
@@ -381,7 +381,7 @@ def test_instance_page_enable_and_disable_all(owner_client, instance, bound):
 def test_instance_bulk_buttons_refuse_other_user(other_client, instance, bound):
     """Another user cannot disable the instance's bindings: 404 and nothing changes."""
     # when
-    response = other_client.post(reverse("admin:mcp_app_mcpinstance_bindings_bulk", args=[instance.pk, "disable"]))
+    response = other_client.post(reverse("admin:tools_app_mcpinstance_bindings_bulk", args=[instance.pk, "disable"]))
     # then
     assert response.status_code == 404
     assert sorted(Binding.objects.values_list("enabled", flat=True)) == [True, True]
@@ -395,7 +395,7 @@ def test_instance_bulk_buttons_refuse_other_user(other_client, instance, bound):
 def test_key_is_shown_once_and_stored_hashed(owner_client, instance):
     """Creating a key shows its plaintext on the response page only; the database holds its hash."""
     # when
-    created = owner_client.post(reverse("admin:mcp_app_mcpinstance_key_create", args=[instance.pk]), {"label": "cli"})
+    created = owner_client.post(reverse("admin:tools_app_mcpinstance_key_create", args=[instance.pk]), {"label": "cli"})
     later = owner_client.get(change_url(instance))
     # then
     plaintext = created.context["plaintext"]
@@ -411,8 +411,8 @@ def test_key_is_shown_once_and_stored_hashed(owner_client, instance):
 def test_key_created_from_api_key_admin_is_shown_once(owner_client, instance):
     """The API key add form issues the key through the service and shows it on the response only."""
     # when
-    response = owner_client.post(reverse("admin:mcp_app_apikey_add"), {"mcp_instance": instance.pk, "label": "ci"})
-    listing = owner_client.get(reverse("admin:mcp_app_apikey_changelist"))
+    response = owner_client.post(reverse("admin:tools_app_apikey_add"), {"mcp_instance": instance.pk, "label": "ci"})
+    listing = owner_client.get(reverse("admin:tools_app_apikey_changelist"))
     # then
     plaintext = response.context["plaintext"]
     assert ApiKey.objects.get().key_hash == ApiKey.hash_key(plaintext)
@@ -422,8 +422,8 @@ def test_key_created_from_api_key_admin_is_shown_once(owner_client, instance):
 def test_key_for_other_users_instance_is_refused(other_client, instance):
     """Another user cannot create a key on the instance: 404, no key."""
     # when
-    page = other_client.post(reverse("admin:mcp_app_mcpinstance_key_create", args=[instance.pk]), {"label": "x"})
-    form = other_client.post(reverse("admin:mcp_app_apikey_add"), {"mcp_instance": instance.pk, "label": "x"})
+    page = other_client.post(reverse("admin:tools_app_mcpinstance_key_create", args=[instance.pk]), {"label": "x"})
+    form = other_client.post(reverse("admin:tools_app_apikey_add"), {"mcp_instance": instance.pk, "label": "x"})
     # then
     assert page.status_code == 404
     assert "Select a valid choice" in str(form.context["adminform"].form.errors["mcp_instance"])
@@ -435,7 +435,7 @@ def test_key_revoke(owner_client, instance, make_api_key):
     # given
     key, _ = make_api_key(instance)
     # when
-    response = owner_client.post(reverse("admin:mcp_app_mcpinstance_key_revoke", args=[instance.pk, key.pk]))
+    response = owner_client.post(reverse("admin:tools_app_mcpinstance_key_revoke", args=[instance.pk, key.pk]))
     # then
     assert response.status_code == 302
     key.refresh_from_db()
@@ -447,7 +447,7 @@ def test_key_revoke_by_other_user_is_404(other_client, instance, make_api_key):
     # given
     key, _ = make_api_key(instance)
     # when
-    response = other_client.post(reverse("admin:mcp_app_mcpinstance_key_revoke", args=[instance.pk, key.pk]))
+    response = other_client.post(reverse("admin:tools_app_mcpinstance_key_revoke", args=[instance.pk, key.pk]))
     # then
     assert response.status_code == 404
     key.refresh_from_db()
@@ -481,7 +481,7 @@ def test_instance_page_shows_endpoint_and_client_configs(owner_client, instance,
 def test_instance_page_estimates_tool_list_tokens(owner_client, instance, bound):
     """The page estimates the tokens of tools/list from the JSON of the enabled tools (~4 chars/token)."""
     # given
-    from mcp_app.server import tool_entry
+    from tools_app.registry.export import tool_entry
 
     expected_chars = len(json.dumps([tool_entry(b) for b in Binding.objects.enabled_for(instance)]))
     # when
@@ -537,8 +537,8 @@ def test_call_log_shows_per_tool_stats(owner_client, owner, instance):
         CallLog.objects.create(owner=owner, mcp_instance=instance, tool_name="a", status="ok", duration_ms=duration)
     CallLog.objects.create(owner=owner, mcp_instance=instance, tool_name="b", status="error", duration_ms=9.0)
     # when
-    response = owner_client.get(reverse("admin:mcp_app_calllog_changelist"))
-    filtered = owner_client.get(reverse("admin:mcp_app_calllog_changelist") + "?status__exact=error")
+    response = owner_client.get(reverse("admin:tools_app_calllog_changelist"))
+    filtered = owner_client.get(reverse("admin:tools_app_calllog_changelist") + "?status__exact=error")
     # then
     stats = response.context["call_stats"]
     keys = ("tool_name", "count", "errors", "error_rate", "p50_ms", "p95_ms")
@@ -566,8 +566,8 @@ def test_call_log_is_read_only(owner_client, owner, instance):
     # given
     log = CallLog.objects.create(owner=owner, mcp_instance=instance, tool_name="a", status="ok", duration_ms=1.0)
     # when
-    add = owner_client.get(reverse("admin:mcp_app_calllog_add"))
-    change = owner_client.post(reverse("admin:mcp_app_calllog_change", args=[log.pk]), {"tool_name": "b"})
+    add = owner_client.get(reverse("admin:tools_app_calllog_add"))
+    change = owner_client.post(reverse("admin:tools_app_calllog_change", args=[log.pk]), {"tool_name": "b"})
     # then
     assert add.status_code == 403
     assert change.status_code == 403
@@ -580,7 +580,7 @@ def test_call_log_row_page_is_viewable(owner_client, owner, instance):
     # given
     log = CallLog.objects.create(owner=owner, mcp_instance=instance, tool_name="a", status="ok", duration_ms=1.0)
     # when
-    response = owner_client.get(reverse("admin:mcp_app_calllog_change", args=[log.pk]))
+    response = owner_client.get(reverse("admin:tools_app_calllog_change", args=[log.pk]))
     # then
     assert response.status_code == 200
     assert re.search(r"<h1>View call log</h1>", response.content.decode())
@@ -600,7 +600,7 @@ def test_binding_of_another_users_tool_shows_the_models_message(
     client.force_login(superuser)
     # when
     response = client.post(
-        reverse("admin:mcp_app_binding_add"), {"mcp_instance": instance.pk, "tool": theirs.pk, "enabled": "on"}
+        reverse("admin:tools_app_binding_add"), {"mcp_instance": instance.pk, "tool": theirs.pk, "enabled": "on"}
     )
     # then
     assert response.context["adminform"].form.errors["tool"] == [
@@ -612,7 +612,7 @@ def test_binding_of_another_users_tool_shows_the_models_message(
 def test_slug_help_text_shows_the_endpoint_pattern(owner_client):
     """The slug's help text shows the endpoint's pattern; no placeholder an HTML page would take for a tag."""
     # when
-    response = owner_client.get(reverse("admin:mcp_app_mcpinstance_add"))
+    response = owner_client.get(reverse("admin:tools_app_mcpinstance_add"))
     # then
     html = response.content.decode()
     assert "URL segment of the endpoint /mcp/{slug}/: letters, digits, '-' and '_'." in html
@@ -635,14 +635,14 @@ def test_max_result_bytes_below_minimum_has_one_message(owner_client, instance, 
 @pytest.mark.parametrize(
     ("url_name", "needs_object"),
     [
-        ("mcp_app_binding_changelist", False),
-        ("mcp_app_binding_add", False),
-        ("mcp_app_binding_change", "binding"),
-        ("mcp_app_apikey_changelist", False),
-        ("mcp_app_apikey_add", False),
-        ("mcp_app_apikey_change", "api_key"),
-        ("mcp_app_calllog_changelist", False),
-        ("mcp_app_calllog_change", "log"),
+        ("tools_app_binding_changelist", False),
+        ("tools_app_binding_add", False),
+        ("tools_app_binding_change", "binding"),
+        ("tools_app_apikey_changelist", False),
+        ("tools_app_apikey_add", False),
+        ("tools_app_apikey_change", "api_key"),
+        ("tools_app_calllog_changelist", False),
+        ("tools_app_calllog_change", "log"),
     ],
 )
 def test_pages_say_mcp_instance_not_mcp_instance(

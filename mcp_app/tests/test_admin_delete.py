@@ -8,8 +8,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from mcp_app.models import ApiKey, Binding, CallLog, McpInstance
-from tools_app.models import Table, Tool
+from tools_app.models import ApiKey, Binding, CallLog, McpInstance, Table, Tool
 
 
 @pytest.fixture
@@ -57,7 +56,7 @@ def test_owner_deletes_instance_with_call_logs(client, owner, logged):
     response = client.post(delete_url(logged["instance"]), {"post": "yes"})
     # then
     assert response.status_code == 302
-    assert response.url == reverse("admin:mcp_app_mcpinstance_changelist")
+    assert response.url == reverse("admin:tools_app_mcpinstance_changelist")
     assert (McpInstance.objects.count(), Binding.objects.count(), ApiKey.objects.count()) == (0, 0, 0)
     assert CallLog.objects.count() == 0
     assert Tool.objects.filter(pk=logged["tool"].pk).exists()
@@ -104,7 +103,7 @@ def test_owner_bulk_deletes_instances_with_call_logs(client, owner, logged):
     """The changelist's delete action works on instances with call logs too."""
     # given
     client.force_login(owner)
-    url = reverse("admin:mcp_app_mcpinstance_changelist")
+    url = reverse("admin:tools_app_mcpinstance_changelist")
     action = {"action": "delete_selected", "_selected_action": [logged["instance"].pk]}
     # when
     confirmation = client.post(url, action)
@@ -153,7 +152,7 @@ def test_call_log_row_itself_cannot_be_deleted(client, owner, logged):
     # when
     shown = client.get(delete_url(log))
     posted = client.post(delete_url(log), {"post": "yes"})
-    listed = client.get(reverse("admin:mcp_app_calllog_changelist"))
+    listed = client.get(reverse("admin:tools_app_calllog_changelist"))
     # then
     assert (shown.status_code, posted.status_code) == (403, 403)
     assert listed.context["action_form"] is None

@@ -2,8 +2,8 @@
 
 import pytest
 
-from mcp_app.models import Binding
 from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tools_app.models import Binding
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 

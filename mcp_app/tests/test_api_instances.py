@@ -3,8 +3,8 @@
 import pytest
 from rest_framework.validators import UniqueValidator
 
-from mcp_app.models import McpInstance
 from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tools_app.models import McpInstance
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 

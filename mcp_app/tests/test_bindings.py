@@ -3,11 +3,9 @@
 import pytest
 from django.core.exceptions import ValidationError
 
-from mcp_app.models import Binding, McpInstance
-from mcp_app.services import binding_create, binding_update, instance_delete
 from tools_app.errors import ErrorCode
-from tools_app.models import Tool
-from tools_app.services import tool_delete, tool_update
+from tools_app.models import Binding, McpInstance, Tool
+from tools_app.services import binding_create, binding_update, instance_delete, tool_delete, tool_update
 
 pytestmark = pytest.mark.django_db
 

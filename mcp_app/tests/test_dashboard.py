@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import Group, Permission
 from django.urls import reverse
 
-from mcp_app.models import CallLog
+from tools_app.models import CallLog
 
 DASHBOARD = re.compile(r'<div class="toolhub-dashboard module" id="toolhub-dashboard">(.*?)\n</div>', re.S)
 
@@ -41,7 +41,7 @@ def test_every_dashboard_link_opens_for_a_toolhub_user(client, owner, populated)
     # then
     hrefs = links(html)
     assert reverse("admin:tools_app_tool_try", args=[populated["query"].pk]) in hrefs
-    assert reverse("admin:mcp_app_calllog_changelist") in hrefs
+    assert reverse("admin:tools_app_calllog_changelist") in hrefs
     assert "Try the tool orders_query" in html
     assert "cannot manage toolhub objects" not in html
     assert [href for href in hrefs if client.get(href.split("#")[0]).status_code != 200] == []

@@ -107,7 +107,7 @@ def test_calls_are_recorded_by_the_running_server(server_db):
     before = json.loads(
         run_python(
             server_db["env"],
-            "from mcp_app.models import CallLog; "
+            "from tools_app.models import CallLog; "
             "print(json.dumps(CallLog.objects.filter(tool_name='orders_by_id').count()))",
         )
     )
@@ -123,7 +123,7 @@ def test_calls_are_recorded_by_the_running_server(server_db):
     counts = json.loads(
         run_python(
             server_db["env"],
-            "from mcp_app.models import CallLog; from tools_app.models import Tool; "
+            "from tools_app.models import CallLog; from tools_app.models import Tool; "
             f"print(json.dumps([CallLog.objects.filter(tool_name='orders_by_id', status='ok').count(), "
             f"Tool.objects.get(pk={server_db['tools']['orders_by_id']}).use_count]))",
         )
@@ -187,7 +187,7 @@ def test_two_workers_see_a_binding_disabled_by_another_process(server_db):
         return sorted(tool["name"] for tool in response.json()["result"]["tools"])
 
     toggle = (
-        "from mcp_app.models import Binding; from mcp_app.services import binding_update; "
+        "from tools_app.models import Binding; from tools_app.services import binding_update; "
         "b = Binding.objects.get(mcp_instance__slug='e2e', name_override='orders_schema'); "
         "binding_update(binding=b, enabled={enabled}); print(json.dumps(b.enabled))"
     )

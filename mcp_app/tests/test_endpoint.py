@@ -1,21 +1,17 @@
 """SPEC §4.3–§4.5, §8: tools/list, tools/call, instructions, recording and freshness, in process, both eras."""
 
 import json
-import time
-from datetime import UTC, datetime
 
 import pytest
 from django.utils import timezone
 from mcp_types import METHOD_NOT_FOUND
 
-from mcp_app import server as mcp_server
-from mcp_app.models import CallLog, McpInstance
-from mcp_app.recording import recorder
-from mcp_app.registry_scope import InstanceScope
-from mcp_app.services import binding_update, instance_update
 from mcp_app.tests.mcp_harness import ERAS, LEGACY, MODERN, Harness
+from tools_app import calls as mcp_server
 from tools_app import services
-from tools_app.models import Table, Tool
+from tools_app.models import CallLog, McpInstance, Table, Tool
+from tools_app.registry.instance_scope import InstanceScope
+from tools_app.services import binding_update, instance_update
 
 
 @pytest.fixture
@@ -274,7 +270,6 @@ def test_call_of_a_tool_not_enabled_here_is_32602(
     # then
     assert reply["error"]["code"] == -32602
     assert "not enabled on this instance" in reply["error"]["message"]
-    recorder.flush()
     assert Tool.objects.filter(use_count__gt=0).count() == 0
     assert list(CallLog.objects.values_list("tool_id", "tool_name", "status", "error_code")) == [
         (None, "target", "error", "TOOL_NOT_FOUND")
@@ -315,7 +310,6 @@ def test_call_of_an_external_tool_says_where_it_is_served(harness, owner, make_t
     # then
     assert reply["error"]["code"] == -32602
     assert "https://weather.example/mcp" in reply["error"]["message"]
-    recorder.flush()
     assert Tool.objects.get(pk=external.pk).use_count == 0
 
 
@@ -415,7 +409,6 @@ def test_write_result_is_sent_whatever_max_result_bytes(
     assert json.loads(result["content"][0]["text"]) == expected
     table.refresh_from_db()
     assert table.version == 2
-    recorder.flush()
     assert list(CallLog.objects.values_list("tool_name", "status", "error_code")) == [(f"{tool_type}_orders", "ok", "")]
 
 
@@ -439,7 +432,6 @@ def test_register_tool_result_over_max_result_bytes_is_sent(harness, owner, make
     assert len(result["content"][0]["text"].encode()) > 1000
     assert (registered.type, registered.metadata["mcp_server"]) == ("external", server)
     assert registered.bindings.get().mcp_instance_id == instance.pk
-    recorder.flush()
     assert list(CallLog.objects.values_list("tool_name", "status", "error_code")) == [("register", "ok", "")]
 
 
@@ -505,7 +497,6 @@ def test_name_that_cannot_be_a_tool_name_is_unknown(
         "message": f"Unknown tool {shown}: it is not enabled on this instance."
         " Tool names are 1 to 64 characters from A-Z, a-z, 0-9, '_', '.' and '-'.",
     }
-    recorder.flush()
     assert list(CallLog.objects.values_list("tool_name", "tool_id", "status", "error_code")) == [
         (logged, None, "error", "TOOL_NOT_FOUND")
     ]
@@ -527,7 +518,6 @@ def test_name_with_nul_is_unknown_on_every_database(harness, owner, table, make_
         "message": "Unknown tool 'orders_query\\x00': it is not enabled on this instance."
         " Tool names are 1 to 64 characters from A-Z, a-z, 0-9, '_', '.' and '-'.",
     }
-    recorder.flush()
     assert list(CallLog.objects.values_list("tool_name", "error_code")) == [("orders_query\\x00", "TOOL_NOT_FOUND")]
     tool.refresh_from_db()
     assert tool.use_count == 0
@@ -625,7 +615,7 @@ def test_unexpected_exception_never_leaks(harness, owner, table, make_tool, inst
     # then
     assert result["isError"] is True
     assert "secret" not in json.dumps(result)
-    assert result["content"][0]["text"].startswith("TOOL_NOT_CALLABLE: ")
+    assert result["content"][0]["text"].startswith("INTERNAL_ERROR: ")
 
 
 def test_registry_tools_run_over_the_instance_scope(harness, owner, make_tool, instance, bind, key, monkeypatch):
@@ -663,15 +653,21 @@ def test_every_call_is_recorded(harness, owner, table, make_tool, instance, bind
     # when
     harness.call("shop", plaintext, "q", {"query": "length(@)"})
     harness.call("shop", plaintext, "q", {"query": "[?"})
-    written = recorder.flush()
     # then
-    assert written == 2
     tool.refresh_from_db()
     assert tool.use_count == 2
     assert tool.last_used is not None
     rows = list(
         CallLog.objects.order_by("id").values(
-            "mcp_instance_id", "tool_id", "tool_name", "api_key_id", "owner_id", "source", "status", "error_code"
+            "mcp_instance_id",
+            "tool_id",
+            "tool_name",
+            "api_key_id",
+            "owner_id",
+            "user_id",
+            "surface",
+            "status",
+            "error_code",
         )
     )
     common = {
@@ -680,7 +676,8 @@ def test_every_call_is_recorded(harness, owner, table, make_tool, instance, bind
         "tool_name": "q",
         "api_key_id": api_key.pk,
         "owner_id": owner.pk,
-        "source": "mcp",
+        "user_id": owner.pk,
+        "surface": "mcp",
     }
     assert rows == [
         {**common, "status": "ok", "error_code": ""},
@@ -690,76 +687,22 @@ def test_every_call_is_recorded(harness, owner, table, make_tool, instance, bind
     assert "Invalid JMESPath" in CallLog.objects.get(status="error").error_message
 
 
-def test_call_log_time_is_the_call_not_the_write(harness, owner, table, make_tool, instance, bind, key):
-    """CallLog.created_at is the call's start, although rows are written later in batches."""
+def test_call_log_time_is_the_call_and_the_row_is_in_before_the_answer(
+    harness, owner, table, make_tool, instance, bind, key
+):
+    """CallLog.created_at is the call's start; the row and the use count are committed before the answer."""
     # given
-    bind(instance, make_tool(owner, table, name="orders_query"))
-    before = timezone.now()
-    harness.call("shop", key, "orders_query", {"query": "length(@)"})
-    after = timezone.now()
-    time.sleep(0.02)  # the batch write happens measurably later than the call
-    written_from = timezone.now()
-    # when
-    recorder.flush()
-    # then
-    row = CallLog.objects.get()
-    assert before <= row.created_at <= after < written_from
-
-
-def test_recorder_writes_the_time_it_was_given(owner, table, make_tool, instance):
-    """A queued record keeps its call time: it becomes created_at and the tool's last_used."""
-    # given
-    from mcp_app import recording
-
-    tool = make_tool(owner, table, name="orders_query")
-    called_at = datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)
-    recorder.record(
-        recording.CallRecord(
-            instance_id=instance.pk,
-            owner_id=owner.pk,
-            tool_id=tool.pk,
-            tool_name="orders_query",
-            api_key_id=None,
-            status="ok",
-            duration_ms=1.5,
-            at=called_at,
-        )
-    )
-    # when
-    written = recorder.flush()
-    # then
-    assert written == 1
-    assert CallLog.objects.get().created_at == called_at
-    tool.refresh_from_db()
-    assert tool.last_used == called_at
-
-
-def test_recorder_flushes_inline_when_no_thread_runs(harness, owner, table, make_tool, instance, bind, key):
-    """Without the lifespan's flusher thread the queue does not grow without bound."""
-    # given
-    from mcp_app import recording
-
     tool = make_tool(owner, table, name="orders_query")
     bind(instance, tool)
+    before = timezone.now()
     # when
-    for _ in range(recording.INLINE_FLUSH_AT - 1):
-        recorder.record(
-            recording.CallRecord(
-                instance_id=instance.pk,
-                owner_id=owner.pk,
-                tool_id=tool.pk,
-                tool_name="orders_query",
-                api_key_id=None,
-                status="ok",
-                duration_ms=1.0,
-            )
-        )
     harness.call("shop", key, "orders_query", {"query": "length(@)"})
+    after = timezone.now()
     # then
-    assert recorder.pending == 0
-    assert CallLog.objects.count() == recording.INLINE_FLUSH_AT
+    row = CallLog.objects.get()
+    assert before <= row.created_at <= after
     tool.refresh_from_db()
-    assert tool.use_count == recording.INLINE_FLUSH_AT
+    assert (tool.use_count, tool.last_used) == (1, row.created_at)
 
 
 #

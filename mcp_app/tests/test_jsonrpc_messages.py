@@ -12,11 +12,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from mcp_app.models import CallLog
-from mcp_app.recording import recorder
-from mcp_app.services import api_key_revoke, instance_update
 from mcp_app.tests.mcp_harness import ERAS, LEGACY, MODERN, Harness, rpc_body, rpc_headers
-from tools_app.models import Tool
+from tools_app.models import CallLog, Tool
+from tools_app.services import api_key_revoke, instance_update
 
 CALL = rpc_body("tools/call", {"name": "orders_query", "arguments": {"query": "length(@)"}})
 
@@ -94,7 +92,6 @@ def post_raw(harness: Harness, body: str, *, key: str | None, era: str = LEGACY,
 
 
 def assert_nothing_recorded(tool):
-    recorder.flush()
     assert CallLog.objects.count() == 0
     tool.refresh_from_db()
     assert tool.use_count == 0
@@ -104,7 +101,6 @@ def warm(harness: Harness, key: str, era: str) -> None:
     """One good call, so that this process has seen the key valid (auth_cache); its log row is removed."""
     response = harness.post("shop", rpc_body("tools/call", CALL["params"], era=era), key=key, era=era)
     assert response.status_code == 200
-    recorder.flush()
     CallLog.objects.all().delete()
     Tool.objects.update(use_count=0)
 

@@ -9,11 +9,9 @@ import json
 import pytest
 from django.utils import timezone
 
-from mcp_app.models import Binding, CallLog
-from mcp_app.recording import recorder
-from mcp_app.services import instance_update
 from mcp_app.tests.mcp_harness import ERAS, LEGACY, Harness
-from tools_app.models import Tool
+from tools_app.models import Binding, CallLog, Tool
+from tools_app.services import instance_update
 
 REGISTRY_NAMES = [
     "get_tool_definition",
@@ -345,7 +343,6 @@ def test_registry_calls_are_recorded(shop):
     search = Tool.objects.get(name="search_tools")
     # when
     call(shop, "search_tools", {"query": "orders"})
-    recorder.flush()
     # then
     assert list(CallLog.objects.values_list("tool_id", "tool_name", "status")) == [(search.pk, "search_tools", "ok")]
     search.refresh_from_db()

@@ -7,11 +7,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from mcp_app.models import ApiKey, Binding, McpInstance
 from mcp_app.tests.mcp_harness import Harness
 from tools_app.choices import DATA_TYPES, READ_ONLY_REGISTRY_TYPES
 from tools_app.data_access import execute
-from tools_app.models import Table, Tool
+from tools_app.models import ApiKey, Binding, McpInstance, Table, Tool
 
 pytestmark = pytest.mark.django_db
 

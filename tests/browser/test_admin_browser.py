@@ -81,7 +81,7 @@ def test_owner_goes_from_nothing_to_a_working_endpoint(server, new_page):
     shot(page, "04-tool")
 
     # An instance with the tool bound in its inline.
-    page.goto("/admin/mcp_app/mcpinstance/add/")
+    page.goto("/admin/tools_app/mcpinstance/add/")
     page.fill("#id_name", "Warehouse")
     page.press("#id_name", "Tab")
     assert page.input_value("#id_slug") == "warehouse"  # prepopulated from the name
@@ -127,7 +127,7 @@ def test_owner_goes_from_nothing_to_a_working_endpoint(server, new_page):
     # The calls in the log: two from the admin, one over MCP (recorded in the background).
     deadline = time.monotonic() + 15
     while True:
-        page.goto("/admin/mcp_app/calllog/")
+        page.goto("/admin/tools_app/calllog/")
         sources = page.locator("#result_list td.field-source").all_inner_texts()
         if sorted(sources) == ["admin", "admin", "mcp"] or time.monotonic() > deadline:
             break
@@ -178,12 +178,12 @@ def test_second_user_sees_none_of_the_first_users_objects(server, new_page):
         assert "alice" not in body.lower(), model
         assert page.locator("#result_list").count() == 0, model
         shot(page, f"12-bob-{model.split('/')[1]}")
-    page.goto("/admin/mcp_app/calllog/")
+    page.goto("/admin/tools_app/calllog/")
     assert page.locator("#result_list").count() == 0
     for path in (
         f"/admin/tools_app/table/{ids['table']}/change/",
         f"/admin/tools_app/tool/{ids['tool']}/change/",
-        f"/admin/mcp_app/mcpinstance/{ids['instance']}/change/",
+        f"/admin/tools_app/mcpinstance/{ids['instance']}/change/",
     ):
         page.goto(path)
         assert page.url == f"{server['base']}/admin/", path

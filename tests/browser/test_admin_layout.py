@@ -28,7 +28,7 @@ from django.contrib.auth.models import User
 from tools_app import services
 from tools_app.models import Tool
 from mcp_app import services as mcp
-from mcp_app.models import CallLog
+from tools_app.models import CallLog
 alice = User.objects.get(username="alice")
 table = services.table_create(owner=alice, name={LONG!r}, description="Stock per item. " * 30,
     data=[{{"id": i, "name": f"item {{i}}", "qty": i}} for i in range(300)])
@@ -44,7 +44,7 @@ for label in ("a rather long label for the key used by the nightly CI agent", {U
     mcp.api_key_issue(mcp_instance=instance, label=label)
 rng = random.Random(7)
 CallLog.objects.bulk_create(
-    CallLog(mcp_instance=instance, tool=tool, tool_name=tool.name, owner=alice, source="mcp",
+    CallLog(mcp_instance=instance, tool=tool, tool_name=tool.name, owner=alice, surface="mcp",
             status="error" if j == 0 else "ok", error_code="INVALID_QUERY" if j == 0 else "",
             duration_ms=rng.uniform(0.5, 900.0))
     for tool in tools for j in range(4))
@@ -55,7 +55,7 @@ print(json.dumps({{"table": table.pk, "big": big.pk, "instance": instance.pk, "t
 
 BINDINGS = """
 import json
-from mcp_app.models import Binding
+from tools_app.models import Binding
 rows = Binding.objects.filter(mcp_instance__slug="northern")
 print(json.dumps({"total": rows.count(), "enabled": rows.filter(enabled=True).count()}))
 """
@@ -102,11 +102,11 @@ def main_pages(ids: dict) -> dict[str, str]:
         "tools": "/admin/tools_app/tool/",
         "tool": f"/admin/tools_app/tool/{ids['tool']}/change/",
         "try-it": f"/admin/tools_app/tool/{ids['tool']}/try/",
-        "instances": "/admin/mcp_app/mcpinstance/",
-        "instance": f"/admin/mcp_app/mcpinstance/{ids['instance']}/change/",
-        "bindings": "/admin/mcp_app/binding/",
-        "keys": "/admin/mcp_app/apikey/",
-        "calls": "/admin/mcp_app/calllog/",
+        "instances": "/admin/tools_app/mcpinstance/",
+        "instance": f"/admin/tools_app/mcpinstance/{ids['instance']}/change/",
+        "bindings": "/admin/tools_app/binding/",
+        "keys": "/admin/tools_app/apikey/",
+        "calls": "/admin/tools_app/calllog/",
     }
 
 
@@ -130,7 +130,7 @@ def test_change_lists_show_every_column_without_scrolling(server, new_page, ids,
     statistics fit their box: long names wrap instead of pushing columns out of sight."""
     page = new_page("alice", *SIZES[size])
     # How far each scrolling box (the list, the statistics) is wider than what it shows.
-    boxes = {"/admin/tools_app/tool/": 1, "/admin/mcp_app/binding/": 1, "/admin/mcp_app/calllog/": 2}
+    boxes = {"/admin/tools_app/tool/": 1, "/admin/tools_app/binding/": 1, "/admin/tools_app/calllog/": 2}
     for url, count in boxes.items():
         page.goto(url)
         hidden = page.evaluate(
@@ -164,7 +164,7 @@ def test_json_editor_keeps_its_width_when_it_shows_an_error(server, new_page, id
 def test_call_stats_headers_are_spaced_and_numbers_line_up(server, new_page, ids):
     """The per-tool statistics in the call log have padded headers; numeric columns align right."""
     page = new_page("alice", 1280, 800)
-    page.goto("/admin/mcp_app/calllog/")
+    page.goto("/admin/tools_app/calllog/")
     headers = page.evaluate(
         "[...document.querySelectorAll('#toolhub-call-stats thead th')].map(th => {"
         " const style = getComputedStyle(th);"
@@ -216,7 +216,7 @@ def test_try_it_error_header_is_readable(server, new_page, ids):
 def test_revoke_buttons_are_on_screen_on_a_phone(server, new_page, ids):
     """At 390px the API-key table shows one block per key, its Revoke button inside the window."""
     page = new_page("alice", 390, 844)
-    page.goto(f"/admin/mcp_app/mcpinstance/{ids['instance']}/change/")
+    page.goto(f"/admin/tools_app/mcpinstance/{ids['instance']}/change/")
     buttons = page.locator("#toolhub-keys button.toolhub-danger")
     assert buttons.count() == 3
     for index in range(3):
@@ -260,7 +260,7 @@ def test_disable_and_unbind_selected_ask_first(server, new_page, ids):
 
     before = bindings(server)
     assert before == {"total": TOOL_COUNT, "enabled": TOOL_COUNT}
-    page.goto("/admin/mcp_app/binding/?mcp_instance__id__exact=" + str(ids["instance"]))
+    page.goto("/admin/tools_app/binding/?mcp_instance__id__exact=" + str(ids["instance"]))
     page.once("dialog", answer(False))
     choose_rows_and_action(page, 2, "disable_bindings")
     page.click("#changelist-form button[name=index]")
@@ -269,7 +269,7 @@ def test_disable_and_unbind_selected_ask_first(server, new_page, ids):
     ]
     assert bindings(server) == before
 
-    page.goto("/admin/mcp_app/binding/?mcp_instance__id__exact=" + str(ids["instance"]))
+    page.goto("/admin/tools_app/binding/?mcp_instance__id__exact=" + str(ids["instance"]))
     page.once("dialog", answer(False))
     choose_rows_and_action(page, 3, "unbind")
     page.click("#changelist-form button[name=index]")
@@ -291,7 +291,7 @@ def test_disable_all_on_the_instance_page_asks_first(server, new_page, ids):
     """ "Disable all" names the instance and does nothing when cancelled; accepted, it disables every binding."""
     page = new_page("alice", 1280, 800)
     asked: list[str] = []
-    page.goto(f"/admin/mcp_app/mcpinstance/{ids['instance']}/change/")
+    page.goto(f"/admin/tools_app/mcpinstance/{ids['instance']}/change/")
     before = bindings(server)
     assert before["enabled"] == before["total"] > 0
 

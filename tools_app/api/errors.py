@@ -26,13 +26,6 @@ logger = logging.getLogger("toolhub.api")
 
 __all__ = ["error_body", "exception_handler", "flatten_fields"]
 
-# A ToolhubError is a 400 unless its code says otherwise.
-TOOLHUB_STATUS = {
-    ErrorCode.NOT_FOUND: status.HTTP_404_NOT_FOUND,
-    ErrorCode.NAME_CONFLICT: status.HTTP_409_CONFLICT,
-}
-
-
 # Django 5.2 reports a save that found its row deleted meanwhile (save(force_update=True) or update_fields)
 # as a bare DatabaseError with one of these messages; Django 6.0 raises Model.NotUpdated, an
 # ObjectDoesNotExist, instead.
@@ -101,8 +94,8 @@ def exception_handler(exc: Exception, context: dict) -> Response:
     if isinstance(exc, exceptions.ValidationError):
         return _validation_response(as_serializer_error(exc))
     if isinstance(exc, ToolhubError):
-        code_status = TOOLHUB_STATUS.get(exc.code, status.HTTP_400_BAD_REQUEST)
-        return Response(error_body(exc.code, exc.message, details=exc.details), status=code_status)
+        # The code's status comes from the one table of codes (tools_app.errors.ERROR_CODES).
+        return Response(error_body(exc.code, exc.message, details=exc.details), status=exc.status)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or None)
     elif isinstance(exc, ObjectDoesNotExist) or (isinstance(exc, DatabaseError) and str(exc) in SAVE_FOUND_NO_ROW):
@@ -134,7 +127,7 @@ def exception_handler(exc: Exception, context: dict) -> Response:
     view = context.get("view")
     logger.exception("Unhandled error in %s", type(view).__name__ if view else "the API", exc_info=exc)
     return Response(
-        error_body("SERVER_ERROR", "An unexpected error occurred; it has been logged."),
+        error_body(ErrorCode.INTERNAL_ERROR, "An unexpected error occurred; it has been logged."),
         status=status.HTTP_500_INTERNAL_SERVER_ERROR,
     )
 

@@ -1,5 +1,5 @@
 """Registry endpoints over the caller's own tools (SPEC §6): one tool's export, and the pieces the
-instance-scoped registry endpoints in mcp_app.api.registry reuse.
+instance-scoped registry endpoints in tools_app.api.instance_registry reuse.
 
 Thin views over tools_app.registry: query parameters are checked by small serializers (a bad one is
 a 400 VALIDATION_ERROR naming it), registry failures are ToolErrors turned into `{"error", "message"}`

@@ -1,17 +1,32 @@
-"""/api/ routes of tools_app: tables, tools (with by-table and call) and the token endpoint."""
+"""/api/ routes of the resources: tables, tools (with by-table and call), MCP instances, their keys
+(nested) and bindings, and the token endpoint."""
 
-from django.urls import path
+from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
+from .instance_views import ApiKeyViewSet, BindingViewSet, McpInstanceViewSet
 from .views import AuthTokenView, TableViewSet, ToolViewSet
 
 router = SimpleRouter()
 router.register("tables", TableViewSet, basename="table")
 router.register("tools", ToolViewSet, basename="tool")
+router.register("mcp-instances", McpInstanceViewSet, basename="mcp-instance")
+router.register("bindings", BindingViewSet, basename="binding")
 
+# Ids are matched loosely and checked in the view, so a malformed id is a JSON 404 like a missing one.
 urlpatterns = [
     path("auth/token/", AuthTokenView.as_view(), name="auth-token"),
     *router.urls,
+    re_path(
+        r"^mcp-instances/(?P<instance_pk>[^/]+)/keys/$",
+        ApiKeyViewSet.as_view({"get": "list", "post": "create"}),
+        name="mcp-instance-key-list",
+    ),
+    re_path(
+        r"^mcp-instances/(?P<instance_pk>[^/]+)/keys/(?P<pk>[^/]+)/$",
+        ApiKeyViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
+        name="mcp-instance-key-detail",
+    ),
 ]
 
 __all__ = ["urlpatterns"]

@@ -4,7 +4,7 @@ Every queryset starts from the ownership rule (`for_user`): another user's objec
 403 (SPEC §2, §6). Writes go through the serializers to the services; views hold no business rules.
 """
 
-import time
+from typing import Any
 
 from django.http import Http404
 from django.shortcuts import get_object_or_404
@@ -16,11 +16,9 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from tools_app import services
-from tools_app.calls import FinishedCall, record_call
-from tools_app.data_access import ToolError, execute
+from tools_app.calls import Caller, run_tool_call, target_of_tool
 from tools_app.filtersets import ToolFilterSet
-from tools_app.models import Table, Tool
-from tools_app.registry.scope import UserScope
+from tools_app.models import Surface, Table, Tool
 
 from .filters import OrderingFilter
 from .renderers import JSONRenderer
@@ -174,24 +172,10 @@ class ToolViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
         return Response({"result": result}, status=status.HTTP_200_OK)
 
 
-def _run_tool(tool: Tool, arguments: dict, user):
-    """Execute and record the call (use count + whatever the registered recorders keep, source "api");
-    re-raise failures."""
-    started = time.perf_counter()
-    error: Exception | None = None
-    try:
-        return execute(tool=tool, arguments=arguments, scope=UserScope(user))
-    except Exception as exc:
-        error = exc
-        raise
-    finally:
-        record_call(
-            FinishedCall(
-                tool=tool,
-                source="api",
-                ok=error is None,
-                duration_ms=(time.perf_counter() - started) * 1000,
-                error_code=str(error.code) if isinstance(error, ToolError) else ("SERVER_ERROR" if error else ""),
-                error_message=str(error.message) if isinstance(error, ToolError) else "",
-            )
-        )
+def _run_tool(tool: Tool, arguments: dict, user) -> Any:
+    """Run the tool through the call pipeline (surface "api"); a failure is raised as its ToolError."""
+    caller = Caller(surface=Surface.API, user_id=user.pk, user=user)
+    outcome = run_tool_call(caller=caller, target=target_of_tool(tool), name=tool.name, arguments=arguments)
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome.value

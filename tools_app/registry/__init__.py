@@ -1,7 +1,7 @@
 """The tool registry (SPEC §5): search, definitions, categories, usage guide, registration, export.
 
 Everything works over a RegistryScope (scope.py): the enabled bindings of an MCP instance under their
-effective names (mcp_app.registry_scope.InstanceScope), or the tools a user owns (UserScope, the API).
+effective names (tools_app.registry.instance_scope.InstanceScope), or the tools a user owns (UserScope, the API).
 Reads come from a per-process index snapshot validated against the scope's fingerprint on every call
 (search.IndexCache); the only writes are the use count of get_tool_definition and register_tool, both
 through services. Nothing here knows about HTTP, DRF or MCP.

@@ -12,6 +12,7 @@ in `name_map` ({exported name: toolhub name}) and in `notes`, so a caller can ma
 import re
 from typing import Any
 
+from ..choices import READ_ONLY_REGISTRY_TYPES, READ_TYPES, ToolType
 from ..data_access.errors import ToolError
 from ..errors import ErrorCode
 from .search import ToolDoc, deep_copy
@@ -98,3 +99,40 @@ def export_tool(*, tool: Any, format: str = "mcp") -> dict[str, Any]:  # noqa: A
     from .search import make_doc
 
     return export_docs([make_doc(0, tool.name, tool.description, tool)], format)
+
+
+#
+# tools/list entries (SPEC §4.3): the MCP endpoint lists these, the admin estimates their size
+#
+
+
+def _annotations(tool_type: str) -> dict[str, bool]:
+    if tool_type in READ_TYPES or tool_type in READ_ONLY_REGISTRY_TYPES:
+        return {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
+    if tool_type in (ToolType.UPDATE, ToolType.DELETE):
+        return {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": False}
+    # create and register_tool only add; calling them twice adds twice (or fails on the existing key).
+    return {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
+
+
+def output_schema_for(schema: dict[str, Any]) -> dict[str, Any]:
+    """The outputSchema clients validate structuredContent against: non-object results are wrapped (SPEC §4.4)."""
+    if schema.get("type") == "object":
+        return schema
+    return {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+
+
+def tool_entry(binding: Any) -> dict[str, Any]:
+    """One tools/list entry: effective name and description, schemas, annotations."""
+    tool = binding.tool
+    entry: dict[str, Any] = {
+        "name": binding.effective_name,
+        "description": binding.effective_description,
+        "inputSchema": tool.input_schema,
+        "annotations": _annotations(tool.type),
+    }
+    if tool.alias:
+        entry["title"] = tool.alias
+    if tool.output_schema:
+        entry["outputSchema"] = output_schema_for(tool.output_schema)
+    return entry

@@ -1,6 +1,6 @@
 """What registry tools work over (SPEC §5): the tools bound to one instance, or the tools a user owns.
 
-tools_app does not import mcp_app; the MCP side provides its own scope (mcp_app.registry_scope.InstanceScope)
+tools_app does not import mcp_app; the MCP side provides its own scope (tools_app.registry.instance_scope.InstanceScope)
 with the same interface.
 """
 

@@ -10,10 +10,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from django.utils.html import escape
 
-from mcp_app.models import CallLog
 from tools_app.data_access import execute
 from tools_app.errors import ErrorCode
-from tools_app.models import Table, Tool
+from tools_app.models import CallLog, Table, Tool
 
 ADMIN_INDEX = "/admin/"
 
@@ -489,7 +488,7 @@ def test_try_it_form_has_a_field_per_schema_property(owner_client, owner, table,
 
 
 def test_try_it_runs_the_tool_and_records_the_call(owner_client, owner, table, make_tool):
-    """Running a query shows the JSON result, bumps use_count and writes a call-log row (source admin)."""
+    """Running a query shows the JSON result, bumps use_count and writes a call-log row (surface admin)."""
     # given
     tool = make_tool(owner, table, name="orders_query")
     # when
@@ -500,7 +499,7 @@ def test_try_it_runs_the_tool_and_records_the_call(owner_client, owner, table, m
     tool.refresh_from_db()
     assert tool.use_count == 1
     log = CallLog.objects.get()
-    assert (log.tool_id, log.tool_name, log.source, log.status, log.owner_id) == (
+    assert (log.tool_id, log.tool_name, log.surface, log.status, log.owner_id) == (
         tool.pk,
         "orders_query",
         "admin",

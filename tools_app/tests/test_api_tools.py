@@ -2,9 +2,8 @@
 
 import pytest
 
-from mcp_app.models import CallLog
 from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
-from tools_app.models import Table, Tool
+from tools_app.models import CallLog, Table, Tool
 from tools_app.tool_schemas import default_input_schema
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
@@ -395,7 +394,7 @@ def test_by_table_for_a_superuser_lists_every_tool_on_the_table(superuser, owner
 
 
 def test_call_returns_the_result_and_records_the_call(owner, table, make_tool):
-    """POST call runs the tool: 200 {"result"}; use_count +1 and a CallLog row with source "api"."""
+    """POST call runs the tool: 200 {"result"}; use_count +1 and a CallLog row with surface "api"."""
     # given
     tool = make_tool(owner, table)
 
@@ -411,7 +410,7 @@ def test_call_returns_the_result_and_records_the_call(owner, table, make_tool):
     assert tool.use_count == 1
     assert tool.last_used is not None
     log = CallLog.objects.get()
-    assert (log.source, log.status, log.tool_id, log.tool_name, log.mcp_instance_id, log.owner_id) == (
+    assert (log.surface, log.status, log.tool_id, log.tool_name, log.mcp_instance_id, log.owner_id) == (
         "api",
         "ok",
         tool.pk,
@@ -480,7 +479,7 @@ def test_call_with_a_tool_error_is_a_400_with_its_code(owner, table, make_tool, 
     assert "fields" not in response.json()
     assert Table.objects.values_list("data", "version").get() == data_before
     log = CallLog.objects.get()
-    assert (log.status, log.error_code, log.source) == ("error", code, "api")
+    assert (log.status, log.error_code, log.surface) == ("error", code, "api")
 
 
 def test_call_of_an_external_tool_is_tool_not_callable(owner, make_tool):

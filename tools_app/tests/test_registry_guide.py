@@ -4,9 +4,9 @@ import pytest
 from django.utils import timezone
 from markdown_it import MarkdownIt
 
-from mcp_app.registry_scope import InstanceScope
 from tools_app.registry import usage_guide
 from tools_app.registry.guide import MAX_BYTES
+from tools_app.registry.instance_scope import InstanceScope
 from tools_app.registry.scope import UserScope
 from tools_app.registry.search import index_cache
 

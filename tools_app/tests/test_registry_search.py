@@ -2,15 +2,15 @@
 
 import pytest
 
-from mcp_app.models import Binding
-from mcp_app.registry_scope import InstanceScope
-from mcp_app.services import binding_update
 from tools_app import services
 from tools_app.data_access import ToolError
+from tools_app.models import Binding
 from tools_app.registry import embedding, search_tools
+from tools_app.registry.instance_scope import InstanceScope
 from tools_app.registry.scope import UserScope
 from tools_app.registry.search import index_cache
 from tools_app.registry.text import split_identifier, stem, terms
+from tools_app.services import binding_update
 
 
 @pytest.fixture(autouse=True)

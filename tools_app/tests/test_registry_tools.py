@@ -2,11 +2,10 @@
 
 import pytest
 
-from mcp_app.models import Binding
-from mcp_app.registry_scope import InstanceScope
 from tools_app.data_access import ToolError, execute
-from tools_app.models import Tool
+from tools_app.models import Binding, Tool
 from tools_app.registry import embedding
+from tools_app.registry.instance_scope import InstanceScope
 from tools_app.registry.scope import UserScope
 from tools_app.registry.search import index_cache
 
@@ -144,7 +143,7 @@ def test_get_tool_definition_unknown_name_is_tool_not_found(catalog, scope):
 def test_get_tool_definition_uses_effective_names_on_an_instance(catalog, instance, owner):
     """Over MCP a tool is found by its binding's name override, not its own name (SPEC §8)."""
     # given
-    from mcp_app.services import binding_update
+    from tools_app.services import binding_update
 
     binding_update(binding=Binding.objects.get(tool=catalog["orders"]), name_override="orders_v2")
     scope = InstanceScope(instance)
@@ -216,7 +215,7 @@ def test_get_tool_usage_guide_warns_for_unknown_names(catalog, scope):
 def test_disabled_bindings_are_outside_the_instance_scope(catalog, instance, owner):
     """A disabled binding's tool is not searchable or definable on the instance, but is over the API."""
     # given
-    from mcp_app.services import binding_update
+    from tools_app.services import binding_update
 
     binding_update(binding=Binding.objects.get(tool=catalog["orders"]), enabled=False)
     # when
@@ -232,7 +231,7 @@ def test_definition_of_a_disabled_binding_is_tool_not_found(catalog, instance):
     bindings are the only source of what an instance exposes (SPEC §2.4, §5), so a disabled one is not revealed.
     Nothing is counted."""
     # given
-    from mcp_app.services import binding_update
+    from tools_app.services import binding_update
 
     binding_update(binding=Binding.objects.get(tool=catalog["orders"]), enabled=False)
     # when
@@ -294,7 +293,7 @@ def test_register_tool_where_not_allowed_fails_and_writes_nothing(catalog, scope
 def test_register_tool_failures_give_the_reason_and_write_nothing(catalog, instance, arguments, reason):
     """A name conflict or an invalid tool is REGISTRATION_FAILED with the reason; no tool, no binding."""
     # given
-    from mcp_app.services import instance_update
+    from tools_app.services import instance_update
 
     instance_update(instance=instance, allow_registration=True)
     tools_before, bindings_before = Tool.objects.count(), Binding.objects.count()

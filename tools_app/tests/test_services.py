@@ -4,10 +4,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import connection
 
-from mcp_app.models import Binding
 from tools_app import services
 from tools_app.errors import ErrorCode
-from tools_app.models import Table, Tool
+from tools_app.models import Binding, Table, Tool
 from tools_app.tool_schemas import DEFAULT_INPUT_SCHEMAS
 
 pytestmark = pytest.mark.django_db

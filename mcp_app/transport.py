@@ -1,0 +1,213 @@
+"""The MCP endpoint, /mcp/<slug>/ (SPEC §4): an ASGI app in front of the SDK's stateless transport.
+
+Request path (McpEndpoint.__call__):
+1. Host/Origin and the bearer key are checked before the SDK sees anything (mcp_app.auth); refusals
+   are plain HTTP answers (400/401/403/404/405/413). A body that is not one well-formed JSON-RPC
+   message is answered here, -32700 or -32600 (mcp_app.messages), after a fresh key check.
+2. The SDK's StreamableHTTPSessionManager (stateless, JSON responses) serves both protocol eras:
+   the 2025-11-25 handshake and the session-less 2026-07-28 revision.
+3. The protocol handlers (mcp_app.handlers) re-check the key and the instance in their database hop. An
+   answer the SDK gives without reaching a handler (a refused header, params that fail its validation)
+   goes out only after a fresh key check too (_guard_send).
+"""
+
+import asyncio
+import json
+import logging
+import re
+from contextlib import asynccontextmanager
+from typing import Any
+
+from django.conf import settings
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+from .auth import Denied, auth_cache, authenticate, check_host_and_origin, key_hash_from_header
+from .handlers import STATE_KEY, RequestState, build_server
+from .hops import DatabaseHops
+from .messages import REQUEST, Problem, classify
+
+logger = logging.getLogger(__name__)
+
+SLUG_PATH = re.compile(r"^/mcp/(?P<slug>[-a-zA-Z0-9_]+)/?$")
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+def _db_threads() -> int:
+    return int(getattr(settings, "TOOLHUB_MCP_DB_THREADS", 4))
+
+
+def _header(scope: dict, name: bytes) -> str | None:
+    for key, value in scope.get("headers") or ():
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+async def send_denied(send: Any, denied: Denied) -> None:
+    body = json.dumps({"error": _ERROR_NAMES.get(denied.status, "ERROR"), "message": denied.message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(name.lower().encode(), value.encode()) for name, value in denied.headers.items()]
+    await send({"type": "http.response.start", "status": denied.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+_ERROR_NAMES = {
+    400: "BAD_REQUEST",
+    401: "UNAUTHORIZED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    413: "PAYLOAD_TOO_LARGE",
+    503: "UNAVAILABLE",
+}
+
+
+async def _read_body(receive: Any) -> bytes | None:
+    """The whole request body, or None when it is larger than MAX_BODY_BYTES."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Any) -> Any:
+    sent = False
+
+    async def replay() -> dict:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def send_problem(send: Any, problem: Problem) -> None:
+    """A malformed JSON-RPC message: the JSON-RPC error, with HTTP 400 as the SDK sends its own parse errors."""
+    body = problem.body()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class McpEndpoint:
+    """The ASGI app for /mcp/<slug>/; `running()` must be entered once (the ASGI lifespan does it).
+
+    `db_threads`: size of the database thread pool (DatabaseHops); default TOOLHUB_MCP_DB_THREADS (4).
+    """
+
+    def __init__(self, *, db_threads: int | None = None) -> None:
+        self.hops = DatabaseHops(_db_threads() if db_threads is None else db_threads)
+        self.server = build_server(self.hops)
+        self._manager: StreamableHTTPSessionManager | None = None
+
+    @asynccontextmanager
+    async def running(self):
+        manager = StreamableHTTPSessionManager(
+            app=self.server, stateless=True, json_response=True, max_request_body_size=MAX_BODY_BYTES
+        )
+        self.hops.start()
+        try:
+            async with manager.run():
+                self._manager = manager
+                try:
+                    yield self
+                finally:
+                    self._manager = None
+        finally:
+            # Closing the pool's connections is blocking database work: off the event loop.
+            await asyncio.get_running_loop().run_in_executor(None, self.hops.stop)
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        match = SLUG_PATH.match(scope["path"])
+        if match is None:
+            await send_denied(send, Denied(404, "MCP endpoints are /mcp/<slug>/."))
+            return
+        slug = match["slug"]
+        try:
+            check_host_and_origin(_header(scope, b"host"), _header(scope, b"origin"))
+        except Denied as denied:
+            await send_denied(send, denied)
+            return
+        body = b""
+        if scope["method"] == "POST":
+            read = await _read_body(receive)
+            if read is None:
+                await send_denied(send, Denied(413, f"Request bodies are limited to {MAX_BODY_BYTES} bytes."))
+                return
+            body = read
+        key_hash = key_hash_from_header(_header(scope, b"authorization"))
+        message = classify(body) if scope["method"] == "POST" else None
+        # A cached caller is only trusted for a well-formed request, which reaches a handler or the
+        # middleware that re-checks it; anything else is checked against the database now (SPEC §4.2).
+        caller = auth_cache.get(slug, key_hash) if message == REQUEST else None
+        verified = caller is None
+        if caller is None:
+            try:
+                caller = await self.hops.run(authenticate, slug, key_hash)
+            except Denied as denied:
+                await send_denied(send, denied)
+                return
+        if isinstance(message, Problem):
+            await send_problem(send, message)
+            return
+        if scope["method"] != "POST":
+            # Stateless: no server-to-client stream to open with GET, no session to DELETE.
+            await send_denied(
+                send, Denied(405, "This MCP endpoint is stateless: send JSON-RPC with POST.", {"Allow": "POST"})
+            )
+            return
+        if self._manager is None:
+            await send_denied(send, Denied(503, "The MCP endpoint is not running (start the ASGI lifespan)."))
+            return
+        state = RequestState(caller=caller, key_hash=key_hash, verified=verified)
+        scope = {**scope, STATE_KEY: state}
+        await self._manager.handle_request(scope, _replay(body, receive), self._guard_send(send, state))
+
+    def _guard_send(self, send: Any, state: RequestState) -> Any:
+        """The SDK's `send`, guarded: its answer only goes out to a caller checked during this request.
+
+        When a handler's re-check refused the caller, the denial replaces the answer. When the caller
+        came from auth_cache and no handler re-checked it (the SDK answered by itself: a refused header
+        or protocol version, params that fail its validation), the key and the instance are checked
+        now, before anything is sent. A good request was re-checked by its handler: no extra query.
+        """
+        replaced = False
+
+        async def guarded(message: dict) -> None:
+            nonlocal replaced
+            if message["type"] == "http.response.start":
+                if state.denied is None and not state.verified:
+                    await self._verify(state)
+                if state.denied is not None:
+                    replaced = True
+                    await send_denied(send, state.denied)
+                    return
+            if not replaced:
+                await send(message)
+
+        return guarded
+
+    async def _verify(self, state: RequestState) -> None:
+        try:
+            state.caller = await self.hops.run(authenticate, state.caller.slug, state.key_hash)
+            state.verified = True
+        except Denied as denied:
+            state.denied = denied
+        except Exception:
+            logger.exception("Could not re-check the key for /mcp/%s/", state.caller.slug)
+            state.denied = Denied(503, "toolhub could not check the API key; the error was logged. Try again.")
+
+
+__all__ = ["McpEndpoint", "send_denied"]

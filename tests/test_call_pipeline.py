@@ -1,0 +1,169 @@
+"""One call pipeline (issue 7): MCP tools/call, POST /api/tools/<id>/call/ and the admin's try-it run the same
+calls with the same codes, the same call records and one use count each, visible right after the answer."""
+
+import json
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from mcp_app.tests.mcp_harness import Harness
+from tests.api_helpers import client_for
+from tools_app import calls
+from tools_app.data_access import operations
+from tools_app.models import CallLog, Table, Tool
+
+pytestmark = pytest.mark.django_db
+
+SURFACES = ["mcp", "api", "admin"]
+
+
+@pytest.fixture
+def shop(owner, table, make_tool, instance, bind, make_api_key):
+    """Instance 'shop' with orders_query (query_data) and orders_create (create), and a key."""
+    query = make_tool(owner, table, name="orders_query")
+    create = make_tool(owner, table, type="create", name="orders_create")
+    bind(instance, query)
+    bind(instance, create)
+    return {"query": query, "create": create, "key": make_api_key(instance)[1], "instance": instance}
+
+
+def call_on(surface: str, shop: dict, owner, tool: Tool, arguments: dict) -> str:
+    """Call `tool` through `surface`; return the error code ("" on success)."""
+    if surface == "mcp":
+        reply = Harness().call("shop", shop["key"], tool.name, arguments)
+        result = reply["result"]
+        return result["content"][0]["text"].split(":")[0] if result["isError"] else ""
+    if surface == "api":
+        response = client_for(owner).post(f"/api/tools/{tool.pk}/call/", {"arguments": arguments}, format="json")
+        return "" if response.status_code == 200 else response.json()["error"]
+    client = Client()
+    client.force_login(owner)
+    fields = {name: value if isinstance(value, str) else json.dumps(value) for name, value in arguments.items()}
+    outcome = client.post(reverse("admin:tools_app_tool_try", args=[tool.pk]), fields).context["outcome"]
+    return "" if outcome["ok"] else outcome["code"]
+
+
+def use_count_read_back(owner, tool: Tool) -> int:
+    """The use count as a client reads it right after its call: GET /api/tools/<id>/."""
+    return client_for(owner).get(f"/api/tools/{tool.pk}/").json()["use_count"]
+
+
+CASES = [
+    ("query", {"query": "length(@)"}, ""),
+    ("query", {"query": "[?"}, "INVALID_QUERY"),
+    ("create", {"elements": [{"id": 1, "status": "paid"}]}, "KEY_EXISTS"),
+    ("create", {"elements": [{"id": 9, "status": "new"}]}, ""),
+]
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+@pytest.mark.parametrize(("tool_key", "arguments", "code"), CASES)
+def test_same_call_same_code_same_record_on_every_surface(surface, tool_key, arguments, code, shop, owner):
+    """Each call answers the same code everywhere, leaves one record of that surface and counts one use."""
+    # given
+    tool = shop[tool_key]
+    # when
+    answered = call_on(surface, shop, owner, tool, arguments)
+    # then
+    assert answered == code
+    assert use_count_read_back(owner, tool) == 1
+    row = CallLog.objects.get()
+    assert (row.surface, row.tool_id, row.tool_name, row.owner_id, row.user_id) == (
+        surface,
+        tool.pk,
+        tool.name,
+        owner.pk,
+        owner.pk,
+    )
+    assert (row.status, row.error_code) == (("ok", "") if code == "" else ("error", code))
+    assert row.mcp_instance_id == (shop["instance"].pk if surface == "mcp" else None)
+    assert row.api_key_id == (shop["instance"].api_keys.get().pk if surface == "mcp" else None)
+    assert row.duration_ms > 0
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_an_unexpected_failure_is_internal_error_on_every_surface(surface, shop, owner, monkeypatch):
+    """A bug in a tool is INTERNAL_ERROR everywhere (it was TOOL_NOT_CALLABLE over MCP, SERVER_ERROR over the
+    API); the record says so and the use is counted."""
+
+    # given
+    def explode(*args, **kwargs):
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setitem(operations.READERS, "query_data", explode)
+    # when
+    answered = call_on(surface, shop, owner, shop["query"], {"query": "length(@)"})
+    # then
+    assert answered == "INTERNAL_ERROR"
+    row = CallLog.objects.get()
+    assert (row.surface, row.error_code, "secret" in row.error_message) == (surface, "INTERNAL_ERROR", False)
+    assert use_count_read_back(owner, shop["query"]) == 1
+
+
+def test_three_mcp_calls_are_counted_before_the_next_read(shop, owner):
+    """Read-your-writes for usage: three tools/calls, then GET /api/tools/<id>/ shows use_count 3 at once."""
+    # given
+    harness = Harness()
+    # when
+    for _ in range(3):
+        harness.call("shop", shop["key"], "orders_query", {"query": "length(@)"})
+    # then
+    assert use_count_read_back(owner, shop["query"]) == 3
+    assert CallLog.objects.filter(surface="mcp", status="ok").count() == 3
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_write_whose_record_fails_is_rolled_back(surface, shop, owner, table, monkeypatch, caplog):
+    """A write and its record are one transaction: when the record cannot be written the write is not
+    kept, the call answers INTERNAL_ERROR, and nothing is counted or logged as done."""
+
+    # given
+    def refuse(**fields):
+        raise RuntimeError("call log down")
+
+    monkeypatch.setattr(calls.CallLog.objects, "create", refuse)
+    before = Table.objects.values_list("version", "data").get(pk=table.pk)
+    # when
+    answered = call_on(surface, shop, owner, shop["create"], {"elements": [{"id": 9, "status": "new"}]})
+    # then
+    assert answered == "INTERNAL_ERROR"
+    assert Table.objects.values_list("version", "data").get(pk=table.pk) == before
+    assert CallLog.objects.count() == 0
+    assert Tool.objects.get(pk=shop["create"].pk).use_count == 0
+    assert "Could not record" in caplog.text
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_read_whose_record_fails_says_so(surface, shop, owner, monkeypatch, caplog):
+    """A read that cannot be recorded answers INTERNAL_ERROR (never a silent loss of the record)."""
+
+    # given
+    def refuse(**fields):
+        raise RuntimeError("call log down")
+
+    monkeypatch.setattr(calls.CallLog.objects, "create", refuse)
+    # when
+    answered = call_on(surface, shop, owner, shop["query"], {"query": "length(@)"})
+    # then
+    assert answered == "INTERNAL_ERROR"
+    assert CallLog.objects.count() == 0
+    assert "Could not record" in caplog.text
+
+
+def test_every_error_code_is_documented_with_its_meaning():
+    """docs/errors.md lists exactly the codes of tools_app.errors, each with its HTTP status and meaning."""
+    from pathlib import Path
+
+    from tools_app.errors import ERROR_CODES
+
+    # given
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "errors.md").read_text()
+    rows = [line for line in doc.splitlines() if line.startswith("| `")]
+    # when
+    documented = {line.split("`")[1]: line for line in rows}
+    # then
+    assert sorted(documented) == sorted(str(code) for code in ERROR_CODES)
+    for code, meaning in ERROR_CODES.items():
+        assert f"| {meaning.status} |" in documented[str(code)]
+        assert meaning.meaning in documented[str(code)]

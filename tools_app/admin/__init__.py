@@ -1,0 +1,7 @@
+"""The admin interface (SPEC §7): tables and tools (tools.py), MCP instances, bindings, keys and the call log
+(instances.py). Importing this package registers every ModelAdmin on the default site."""
+
+from . import instances, tools
+from .tools import OwnedAdmin, TableAdmin, ToolAdmin
+
+__all__ = ["OwnedAdmin", "TableAdmin", "ToolAdmin", "instances", "tools"]

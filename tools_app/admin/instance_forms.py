@@ -1,0 +1,206 @@
+"""Admin forms for instances, bindings and API keys, and the copy-paste client configurations.
+
+The binding forms pre-check name collisions (SPEC §2.4) so they show as form errors; the services'
+lock and the unique constraint remain the guarantee.
+"""
+
+import json
+from typing import Any
+
+from django import forms
+from django.core.validators import MinValueValidator
+
+from tools_app.admin.tool_forms import ModelMessagesForm, OwnerAwareModelForm
+from tools_app.models import ApiKey, Binding, McpInstance, NameClash, name_conflict_error
+
+KEY_PLACEHOLDER = "<YOUR_API_KEY>"
+
+
+class McpInstanceAdminForm(OwnerAwareModelForm):
+    class Meta:
+        model = McpInstance
+        fields = [
+            "name",
+            "slug",
+            "description",
+            "instructions",
+            "enabled",
+            "discovery",
+            "allow_registration",
+            "max_result_bytes",
+        ]
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 3}),
+            "instructions": forms.Textarea(attrs={"rows": 4}),
+        }
+        help_texts = {
+            "max_result_bytes": "The largest tool result sent to a client, in bytes; a larger one is refused "
+            "with a hint to narrow the call.",
+        }
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Below the model's minimum, every value gets the one message the model gives for it (a negative
+        # number would otherwise meet the form field's own "greater than or equal to 0" first).
+        field = self.fields.get("max_result_bytes")
+        if field is None:  # a read-only page (view permission only) has no form fields
+            return
+        minimum = max(
+            validator.limit_value
+            for validator in McpInstance._meta.get_field("max_result_bytes").validators
+            if isinstance(validator, MinValueValidator)
+        )
+        field.min_value = minimum
+        field.validators = [v for v in field.validators if not isinstance(v, MinValueValidator)]
+        field.validators.append(MinValueValidator(minimum))
+        field.widget.attrs["min"] = minimum
+
+
+def effective_key(tool, name_override: str) -> tuple[str, str]:
+    name = name_override or tool.name
+    return name, name.lower()
+
+
+class BindingAdminForm(ModelMessagesForm):
+    """The standalone binding form: checks the effective name against the instance's other bindings."""
+
+    class Meta:
+        model = Binding
+        fields = ["mcp_instance", "tool", "enabled", "name_override", "description_override"]
+        widgets = {"description_override": forms.Textarea(attrs={"rows": 3})}
+
+    def _post_clean(self):
+        super()._post_clean()
+        instance = self.cleaned_data.get("mcp_instance")
+        tool = self.cleaned_data.get("tool")
+        if self.errors or instance is None or tool is None:
+            return
+        name, key = effective_key(tool, self.cleaned_data.get("name_override") or "")
+        clash = (
+            Binding.objects.filter(mcp_instance=instance, name_key=key)
+            .exclude(pk=self.instance.pk)
+            .select_related("tool")
+            .first()
+        )
+        if clash is not None:
+            field = "name_override" if self.cleaned_data.get("name_override") else "tool"
+            self.add_error(
+                None,
+                name_conflict_error(field, name, [NameClash(instance.name, clash.tool.name, clash.effective_name)]),
+            )
+
+
+class BindingInlineForm(ModelMessagesForm):
+    class Meta:
+        model = Binding
+        fields = ["tool", "enabled", "name_override", "description_override"]
+        widgets = {
+            "description_override": forms.Textarea(attrs={"rows": 1, "cols": 40}),
+            "name_override": forms.TextInput(attrs={"size": 20}),
+        }
+
+
+class BindingInlineFormSet(forms.BaseInlineFormSet):
+    """SPEC §2.4 across the rows of one submit: the effective names after the change must be unique.
+
+    Compared with what the instance will hold afterwards (deleted rows free their names), plus any
+    binding of the instance that is not in the formset.
+    """
+
+    def clean(self):
+        super().clean()
+        if any(self.errors):
+            return
+        instance = self.instance
+        seen: dict[str, NameClash] = {}
+        in_formset = []
+        checks = []
+        for form in self.forms:
+            if form.instance.pk is not None:
+                in_formset.append(form.instance.pk)
+            if not hasattr(form, "cleaned_data") or not form.cleaned_data:
+                continue
+            if self.can_delete and self._should_delete_form(form):
+                continue
+            tool = form.cleaned_data.get("tool")
+            if tool is None:
+                continue
+            checks.append((form, *effective_key(tool, form.cleaned_data.get("name_override") or "")))
+        label = instance.name or "this instance"
+        if instance.pk is not None:
+            for binding in (
+                Binding.objects.filter(mcp_instance=instance).exclude(pk__in=in_formset).select_related("tool")
+            ):
+                seen[binding.name_key] = NameClash(label, binding.tool.name, binding.effective_name)
+        for form, name, key in checks:
+            if key in seen:
+                field = "name_override" if form.cleaned_data.get("name_override") else "tool"
+                form.add_error(None, name_conflict_error(field, name, [seen[key]]))
+            else:
+                seen[key] = NameClash(label, form.cleaned_data["tool"].name, name)
+
+
+class ApiKeyAdminForm(ModelMessagesForm):
+    class Meta:
+        model = ApiKey
+        fields = ["mcp_instance", "label"]
+
+
+class ApiKeyCreateForm(forms.Form):
+    """The instance page's "create a key" form."""
+
+    label = forms.CharField(max_length=200, required=False, help_text="Where the key is used, e.g. 'laptop'.")
+
+
+#
+# Client configurations (issue 6): URL and header filled in
+#
+
+
+def client_configs(*, server_name: str, url: str, key: str | None = None) -> list[dict[str, Any]]:
+    """Copy-paste snippets for Claude Desktop, Cursor, VS Code and the MCP Inspector."""
+    secret = key or KEY_PLACEHOLDER
+    header = f"Bearer {secret}"
+    claude = {
+        "mcpServers": {
+            server_name: {
+                # Claude Desktop's config file starts local (stdio) servers; mcp-remote bridges to HTTP.
+                "command": "npx",
+                "args": ["-y", "mcp-remote", url, "--header", "Authorization:${TOOLHUB_AUTH}"],
+                "env": {"TOOLHUB_AUTH": header},
+            }
+        }
+    }
+    cursor = {"mcpServers": {server_name: {"url": url, "headers": {"Authorization": header}}}}
+    vscode = {"servers": {server_name: {"type": "http", "url": url, "headers": {"Authorization": header}}}}
+    inspector = (
+        f"npx -y @modelcontextprotocol/inspector@2.12.0 --cli {url} --transport http \\\n"
+        f'  --header "Authorization: {header}" --method tools/list'
+    )
+    return [
+        {
+            "id": "claude",
+            "title": "Claude Desktop",
+            "where": "claude_desktop_config.json (Settings → Developer → Edit Config), then restart Claude.",
+            "text": json.dumps(claude, indent=2),
+        },
+        {
+            "id": "cursor",
+            "title": "Cursor",
+            "where": "~/.cursor/mcp.json (or .cursor/mcp.json in a project).",
+            "text": json.dumps(cursor, indent=2),
+        },
+        {
+            "id": "vscode",
+            "title": "VS Code",
+            "where": ".vscode/mcp.json in the workspace (or “MCP: Open User Configuration”).",
+            "text": json.dumps(vscode, indent=2),
+        },
+        {
+            "id": "inspector",
+            "title": "MCP Inspector",
+            "where": "A terminal with Node.js: lists the tools; use --method tools/call --tool-name NAME "
+            "--tool-arg key=value to call one.",
+            "text": inspector,
+        },
+    ]

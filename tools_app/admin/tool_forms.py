@@ -1,0 +1,434 @@
+"""Admin forms for tables and tools: readable JSON fields and the "try it" form.
+
+Only presentation and input parsing live here; every write goes through tools_app.services, and
+model rules stay in Model.clean() (reached through the ModelForm's full_clean()).
+"""
+
+import json
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from tools_app.choices import ToolType
+from tools_app.models import Table, Tool
+
+# Above this many characters of JSON the table page shows a read-only summary instead of an editor
+# (issue 6: a 30 MB table must not freeze the page). Override with settings.TOOLHUB_ADMIN_EDITOR_MAX_CHARS.
+EDITOR_MAX_CHARS = 1_000_000
+
+
+def editor_max_chars() -> int:
+    from django.conf import settings
+
+    return int(getattr(settings, "TOOLHUB_ADMIN_EDITOR_MAX_CHARS", EDITOR_MAX_CHARS))
+
+
+def pretty_json(value: Any) -> str:
+    """JSON with an indent of 2 and non-ASCII kept readable."""
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def compact_json(value: Any) -> str:
+    """JSON on one line, non-ASCII kept readable: for placeholders and inline examples."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def parse_json(text: str, *, label: str = "JSON") -> Any:
+    """json.loads() whose error names the line and column (issue 2 item 6: refused with the position)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(
+            "Invalid %(label)s at line %(line)d, column %(column)d: %(error)s.",
+            code="invalid_json",
+            params={"label": label, "line": exc.lineno, "column": exc.colno, "error": exc.msg},
+        ) from exc
+
+
+class RawJSON(str):
+    """Text as the user typed it (possibly invalid JSON), shown back unchanged."""
+
+
+class JsonTextarea(forms.Textarea):
+    """A monospace textarea sized to its content; admin.js adds a "Format" button and live checking."""
+
+    def __init__(self, attrs: dict | None = None, max_rows: int = 30):
+        self.max_rows = max_rows
+        super().__init__({"class": "toolhub-json vLargeTextField", "spellcheck": "false", **(attrs or {})})
+
+    def get_context(self, name, value, attrs):
+        context = super().get_context(name, value, attrs)
+        lines = (value or "").count("\n") + 2 if isinstance(value, str) else 4
+        context["widget"]["attrs"]["rows"] = max(4, min(self.max_rows, lines))
+        return context
+
+
+class PrettyJSONField(forms.JSONField):
+    """A JSON form field that shows values indented and reports parse errors with line and column."""
+
+    widget = JsonTextarea
+
+    def __init__(self, *args, label_for_errors: str = "JSON", **kwargs):
+        self.label_for_errors = label_for_errors
+        super().__init__(*args, **kwargs)
+
+    def to_python(self, value):
+        if self.disabled:
+            return value
+        if value in self.empty_values:
+            return None
+        if isinstance(value, list | dict | int | float) and not isinstance(value, bool):
+            return value
+        return parse_json(value, label=self.label_for_errors)
+
+    def bound_data(self, data, initial):
+        if self.disabled:
+            return initial
+        if data is None:
+            return None
+        # Keep what the user typed (even if invalid) so the error can be fixed in place.
+        return RawJSON(data)
+
+    def prepare_value(self, value):
+        if isinstance(value, RawJSON):
+            return value
+        if value is None:
+            return ""
+        return pretty_json(value)
+
+    def has_changed(self, initial, data):
+        try:
+            new = self.to_python(data)
+        except ValidationError:
+            return True
+        return new != initial
+
+
+class ModelMessagesForm(forms.ModelForm):
+    """A ModelForm that shows the model's own validation messages.
+
+    Django replaces the message of an error raised by full_clean() with the form field's generic text when
+    their codes match ("required", "invalid_choice", "invalid"), so "A query_data tool needs a table."
+    would read "This field is required.". The model's message says what is wrong and why: keep it. (These
+    forms set no Meta.error_messages, the only texts meant to win over the model's.)
+    """
+
+    def _update_errors(self, errors):
+        error_dict = getattr(errors, "error_dict", {})
+        kept = [(error, error.message) for items in error_dict.values() for error in items if hasattr(error, "message")]
+        super()._update_errors(errors)
+        for error, message in kept:
+            error.message = message
+
+
+class OwnerAwareModelForm(ModelMessagesForm):
+    """Sets the owner on a new instance before validation, so Model.clean() can check ownership."""
+
+    toolhub_owner: Any = None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is None and getattr(self.instance, "owner_id", None) is None and self.toolhub_owner:
+            self.instance.owner = self.toolhub_owner
+
+
+class TableAdminForm(OwnerAwareModelForm):
+    data = PrettyJSONField(
+        required=False,
+        label_for_errors="JSON data",
+        widget=JsonTextarea(max_rows=40),
+        help_text="Any JSON value; usually an array of records or an object keyed by id. Saving a change "
+        "to the data counts as a write (version +1).",
+    )
+    data_file = forms.FileField(
+        required=False,
+        label="Replace data from a file",
+        help_text="Upload a .json file to replace the whole document (useful for large tables).",
+    )
+
+    # Set by the admin for tables above editor_max_chars().
+    toolhub_large = False
+
+    class Meta:
+        model = Table
+        fields = ["name", "description", "data"]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.toolhub_large:
+            # The editor would be too big to use; the page shows a summary and offers upload/download.
+            del self.fields["data"]
+
+    def clean_data(self):
+        data = self.cleaned_data.get("data")
+        if data is None:
+            if self.instance.pk is not None:
+                raise ValidationError("The data cannot be empty; use [] or {} for an empty table.", code="required")
+            return {}
+        return data
+
+    def clean_data_file(self):
+        upload = self.cleaned_data.get("data_file")
+        if not upload:
+            return None
+        raw = upload.read()
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise ValidationError("The file is not UTF-8 text.", code="invalid_json") from exc
+        return parse_json(text, label="JSON in the uploaded file")
+
+    def _post_clean(self):
+        uploaded = self.cleaned_data.get("data_file") if hasattr(self, "cleaned_data") else None
+        if uploaded is not None:
+            self.cleaned_data["data"] = uploaded
+            if "data" not in self.fields:
+                # construct_instance() only copies form fields; set the upload on the instance directly.
+                self.instance.data = uploaded
+        super()._post_clean()
+
+
+class ToolAdminForm(OwnerAwareModelForm):
+    input_schema = PrettyJSONField(
+        required=False,
+        label_for_errors="JSON in the input schema",
+        help_text='JSON Schema (Draft 2020-12) of the arguments, "type": "object". Leave empty for the '
+        "type's default; a custom schema must still accept the arguments the type needs.",
+    )
+    output_schema = PrettyJSONField(
+        required=False,
+        label_for_errors="JSON in the output schema",
+        help_text="Optional JSON Schema of the result.",
+    )
+    metadata = PrettyJSONField(
+        required=False,
+        label_for_errors="JSON in the metadata",
+        help_text='An object: category, tags, preview_keys, key_field (default "id"), examples (≤ 5 Python '
+        "snippets, ≤ 10 lines each), return_format, documentation_url, mcp_server.",
+    )
+
+    class Meta:
+        model = Tool
+        fields = [
+            "name",
+            "alias",
+            "type",
+            "description",
+            "table",
+            "json_path",
+            "input_schema",
+            "output_schema",
+            "metadata",
+        ]
+        widgets = {"description": forms.Textarea(attrs={"rows": 4, "maxlength": 1024})}
+
+    def clean_json_path(self):
+        value = self.cleaned_data.get("json_path") or ""
+        # The API writes the whole document as "" (a JSON string); typed here, those two quote characters
+        # mean the same. No JSON Pointer starts with a quote, so nothing else is lost.
+        return "" if value in ('""', "''") else value
+
+    def clean_metadata(self):
+        value = self.cleaned_data.get("metadata")
+        return {} if value is None else value
+
+
+#
+# "Try it" (issue 6): a form built from the tool's input schema
+#
+
+RAW_FIELD = "__raw_arguments"
+
+
+def _schema_type(prop: dict) -> str:
+    kind = prop.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k != "null"]
+        if len(kinds) == 1:
+            return kinds[0]
+        return "json"
+    return kind or "json"
+
+
+class TryItForm(forms.Form):
+    """One field per schema property (strings, numbers, booleans, enums; JSON for the rest), plus raw JSON.
+
+    The raw JSON arguments, when given, replace the per-field values.
+    """
+
+    def __init__(self, *args, tool: Tool, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.tool = tool
+        schema = tool.input_schema or {}
+        self.required_names = set(schema.get("required") or [])
+        self.property_kinds: dict[str, str] = {}
+        for name, prop in (schema.get("properties") or {}).items():
+            prop = prop if isinstance(prop, dict) else {}
+            kind = _schema_type(prop)
+            self.property_kinds[name] = kind
+            help_text = prop.get("description", "")
+            label = f"{name} *" if name in self.required_names else name
+            common = {"required": False, "label": label, "help_text": help_text}
+            if "enum" in prop and all(isinstance(v, str) for v in prop["enum"]):
+                choices = [("", "—")] + [(v, v) for v in prop["enum"]]
+                field: forms.Field = forms.ChoiceField(choices=choices, **common)
+            elif kind == "string":
+                field = forms.CharField(strip=False, widget=forms.TextInput(attrs={"size": 60}), **common)
+            elif kind == "integer":
+                field = forms.IntegerField(**common)
+            elif kind == "number":
+                field = forms.FloatField(**common)
+            elif kind == "boolean":
+                field = forms.NullBooleanField(**common)
+            else:
+                field = PrettyJSONField(
+                    label_for_errors=f"JSON in {name}",
+                    widget=JsonTextarea(attrs={"placeholder": "[]" if kind == "array" else "{}"}, max_rows=12),
+                    **common,
+                )
+            if "default" in prop:
+                field.help_text = f"{help_text} (default: {json.dumps(prop['default'])})".strip()
+            self.fields[name] = field
+        self.fields[RAW_FIELD] = PrettyJSONField(
+            required=False,
+            label="Raw JSON arguments",
+            label_for_errors="JSON in the raw arguments",
+            widget=JsonTextarea(max_rows=16),
+            help_text="Optional: the whole arguments object as JSON. When filled, it replaces the fields above.",
+        )
+
+    def show_example(self, example: dict[str, Any]) -> None:
+        """Placeholders from `example` (admin_examples.example_arguments): the raw JSON, and each text, number
+        or JSON field it names."""
+        for name, value in example.items():
+            field = self.fields.get(name)
+            if field is None or name == RAW_FIELD or not isinstance(field.widget, forms.widgets.Input | forms.Textarea):
+                continue
+            text_field = isinstance(value, str) and not isinstance(field, PrettyJSONField)
+            field.widget.attrs["placeholder"] = value if text_field else compact_json(value)
+        self.fields[RAW_FIELD].widget.attrs["placeholder"] = compact_json(example)
+
+    def clean(self):
+        cleaned = super().clean()
+        raw = cleaned.get(RAW_FIELD)
+        if raw is not None:
+            if not isinstance(raw, dict):
+                self.add_error(RAW_FIELD, "The arguments must be a JSON object.")
+                return cleaned
+            cleaned["arguments"] = raw
+            return cleaned
+        arguments = {}
+        for name in self.property_kinds:
+            value = cleaned.get(name)
+            if value is None or value == "":
+                continue
+            arguments[name] = value
+        cleaned["arguments"] = arguments
+        return cleaned
+
+
+#
+# Per-type help (issue 6): what json_path, preview_keys and key_field mean, with an example
+#
+
+JSON_PATH_HELP = (
+    "json_path is the mount point inside the table, as a JSON Pointer. Leave json_path empty for the whole "
+    'document; "/orders" is the value under "orders", "/shop/items/0" the first item of an array.'
+)
+KEY_FIELD_HELP = (
+    'key_field (metadata, default "id") names the field that identifies a record of an array mount, '
+    'e.g. {"key_field": "sku"} for records like {"sku": "KB-01", ...}. Entries of an object mount are '
+    "identified by their key instead."
+)
+PREVIEW_KEYS_HELP = (
+    'preview_keys (metadata) lists the fields a preview keeps, e.g. {"preview_keys": ["id", "status"]}: '
+    "each element is reduced to them and total_count is added. Without it, preview returns what "
+    "get_all_data returns."
+)
+
+TYPE_HELP: dict[str, dict[str, Any]] = {
+    ToolType.GET_DATA_SCHEMA: {
+        "summary": "Describes the shape of the value at the mount (root type, fields and their types, item "
+        "count, one item template) without its values, so a model can write correct queries.",
+        "example": "{}",
+        "topics": [JSON_PATH_HELP],
+    },
+    ToolType.GET_ALL_DATA: {
+        "summary": "Returns the whole value at the mount. Prefer preview or query_data on large tables.",
+        "example": "{}",
+        "topics": [JSON_PATH_HELP],
+    },
+    ToolType.QUERY_DATA: {
+        "summary": "Evaluates a JMESPath expression over the value at the mount.",
+        "example": '{"query": "[?status==\'paid\'].{id: id, total: total}"}',
+        "topics": [JSON_PATH_HELP],
+    },
+    ToolType.PREVIEW: {
+        "summary": "A reduced view of the elements at the mount, with optional limit and offset.",
+        "example": '{"limit": 5, "offset": 0}',
+        "topics": [PREVIEW_KEYS_HELP, JSON_PATH_HELP],
+    },
+    ToolType.SELECT: {
+        "summary": "Returns the full elements whose key is in keys (compared as strings), plus the keys not found.",
+        "example": '{"keys": [1, 3]}',
+        "topics": [KEY_FIELD_HELP, JSON_PATH_HELP],
+    },
+    ToolType.CREATE: {
+        "summary": "Adds elements: records for an array mount, {key, content} pairs for an object mount. "
+        "Refused whole if a key already exists. Writes the table (version +1).",
+        "example": '{"elements": [{"id": 6, "customer": "Barbara Liskov", "status": "new"}]}',
+        "topics": [
+            'On an object mount each element is a {"key", "content"} pair, e.g. '
+            '{"elements": [{"key": "HB-04", "content": {"name": "USB hub", "price": 25}}]}.',
+            KEY_FIELD_HELP,
+            JSON_PATH_HELP,
+        ],
+    },
+    ToolType.UPDATE: {
+        "summary": "Merges each patch into its element (JSON Merge Patch). Refused whole if a key is missing. "
+        "Writes the table (version +1).",
+        "example": '{"elements": [{"id": 3, "status": "paid"}]}',
+        "topics": [
+            'On an object mount each patch is a {"key", "content"} pair, e.g. '
+            '{"elements": [{"key": "KB-01", "content": {"price": 99}}]}.',
+            KEY_FIELD_HELP,
+            JSON_PATH_HELP,
+        ],
+    },
+    ToolType.DELETE: {
+        "summary": "Removes the elements with those keys and reports how many. Writes the table (version +1).",
+        "example": '{"keys": [5]}',
+        "topics": [KEY_FIELD_HELP, JSON_PATH_HELP],
+    },
+    ToolType.EXTERNAL: {
+        "summary": "A tool served by another MCP server (metadata.mcp_server). It is catalogued for search, "
+        "definitions, the guide and export, but never listed by tools/list nor callable here.",
+        "example": "",
+        "topics": [],
+    },
+}
+REGISTRY_HELP = {
+    "summary": "A registry tool: works over the tools of the instance it is bound to (or, here in the admin, "
+    "over your own tools). It has no table.",
+    "example": "",
+    "topics": [],
+}
+
+
+def type_help(tool_type: str) -> dict[str, Any]:
+    return TYPE_HELP.get(tool_type, REGISTRY_HELP)
+
+
+__all__ = [
+    "RAW_FIELD",
+    "ModelMessagesForm",
+    "PrettyJSONField",
+    "TableAdminForm",
+    "ToolAdminForm",
+    "TryItForm",
+    "editor_max_chars",
+    "parse_json",
+    "pretty_json",
+    "type_help",
+]

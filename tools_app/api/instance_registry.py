@@ -1,0 +1,153 @@
+"""Registry endpoints that can reach an MCP instance (SPEC §6): search, an instance's usage guide and export.
+
+They live in mcp_app because they need InstanceScope (tools_app.registry.instance_scope) as well as tools_app's
+UserScope, and dependencies point one way (STYLE: mcp_app builds on tools_app, never the reverse).
+/api/search/ searches the caller's own tools, or one of the caller's instances with ?mcp_instance=.
+Another user's instance is a 404 (SPEC §2); as a search parameter it reads "does not exist".
+"""
+
+from django.urls import path
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tools_app import registry
+from tools_app.api.registry import (
+    EXPORT_RESPONSE,
+    FORMAT_PARAMETER,
+    ExportFormatNegotiation,
+    ExportQuerySerializer,
+    query_params,
+)
+from tools_app.api.views import get_owned_or_404
+from tools_app.models import McpInstance
+from tools_app.registry.instance_scope import InstanceScope
+from tools_app.registry.scope import UserScope
+from tools_app.registry.search import MAX_LIMIT
+
+__all__ = ["InstanceExportView", "InstanceGuideView", "SearchView", "urlpatterns"]
+
+
+class SearchQuerySerializer(serializers.Serializer):
+    q = serializers.CharField(max_length=500, trim_whitespace=True)
+    # Not a ChoiceField: an unknown method is INVALID_SEARCH_METHOD (SPEC §5, §6), decided by the registry.
+    method = serializers.CharField(required=False, default="bm25", max_length=32)
+    limit = serializers.IntegerField(required=False, default=5, min_value=1, max_value=MAX_LIMIT)
+    mcp_instance = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
+
+    def validate_mcp_instance(self, value):
+        user = self.context["request"].user
+        instance = McpInstance.objects.for_user(user).filter(pk=value).first()
+        if instance is None:
+            # A reference to an object the caller cannot see reads as "does not exist" (SPEC §6).
+            raise serializers.ValidationError(f"No MCP instance with id {value}.")
+        return instance
+
+
+class GuideQuerySerializer(serializers.Serializer):
+    tool_names = serializers.CharField(required=False, allow_blank=True, max_length=10000)
+    category = serializers.CharField(required=False, allow_blank=True, max_length=50)
+
+
+SEARCH_RESPONSE = inline_serializer(
+    "SearchResponse",
+    {
+        "query": serializers.CharField(),
+        "method": serializers.CharField(),
+        "count": serializers.IntegerField(),
+        "results": inline_serializer(
+            "SearchResult",
+            {
+                "tool_name": serializers.CharField(),
+                "tool_id": serializers.IntegerField(),
+                "description": serializers.CharField(),
+                "score": serializers.FloatField(),
+                "match_reason": serializers.CharField(),
+            },
+            many=True,
+        ),
+    },
+)
+GUIDE_RESPONSE = inline_serializer(
+    "UsageGuideResponse",
+    {
+        "content": serializers.CharField(help_text="Markdown (CommonMark), at most 50 KB."),
+        "warnings": serializers.ListField(child=serializers.CharField()),
+        "metadata": inline_serializer(
+            "UsageGuideMetadata",
+            {
+                "total_tools": serializers.IntegerField(),
+                "filtered_count": serializers.IntegerField(),
+                "included_count": serializers.IntegerField(),
+                "invalid_names": serializers.ListField(child=serializers.CharField()),
+                "truncated": serializers.BooleanField(),
+                "generation_time_ms": serializers.FloatField(),
+            },
+        ),
+    },
+)
+
+
+class SearchView(APIView):
+    @extend_schema(
+        operation_id="registry_search",
+        summary="Search your tools, or the tools of one of your MCP instances",
+        parameters=[
+            OpenApiParameter("q", OpenApiTypes.STR, required=True),
+            OpenApiParameter("method", OpenApiTypes.STR, enum=list(registry.METHODS), default="bm25"),
+            OpenApiParameter("limit", OpenApiTypes.INT, default=5),
+            OpenApiParameter("mcp_instance", OpenApiTypes.INT, description="Search this instance's bindings."),
+        ],
+        responses={200: SEARCH_RESPONSE},
+    )
+    def get(self, request):
+        params = query_params(SearchQuerySerializer, request)
+        instance = params.get("mcp_instance")
+        scope = InstanceScope(instance) if instance is not None else UserScope(request.user)
+        result = registry.search_tools(scope=scope, query=params["q"], method=params["method"], limit=params["limit"])
+        result.pop("markdown", None)
+        return Response(result)
+
+
+class InstanceGuideView(APIView):
+    @extend_schema(
+        operation_id="mcp_instance_guide",
+        summary="The usage guide (Markdown) of an MCP instance's enabled tools",
+        parameters=[
+            OpenApiParameter("tool_names", OpenApiTypes.STR, description="Comma-separated tool names."),
+            OpenApiParameter("category", OpenApiTypes.STR),
+        ],
+        responses={200: GUIDE_RESPONSE},
+    )
+    def get(self, request, pk):
+        instance = get_owned_or_404(McpInstance, request.user, pk)
+        params = query_params(GuideQuerySerializer, request)
+        result = registry.usage_guide(
+            scope=InstanceScope(instance), tool_names=params.get("tool_names") or None, category=params.get("category")
+        )
+        return Response(result)
+
+
+class InstanceExportView(APIView):
+    content_negotiation_class = ExportFormatNegotiation
+
+    @extend_schema(
+        operation_id="mcp_instance_export",
+        summary="An MCP instance's enabled tools as function-calling schemas: mcp, openai or anthropic",
+        parameters=[FORMAT_PARAMETER],
+        responses={200: EXPORT_RESPONSE},
+    )
+    def get(self, request, pk):
+        instance = get_owned_or_404(McpInstance, request.user, pk)
+        params = query_params(ExportQuerySerializer, request)
+        return Response(registry.export_tools(scope=InstanceScope(instance), format=params["format"]))
+
+
+# Included by toolhub/api_urls.py BEFORE the routers, so the router's mcp-instances/<pk>/ does not see these.
+urlpatterns = [
+    path("search/", SearchView.as_view(), name="search"),
+    path("mcp-instances/<str:pk>/guide/", InstanceGuideView.as_view(), name="mcp-instance-guide"),
+    path("mcp-instances/<str:pk>/export/", InstanceExportView.as_view(), name="mcp-instance-export"),
+]

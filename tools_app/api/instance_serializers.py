@@ -1,0 +1,154 @@
+"""API serializers for MCP instances, their API keys and bindings (SPEC §6).
+
+Validation goes through full_clean() (FullCleanModelSerializer); writes through mcp_app.services.
+"""
+
+from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from tools_app import services
+from tools_app.api.serializers import FullCleanModelSerializer, OwnedPrimaryKeyRelatedField
+from tools_app.models import ApiKey, Binding, McpInstance, Tool
+
+__all__ = [
+    "ApiKeyCreatedSerializer",
+    "ApiKeyCreateSerializer",
+    "ApiKeySerializer",
+    "BindingSerializer",
+    "McpInstanceSerializer",
+    "endpoint_url",
+]
+
+
+def endpoint_url(instance: McpInstance, request=None) -> str:
+    """Absolute URL of /mcp/<slug>/: TOOLHUB_PUBLIC_URL when set (behind a proxy), else from the request."""
+    base = getattr(settings, "TOOLHUB_PUBLIC_URL", "")
+    if base:
+        return base.rstrip("/") + instance.endpoint_path
+    if request is not None:
+        return request.build_absolute_uri(instance.endpoint_path)
+    return instance.endpoint_path
+
+
+class McpInstanceSerializer(FullCleanModelSerializer):
+    """An MCP endpoint, `/mcp/<slug>/`, exposing the tools of its enabled bindings to MCP clients that send one
+    of its API keys.
+    """
+
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    endpoint_url = serializers.SerializerMethodField(help_text="Absolute URL of the MCP endpoint /mcp/<slug>/.")
+
+    class Meta:
+        model = McpInstance
+        fields = [
+            "id",
+            "name",
+            "slug",
+            "description",
+            "instructions",
+            "enabled",
+            "discovery",
+            "allow_registration",
+            "max_result_bytes",
+            "endpoint_url",
+            "owner",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = ["id", "endpoint_url", "owner", "created_at", "updated_at"]
+
+    @extend_schema_field(serializers.URLField())
+    def get_endpoint_url(self, instance) -> str:
+        return endpoint_url(instance, self.context.get("request"))
+
+    def create(self, validated_data):
+        return services.instance_create(owner=self.owner(), **validated_data)
+
+    def update(self, instance, validated_data):
+        return services.instance_update(instance=instance, **validated_data)
+
+
+class ApiKeySerializer(serializers.ModelSerializer):
+    """An API key of an MCP instance as listed: never its secret, only the prefix that identifies it."""
+
+    revoked = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = ApiKey
+        fields = ["id", "label", "prefix", "created_at", "last_used_at", "revoked_at", "revoked"]
+        read_only_fields = fields
+
+
+class ApiKeyCreateSerializer(serializers.ModelSerializer):
+    """The key to issue: an optional label."""
+
+    class Meta:
+        model = ApiKey
+        fields = ["label"]
+        extra_kwargs = {"label": {"required": False}}
+
+
+class ApiKeyCreatedSerializer(serializers.Serializer):
+    """The key just issued. The only response that ever holds the plaintext key: store it now."""
+
+    # SPEC §6: on create only, {"id", "label", "key"}.
+
+    id = serializers.IntegerField()
+    label = serializers.CharField(allow_blank=True)
+    key = serializers.CharField(help_text="The secret. Shown once: store it now; only its hash is kept.")
+
+
+class BindingSerializer(FullCleanModelSerializer):
+    """One tool exposed on one MCP instance, optionally under another name or description. Effective names
+    are unique within an instance, ignoring case: a collision is a 409 NAME_CONFLICT.
+    """
+
+    # Binding names are decided by binding_create/binding_update under the instance's lock, so the
+    # collision is reported as NAME_CONFLICT (409) rather than as a generic unique-constraint error.
+    full_clean_kwargs = {"validate_constraints": False}
+
+    mcp_instance = OwnedPrimaryKeyRelatedField(McpInstance, help_text="Id of one of your MCP instances.")
+    tool = OwnedPrimaryKeyRelatedField(Tool, help_text="Id of one of your tools.")
+    effective_name = serializers.CharField(read_only=True, help_text="name_override, or the tool's name.")
+    effective_description = serializers.CharField(read_only=True)
+
+    class Meta:
+        model = Binding
+        fields = [
+            "id",
+            "mcp_instance",
+            "tool",
+            "enabled",
+            "name_override",
+            "description_override",
+            "effective_name",
+            "effective_description",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = ["id", "effective_name", "effective_description", "created_at", "updated_at"]
+        # The (instance, tool) pair is checked by binding_create with a clear message; DRF's generic
+        # UniqueTogetherValidator would run first and only say "must make a unique set".
+        validators = []
+
+    def validate(self, attrs):
+        attrs = super().validate(attrs)
+        instance = attrs.get("mcp_instance", getattr(self.instance, "mcp_instance", None))
+        tool = attrs.get("tool", getattr(self.instance, "tool", None))
+        others = Binding.objects.filter(mcp_instance=instance, tool=tool)
+        if self.instance is not None:
+            others = others.exclude(pk=self.instance.pk)
+        # Friendly pre-check (the service and the constraint are the guarantee): without it a second
+        # binding of the same tool would read as a name conflict with itself.
+        if others.exists():
+            raise serializers.ValidationError(
+                {"tool": [f"The tool {tool.name!r} is already bound to the instance {instance.name!r}."]}
+            )
+        return attrs
+
+    def create(self, validated_data):
+        return services.binding_create(**validated_data)
+
+    def update(self, instance, validated_data):
+        return services.binding_update(binding=instance, **validated_data)

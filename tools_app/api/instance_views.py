@@ -1,0 +1,123 @@
+"""API views for MCP instances, their API keys (nested under the instance) and bindings (SPEC §6)."""
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import mixins, status, viewsets
+from rest_framework.response import Response
+
+from tools_app import services
+from tools_app.api.views import OwnedViewSetMixin, get_owned_or_404
+from tools_app.models import ApiKey, Binding, McpInstance
+
+from .instance_filtersets import BindingFilterSet, McpInstanceFilterSet
+from .instance_serializers import (
+    ApiKeyCreatedSerializer,
+    ApiKeyCreateSerializer,
+    ApiKeySerializer,
+    BindingSerializer,
+    McpInstanceSerializer,
+)
+
+__all__ = ["ApiKeyViewSet", "BindingViewSet", "McpInstanceViewSet"]
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List your MCP instances"),
+    create=extend_schema(summary="Create an MCP instance"),
+    retrieve=extend_schema(summary="Get an MCP instance"),
+    partial_update=extend_schema(summary="Change an MCP instance"),
+    destroy=extend_schema(summary="Delete an MCP instance, its keys and bindings"),
+)
+class McpInstanceViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
+    """Your MCP instances: one MCP endpoint, /mcp/<slug>/, each."""
+
+    # SPEC §6 lists GET, POST, PATCH, DELETE: no PUT.
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+    queryset = McpInstance.objects.all()
+    serializer_class = McpInstanceSerializer
+    select_related = ("owner",)
+    filterset_class = McpInstanceFilterSet
+    ordering_fields = ["id", "name", "slug", "created_at", "updated_at"]
+
+    def perform_destroy(self, instance: McpInstance):
+        services.instance_delete(instance=instance)
+
+
+INSTANCE_PK = OpenApiParameter("instance_pk", OpenApiTypes.INT, OpenApiParameter.PATH, description="Instance id.")
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List an instance's API keys (never their secrets)", parameters=[INSTANCE_PK]),
+    retrieve=extend_schema(summary="Get one API key (never its secret)", parameters=[INSTANCE_PK]),
+    create=extend_schema(
+        summary="Issue an API key: the plaintext is in this response only",
+        parameters=[INSTANCE_PK],
+        request=ApiKeyCreateSerializer,
+        responses={201: ApiKeyCreatedSerializer},
+    ),
+    destroy=extend_schema(
+        summary="Revoke an API key (it stops working at once; the row stays for the call log)",
+        parameters=[INSTANCE_PK],
+    ),
+)
+class ApiKeyViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    OwnedViewSetMixin,
+    viewsets.GenericViewSet,
+):
+    """The API keys of one of your MCP instances. A key's secret is shown once, in the response that issues it."""
+
+    queryset = ApiKey.objects.all()
+    serializer_class = ApiKeySerializer
+    filter_backends = []
+
+    def get_instance(self) -> McpInstance:
+        """The instance in the URL: the caller's own (any for a superuser), else 404."""
+        if not hasattr(self, "_instance"):
+            self._instance = get_owned_or_404(McpInstance, self.request.user, self.kwargs.get("instance_pk"))
+        return self._instance
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return ApiKey.objects.none()
+        return super().get_queryset().filter(mcp_instance=self.get_instance())
+
+    def get_serializer_class(self):
+        return ApiKeyCreateSerializer if self.action == "create" else ApiKeySerializer
+
+    def create(self, request, *args, **kwargs):
+        instance = self.get_instance()
+        body = ApiKeyCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        key, plaintext = services.api_key_issue(mcp_instance=instance, label=body.validated_data.get("label", ""))
+        return Response({"id": key.pk, "label": key.label, "key": plaintext}, status=status.HTTP_201_CREATED)
+
+    def perform_destroy(self, instance: ApiKey):
+        # Revoke rather than delete (SPEC §2.3 "revocable"): the key stops authenticating at once, while
+        # call-log rows keep pointing at the key that made them and the list shows when it was revoked.
+        # DELETE on an already revoked key is a no-op 204 (idempotent).
+        services.api_key_revoke(api_key=instance)
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List your bindings"),
+    create=extend_schema(summary="Bind a tool to an instance (a name collision is 409 NAME_CONFLICT)"),
+    retrieve=extend_schema(summary="Get a binding"),
+    partial_update=extend_schema(summary="Change a binding (a name collision is 409 NAME_CONFLICT)"),
+    destroy=extend_schema(summary="Unbind a tool"),
+)
+class BindingViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
+    """Your bindings: which tools an MCP instance exposes, under which names."""
+
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+    queryset = Binding.objects.all()
+    serializer_class = BindingSerializer
+    select_related = ("mcp_instance", "tool")
+    filterset_class = BindingFilterSet
+    ordering_fields = ["id", "name_key", "created_at", "updated_at"]
+
+    def perform_destroy(self, instance: Binding):
+        services.binding_delete(binding=instance)

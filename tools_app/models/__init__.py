@@ -1,0 +1,33 @@
+"""The domain's models (SPEC §2): one module per model, all of them re-exported here.
+
+McpInstance, ApiKey, Binding and CallLog were created by mcp_app; they moved here in issue 7 with
+their tables (db_table keeps the old names, tools_app migration 0005), so the domain owns every model
+and the MCP endpoint, the API and the admin are interfaces over it.
+"""
+
+from .api_key import API_KEY_PREFIX, ApiKey
+from .base import OwnedModel
+from .binding import Binding
+from .call import CallLog, CallStatus, Surface
+from .embedding import EmbeddingVector
+from .instance import Discovery, McpInstance
+from .table import Table
+from .tool import NameClash, Tool, ToolQuerySet, name_conflict_error
+
+__all__ = [
+    "API_KEY_PREFIX",
+    "ApiKey",
+    "Binding",
+    "CallLog",
+    "CallStatus",
+    "Discovery",
+    "EmbeddingVector",
+    "McpInstance",
+    "NameClash",
+    "OwnedModel",
+    "Surface",
+    "Table",
+    "Tool",
+    "ToolQuerySet",
+    "name_conflict_error",
+]

@@ -1,0 +1,55 @@
+"""ApiKey: a bearer key of one MCP instance, stored hashed (SPEC §2.3, §4.2)."""
+
+import hashlib
+import secrets
+
+from django.db import models
+
+from .instance import McpInstance, OwnedThroughInstanceQuerySet
+
+API_KEY_PREFIX = "thk_"
+
+
+class ApiKey(models.Model):
+    """A bearer key for one instance. Only a SHA-256 of the secret is stored; the plaintext is shown once."""
+
+    mcp_instance = models.ForeignKey(
+        McpInstance,
+        on_delete=models.CASCADE,
+        related_name="api_keys",
+        verbose_name="MCP instance",
+        error_messages={"invalid": "%(model)s with %(field)s %(value)r does not exist."},
+    )
+    label = models.CharField(max_length=200, blank=True)
+    prefix = models.CharField(max_length=16, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = OwnedThroughInstanceQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "id"]
+        db_table = "mcp_app_apikey"  # created by mcp_app (see models/__init__.py)
+        verbose_name = "API key"
+
+    def __str__(self):
+        return f"{self.label or 'key'} ({self.prefix}…)"
+
+    @property
+    def owner_id(self):
+        return self.mcp_instance.owner_id
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+    @staticmethod
+    def hash_key(plaintext: str) -> str:
+        # The secret has 256 bits of entropy, so a fast hash is safe here (no dictionary attack).
+        return hashlib.sha256(plaintext.encode()).hexdigest()
+
+    @staticmethod
+    def generate() -> str:
+        return API_KEY_PREFIX + secrets.token_urlsafe(32)

@@ -1,0 +1,68 @@
+"""CallLog: one row per tool call on every surface (SPEC §4.4)."""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from ..permissions import OwnedQuerySet
+from .api_key import ApiKey
+from .instance import McpInstance
+from .tool import Tool
+
+
+class Surface(models.TextChoices):
+    """Where a call came in (issue 7): every surface runs tools through tools_app.calls.run_tool_call."""
+
+    MCP = "mcp", "MCP"
+    API = "api", "API"
+    ADMIN = "admin", "Admin try-it"
+
+
+class CallStatus(models.TextChoices):
+    OK = "ok", "OK"
+    ERROR = "error", "Error"
+
+
+class CallLog(models.Model):
+    """One row per tool call on every surface (MCP, the API, the admin's try-it), written by the call pipeline
+    (tools_app.calls) before the call answers."""
+
+    mcp_instance = models.ForeignKey(
+        McpInstance,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="call_logs",
+        verbose_name="MCP instance",
+    )
+    tool = models.ForeignKey(Tool, null=True, blank=True, on_delete=models.SET_NULL, related_name="call_logs")
+    tool_name = models.CharField(max_length=64)
+    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="call_logs")
+    # The owner of what was called (whose call log shows the row); `user` is who called: the request's user
+    # over the API and the admin (a superuser may call another's tool), the key's owner over MCP.
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name="caller",
+    )
+    surface = models.CharField(max_length=16, choices=Surface.choices, default=Surface.MCP)
+    status = models.CharField(max_length=8, choices=CallStatus.choices)
+    error_code = models.CharField(max_length=40, blank=True)
+    error_message = models.TextField(blank=True)
+    duration_ms = models.FloatField()
+    # When the call started.
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
+
+    objects = OwnedQuerySet.as_manager()
+
+    class Meta:
+        db_table = "mcp_app_calllog"  # created by mcp_app (see models/__init__.py)
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["owner", "-created_at"]), models.Index(fields=["tool", "-created_at"])]
+
+    def __str__(self):
+        return f"{self.tool_name} {self.status} {self.created_at:%Y-%m-%d %H:%M:%S}"

@@ -1,0 +1,46 @@
+"""McpInstance: one MCP endpoint, /mcp/<slug>/ (SPEC §2.3)."""
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from ..permissions import OwnedQuerySet
+from .base import OwnedModel
+
+
+class Discovery(models.TextChoices):
+    LIST_ALL = "list_all", "List all tools"
+    SEARCH = "search", "Search (list only registry tools)"
+
+
+class McpInstance(OwnedModel):
+    """One MCP endpoint, /mcp/<slug>/, exposing the tools of its enabled bindings."""
+
+    name = models.CharField(max_length=200)
+    slug = models.SlugField(
+        max_length=100, unique=True, help_text="URL segment of the endpoint /mcp/{slug}/: letters, digits, '-' and '_'."
+    )
+    description = models.TextField(blank=True)
+    instructions = models.TextField(blank=True, help_text="Sent to MCP clients in the initialize result.")
+    enabled = models.BooleanField(default=True)
+    discovery = models.CharField(max_length=16, choices=Discovery.choices, default=Discovery.LIST_ALL)
+    allow_registration = models.BooleanField(default=False)
+    # The upper bound is PostgreSQL's integer maximum, so SQLite (64-bit) refuses what PostgreSQL cannot store.
+    max_result_bytes = models.PositiveIntegerField(
+        default=200_000, validators=[MinValueValidator(1_000), MaxValueValidator(2_147_483_647)]
+    )
+
+    class Meta:
+        ordering = ["name", "id"]
+        db_table = "mcp_app_mcpinstance"  # created by mcp_app (see models/__init__.py)
+        verbose_name = "MCP instance"
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def endpoint_path(self) -> str:
+        return f"/mcp/{self.slug}/"
+
+
+class OwnedThroughInstanceQuerySet(OwnedQuerySet):
+    owner_lookup = "mcp_instance__owner"

@@ -1,0 +1,33 @@
+"""Table: a JSON document that tools read and write (SPEC §2.1)."""
+
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from ..validators import validate_json_value
+from .base import OwnedModel
+
+
+class Table(OwnedModel):
+    """A JSON document that tools read and write. `version` grows by one on every data write."""
+
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    data = models.JSONField(default=dict, blank=True)
+    version = models.PositiveBigIntegerField(default=1, editable=False)
+
+    class Meta:
+        ordering = ["name", "id"]
+        indexes = [models.Index(fields=["owner", "name"])]
+
+    def __str__(self):
+        return self.name
+
+    def clean(self):
+        if "data" in self.get_deferred_fields():
+            return  # not loaded, so not changed: a rename must not load and re-check the whole document
+        if self.data is None:
+            raise ValidationError({"data": ValidationError("data must be a JSON value, not null.", code="invalid")})
+        try:
+            validate_json_value(self.data)
+        except ValidationError as exc:
+            raise ValidationError({"data": exc.error_list}) from exc

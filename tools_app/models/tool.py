@@ -1,0 +1,225 @@
+"""Tool: a typed operation on a table mount, a registry tool or an external one (SPEC §2.2).
+
+Validation lives here and in validators.py and is reached through full_clean() from every write
+path (admin forms, API serializers, services). Cross-row rules that must hold under concurrency
+(binding names, per-table write order) are decided in services with locks and constraints.
+"""
+
+from typing import NamedTuple
+
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from ..choices import DATA_TYPES, READ_TYPES, REGISTRY_TYPES, WRITE_TYPES, ToolType, default_category
+from ..errors import ErrorCode
+from ..permissions import OwnedQuerySet
+from ..tool_schemas import default_input_schema, is_other_types_default, required_arguments
+from ..validators import (
+    MAX_DESCRIPTION,
+    validate_input_schema,
+    validate_json_pointer,
+    validate_json_schema,
+    validate_json_value,
+    validate_metadata,
+    validate_tool_name,
+)
+from .base import OwnedModel
+from .table import Table
+
+
+class ToolQuerySet(OwnedQuerySet):
+    def of_type(self, *types: str) -> "ToolQuerySet":
+        return self.filter(type__in=types)
+
+
+class Tool(OwnedModel):
+    """A tool an LLM agent can call: a typed operation on a table mount, a registry tool or an external one."""
+
+    name = models.CharField(max_length=64, validators=[validate_tool_name], db_index=True)
+    alias = models.CharField(max_length=200, blank=True)
+    type = models.CharField(max_length=32, choices=ToolType.choices)
+    table = models.ForeignKey(Table, null=True, blank=True, on_delete=models.CASCADE, related_name="tools")
+    json_path = models.CharField(
+        "JSON path",
+        max_length=500,
+        blank=True,
+        validators=[validate_json_pointer],
+        help_text="Mount point inside the table as a JSON Pointer (RFC 6901). Leave empty for the whole "
+        'document; "/orders" is the value under the key "orders", "/a~1b" the key "a/b".',
+    )
+    description = models.TextField(blank=True, max_length=MAX_DESCRIPTION)
+    input_schema = models.JSONField(default=dict, blank=True)
+    output_schema = models.JSONField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    use_count = models.PositiveBigIntegerField(default=0, editable=False)
+    last_used = models.DateTimeField(null=True, blank=True, editable=False)
+
+    objects = ToolQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name", "id"]
+        indexes = [models.Index(fields=["owner", "type"])]
+
+    def __str__(self):
+        return self.name
+
+    # Properties read by every surface (SPEC §2.2 defaults).
+    @property
+    def category(self) -> str:
+        return (self.metadata or {}).get("category") or default_category(self.type)
+
+    @property
+    def tags(self) -> list[str]:
+        return list((self.metadata or {}).get("tags") or [])
+
+    @property
+    def key_field(self) -> str:
+        return (self.metadata or {}).get("key_field") or "id"
+
+    @property
+    def is_data_tool(self) -> bool:
+        return self.type in DATA_TYPES
+
+    @property
+    def is_read_only(self) -> bool:
+        return self.type in READ_TYPES or self.type in REGISTRY_TYPES and self.type != ToolType.REGISTER_TOOL
+
+    @property
+    def is_write(self) -> bool:
+        return self.type in WRITE_TYPES
+
+    @property
+    def is_external(self) -> bool:
+        return self.type == ToolType.EXTERNAL
+
+    def name_conflicts(self, new_name: str) -> list["NameClash"]:
+        """The other bindings that hold `new_name` (ignoring case) on an instance where this tool is bound
+        under its own name, i.e. where renaming it to `new_name` would collide (SPEC §2.4).
+
+        Only bindings without a name override follow the tool's name.
+        """
+        if self.pk is None:
+            return []
+        binding_model = self.bindings.model
+        own = list(self.bindings.filter(name_override="").values_list("mcp_instance_id", flat=True))
+        clashes = (
+            binding_model.objects.filter(mcp_instance_id__in=own, name_key=new_name.lower())
+            .exclude(tool_id=self.pk)
+            .select_related("mcp_instance", "tool")
+        )
+        return [NameClash.of(binding) for binding in clashes]
+
+    def clean(self):
+        errors: dict[str, list[ValidationError]] = {}
+
+        def add(field, message, code, **params):
+            errors.setdefault(field, []).append(ValidationError(message, code=code, params=params or None))
+
+        if self.input_schema in (None, {}, "") or is_other_types_default(self.input_schema, self.type):
+            # A schema that is still another type's default was never customised: after a type change it
+            # follows the new type instead of blocking the change (SPEC §2.2 per-type defaults).
+            self.input_schema = default_input_schema(self.type)
+        if self.metadata is None:
+            self.metadata = {}
+        if self.output_schema == {}:
+            self.output_schema = None
+
+        if self.type in DATA_TYPES:
+            if self.table_id is None:
+                add("table", "A %(type)s tool needs a table.", "required", type=self.type)
+            if self.table_id is not None and self.owner_id is not None:
+                # SPEC §2: a tool only mounts a table of its own owner.
+                table_owner = Table.objects.filter(pk=self.table_id).values_list("owner_id", flat=True).first()
+                if table_owner is not None and table_owner != self.owner_id:
+                    add("table", "Select a valid choice. That table is not one of yours.", "invalid_choice")
+        elif self.type:
+            if self.table_id is not None:
+                add("table", "A %(type)s tool has no table.", "invalid", type=self.type)
+            if self.json_path:
+                add("json_path", "A %(type)s tool has no JSON path.", "invalid", type=self.type)
+
+        if not (self.description or "").strip() and self.type != ToolType.EXTERNAL:
+            add("description", "A description is required: it tells the model what the tool does.", "required")
+        if len(self.description or "") > MAX_DESCRIPTION:
+            add(
+                "description",
+                "At most %(max)d characters (got %(n)d).",
+                "max_length",
+                max=MAX_DESCRIPTION,
+                n=len(self.description),
+            )
+
+        for field in ("input_schema", "output_schema", "metadata"):
+            try:
+                validate_json_value(getattr(self, field))
+            except ValidationError as exc:
+                errors.setdefault(field, []).extend(exc.error_list)
+        try:
+            validate_input_schema(self.input_schema)
+        except ValidationError as exc:
+            errors.setdefault("input_schema", []).extend(exc.error_list)
+        else:
+            properties = self.input_schema.get("properties") or {}
+            missing = [name for name in required_arguments(self.type) if name not in properties]
+            if missing:
+                add(
+                    "input_schema",
+                    "A %(type)s tool needs the argument(s) %(names)s in its schema's properties.",
+                    "missing_arguments",
+                    type=self.type,
+                    names=", ".join(missing),
+                )
+        if self.output_schema is not None:
+            try:
+                validate_json_schema(self.output_schema)
+            except ValidationError as exc:
+                errors.setdefault("output_schema", []).extend(exc.error_list)
+        try:
+            validate_metadata(self.metadata)
+        except ValidationError as exc:
+            errors.setdefault("metadata", []).extend(exc.error_list)
+        if self.name and "name" not in errors:
+            # Friendly pre-check for forms; the unique constraint on bindings is the guarantee.
+            clashes = self.name_conflicts(self.name)
+            if clashes:
+                errors.setdefault("name", []).extend(name_conflict_error("name", self.name, clashes).error_dict["name"])
+        if errors:
+            raise ValidationError(errors)
+
+
+class NameClash(NamedTuple):
+    """A binding that holds a name on an instance, as a NAME_CONFLICT error names it (SPEC §2.4)."""
+
+    instance: str  # the instance's name
+    tool: str  # the bound tool's own name
+    effective_name: str  # the name the instance exposes it under: the binding's override, or `tool`
+
+    @classmethod
+    def of(cls, binding) -> "NameClash":
+        """The clash with `binding` (an mcp_app Binding, its instance and tool loaded)."""
+        return cls(binding.mcp_instance.name, binding.tool.name, binding.effective_name)
+
+
+def name_conflict_error(field: str, name: str, clashes: list[NameClash]) -> ValidationError:
+    """SPEC §2.4: the error names the conflicting tool and the instance.
+
+    The tool is named by its own name; when the instance exposes it under an override, that name follows
+    (it is the one that collides), so the message never passes an override off as a tool's name.
+    """
+    instance, tool, effective_name = clashes[0]
+    if effective_name == tool:
+        message = "The name %(name)r is already used by the tool %(tool)r on the instance %(instance)r"
+    else:
+        message = (
+            "The name %(name)r is already used by the tool %(tool)r, bound as %(effective_name)r, "
+            "on the instance %(instance)r"
+        )
+    return ValidationError(
+        {
+            field: ValidationError(
+                message + " (names are unique per instance, ignoring case).",
+                code=ErrorCode.NAME_CONFLICT,
+                params={"name": name, "tool": tool, "effective_name": effective_name, "instance": instance},
+            )
+        }
+    )

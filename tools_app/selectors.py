@@ -1,0 +1,94 @@
+"""Reads that several surfaces share and that judge more than one row (HackSoft's selectors).
+
+- binding_call_target: what an MCP tools/call resolves to, in one statement.
+- name_clashes: SPEC §2.4's cross-row rule, the one place that says which bindings hold a name on an
+  instance; model validation, the services and the admin forms all ask it.
+"""
+
+import functools
+from typing import Any
+
+from django.db import connection
+
+from .calls import CallTarget
+from .models import ApiKey, Binding, McpInstance, Table, Tool
+
+__all__ = ["binding_call_target"]
+
+
+@functools.cache
+def _call_target_sql(vendor: str) -> str:
+    """The one statement of a tools/call: re-checks key and instance, finds the binding by name, reads the
+    table version. Built once from the models' table and column names (quoted for `vendor`)."""
+    quote = connection.ops.quote_name
+
+    def table(model: Any) -> str:
+        return quote(model._meta.db_table)
+
+    def col(alias: str, model: Any, field: str) -> str:
+        return f"{alias}.{quote(model._meta.get_field(field).column)}"
+
+    i, k, b, t, v = McpInstance, ApiKey, Binding, Tool, Table
+    columns = [
+        col("i", i, "id"),
+        col("i", i, "owner"),
+        col("i", i, "max_result_bytes"),
+        col("b", b, "id"),
+        col("b", b, "enabled"),
+        col("b", b, "name_override"),
+        col("t", t, "id"),
+        col("t", t, "name"),
+        col("t", t, "type"),
+        col("t", t, "updated_at"),
+        col("t", t, "table"),
+        col("v", v, "version"),
+    ]
+    return (
+        f"SELECT {', '.join(columns)} FROM {table(i)} i"
+        f" INNER JOIN {table(k)} k ON {col('k', k, 'mcp_instance')} = {col('i', i, 'id')}"
+        f" LEFT JOIN {table(b)} b ON {col('b', b, 'mcp_instance')} = {col('i', i, 'id')}"
+        f" AND {col('b', b, 'name_key')} = %s"
+        f" LEFT JOIN {table(t)} t ON {col('t', t, 'id')} = {col('b', b, 'tool')}"
+        f" LEFT JOIN {table(v)} v ON {col('v', v, 'id')} = {col('t', t, 'table')}"
+        f" WHERE {col('i', i, 'id')} = %s AND {col('i', i, 'slug')} = %s AND {col('i', i, 'enabled')}"
+        f" AND {col('k', k, 'id')} = %s AND {col('k', k, 'revoked_at')} IS NULL"
+    )
+
+
+def binding_call_target(*, instance_id: int, slug: str, api_key_id: int, name: str) -> CallTarget | None:
+    """The binding of instance `instance_id` whose effective name is `name` ignoring case (SPEC §2.4), with
+    its tool and the tool's table version, as a CallTarget (binding columns None when no binding has the
+    name); None when the instance is gone or disabled, its slug changed, or the key is revoked or another
+    instance's: the re-check of the caller rides on the same round trip (SPEC §1)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_call_target_sql(connection.vendor), [name.lower(), instance_id, slug, api_key_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    (
+        owner_id,
+        max_result_bytes,
+        binding_id,
+        enabled,
+        name_override,
+        tool_id,
+        tool_name,
+        tool_type,
+        changed,
+        table_id,
+        table_version,
+    ) = row[1:]
+    return CallTarget(
+        owner_id=owner_id,
+        instance_id=row[0],
+        max_result_bytes=max_result_bytes,
+        binding_id=binding_id,
+        enabled=enabled,
+        name_override=name_override,
+        tool_id=tool_id,
+        tool_name=tool_name,
+        tool_type=tool_type,
+        tool_changed=changed,
+        table_id=table_id,
+        table_version=table_version,
+    )

@@ -1,0 +1,74 @@
+"""Every write of the domain goes through here: full_clean(), locks, counters (HackSoft's services).
+
+Callers: the admin, the API, the MCP endpoint, management commands. Nothing here knows about
+requests, serializers or MCP. What must hold under concurrency is decided with row locks
+(select_for_update on PostgreSQL; IMMEDIATE transactions on SQLite, see settings) and database
+constraints, never by a pre-check alone.
+
+- tables.py: tables and tools (create, update, delete, the table write path and its cache reads)
+- instances.py: MCP instances, bindings and API keys
+- locks.py: the row-lock helpers both use
+"""
+
+from .instances import (
+    INSTANCE_FIELDS,
+    api_key_delete,
+    api_key_delete_many,
+    api_key_issue,
+    api_key_revoke,
+    binding_create,
+    binding_delete,
+    binding_delete_many,
+    binding_update,
+    instance_create,
+    instance_delete,
+    instance_delete_many,
+    instance_update,
+)
+from .locks import key_share, lock_rows
+from .tables import (
+    TOOL_FIELDS,
+    table_create,
+    table_data,
+    table_delete,
+    table_delete_many,
+    table_derived,
+    table_update,
+    table_write,
+    tool_create,
+    tool_delete,
+    tool_delete_many,
+    tool_update,
+    tool_use_record,
+)
+
+__all__ = [
+    "INSTANCE_FIELDS",
+    "TOOL_FIELDS",
+    "api_key_delete",
+    "api_key_delete_many",
+    "api_key_issue",
+    "api_key_revoke",
+    "binding_create",
+    "binding_delete",
+    "binding_delete_many",
+    "binding_update",
+    "instance_create",
+    "instance_delete",
+    "instance_delete_many",
+    "instance_update",
+    "key_share",
+    "lock_rows",
+    "table_create",
+    "table_data",
+    "table_delete",
+    "table_delete_many",
+    "table_derived",
+    "table_update",
+    "table_write",
+    "tool_create",
+    "tool_delete",
+    "tool_delete_many",
+    "tool_update",
+    "tool_use_record",
+]

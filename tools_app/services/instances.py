@@ -1,0 +1,240 @@
+"""Every write to instances, bindings and API keys goes through here (full_clean, locks, constraints)."""
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from ..models import API_KEY_PREFIX, ApiKey, Binding, McpInstance, NameClash, Tool, name_conflict_error
+from .locks import key_share, lock_rows
+
+INSTANCE_FIELDS = (
+    "name",
+    "slug",
+    "description",
+    "instructions",
+    "enabled",
+    "discovery",
+    "allow_registration",
+    "max_result_bytes",
+)
+
+
+def instance_create(*, owner, **fields: Any) -> McpInstance:
+    instance = McpInstance(owner=owner, **fields)
+    instance.full_clean()
+    instance.save()
+    return instance
+
+
+def instance_update(*, instance: McpInstance, **fields: Any) -> McpInstance:
+    for key, value in fields.items():
+        if key not in INSTANCE_FIELDS:
+            raise TypeError(f"instance_update got an unexpected field {key!r}")
+        setattr(instance, key, value)
+    instance.full_clean()
+    # force_update: a row deleted by a concurrent request is not INSERTed again (the API answers 404).
+    instance.save(force_update=True)
+    return instance
+
+
+def _already_bound(binding: Binding) -> ValidationError:
+    """(instance, tool) is unique: the answer the API's serializer gives too (same message, on `tool`)."""
+    return ValidationError(
+        {
+            "tool": ValidationError(
+                "The tool %(tool)r is already bound to the instance %(instance)r.",
+                code="unique",
+                params={"tool": binding.tool.name, "instance": binding.mcp_instance.name},
+            )
+        }
+    )
+
+
+def _refusal(binding: Binding, field: str) -> ValidationError | None:
+    """Why `binding` cannot be saved as it is, judged by the committed bindings of its instance; or None.
+
+    "Already bound" comes first: another binding of the same tool usually holds the same name too, and a
+    name conflict would name the tool itself as the one in the way.
+    """
+    others = Binding.objects.filter(mcp_instance_id=binding.mcp_instance_id).exclude(pk=binding.pk)
+    if others.filter(tool_id=binding.tool_id).exists():
+        return _already_bound(binding)
+    clash = others.filter(name_key=binding.name_key).select_related("tool", "mcp_instance").first()
+    if clash is not None:
+        return name_conflict_error(field, binding.effective_name, [NameClash.of(clash)])
+    return None
+
+
+def _gone(field: str, what: str) -> ValidationError:
+    return ValidationError({field: ValidationError(f"That {what} was deleted meanwhile.", code="invalid_choice")})
+
+
+def _lock_for_binding(binding: Binding) -> str:
+    """Take the locks that serialise binding changes; return the tool's current name, read under its lock.
+
+    Lock order (PostgreSQL), the same for every bind: the instance row, then the tool row.
+    - The instance: FOR NO KEY UPDATE. Binds of one instance queue on it, so the checks in _refusal are
+      exact. It is not FOR UPDATE, which would also block the foreign-key checks (FOR KEY SHARE) of rows
+      that refer to the instance: the call recorder's batch takes those at commit while holding tool rows
+      it has just updated, so a bind holding the instance FOR UPDATE and waiting for such a tool deadlocked.
+    - The tool: FOR KEY SHARE. SPEC §2.4 under concurrency: a rename cannot see (so cannot re-key) a
+      binding not yet committed, and the name key must come from the tool's current name. A rename
+      (tools_app.services.tool_update) and a delete lock the tool FOR UPDATE, which conflicts with KEY
+      SHARE, so a bind and a rename of one tool queue. The recorder's use-count updates (NO KEY UPDATE) do
+      not conflict with it: recorded calls never wait for a bind, and a bind never waits for them, even when
+      one transaction binds several tools in any order (admin bulk actions and inline forms).
+    SQLite needs neither lock: its IMMEDIATE transactions (see settings) already run one at a time.
+    """
+    instances = McpInstance.objects.filter(pk=binding.mcp_instance_id)
+    if instances.select_for_update(no_key=True).values_list("pk", flat=True).first() is None:
+        raise _gone("mcp_instance", "instance")
+    names = key_share(Tool.objects.filter(pk=binding.tool_id).order_by().values_list("name"))
+    if not names:
+        raise _gone("tool", "tool")
+    return names[0][0]
+
+
+def _save_binding(binding: Binding, field: str) -> Binding:
+    """full_clean() then save under the instance's and the tool's row locks (see _lock_for_binding).
+
+    Refused, with nothing written: the tool already bound to the instance ("unique" on `tool`), or its
+    effective name taken there (NAME_CONFLICT on `field`). The unique constraints are the guarantee; the
+    locks make the friendly checks exact.
+    """
+    binding.full_clean(validate_constraints=False)
+    try:
+        with transaction.atomic():
+            binding.tool.name = _lock_for_binding(binding)
+            binding.name_key = binding.effective_name.lower()
+            refusal = _refusal(binding, field)
+            if refusal is not None:
+                raise refusal
+            binding.save(force_update=not binding._state.adding)
+    except IntegrityError as exc:
+        refusal = _refusal(binding, field)
+        if refusal is None:
+            refusal = ValidationError({field: ValidationError("This binding conflicts with another.", code="conflict")})
+        raise refusal from exc
+    return binding
+
+
+def binding_create(
+    *,
+    mcp_instance: McpInstance,
+    tool: Tool,
+    enabled: bool = True,
+    name_override: str = "",
+    description_override: str = "",
+) -> Binding:
+    """Bind a tool to an instance. Refused (NAME_CONFLICT) when its effective name is taken there."""
+    binding = Binding(
+        mcp_instance=mcp_instance,
+        tool=tool,
+        enabled=enabled,
+        name_override=name_override or "",
+        description_override=description_override or "",
+    )
+    return _save_binding(binding, "name_override" if name_override else "tool")
+
+
+def binding_update(*, binding: Binding, **fields: Any) -> Binding:
+    """Change enabled/overrides (or the tool); an override into a collision is refused (NAME_CONFLICT)."""
+    allowed = {"enabled", "name_override", "description_override", "tool", "mcp_instance"}
+    for key, value in fields.items():
+        if key not in allowed:
+            raise TypeError(f"binding_update got an unexpected field {key!r}")
+        setattr(binding, key, "" if value is None and key.endswith("_override") else value)
+    return _save_binding(binding, "name_override" if binding.name_override else "tool")
+
+
+def binding_delete(*, binding: Binding) -> None:
+    """Unbind one tool; see binding_delete_many."""
+    binding_delete_many(bindings=Binding.objects.filter(pk=binding.pk))
+
+
+def binding_delete_many(*, bindings: QuerySet[Binding]) -> int:
+    """Delete the bindings (the tools stay); return how many were deleted.
+
+    Locks the instances they belong to first (FOR NO KEY UPDATE, as a bind does), so an unbind and a bind
+    of the same instance queue instead of judging names on a state the other is changing.
+    """
+    with transaction.atomic():
+        instances = McpInstance.objects.filter(pk__in=bindings.values("mcp_instance_id")).order_by("pk")
+        list(instances.select_for_update(no_key=True).values_list("pk", flat=True))
+        count, _ = Binding.objects.filter(pk__in=bindings.values("pk")).delete()
+    return count
+
+
+def api_key_issue(*, mcp_instance: McpInstance, label: str = "") -> tuple[ApiKey, str]:
+    """Create a key; return it with its plaintext, which is never stored and cannot be shown again."""
+    plaintext = ApiKey.generate()
+    key = ApiKey(
+        mcp_instance=mcp_instance,
+        label=label,
+        prefix=plaintext[: len(API_KEY_PREFIX) + 6],
+        key_hash=ApiKey.hash_key(plaintext),
+    )
+    key.full_clean()
+    key.save()
+    return key, plaintext
+
+
+def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
+    if api_key.revoked_at is None:
+        api_key.revoked_at = timezone.now()
+        api_key.save(update_fields=["revoked_at"])
+    return api_key
+
+
+#
+# Deletes. A call-log batch (mcp_app.recording) updates tools' use counts and keys' last use, then at
+# commit checks its rows' foreign keys, which reaches the instances: the deletes lock keys before
+# instances, each kind in id order, so a batch and a delete wait for each other and never deadlock.
+# Without the locks, a row written between the collector's SET NULL / CASCADE and its DELETE makes the
+# delete fail on the foreign key; with them the batch waits, finds the row gone, and writes its rows as
+# the foreign keys' on_delete says.
+#
+
+
+def instance_delete(*, instance: McpInstance) -> None:
+    """Delete an instance with its keys, bindings and call log; see instance_delete_many."""
+    instance_delete_many(instances=McpInstance.objects.filter(pk=instance.pk))
+
+
+def instance_delete_many(*, instances: QuerySet[McpInstance]) -> None:
+    """Delete the instances with their keys, bindings and call-log rows. Locks their keys, then them."""
+    with transaction.atomic():
+        lock_rows(ApiKey.objects.filter(mcp_instance__in=instances.values("pk")))
+        lock_rows(McpInstance.objects.filter(pk__in=instances.values("pk")))
+        instances.delete()
+
+
+def api_key_delete(*, api_key: ApiKey) -> None:
+    """Delete a key (the API revokes instead); see api_key_delete_many."""
+    api_key_delete_many(api_keys=ApiKey.objects.filter(pk=api_key.pk))
+
+
+def api_key_delete_many(*, api_keys: QuerySet[ApiKey]) -> None:
+    """Delete the keys; their call-log rows stay, without the key (SET_NULL). Locks the keys first."""
+    with transaction.atomic():
+        lock_rows(ApiKey.objects.filter(pk__in=api_keys.values("pk")))
+        api_keys.delete()
+
+
+__all__ = [
+    "api_key_delete",
+    "api_key_delete_many",
+    "api_key_issue",
+    "api_key_revoke",
+    "binding_create",
+    "binding_delete",
+    "binding_delete_many",
+    "binding_update",
+    "instance_create",
+    "instance_delete",
+    "instance_delete_many",
+    "instance_update",
+]

@@ -1,0 +1,245 @@
+"""Writes to tables and tools: full_clean(), locks, counters (see services/__init__.py)."""
+
+import gc
+import json
+import threading
+from collections.abc import Callable
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, QuerySet
+from django.utils import timezone
+
+from ..data_access.cache import table_cache
+from ..models import Table, Tool, name_conflict_error
+from .locks import lock_rows
+
+TOOL_FIELDS = (
+    "name",
+    "alias",
+    "type",
+    "table",
+    "json_path",
+    "description",
+    "input_schema",
+    "output_schema",
+    "metadata",
+)
+
+
+#
+# Tables
+#
+
+
+def table_create(*, owner, name: str, description: str = "", data: Any = None) -> Table:
+    """Create a table (version 1) after full_clean()."""
+    table = Table(owner=owner, name=name, description=description, data={} if data is None else data)
+    table.full_clean()
+    table.save()
+    return table
+
+
+def table_update(*, table: Table, **fields: Any) -> Table:
+    """Change name/description and, when given, replace the data (a data write: version +1).
+
+    SPEC §8: version counts data writes only; editing the name or description leaves it.
+    """
+    unknown = set(fields) - {"name", "description", "data"}
+    if unknown:
+        raise TypeError(f"table_update got unexpected fields {sorted(unknown)}")
+    writes_data = "data" in fields
+    with transaction.atomic():
+        # NO KEY UPDATE: writers still queue (and wait for a delete), but saving a tool that refers to this
+        # table (a foreign-key check, KEY SHARE) does not wait behind a large document write.
+        query = Table.objects.select_for_update(no_key=True)
+        if not writes_data:
+            # A rename neither loads nor re-validates the document (tens of MB for a large table).
+            query = query.defer("data")
+        locked = query.get(pk=table.pk)
+        data_changed = writes_data and not _same_json(fields["data"], locked.data)
+        for key, value in fields.items():
+            setattr(locked, key, value)
+        locked.full_clean(exclude=None if writes_data else ["data"])
+        update_fields = ["name", "description", "updated_at"]
+        if data_changed:
+            update_fields.append("data")
+            locked.version = F("version") + 1
+            update_fields.append("version")
+        locked.save(update_fields=update_fields)
+    locked.refresh_from_db(fields=["version", "updated_at"])
+    copied = ["name", "description", "version", "updated_at"] + (["data"] if writes_data else [])
+    table.__dict__.update({key: getattr(locked, key) for key in copied})
+    return table
+
+
+def _same_json(left: Any, right: Any) -> bool:
+    """Equal as JSON: Python's == holds 1 == 1.0 == True, which are three different JSON values."""
+    if left != right:
+        return False
+    return json.dumps(left, sort_keys=True) == json.dumps(right, sort_keys=True)
+
+
+def table_data(table_id: int) -> tuple[int, Any]:
+    """The table's current (version, data), parsing the document only when its version is not cached."""
+    version = Table.objects.filter(pk=table_id).values_list("version", flat=True).first()
+    if version is None:
+        raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+    entry = table_cache.get(table_id, version)
+    if entry is None:
+        with _collector_paused():
+            version, data = Table.objects.filter(pk=table_id).values_list("version", "data").get()
+        entry = table_cache.put(table_id, version, data)
+    return entry.version, entry.data
+
+
+_pause_lock = threading.Lock()
+_pause_depth = 0
+_collector_was_enabled = False
+
+
+@contextmanager
+def _collector_paused():
+    """Pause Python's cyclic garbage collector while a table document is parsed.
+
+    Parsing 30 MB of JSON allocates millions of containers, and the collector would walk the
+    growing heap again and again: about half of the parse time (bench/data_access.py). JSON values
+    hold no reference cycles, so reference counting frees them all the same. Nested and concurrent
+    pauses share one counter; the collector is enabled again when the last one ends.
+    """
+    global _pause_depth, _collector_was_enabled
+    with _pause_lock:
+        if _pause_depth == 0:
+            _collector_was_enabled = gc.isenabled()
+            gc.disable()
+        _pause_depth += 1
+    try:
+        yield
+    finally:
+        with _pause_lock:
+            _pause_depth -= 1
+            if _pause_depth == 0 and _collector_was_enabled:
+                gc.enable()
+
+
+def table_derived(table_id: int, version: int, key: Any, compute: Callable[[], Any]) -> Any:
+    """A value derived from one version of a table (e.g. its shape), computed once per process."""
+    entry = table_cache.get(table_id, version)
+    if entry is None:
+        return compute()
+    if key not in entry.derived:
+        entry.derived[key] = compute()
+    return entry.derived[key]
+
+
+def table_write(*, table_id: int, change: Callable[[Any], tuple[Any, Any]]) -> tuple[int, Any]:
+    """Apply `change(data) -> (new_data, outcome)` atomically; return (new version, outcome).
+
+    The table row is locked for the whole read-modify-write, so concurrent writers queue and no
+    write is lost; `version` grows by exactly one. If `change` raises, nothing is written.
+    `change` must not mutate `data` (it may be the cached document shared with readers).
+    """
+    with transaction.atomic():
+        locked = Table.objects.select_for_update(no_key=True).filter(pk=table_id)  # no_key: see table_update
+        version = locked.values_list("version", flat=True).first()
+        if version is None:
+            raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+        entry = table_cache.get(table_id, version)
+        if entry is not None:
+            data = entry.data
+        else:
+            with _collector_paused():
+                data = Table.objects.filter(pk=table_id).values_list("data", flat=True).get()
+        new_data, outcome = change(data)
+        Table.objects.filter(pk=table_id).update(data=new_data, version=F("version") + 1, updated_at=timezone.now())
+        new_version = version + 1
+        transaction.on_commit(lambda: table_cache.put(table_id, new_version, new_data))
+    return new_version, outcome
+
+
+#
+# Tools
+#
+
+
+def tool_create(*, owner, **fields: Any) -> Tool:
+    """Create a tool after full_clean() (defaults such as the input schema are filled in)."""
+    unknown = set(fields) - set(TOOL_FIELDS)
+    if unknown:
+        raise TypeError(f"tool_create got unexpected fields {sorted(unknown)}")
+    tool = Tool(owner=owner, **fields)
+    tool.full_clean()
+    tool.save()
+    return tool
+
+
+def tool_update(*, tool: Tool, **fields: Any) -> Tool:
+    """Change a tool; a rename into a name already bound on one of its instances is refused (NAME_CONFLICT).
+
+    The bindings' stored name keys follow the rename in the same transaction; the database's unique
+    constraint on (instance, name key) makes the rule hold under concurrent requests. Locks the tool row;
+    raises Tool.DoesNotExist if the tool was deleted meanwhile. Never writes use_count or last_used.
+    """
+    unknown = set(fields) - set(TOOL_FIELDS)
+    if unknown:
+        raise TypeError(f"tool_update got unexpected fields {sorted(unknown)}")
+    for key, value in fields.items():
+        setattr(tool, key, value)
+    tool.full_clean()
+    try:
+        with transaction.atomic():
+            # SPEC §2.2: use_count and last_used belong to the calls (F() updates, maybe made since `tool`
+            # was read), so an edit writes its own fields only and reports the counters as they are now.
+            # FOR UPDATE, not NO KEY UPDATE: a bind reads the tool's name under FOR KEY SHARE (mcp_app
+            # services), which only FOR UPDATE conflicts with, so a rename and a bind of one tool queue
+            # (SPEC §2.4 under concurrency) while binds never wait for the call recorder's counter updates.
+            counters = Tool.objects.select_for_update().filter(pk=tool.pk).values_list("use_count", "last_used")
+            tool.use_count, tool.last_used = counters.get()
+            tool.save(update_fields=[*TOOL_FIELDS, "updated_at"])
+            tool.bindings.filter(name_override="").update(name_key=tool.name.lower())
+    except IntegrityError as exc:
+        clashes = tool.name_conflicts(tool.name)
+        if not clashes:
+            raise
+        raise name_conflict_error("name", tool.name, clashes) from exc
+    return tool
+
+
+def tool_delete(*, tool: Tool) -> None:
+    """Delete a tool and its bindings; see tool_delete_many."""
+    tool_delete_many(tools=Tool.objects.filter(pk=tool.pk))
+
+
+def tool_delete_many(*, tools: QuerySet[Tool]) -> None:
+    """Delete the tools and their bindings; call-log rows keep the tool's name and lose the link (SET_NULL).
+
+    Locks the tool rows first (PostgreSQL; in id order, as the call recorder updates them). Without the
+    lock, a call-log row written for a tool between the SET NULL update and the DELETE would make the
+    delete fail on the foreign key; with it, the writer waits, then finds the tool gone and keeps its row
+    without the tool.
+    """
+    with transaction.atomic():
+        lock_rows(Tool.objects.filter(pk__in=tools.values("pk")))
+        tools.delete()
+
+
+def table_delete(*, table: Table) -> None:
+    """Delete a table and the tools on it; see table_delete_many."""
+    table_delete_many(tables=Table.objects.filter(pk=table.pk))
+
+
+def table_delete_many(*, tables: QuerySet[Table]) -> None:
+    """Delete the tables, the tools on them and their bindings. Locks the tables, then their tools (as
+    tool_delete_many does, for the same reason)."""
+    with transaction.atomic():
+        lock_rows(Table.objects.filter(pk__in=tables.values("pk")))
+        lock_rows(Tool.objects.filter(table__in=tables.values("pk")))
+        tables.delete()
+
+
+def tool_use_record(*, tool_id: int, at: datetime | None = None) -> None:
+    """THE use-count path (SPEC §2.2): use_count +1 and last_used, atomically (F()). The call pipeline
+    (tools_app.calls) calls it for every call, the registry for every get_tool_definition."""
+    Tool.objects.filter(pk=tool_id).update(use_count=F("use_count") + 1, last_used=at or timezone.now())

@@ -1,0 +1,118 @@
+"""Template tags for the admin: the first-run dashboard on the admin index and the demo-login hint (issue 6).
+
+They live in mcp_app because the dashboard counts both apps' objects (tables and tools, MCP instances and
+calls) and mcp_app is the app that builds on tools_app (STYLE: tools_app never imports mcp_app). The
+library keeps its name, so templates/admin/*.html load it with `{% load toolhub_admin %}`.
+"""
+
+from datetime import timedelta
+
+from django import template
+from django.contrib import admin
+from django.db.models import Case, IntegerField, Value, When
+from django.urls import reverse
+from django.utils import timezone
+
+from tools_app.choices import ToolType
+from tools_app.models import CallLog, CallStatus, McpInstance, Table, Tool
+
+register = template.Library()
+
+
+# The first tool the dashboard suggests trying: a read tool (it changes nothing), the most telling type first.
+TRY_FIRST = [ToolType.QUERY_DATA, ToolType.PREVIEW, ToolType.GET_DATA_SCHEMA, ToolType.SELECT, ToolType.GET_ALL_DATA]
+NO_ACCESS_NOTICE = (
+    "Your account cannot manage toolhub objects yet: an administrator adds it to the group "
+    "“toolhub users” (see “Users” in the README)."
+)
+
+
+def _can(request, model, action: str, obj=None) -> bool:
+    """Whether the admin would let the user `action` ("add", "view", "change") `obj` (or any `model`)."""
+    model_admin = admin.site._registry.get(model)
+    if model_admin is None:
+        return False
+    if action == "add":
+        return model_admin.has_add_permission(request)
+    return getattr(model_admin, f"has_{action}_permission")(request, obj)
+
+
+@register.inclusion_tag("admin/toolhub_dashboard.html", takes_context=True)
+def toolhub_dashboard(context):
+    """What the user owns, its endpoints, and the next step to take: only links the user may follow."""
+    request = context["request"]
+    user = request.user
+    tables = Table.objects.for_user(user)
+    tools = Tool.objects.for_user(user)
+    instances = list(McpInstance.objects.for_user(user).order_by("name")[:5])
+    since = timezone.now() - timedelta(hours=24)
+    calls = CallLog.objects.for_user(user).filter(created_at__gte=since)
+    counts = {
+        "tables": tables.count(),
+        "tools": tools.count(),
+        "instances": McpInstance.objects.for_user(user).count(),
+        "calls": calls.count(),
+        "errors": calls.filter(status=CallStatus.ERROR).count(),
+    }
+    try_order = Case(*[When(type=kind, then=Value(i)) for i, kind in enumerate(TRY_FIRST)], output_field=IntegerField())
+    first_tool = tools.filter(type__in=TRY_FIRST).annotate(try_order=try_order).order_by("try_order", "name").first()
+    steps = []
+    if not counts["tables"] and _can(request, Table, "add"):
+        steps.append(("Add a table: paste a JSON document (an array of records works best).", "tools_app_table_add"))
+    if not counts["tools"] and _can(request, Tool, "add"):
+        steps.append(
+            (
+                "Add a tool on the table, e.g. a query_data tool; leave json_path empty to mount the whole document.",
+                "tools_app_tool_add",
+            )
+        )
+    if not counts["instances"] and _can(request, McpInstance, "add"):
+        steps.append(("Create an MCP instance and bind your tools to it.", "tools_app_mcpinstance_add"))
+    can_try = first_tool is not None and _can(request, Tool, "change", first_tool)
+    models = (Table, Tool, McpInstance, CallLog)
+    return {
+        "counts": counts,
+        "notice": "" if any(_can(request, model, "view") for model in models) else NO_ACCESS_NOTICE,
+        "instances": [
+            {
+                "name": instance.name,
+                "path": instance.endpoint_path,
+                "enabled": instance.enabled,
+                "url": reverse("admin:tools_app_mcpinstance_change", args=[instance.pk])
+                if _can(request, McpInstance, "view", instance)
+                else None,
+                "can_add_key": _can(request, McpInstance, "change", instance),
+                "bindings": instance.bindings.filter(enabled=True).count(),
+            }
+            for instance in instances
+        ],
+        "steps": [{"text": text, "url": reverse(f"admin:{name}")} for text, name in steps],
+        "try_url": reverse("admin:tools_app_tool_try", args=[first_tool.pk]) if can_try else None,
+        "try_name": first_tool.name if can_try else None,
+        "calls_url": reverse("admin:tools_app_calllog_changelist") if _can(request, CallLog, "view") else None,
+    }
+
+
+_demo_login_checked: dict[str, bool] = {}
+
+
+@register.inclusion_tag("admin/toolhub_demo_login.html")
+def toolhub_demo_login():
+    """First run (issue 6): in development, say how to log in when the demo user still has its default password."""
+    import os
+
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+
+    from ..management.commands.seed_demo import DEMO_PASSWORD, DEMO_USERNAME
+
+    development = settings.DEBUG or os.environ.get("TOOLHUB_DEV", "").strip().lower() in {"1", "true", "yes", "on"}
+    if not development:
+        return {"show": False}
+    user = get_user_model().objects.filter(username=DEMO_USERNAME, is_active=True).first()
+    if user is None:
+        return {"show": False}
+    # Checking a password costs a slow hash: remember the answer per stored hash.
+    if user.password not in _demo_login_checked:
+        _demo_login_checked[user.password] = user.check_password(DEMO_PASSWORD)
+    return {"show": _demo_login_checked[user.password], "username": DEMO_USERNAME, "password": DEMO_PASSWORD}
