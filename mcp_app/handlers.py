@@ -237,10 +237,10 @@ def call_tool_sync(state: RequestState, name: str, arguments: dict[str, Any] | N
     error = outcome.error
     if error is None:
         return success_result(outcome)
-    if error.code == ErrorCode.TOOL_NOT_FOUND:
+    if outcome.refused:
+        # SPEC §4.4 and §8: no enabled tool of that name, or an external one, is a -32602 error (for the
+        # external tool, saying where it is served), not a tool result.
         raise MCPError(types.INVALID_PARAMS, error.message + ("" if valid_name else INVALID_NAME))
-    if error.code == ErrorCode.TOOL_NOT_CALLABLE and target.tool_type == ToolType.EXTERNAL:
-        raise MCPError(types.INVALID_PARAMS, error.message)  # SPEC §8: a -32602 saying where it is served
     return error_result(error, structured=not _declares_output_schema(target))
 
 

@@ -309,7 +309,7 @@ def test_a_method_not_offered_is_a_405(owner):
 
 
 def test_an_unexpected_error_is_a_500_without_internals(owner, table, monkeypatch):
-    """A bug is a 500 SERVER_ERROR whose body reveals nothing of the exception."""
+    """A bug is a 500 INTERNAL_ERROR whose body reveals nothing of the exception."""
     # given
     from tools_app.api import serializers
 
@@ -323,7 +323,10 @@ def test_an_unexpected_error_is_a_500_without_internals(owner, table, monkeypatc
 
     # then
     assert response.status_code == 500
-    assert response.json() == {"error": "SERVER_ERROR", "message": "An unexpected error occurred; it has been logged."}
+    assert response.json() == {
+        "error": "INTERNAL_ERROR",
+        "message": "An unexpected error occurred; it has been logged.",
+    }
 
 
 #

@@ -125,7 +125,7 @@ def target_of_tool(tool: Tool) -> CallTarget:
 class CallOutcome:
     """A finished call: its value (and the value's JSON text, made once on demand) or its error."""
 
-    __slots__ = ("_text", "duration_ms", "error", "name", "tool_type", "value")
+    __slots__ = ("_text", "duration_ms", "error", "name", "refused", "tool_type", "value")
 
     def __init__(
         self, *, name: str, tool_type: str | None, value: Any = None, error: ToolError | None = None, text=None
@@ -136,6 +136,9 @@ class CallOutcome:
         self.error = error
         self.duration_ms = 0.0
         self._text: str | None = text
+        # True when the pipeline refused to run the call (no such enabled tool, an external tool); a
+        # tool's own error (e.g. get_tool_definition's TOOL_NOT_FOUND for the tool it describes) is not.
+        self.refused = False
 
     @property
     def ok(self) -> bool:
@@ -353,10 +356,13 @@ def run_tool_call(*, caller: Caller, target: CallTarget, name: str, arguments: A
 def _authorize(target: CallTarget, name: str) -> CallOutcome | None:
     """An outcome refusing the call, or None when it may run."""
     if not target.found or not target.enabled or (target.instance_id is not None and target.effective_name != name):
-        return CallOutcome(name=name, tool_type=None, error=_not_found(name, target))
-    if target.tool_type == ToolType.EXTERNAL:
-        return CallOutcome(name=name, tool_type=target.tool_type, error=_external(name, _tool(target)))
-    return None
+        refusal = CallOutcome(name=name, tool_type=None, error=_not_found(name, target))
+    elif target.tool_type == ToolType.EXTERNAL:
+        refusal = CallOutcome(name=name, tool_type=target.tool_type, error=_external(name, _tool(target)))
+    else:
+        return None
+    refusal.refused = True
+    return refusal
 
 
 def _tool(target: CallTarget) -> Tool:
@@ -469,9 +475,9 @@ def _record(caller: Caller, target: CallTarget, outcome: CallOutcome, at: dateti
     PostgreSQL after waiting for the delete in progress), and the row is written as the foreign keys'
     on_delete says (tool and key SET_NULL; a deleted instance or owner takes its calls with it).
     """
-    code = outcome.error.code if outcome.error is not None else None
-    resolved = code != ErrorCode.TOOL_NOT_FOUND  # a disabled or misspelt binding's tool was not called
-    counted = resolved and code != ErrorCode.TOOL_NOT_CALLABLE
+    # A disabled or misspelt binding's tool was not called; an external tool was named but not used.
+    resolved = not (outcome.refused and outcome.error is not None and outcome.error.code == ErrorCode.TOOL_NOT_FOUND)
+    counted = not outcome.refused
     row = _Row(
         instance_id=target.instance_id,
         tool_id=target.tool_id if resolved else None,

@@ -6,14 +6,30 @@
 """
 
 import functools
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import connection
 
-from .calls import CallTarget
-from .models import ApiKey, Binding, McpInstance, Table, Tool
+from . import calls  # calls -> services -> selectors: CallTarget is looked up when used
+from .models import ApiKey, Binding, McpInstance, NameClash, Table, Tool
 
-__all__ = ["binding_call_target"]
+__all__ = ["binding_call_target", "name_clashes"]
+
+
+def name_clashes(
+    *, instance_ids: Iterable[int], name: str, exclude_binding: int | None = None, exclude_tool: int | None = None
+) -> list[NameClash]:
+    """SPEC §2.4, THE name rule: the bindings of `instance_ids` whose effective name is `name`, ignoring case
+    (other than the binding or the tool being saved). Model validation (a tool's rename), the binding
+    services and the admin's binding forms all ask this; the unique constraint on (instance, name_key) is
+    the guarantee under concurrency, this the friendly answer naming the tool and the instance."""
+    clashes = Binding.objects.filter(mcp_instance_id__in=list(instance_ids), name_key=name.lower())
+    if exclude_binding is not None:
+        clashes = clashes.exclude(pk=exclude_binding)
+    if exclude_tool is not None:
+        clashes = clashes.exclude(tool_id=exclude_tool)
+    return [NameClash.of(binding) for binding in clashes.select_related("mcp_instance", "tool").order_by("pk")]
 
 
 @functools.cache
@@ -55,7 +71,7 @@ def _call_target_sql(vendor: str) -> str:
     )
 
 
-def binding_call_target(*, instance_id: int, slug: str, api_key_id: int, name: str) -> CallTarget | None:
+def binding_call_target(*, instance_id: int, slug: str, api_key_id: int, name: str) -> "calls.CallTarget | None":
     """The binding of instance `instance_id` whose effective name is `name` ignoring case (SPEC §2.4), with
     its tool and the tool's table version, as a CallTarget (binding columns None when no binding has the
     name); None when the instance is gone or disabled, its slug changed, or the key is revoked or another
@@ -78,7 +94,7 @@ def binding_call_target(*, instance_id: int, slug: str, api_key_id: int, name: s
         table_id,
         table_version,
     ) = row[1:]
-    return CallTarget(
+    return calls.CallTarget(
         owner_id=owner_id,
         instance_id=row[0],
         max_result_bytes=max_result_bytes,

@@ -287,7 +287,7 @@ def test_inline_deleting_frees_the_name(owner_client, owner, table, make_tool, i
 def test_inline_service_refusal_at_save_is_form_error(owner_client, instance, bound, monkeypatch):
     """A conflict the binding service finds at save time is shown on the page and nothing is saved."""
     # given
-    from mcp_app import services
+    from tools_app import services
 
     def refuse(**kwargs):
         raise ValidationError({"name_override": ValidationError("Taken meanwhile.", code=ErrorCode.NAME_CONFLICT)})
@@ -496,7 +496,7 @@ def test_instance_page_estimates_tool_list_tokens(owner_client, instance, bound)
 def test_large_tool_list_suggests_search(owner_client, instance, bound, monkeypatch):
     """Above the threshold the page suggests discovery = search."""
     # given
-    from mcp_app import admin as mcp_admin
+    from tools_app.admin import instances as mcp_admin
 
     monkeypatch.setattr(mcp_admin, "LARGE_TOOL_LIST_TOKENS", 10)
     # when

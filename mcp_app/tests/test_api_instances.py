@@ -265,7 +265,7 @@ def test_list_filters_by_allow_registration_and_discovery(owner, make_instance):
 def test_a_slug_taken_meanwhile_is_the_same_400_as_a_plain_duplicate(owner, other_user, make_instance, monkeypatch):
     """A slug another request takes between the check and the insert is answered like a plain duplicate."""
     # given
-    from mcp_app import services
+    from tools_app import services
 
     make_instance(other_user, slug="shop")
     plain = client_for(owner).post("/api/mcp-instances/", {"name": "Shop", "slug": "shop"}, format="json")

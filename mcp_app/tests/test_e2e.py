@@ -101,7 +101,8 @@ def test_admin_is_served_by_the_same_app(uvicorn):
 
 
 def test_calls_are_recorded_by_the_running_server(server_db):
-    """The server's background recorder writes call-log rows and use counts; shutdown flushes the rest."""
+    """The running server records each call (call-log row and use count) before it answers: the rows are
+    there while the server still runs."""
     # given
     server = Uvicorn(server_db["env"])
     before = json.loads(
@@ -118,7 +119,6 @@ def test_calls_are_recorded_by_the_running_server(server_db):
 
     # when
     sdk_session(f"{server.base}/mcp/e2e/", server_db["key"], "legacy", scenario)
-    server.stop()
     # then
     counts = json.loads(
         run_python(
@@ -128,6 +128,7 @@ def test_calls_are_recorded_by_the_running_server(server_db):
             f"Tool.objects.get(pk={server_db['tools']['orders_by_id']}).use_count]))",
         )
     )
+    server.stop()
     assert counts[0] == before + 3
     assert counts[1] >= 3
 

@@ -276,7 +276,8 @@ def test_revoked_key_leaves_the_auth_cache(served):
 
 @pytest.mark.parametrize("era", ERAS)
 def test_good_call_with_a_seen_key_is_one_query(served, era):
-    """The cheap path stays cheap: a repeated good call is one SQL statement (re-check + lookup), no auth query."""
+    """The cheap path stays cheap: a repeated good call reads with one SQL statement (re-check + lookup, no
+    auth query), then records itself: one call-log INSERT and one use-count UPDATE (issue 7)."""
     # given
     harness = Harness()
     warm(harness, served["key"], era)
@@ -285,4 +286,5 @@ def test_good_call_with_a_seen_key_is_one_query(served, era):
         response = harness.post("shop", rpc_body("tools/call", CALL["params"], era=era), key=served["key"], era=era)
     # then
     assert response.json()["result"]["structuredContent"] == {"result": 3}
-    assert len(queries) == 1
+    statements = [q["sql"].split()[0] for q in queries.captured_queries if "SAVEPOINT" not in q["sql"]]
+    assert statements == ["SELECT", "INSERT", "UPDATE"]

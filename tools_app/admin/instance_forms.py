@@ -12,6 +12,7 @@ from django.core.validators import MinValueValidator
 
 from tools_app.admin.tool_forms import ModelMessagesForm, OwnerAwareModelForm
 from tools_app.models import ApiKey, Binding, McpInstance, NameClash, name_conflict_error
+from tools_app.selectors import name_clashes
 
 KEY_PLACEHOLDER = "<YOUR_API_KEY>"
 
@@ -76,18 +77,10 @@ class BindingAdminForm(ModelMessagesForm):
         if self.errors or instance is None or tool is None:
             return
         name, key = effective_key(tool, self.cleaned_data.get("name_override") or "")
-        clash = (
-            Binding.objects.filter(mcp_instance=instance, name_key=key)
-            .exclude(pk=self.instance.pk)
-            .select_related("tool")
-            .first()
-        )
-        if clash is not None:
+        clashes = name_clashes(instance_ids=[instance.pk], name=name, exclude_binding=self.instance.pk)
+        if clashes:
             field = "name_override" if self.cleaned_data.get("name_override") else "tool"
-            self.add_error(
-                None,
-                name_conflict_error(field, name, [NameClash(instance.name, clash.tool.name, clash.effective_name)]),
-            )
+            self.add_error(None, name_conflict_error(field, name, clashes[:1]))
 
 
 class BindingInlineForm(ModelMessagesForm):

@@ -100,14 +100,10 @@ class Tool(OwnedModel):
         """
         if self.pk is None:
             return []
-        binding_model = self.bindings.model
-        own = list(self.bindings.filter(name_override="").values_list("mcp_instance_id", flat=True))
-        clashes = (
-            binding_model.objects.filter(mcp_instance_id__in=own, name_key=new_name.lower())
-            .exclude(tool_id=self.pk)
-            .select_related("mcp_instance", "tool")
-        )
-        return [NameClash.of(binding) for binding in clashes]
+        from ..selectors import name_clashes  # selectors read the models: imported when a tool is checked
+
+        own = self.bindings.filter(name_override="").values_list("mcp_instance_id", flat=True)
+        return name_clashes(instance_ids=own, name=new_name, exclude_tool=self.pk)
 
     def clean(self):
         errors: dict[str, list[ValidationError]] = {}

@@ -7,7 +7,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from ..models import API_KEY_PREFIX, ApiKey, Binding, McpInstance, NameClash, Tool, name_conflict_error
+from ..models import API_KEY_PREFIX, ApiKey, Binding, McpInstance, Tool, name_conflict_error
+from ..selectors import name_clashes
 from .locks import key_share, lock_rows
 
 INSTANCE_FIELDS = (
@@ -62,9 +63,11 @@ def _refusal(binding: Binding, field: str) -> ValidationError | None:
     others = Binding.objects.filter(mcp_instance_id=binding.mcp_instance_id).exclude(pk=binding.pk)
     if others.filter(tool_id=binding.tool_id).exists():
         return _already_bound(binding)
-    clash = others.filter(name_key=binding.name_key).select_related("tool", "mcp_instance").first()
-    if clash is not None:
-        return name_conflict_error(field, binding.effective_name, [NameClash.of(clash)])
+    clashes = name_clashes(
+        instance_ids=[binding.mcp_instance_id], name=binding.effective_name, exclude_binding=binding.pk
+    )
+    if clashes:
+        return name_conflict_error(field, binding.effective_name, clashes[:1])
     return None
 
 

@@ -572,7 +572,7 @@ def test_call_without_arguments_runs_with_none(owner, table, make_tool):
 def test_call_runs_registry_tools_over_the_callers_scope(owner, make_tool, monkeypatch):
     """Registry tools called over the API work over the caller's own tools: execute() gets UserScope(caller)."""
     # given
-    from tools_app.api import views
+    from tools_app import calls
     from tools_app.registry.scope import UserScope
 
     seen = {}
@@ -581,7 +581,7 @@ def test_call_runs_registry_tools_over_the_callers_scope(owner, make_tool, monke
         seen.update(tool=tool.pk, arguments=arguments, scope=scope)
         return {"ok": True}
 
-    monkeypatch.setattr(views, "execute", fake_execute)
+    monkeypatch.setattr(calls, "execute", fake_execute)
     definition = make_tool(owner, None, type="get_tool_definition", name="define")
 
     # when
