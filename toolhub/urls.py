@@ -2,13 +2,18 @@
 
 from django.contrib import admin
 from django.templatetags.static import static
-from django.urls import include, path
+from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     # Browsers ask for /favicon.ico on every page; without it each admin page logs a 404.
     path("favicon.ico", RedirectView.as_view(url=static("toolhub/favicon.svg"), permanent=False)),
+    # Issue 7 moved MCP instances, bindings, keys and the call log to tools_app: old admin links still work.
+    re_path(
+        r"^admin/mcp_app/(?P<rest>.*)$",
+        RedirectView.as_view(url="/admin/tools_app/%(rest)s", permanent=True, query_string=True),
+    ),
     path("admin/", admin.site.urls),
     path("api/", include("toolhub.api_urls")),
 ]

@@ -20,17 +20,20 @@ Error codes and their meanings: tools_app.errors (one table). Surfaces translate
 them times, classifies or records a call itself.
 """
 
+import functools
 import json
 import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from .choices import READ_TYPES, REGISTRY_TYPES, WRITE_TYPES, ToolType
@@ -38,7 +41,6 @@ from .data_access import ToolError, execute
 from .errors import ErrorCode
 from .models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Tool
 from .services.locks import key_share
-from .services.tables import tool_use_record
 
 logger = logging.getLogger(__name__)
 
@@ -421,7 +423,7 @@ def _run_changing(
     """A change and its record in one transaction: (outcome, True) when both were committed; (outcome, False)
     when the change failed or could not be recorded, and nothing of it was kept (record it on its own)."""
     try:
-        with transaction.atomic():
+        with _writer(), transaction.atomic():
             outcome = _execute(caller, target, name, arguments)
             if not outcome.ok:
                 raise _RolledBack(outcome)
@@ -467,7 +469,7 @@ class _Row:
 
 
 def _record(caller: Caller, target: CallTarget, outcome: CallOutcome, at: datetime) -> None:
-    """The CallLog row, the use count and the key's last use, in one (sub)transaction.
+    """The CallLog row, the use count and the key's last use, atomically (one statement on PostgreSQL).
 
     Counts a use when the call reached a callable tool (SPEC §2.2), whatever its outcome; not when no tool
     answered to the name or the tool is external (nothing was used). A tool, key, instance or user deleted
@@ -477,7 +479,6 @@ def _record(caller: Caller, target: CallTarget, outcome: CallOutcome, at: dateti
     """
     # A disabled or misspelt binding's tool was not called; an external tool was named but not used.
     resolved = not (outcome.refused and outcome.error is not None and outcome.error.code == ErrorCode.TOOL_NOT_FOUND)
-    counted = not outcome.refused
     row = _Row(
         instance_id=target.instance_id,
         tool_id=target.tool_id if resolved else None,
@@ -485,39 +486,92 @@ def _record(caller: Caller, target: CallTarget, outcome: CallOutcome, at: dateti
         owner_id=target.owner_id,
         user_id=caller.user_id,
     )
+    count_use = not outcome.refused
     touch_key = caller.api_key_id is not None and key_touches.due(caller.api_key_id)
-    try:
+    with _writer():
+        try:
+            with transaction.atomic():
+                _write(caller, outcome, row, at, count_use=count_use, touch_key=touch_key)
+            return
+        except IntegrityError as exc:
+            logger.info("Recording a call found a row deleted meanwhile (%s); writing it as it is now.", exc)
         with transaction.atomic():
-            _write(caller, outcome, row, at, count_use=counted, touch_key=touch_key)
+            now = _as_now(row)
+            if now is not None:
+                _write(caller, outcome, now, at, count_use=count_use, touch_key=touch_key)
+
+
+_sqlite_writer = threading.RLock()
+
+
+@contextmanager
+def _writer() -> Iterator[None]:
+    """SQLite: one writing thread per process at a time. Its IMMEDIATE transactions queue on the database's
+    write lock through a busy handler that sleeps 1, 2, 5, 10, ... ms between tries, which under concurrent
+    calls cost more than the writes (bench/mcp_throughput.py); threads of one process queue here instead.
+    PostgreSQL takes row locks and needs nothing."""
+    if connection.vendor != "sqlite":
+        yield
         return
-    except IntegrityError as exc:
-        logger.info("Recording a call found a row deleted meanwhile (%s); writing it as it is now.", exc)
-    with transaction.atomic():
-        row = _as_now(row)
-        if row is not None:
-            _write(caller, outcome, row, at, count_use=counted, touch_key=touch_key)
+    with _sqlite_writer:
+        yield
+
+
+@functools.cache
+def _record_sql(vendor: str) -> list[str]:
+    """The statements of one record, built once from the models' tables and columns: the call-log INSERT, the
+    use count (THE use-count rule, as services.tool_use_record) and the key's last use. PostgreSQL runs
+    them as one statement (data-modifying WITH clauses always run), SQLite as up to three. A use or touch
+    that is not due names id NULL, which matches no row (and is not sent at all on SQLite)."""
+    quote = connection.ops.quote_name
+    log, tool, key = CallLog._meta, Tool._meta, ApiKey._meta
+    columns = [
+        "surface", "user", "mcp_instance", "tool", "tool_name", "api_key", "owner", "status", "error_code",
+        "error_message", "duration_ms", "created_at",
+    ]  # fmt: skip
+    names = ", ".join(quote(log.get_field(name).column) for name in columns)
+    insert = f"INSERT INTO {quote(log.db_table)} ({names}) VALUES ({', '.join(['%s'] * len(columns))})"
+    use_count, last_used = (quote(tool.get_field(name).column) for name in ("use_count", "last_used"))
+    use = (
+        f"UPDATE {quote(tool.db_table)} SET {use_count} = {use_count} + 1, {last_used} = %s"
+        f" WHERE {quote(tool.pk.column)} = %s"
+    )
+    touch = (
+        f"UPDATE {quote(key.db_table)} SET {quote(key.get_field('last_used_at').column)} = %s"
+        f" WHERE {quote(key.pk.column)} = %s"
+    )
+    if vendor == "postgresql":
+        return [f"WITH used AS ({use} RETURNING 1), touched AS ({touch} RETURNING 1) {insert}"]
+    return [use, touch, insert]
 
 
 def _write(caller: Caller, outcome: CallOutcome, row: _Row, at: datetime, *, count_use: bool, touch_key: bool) -> None:
     error = outcome.error
-    CallLog.objects.create(
-        surface=caller.surface,
-        user_id=row.user_id,
-        mcp_instance_id=row.instance_id,
-        tool_id=row.tool_id,
-        tool_name=_loggable(outcome.name),
-        api_key_id=row.api_key_id,
-        owner_id=row.owner_id,
-        status=CallStatus.OK if error is None else CallStatus.ERROR,
-        error_code="" if error is None else str(error.code)[:40],
-        error_message="" if error is None else error.message[:MAX_ERROR_MESSAGE],
-        duration_ms=round(outcome.duration_ms, 3),
-        created_at=at,
-    )
-    if count_use and row.tool_id is not None:
-        tool_use_record(tool_id=row.tool_id, at=at)
-    if touch_key and row.api_key_id is not None:
-        ApiKey.objects.filter(pk=row.api_key_id).update(last_used_at=at)
+    when = connection.ops.adapt_datetimefield_value(at)
+    use = [when, row.tool_id if count_use else None]
+    touch = [when, row.api_key_id if touch_key else None]
+    values = [
+        str(caller.surface),
+        row.user_id,
+        row.instance_id,
+        row.tool_id,
+        _loggable(outcome.name),
+        row.api_key_id,
+        row.owner_id,
+        str(CallStatus.OK if error is None else CallStatus.ERROR),
+        "" if error is None else str(error.code)[:40],
+        "" if error is None else error.message[:MAX_ERROR_MESSAGE],
+        round(outcome.duration_ms, 3),
+        when,
+    ]
+    statements = _record_sql(connection.vendor)
+    with connection.cursor() as cursor:
+        if len(statements) == 1:
+            cursor.execute(statements[0], use + touch + values)
+            return
+        for statement, params in zip(statements, (use, touch, values), strict=True):
+            if params[-1] is not None or statement is statements[-1]:
+                cursor.execute(statement, params)
 
 
 def _existing(model: Any, pk: int | None) -> bool:

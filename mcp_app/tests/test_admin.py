@@ -676,3 +676,14 @@ def test_view_only_user_opens_its_instance_read_only(client, owner, instance):
     assert response.status_code == 200
     assert response.context["adminform"].form.fields == {}
     assert "max_result_bytes" in response.content.decode()
+
+
+def test_old_admin_links_of_the_moved_models_redirect(owner_client, instance):
+    """Issue 7 moved the MCP models to tools_app: a bookmark of /admin/mcp_app/... lands on the same page."""
+    # when
+    change = owner_client.get(f"/admin/mcp_app/mcpinstance/{instance.pk}/change/")
+    listing = owner_client.get("/admin/mcp_app/calllog/?status=error")
+    # then
+    assert (change.status_code, change["Location"]) == (301, f"/admin/tools_app/mcpinstance/{instance.pk}/change/")
+    assert (listing.status_code, listing["Location"]) == (301, "/admin/tools_app/calllog/?status=error")
+    assert owner_client.get(change["Location"]).status_code == 200
