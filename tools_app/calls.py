@@ -466,6 +466,7 @@ class _Row:
     api_key_id: int | None
     owner_id: int
     user_id: int | None
+    logged: bool = True  # False: the instance or the owner is gone, and their call log with them
 
 
 def _record(caller: Caller, target: CallTarget, outcome: CallOutcome, at: datetime) -> None:
@@ -496,9 +497,7 @@ def _record(caller: Caller, target: CallTarget, outcome: CallOutcome, at: dateti
         except IntegrityError as exc:
             logger.info("Recording a call found a row deleted meanwhile (%s); writing it as it is now.", exc)
         with transaction.atomic():
-            now = _as_now(row)
-            if now is not None:
-                _write(caller, outcome, now, at, count_use=count_use, touch_key=touch_key)
+            _write(caller, outcome, _as_now(row), at, count_use=count_use, touch_key=touch_key)
 
 
 _sqlite_writer = threading.RLock()
@@ -518,7 +517,7 @@ def _writer() -> Iterator[None]:
 
 
 @functools.cache
-def _record_sql(vendor: str) -> list[str]:
+def _record_sql(vendor: str) -> tuple[str, str, str, str | None]:
     """The statements of one record, built once from the models' tables and columns: the call-log INSERT, the
     use count (THE use-count rule, as services.tool_use_record) and the key's last use. PostgreSQL runs
     them as one statement (data-modifying WITH clauses always run), SQLite as up to three. A use or touch
@@ -540,9 +539,8 @@ def _record_sql(vendor: str) -> list[str]:
         f"UPDATE {quote(key.db_table)} SET {quote(key.get_field('last_used_at').column)} = %s"
         f" WHERE {quote(key.pk.column)} = %s"
     )
-    if vendor == "postgresql":
-        return [f"WITH used AS ({use} RETURNING 1), touched AS ({touch} RETURNING 1) {insert}"]
-    return [use, touch, insert]
+    combined = f"WITH used AS ({use} RETURNING 1), touched AS ({touch} RETURNING 1) {insert}"
+    return use, touch, insert, combined if vendor == "postgresql" else None
 
 
 def _write(caller: Caller, outcome: CallOutcome, row: _Row, at: datetime, *, count_use: bool, touch_key: bool) -> None:
@@ -564,14 +562,16 @@ def _write(caller: Caller, outcome: CallOutcome, row: _Row, at: datetime, *, cou
         round(outcome.duration_ms, 3),
         when,
     ]
-    statements = _record_sql(connection.vendor)
+    use_sql, touch_sql, insert_sql, combined = _record_sql(connection.vendor)
     with connection.cursor() as cursor:
-        if len(statements) == 1:
-            cursor.execute(statements[0], use + touch + values)
+        if combined is not None and row.logged:
+            cursor.execute(combined, use + touch + values)
             return
-        for statement, params in zip(statements, (use, touch, values), strict=True):
-            if params[-1] is not None or statement is statements[-1]:
+        for statement, params in ((use_sql, use), (touch_sql, touch)):
+            if params[-1] is not None:
                 cursor.execute(statement, params)
+        if row.logged:
+            cursor.execute(insert_sql, values)
 
 
 def _existing(model: Any, pk: int | None) -> bool:
@@ -582,23 +582,24 @@ def _existing(model: Any, pk: int | None) -> bool:
     return bool(key_share(model._base_manager.filter(pk=pk).values_list("pk")))
 
 
-def _as_now(row: _Row) -> _Row | None:
-    """`row` as the foreign keys' on_delete makes it for what was deleted since the call was resolved; None
-    when the instance or the owner is gone (CASCADE: their calls went with them). Locks in the delete
-    services' order (keys, then instances; tools; users last), so a delete and this read never deadlock."""
+def _as_now(row: _Row) -> _Row:
+    """`row` as the foreign keys' on_delete makes it for what was deleted since the call was resolved: a
+    deleted tool, key or caller leaves the row without it (SET_NULL); a deleted instance or owner takes its
+    calls with it (CASCADE: not `logged`), though the tool, if it is still there, was used all the same.
+    Locks in the delete services' order (keys, then instances; tools; users last), so a delete and this
+    read never deadlock."""
     key_live = _existing(ApiKey, row.api_key_id)
-    if row.instance_id is not None and not _existing(McpInstance, row.instance_id):
-        return None
+    instance_live = row.instance_id is None or _existing(McpInstance, row.instance_id)
     tool_live = _existing(Tool, row.tool_id)
     users = get_user_model()
-    if not _existing(users, row.owner_id):
-        return None
+    owner_live = _existing(users, row.owner_id)
     user_live = _existing(users, row.user_id)
     return replace(
         row,
         tool_id=row.tool_id if tool_live else None,
         api_key_id=row.api_key_id if key_live else None,
         user_id=row.user_id if user_live else None,
+        logged=instance_live and owner_live,
     )
 
 

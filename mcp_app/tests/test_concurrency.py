@@ -7,6 +7,7 @@ import this module before Django is set up.
 """
 
 import json
+import logging
 import multiprocessing
 import os
 import sqlite3
@@ -652,6 +653,7 @@ def test_calls_are_all_recorded_while_tools_instances_and_keys_are_deleted(
         return delete_all()
 
     # when
+    caplog.set_level(logging.INFO, logger="tools_app.calls")
     results = _in_threads(callers + 1, run)
     # then
     failures = [result for result in results if isinstance(result, BaseException)]
