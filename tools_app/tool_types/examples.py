@@ -29,4 +29,4 @@ def _placeholder(name: str, prop: Any) -> Any:
         "boolean": True,
         "array": [],
         "object": {},
-    }.get(kind, f"<{name}>")
+    }.get(kind or "", f"<{name}>")
