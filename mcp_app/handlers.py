@@ -30,6 +30,7 @@ from tools_app.errors import ErrorCode
 from tools_app.models import Binding, Discovery, McpInstance, Surface, Tool
 from tools_app.registry.export import tool_entry
 from tools_app.selectors import binding_call_target
+from tools_app.tool_types import TOOL_TYPES
 from tools_app.validators import TOOL_NAME_RE
 
 from .auth import Denied, auth_cache, authenticate, not_found
@@ -149,19 +150,10 @@ def list_tools_sync(state: RequestState, cursor: str | None) -> dict[str, Any]:
 
 def _markdown_of(tool_type: str, value: Any) -> str | None:
     """The Markdown a registry result carries for the model (SPEC §5), or None to send the JSON as text."""
-    if not isinstance(value, dict) or tool_type not in REGISTRY_TYPES:
+    spec = TOOL_TYPES.get(tool_type)
+    if not isinstance(value, dict) or spec is None:
         return None
-    if tool_type == ToolType.GET_TOOL_USAGE_GUIDE:
-        content = value.get("content")
-        if not isinstance(content, str):
-            return None
-        warnings = [str(warning) for warning in value.get("warnings") or ()]
-        if warnings:
-            # Unknown names are warnings, not errors (SPEC §5): the model reads only the text.
-            content = content.rstrip("\n") + "\n\n## Warnings\n\n" + "".join(f"- {w}\n" for w in warnings)
-        return content
-    markdown = value.get("markdown")
-    return markdown if isinstance(markdown, str) else None
+    return spec.markdown_of(value)
 
 
 def success_result(outcome: CallOutcome) -> dict[str, Any]:

@@ -36,11 +36,12 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from .choices import READ_TYPES, REGISTRY_TYPES, WRITE_TYPES, ToolType
+from .choices import READ_TYPES, REGISTRY_TYPES, ToolType
 from .data_access import ToolError, execute
 from .errors import ErrorCode
 from .models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Tool
 from .services.locks import key_share
+from .tool_types import TOOL_TYPES
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,7 @@ KEY_TOUCH_INTERVAL = 60.0  # seconds: a key's last_used_at is written at most th
 # for reads. A change is made before its result is measured, and the result has nothing to narrow (a count
 # and the version, SPEC §8; for register_tool what the caller sent). Refusing it would answer an applied
 # write with an isError, which says nothing was written (SPEC §3), and invite a repeat that writes twice.
-CHANGING_TYPES = WRITE_TYPES | {ToolType.REGISTER_TOOL}
+CHANGING_TYPES = frozenset(value for value, spec in TOOL_TYPES.items() if spec.changes_data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,20 +269,7 @@ def touch_key(api_key_id: int) -> None:
 # The pipeline
 #
 
-NARROWING_HINTS = {
-    ToolType.QUERY_DATA: "filter or project in the JMESPath expression, e.g. `[?status=='paid'].id` or `[0:20]`",
-    ToolType.GET_ALL_DATA: "use a query_data, preview or select tool of this table instead",
-    ToolType.PREVIEW: "pass a smaller `limit` (and page with `offset`)",
-    ToolType.SELECT: "ask for fewer `keys` per call",
-    ToolType.GET_DATA_SCHEMA: "use a tool mounted on a smaller part of the document",
-    ToolType.SEARCH_TOOLS: "pass a smaller `limit` (the default is 5)",
-    ToolType.LIST_TOOLS_BY_CATEGORY: "pass a smaller `limit` (the default is 20), or a category with fewer tools",
-    ToolType.GET_TOOL_USAGE_GUIDE: "name only the tools you need in `tool_names`, or pass one `category`",
-    ToolType.GET_TOOL_DEFINITION: (
-        "one tool's definition cannot be split; use the summary that search_tools or list_tools_by_category"
-        " give, or ask the instance's owner to raise max_result_bytes"
-    ),
-}
+NARROWING_HINTS = {value: spec.narrowing_hint for value, spec in TOOL_TYPES.items() if spec.narrowing_hint}
 
 
 def over_limit(tool_type: str | None, size: int, limit: int | None) -> bool:

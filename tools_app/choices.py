@@ -2,8 +2,11 @@
 
 from django.db import models
 
+from .tool_types import READ, REGISTRY, TOOL_TYPES, WRITE, types_of_kind
+
 
 class ToolType(models.TextChoices):
+    # Kept spelled out (migrations, attribute access); a test checks it against TOOL_TYPES.
     GET_DATA_SCHEMA = "get_data_schema", "Get data schema"
     GET_ALL_DATA = "get_all_data", "Get all data"
     QUERY_DATA = "query_data", "Query data (JMESPath)"
@@ -20,30 +23,16 @@ class ToolType(models.TextChoices):
     EXTERNAL = "external", "External (served elsewhere)"
 
 
-READ_TYPES = frozenset(
-    {ToolType.GET_DATA_SCHEMA, ToolType.GET_ALL_DATA, ToolType.QUERY_DATA, ToolType.PREVIEW, ToolType.SELECT}
-)
-WRITE_TYPES = frozenset({ToolType.CREATE, ToolType.UPDATE, ToolType.DELETE})
+# The type sets, from the tool types' registry (tools_app.tool_types): one module per type.
+READ_TYPES = types_of_kind(READ)
+WRITE_TYPES = types_of_kind(WRITE)
 DATA_TYPES = READ_TYPES | WRITE_TYPES
-REGISTRY_TYPES = frozenset(
-    {
-        ToolType.SEARCH_TOOLS,
-        ToolType.GET_TOOL_DEFINITION,
-        ToolType.LIST_TOOLS_BY_CATEGORY,
-        ToolType.GET_TOOL_USAGE_GUIDE,
-        ToolType.REGISTER_TOOL,
-    }
-)
+REGISTRY_TYPES = types_of_kind(REGISTRY)
 # Registry tools that only read (register_tool writes).
-READ_ONLY_REGISTRY_TYPES = REGISTRY_TYPES - {ToolType.REGISTER_TOOL}
+READ_ONLY_REGISTRY_TYPES = frozenset(value for value in REGISTRY_TYPES if TOOL_TYPES[value].read_only)
 
 
 def default_category(tool_type: str) -> str:
     """SPEC §2.2: the category a tool gets when its metadata names none."""
-    if tool_type in READ_TYPES:
-        return "read"
-    if tool_type in WRITE_TYPES:
-        return "write"
-    if tool_type in REGISTRY_TYPES:
-        return "registry"
-    return "external"
+    spec = TOOL_TYPES.get(tool_type)
+    return spec.default_category if spec is not None else "external"

@@ -10,8 +10,9 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from tools_app.choices import ToolType
 from tools_app.models import Table, Tool
+from tools_app.tool_types import TOOL_TYPES
+from tools_app.tool_types.registry_family import REGISTRY_HELP
 
 # Above this many characters of JSON the table page shows a read-only summary instead of an editor
 # (issue 6: a 30 MB table must not freeze the page). Override with settings.TOOLHUB_ADMIN_EDITOR_MAX_CHARS.
@@ -329,95 +330,14 @@ class TryItForm(forms.Form):
 
 
 #
-# Per-type help (issue 6): what json_path, preview_keys and key_field mean, with an example
+# Per-type help (issue 6): what json_path, preview_keys and key_field mean, with an example; each type's
+# lives in its spec (tools_app.tool_types)
 #
-
-JSON_PATH_HELP = (
-    "json_path is the mount point inside the table, as a JSON Pointer. Leave json_path empty for the whole "
-    'document; "/orders" is the value under "orders", "/shop/items/0" the first item of an array.'
-)
-KEY_FIELD_HELP = (
-    'key_field (metadata, default "id") names the field that identifies a record of an array mount, '
-    'e.g. {"key_field": "sku"} for records like {"sku": "KB-01", ...}. Entries of an object mount are '
-    "identified by their key instead."
-)
-PREVIEW_KEYS_HELP = (
-    'preview_keys (metadata) lists the fields a preview keeps, e.g. {"preview_keys": ["id", "status"]}: '
-    "each element is reduced to them and total_count is added. Without it, preview returns what "
-    "get_all_data returns."
-)
-
-TYPE_HELP: dict[str, dict[str, Any]] = {
-    ToolType.GET_DATA_SCHEMA: {
-        "summary": "Describes the shape of the value at the mount (root type, fields and their types, item "
-        "count, one item template) without its values, so a model can write correct queries.",
-        "example": "{}",
-        "topics": [JSON_PATH_HELP],
-    },
-    ToolType.GET_ALL_DATA: {
-        "summary": "Returns the whole value at the mount. Prefer preview or query_data on large tables.",
-        "example": "{}",
-        "topics": [JSON_PATH_HELP],
-    },
-    ToolType.QUERY_DATA: {
-        "summary": "Evaluates a JMESPath expression over the value at the mount.",
-        "example": '{"query": "[?status==\'paid\'].{id: id, total: total}"}',
-        "topics": [JSON_PATH_HELP],
-    },
-    ToolType.PREVIEW: {
-        "summary": "A reduced view of the elements at the mount, with optional limit and offset.",
-        "example": '{"limit": 5, "offset": 0}',
-        "topics": [PREVIEW_KEYS_HELP, JSON_PATH_HELP],
-    },
-    ToolType.SELECT: {
-        "summary": "Returns the full elements whose key is in keys (compared as strings), plus the keys not found.",
-        "example": '{"keys": [1, 3]}',
-        "topics": [KEY_FIELD_HELP, JSON_PATH_HELP],
-    },
-    ToolType.CREATE: {
-        "summary": "Adds elements: records for an array mount, {key, content} pairs for an object mount. "
-        "Refused whole if a key already exists. Writes the table (version +1).",
-        "example": '{"elements": [{"id": 6, "customer": "Barbara Liskov", "status": "new"}]}',
-        "topics": [
-            'On an object mount each element is a {"key", "content"} pair, e.g. '
-            '{"elements": [{"key": "HB-04", "content": {"name": "USB hub", "price": 25}}]}.',
-            KEY_FIELD_HELP,
-            JSON_PATH_HELP,
-        ],
-    },
-    ToolType.UPDATE: {
-        "summary": "Merges each patch into its element (JSON Merge Patch). Refused whole if a key is missing. "
-        "Writes the table (version +1).",
-        "example": '{"elements": [{"id": 3, "status": "paid"}]}',
-        "topics": [
-            'On an object mount each patch is a {"key", "content"} pair, e.g. '
-            '{"elements": [{"key": "KB-01", "content": {"price": 99}}]}.',
-            KEY_FIELD_HELP,
-            JSON_PATH_HELP,
-        ],
-    },
-    ToolType.DELETE: {
-        "summary": "Removes the elements with those keys and reports how many. Writes the table (version +1).",
-        "example": '{"keys": [5]}',
-        "topics": [KEY_FIELD_HELP, JSON_PATH_HELP],
-    },
-    ToolType.EXTERNAL: {
-        "summary": "A tool served by another MCP server (metadata.mcp_server). It is catalogued for search, "
-        "definitions, the guide and export, but never listed by tools/list nor callable here.",
-        "example": "",
-        "topics": [],
-    },
-}
-REGISTRY_HELP = {
-    "summary": "A registry tool: works over the tools of the instance it is bound to (or, here in the admin, "
-    "over your own tools). It has no table.",
-    "example": "",
-    "topics": [],
-}
 
 
 def type_help(tool_type: str) -> dict[str, Any]:
-    return TYPE_HELP.get(tool_type, REGISTRY_HELP)
+    spec = TOOL_TYPES.get(tool_type)
+    return spec.help if spec is not None else REGISTRY_HELP
 
 
 __all__ = [

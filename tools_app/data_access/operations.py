@@ -283,10 +283,11 @@ def _missing(key: str, index: int, mount: Mount, verb: str, path: str = "element
     )
 
 
+# The read operations by type, as the tool types' specs run them (tools_app.tool_types); preview takes the
+# tool's preview_keys and is called directly.
 READERS = {
     "get_data_schema": get_data_schema,
     "get_all_data": get_all_data,
     "query_data": query_data,
     "select": select,
 }
-WRITERS = {"create": (create, "created"), "update": (update, "updated"), "delete": (delete, "deleted")}

@@ -10,10 +10,11 @@ from typing import NamedTuple
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from ..choices import DATA_TYPES, READ_TYPES, REGISTRY_TYPES, WRITE_TYPES, ToolType, default_category
+from ..choices import ToolType, default_category
 from ..errors import ErrorCode
 from ..permissions import OwnedQuerySet
-from ..tool_schemas import default_input_schema, is_other_types_default, required_arguments
+from ..tool_schemas import default_input_schema, is_other_types_default
+from ..tool_types import DATA_KINDS, EXTERNAL, TOOL_TYPES, WRITE, ToolTypeSpec, check_arguments, check_tool
 from ..validators import (
     MAX_DESCRIPTION,
     validate_input_schema,
@@ -77,20 +78,40 @@ class Tool(OwnedModel):
         return (self.metadata or {}).get("key_field") or "id"
 
     @property
+    def spec(self) -> ToolTypeSpec | None:
+        """The type's spec (tools_app.tool_types), None for a value that is no type."""
+        return TOOL_TYPES.get(self.type)
+
+    @property
     def is_data_tool(self) -> bool:
-        return self.type in DATA_TYPES
+        return self.spec is not None and self.spec.kind in DATA_KINDS
 
     @property
     def is_read_only(self) -> bool:
-        return self.type in READ_TYPES or self.type in REGISTRY_TYPES and self.type != ToolType.REGISTER_TOOL
+        return self.spec is not None and self.spec.read_only
 
     @property
     def is_write(self) -> bool:
-        return self.type in WRITE_TYPES
+        return self.spec is not None and self.spec.kind == WRITE
 
     @property
     def is_external(self) -> bool:
-        return self.type == ToolType.EXTERNAL
+        return self.spec is not None and self.spec.kind == EXTERNAL
+
+    def _fill_defaults(self) -> None:
+        if self.input_schema in (None, {}, "") or is_other_types_default(self.input_schema, self.type):
+            # A schema that is still another type's default was never customised: after a type change it
+            # follows the new type instead of blocking the change (SPEC §2.2 per-type defaults).
+            self.input_schema = default_input_schema(self.type)
+        if self.metadata is None:
+            self.metadata = {}
+        if self.output_schema == {}:
+            self.output_schema = None
+
+    def _name_clash_errors(self) -> dict[str, list[ValidationError]]:
+        """Friendly pre-check for forms; the unique constraint on bindings is the guarantee."""
+        clashes = self.name_conflicts(self.name)
+        return name_conflict_error("name", self.name, clashes).error_dict if clashes else {}
 
     def name_conflicts(self, new_name: str) -> list["NameClash"]:
         """The other bindings that hold `new_name` (ignoring case) on an instance where this tool is bound
@@ -106,79 +127,34 @@ class Tool(OwnedModel):
         return name_clashes(instance_ids=own, name=new_name, exclude_tool=self.pk)
 
     def clean(self):
+        self._fill_defaults()
         errors: dict[str, list[ValidationError]] = {}
 
-        def add(field, message, code, **params):
-            errors.setdefault(field, []).append(ValidationError(message, code=code, params=params or None))
+        def add(problems):
+            for field, message, code, params in problems:
+                errors.setdefault(field, []).append(ValidationError(message, code=code, params=params or None))
 
-        if self.input_schema in (None, {}, "") or is_other_types_default(self.input_schema, self.type):
-            # A schema that is still another type's default was never customised: after a type change it
-            # follows the new type instead of blocking the change (SPEC §2.2 per-type defaults).
-            self.input_schema = default_input_schema(self.type)
-        if self.metadata is None:
-            self.metadata = {}
-        if self.output_schema == {}:
-            self.output_schema = None
-
-        if self.type in DATA_TYPES:
-            if self.table_id is None:
-                add("table", "A %(type)s tool needs a table.", "required", type=self.type)
-            if self.table_id is not None and self.owner_id is not None:
-                # SPEC §2: a tool only mounts a table of its own owner.
-                table_owner = Table.objects.filter(pk=self.table_id).values_list("owner_id", flat=True).first()
-                if table_owner is not None and table_owner != self.owner_id:
-                    add("table", "Select a valid choice. That table is not one of yours.", "invalid_choice")
-        elif self.type:
-            if self.table_id is not None:
-                add("table", "A %(type)s tool has no table.", "invalid", type=self.type)
-            if self.json_path:
-                add("json_path", "A %(type)s tool has no JSON path.", "invalid", type=self.type)
-
-        if not (self.description or "").strip() and self.type != ToolType.EXTERNAL:
-            add("description", "A description is required: it tells the model what the tool does.", "required")
-        if len(self.description or "") > MAX_DESCRIPTION:
-            add(
-                "description",
-                "At most %(max)d characters (got %(n)d).",
-                "max_length",
-                max=MAX_DESCRIPTION,
-                n=len(self.description),
-            )
-
-        for field in ("input_schema", "output_schema", "metadata"):
+        def collect(field, validate, value) -> bool:
             try:
-                validate_json_value(getattr(self, field))
+                validate(value)
             except ValidationError as exc:
                 errors.setdefault(field, []).extend(exc.error_list)
-        try:
-            validate_input_schema(self.input_schema)
-        except ValidationError as exc:
-            errors.setdefault("input_schema", []).extend(exc.error_list)
-        else:
-            properties = self.input_schema.get("properties") or {}
-            missing = [name for name in required_arguments(self.type) if name not in properties]
-            if missing:
-                add(
-                    "input_schema",
-                    "A %(type)s tool needs the argument(s) %(names)s in its schema's properties.",
-                    "missing_arguments",
-                    type=self.type,
-                    names=", ".join(missing),
-                )
+                return False
+            return True
+
+        add(check_tool(self))  # the type's rules: table, JSON path, description
+        if len(self.description or "") > MAX_DESCRIPTION:
+            params = {"max": MAX_DESCRIPTION, "n": len(self.description)}
+            add([("description", "At most %(max)d characters (got %(n)d).", "max_length", params)])
+        for field in ("input_schema", "output_schema", "metadata"):
+            collect(field, validate_json_value, getattr(self, field))
+        if collect("input_schema", validate_input_schema, self.input_schema):
+            add(check_arguments(self))  # the arguments the type needs
         if self.output_schema is not None:
-            try:
-                validate_json_schema(self.output_schema)
-            except ValidationError as exc:
-                errors.setdefault("output_schema", []).extend(exc.error_list)
-        try:
-            validate_metadata(self.metadata)
-        except ValidationError as exc:
-            errors.setdefault("metadata", []).extend(exc.error_list)
+            collect("output_schema", validate_json_schema, self.output_schema)
+        collect("metadata", validate_metadata, self.metadata)
         if self.name and "name" not in errors:
-            # Friendly pre-check for forms; the unique constraint on bindings is the guarantee.
-            clashes = self.name_conflicts(self.name)
-            if clashes:
-                errors.setdefault("name", []).extend(name_conflict_error("name", self.name, clashes).error_dict["name"])
+            errors.update(self._name_clash_errors())
         if errors:
             raise ValidationError(errors)
 

@@ -16,6 +16,7 @@ from .. import services
 from ..choices import ToolType
 from ..data_access.errors import ErrorCode, ToolError
 from ..errors import ToolhubError
+from ..tool_types import REGISTRY, TOOL_TYPES
 from .export import FORMATS, export_tool, export_tools
 from .guide import PENDING, usage_guide
 from .search import MAX_LIMIT, METHODS, Hit, Index, ToolDoc, deep_copy, index_cache, validate_method
@@ -274,31 +275,8 @@ def register_tool(
 
 
 def execute_registry_tool(*, tool: Any, arguments: dict, scope: Any) -> Any:
-    """Run a registry tool (arguments already validated against its schema) over `scope`."""
-    if scope is None:
-        raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, f"The registry tool {tool.name!r} needs a scope to work over.")
-    kind = tool.type
-    if kind == ToolType.SEARCH_TOOLS:
-        return search_tools(
-            scope=scope,
-            query=arguments["query"],
-            method=arguments.get("search_method", "bm25"),
-            limit=arguments.get("limit", 5),
-        )
-    if kind == ToolType.GET_TOOL_DEFINITION:
-        return tool_definition(scope=scope, tool_name=arguments["tool_name"])
-    if kind == ToolType.LIST_TOOLS_BY_CATEGORY:
-        return tools_by_category(scope=scope, category=arguments["category"], limit=arguments.get("limit", 20))
-    if kind == ToolType.GET_TOOL_USAGE_GUIDE:
-        return usage_guide(scope=scope, tool_names=arguments.get("tool_names"), category=arguments.get("category"))
-    if kind == ToolType.REGISTER_TOOL:
-        return register_tool(
-            scope=scope,
-            name=arguments["name"],
-            description=arguments["description"],
-            category=arguments.get("category"),
-            tags=arguments.get("tags"),
-            input_schema=arguments.get("input_schema"),
-            mcp_server=arguments.get("mcp_server"),
-        )
+    """Run a registry tool (arguments already validated against its schema) over `scope`, through its type's spec."""
+    spec = TOOL_TYPES.get(tool.type)
+    if spec is not None and spec.kind == REGISTRY:
+        return spec.execute(tool=tool, arguments=arguments, scope=scope)
     raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, f"{tool.name!r} is not a registry tool.")

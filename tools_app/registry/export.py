@@ -12,9 +12,10 @@ in `name_map` ({exported name: toolhub name}) and in `notes`, so a caller can ma
 import re
 from typing import Any
 
-from ..choices import READ_ONLY_REGISTRY_TYPES, READ_TYPES, ToolType
 from ..data_access.errors import ToolError
 from ..errors import ErrorCode
+from ..tool_types import TOOL_TYPES
+from ..tool_types.base import ADDITIVE
 from .search import ToolDoc, deep_copy
 
 FORMATS = ("mcp", "openai", "anthropic")
@@ -107,12 +108,8 @@ def export_tool(*, tool: Any, format: str = "mcp") -> dict[str, Any]:  # noqa: A
 
 
 def _annotations(tool_type: str) -> dict[str, bool]:
-    if tool_type in READ_TYPES or tool_type in READ_ONLY_REGISTRY_TYPES:
-        return {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
-    if tool_type in (ToolType.UPDATE, ToolType.DELETE):
-        return {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": False}
-    # create and register_tool only add; calling them twice adds twice (or fails on the existing key).
-    return {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
+    spec = TOOL_TYPES.get(tool_type)
+    return dict(spec.annotations if spec is not None else ADDITIVE)
 
 
 def output_schema_for(schema: dict[str, Any]) -> dict[str, Any]:

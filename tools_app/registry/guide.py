@@ -25,30 +25,15 @@ from typing import Any
 
 from django.utils import timezone
 
+from ..tool_types import TOOL_TYPES
 from .search import ToolDoc
 
 MAX_BYTES = 50 * 1024
 PENDING = "[Description pending]"
 MAX_LISTED_NAMES = 20
 
-# What each built-in type returns (SPEC §3.2, §8), for tools without a return_format.
-TYPE_RETURNS = {
-    "get_data_schema": "The shape of the data at the mount: `root_type`, keys and their types, item count, "
-    "one item template.",
-    "get_all_data": "The whole value at the mount.",
-    "query_data": "The value of the JMESPath expression over the data at the mount.",
-    "preview": '`{"items": [...], "total_count": N}` with the preview keys, or the whole value without them.',
-    "select": '`{"items": [...], "not_found": [...]}`: the elements whose key is in `keys`.',
-    "create": '`{"created": N, "version": V}`.',
-    "update": '`{"updated": N, "version": V}`.',
-    "delete": '`{"deleted": N, "version": V}`.',
-    "search_tools": "Ranked tools: `tool_name`, `description`, `score` (0–1), `match_reason`.",
-    "get_tool_definition": "The tool's name, description, input and output schemas, category, tags, server.",
-    "list_tools_by_category": "The category's tools, or every category with its count for `all`.",
-    "get_tool_usage_guide": "This guide: `content` (Markdown), `warnings`, `metadata`.",
-    "register_tool": "The registered tool's name and id.",
-    "external": "Whatever the tool's own server returns (it is not called through toolhub).",
-}
+# What each built-in type returns (SPEC §3.2, §8), for tools without a return_format: from the types' specs.
+TYPE_RETURNS = {value: spec.returns for value, spec in TOOL_TYPES.items()}
 
 
 def _escape(text: str) -> str:

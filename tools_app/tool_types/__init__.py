@@ -1,0 +1,87 @@
+"""The tool types (SPEC §3.2), one module each, registered here.
+
+Every face of a type (kind, default category, default input schema, table rule, validation, execution,
+tools/list annotations, admin help and try-it example, guide text, narrowing hint, Markdown of its
+results) lives in its module's SPEC. Adding a type is one new module plus one line in _MODULES (and
+its ToolType choice, which a test checks against this registry).
+"""
+
+from typing import Any
+
+from . import (
+    create,
+    delete,
+    external,
+    get_all_data,
+    get_data_schema,
+    get_tool_definition,
+    get_tool_usage_guide,
+    list_tools_by_category,
+    preview,
+    query_data,
+    register_tool,
+    search_tools,
+    select,
+    update,
+)
+from .base import DATA_KINDS, EXTERNAL, KINDS, READ, REGISTRY, WRITE, Problem, ToolTypeSpec, description_problems
+from .base import table_problems as _table_problems
+
+_MODULES = (
+    get_data_schema,
+    get_all_data,
+    query_data,
+    preview,
+    select,
+    create,
+    update,
+    delete,
+    search_tools,
+    get_tool_definition,
+    list_tools_by_category,
+    get_tool_usage_guide,
+    register_tool,
+    external,
+)
+
+TOOL_TYPES: dict[str, ToolTypeSpec] = {module.SPEC.value: module.SPEC for module in _MODULES}
+
+
+def spec_for(tool_type: str) -> ToolTypeSpec:
+    """The spec of a registered type; KeyError for any other value."""
+    return TOOL_TYPES[tool_type]
+
+
+def types_of_kind(*kinds: str) -> frozenset[str]:
+    return frozenset(value for value, spec in TOOL_TYPES.items() if spec.kind in kinds)
+
+
+def check_tool(tool: Any) -> list[Problem]:
+    """The rules of the tool's type; an unknown type (refused by the field's choices) has no table and needs
+    a description."""
+    spec = TOOL_TYPES.get(tool.type)
+    if spec is not None:
+        return spec.check(tool)
+    return _table_problems(tool, needs_table=False) + description_problems(tool, required=True)
+
+
+def check_arguments(tool: Any) -> list[Problem]:
+    """The arguments the tool's type needs that its (valid) input schema does not declare."""
+    spec = TOOL_TYPES.get(tool.type)
+    return spec.argument_problems(tool) if spec is not None else []
+
+
+__all__ = [
+    "DATA_KINDS",
+    "EXTERNAL",
+    "KINDS",
+    "READ",
+    "REGISTRY",
+    "TOOL_TYPES",
+    "WRITE",
+    "ToolTypeSpec",
+    "check_arguments",
+    "check_tool",
+    "spec_for",
+    "types_of_kind",
+]

@@ -1,0 +1,51 @@
+"""create: adds elements to the mount, refused whole if a key exists."""
+
+from typing import Any
+
+from .base import ADDITIVE, WRITE, ToolTypeSpec
+from .data import JSON_PATH_HELP, KEY_FIELD_HELP, MountSample, new_key, writer
+
+
+def example(tool: Any, mount: Any) -> dict[str, Any]:
+    sample = MountSample(mount, tool.key_field)
+    key = new_key(sample.all_keys)
+    if sample.is_object:
+        return {
+            "elements": [{"key": key, "content": sample.fields if isinstance(sample.first, dict) else sample.first}]
+        }
+    return {"elements": [{tool.key_field: key, **sample.fields}]}
+
+
+SPEC = ToolTypeSpec(
+    value="create",
+    label="Create elements",
+    kind=WRITE,
+    input_schema={
+        "type": "object",
+        "properties": {
+            "elements": {
+                "type": "array",
+                "minItems": 1,
+                "description": 'Elements to add: records for a list, {"key", "content"} pairs for an object.',
+            }
+        },
+        "required": ["elements"],
+        "additionalProperties": False,
+    },
+    execute=writer("create", "created"),
+    annotations=ADDITIVE,
+    help={
+        "summary": "Adds elements: records for an array mount, {key, content} pairs for an object mount. "
+        "Refused whole if a key already exists. Writes the table (version +1).",
+        "example": '{"elements": [{"id": 6, "customer": "Barbara Liskov", "status": "new"}]}',
+        "topics": [
+            'On an object mount each element is a {"key", "content"} pair, e.g. '
+            '{"elements": [{"key": "HB-04", "content": {"name": "USB hub", "price": 25}}]}.',
+            KEY_FIELD_HELP,
+            JSON_PATH_HELP,
+        ],
+    },
+    example=example,
+    returns='`{"created": N, "version": V}`.',
+    changes_data=True,
+)

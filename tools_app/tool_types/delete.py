@@ -1,0 +1,26 @@
+"""delete: removes the elements with the given keys."""
+
+from .base import DESTRUCTIVE, WRITE, ToolTypeSpec
+from .data import JSON_PATH_HELP, KEY, KEY_FIELD_HELP, keys_example, writer
+
+SPEC = ToolTypeSpec(
+    value="delete",
+    label="Delete elements",
+    kind=WRITE,
+    input_schema={
+        "type": "object",
+        "properties": {"keys": {"type": "array", "items": KEY, "minItems": 1, "description": "Keys to remove."}},
+        "required": ["keys"],
+        "additionalProperties": False,
+    },
+    execute=writer("delete", "deleted"),
+    annotations=DESTRUCTIVE,
+    help={
+        "summary": "Removes the elements with those keys and reports how many. Writes the table (version +1).",
+        "example": '{"keys": [5]}',
+        "topics": [KEY_FIELD_HELP, JSON_PATH_HELP],
+    },
+    example=keys_example,
+    returns='`{"deleted": N, "version": V}`.',
+    changes_data=True,
+)

@@ -1,0 +1,36 @@
+"""get_data_schema: the shape of the value at the mount, without its values."""
+
+from typing import Any
+
+from .base import NO_ARGUMENTS, READ, READ_ONLY, ToolTypeSpec
+from .data import JSON_PATH_HELP, no_arguments_example
+
+
+def execute(*, tool: Any, arguments: dict[str, Any], scope: Any = None) -> Any:
+    from .. import services
+    from ..data_access import operations, read_mount
+
+    mount, version, data = read_mount(tool)
+    # The shape only changes with the data: cached per table version and mount.
+    return services.table_derived(
+        tool.table_id, version, ("shape", tool.json_path), lambda: operations.READERS[tool.type](data, mount, arguments)
+    )
+
+
+SPEC = ToolTypeSpec(
+    value="get_data_schema",
+    label="Get data schema",
+    kind=READ,
+    input_schema=NO_ARGUMENTS,
+    execute=execute,
+    annotations=READ_ONLY,
+    help={
+        "summary": "Describes the shape of the value at the mount (root type, fields and their types, item "
+        "count, one item template) without its values, so a model can write correct queries.",
+        "example": "{}",
+        "topics": [JSON_PATH_HELP],
+    },
+    example=no_arguments_example,
+    returns="The shape of the data at the mount: `root_type`, keys and their types, item count, one item template.",
+    narrowing_hint="use a tool mounted on a smaller part of the document",
+)

@@ -1,0 +1,39 @@
+"""get_tool_definition: one tool's full definition."""
+
+from typing import Any
+
+from .base import READ_ONLY, REGISTRY, ToolTypeSpec
+from .registry_family import REGISTRY_HELP, markdown_field, require_scope
+
+
+def execute(*, tool: Any, arguments: dict[str, Any], scope: Any) -> Any:
+    from ..registry import tool_definition
+
+    return tool_definition(scope=require_scope(tool, scope), tool_name=arguments["tool_name"])
+
+
+def example(tool: Any, mount: Any) -> dict[str, Any]:
+    return {"tool_name": tool.name}
+
+
+SPEC = ToolTypeSpec(
+    value="get_tool_definition",
+    label="Registry: get tool definition",
+    kind=REGISTRY,
+    input_schema={
+        "type": "object",
+        "properties": {"tool_name": {"type": "string", "minLength": 1, "description": "The tool's name."}},
+        "required": ["tool_name"],
+        "additionalProperties": False,
+    },
+    execute=execute,
+    annotations=READ_ONLY,
+    help=REGISTRY_HELP,
+    example=example,
+    returns="The tool's name, description, input and output schemas, category, tags, server.",
+    narrowing_hint=(
+        "one tool's definition cannot be split; use the summary that search_tools or list_tools_by_category"
+        " give, or ask the instance's owner to raise max_result_bytes"
+    ),
+    markdown_of=markdown_field,
+)

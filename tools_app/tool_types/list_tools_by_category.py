@@ -1,0 +1,41 @@
+"""list_tools_by_category: a category's tools, or every category with its count."""
+
+from typing import Any
+
+from .base import READ_ONLY, REGISTRY, ToolTypeSpec
+from .registry_family import REGISTRY_HELP, markdown_field, require_scope
+
+
+def execute(*, tool: Any, arguments: dict[str, Any], scope: Any) -> Any:
+    from ..registry import tools_by_category
+
+    return tools_by_category(
+        scope=require_scope(tool, scope), category=arguments["category"], limit=arguments.get("limit", 20)
+    )
+
+
+def example(tool: Any, mount: Any) -> dict[str, Any]:
+    return {"category": "all"}
+
+
+SPEC = ToolTypeSpec(
+    value="list_tools_by_category",
+    label="Registry: list tools by category",
+    kind=REGISTRY,
+    input_schema={
+        "type": "object",
+        "properties": {
+            "category": {"type": "string", "minLength": 1, "description": 'A category, or "all".'},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 200, "default": 20},
+        },
+        "required": ["category"],
+        "additionalProperties": False,
+    },
+    execute=execute,
+    annotations=READ_ONLY,
+    help=REGISTRY_HELP,
+    example=example,
+    returns="The category's tools, or every category with its count for `all`.",
+    narrowing_hint="pass a smaller `limit` (the default is 20), or a category with fewer tools",
+    markdown_of=markdown_field,
+)

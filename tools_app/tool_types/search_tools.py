@@ -1,0 +1,50 @@
+"""search_tools: ranked tools of the scope for a query (regex, bm25, embedding or hybrid)."""
+
+from typing import Any
+
+from .base import READ_ONLY, REGISTRY, ToolTypeSpec
+from .registry_family import REGISTRY_HELP, markdown_field, require_scope
+
+
+def execute(*, tool: Any, arguments: dict[str, Any], scope: Any) -> Any:
+    from ..registry import search_tools
+
+    return search_tools(
+        scope=require_scope(tool, scope),
+        query=arguments["query"],
+        method=arguments.get("search_method", "bm25"),
+        limit=arguments.get("limit", 5),
+    )
+
+
+def example(tool: Any, mount: Any) -> dict[str, Any]:
+    return {"query": "orders by status", "search_method": "bm25", "limit": 5}
+
+
+SPEC = ToolTypeSpec(
+    value="search_tools",
+    label="Registry: search tools",
+    kind=REGISTRY,
+    input_schema={
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "minLength": 1, "description": "What the tool should do, or a pattern."},
+            "search_method": {
+                "type": "string",
+                # No "enum": SPEC §5 answers an unknown method with INVALID_SEARCH_METHOD, not a schema error.
+                "default": "bm25",
+                "description": "One of: regex, bm25 (keywords), embedding (meaning), hybrid (bm25 + embedding).",
+            },
+            "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 5},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+    execute=execute,
+    annotations=READ_ONLY,
+    help=REGISTRY_HELP,
+    example=example,
+    returns="Ranked tools: `tool_name`, `description`, `score` (0–1), `match_reason`.",
+    narrowing_hint="pass a smaller `limit` (the default is 5)",
+    markdown_of=markdown_field,
+)

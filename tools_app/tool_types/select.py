@@ -1,0 +1,29 @@
+"""select: the full elements whose key is in `keys`."""
+
+from .base import READ, READ_ONLY, ToolTypeSpec
+from .data import JSON_PATH_HELP, KEY, KEY_FIELD_HELP, keys_example, run_reader
+
+SPEC = ToolTypeSpec(
+    value="select",
+    label="Select by key",
+    kind=READ,
+    input_schema={
+        "type": "object",
+        "properties": {
+            "keys": {"type": "array", "items": KEY, "minItems": 1, "description": "The keys to fetch."},
+            "field": {"type": "string", "minLength": 1, "description": "Field compared with the keys."},
+        },
+        "required": ["keys"],
+        "additionalProperties": False,
+    },
+    execute=run_reader,
+    annotations=READ_ONLY,
+    help={
+        "summary": "Returns the full elements whose key is in keys (compared as strings), plus the keys not found.",
+        "example": '{"keys": [1, 3]}',
+        "topics": [KEY_FIELD_HELP, JSON_PATH_HELP],
+    },
+    example=keys_example,
+    returns='`{"items": [...], "not_found": [...]}`: the elements whose key is in `keys`.',
+    narrowing_hint="ask for fewer `keys` per call",
+)
