@@ -126,3 +126,13 @@ def _clear_table_cache():
     table_cache.clear()
     yield
     table_cache.clear()
+
+
+def pytest_runtest_setup(item):
+    """Tests marked `postgres` need PostgreSQL (several connections writing at once): skipped on SQLite."""
+    if item.get_closest_marker("postgres") is None:
+        return
+    from django.conf import settings
+
+    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        pytest.skip("needs PostgreSQL: set DATABASE_URL (see README, Running the tests)")
