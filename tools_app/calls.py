@@ -263,7 +263,7 @@ def touch_key(api_key_id: int) -> None:
 # The pipeline
 #
 
-NARROWING_HINTS = {
+NARROWING_HINTS: dict[str, str] = {
     ToolType.QUERY_DATA: "filter or project in the JMESPath expression, e.g. `[?status=='paid'].id` or `[0:20]`",
     ToolType.GET_ALL_DATA: "use a query_data, preview or select tool of this table instead",
     ToolType.PREVIEW: "pass a smaller `limit` (and page with `offset`)",
@@ -360,7 +360,10 @@ def _authorize(target: CallTarget, name: str) -> CallOutcome | None:
 
 
 def _tool(target: CallTarget) -> Tool:
-    return target.tool if target.tool is not None else tool_cache.get(target.tool_id, target.tool_changed)
+    if target.tool is not None:
+        return target.tool
+    assert target.tool_id is not None, "only a found target has a tool"
+    return tool_cache.get(target.tool_id, target.tool_changed)
 
 
 def _execute(caller: Caller, target: CallTarget, name: str, arguments: Any) -> CallOutcome:
@@ -487,9 +490,9 @@ def _record(caller: Caller, target: CallTarget, outcome: CallOutcome, at: dateti
     except IntegrityError as exc:
         logger.info("Recording a call found a row deleted meanwhile (%s); writing it as it is now.", exc)
     with transaction.atomic():
-        row = _as_now(row)
-        if row is not None:
-            _write(caller, outcome, row, at, count_use=counted, touch_key=touch_key)
+        current = _as_now(row)
+        if current is not None:
+            _write(caller, outcome, current, at, count_use=counted, touch_key=touch_key)
 
 
 def _write(caller: Caller, outcome: CallOutcome, row: _Row, at: datetime, *, count_use: bool, touch_key: bool) -> None:
