@@ -92,7 +92,7 @@ _database_url = os.environ.get("DATABASE_URL", "").strip()
 if _database_url:
     DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60, conn_health_checks=True)}
 else:
-    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": BASE_DIR / "db.sqlite3"}}
+    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(BASE_DIR / "db.sqlite3")}}
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # SPEC §3: SQLite must not lose writes either. IMMEDIATE transactions take the write lock at

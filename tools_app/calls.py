@@ -269,7 +269,9 @@ def touch_key(api_key_id: int) -> None:
 # The pipeline
 #
 
-NARROWING_HINTS = {value: spec.narrowing_hint for value, spec in TOOL_TYPES.items() if spec.narrowing_hint}
+NARROWING_HINTS: dict[str, str] = {
+    value: spec.narrowing_hint for value, spec in TOOL_TYPES.items() if spec.narrowing_hint
+}
 
 
 def over_limit(tool_type: str | None, size: int, limit: int | None) -> bool:
@@ -356,7 +358,10 @@ def _authorize(target: CallTarget, name: str) -> CallOutcome | None:
 
 
 def _tool(target: CallTarget) -> Tool:
-    return target.tool if target.tool is not None else tool_cache.get(target.tool_id, target.tool_changed)
+    if target.tool is not None:
+        return target.tool
+    assert target.tool_id is not None, "only a found target has a tool"
+    return tool_cache.get(target.tool_id, target.tool_changed)
 
 
 def _execute(caller: Caller, target: CallTarget, name: str, arguments: Any) -> CallOutcome:

@@ -17,10 +17,10 @@ from rest_framework.response import Response
 
 from tools_app import services
 from tools_app.calls import Caller, run_tool_call, target_of_tool
-from tools_app.filtersets import ToolFilterSet
 from tools_app.models import Surface, Table, Tool
 
 from .filters import OrderingFilter
+from .filtersets import ToolFilterSet
 from .renderers import JSONRenderer
 from .serializers import TableSerializer, ToolCallResultSerializer, ToolCallSerializer, ToolSerializer
 

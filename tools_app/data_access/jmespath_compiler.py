@@ -18,7 +18,7 @@ interpreter for that subtree, so a newer parser never produces wrong results her
 import operator
 from collections.abc import Callable
 from numbers import Number
-from typing import Any
+from typing import Any, cast
 
 from jmespath import functions as jmespath_functions
 from jmespath import visitor
@@ -30,8 +30,9 @@ Evaluator = Callable[[Any], Any]
 
 _FUNCTIONS = jmespath_functions.Functions()
 _INTERPRETER = visitor.TreeInterpreter()
-_equals = visitor._equals
-_is_comparable = visitor._is_comparable
+# Private helpers of jmespath's interpreter; its type stubs leave them out.
+_equals = visitor._equals  # type: ignore[attr-defined]
+_is_comparable = visitor._is_comparable  # type: ignore[attr-defined]
 _ORDERING = {"lt": operator.lt, "gt": operator.gt, "lte": operator.le, "gte": operator.ge}
 # Exact types whose ordering never raises against a number: the fast path of `total > `500``.
 _PLAIN_NUMBERS = (int, float)
@@ -65,7 +66,8 @@ class CompiledExpression:
 
 def compile_query(expression: str) -> CompiledExpression:
     """Parse with jmespath's parser (its ParseError propagates), then compile the tree."""
-    return CompiledExpression(expression, Parser().parse(expression).parsed)
+    # The parser's nodes are plain dicts (the stubs type them as a TypedDict, which is no `dict`).
+    return CompiledExpression(expression, cast(dict, Parser().parse(expression).parsed))
 
 
 class _ExpressionAdapter:
@@ -116,7 +118,7 @@ def compile_predicate(node: dict) -> Callable[[Any], bool]:
 
 
 def _interpreted(node: dict) -> Evaluator:
-    return lambda value: _INTERPRETER.visit(node, value)
+    return lambda value: _INTERPRETER.visit(cast(Any, node), value)
 
 
 #
@@ -183,7 +185,7 @@ def _expref(node: dict) -> Evaluator:
     # A new object per evaluation, as in the interpreter (two exprefs never compare equal).
     child = node["children"][0]
     adapter = _ExpressionAdapter(compile_ast(child))
-    return lambda value: visitor._Expression(child, adapter)
+    return lambda value: visitor._Expression(child, adapter)  # type: ignore[arg-type]  # stands in for it
 
 
 #

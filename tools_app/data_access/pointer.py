@@ -67,7 +67,7 @@ def replace(document: Any, tokens: tuple[str, ...], new_value: Any) -> Any:
         return copy
     if isinstance(document, list):
         index = int(head)
-        copy = list(document)
-        copy[index] = replace(document[index], rest, new_value) if rest else new_value
-        return copy
+        items = list(document)
+        items[index] = replace(document[index], rest, new_value) if rest else new_value
+        return items
     raise ToolError(ErrorCode.MOUNT_NOT_FOUND, "The mount's parent is not an object or an array.")

@@ -135,7 +135,7 @@ def _free_expref(node: Any) -> bool:
         return True
     children = node.get("children") or []
     if node.get("type") == "function_expression":
-        consumed = _EXPREF_ARGUMENT.get(node.get("value"))
+        consumed = _EXPREF_ARGUMENT.get(node.get("value", ""))
         return any(
             _free_expref(child["children"][0] if index == consumed and child.get("type") == "expref" else child)
             for index, child in enumerate(children)

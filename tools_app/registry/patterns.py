@@ -102,7 +102,7 @@ def _escape(pattern: str, i: int, in_brackets: bool) -> tuple[str, int]:
     if char.isdigit():
         octal = re.match(r"[0-7]{1,3}", pattern[i + 1 : i + 4])
         is_octal = in_brackets or char == "0" or (octal is not None and len(octal.group()) == 3)
-        if not is_octal:
+        if not is_octal or octal is None:  # None only for \8 or \9 in [...], which re.compile refuses
             raise PatternError(f"a backreference \\{char}")
         return _hex(chr(int(octal.group(), 8))), i + 1 + len(octal.group())
     # An escaped symbol is that character; Python refuses unknown letter escapes before this runs.

@@ -1,4 +1,4 @@
-"""ToolFilterSet: the tool filters of the API list (and of anything else that lists tools).
+"""ToolFilterSet: the tool filters of the API list (a DRF FilterSet, so it lives in the API package).
 
 Every choice starts from the ownership rule: `?table=` and `?mcp_instance=` accept only the caller's
 objects, so another user's id is a 400 naming the parameter (SPEC §6). Category and tags live in
@@ -11,8 +11,8 @@ from django.db.models.constants import LOOKUP_SEP
 from django.db.models.expressions import RawSQL
 from django_filters import rest_framework as filters
 
-from .choices import ToolType, default_category
-from .models import Table, Tool
+from ..choices import ToolType, default_category
+from ..models import Table, Tool
 
 __all__ = ["ToolFilterSet", "category_q", "tag_filter"]
 
