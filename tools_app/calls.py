@@ -516,21 +516,24 @@ def _record_sql(vendor: str) -> tuple[str, str, str, str | None]:
     them as one statement (data-modifying WITH clauses always run), SQLite as up to three. A use or touch
     that is not due names id NULL, which matches no row (and is not sent at all on SQLite)."""
     quote = connection.ops.quote_name
-    log, tool, key = CallLog._meta, Tool._meta, ApiKey._meta
+
+    def column(model: Any, field: str) -> str:
+        return quote(model._meta.get_field(field).column)
+
     columns = [
         "surface", "user", "mcp_instance", "tool", "tool_name", "api_key", "owner", "status", "error_code",
         "error_message", "duration_ms", "created_at",
     ]  # fmt: skip
-    names = ", ".join(quote(log.get_field(name).column) for name in columns)
-    insert = f"INSERT INTO {quote(log.db_table)} ({names}) VALUES ({', '.join(['%s'] * len(columns))})"
-    use_count, last_used = (quote(tool.get_field(name).column) for name in ("use_count", "last_used"))
+    names = ", ".join(column(CallLog, name) for name in columns)
+    insert = f"INSERT INTO {quote(CallLog._meta.db_table)} ({names}) VALUES ({', '.join(['%s'] * len(columns))})"
+    use_count, last_used = column(Tool, "use_count"), column(Tool, "last_used")
     use = (
-        f"UPDATE {quote(tool.db_table)} SET {use_count} = {use_count} + 1, {last_used} = %s"
-        f" WHERE {quote(tool.pk.column)} = %s"
+        f"UPDATE {quote(Tool._meta.db_table)} SET {use_count} = {use_count} + 1, {last_used} = %s"
+        f" WHERE {column(Tool, 'id')} = %s"
     )
     touch = (
-        f"UPDATE {quote(key.db_table)} SET {quote(key.get_field('last_used_at').column)} = %s"
-        f" WHERE {quote(key.pk.column)} = %s"
+        f"UPDATE {quote(ApiKey._meta.db_table)} SET {column(ApiKey, 'last_used_at')} = %s"
+        f" WHERE {column(ApiKey, 'id')} = %s"
     )
     combined = f"WITH used AS ({use} RETURNING 1), touched AS ({touch} RETURNING 1) {insert}"
     return use, touch, insert, combined if vendor == "postgresql" else None
@@ -539,9 +542,9 @@ def _record_sql(vendor: str) -> tuple[str, str, str, str | None]:
 def _write(caller: Caller, outcome: CallOutcome, row: _Row, at: datetime, *, count_use: bool, touch_key: bool) -> None:
     error = outcome.error
     when = connection.ops.adapt_datetimefield_value(at)
-    use = [when, row.tool_id if count_use else None]
-    touch = [when, row.api_key_id if touch_key else None]
-    values = [
+    use: list[Any] = [when, row.tool_id if count_use else None]
+    touch: list[Any] = [when, row.api_key_id if touch_key else None]
+    values: list[Any] = [
         str(caller.surface),
         row.user_id,
         row.instance_id,

@@ -49,6 +49,8 @@ def read_mount(tool: Tool) -> tuple[Mount, int, Any]:
     from .. import services  # services imports this package's cache; import here to keep the cycle out
 
     mount = _mount(tool)
+    if tool.table_id is None:
+        raise ToolError(ErrorCode.MOUNT_NOT_FOUND, f"The tool {tool.name!r} has no table.")
     try:
         version, data = services.table_data(tool.table_id)
     except Table.DoesNotExist as exc:
@@ -61,6 +63,8 @@ def write_mount(tool: Tool, build: Callable[[Mount, dict], Any], arguments: dict
     from .. import services
 
     mount = _mount(tool)
+    if tool.table_id is None:
+        raise ToolError(ErrorCode.MOUNT_NOT_FOUND, f"The tool {tool.name!r} has no table.")
     try:
         version, count = services.table_write(table_id=tool.table_id, change=build(mount, arguments))
     except Table.DoesNotExist as exc:

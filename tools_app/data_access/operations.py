@@ -186,14 +186,12 @@ def create(mount: Mount, arguments: dict):
             new_keys: list[str] = [
                 _record_key(element, i, mount.key_field, "create") for i, element in enumerate(elements)
             ]
-            updated = list(container)
-            updated.extend(elements)
+            updated: list | dict = [*container, *elements]
         else:
             existing = set(container)
             pairs = [_entry_pair(element, i, "create") for i, element in enumerate(elements)]
             new_keys = [key for key, _ in pairs]
-            updated = dict(container)
-            updated.update(pairs)
+            updated = {**container, **dict(pairs)}
         seen: set[str] = set()
         for index, key in enumerate(new_keys):
             if key in existing:
@@ -221,7 +219,7 @@ def update(mount: Mount, arguments: dict):
     def change(data: Any) -> tuple[Any, int]:
         container = mount.collection(data)
         if isinstance(container, list):
-            positions = {}
+            positions: dict[str, int] = {}
             for position, item in enumerate(container):
                 if isinstance(item, dict) and mount.key_field in item:
                     positions.setdefault(_key(item[mount.key_field]), position)

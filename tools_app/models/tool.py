@@ -55,7 +55,7 @@ class Tool(OwnedModel):
     use_count = models.PositiveBigIntegerField(default=0, editable=False)
     last_used = models.DateTimeField(null=True, blank=True, editable=False)
 
-    objects = ToolQuerySet.as_manager()
+    objects = ToolQuerySet.as_manager()  # type: ignore[misc]  # a narrower queryset than OwnedModel's
 
     class Meta:
         ordering = ["name", "id"]

@@ -151,7 +151,8 @@ def tools_by_category(*, scope: Any, category: str, limit: int = 20) -> dict[str
         categories = [{"category": name, "count": count} for name, count in sorted(index.categories.items())]
         lines = [f"## Tool categories ({len(categories)})", ""]
         lines += [
-            f"- **{_md_escape(c['category'])}**: {c['count']} tool{'s' if c['count'] != 1 else ''}" for c in categories
+            f"- **{_md_escape(str(c['category']))}**: {c['count']} tool{'s' if c['count'] != 1 else ''}"
+            for c in categories
         ] or ["No tools."]
         return {
             "category": "all",

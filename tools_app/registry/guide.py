@@ -71,7 +71,8 @@ def _example_value(spec: Any) -> Any:
     kind = spec.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "string")
-    return {"integer": 1, "number": 1, "boolean": True, "array": [], "object": {}}.get(kind, "...")
+    examples: dict[Any, Any] = {"integer": 1, "number": 1, "boolean": True, "array": [], "object": {}}
+    return examples.get(kind, "...")
 
 
 def _generated_example(doc: ToolDoc) -> str:
