@@ -31,6 +31,9 @@ from tools_app.data_access.jmespath_compiler import compile_query
 from tools_app.data_access.query import compile_expression, run_query
 
 COMPLIANCE_DIR = Path(__file__).parent / "jmespath_compliance"
+REQUIREMENTS = Path(__file__).resolve().parents[2] / "requirements.txt"
+# The jmespath release whose TreeInterpreter the compiler reproduces and whose private names it uses.
+JMESPATH_VERSION = "1.1.0"
 # Some cases use the legacy `literal` string syntax on purpose; jmespath warns about it.
 pytestmark = pytest.mark.filterwarnings("ignore:deprecated string literal syntax:PendingDeprecationWarning")
 
@@ -151,3 +154,31 @@ def test_listed_deviations_are_cases_jmespath_itself_fails():
         assert "result" in case, case_id
         assert interpreted != ("ok", _typed(case["result"])), f"{case_id} passes now: remove it from the list"
     assert checked == list(INTERPRETER_DEVIATIONS)
+
+
+def test_installed_jmespath_is_the_version_the_compiler_reproduces():
+    """The compiler copies jmespath 1.1.0's semantics and reaches into its private names: another version fails."""
+    # given
+    installed = jmespath.__version__
+    # when
+    matches = installed == JMESPATH_VERSION
+    # then
+    assert matches, (
+        f"jmespath {installed} is installed, but tools_app/data_access/jmespath_compiler.py reproduces jmespath "
+        f"{JMESPATH_VERSION}'s TreeInterpreter and uses its private names (visitor._equals, visitor._is_comparable, "
+        "visitor._Expression, Functions.FUNCTION_TABLE, functions.REVERSE_TYPES_MAP; query.py uses "
+        "visitor._Expression too). Before moving the pin in requirements.txt: vendor the compliance suite of the "
+        "new release (tools_app/tests/jmespath_compliance/README.md), run this module and "
+        "test_jmespath_compiler.py, review each private name against the new jmespath/visitor.py and "
+        "jmespath/functions.py, then update JMESPATH_VERSION here."
+    )
+
+
+def test_requirements_pin_the_version_the_compiler_reproduces():
+    """requirements.txt installs exactly the jmespath release the compiler was written against."""
+    # given
+    lines = REQUIREMENTS.read_text(encoding="utf-8").splitlines()
+    # when
+    pins = [line.split("#")[0].strip() for line in lines if line.lower().startswith("jmespath")]
+    # then
+    assert pins == [f"jmespath=={JMESPATH_VERSION}"]
