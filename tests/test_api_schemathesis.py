@@ -1,12 +1,14 @@
 """Property-based run of the OpenAPI schema against the live app (issue #4): zero server errors.
 
 schemathesis reads /api/schema/ from the WSGI application in process and generates requests for every
-operation, positive and negative, as an authenticated user that owns one object of each kind. Bounded:
-at most MAX_EXAMPLES examples per operation and TIME_BUDGET seconds for the whole run (examples past the
-budget pass without a request), so the suite's time stays predictable on the 2-core machines.
-"""
+operation, positive and negative, as an authenticated user that owns one object of each kind.
 
-import time
+Bounded by example count only, never by time: every example sends its request and is checked, and
+any 5xx answer fails the test (not_a_server_error), as does an answer the schema does not document.
+Per operation, schemathesis's coverage phase sends the fixed set of cases the schema defines (about
+3,300 requests in all) and the fuzzing phase MAX_EXAMPLES generated ones, derandomized, so every run
+generates the same examples.
+"""
 
 import pytest
 import schemathesis
@@ -23,10 +25,10 @@ from tests.api_helpers import fast_passwords  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.usefixtures("fast_passwords")
 
-MAX_EXAMPLES = 25
-TIME_BUDGET = 180.0  # seconds, for all operations together
-
-_started: list[float] = []
+# Generated examples per operation (the fuzzing phase). With 30, the whole file takes about 95 s on
+# SQLite and 105 s on PostgreSQL on a 2-core machine; each 5 more add about 6 s. Measure again before
+# raising it.
+MAX_EXAMPLES = 30
 
 
 def _owned(model, owner):
@@ -111,10 +113,6 @@ schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
 )
 def test_no_operation_answers_a_server_error(case, owner_with_token):
     """Every generated request, valid or not, gets a non-5xx answer that matches the documented schema."""
-    if not _started:
-        _started.append(time.monotonic())
-    if time.monotonic() - _started[0] > TIME_BUDGET:
-        return
     owner, headers = owner_with_token
     # Generated ids almost never exist: two numeric ids in three (0 included, the most frequent) are pointed
     # at a real object of the owner, re-created after a DELETE, so updates, calls and deletes run on real

@@ -1,15 +1,14 @@
 """The JMESPath compiler gives exactly what jmespath 1.1.0's interpreter gives (differential tests).
 
-Three sources of expressions: a fixed table over several documents, a hypothesis grammar of
-expressions and JSON documents, and the JMESPath compliance suite (vendored under
-jmespath_compliance/, see its LICENSE). Results are compared by `_canonical`, which tells true from
-1 and 1.0 from 1 and keeps key order, so `[1] == [True]` style coincidences cannot hide a bug.
-Errors must match too: same exception class and message.
+Two sources of expressions: a fixed table over several documents, and a hypothesis grammar of
+expressions and JSON documents (the JMESPath compliance suite runs in test_jmespath_compliance.py).
+Results are compared by `_canonical`, which tells true from 1 and 1.0 from 1 and keeps key order, so
+`[1] == [True]` style coincidences cannot hide a bug. Errors must match too: same exception class and
+message.
 """
 
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 import jmespath
@@ -22,10 +21,6 @@ from jmespath import visitor
 from tools_app.data_access.errors import ErrorCode, ToolError
 from tools_app.data_access.jmespath_compiler import CompiledExpression, compile_ast, compile_query
 from tools_app.data_access.query import compile_expression, run_query
-
-COMPLIANCE_DIR = Path(__file__).parent / "jmespath_compliance"
-# Some suite cases use the legacy `literal` string syntax on purpose; jmespath warns about it.
-pytestmark = pytest.mark.filterwarnings("ignore:deprecated string literal syntax:PendingDeprecationWarning")
 
 
 def _canonical(value: Any) -> Any:
@@ -581,63 +576,3 @@ def test_generated_expressions_match_interpreter(expression, data):
     outcomes = [_assert_same(expression, document) for document in [data, *QUIRK_DOCUMENTS]]
     # then
     assert len(outcomes) == 1 + len(QUIRK_DOCUMENTS)
-
-
-#
-# The JMESPath compliance suite
-#
-
-
-def _compliance_cases() -> list:
-    cases = []
-    for path in sorted(COMPLIANCE_DIR.glob("*.json")):
-        for group_index, group in enumerate(json.loads(path.read_text())):
-            for case_index, case in enumerate(group["cases"]):
-                case_id = f"{path.stem}-{group_index}-{case_index}"
-                cases.append(pytest.param(case_id, group["given"], case, id=case_id))
-    return cases
-
-
-COMPLIANCE_CASES = _compliance_cases()
-
-
-def test_compliance_suite_is_present():
-    """The vendored suite is there, so the parametrised test below is not silently empty."""
-    # given / when
-    count = len(COMPLIANCE_CASES)
-    # then
-    assert count == 332
-
-
-# Cases whose expectation (from an older suite) jmespath 1.1.0 itself no longer meets; the
-# compiler follows the interpreter: to_string() writes compact JSON ("[0,1]"), and a projection of
-# a missing field is null rather than [].
-INTERPRETER_DEVIATIONS = {"functions-0-83", "wildcard-10-8", "wildcard-10-9"}
-
-
-@pytest.mark.parametrize(("case_id", "given_document", "case"), COMPLIANCE_CASES)
-def test_compliance_case_matches_interpreter(case_id, given_document, case):
-    """Each case gives the interpreter's outcome and the suite's expected result; its errors are INVALID_QUERY."""
-    # given
-    expression = case["expression"]
-    try:
-        jmespath.compile(expression)
-    except (jmespath_errors.JMESPathError, RecursionError):
-        # Rejected by the parser both ways (a syntax-error case, or syntax newer than jmespath 1.1.0).
-        with pytest.raises(ToolError) as caught:
-            compile_expression(expression)
-        assert caught.value.code == ErrorCode.INVALID_QUERY
-        return
-    # when
-    expected = _outcome(jmespath.compile(expression).search, given_document)
-    actual = _outcome(compile_query(expression).search, given_document)
-    # then
-    assert actual == expected
-    if case_id in INTERPRETER_DEVIATIONS:
-        assert actual != ("ok", _canonical(case["result"]))
-    elif "result" in case:
-        assert actual == ("ok", _canonical(case["result"]))
-    else:
-        with pytest.raises(ToolError) as caught:
-            run_query(expression, given_document)
-        assert caught.value.code == ErrorCode.INVALID_QUERY
