@@ -9,14 +9,13 @@ can be handed to the SDK without a database round trip; the MCP handlers then re
 instance in the same query that loads what they need (SPEC §1: every request sees the database's state).
 """
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
+from tools_app.caches import LruCache
 from tools_app.models import ApiKey, McpInstance
 
 
@@ -122,36 +121,26 @@ class AuthCache:
     """(slug, key hash) -> Caller for keys seen valid in this process; a hint only, re-checked per request."""
 
     def __init__(self, capacity: int = 4096):
-        self._entries: OrderedDict[tuple[str, str], Caller] = OrderedDict()
-        self._lock = threading.Lock()
-        self._capacity = capacity
+        self._store: LruCache[tuple[str, str], Caller] = LruCache("mcp-auth", capacity=capacity)
 
     def get(self, slug: str, key_hash: str | None) -> Caller | None:
-        if key_hash is None:
-            return None
-        with self._lock:
-            return self._entries.get((slug, key_hash))
+        return None if key_hash is None else self._store.get((slug, key_hash))
 
     def put(self, slug: str, key_hash: str, caller: Caller) -> None:
-        with self._lock:
-            self._entries[(slug, key_hash)] = caller
-            while len(self._entries) > self._capacity:
-                self._entries.popitem(last=False)
+        self._store.put((slug, key_hash), caller)
 
     def forget(self, slug: str, key_hash: str | None) -> None:
-        if key_hash is None:
-            return
-        with self._lock:
-            self._entries.pop((slug, key_hash), None)
+        if key_hash is not None:
+            self._store.pop((slug, key_hash))
 
     def discard(self, caller: Caller) -> None:
-        with self._lock:
-            for key in [key for key, value in self._entries.items() if value == caller]:
-                del self._entries[key]
+        self._store.discard_where(lambda key, value: value == caller)
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
+        self._store.clear()
+
+    def __len__(self) -> int:
+        return len(self._store)
 
 
 auth_cache = AuthCache()

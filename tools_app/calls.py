@@ -25,7 +25,6 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -36,6 +35,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from .caches import LruCache
 from .choices import READ_TYPES, REGISTRY_TYPES, ToolType
 from .data_access import ToolError, execute
 from .errors import ErrorCode
@@ -172,37 +172,18 @@ class ResultCache:
     """
 
     def __init__(self, max_bytes: int = 32 * 1024 * 1024, max_entry_bytes: int = 1024 * 1024):
-        self._entries: OrderedDict[tuple, tuple[Any, str]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-        self.max_bytes = max_bytes
-        self.max_entry_bytes = max_entry_bytes
+        self._store: LruCache[tuple, tuple[Any, str]] = LruCache(
+            "results", max_weight=max_bytes, max_entry_weight=max_entry_bytes, weigh=lambda entry: len(entry[1])
+        )
 
     def get(self, key: tuple) -> tuple[Any, str] | None:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-            return entry
+        return self._store.get(key)
 
     def put(self, key: tuple, value: Any, text: str) -> None:
-        size = len(text)
-        if size > self.max_entry_bytes:
-            return
-        with self._lock:
-            previous = self._entries.pop(key, None)
-            if previous is not None:
-                self._bytes -= len(previous[1])
-            self._entries[key] = (value, text)
-            self._bytes += size
-            while self._bytes > self.max_bytes and self._entries:
-                _, (_, evicted) = self._entries.popitem(last=False)
-                self._bytes -= len(evicted)
+        self._store.put(key, (value, text))
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._bytes = 0
+        self._store.clear()
 
 
 class ToolCache:
@@ -210,34 +191,24 @@ class ToolCache:
     so an edit through any worker is a miss on the next call. Cached tools are only read, never changed."""
 
     def __init__(self, capacity: int = 1024):
-        self._entries: OrderedDict[tuple, Tool] = OrderedDict()
-        self._lock = threading.Lock()
-        self.capacity = capacity
+        self._store: LruCache[tuple, Tool] = LruCache("tools", capacity=capacity)
 
     def get(self, tool_id: int, changed: Any) -> Tool:
         key = (tool_id, changed)
-        with self._lock:
-            tool = self._entries.get(key)
-            if tool is not None:
-                self._entries.move_to_end(key)
-                return tool
-        tool = Tool.objects.get(pk=tool_id)
-        with self._lock:
-            self._entries[key] = tool
-            while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
+        tool = self._store.get(key)
+        if tool is None:
+            tool = self._store.put(key, Tool.objects.get(pk=tool_id))
         return tool
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
+        self._store.clear()
 
 
 class KeyTouches:
     """When a key's last_used_at is worth writing: at most once per KEY_TOUCH_INTERVAL per key and process."""
 
     def __init__(self) -> None:
-        self._last: dict[int, float] = {}
+        self._last: LruCache[int, float] = LruCache("key-touches", capacity=100_000)
         self._lock = threading.Lock()
 
     def due(self, api_key_id: int, now: float | None = None) -> bool:
@@ -246,12 +217,11 @@ class KeyTouches:
             last = self._last.get(api_key_id)
             if last is not None and now - last < KEY_TOUCH_INTERVAL:
                 return False
-            self._last[api_key_id] = now
+            self._last.put(api_key_id, now)
             return True
 
     def clear(self) -> None:
-        with self._lock:
-            self._last.clear()
+        self._last.clear()
 
 
 result_cache = ResultCache()

@@ -265,13 +265,13 @@ def test_revoked_key_leaves_the_auth_cache(served):
 
     harness = Harness()
     warm(harness, served["key"], LEGACY)
-    assert len(auth_cache._entries) == 1
+    assert len(auth_cache) == 1
     revoke(served)
     # when
     response = post_raw(harness, "[]", key=served["key"])
     # then
     assert response.status_code == 401
-    assert len(auth_cache._entries) == 0
+    assert len(auth_cache) == 0
 
 
 @pytest.mark.parametrize("era", ERAS)

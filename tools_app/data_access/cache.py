@@ -7,12 +7,12 @@ writes build new containers along the changed path (pointer.replace), so a reade
 thread never sees a half-applied write.
 """
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+
+from ..caches import LruCache
 
 
 @dataclass
@@ -24,41 +24,31 @@ class CachedTable:
 
 
 class TableCache:
+    """Parsed documents by table id, each with its version (one entry per table: an old version is replaced,
+    not kept beside the new one, since a document can be tens of MB)."""
+
     def __init__(self) -> None:
-        self._entries: OrderedDict[int, CachedTable] = OrderedDict()
-        self._lock = threading.Lock()
+        self._store: LruCache[int, CachedTable] = LruCache(
+            "tables", capacity=lambda: int(getattr(settings, "TOOLHUB_DATA_CACHE_TABLES", 16))
+        )
 
     @property
     def capacity(self) -> int:
-        return int(getattr(settings, "TOOLHUB_DATA_CACHE_TABLES", 16))
+        return self._store.capacity or 0
 
     def get(self, table_id: int, version: int) -> CachedTable | None:
-        with self._lock:
-            entry = self._entries.get(table_id)
-            if entry is None or entry.version != version:
-                return None
-            self._entries.move_to_end(table_id)
-            return entry
+        entry = self._store.get(table_id)
+        return entry if entry is not None and entry.version == version else None
 
     def put(self, table_id: int, version: int, data: Any) -> CachedTable:
-        entry = CachedTable(version=version, data=data)
-        with self._lock:
-            current = self._entries.get(table_id)
-            if current is not None and current.version > version:
-                return current  # a newer version arrived first; keep it
-            self._entries[table_id] = entry
-            self._entries.move_to_end(table_id)
-            while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
-        return entry
+        # A newer version stored first (by a later write in another thread) is kept.
+        return self._store.put(table_id, CachedTable(version=version, data=data), unless=lambda c: c.version > version)
 
     def discard(self, table_id: int) -> None:
-        with self._lock:
-            self._entries.pop(table_id, None)
+        self._store.pop(table_id)
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
+        self._store.clear()
 
 
 table_cache = TableCache()

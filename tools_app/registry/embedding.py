@@ -27,12 +27,12 @@ import logging
 import os
 import random
 import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from django.db import DatabaseError, transaction
 
+from ..caches import LruCache
 from ..data_access.errors import ToolError
 from ..errors import ErrorCode
 
@@ -208,17 +208,10 @@ class VectorCache:
     """Vectors by text: a per-process LRU in front of the shared EmbeddingVector table."""
 
     def __init__(self, capacity: int = 20000) -> None:
-        self.capacity = capacity
-        self._vectors: OrderedDict[str, Any] = OrderedDict()
-        self._lock = threading.Lock()
+        self._vectors: LruCache[str, Any] = LruCache("embedding-vectors", capacity=capacity)
 
     def _remember(self, found: dict[str, Any]) -> None:
-        with self._lock:
-            for key, vector in found.items():
-                self._vectors[key] = vector
-                self._vectors.move_to_end(key)
-            while len(self._vectors) > self.capacity:
-                self._vectors.popitem(last=False)
+        self._vectors.put_many(found.items())
 
     def embed(self, encoder: Encoder, texts: list[str], *, persist: bool = False) -> Any:
         """One row per text. With `persist`, texts missing here are looked up in the database, and
@@ -227,8 +220,7 @@ class VectorCache:
         if not texts:
             return np.zeros((0, DIMENSION), dtype=np.float32)
         keys = [text_key(text) for text in texts]
-        with self._lock:
-            found = {key: self._vectors[key] for key in keys if key in self._vectors}
+        found = {key: vector for key in keys if (vector := self._vectors.get(key)) is not None}
         missing: dict[str, str] = {}
         for key, text in zip(keys, texts, strict=True):
             if key not in found:
@@ -267,8 +259,7 @@ class VectorCache:
         return found
 
     def clear(self) -> None:
-        with self._lock:
-            self._vectors.clear()
+        self._vectors.clear()
 
 
 _state: dict[str, Any] = {}

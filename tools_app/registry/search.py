@@ -25,12 +25,13 @@ import math
 import re
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
+from ..caches import LruCache
 from ..data_access.errors import ToolError
 from ..errors import ErrorCode
 from . import embedding
@@ -408,33 +409,25 @@ def validate_method(method: str) -> str:
 
 
 class IndexCache:
+    """Search indexes by registry-scope fingerprint (tools_app.caches)."""
+
     def __init__(self, capacity: int = 64) -> None:
-        self.capacity = capacity
-        self._entries: OrderedDict[tuple, Index] = OrderedDict()
-        self._lock = threading.Lock()
+        self._store: LruCache[tuple, Index] = LruCache("search-indexes", capacity=capacity)
         self.builds = 0
 
     def get(self, scope: Any) -> Index:
         # Fingerprint first, entries second: the snapshot is never older than the key it is stored under.
         key = scope.fingerprint()
-        with self._lock:
-            index = self._entries.get(key)
-            if index is not None:
-                self._entries.move_to_end(key)
-                return index
-        index = build_index(scope.entries())
-        with self._lock:
+        index = self._store.get(key)
+        if index is None:
+            index = build_index(scope.entries())
             self.builds += 1
-            self._entries[key] = index
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
+            self._store.put(key, index)
         return index
 
     def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self.builds = 0
+        self._store.clear()
+        self.builds = 0
 
 
 def build_index(entries: Iterable[Any]) -> Index:
