@@ -167,3 +167,27 @@ def test_every_error_code_is_documented_with_its_meaning():
     for code, meaning in ERROR_CODES.items():
         assert f"| {meaning.status} |" in documented[str(code)]
         assert meaning.meaning in documented[str(code)]
+
+
+@pytest.mark.parametrize("method", ["post", "patch"])
+def test_an_api_write_validates_the_tool_once(method, owner, table, make_tool, monkeypatch):
+    """Validation runs once per write, in the service (issue 7: Tool.clean ran twice per API write)."""
+    # given
+    tool = make_tool(owner, table, name="orders_query")
+    original, runs = Tool.clean, []
+
+    def counted(self):
+        runs.append(self.name)
+        return original(self)
+
+    monkeypatch.setattr(Tool, "clean", counted)
+    api = client_for(owner)
+    # when
+    if method == "post":
+        body = {"name": "orders_all", "type": "get_all_data", "table": table.pk, "description": "All orders."}
+        response = api.post("/api/tools/", body, format="json")
+    else:
+        response = api.patch(f"/api/tools/{tool.pk}/", {"description": "Query orders."}, format="json")
+    # then
+    assert response.status_code == (201 if method == "post" else 200)
+    assert runs == ["orders_all" if method == "post" else "orders_query"]

@@ -49,11 +49,13 @@ class OwnedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
 
 
 class FullCleanModelSerializer(serializers.ModelSerializer):
-    """Runs Model.full_clean() on the would-be instance during validation (NetBox's pattern).
+    """A model serializer whose writes go through the services, which run Model.full_clean() (issue 7:
+    validation runs once per write, in the service; its ValidationError is the API's 400 naming the fields,
+    through the exception handler).
 
-    Subclasses write through services in create()/update(); `full_clean_kwargs` lets a model leave
-    a check to its service (e.g. Binding names, decided under a lock). Give every subclass its own
-    docstring, written for API clients: it is the resource's description in /api/schema/.
+    Subclasses write through services in create()/update(); `full_clean_kwargs` is what a model leaves to
+    its service when the input is checked again after a lost race (see save()). Give every subclass its
+    own docstring, written for API clients: it is the resource's description in /api/schema/.
     """
 
     full_clean_kwargs: dict[str, Any] = {}
@@ -72,28 +74,26 @@ class FullCleanModelSerializer(serializers.ModelSerializer):
             setattr(instance, key, value)
         return instance
 
-    def validate(self, attrs):
-        attrs = super().validate(attrs)
-        instance = self.build_instance(attrs)
+    def full_clean(self, attrs: dict[str, Any]) -> None:
+        """The model's validation of the would-be instance, as a DRF ValidationError."""
         try:
-            instance.full_clean(**self.full_clean_kwargs)
+            self.build_instance(attrs).full_clean(**self.full_clean_kwargs)
         except DjangoValidationError as exc:
             raise serializers.ValidationError(serializers.as_serializer_error(exc)) from exc
-        return attrs
 
     def save(self, **kwargs):
         """Write through the service; a uniqueness race lost after validation is answered like the duplicate.
 
         Two requests can both pass the unique checks (e.g. an instance's slug) before either inserts. The
-        loser's IntegrityError is rolled back to a savepoint and its input validated again, which now sees
-        the winner's row: the same 400 naming the field as a plain duplicate, not a 409.
+        loser's IntegrityError is rolled back to a savepoint and its input validated again by the model,
+        which now sees the winner's row: the same 400 naming the field as a plain duplicate, not a 409.
         """
         try:
             with transaction.atomic():
                 return super().save(**kwargs)
         except IntegrityError:
             if hasattr(self, "initial_data"):
-                self.run_validation(self.initial_data)
+                self.full_clean(self.run_validation(self.initial_data))
             raise
 
 
