@@ -27,7 +27,7 @@ import json, random
 from django.contrib.auth.models import User
 from tools_app import services
 from tools_app.models import Tool
-from mcp_app import services as mcp
+from tools_app import services as mcp
 from tools_app.models import CallLog
 alice = User.objects.get(username="alice")
 table = services.table_create(owner=alice, name={LONG!r}, description="Stock per item. " * 30,
