@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -454,7 +454,7 @@ def _record(caller: Caller, target: CallTarget, outcome: CallOutcome, at: dateti
     touch_key = caller.api_key_id is not None and key_touches.due(caller.api_key_id)
     with _writer():
         try:
-            with transaction.atomic():
+            with _one_unit():
                 _write(caller, outcome, row, at, count_use=count_use, touch_key=touch_key)
             return
         except IntegrityError as exc:
@@ -477,6 +477,16 @@ def _writer() -> Iterator[None]:
         return
     with _sqlite_writer:
         yield
+
+
+def _one_unit() -> Any:
+    """What makes the record's statements one unit: on PostgreSQL outside a transaction, nothing (the record
+    is one statement, committed by itself: one round trip instead of BEGIN, the statement and COMMIT);
+    otherwise an atomic block (a savepoint inside the change's transaction, so a refused row leaves it
+    usable; SQLite's up to three statements)."""
+    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+        return nullcontext()
+    return transaction.atomic()
 
 
 @functools.cache
