@@ -108,11 +108,6 @@ class Tool(OwnedModel):
         if self.output_schema == {}:
             self.output_schema = None
 
-    def _name_clash_errors(self) -> dict[str, list[ValidationError]]:
-        """Friendly pre-check for forms; the unique constraint on bindings is the guarantee."""
-        clashes = self.name_conflicts(self.name)
-        return name_conflict_error("name", self.name, clashes).error_dict if clashes else {}
-
     def name_conflicts(self, new_name: str) -> list["NameClash"]:
         """The other bindings that hold `new_name` (ignoring case) on an instance where this tool is bound
         under its own name, i.e. where renaming it to `new_name` would collide (SPEC §2.4).
@@ -153,8 +148,8 @@ class Tool(OwnedModel):
         if self.output_schema is not None:
             collect("output_schema", validate_json_schema, self.output_schema)
         collect("metadata", validate_metadata, self.metadata)
-        if self.name and "name" not in errors:
-            errors.update(self._name_clash_errors())
+        # The row only (issue 7): whether the name collides on an instance is a cross-row rule, judged by
+        # services.tool_update with selectors.name_clashes.
         if errors:
             raise ValidationError(errors)
 

@@ -190,6 +190,11 @@ def tool_update(*, tool: Tool, **fields: Any) -> Tool:
     tool.full_clean()
     try:
         with transaction.atomic():
+            # SPEC §2.4: the friendly answer naming the tool and the instance (selectors.name_clashes); the
+            # unique constraint on the bindings' name keys is the guarantee (the IntegrityError below).
+            clashes = tool.name_conflicts(tool.name)
+            if clashes:
+                raise name_conflict_error("name", tool.name, clashes)
             # SPEC §2.2: use_count and last_used belong to the calls (F() updates, maybe made since `tool`
             # was read), so an edit writes its own fields only and reports the counters as they are now.
             # FOR UPDATE, not NO KEY UPDATE: a bind reads the tool's name under FOR KEY SHARE (mcp_app

@@ -453,17 +453,21 @@ def test_name_conflicts_name_the_other_tool_and_its_override(owner, table, make_
     assert renamed.name_conflicts("orders_all") == []
 
 
-def test_full_clean_reports_a_rename_into_an_override_naming_the_tool(owner, table, make_tool, instance, bind):
-    """The friendly pre-check of a form: a rename into another binding's override is a NAME_CONFLICT on
-    `name` naming that binding's tool and its override; nothing is saved."""
+def test_a_rename_into_an_override_is_refused_naming_the_tool(owner, table, make_tool, instance, bind):
+    """A rename into another binding's override is a NAME_CONFLICT on `name` naming that binding's tool and
+    its override; nothing is saved. The rule is the service's (selectors.name_clashes): full_clean() checks
+    the row only (issue 7)."""
     # given
+    from tools_app import services
+
     renamed = make_tool(owner, table, name="orders_all", type="get_all_data")
     bind(instance, renamed)
     bind(instance, make_tool(owner, table, name="orders_query"), name_override="find")
     renamed.name = "FIND"
+    renamed.full_clean()  # the row itself is fine
     # when
     with pytest.raises(ValidationError) as caught:
-        renamed.full_clean()
+        services.tool_update(tool=renamed, name="FIND")
     # then
     assert _codes(caught.value) == {"name": ["NAME_CONFLICT"]}
     assert _messages(caught.value, "name") == [
