@@ -121,7 +121,7 @@ def _fast_password_hashing(settings):
 @pytest.fixture(autouse=True)
 def _clear_table_cache():
     """Each test starts with an empty per-process data cache (test databases reuse ids)."""
-    from tools_app.data_access.cache import table_cache
+    from tools_app.services.table_cache import table_cache
 
     table_cache.clear()
     yield

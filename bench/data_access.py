@@ -229,10 +229,10 @@ def run(args: argparse.Namespace, database: ThrowawayDatabase) -> int:
     from django.core.management import call_command
 
     from tools_app import services
-    from tools_app.data_access import execute
-    from tools_app.data_access.cache import table_cache
     from tools_app.data_access.query import compile_expression
     from tools_app.models import Table
+    from tools_app.services.table_cache import table_cache
+    from tools_app.tool_types.execute import execute
 
     print(f"toolhub data-access benchmark — {database.label}")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")

@@ -25,8 +25,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tools_app.calls import Caller, CallOutcome, CallTarget, run_tool_call, tool_cache, touch_key
 from tools_app.choices import REGISTRY_TYPES, ToolType
-from tools_app.data_access import ToolError
-from tools_app.errors import ErrorCode
+from tools_app.errors import ErrorCode, ToolError
 from tools_app.models import Binding, Discovery, McpInstance, Surface, Tool
 from tools_app.registry.export import tool_entry
 from tools_app.selectors import binding_call_target

@@ -12,8 +12,8 @@ from django.db import connection
 from mcp_app.tests.mcp_harness import Harness
 from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
 from tools_app.api.renderers import JSONRenderer
-from tools_app.data_access import ToolError
 from tools_app.data_access.arguments import validate_arguments
+from tools_app.errors import ToolError
 from tools_app.models import Table, Tool
 from tools_app.tool_schemas import default_input_schema
 
@@ -234,9 +234,7 @@ def test_call_arguments_with_a_lone_surrogate_are_invalid_arguments(
 def test_validate_arguments_refuses_surrogates_from_any_caller():
     """The data-access layer itself refuses them (the admin's "try it" parses JSON text too)."""
     with pytest.raises(ToolError) as caught:
-        validate_arguments(
-            schema=default_input_schema("query_data"), tool_type="query_data", arguments={"query": "a\ud800"}
-        )
+        validate_arguments(schema=default_input_schema("query_data"), arguments={"query": "a\ud800"})
     assert caught.value.code == "INVALID_ARGUMENTS"
     assert caught.value.details == {"path": ["query"], "validator": "unicode"}
 

@@ -37,11 +37,11 @@ from django.utils import timezone
 
 from .caches import LruCache
 from .choices import READ_TYPES, REGISTRY_TYPES, ToolType
-from .data_access import ToolError, execute
-from .errors import ErrorCode
+from .errors import ErrorCode, ToolError
 from .models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Tool
 from .services.locks import key_share
 from .tool_types import TOOL_TYPES
+from .tool_types.execute import execute
 
 logger = logging.getLogger(__name__)
 

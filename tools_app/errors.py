@@ -95,4 +95,8 @@ class ToolhubError(Exception):
         return f"{self.code}: {self.message}"
 
 
-__all__ = ["ERROR_CODES", "ErrorCode", "ErrorMeaning", "ToolhubError"]
+class ToolError(ToolhubError):
+    """A tool call that failed for a reason the caller can act on (bad arguments, missing key, ...)."""
+
+
+__all__ = ["ERROR_CODES", "ErrorCode", "ErrorMeaning", "ToolError", "ToolhubError"]

@@ -66,8 +66,8 @@ def _in_threads(count: int, target) -> list:
 
 def _write(create_id: int, update_id: int, worker: int, call: int) -> int:
     """One write call: even calls create a record of their own, odd calls add a field to the shared record."""
-    from tools_app.data_access import execute
     from tools_app.models import Tool
+    from tools_app.tool_types.execute import execute
 
     if call % 2 == 0:
         tool = Tool.objects.get(pk=create_id)

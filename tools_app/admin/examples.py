@@ -10,8 +10,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from tools_app.data_access import ToolError
 from tools_app.data_access.pointer import parse, resolve
+from tools_app.errors import ToolError
 from tools_app.models import Tool
 from tools_app.services import table_data
 from tools_app.tool_types import TOOL_TYPES

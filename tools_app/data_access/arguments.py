@@ -6,9 +6,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from ..tool_schemas import DEFAULT_INPUT_SCHEMAS
+from ..errors import ErrorCode, ToolError
 from ..validators import describe_path, find_surrogate, json_dumps_checked, json_text_has_nul, surrogate_problem
-from .errors import ErrorCode, ToolError
 
 
 @lru_cache(maxsize=512)
@@ -30,8 +29,11 @@ def _describe(error) -> str:
     return f"{where}: {error.message}"
 
 
-def validate_arguments(*, schema: dict[str, Any], tool_type: str, arguments: Any) -> dict[str, Any]:
-    """Check `arguments` against the tool's schema, then against what its type needs.
+def validate_arguments(
+    *, schema: dict[str, Any], arguments: Any, base_schema: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Check `arguments` against the tool's schema, then against `base_schema`, what its type needs (the
+    type's default input schema).
 
     Raises ToolError(INVALID_ARGUMENTS) naming the first failing argument.
     """
@@ -62,7 +64,7 @@ def validate_arguments(*, schema: dict[str, Any], tool_type: str, arguments: Any
             {"path": path, "validator": "unicode"},
         )
     schemas = [schema]
-    base = DEFAULT_INPUT_SCHEMAS.get(tool_type)
+    base = base_schema
     if base is not None and base is not schema:
         # A custom schema may be looser than the type's own: the type's base schema still applies, minus
         # additionalProperties (a custom schema may add documentation-only arguments).

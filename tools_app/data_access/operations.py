@@ -7,8 +7,8 @@ key and are exchanged as {"key", "content"} pairs. Keys compare as strings (SPEC
 
 from typing import Any
 
+from ..errors import ErrorCode, ToolError
 from . import pointer
-from .errors import ErrorCode, ToolError
 from .query import run_query
 from .shape import describe, json_type
 

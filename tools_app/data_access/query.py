@@ -11,7 +11,7 @@ from typing import Any
 from jmespath import exceptions as jmespath_errors
 from jmespath import visitor
 
-from .errors import ErrorCode, ToolError
+from ..errors import ErrorCode, ToolError
 from .jmespath_compiler import CompiledExpression, compile_query
 
 __all__ = ["CompiledExpression", "compile_expression", "run_query"]

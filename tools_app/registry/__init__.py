@@ -14,8 +14,7 @@ from django.db import IntegrityError, transaction
 
 from .. import services
 from ..choices import ToolType
-from ..data_access.errors import ErrorCode, ToolError
-from ..errors import ToolhubError
+from ..errors import ErrorCode, ToolError, ToolhubError
 from ..tool_types import REGISTRY, TOOL_TYPES
 from .export import FORMATS, export_tool, export_tools
 from .guide import PENDING, usage_guide
@@ -271,7 +270,7 @@ def register_tool(
 
 
 #
-# Dispatch from data_access.execute()
+# Dispatch from tool_types.execute.execute()
 #
 
 

@@ -33,8 +33,7 @@ from typing import Any
 from django.db import DatabaseError, transaction
 
 from ..caches import LruCache
-from ..data_access.errors import ToolError
-from ..errors import ErrorCode
+from ..errors import ErrorCode, ToolError
 
 logger = logging.getLogger(__name__)
 

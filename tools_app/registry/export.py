@@ -12,8 +12,7 @@ in `name_map` ({exported name: toolhub name}) and in `notes`, so a caller can ma
 import re
 from typing import Any
 
-from ..data_access.errors import ToolError
-from ..errors import ErrorCode
+from ..errors import ErrorCode, ToolError
 from ..tool_types import TOOL_TYPES
 from ..tool_types.base import ADDITIVE
 from .search import ToolDoc, deep_copy

@@ -64,6 +64,6 @@ class UserScope:
         return ("user", getattr(self.owner, "pk", None), stats["count"], stats["changed"])
 
     def register(self, tool: Tool) -> None:
-        from ..data_access.errors import ErrorCode, ToolError
+        from ..errors import ErrorCode, ToolError
 
         raise ToolError(ErrorCode.REGISTRATION_FAILED, self.registration_refusal, {"reason": "no_instance"})

@@ -32,8 +32,7 @@ from operator import itemgetter
 from typing import Any
 
 from ..caches import LruCache
-from ..data_access.errors import ToolError
-from ..errors import ErrorCode
+from ..errors import ErrorCode, ToolError
 from . import embedding
 from .patterns import PatternError, compile_pattern
 from .text import is_cjk, readable_name, terms

@@ -12,9 +12,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from ..data_access.cache import table_cache
 from ..models import Table, Tool, name_conflict_error
 from .locks import lock_rows
+from .table_cache import table_cache
 
 TOOL_FIELDS = (
     "name",

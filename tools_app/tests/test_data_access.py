@@ -5,8 +5,9 @@ import copy
 
 import pytest
 
-from tools_app.data_access import ErrorCode, ToolError, execute
+from tools_app.errors import ErrorCode, ToolError
 from tools_app.models import Table
+from tools_app.tool_types.execute import execute
 
 pytestmark = pytest.mark.django_db
 

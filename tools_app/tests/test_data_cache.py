@@ -14,10 +14,11 @@ from django.db.models.fields import json as json_field
 from django.test.utils import CaptureQueriesContext
 
 from tools_app import services
-from tools_app.data_access import execute, operations
-from tools_app.data_access.cache import table_cache
-from tools_app.data_access.errors import ErrorCode, ToolError
+from tools_app.data_access import operations
+from tools_app.errors import ErrorCode, ToolError
 from tools_app.models import Table
+from tools_app.services.table_cache import table_cache
+from tools_app.tool_types.execute import execute
 
 RECORDS = [
     {"id": 1, "status": "paid", "total": 10},

@@ -26,9 +26,9 @@ import pytest
 from jmespath import exceptions as jmespath_errors
 from jmespath import visitor
 
-from tools_app.data_access.errors import ErrorCode, ToolError
 from tools_app.data_access.jmespath_compiler import compile_query
 from tools_app.data_access.query import compile_expression, run_query
+from tools_app.errors import ErrorCode, ToolError
 
 COMPLIANCE_DIR = Path(__file__).parent / "jmespath_compliance"
 REQUIREMENTS = Path(__file__).resolve().parents[2] / "requirements.txt"

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools_app.data_access import ToolError
+from tools_app.errors import ToolError
 from tools_app.models import Tool
 from tools_app.registry import get_index, search_tools
 from tools_app.registry.patterns import compile_pattern

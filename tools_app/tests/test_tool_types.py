@@ -14,7 +14,7 @@ from tools_app.choices import (
     ToolType,
     default_category,
 )
-from tools_app.data_access import ErrorCode, ToolError
+from tools_app.errors import ErrorCode, ToolError
 from tools_app.tool_types import KINDS, TOOL_TYPES, check_arguments, check_tool, spec_for
 
 SPECS = list(TOOL_TYPES.values())

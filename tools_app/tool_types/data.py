@@ -31,7 +31,8 @@ EXAMPLE_FIELDS = 3
 
 def run_reader(*, tool: Any, arguments: dict[str, Any], scope: Any = None) -> Any:
     """Run the read operation named like the tool's type over the data at its mount."""
-    from ..data_access import operations, read_mount
+    from ..data_access import operations
+    from .execute import read_mount
 
     mount, _, data = read_mount(tool)
     return operations.READERS[tool.type](data, mount, arguments)
@@ -41,7 +42,8 @@ def writer(operation: str, verb: str):
     """An executor applying the write operation `operation` under the table's lock: {verb: count, "version"}."""
 
     def run(*, tool: Any, arguments: dict[str, Any], scope: Any = None) -> Any:
-        from ..data_access import operations, write_mount
+        from ..data_access import operations
+        from .execute import write_mount
 
         return write_mount(tool, getattr(operations, operation), arguments, verb)
 

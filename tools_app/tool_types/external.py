@@ -7,7 +7,7 @@ from .base import ADDITIVE, EXTERNAL, ToolTypeSpec
 
 def execute(*, tool: Any, arguments: Any, scope: Any = None) -> Any:
     """Refuses: the tool runs on its own server (checked before its arguments)."""
-    from ..data_access.errors import ErrorCode, ToolError
+    from ..errors import ErrorCode, ToolError
 
     where = (tool.metadata or {}).get("mcp_server") or "another MCP server"
     raise ToolError(

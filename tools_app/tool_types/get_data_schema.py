@@ -8,7 +8,8 @@ from .data import JSON_PATH_HELP, no_arguments_example
 
 def execute(*, tool: Any, arguments: dict[str, Any], scope: Any = None) -> Any:
     from .. import services
-    from ..data_access import operations, read_mount
+    from ..data_access import operations
+    from .execute import read_mount
 
     mount, version, data = read_mount(tool)
     # The shape only changes with the data: cached per table version and mount.

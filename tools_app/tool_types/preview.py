@@ -7,7 +7,8 @@ from .data import JSON_PATH_HELP, PREVIEW_KEYS_HELP
 
 
 def execute(*, tool: Any, arguments: dict[str, Any], scope: Any = None) -> Any:
-    from ..data_access import operations, read_mount
+    from ..data_access import operations
+    from .execute import read_mount
 
     mount, _, data = read_mount(tool)
     return operations.preview(data, mount, arguments, (tool.metadata or {}).get("preview_keys"))

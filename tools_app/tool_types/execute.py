@@ -1,0 +1,72 @@
+"""ONE entry point runs every tool type: `execute(tool=, arguments=)` validates the arguments against the
+tool's input schema, then runs its type's `execute` face (tools_app.tool_types). The call pipeline
+(tools_app.calls) is its one caller on every surface. Data types reach their table through read_mount and
+write_mount (the services' cached reads and locked writes, then data_access's operations); registry types
+through tools_app.registry. Every outcome is JSON-able data or a ToolError.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+from ..data_access.arguments import validate_arguments
+from ..data_access.operations import Mount
+from ..errors import ErrorCode, ToolError
+from ..models import Table, Tool
+from . import EXTERNAL, TOOL_TYPES
+
+__all__ = ["execute", "read_mount", "write_mount"]
+
+
+def execute(*, tool: Tool, arguments: Any, scope: Any = None) -> Any:
+    """Validate `arguments` against the tool's schema and run it; return its JSON result.
+
+    `scope` is what registry tools work over (an MCP instance, or a user over the API); data tools
+    ignore it. Raises ToolError with a code (SPEC §8); a failed write leaves data and version as
+    they were.
+    """
+    spec = TOOL_TYPES.get(tool.type)
+    if spec is not None and spec.kind == EXTERNAL:
+        return spec.execute(tool=tool, arguments=arguments, scope=scope)  # refused before its arguments
+    base_schema = spec.input_schema if spec is not None else None
+    arguments = validate_arguments(schema=tool.input_schema, arguments=arguments, base_schema=base_schema)
+    if spec is None:
+        raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, f"The tool type {tool.type!r} cannot be run.")
+    return spec.execute(tool=tool, arguments=arguments, scope=scope)
+
+
+def _mount(tool: Tool) -> Mount:
+    if tool.table_id is None:
+        raise ToolError(ErrorCode.MOUNT_NOT_FOUND, f"The tool {tool.name!r} has no table.")
+    return Mount(tool.json_path, tool.key_field)
+
+
+def _table_gone(tool: Tool, exc: Exception) -> ToolError:
+    return ToolError(ErrorCode.MOUNT_NOT_FOUND, f"The table of the tool {tool.name!r} no longer exists.")
+
+
+def read_mount(tool: Tool) -> tuple[Mount, int, Any]:
+    """A data tool's mount with its table's current version and data."""
+    from .. import services  # services imports this package's cache; import here to keep the cycle out
+
+    mount = _mount(tool)
+    if tool.table_id is None:
+        raise ToolError(ErrorCode.MOUNT_NOT_FOUND, f"The tool {tool.name!r} has no table.")
+    try:
+        version, data = services.table_data(tool.table_id)
+    except Table.DoesNotExist as exc:
+        raise _table_gone(tool, exc) from exc
+    return mount, version, data
+
+
+def write_mount(tool: Tool, build: Callable[[Mount, dict], Any], arguments: dict, verb: str) -> dict[str, int]:
+    """Apply the change `build(mount, arguments)` under the table's lock: {verb: count, "version": new}."""
+    from .. import services
+
+    mount = _mount(tool)
+    if tool.table_id is None:
+        raise ToolError(ErrorCode.MOUNT_NOT_FOUND, f"The tool {tool.name!r} has no table.")
+    try:
+        version, count = services.table_write(table_id=tool.table_id, change=build(mount, arguments))
+    except Table.DoesNotExist as exc:
+        raise _table_gone(tool, exc) from exc
+    return {verb: count, "version": version}
