@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark of the data-access layer (issue 2): one table of N records (default 100,000, ~30 MB).
 
-Measures, through the real entry point `tools_app.data_access.execute`: get_data_schema, query_data
+Measures, through the real entry point `tools_app.tool_types.execute.execute`: get_data_schema, query_data
 with a filter, preview (with preview_keys), select of 10 keys, create of one element, and (through
 services.table_update) a rename of the table as the admin saves it; each cold (first call after the
 per-process cache was emptied, as after another worker's write) and warm; p50/p95 over repeated

@@ -7,7 +7,8 @@
   by the tool's id through the ownership rule, then `target_of_tool`.
 - authorize: an MCP name must match an enabled binding exactly (TOOL_NOT_FOUND); an external tool runs
   nowhere here (TOOL_NOT_CALLABLE).
-- validate and execute: data_access.execute (arguments against the input schema, then the type's work).
+- validate and execute: tool_types.execute.execute (arguments against the input schema, then the type's
+  work).
 - classify: a ToolError keeps its code; anything else is INTERNAL_ERROR, logged with the traceback; a read
   whose result is over the instance's max_result_bytes is RESULT_TOO_LARGE (SPEC §4.4).
 - record: a CallLog row (surface, caller, instance, key, tool, outcome, duration), the tool's use_count

@@ -1,12 +1,12 @@
-"""Admin for tables and tools (SPEC §7), and the OwnedAdmin base that mcp_app/admin.py reuses.
+"""Admin for tables and tools (SPEC §7), and the OwnedAdmin base that admin/instances.py reuses.
 
 Ownership (SPEC §2) comes from permissions.for_user/can_change: another user's object behaves as if
 it did not exist. Every write goes through services; a ValidationError a service raises at save
 time (e.g. a NAME_CONFLICT lost in a race) is shown as a form error, never a 500.
 
-Nothing here imports the apps built on tools_app (STYLE: tools_app never imports mcp_app): they add
-blocks to the tool pages with register_tool_panel, and the try-it view records its calls through
-tools_app.calls, whose recorders they register.
+The try-it view runs the tool through the call pipeline (tools_app.calls.run_tool_call, surface
+"admin"). Other admin modules add blocks to the tool pages with register_tool_panel (admin/instances.py:
+the instances a tool is bound to and its call statistics), so this module needs none of them.
 """
 
 import json
@@ -448,11 +448,9 @@ ToolPanelProvider = Callable[[HttpRequest, Tool], ToolPanel | None]
 
 
 def register_tool_panel(provider: ToolPanelProvider) -> None:
-    """Add a block to every tool page, after those registered before it (an app's admin.py calls this).
-
-    tools_app's admin knows nothing of the apps built on it (STYLE: tools_app never imports mcp_app); they
-    add what they know about a tool here, e.g. mcp_app's bound instances and call statistics.
-    """
+    """Add a block to every tool page, after those registered before it (admin/instances.py adds the bound
+    instances and the call statistics, and imports this module for OwnedAdmin: the hook keeps the two
+    modules from importing each other)."""
     if provider not in ToolAdmin.panel_providers:
         ToolAdmin.panel_providers.append(provider)
 

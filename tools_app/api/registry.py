@@ -3,8 +3,8 @@ instance-scoped registry endpoints in tools_app.api.instance_registry reuse.
 
 Thin views over tools_app.registry: query parameters are checked by small serializers (a bad one is
 a 400 VALIDATION_ERROR naming it), registry failures are ToolErrors turned into `{"error", "message"}`
-by the API's exception handler. /api/search/ and the instance guide and export need mcp_app's
-InstanceScope, so they live in mcp_app (STYLE: tools_app never imports mcp_app).
+by the API's exception handler. /api/search/ and the instance guide and export (over an instance's
+bindings, tools_app.registry.instance_scope) are in tools_app.api.instance_registry.
 """
 
 from django.urls import path

@@ -193,12 +193,12 @@ def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
 
 
 #
-# Deletes. A call-log batch (mcp_app.recording) updates tools' use counts and keys' last use, then at
-# commit checks its rows' foreign keys, which reaches the instances: the deletes lock keys before
-# instances, each kind in id order, so a batch and a delete wait for each other and never deadlock.
-# Without the locks, a row written between the collector's SET NULL / CASCADE and its DELETE makes the
-# delete fail on the foreign key; with them the batch waits, finds the row gone, and writes its rows as
-# the foreign keys' on_delete says.
+# Deletes. Recording a call (tools_app.calls) updates the tool's use count and the key's last use and
+# inserts a call-log row whose foreign keys reach the instance, the key and the tool: the deletes lock
+# keys before instances, each kind in id order, so a recording and a delete wait for each other and never
+# deadlock. Without the locks, a row written between the collector's SET NULL / CASCADE and its DELETE
+# makes the delete fail on the foreign key; with them the recording waits, finds the row gone, and writes
+# its row as the foreign keys' on_delete says.
 #
 
 

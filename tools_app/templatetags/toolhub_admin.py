@@ -1,8 +1,7 @@
 """Template tags for the admin: the first-run dashboard on the admin index and the demo-login hint (issue 6).
 
-They live in mcp_app because the dashboard counts both apps' objects (tables and tools, MCP instances and
-calls) and mcp_app is the app that builds on tools_app (STYLE: tools_app never imports mcp_app). The
-library keeps its name, so templates/admin/*.html load it with `{% load toolhub_admin %}`.
+Part of the admin interface (beside tools_app.admin): the dashboard counts tables and tools, MCP
+instances and calls. Templates load the library with `{% load toolhub_admin %}`.
 """
 
 from datetime import timedelta

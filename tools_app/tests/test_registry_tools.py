@@ -1,4 +1,4 @@
-"""Registry tools through data_access.execute(), over an instance (MCP) and over a user (API) (SPEC §5)."""
+"""Registry tools through tool_types.execute.execute(), over an instance (MCP) and over a user (API) (SPEC §5)."""
 
 import pytest
 

@@ -1,6 +1,6 @@
 """Create the demo user, tables, tools, an instance with bindings, and print a fresh API key. Idempotent.
 
-In mcp_app because it creates objects of both apps (mcp_app builds on tools_app; tools_app never imports mcp_app).
+Through the services, as every write.
 """
 
 import os
