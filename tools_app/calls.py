@@ -318,12 +318,19 @@ def run_tool_call(*, caller: Caller, target: CallTarget, name: str, arguments: A
 
 def _authorize(target: CallTarget, name: str) -> CallOutcome | None:
     """An outcome refusing the call, or None when it may run."""
+    error = None
     if not target.found or not target.enabled or (target.instance_id is not None and target.effective_name != name):
-        refusal = CallOutcome(name=name, tool_type=None, error=_not_found(name, target))
+        error = _not_found(name, target)
     elif target.tool_type == ToolType.EXTERNAL:
-        refusal = CallOutcome(name=name, tool_type=target.tool_type, error=_external(name, _tool(target)))
-    else:
+        try:
+            error = _external(name, _tool(target))
+        except Tool.DoesNotExist:  # deleted since it was resolved
+            error = _not_found(name, replace(target, tool_id=None))
+    if error is None:
         return None
+    refusal = CallOutcome(
+        name=name, tool_type=None if error.code == ErrorCode.TOOL_NOT_FOUND else target.tool_type, error=error
+    )
     refusal.refused = True
     return refusal
 
