@@ -17,18 +17,17 @@ then held to the interpreter's result instead of the suite's.
 
 import copy
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import jmespath
 import pytest
 from jmespath import exceptions as jmespath_errors
-from jmespath import visitor
 
 from tools_app.data_access.jmespath_compiler import compile_query
 from tools_app.data_access.query import compile_expression, run_query
 from tools_app.errors import ErrorCode, ToolError
+from tools_app.tests.test_jmespath_compiler import _canonical as _typed
 
 COMPLIANCE_DIR = Path(__file__).parent / "jmespath_compliance"
 REQUIREMENTS = Path(__file__).resolve().parents[2] / "requirements.txt"
@@ -54,23 +53,6 @@ ERROR_KINDS: dict[str, tuple[tuple[type[Exception], ...], bool]] = {
     "unknown-function": ((jmespath_errors.UnknownFunctionError,), False),
     "invalid-value": ((ValueError,), False),  # a zero slice step
 }
-
-
-def _typed(value: Any) -> Any:
-    """A comparable form that keeps JSON types apart (true vs 1 vs 1.0) and object key order."""
-    if isinstance(value, visitor._Expression):
-        return ("expref",)
-    if isinstance(value, bool):
-        return ("bool", value)
-    if isinstance(value, int):
-        return ("int", value)
-    if isinstance(value, float):
-        return ("float", "nan" if math.isnan(value) else value)
-    if isinstance(value, list):
-        return ("list", [_typed(item) for item in value])
-    if isinstance(value, dict):
-        return ("dict", [(key, _typed(item)) for key, item in value.items()])
-    return (type(value).__name__, value)
 
 
 def _outcome(compile_, expression: str, data: Any) -> tuple:
