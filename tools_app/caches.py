@@ -16,6 +16,7 @@ thread-safe; `clear_all()` empties every one (tests, and after a restore).
 """
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Generic, TypeVar
@@ -25,7 +26,8 @@ __all__ = ["LruCache", "caches", "clear_all"]
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
-_registry: dict[str, "LruCache"] = {}
+# Every live cache; a cache made for a while (a test, a worker simulated in one process) leaves with it.
+_registry: "weakref.WeakSet[LruCache]" = weakref.WeakSet()
 
 
 class LruCache(Generic[K, V]):
@@ -42,8 +44,6 @@ class LruCache(Generic[K, V]):
         max_entry_weight: int | None = None,
         weigh: Callable[[V], int] | None = None,
     ) -> None:
-        if name in _registry:
-            raise ValueError(f"A cache named {name!r} exists already.")
         self.name = name
         self._capacity = capacity
         self._max_weight = max_weight
@@ -52,7 +52,7 @@ class LruCache(Generic[K, V]):
         self._entries: OrderedDict[K, V] = OrderedDict()
         self._weight = 0
         self._lock = threading.Lock()
-        _registry[name] = self
+        _registry.add(self)
 
     @property
     def capacity(self) -> int | None:
@@ -132,11 +132,11 @@ class LruCache(Generic[K, V]):
                 self._weight -= self._weigh(value)
 
 
-def caches() -> dict[str, LruCache]:
-    """Every cache made so far, by name."""
-    return dict(_registry)
+def caches() -> list[LruCache]:
+    """Every live cache."""
+    return list(_registry)
 
 
 def clear_all() -> None:
-    for cache in list(_registry.values()):
+    for cache in caches():
         cache.clear()
