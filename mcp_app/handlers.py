@@ -32,6 +32,7 @@ from tools_app.selectors import binding_call_target
 from tools_app.tool_types import TOOL_TYPES
 from tools_app.validators import TOOL_NAME_RE
 
+from .auth import Caller as KeyHolder
 from .auth import Denied, auth_cache, authenticate, not_found
 from .hops import DatabaseHops
 
@@ -55,7 +56,7 @@ class RequestState:
     """`verified`: the key and the instance were read from the database during this request (by the
     endpoint, or by a handler's re-check). An answer sent without it is checked first (_guard_send)."""
 
-    caller: Caller
+    caller: KeyHolder  # the instance and the key that opened the request (mcp_app.auth)
     key_hash: str | None
     denied: Denied | None = None
     verified: bool = False
