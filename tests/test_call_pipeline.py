@@ -191,3 +191,32 @@ def test_an_api_write_validates_the_tool_once(method, owner, table, make_tool, m
     # then
     assert response.status_code == (201 if method == "post" else 200)
     assert runs == ["orders_all" if method == "post" else "orders_query"]
+
+
+def test_an_external_tool_deleted_after_resolution_is_not_found(owner, make_tool, instance):
+    """A target resolved to an external tool that is deleted before the refusal names it: TOOL_NOT_FOUND,
+    recorded without the tool, no use counted; nothing raises."""
+    # given
+    from tools_app.models import Surface
+
+    external = make_tool(owner, None, type="external", name="weather", description="Elsewhere.")
+    target = calls.CallTarget(
+        owner_id=owner.pk,
+        instance_id=instance.pk,
+        max_result_bytes=instance.max_result_bytes,
+        binding_id=1,
+        enabled=True,
+        tool_id=external.pk,
+        tool_name="weather",
+        tool_type="external",
+        tool_changed=external.updated_at,
+    )
+    external.delete()
+    caller = calls.Caller(surface=Surface.MCP, user_id=owner.pk)
+    # when
+    outcome = calls.run_tool_call(caller=caller, target=target, name="weather", arguments={})
+    # then
+    assert (outcome.refused, outcome.error.code) == (True, "TOOL_NOT_FOUND")
+    assert list(CallLog.objects.values_list("tool_id", "tool_name", "error_code")) == [
+        (None, "weather", "TOOL_NOT_FOUND")
+    ]
