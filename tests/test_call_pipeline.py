@@ -204,7 +204,6 @@ def test_an_external_tool_deleted_after_resolution_is_not_found(owner, make_tool
         owner_id=owner.pk,
         instance_id=instance.pk,
         max_result_bytes=instance.max_result_bytes,
-        binding_id=1,
         enabled=True,
         tool_id=external.pk,
         tool_name="weather",

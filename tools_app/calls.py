@@ -41,7 +41,7 @@ from .choices import READ_TYPES, REGISTRY_TYPES, ToolType
 from .errors import ErrorCode, ToolError
 from .models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Tool
 from .services.locks import key_share
-from .tool_types import TOOL_TYPES
+from .tool_types import TOOL_TYPES, external
 from .tool_types.execute import execute
 
 logger = logging.getLogger(__name__)
@@ -92,7 +92,6 @@ class CallTarget:
     owner_id: int
     instance_id: int | None = None
     max_result_bytes: int | None = None
-    binding_id: int | None = None
     enabled: bool | None = None
     name_override: str | None = None
     tool_id: int | None = None
@@ -269,15 +268,6 @@ def _not_found(name: str, target: CallTarget) -> ToolError:
     return ToolError(ErrorCode.TOOL_NOT_FOUND, message, details)
 
 
-def _external(name: str, tool: Tool) -> ToolError:
-    where = (tool.metadata or {}).get("mcp_server") or "another MCP server"
-    return ToolError(
-        ErrorCode.TOOL_NOT_CALLABLE,
-        f"The tool {name!r} is an external tool served by {where}; call it there, not through toolhub.",
-        {"mcp_server": where},
-    )
-
-
 def _scope(caller: Caller, target: CallTarget) -> Any:
     """What a registry tool works over (SPEC §5): the instance's bindings over MCP, the caller's tools else."""
     from .registry.instance_scope import InstanceScope
@@ -323,7 +313,7 @@ def _authorize(target: CallTarget, name: str) -> CallOutcome | None:
         error = _not_found(name, target)
     elif target.tool_type == ToolType.EXTERNAL:
         try:
-            error = _external(name, _tool(target))
+            error = external.refusal(_tool(target), name)
         except Tool.DoesNotExist:  # deleted since it was resolved
             error = _not_found(name, replace(target, tool_id=None))
     if error is None:

@@ -49,7 +49,6 @@ def _call_target_sql(vendor: str) -> str:
         col("i", i, "id"),
         col("i", i, "owner"),
         col("i", i, "max_result_bytes"),
-        col("b", b, "id"),
         col("b", b, "enabled"),
         col("b", b, "name_override"),
         col("t", t, "id"),
@@ -84,7 +83,6 @@ def binding_call_target(*, instance_id: int, slug: str, api_key_id: int, name: s
     (
         owner_id,
         max_result_bytes,
-        binding_id,
         enabled,
         name_override,
         tool_id,
@@ -98,7 +96,6 @@ def binding_call_target(*, instance_id: int, slug: str, api_key_id: int, name: s
         owner_id=owner_id,
         instance_id=row[0],
         max_result_bytes=max_result_bytes,
-        binding_id=binding_id,
         enabled=enabled,
         name_override=name_override,
         tool_id=tool_id,

@@ -34,10 +34,11 @@ def execute(*, tool: Tool, arguments: Any, scope: Any = None) -> Any:
     return spec.execute(tool=tool, arguments=arguments, scope=scope)
 
 
-def _mount(tool: Tool) -> Mount:
+def _mount(tool: Tool) -> tuple[Mount, int]:
+    """The tool's mount and its table's id; MOUNT_NOT_FOUND for a data tool without a table."""
     if tool.table_id is None:
         raise ToolError(ErrorCode.MOUNT_NOT_FOUND, f"The tool {tool.name!r} has no table.")
-    return Mount(tool.json_path, tool.key_field)
+    return Mount(tool.json_path, tool.key_field), tool.table_id
 
 
 def _table_gone(tool: Tool, exc: Exception) -> ToolError:
@@ -46,13 +47,11 @@ def _table_gone(tool: Tool, exc: Exception) -> ToolError:
 
 def read_mount(tool: Tool) -> tuple[Mount, int, Any]:
     """A data tool's mount with its table's current version and data."""
-    from .. import services  # services imports this package's cache; import here to keep the cycle out
+    from .. import services  # services -> selectors -> calls -> this module: imported when a tool runs
 
-    mount = _mount(tool)
-    if tool.table_id is None:
-        raise ToolError(ErrorCode.MOUNT_NOT_FOUND, f"The tool {tool.name!r} has no table.")
+    mount, table_id = _mount(tool)
     try:
-        version, data = services.table_data(tool.table_id)
+        version, data = services.table_data(table_id)
     except Table.DoesNotExist as exc:
         raise _table_gone(tool, exc) from exc
     return mount, version, data
@@ -62,11 +61,9 @@ def write_mount(tool: Tool, build: Callable[[Mount, dict], Any], arguments: dict
     """Apply the change `build(mount, arguments)` under the table's lock: {verb: count, "version": new}."""
     from .. import services
 
-    mount = _mount(tool)
-    if tool.table_id is None:
-        raise ToolError(ErrorCode.MOUNT_NOT_FOUND, f"The tool {tool.name!r} has no table.")
+    mount, table_id = _mount(tool)
     try:
-        version, count = services.table_write(table_id=tool.table_id, change=build(mount, arguments))
+        version, count = services.table_write(table_id=table_id, change=build(mount, arguments))
     except Table.DoesNotExist as exc:
         raise _table_gone(tool, exc) from exc
     return {verb: count, "version": version}

@@ -5,16 +5,22 @@ from typing import Any
 from .base import ADDITIVE, EXTERNAL, ToolTypeSpec
 
 
-def execute(*, tool: Any, arguments: Any, scope: Any = None) -> Any:
-    """Refuses: the tool runs on its own server (checked before its arguments)."""
+def refusal(tool: Any, name: str | None = None) -> Any:
+    """TOOL_NOT_CALLABLE naming where the tool is served; `name` is the one it was called by (an MCP
+    binding's override), the tool's own name by default. The call pipeline refuses with it too."""
     from ..errors import ErrorCode, ToolError
 
     where = (tool.metadata or {}).get("mcp_server") or "another MCP server"
-    raise ToolError(
+    return ToolError(
         ErrorCode.TOOL_NOT_CALLABLE,
-        f"The tool {tool.name!r} is an external tool served by {where}; call it there, not through toolhub.",
+        f"The tool {name or tool.name!r} is an external tool served by {where}; call it there, not through toolhub.",
         {"mcp_server": where},
     )
+
+
+def execute(*, tool: Any, arguments: Any, scope: Any = None) -> Any:
+    """Refuses: the tool runs on its own server (checked before its arguments)."""
+    raise refusal(tool)
 
 
 def example(tool: Any, mount: Any) -> dict[str, Any]:
