@@ -30,6 +30,10 @@ class ErrorCode(StrEnum):
     INVALID_CATEGORY = "INVALID_CATEGORY"
     REGISTRATION_FAILED = "REGISTRATION_FAILED"
     SEARCH_UNAVAILABLE = "SEARCH_UNAVAILABLE"
+    QUERY_TOO_EXPENSIVE = "QUERY_TOO_EXPENSIVE"
+    CURSOR_EXPIRED = "CURSOR_EXPIRED"
+    RATE_LIMITED = "RATE_LIMITED"
+    REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
 
@@ -65,6 +69,16 @@ ERROR_CODES: dict[ErrorCode, ErrorMeaning] = {
     ErrorCode.INVALID_CATEGORY: ErrorMeaning(400, "Unknown category; lists the categories that exist."),
     ErrorCode.REGISTRATION_FAILED: ErrorMeaning(400, "register_tool refused; the message gives the reason."),
     ErrorCode.SEARCH_UNAVAILABLE: ErrorMeaning(400, "The search method needs an extra that is not installed."),
+    ErrorCode.QUERY_TOO_EXPENSIVE: ErrorMeaning(
+        400, "A call went over its time or size budget and was stopped; names the limit and how to narrow the call."
+    ),
+    ErrorCode.CURSOR_EXPIRED: ErrorMeaning(
+        400, "A paging cursor no longer matches: the table changed, or it belongs to another tool or arguments."
+    ),
+    ErrorCode.RATE_LIMITED: ErrorMeaning(
+        429, "Too many requests or concurrent calls for this key or user; `Retry-After` says when to try again."
+    ),
+    ErrorCode.REQUEST_TOO_LARGE: ErrorMeaning(413, "The request body is over the server's limit; names the limit."),
     ErrorCode.INTERNAL_ERROR: ErrorMeaning(
         500, "An unexpected failure on the server; it was logged, and the answer reveals nothing of it."
     ),
