@@ -158,11 +158,15 @@ def _markdown_of(tool_type: str, value: Any) -> str | None:
 
 def success_result(outcome: CallOutcome) -> dict[str, Any]:
     """SPEC §4.4: the JSON as text (a registry result's Markdown instead, when it has one) and as
-    structuredContent, lists and scalars wrapped as {"result": ...}."""
+    structuredContent, lists and scalars wrapped as {"result": ...}. A page of a list (docs/paging.md) is
+    sent as it is, its text opening with which items it shows and how to get the rest."""
     value = outcome.value
     markdown = _markdown_of(outcome.tool_type or "", value)
     structured = value if isinstance(value, dict) else {"result": value}
-    return _text_result(markdown if markdown is not None else outcome.text, structured, is_error=False)
+    text = markdown if markdown is not None else outcome.text
+    if outcome.page is not None:
+        text = f"{outcome.page.note}\n\n{text}"
+    return _text_result(text, structured, is_error=False)
 
 
 def _text_result(text: str, structured: dict[str, Any] | None, *, is_error: bool) -> dict[str, Any]:

@@ -9,8 +9,11 @@
   nowhere here (TOOL_NOT_CALLABLE).
 - validate and execute: tool_types.execute.execute (arguments against the input schema, then the type's
   work).
-- classify: a ToolError keeps its code; anything else is INTERNAL_ERROR, logged with the traceback; a read
-  whose result is over the instance's max_result_bytes is RESULT_TOO_LARGE (SPEC §4.4).
+- classify: a ToolError keeps its code; anything else is INTERNAL_ERROR, logged with the traceback. A read's
+  result is measured against the result budget (the instance's max_result_bytes over MCP, the
+  TOOLHUB_MAX_RESULT_BYTES setting elsewhere) while it is encoded, never after (tools_app.paging): a list
+  over it is paged, `{"items", "total", "next_cursor"}`, and a `cursor` argument continues it; anything
+  else over it is RESULT_TOO_LARGE (SPEC §4.4, §9; docs/paging.md).
 - record: a CallLog row (surface, caller, instance, key, tool, outcome, duration), the tool's use_count
   +1 and last_used, the key's last use, all committed before run_tool_call returns, so a client reading
   right after its call sees it counted. A tool that changes data has its record written in the same
@@ -39,7 +42,19 @@ from django.utils import timezone
 from .caches import LruCache
 from .choices import READ_TYPES, REGISTRY_TYPES, ToolType
 from .errors import ErrorCode, ToolError
-from .models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Tool
+from .models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Table, Tool
+from .paging import (
+    CURSOR,
+    MEASURE_FACTOR,
+    Page,
+    default_max_result_bytes,
+    encode_within,
+    measure,
+    page_of,
+    read_cursor,
+    sign_cursor,
+    tool_binding,
+)
 from .services.locks import key_share
 from .tool_types import TOOL_TYPES, external
 from .tool_types.execute import execute
@@ -67,6 +82,8 @@ KEY_TOUCH_INTERVAL = 60.0  # seconds: a key's last_used_at is written at most th
 # and the version, SPEC §8; for register_tool what the caller sent). Refusing it would answer an applied
 # write with an isError, which says nothing was written (SPEC §3), and invite a repeat that writes twice.
 CHANGING_TYPES = frozenset(value for value, spec in TOOL_TYPES.items() if spec.changes_data)
+# Tools whose result can be a list: paged over the budget, and they accept `cursor` (docs/paging.md).
+PAGEABLE_TYPES = frozenset(value for value, spec in TOOL_TYPES.items() if spec.pageable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +128,14 @@ class CallTarget:
         return self.name_override or self.tool_name or ""
 
 
-def target_of_tool(tool: Tool) -> CallTarget:
-    """The target of a call by tool id (API, admin): the tool as the caller may see it, no instance."""
+def target_of_tool(tool: Tool, *, max_result_bytes: int | None = None) -> CallTarget:
+    """The target of a call by tool id (API, admin): the tool as the caller may see it, no instance.
+
+    Its result budget is `max_result_bytes`, by default the TOOLHUB_MAX_RESULT_BYTES setting (the admin's
+    "show all" passes a larger one)."""
     return CallTarget(
         owner_id=tool.owner_id,
+        max_result_bytes=max_result_bytes or default_max_result_bytes(),
         enabled=True,
         tool_id=tool.pk,
         tool_name=tool.name,
@@ -126,9 +147,10 @@ def target_of_tool(tool: Tool) -> CallTarget:
 
 
 class CallOutcome:
-    """A finished call: its value (and the value's JSON text, made once on demand) or its error."""
+    """A finished call: its value (and the value's JSON text, made once on demand) or its error. `page` says
+    which items of a paged list the value holds (docs/paging.md); None for any other result."""
 
-    __slots__ = ("_text", "duration_ms", "error", "name", "refused", "tool_type", "value")
+    __slots__ = ("_text", "duration_ms", "error", "name", "page", "refused", "tool_type", "value")
 
     def __init__(
         self, *, name: str, tool_type: str | None, value: Any = None, error: ToolError | None = None, text=None
@@ -139,6 +161,7 @@ class CallOutcome:
         self.error = error
         self.duration_ms = 0.0
         self._text: str | None = text
+        self.page: Page | None = None
         # True when the pipeline refused to run the call (no such enabled tool, an external tool); a
         # tool's own error (e.g. get_tool_definition's TOOL_NOT_FOUND for the tool it describes) is not.
         self.refused = False
@@ -166,21 +189,27 @@ class CallOutcome:
 
 
 class ResultCache:
-    """JSON texts of read results per (tool, its last edit, table, table version, arguments), bounded by bytes.
+    """Read results per (tool, its last edit, table, table version, arguments), bounded by bytes: the value
+    and its JSON text, or (a list over a budget, never encoded whole) the value alone, weighed by its
+    estimated JSON size. Pages of one list are cut from its entry, not by running the tool again.
 
     A table version is immutable data, so a hit is exactly what running the tool again would return.
     """
 
     def __init__(self, max_bytes: int = 32 * 1024 * 1024, max_entry_bytes: int = 1024 * 1024):
-        self._store: LruCache[tuple, tuple[Any, str]] = LruCache(
-            "results", max_weight=max_bytes, max_entry_weight=max_entry_bytes, weigh=lambda entry: len(entry[1])
+        self._store: LruCache[tuple, tuple[Any, str | None, int]] = LruCache(
+            "results", max_weight=max_bytes, max_entry_weight=max_entry_bytes, weigh=lambda entry: entry[2]
         )
 
-    def get(self, key: tuple) -> tuple[Any, str] | None:
-        return self._store.get(key)
+    def get(self, key: tuple) -> tuple[Any, str | None] | None:
+        entry = self._store.get(key)
+        return None if entry is None else (entry[0], entry[1])
 
-    def put(self, key: tuple, value: Any, text: str) -> None:
-        self._store.put(key, (value, text))
+    def put(self, key: tuple, value: Any, text: str | None, *, weight: int | None = None) -> None:
+        """Keep `value` with its JSON `text`, or without it (None) at the given estimated `weight` in bytes."""
+        if text is None and weight is None:
+            raise ValueError("A result kept without its text needs its estimated weight.")
+        self._store.put(key, (value, text, len(text) if text is not None else weight or 0))
 
     def clear(self) -> None:
         self._store.clear()
@@ -249,13 +278,28 @@ def over_limit(tool_type: str | None, size: int, limit: int | None) -> bool:
     return limit is not None and size > limit and tool_type not in CHANGING_TYPES
 
 
-def too_large(tool_type: str, size: int, limit: int) -> ToolError:
-    """SPEC §4.4: RESULT_TOO_LARGE, saying how to narrow a call of this (reading) tool type."""
+def too_large(tool_type: str, size: int, limit: int, *, complete: bool = True, on_instance: bool = True) -> ToolError:
+    """SPEC §4.4: RESULT_TOO_LARGE, naming the size and the budget and saying how to narrow a call of this
+    (reading) tool type. `complete` False: measuring stopped at `size` bytes, the result is larger."""
+    where = "this instance's limit" if on_instance else "the result budget"
+    measured = f"{size} bytes" if complete else f"more than {size} bytes (measuring stopped there)"
     message = (
-        f"The result is {size} bytes, over this instance's limit of {limit} bytes."
+        f"The result is {measured}, over {where} of {limit} bytes."
         f" Narrow the call: {NARROWING_HINTS.get(tool_type, 'ask for less in one call')}."
     )
-    return ToolError(ErrorCode.RESULT_TOO_LARGE, message, {"size": size, "max_result_bytes": limit})
+    details: dict[str, Any] = {"size": size, "max_result_bytes": limit}
+    if not complete:
+        details["size_is_lower_bound"] = True
+    return ToolError(ErrorCode.RESULT_TOO_LARGE, message, details)
+
+
+def _item_too_large(tool_type: str, index: int, limit: int, *, on_instance: bool) -> ToolError:
+    where = "this instance's limit" if on_instance else "the result budget"
+    message = (
+        f"The result is a list whose item {index} alone is over {where} of {limit} bytes, so no page can"
+        f" hold it. Narrow the call: {NARROWING_HINTS.get(tool_type, 'ask for less in one call')}."
+    )
+    return ToolError(ErrorCode.RESULT_TOO_LARGE, message, {"item": index, "max_result_bytes": limit})
 
 
 def _not_found(name: str, target: CallTarget) -> ToolError:
@@ -279,6 +323,15 @@ def _scope(caller: Caller, target: CallTarget) -> Any:
     if user is None and caller.user_id is not None:
         user = get_user_model().objects.get(pk=caller.user_id)
     return UserScope(user)
+
+
+def _with_table_version(target: CallTarget) -> CallTarget:
+    """A read's target with its table's current version (MCP's target query reads it; the API's and the
+    admin's targets come without): what the result cache and the paging cursors are keyed by."""
+    if target.tool_type not in READ_TYPES or target.table_id is None or target.table_version is not None:
+        return target
+    version = Table.objects.filter(pk=target.table_id).values_list("version", flat=True).first()
+    return replace(target, table_version=version)
 
 
 def _cache_key(target: CallTarget, arguments: Any) -> tuple | None:
@@ -349,25 +402,106 @@ def _execute(caller: Caller, target: CallTarget, name: str, arguments: Any) -> C
 
 
 def _run(caller: Caller, target: CallTarget, name: str, arguments: Any) -> CallOutcome:
-    """A read: from the result cache when this version of the table answered these arguments before."""
+    """A read: from the result cache when this version of the table answered these arguments before; its
+    result within the budget, paged, or refused (classify)."""
+    target = _with_table_version(target)
+    paging = _Paging.of(target, arguments)
+    if paging.error is not None:
+        return CallOutcome(name=name, tool_type=target.tool_type, error=paging.error)
+    arguments = paging.arguments
     cache_key = _cache_key(target, arguments)
-    if cache_key is not None:
-        cached = result_cache.get(cache_key)
-        if cached is not None:
-            outcome = CallOutcome(name=name, tool_type=target.tool_type, value=cached[0], text=cached[1])
-            return _limited(target, outcome)
-    outcome = _execute(caller, target, name, arguments)
-    if outcome.ok and cache_key is not None:
-        result_cache.put(cache_key, outcome.value, outcome.text)
-    return _limited(target, outcome)
+    cached = result_cache.get(cache_key) if cache_key is not None else None
+    if cached is not None:
+        outcome = CallOutcome(name=name, tool_type=target.tool_type, value=cached[0], text=cached[1])
+    else:
+        outcome = _execute(caller, target, name, arguments)
+    return _limited(target, outcome, paging, cache_key if cached is None or cached[1] is None else None)
 
 
-def _limited(target: CallTarget, outcome: CallOutcome) -> CallOutcome:
+@dataclass(frozen=True, slots=True)
+class _Paging:
+    """A pageable call's `cursor`, taken out of its arguments before they are validated (a tool's own schema
+    need not declare it): the offset it names (checked against the tool, the arguments and the table
+    version), or the error refusing it."""
+
+    arguments: Any
+    offset: int | None = None  # None: no cursor, the first page when the result is paged at all
+    binding: str = ""
+    error: ToolError | None = None
+
+    @classmethod
+    def of(cls, target: CallTarget, arguments: Any) -> "_Paging":
+        if target.tool_type not in PAGEABLE_TYPES or not isinstance(arguments, dict):
+            return cls(arguments)
+        cursor = arguments.get(CURSOR)
+        arguments = {key: value for key, value in arguments.items() if key != CURSOR}
+        try:
+            binding = tool_binding(
+                tool_id=target.tool_id, tool_changed=_tool(target).updated_at.isoformat(), arguments=arguments
+            )
+            if cursor is None:  # absent, or null: the first page
+                return cls(arguments, binding=binding)
+            offset = read_cursor(cursor, binding=binding, version=target.table_version)
+        except ToolError as exc:
+            return cls(arguments, error=exc)
+        except Tool.DoesNotExist:  # deleted since it was resolved: executing says so
+            return cls(arguments)
+        return cls(arguments, offset=offset, binding=binding)
+
+
+def _limited(target: CallTarget, outcome: CallOutcome, paging: _Paging, cache_key: tuple | None) -> CallOutcome:
+    """Classify a read's result against the budget, encoding no more of it than the budget (docs/paging.md):
+    within it, the result unchanged; a list over it (or any call with a cursor), a page; anything else over
+    it, RESULT_TOO_LARGE naming its size. What was encoded goes to the result cache (`cache_key`, when the
+    entry is new or had no text)."""
     limit = target.max_result_bytes
-    if outcome.ok and limit is not None and over_limit(target.tool_type, outcome.size, limit):
-        error = too_large(target.tool_type or "", outcome.size, limit)
-        return CallOutcome(name=outcome.name, tool_type=outcome.tool_type, error=error)
-    return outcome
+    if not outcome.ok or limit is None or target.tool_type in CHANGING_TYPES:
+        return outcome
+    value, known = outcome.value, outcome._text
+    if paging.offset is None:
+        if known is not None and not over_limit(target.tool_type, len(known.encode()), limit):
+            return outcome
+        within = encode_within(value, limit) if known is None else None
+        if within is not None:
+            outcome._text = within
+            if cache_key is not None:
+                result_cache.put(cache_key, value, within)
+            return outcome
+    on_instance = target.instance_id is not None
+    tool_type = target.tool_type or ""
+    if target.tool_type in PAGEABLE_TYPES and isinstance(value, list) and paging.binding:
+        return _paged(target, outcome, paging, limit, cache_key)
+    if paging.offset is not None:  # a cursor whose list is gone: only a change of the data does that
+        return _failed(outcome, ToolError(ErrorCode.CURSOR_EXPIRED, "The result this cursor pages is gone."))
+    size, complete = (len(known.encode()), True) if known is not None else measure(value, limit * MEASURE_FACTOR)
+    return _failed(outcome, too_large(tool_type, size, limit, complete=complete, on_instance=on_instance))
+
+
+def _paged(
+    target: CallTarget, outcome: CallOutcome, paging: _Paging, limit: int, cache_key: tuple | None
+) -> CallOutcome:
+    items: list = outcome.value
+    offset = paging.offset or 0
+    if offset > len(items):
+        return _failed(outcome, ToolError(ErrorCode.CURSOR_EXPIRED, "The result this cursor pages is shorter now."))
+    version = target.table_version or 0
+
+    def cursor_at(index: int) -> str:
+        return sign_cursor(binding=paging.binding, version=version, offset=index)
+
+    page = page_of(items, offset=offset, limit=limit, cursor_at=cursor_at)
+    if page is None:
+        error = _item_too_large(target.tool_type or "", offset, limit, on_instance=target.instance_id is not None)
+        return _failed(outcome, error)
+    if cache_key is not None and outcome._text is None:
+        result_cache.put(cache_key, items, None, weight=page.estimated_bytes)
+    paged = CallOutcome(name=outcome.name, tool_type=outcome.tool_type, value=page.value, text=page.text)
+    paged.page = page
+    return paged
+
+
+def _failed(outcome: CallOutcome, error: ToolError) -> CallOutcome:
+    return CallOutcome(name=outcome.name, tool_type=outcome.tool_type, error=error)
 
 
 class _RolledBack(Exception):

@@ -132,8 +132,12 @@ def test_list_output_schema_and_title(harness, owner, table, make_tool, instance
     # given
     array_schema = {"type": "array", "items": {"type": "object"}}
     object_schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
-    bind(instance, make_tool(owner, table, name="as_list", output_schema=array_schema, alias="Orders as a list"))
-    bind(instance, make_tool(owner, table, name="as_object", output_schema=object_schema))
+    # select: a type whose result is never paged (a pageable type's schemas: test_paging.py)
+    bind(
+        instance,
+        make_tool(owner, table, type="select", name="as_list", output_schema=array_schema, alias="Orders as a list"),
+    )
+    bind(instance, make_tool(owner, table, type="select", name="as_object", output_schema=object_schema))
     # when
     tools = tools_of(harness.rpc("shop", key, "tools/list"))
     # then
@@ -362,21 +366,24 @@ def test_write_through_mcp(harness, owner, table, make_tool, instance, bind, key
 def test_result_over_max_result_bytes_is_refused_with_a_hint(
     harness, owner, make_table, make_tool, instance, bind, key, era
 ):
-    """SPEC §4.4: a result over max_result_bytes is a RESULT_TOO_LARGE isError saying how to narrow the call."""
+    """SPEC §4.4: a result over max_result_bytes that is not a list (a list is paged, docs/paging.md) is a
+    RESULT_TOO_LARGE isError naming its size and the limit and saying how to narrow the call."""
     # given
     big = make_table(owner, name="big", data=[{"id": i, "text": "x" * 50} for i in range(100)])
     bind(instance, make_tool(owner, big, name="big_query"))
     instance_update(instance=instance, max_result_bytes=1000)
     # when
-    result = harness.call("shop", key, "big_query", {"query": "@"}, era=era)["result"]
+    result = harness.call("shop", key, "big_query", {"query": "{rows: [0:30]}"}, era=era)["result"]
     small = harness.call("shop", key, "big_query", {"query": "[0:2].id"}, era=era)["result"]
-    # then
+    # then: under 4 limits, so measured exactly
+    size = len(json.dumps({"rows": big.data[:30]}, separators=(",", ":")))
+    assert size == 2100
     assert result["isError"] is True
-    text = result["content"][0]["text"]
-    assert text.startswith("RESULT_TOO_LARGE: The result is ")
-    assert "over this instance's limit of 1000 bytes" in text
-    assert "JMESPath expression" in text
-    assert result["structuredContent"]["details"]["max_result_bytes"] == 1000
+    assert result["content"][0]["text"] == (
+        "RESULT_TOO_LARGE: The result is 2100 bytes, over this instance's limit of 1000 bytes. Narrow the call:"
+        " filter or project in the JMESPath expression, e.g. `[?status=='paid'].id` or `[0:20]`."
+    )
+    assert result["structuredContent"]["details"] == {"size": 2100, "max_result_bytes": 1000}
     assert small["structuredContent"] == {"result": [0, 1]}
 
 
@@ -461,9 +468,9 @@ def test_too_large_result_of_a_tool_with_an_output_schema_sends_no_structured_co
 ):
     """RESULT_TOO_LARGE of a tool with an outputSchema: text only, like every other error of such a tool."""
     # given
-    bind(instance, make_tool(owner, table, type="get_all_data", name="all_orders", output_schema={"type": "array"}))
+    bind(instance, make_tool(owner, table, type="get_all_data", name="all_orders", output_schema={"type": "object"}))
     instance_update(instance=instance, max_result_bytes=1000)
-    services.table_update(table=table, data=[{"id": i, "text": "x" * 50} for i in range(30)])
+    services.table_update(table=table, data={f"k{i}": {"id": i, "text": "x" * 50} for i in range(30)})
     # when
     result = harness.call("shop", key, "all_orders", {})["result"]
     # then

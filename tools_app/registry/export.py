@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from ..errors import ErrorCode, ToolError
+from ..paging import paged_input_schema, paged_output_schema
 from ..tool_types import TOOL_TYPES
 from ..tool_types.base import ADDITIVE
 from .search import ToolDoc, deep_copy
@@ -119,16 +120,20 @@ def output_schema_for(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def tool_entry(binding: Any) -> dict[str, Any]:
-    """One tools/list entry: effective name and description, schemas, annotations."""
+    """One tools/list entry: effective name and description, schemas, annotations. A pageable tool's schemas
+    say it pages (docs/paging.md): the `cursor` argument, and a page as an alternative output."""
     tool = binding.tool
+    spec = TOOL_TYPES.get(tool.type)
+    pageable = spec is not None and spec.pageable
     entry: dict[str, Any] = {
         "name": binding.effective_name,
         "description": binding.effective_description,
-        "inputSchema": tool.input_schema,
+        "inputSchema": paged_input_schema(tool.input_schema) if pageable else tool.input_schema,
         "annotations": _annotations(tool.type),
     }
     if tool.alias:
         entry["title"] = tool.alias
     if tool.output_schema:
-        entry["outputSchema"] = output_schema_for(tool.output_schema)
+        output = output_schema_for(tool.output_schema)
+        entry["outputSchema"] = {"type": "object", **(paged_output_schema(output) or {})} if pageable else output
     return entry

@@ -34,6 +34,12 @@ MAX_LISTED_NAMES = 20
 
 # What each built-in type returns (SPEC §3.2, §8), for tools without a return_format: from the types' specs.
 TYPE_RETURNS = {value: spec.returns for value, spec in TOOL_TYPES.items()}
+PAGING = (
+    'a list over the result budget comes in pages, `{"items": [...], "total": N, "next_cursor": "..."}`.'
+    ' For the next page call the tool again with the same arguments plus `"cursor": <next_cursor>`; the last'
+    " page has `next_cursor` null. A cursor expires when the table changes (CURSOR_EXPIRED): start again"
+    " without it."
+)
 
 
 def _escape(text: str) -> str:
@@ -117,7 +123,11 @@ def render_tool(doc: ToolDoc) -> str:
             parts += [_fence(example, "python"), ""]
     else:
         parts += ["**Example** (built from the schema):", "", _fence(_generated_example(doc), "python"), ""]
-    parts += [f"**Returns**: {_returns(doc)}", "", "---", "", ""]
+    parts += [f"**Returns**: {_returns(doc)}", ""]
+    spec = TOOL_TYPES.get(doc.type)
+    if spec is not None and spec.pageable:
+        parts += [f"**Paging**: {PAGING}", ""]
+    parts += ["---", "", ""]
     return "\n".join(parts)
 
 

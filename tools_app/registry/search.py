@@ -33,6 +33,8 @@ from typing import Any
 
 from ..caches import LruCache
 from ..errors import ErrorCode, ToolError
+from ..paging import paged_input_schema, paged_output_schema
+from ..tool_types import TOOL_TYPES
 from . import embedding
 from .patterns import PatternError, compile_pattern
 from .text import is_cjk, readable_name, terms
@@ -114,8 +116,12 @@ def _parameter_texts(schema: Any) -> tuple[list[str], list[str]]:
 
 
 def make_doc(position: int, name: str, description: str, tool: Any) -> ToolDoc:
+    """A tool as the registry shows it; a pageable tool's schemas as clients see them (docs/paging.md): the
+    `cursor` argument added, the output schema widened to a page (the search indexes the tool's own)."""
     metadata = dict(tool.metadata or {})
     schema = tool.input_schema or {}
+    spec = TOOL_TYPES.get(tool.type)
+    pageable = spec is not None and spec.pageable
     parameter_names, parameter_descriptions = _parameter_texts(schema)
     tags = tuple(str(t) for t in (metadata.get("tags") or []))
     server = str(metadata.get("mcp_server") or "")
@@ -137,8 +143,8 @@ def make_doc(position: int, name: str, description: str, tool: Any) -> ToolDoc:
         alias=tool.alias or "",
         category=tool.category,
         tags=tags,
-        input_schema=schema,
-        output_schema=tool.output_schema,
+        input_schema=paged_input_schema(schema) if pageable else schema,
+        output_schema=paged_output_schema(tool.output_schema) if pageable else tool.output_schema,
         metadata=metadata,
         mcp_server=server,
         fields=fields,

@@ -4,6 +4,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from tools_app.models import Binding, Tool
+from tools_app.paging import cursor_argument_schema
 from tools_app.registry.search import index_cache
 
 
@@ -214,7 +215,12 @@ def test_export_one_tool(owner, shop):
     body = response.json()
     assert body["count"] == 1
     assert body["tools"][0]["name"] == "query_orders"
-    assert body["tools"][0]["input_schema"] == Tool.objects.get(pk=shop["orders"].pk).input_schema
+    # a query_data tool pages a long list: its schema gains the optional `cursor` (docs/paging.md)
+    schema = Tool.objects.get(pk=shop["orders"].pk).input_schema
+    assert body["tools"][0]["input_schema"] == {
+        **schema,
+        "properties": {**schema["properties"], "cursor": cursor_argument_schema()},
+    }
 
 
 def test_export_another_users_tool_is_a_404(other_user, shop):

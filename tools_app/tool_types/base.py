@@ -49,6 +49,8 @@ class ToolTypeSpec:
     returns: str  # what a call returns, for the usage guide
     narrowing_hint: str | None = None  # how to ask for less when the result is too large
     changes_data: bool = False  # its calls change state: never refused as too large, never retried
+    # Its result can be a list: over the result budget it is paged, and it accepts `cursor` (docs/paging.md).
+    pageable: bool = False
     requires_description: bool = True
     markdown_of: Callable[[dict[str, Any]], str | None] = field(default=no_markdown)
 

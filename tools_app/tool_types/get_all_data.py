@@ -18,4 +18,5 @@ SPEC = ToolTypeSpec(
     example=no_arguments_example,
     returns="The whole value at the mount.",
     narrowing_hint="use a query_data, preview or select tool of this table instead",
+    pageable=True,
 )

@@ -40,4 +40,5 @@ SPEC = ToolTypeSpec(
     example=example,
     returns='`{"items": [...], "total_count": N}` with the preview keys, or the whole value without them.',
     narrowing_hint="pass a smaller `limit` (and page with `offset`)",
+    pageable=True,
 )

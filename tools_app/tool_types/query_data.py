@@ -39,4 +39,5 @@ SPEC = ToolTypeSpec(
     example=example,
     returns="The value of the JMESPath expression over the data at the mount.",
     narrowing_hint="filter or project in the JMESPath expression, e.g. `[?status=='paid'].id` or `[0:20]`",
+    pageable=True,
 )

@@ -1,0 +1,267 @@
+"""Result budgets and paging (issue 12, item 3; docs/paging.md): what the call pipeline's classify step uses.
+
+A read's result is measured while it is encoded, never after: `encode_within` stops as soon as the compact
+JSON passes the budget, so a 67 MB result costs one budget's worth of encoding, not 67 MB. A list over the
+budget is cut into pages, `{"items": [...], "total": N, "next_cursor": "<opaque>" | null}`, each within the
+budget; the cursor is signed (django.core.signing) and names only the offset of the next page, the table
+version and a digest of the tool and its arguments, so it cannot be forged into another tool's data, and
+a write to the table expires it (CURSOR_EXPIRED).
+
+Only the pipeline (tools_app.calls) calls this module; nothing here reads the database or knows a surface.
+"""
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.core import signing
+
+from .errors import ErrorCode, ToolError
+
+__all__ = [
+    "CURSOR",
+    "DEFAULT_MAX_RESULT_BYTES",
+    "DEFAULT_SHOW_ALL_BYTES",
+    "PAGED_OUTPUT_SCHEMA",
+    "Page",
+    "cursor_argument_schema",
+    "default_max_result_bytes",
+    "encode_within",
+    "measure",
+    "page_of",
+    "paged_input_schema",
+    "paged_output_schema",
+    "read_cursor",
+    "show_all_max_bytes",
+    "sign_cursor",
+    "tool_binding",
+]
+
+CURSOR = "cursor"  # the argument a paged tool accepts on top of its own schema
+# docs/paging.md: 40,000 bytes of JSON is about 10,000-16,000 tokens (2.5-4 bytes per token), under the
+# 25,000-token cap and the 50,000-character spill-to-file threshold common MCP clients apply to one result.
+DEFAULT_MAX_RESULT_BYTES = 40_000
+DEFAULT_SHOW_ALL_BYTES = 5_000_000  # the admin try-it's "show all": a hard cap, whatever the result
+MAX_CURSOR_LENGTH = 1_000
+MEASURE_FACTOR = 4  # a refused result is measured up to this many budgets, then reported as "more than"
+_SALT = "toolhub.paging.cursor"
+_encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def default_max_result_bytes() -> int:
+    """The result budget of calls made without an MCP instance (the API, the admin's try-it)."""
+    return int(getattr(settings, "TOOLHUB_MAX_RESULT_BYTES", DEFAULT_MAX_RESULT_BYTES))
+
+
+def show_all_max_bytes() -> int:
+    """The admin try-it's "show all" budget: a hard cap, never more."""
+    return int(getattr(settings, "TOOLHUB_TRY_IT_SHOW_ALL_BYTES", DEFAULT_SHOW_ALL_BYTES))
+
+
+#
+# Measuring while encoding
+#
+
+
+def encode_within(value: Any, limit: int) -> str | None:
+    """`value` as compact JSON (UTF-8 kept, the same text as json.dumps) when it is at most `limit` bytes in
+    UTF-8; None as soon as the encoding passes `limit` (what is left is never encoded)."""
+    parts: list[str] = []
+    chars = 0
+    for chunk in _encoder.iterencode(value):
+        chars += len(chunk)
+        if chars > limit:  # a character is at least one byte
+            return None
+        parts.append(chunk)
+    text = "".join(parts)
+    return text if len(text.encode()) <= limit else None
+
+
+def measure(value: Any, cap: int) -> tuple[int, bool]:
+    """(bytes, complete): the size of `value`'s compact JSON, counted up to `cap` bytes without keeping the
+    text; `complete` is False when counting stopped at the cap (the size is then a lower bound)."""
+    size = 0
+    for chunk in _encoder.iterencode(value):
+        size += len(chunk.encode())
+        if size > cap:
+            return size, False
+    return size, True
+
+
+#
+# Cursors
+#
+
+
+def tool_binding(*, tool_id: int | None, tool_changed: str, arguments: Any) -> str:
+    """What a cursor is bound to besides the table version: the tool (and its last edit) and the arguments
+    without `cursor`, as a digest (the cursor stays short whatever the arguments)."""
+    canonical = json.dumps([tool_id, tool_changed, arguments], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
+
+
+def sign_cursor(*, binding: str, version: int, offset: int) -> str:
+    """An opaque, signed cursor for the page starting at `offset` of this tool call on table `version`."""
+    return signing.dumps({"b": binding, "v": version, "o": offset}, salt=_SALT)
+
+
+def read_cursor(cursor: Any, *, binding: str, version: int | None) -> int:
+    """The offset a cursor names, after checking it was issued here, for this tool and arguments, on this
+    table version.
+
+    Raises ToolError INVALID_ARGUMENTS for anything that is not a cursor this server signed (a garbled or
+    altered one), CURSOR_EXPIRED for a genuine cursor of another tool or other arguments, or of an older
+    version of the table.
+    """
+    if not isinstance(cursor, str) or not cursor or len(cursor) > MAX_CURSOR_LENGTH:
+        raise _bad_cursor("it must be the non-empty string a previous page gave as next_cursor")
+    try:
+        payload = signing.loads(cursor, salt=_SALT)
+        offset, issued_version, issued_binding = payload["o"], payload["v"], payload["b"]
+    except (signing.BadSignature, KeyError, TypeError, ValueError):
+        raise _bad_cursor("it is not a cursor this server issued (garbled or altered)") from None
+    if issued_binding != binding:
+        raise ToolError(
+            ErrorCode.CURSOR_EXPIRED,
+            "This cursor was issued for another tool or other arguments: call the tool with exactly the"
+            " arguments of the call that returned it, plus the cursor (or call again without a cursor).",
+        )
+    if issued_version != version:
+        raise ToolError(
+            ErrorCode.CURSOR_EXPIRED,
+            f"The table changed since this cursor was issued (version {issued_version}, now {version}):"
+            " call again without a cursor to start over on the current data.",
+            {"cursor_version": issued_version, "table_version": version},
+        )
+    return int(offset)
+
+
+def _bad_cursor(why: str) -> ToolError:
+    return ToolError(
+        ErrorCode.INVALID_ARGUMENTS,
+        f"Invalid arguments: argument 'cursor': {why}.",
+        {"argument": CURSOR},
+    )
+
+
+#
+# Pages
+#
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a list result: its value (the paged shape), that value's JSON text, and where it is."""
+
+    value: dict[str, Any]
+    text: str
+    offset: int  # index of the first item shown
+    shown: int
+    total: int
+    next_cursor: str | None
+    estimated_bytes: int  # the whole list's JSON size, estimated from this page (the result cache's weight)
+
+    @property
+    def note(self) -> str:
+        """What the model reads above the page: which items are shown and how to get the rest."""
+        if self.shown == 0:
+            return f"No items here: the list has {self.total}."
+        head = f"Showing items {self.offset + 1}-{self.offset + self.shown} of {self.total}"
+        if self.next_cursor is None:
+            return f"{head}: the last page."
+        return (
+            f"{head} (the result is paged to fit the result budget). To get the next items, call this tool"
+            f' again with the same arguments plus "cursor": "{self.next_cursor}".'
+        )
+
+
+def page_of(items: list, *, offset: int, limit: int, cursor_at: Callable[[int], str]) -> Page | None:
+    """The page of `items` starting at `offset` whose JSON fits `limit` bytes, items encoded one by one until
+    the next one does not fit; None when the item at `offset` alone does not fit (nothing can be shown).
+
+    `cursor_at(offset)` signs the cursor of the page starting there.
+    """
+    total = len(items)
+    # The envelope with the longest cursor this list can have (its offset has the most digits).
+    envelope = len(_envelope("", total, cursor_at(total)).encode())
+    budget = limit - envelope
+    texts: list[str] = []
+    used = 0
+    index = offset
+    while index < total:
+        separator = 1 if texts else 0
+        text = encode_within(items[index], budget - used - separator)
+        if text is None:
+            break
+        texts.append(text)
+        used += len(text.encode()) + separator
+        index += 1
+    if not texts and index < total:
+        return None
+    next_cursor = cursor_at(index) if index < total else None
+    text = _envelope(",".join(texts), total, next_cursor)
+    value = {"items": items[offset:index], "total": total, "next_cursor": next_cursor}
+    estimated = (used // len(texts)) * total if texts else 0
+    return Page(value, text, offset, index - offset, total, next_cursor, estimated)
+
+
+def _envelope(items_text: str, total: int, next_cursor: str | None) -> str:
+    cursor = "null" if next_cursor is None else json.dumps(next_cursor)
+    return f'{{"items":[{items_text}],"total":{total},"next_cursor":{cursor}}}'
+
+
+#
+# Schemas: what tools/list, the export and the definitions say about paging
+#
+
+PAGED_OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": (
+        "A list result over the result budget comes in pages: pass next_cursor back as `cursor`, with the"
+        " same arguments, for the next page; the last page has next_cursor null."
+    ),
+    "properties": {
+        "items": {"type": "array", "description": "The items of this page, in the list's order."},
+        "total": {"type": "integer", "minimum": 0, "description": "How many items the whole list has."},
+        "next_cursor": {"type": ["string", "null"], "description": "The cursor of the next page; null on the last."},
+    },
+    "required": ["items", "total", "next_cursor"],
+}
+
+
+def cursor_argument_schema() -> dict[str, Any]:
+    return {
+        "type": "string",
+        "description": (
+            "Only to continue a paged result: the next_cursor of the previous page. Pass it with the same"
+            " other arguments; it expires when the table changes."
+        ),
+    }
+
+
+def paged_input_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A pageable tool's input schema as clients see it: its own, plus the optional `cursor` argument (the
+    pipeline takes `cursor` out before validating, so the tool's own schema need not declare it)."""
+    listed = dict(schema) if schema else {"type": "object"}
+    properties = dict(listed.get("properties") or {})
+    properties.setdefault(CURSOR, cursor_argument_schema())
+    listed["properties"] = properties
+    return listed
+
+
+def paged_output_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A pageable tool's declared output schema widened to allow a page, `{"anyOf": [schema, page]}`; None when
+    it declares none. A page's items follow the declared list's `items` schema when it has one (a list
+    schema, or one wrapped as {"result": [...]}, SPEC §4.4)."""
+    if not schema:
+        return None
+    paged = json.loads(json.dumps(PAGED_OUTPUT_SCHEMA))
+    listed: Any = schema
+    if schema.get("type") == "object" and schema.get("required") == ["result"]:
+        listed = (schema.get("properties") or {}).get("result")
+    if isinstance(listed, dict) and isinstance(listed.get("items"), dict):
+        paged["properties"]["items"]["items"] = listed["items"]
+    return {"anyOf": [schema, paged]}
