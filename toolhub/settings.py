@@ -174,3 +174,9 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("TOOLHUB_LOG_LEVEL", "WARNING")},
 }
+
+# Result budgets (issue 12, docs/paging.md): the largest result, as compact JSON bytes, a call without an MCP
+# instance returns (the API's call endpoint, the admin's try-it; an MCP instance has its own
+# max_result_bytes); a list over it comes in pages. The admin's "show all" goes up to the hard cap.
+TOOLHUB_MAX_RESULT_BYTES = int(os.environ.get("TOOLHUB_MAX_RESULT_BYTES", "40000"))
+TOOLHUB_TRY_IT_SHOW_ALL_BYTES = int(os.environ.get("TOOLHUB_TRY_IT_SHOW_ALL_BYTES", "5000000"))

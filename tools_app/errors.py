@@ -63,7 +63,9 @@ ERROR_CODES: dict[ErrorCode, ErrorMeaning] = {
     ErrorCode.KEY_EXISTS: ErrorMeaning(400, "A create names a key that exists (or repeats one); nothing was written."),
     ErrorCode.KEY_NOT_FOUND: ErrorMeaning(400, "An update or delete names a missing key; nothing was written."),
     ErrorCode.RESULT_TOO_LARGE: ErrorMeaning(
-        400, "A read's result is over the instance's max_result_bytes; the message says how to narrow the call."
+        400,
+        "A read's result is over the result budget (an instance's max_result_bytes; TOOLHUB_MAX_RESULT_BYTES off"
+        " MCP) and is not a list to page; names its size and the budget, and how to narrow the call.",
     ),
     ErrorCode.INVALID_SEARCH_METHOD: ErrorMeaning(400, "Unknown search method; lists the methods."),
     ErrorCode.INVALID_CATEGORY: ErrorMeaning(400, "Unknown category; lists the categories that exist."),

@@ -629,7 +629,7 @@ def test_max_result_bytes_below_minimum_has_one_message(owner_client, instance, 
         "Ensure this value is greater than or equal to 1000."
     ]
     instance.refresh_from_db()
-    assert instance.max_result_bytes == 200_000
+    assert instance.max_result_bytes == 40_000
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ def test_create_returns_the_instance_with_its_endpoint_url(owner):
         True,
         "search",
         False,
-        200_000,
+        40_000,
     )
     assert instance.owner == owner
     assert instance.instructions == "Use the order tools."

@@ -35,8 +35,9 @@ class McpInstanceAdminForm(OwnerAwareModelForm):
             "instructions": forms.Textarea(attrs={"rows": 4}),
         }
         help_texts = {
-            "max_result_bytes": "The largest tool result sent to a client, in bytes; a larger one is refused "
-            "with a hint to narrow the call.",
+            "max_result_bytes": "The largest tool result sent to a client, in bytes of JSON (40,000 is about "
+            "10,000-16,000 tokens); a longer list is sent in pages, any other larger result is refused with a "
+            "hint to narrow the call.",
         }
 
     def __init__(self, *args, **kwargs):

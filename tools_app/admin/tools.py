@@ -39,6 +39,7 @@ from tools_app.admin.tool_forms import (
     type_help,
 )
 from tools_app.calls import Caller, run_tool_call, target_of_tool
+from tools_app.paging import default_max_result_bytes, show_all_max_bytes
 from tools_app.choices import WRITE_TYPES, ToolType
 from tools_app.data_access.shape import describe
 from tools_app.models import Surface, Table, Tool
@@ -409,7 +410,7 @@ class ToolAdmin(OwnedAdmin):
                 raise PermissionDenied
             form = TryItForm(request.POST, tool=tool)
             if form.is_valid():
-                outcome = run_tool(request, tool, form.cleaned_data["arguments"])
+                outcome = run_tool(request, tool, form.cleaned_data["arguments"], show_all="_show_all" in request.POST)
         else:
             form = TryItForm(tool=tool)
         # After the run: a write's example must not name a key the write just took.
@@ -471,16 +472,30 @@ def tool_panels(request, tool) -> dict[str, Any]:
     return context
 
 
-def run_tool(request, tool: Tool, arguments: Any) -> dict[str, Any]:
-    """Run a tool as the admin user through the call pipeline (surface "admin"), return what to show."""
+def run_tool(request, tool: Tool, arguments: Any, *, show_all: bool = False) -> dict[str, Any]:
+    """Run a tool as the admin user through the call pipeline (surface "admin"), return what to show.
+
+    Its result budget is the API's (TOOLHUB_MAX_RESULT_BYTES): a longer list shows its first page, and
+    `show_all` runs the call again with the hard cap TOOLHUB_TRY_IT_SHOW_ALL_BYTES (docs/paging.md)."""
     caller = Caller(surface=Surface.ADMIN, user_id=request.user.pk, user=request.user)
-    result = run_tool_call(caller=caller, target=target_of_tool(tool), name=tool.name, arguments=arguments)
-    outcome: dict[str, Any] = {"arguments": pretty_json(arguments), "duration_ms": round(result.duration_ms, 2)}
+    budget = show_all_max_bytes() if show_all else default_max_result_bytes()
+    target = target_of_tool(tool, max_result_bytes=budget)
+    result = run_tool_call(caller=caller, target=target, name=tool.name, arguments=arguments)
+    outcome: dict[str, Any] = {
+        "arguments": pretty_json(arguments),
+        "duration_ms": round(result.duration_ms, 2),
+        "budget": human_size(budget),
+        "show_all": show_all,
+        "show_all_budget": human_size(show_all_max_bytes()),
+    }
     if result.error is not None:
         outcome.update(ok=False, code=str(result.error.code), message=result.error.message)
         return outcome
     text = pretty_json(result.value)
-    outcome.update(ok=True, result=text[:TRY_IT_MAX_CHARS], truncated=len(text) > TRY_IT_MAX_CHARS)
+    shown = len(text) if show_all else TRY_IT_MAX_CHARS  # "show all" is bounded by its budget already
+    outcome.update(ok=True, result=text[:shown], truncated=len(text) > shown)
+    outcome["page_note"] = result.page.note if result.page is not None else ""
+    outcome["paged"] = result.page is not None and result.page.next_cursor is not None
     outcome["result_size"] = human_size(len(text))
     messages.success(request, f"{tool.name} ran in {outcome['duration_ms']} ms.")
     return outcome

@@ -159,7 +159,12 @@ class ToolViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
 
     @extend_schema(
         summary="Run a tool",
-        description="Runs the tool through the same data-access layer as MCP. A tool error is a 400 with its code.",
+        description=(
+            "Runs the tool through the same call pipeline as MCP. A tool error is a 400 with its code. A result"
+            " over the result budget (TOOLHUB_MAX_RESULT_BYTES) is, for a list, its first page"
+            ' `{"items", "total", "next_cursor"}` (pass `"cursor"` in the arguments for the next), otherwise'
+            " RESULT_TOO_LARGE."
+        ),
         request=ToolCallSerializer,
         responses={200: ToolCallResultSerializer},
     )

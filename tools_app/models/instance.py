@@ -25,8 +25,9 @@ class McpInstance(OwnedModel):
     discovery = models.CharField(max_length=16, choices=Discovery.choices, default=Discovery.LIST_ALL)
     allow_registration = models.BooleanField(default=False)
     # The upper bound is PostgreSQL's integer maximum, so SQLite (64-bit) refuses what PostgreSQL cannot store.
+    # The default (about 10,000-16,000 tokens of JSON) and why: docs/paging.md (issue 12).
     max_result_bytes = models.PositiveIntegerField(
-        default=200_000, validators=[MinValueValidator(1_000), MaxValueValidator(2_147_483_647)]
+        default=40_000, validators=[MinValueValidator(1_000), MaxValueValidator(2_147_483_647)]
     )
 
     class Meta:
