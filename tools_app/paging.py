@@ -245,8 +245,8 @@ def cursor_argument_schema() -> dict[str, Any]:
 def paged_input_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """A pageable tool's input schema as clients see it: its own, plus the optional `cursor` argument (the
     pipeline takes `cursor` out before validating, so the tool's own schema need not declare it)."""
-    listed = dict(schema) if schema else {"type": "object"}
-    properties = dict(listed.get("properties") or {})
+    listed: dict[str, Any] = dict(schema) if schema else {"type": "object"}
+    properties: dict[str, Any] = dict(listed.get("properties") or {})
     properties.setdefault(CURSOR, cursor_argument_schema())
     listed["properties"] = properties
     return listed

@@ -105,9 +105,10 @@ def test_calls_of_a_paged_result_are_recorded_like_any_call(harness, key, paged)
     # when
     follow(harness, key, "all_records", {})
     # then
-    assert list(CallLog.objects.order_by("pk").values_list("surface", "tool_name", "status", "error_code")) == [
-        ("mcp", "all_records", "ok", "")
-    ] * 3
+    assert (
+        list(CallLog.objects.order_by("pk").values_list("surface", "tool_name", "status", "error_code"))
+        == [("mcp", "all_records", "ok", "")] * 3
+    )
     assert paged.tools.get(name="all_records").use_count == 3
 
 

@@ -39,10 +39,10 @@ from tools_app.admin.tool_forms import (
     type_help,
 )
 from tools_app.calls import Caller, run_tool_call, target_of_tool
-from tools_app.paging import default_max_result_bytes, show_all_max_bytes
 from tools_app.choices import WRITE_TYPES, ToolType
 from tools_app.data_access.shape import describe
 from tools_app.models import Surface, Table, Tool
+from tools_app.paging import default_max_result_bytes, show_all_max_bytes
 from tools_app.permissions import can_change
 
 logger = logging.getLogger(__name__)

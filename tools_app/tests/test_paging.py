@@ -1,0 +1,240 @@
+"""Result budgets and paging on the API's call endpoint and the admin's try-it (issue 12 item 3,
+docs/paging.md): the same pages, cursors and refusals as over MCP (mcp_app/tests/test_paging.py), with the
+TOOLHUB_MAX_RESULT_BYTES budget; the admin's "show all" goes up to TOOLHUB_TRY_IT_SHOW_ALL_BYTES."""
+
+import json
+import time
+
+import pytest
+from django.urls import reverse
+
+from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tools_app import calls, paging, services
+from tools_app.models import CallLog
+
+RECORDS = [{"id": i, "name": f"n{i:03d}"} for i in range(100)]
+PAGE_SIZES = [35, 34, 31]  # as over MCP: the same budget cuts the same pages (see mcp_app/tests/test_paging.py)
+
+
+@pytest.fixture(autouse=True)
+def _small_budget(settings):
+    settings.TOOLHUB_MAX_RESULT_BYTES = 1000
+    calls.result_cache.clear()
+    yield
+    calls.result_cache.clear()
+
+
+@pytest.fixture
+def records(owner, make_table):
+    return make_table(owner, name="records", data=[dict(r) for r in RECORDS])
+
+
+@pytest.fixture
+def all_records(owner, records, make_tool):
+    return make_tool(owner, records, type="get_all_data", name="all_records")
+
+
+def call(user, tool, arguments):
+    return client_for(user).post(f"/api/tools/{tool.pk}/call/", {"arguments": arguments}, format="json")
+
+
+def test_api_pages_through_every_item_exactly_once(owner, all_records):
+    """POST /api/tools/<id>/call/: a list over the budget answers its first page; the cursors give the rest."""
+    # when
+    pages = [call(owner, all_records, {}).json()["result"]]
+    while pages[-1]["next_cursor"] is not None:
+        pages.append(call(owner, all_records, {"cursor": pages[-1]["next_cursor"]}).json()["result"])
+    # then
+    assert [len(page["items"]) for page in pages] == PAGE_SIZES
+    assert [item for page in pages for item in page["items"]] == RECORDS
+    assert [page["total"] for page in pages] == [100, 100, 100]
+    assert all(len(json.dumps(page, separators=(",", ":")).encode()) <= 1000 for page in pages)
+    assert (
+        list(CallLog.objects.order_by("pk").values_list("surface", "tool_name", "status"))
+        == [("api", "all_records", "ok")] * 3
+    )
+
+
+def test_api_result_within_the_budget_is_unchanged(owner, records, make_tool):
+    """A result within the budget is the plain value, as before."""
+    # given
+    tool = make_tool(owner, records, name="query_records")
+    # when
+    response = call(owner, tool, {"query": "[0:2].name"})
+    # then
+    assert (response.status_code, response.json()) == (200, {"result": ["n000", "n001"]})
+
+
+def test_api_cursor_expires_after_a_write_and_the_refusal_writes_nothing(owner, records, all_records):
+    """After a write, the earlier cursor is a 400 CURSOR_EXPIRED; the refused call writes only its log row."""
+    # given
+    cursor = call(owner, all_records, {}).json()["result"]["next_cursor"]
+    services.table_update(table=records, data=[*RECORDS, {"id": 100, "name": "n100"}])
+    before = db_snapshot()
+    # when
+    response = call(owner, all_records, {"cursor": cursor})
+    # then
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "CURSOR_EXPIRED",
+        "message": "The table changed since this cursor was issued (version 1, now 2): call again without a"
+        " cursor to start over on the current data.",
+        "details": {"cursor_version": 1, "table_version": 2},
+    }
+    after = db_snapshot()
+    assert after["tools_app.Table"] == before["tools_app.Table"]
+    assert [row["error_code"] for row in after["tools_app.CallLog"][len(before["tools_app.CallLog"]) :]] == [
+        "CURSOR_EXPIRED"
+    ]
+
+
+def test_api_tampered_cursor_is_invalid_arguments(owner, all_records):
+    """A garbled cursor is a 400 INVALID_ARGUMENTS naming `cursor`."""
+    # given
+    cursor = call(owner, all_records, {}).json()["result"]["next_cursor"]
+    # when
+    response = call(owner, all_records, {"cursor": cursor[:-3] + "xyz"})
+    # then
+    assert response.status_code == 400
+    assert response.json()["error"] == "INVALID_ARGUMENTS"
+    assert response.json()["message"] == (
+        "Invalid arguments: argument 'cursor': it is not a cursor this server issued (garbled or altered)."
+    )
+
+
+def test_api_cursor_of_another_tool_is_expired(owner, records, all_records, make_tool):
+    """A cursor of one tool does not page another: CURSOR_EXPIRED."""
+    # given
+    other = make_tool(owner, records, type="get_all_data", name="all_records_again")
+    cursor = call(owner, all_records, {}).json()["result"]["next_cursor"]
+    # when
+    response = call(owner, other, {"cursor": cursor})
+    # then
+    assert (response.status_code, response.json()["error"]) == (400, "CURSOR_EXPIRED")
+
+
+def test_api_non_list_over_the_budget_names_its_size_and_the_budget(owner, records, make_tool):
+    """Not a list: 400 RESULT_TOO_LARGE with the size and the budget (no instance: "the result budget")."""
+    # given
+    tool = make_tool(owner, records, name="query_records")
+    # when
+    response = call(owner, tool, {"query": "{rows: @}"})
+    # then
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "RESULT_TOO_LARGE",
+        "message": "The result is 2400 bytes, over the result budget of 1000 bytes. Narrow the call: filter or"
+        " project in the JMESPath expression, e.g. `[?status=='paid'].id` or `[0:20]`.",
+        "details": {"size": 2400, "max_result_bytes": 1000},
+    }
+
+
+def test_api_67_megabyte_result_answers_within_the_budget(owner, make_table, make_tool, settings):
+    """The 67 MB body of issue 12: with the default budget the call answers its first page, a body within the
+    budget, without encoding the whole result; the same document wrapped in an object is RESULT_TOO_LARGE."""
+    # given
+    settings.TOOLHUB_MAX_RESULT_BYTES = paging.DEFAULT_MAX_RESULT_BYTES
+    rows = [{"id": i, "text": "x" * 202} for i in range(300_000)]
+    big = make_table(owner, name="big", data=rows)
+    assert len(json.dumps(rows, separators=(",", ":"))) == 67_688_891
+    listed = make_tool(owner, big, type="get_all_data", name="everything")
+    wrapped = make_tool(owner, big, name="everything_wrapped")
+    # when
+    started = time.perf_counter()
+    response = call(owner, listed, {})
+    refused = call(owner, wrapped, {"query": "{rows: @}"})
+    elapsed = time.perf_counter() - started
+    # then
+    assert response.status_code == 200
+    page = response.json()["result"]
+    assert (len(page["items"]), page["total"]) == (179, 300_000)
+    assert len(response.content) <= 40_000 + len('{"result":}')
+    assert refused.status_code == 400
+    # measured up to 4 budgets: counting stops with the piece of JSON that passes 160,000 bytes
+    assert refused.json()["details"] == {"size": 160_011, "max_result_bytes": 40_000, "size_is_lower_bound": True}
+    assert refused.json()["message"].startswith(
+        "The result is more than 160011 bytes (measuring stopped there), over the result budget of 40000 bytes."
+    )
+    assert elapsed < 5  # generous: a loose guard against encoding 67 MB, not a speed claim
+
+
+#
+# The admin's try-it
+#
+
+
+@pytest.fixture
+def owner_client(client, owner):
+    client.force_login(owner)
+    return client
+
+
+def test_try_it_shows_the_first_page_and_offers_show_all(owner_client, all_records):
+    """Try-it runs with the API's budget: the first page, the note and a "show all" button."""
+    # when
+    response = owner_client.post(reverse("admin:tools_app_tool_try", args=[all_records.pk]), {})
+    # then
+    outcome = response.context["outcome"]
+    assert outcome["ok"] is True
+    shown = json.loads(outcome["result"])
+    assert (len(shown["items"]), shown["total"]) == (35, 100)
+    assert outcome["page_note"].startswith("Showing items 1-35 of 100 (the result is paged")
+    html = response.content.decode()
+    assert 'id="toolhub-show-all"' in html
+    assert "Show all (up to 5.0 MB)" in html
+    assert list(CallLog.objects.values_list("surface", "status")) == [("admin", "ok")]
+
+
+def test_try_it_show_all_shows_every_item(owner_client, all_records):
+    """ "Show all" runs the call again with the hard cap: the whole list, no page, no button."""
+    # when
+    response = owner_client.post(reverse("admin:tools_app_tool_try", args=[all_records.pk]), {"_show_all": "1"})
+    # then
+    outcome = response.context["outcome"]
+    assert json.loads(outcome["result"]) == RECORDS
+    assert (outcome["page_note"], outcome["truncated"]) == ("", False)
+    assert 'id="toolhub-show-all"' not in response.content.decode()
+    assert list(CallLog.objects.values_list("surface", "status")) == [("admin", "ok")]
+
+
+def test_try_it_show_all_stops_at_the_hard_cap(owner_client, all_records, settings):
+    """Over the "show all" cap the list is still paged: the cap is hard."""
+    # given
+    settings.TOOLHUB_TRY_IT_SHOW_ALL_BYTES = 2000
+    # when
+    response = owner_client.post(reverse("admin:tools_app_tool_try", args=[all_records.pk]), {"_show_all": "1"})
+    # then
+    outcome = response.context["outcome"]
+    shown = json.loads(outcome["result"])
+    assert (len(shown["items"]), shown["total"]) == (76, 100)
+    assert outcome["page_note"].startswith("Showing items 1-76 of 100 (the result is paged")
+
+
+#
+# The pieces
+#
+
+
+@pytest.mark.parametrize("value", [[], [1, "é", {"a": [True, None, 1.5]}], {"k": "ü" * 10}, "x", 3])
+def test_encode_within_is_json_dumps_when_it_fits(value):
+    """The text within the budget is exactly the compact JSON the rest of toolhub sends."""
+    # when
+    text = paging.encode_within(value, 10_000)
+    # then
+    assert text == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def test_encode_within_counts_utf8_bytes():
+    """The budget is in UTF-8 bytes: 10 two-byte characters and the quotes are 22 bytes."""
+    # when / then
+    assert paging.encode_within("é" * 10, 22) == '"' + "é" * 10 + '"'
+    assert paging.encode_within("é" * 10, 21) is None
+
+
+def test_measure_stops_at_the_cap():
+    """measure() counts up to its cap and says whether it finished."""
+    # when / then
+    assert paging.measure([1, 2, 3], 100) == (7, True)
+    size, complete = paging.measure(["x" * 50] * 1000, 200)
+    assert complete is False
+    assert 200 < size <= 200 + 53
