@@ -54,6 +54,7 @@ from .paging import (
     read_cursor,
     sign_cursor,
     tool_binding,
+    utf8_size,
 )
 from .services.locks import key_share
 from .tool_types import TOOL_TYPES, external
@@ -179,7 +180,7 @@ class CallOutcome:
 
     @property
     def size(self) -> int:
-        return len(self.text.encode())
+        return utf8_size(self.text)
 
 
 #
@@ -459,7 +460,7 @@ def _limited(target: CallTarget, outcome: CallOutcome, paging: _Paging, cache_ke
         return outcome
     value, known = outcome.value, outcome._text
     if paging.offset is None:
-        if known is not None and not over_limit(target.tool_type, len(known.encode()), limit):
+        if known is not None and not over_limit(target.tool_type, utf8_size(known), limit):
             return outcome
         within = encode_within(value, limit) if known is None else None
         if within is not None:
@@ -473,7 +474,7 @@ def _limited(target: CallTarget, outcome: CallOutcome, paging: _Paging, cache_ke
         return _paged(target, outcome, paging, limit, cache_key)
     if paging.offset is not None:  # a cursor whose list is gone: only a change of the data does that
         return _failed(outcome, ToolError(ErrorCode.CURSOR_EXPIRED, "The result this cursor pages is gone."))
-    size, complete = (len(known.encode()), True) if known is not None else measure(value, limit * MEASURE_FACTOR)
+    size, complete = (utf8_size(known), True) if known is not None else measure(value, limit * MEASURE_FACTOR)
     return _failed(outcome, too_large(tool_type, size, limit, complete=complete, on_instance=on_instance))
 
 

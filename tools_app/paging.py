@@ -38,6 +38,7 @@ __all__ = [
     "show_all_max_bytes",
     "sign_cursor",
     "tool_binding",
+    "utf8_size",
 ]
 
 CURSOR = "cursor"  # the argument a paged tool accepts on top of its own schema
@@ -77,7 +78,13 @@ def encode_within(value: Any, limit: int) -> str | None:
             return None
         parts.append(chunk)
     text = "".join(parts)
-    return text if len(text.encode()) <= limit else None
+    return text if utf8_size(text) <= limit else None
+
+
+def utf8_size(text: str) -> int:
+    """The UTF-8 size of `text`; a lone surrogate (stored before input refused them, tools_app.validators)
+    counts as the 3 bytes it would take, never an error."""
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def measure(value: Any, cap: int) -> tuple[int, bool]:
@@ -85,7 +92,7 @@ def measure(value: Any, cap: int) -> tuple[int, bool]:
     text; `complete` is False when counting stopped at the cap (the size is then a lower bound)."""
     size = 0
     for chunk in _encoder.iterencode(value):
-        size += len(chunk.encode())
+        size += utf8_size(chunk)
         if size > cap:
             return size, False
     return size, True
@@ -186,7 +193,7 @@ def page_of(items: list, *, offset: int, limit: int, cursor_at: Callable[[int], 
     """
     total = len(items)
     # The envelope with the longest cursor this list can have (its offset has the most digits).
-    envelope = len(_envelope("", total, cursor_at(total)).encode())
+    envelope = utf8_size(_envelope("", total, cursor_at(total)))
     budget = limit - envelope
     texts: list[str] = []
     used = 0
@@ -197,7 +204,7 @@ def page_of(items: list, *, offset: int, limit: int, cursor_at: Callable[[int], 
         if text is None:
             break
         texts.append(text)
-        used += len(text.encode()) + separator
+        used += utf8_size(text) + separator
         index += 1
     if not texts and index < total:
         return None

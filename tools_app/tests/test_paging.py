@@ -229,6 +229,8 @@ def test_encode_within_counts_utf8_bytes():
     # when / then
     assert paging.encode_within("é" * 10, 22) == '"' + "é" * 10 + '"'
     assert paging.encode_within("é" * 10, 21) is None
+    # a lone surrogate stored before input refused them counts as its 3 bytes, never an error
+    assert paging.encode_within("\ud800", 5) == '"\ud800"'
 
 
 def test_measure_stops_at_the_cap():
