@@ -69,16 +69,119 @@ def show_all_max_bytes() -> int:
 
 def encode_within(value: Any, limit: int) -> str | None:
     """`value` as compact JSON (UTF-8 kept, the same text as json.dumps) when it is at most `limit` bytes in
-    UTF-8; None as soon as the encoding passes `limit` (what is left is never encoded)."""
-    parts: list[str] = []
-    chars = 0
-    for chunk in _encoder.iterencode(value):
-        chars += len(chunk)
-        if chars > limit:  # a character is at least one byte
-            return None
-        parts.append(chunk)
-    text = "".join(parts)
+    UTF-8; None as soon as the encoding passes `limit` (what is left is never encoded).
+
+    Containers are walked in Python, but a container of scalars small enough to fit (a record, a short
+    list) is encoded at once by the C encoder, and a string longer than the room left is refused by its
+    length: about 1.5x json.dumps for lists of records (bench/result_budget.py), never more than a budget
+    of work."""
+    encoder = _Bounded(limit)
+    try:
+        encoder.add_value(value)
+    except _Over:
+        return None
+    text = "".join(encoder.parts)
     return text if utf8_size(text) <= limit else None
+
+
+class _Over(Exception):
+    """The encoding passed its budget."""
+
+
+_dumps = _encoder.encode  # the C one-shot encoder: the same text as json.dumps(..., separators=(",", ":"))
+
+
+class _Bounded:
+    """Compact JSON in parts, counting characters (each at least one UTF-8 byte) against a budget."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.parts: list[str] = []
+
+    def add(self, text: str) -> None:
+        self.used += len(text)
+        if self.used > self.limit:
+            raise _Over
+        self.parts.append(text)
+
+    def add_value(self, value: Any) -> None:
+        room = self.limit - self.used
+        if isinstance(value, str):
+            if len(value) + 2 > room:  # its quotes and characters, before any escape
+                raise _Over
+            self.add(_dumps(value))
+        elif isinstance(value, dict):
+            self._add_object(value, room)
+        elif isinstance(value, list | tuple):
+            self._add_array(value, room)
+        else:
+            self.add(_dumps(value))
+
+    def _add_object(self, value: dict, room: int) -> None:
+        if len(value) * 4 > room + 1:  # "k":v, at least 4 characters each
+            raise _Over
+        flat, total = True, 0
+        for key, item in value.items():
+            kind = type(item)
+            if type(key) is not str:  # a key json.dumps converts (true, 1, null): the pure-Python encoder
+                self._add_pieces(value)
+                return
+            if kind is str:
+                total += len(key) + len(item) + 6
+            elif kind in _NUMBERS or item is None:
+                total += len(key) + 28
+            else:
+                flat = False
+                break
+            if total > room:
+                flat = False
+                break
+        if flat:  # scalars that surely fit without escapes: the C encoder takes them at once
+            self.add(_dumps(value))
+            return
+        self.add("{")
+        for index, (key, item) in enumerate(value.items()):
+            self.add(("," if index else "") + _dumps(key) + ":")
+            self.add_value(item)
+        self.add("}")
+
+    def _add_array(self, value: list | tuple, room: int) -> None:
+        if len(value) * 2 > room + 1:  # v, at least 2 characters each
+            raise _Over
+        if _flat(value, room):
+            self.add(_dumps(value))
+            return
+        self.add("[")
+        for index, item in enumerate(value):
+            if index:
+                self.add(",")
+            self.add_value(item)
+        self.add("]")
+
+    def _add_pieces(self, value: Any) -> None:
+        for chunk in _encoder.iterencode(value):
+            self.add(chunk)
+
+
+_NUMBERS = (int, float, bool)
+
+
+def _flat(values: Any, room: int) -> bool:
+    """Whether `values` are scalars whose text surely fits `room` characters without escapes (their string
+    lengths, 25 characters per number): the C encoder then takes them at once, at most a few budgets of work."""
+    total = 0
+    for value in values:
+        kind = type(value)
+        if kind is str:
+            total += len(value) + 3
+        elif kind in _NUMBERS or value is None:
+            total += 25
+        else:
+            return False
+        if total > room:
+            return False
+    return True
 
 
 def utf8_size(text: str) -> int:

@@ -215,7 +215,20 @@ def test_try_it_show_all_stops_at_the_hard_cap(owner_client, all_records, settin
 #
 
 
-@pytest.mark.parametrize("value", [[], [1, "é", {"a": [True, None, 1.5]}], {"k": "ü" * 10}, "x", 3])
+@pytest.mark.parametrize(
+    "value",
+    [
+        [],
+        {},
+        [1, "é", {"a": [True, None, 1.5]}],
+        {"k": "ü" * 10, "nested": {"deep": [[], [{}], {"q": '"\\\n\u0001'}]}},
+        {1: "a", None: "b", 2.5: "c"},
+        [{"id": i, "tags": ["x"] * i} for i in range(30)],
+        "x",
+        3,
+        float("nan"),
+    ],
+)
 def test_encode_within_is_json_dumps_when_it_fits(value):
     """The text within the budget is exactly the compact JSON the rest of toolhub sends."""
     # when
@@ -231,6 +244,17 @@ def test_encode_within_counts_utf8_bytes():
     assert paging.encode_within("é" * 10, 21) is None
     # a lone surrogate stored before input refused them counts as its 3 bytes, never an error
     assert paging.encode_within("\ud800", 5) == '"\ud800"'
+
+
+@pytest.mark.parametrize("value", [["x" * 100] * 3, {"a": "x" * 400}, [[1] * 200], {"k": {"k": [1, 2, 3] * 100}}])
+def test_encode_within_refuses_what_passes_the_budget(value):
+    """Over the budget by one byte or many: None, whatever the nesting."""
+    # given
+    size = len(json.dumps(value, separators=(",", ":")))
+    # when / then
+    assert paging.encode_within(value, size) == json.dumps(value, separators=(",", ":"))
+    assert paging.encode_within(value, size - 1) is None
+    assert paging.encode_within(value, 50) is None
 
 
 def test_measure_stops_at_the_cap():
