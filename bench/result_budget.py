@@ -53,10 +53,13 @@ def main() -> None:
     for count in (1, 20, 100, 330):
         value = [record(i) for i in range(count)] if count > 1 else record(1)
         size = len(dumps(value).encode())
-        assert size <= BUDGET and paging.encode_within(value, BUDGET) == dumps(value)
+        assert size <= BUDGET
+        assert paging.encode_within(value, BUDGET) == dumps(value)
         inner = 200 if size < 1000 else 10
-        old = median_ms(lambda v=value: [dumps(v) for _ in range(inner)], args.repeat) / inner
-        new = median_ms(lambda v=value: [paging.encode_within(v, BUDGET) for _ in range(inner)], args.repeat) / inner
+        old = median_ms(lambda v=value, n=inner: [dumps(v) for _ in range(n)], args.repeat) / inner
+        new = median_ms(
+            lambda v=value, n=inner: [paging.encode_within(v, BUDGET) for _ in range(n)], args.repeat
+        ) / inner
         print(f"{f'{size:,} bytes':<34}{old:>12.3f}{new:>15.3f}{new / old:>8.2f}")
 
     rows = [{"id": i, "text": "x" * 202} for i in range(300_000)]
