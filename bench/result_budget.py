@@ -57,9 +57,9 @@ def main() -> None:
         assert paging.encode_within(value, BUDGET) == dumps(value)
         inner = 200 if size < 1000 else 10
         old = median_ms(lambda v=value, n=inner: [dumps(v) for _ in range(n)], args.repeat) / inner
-        new = median_ms(
-            lambda v=value, n=inner: [paging.encode_within(v, BUDGET) for _ in range(n)], args.repeat
-        ) / inner
+        new = (
+            median_ms(lambda v=value, n=inner: [paging.encode_within(v, BUDGET) for _ in range(n)], args.repeat) / inner
+        )
         print(f"{f'{size:,} bytes':<34}{old:>12.3f}{new:>15.3f}{new / old:>8.2f}")
 
     rows = [{"id": i, "text": "x" * 202} for i in range(300_000)]
