@@ -264,3 +264,33 @@ def test_measure_stops_at_the_cap():
     size, complete = paging.measure(["x" * 50] * 1000, 200)
     assert complete is False
     assert 200 < size <= 200 + 53
+
+
+#
+# What the registry says about paging
+#
+
+
+def test_guide_and_export_describe_paging_for_pageable_tools_only(owner, records, all_records, make_tool):
+    """The usage guide gives a pageable tool a Paging line; the export widens its output schema to a page and
+    adds `cursor` to its input schema; a select tool (never paged) keeps its own schemas and no line."""
+    from tools_app.registry.export import export_tool
+    from tools_app.registry.guide import PAGING, render_tool
+    from tools_app.registry.search import make_doc
+
+    # given
+    typed = make_tool(owner, records, name="typed_query", output_schema={"type": "array", "items": {"type": "integer"}})
+    select = make_tool(owner, records, type="select", name="records_by_id")
+    # when
+    guide = render_tool(make_doc(0, all_records.name, all_records.description, all_records))
+    select_guide = render_tool(make_doc(0, select.name, select.description, select))
+    exported = export_tool(tool=typed)["tools"][0]
+    select_exported = export_tool(tool=select)["tools"][0]
+    # then
+    assert f"**Paging**: {PAGING}" in guide
+    assert "**Paging**" not in select_guide
+    page = json.loads(json.dumps(paging.PAGED_OUTPUT_SCHEMA))
+    page["properties"]["items"]["items"] = {"type": "integer"}
+    assert exported["outputSchema"] == {"anyOf": [{"type": "array", "items": {"type": "integer"}}, page]}
+    assert exported["inputSchema"]["properties"]["cursor"] == paging.cursor_argument_schema()
+    assert select_exported["inputSchema"] == select.input_schema
