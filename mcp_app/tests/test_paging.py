@@ -281,3 +281,38 @@ def test_tools_list_describes_the_cursor_and_the_paged_shape(harness, owner, key
         "type": "object",
         "anyOf": [{"type": "object", "properties": {"result": array_schema}, "required": ["result"]}, page],
     }
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_page_of_a_tool_with_an_output_schema_is_sent(harness, owner, key, paged, make_tool, bind, instance, era):
+    """A tool declaring a list outputSchema sends its pages as structuredContent (the listed schema allows them)."""
+    # given
+    schema = {"type": "array", "items": {"type": "object"}}
+    bind(instance, make_tool(owner, paged, type="get_all_data", name="typed_records", output_schema=schema))
+    # when
+    pages = follow(harness, key, "typed_records", {}, era=era)
+    # then
+    assert [len(page["structuredContent"]["items"]) for page in pages] == PAGE_SIZES
+    assert [item for page in pages for item in page["structuredContent"]["items"]] == RECORDS
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_sdk_client_follows_the_cursors(harness, owner, key, paged, make_tool, bind, instance, mode):
+    """The SDK's own client (which checks structuredContent against a listed outputSchema) reads every page."""
+    # given
+    schema = {"type": "array", "items": {"type": "object"}}
+    bind(instance, make_tool(owner, paged, type="get_all_data", name="typed_records", output_schema=schema))
+
+    async def scenario(client):
+        await client.list_tools()
+        pages = [await client.call_tool("typed_records", {})]
+        while pages[-1].structured_content["next_cursor"] is not None:
+            cursor = pages[-1].structured_content["next_cursor"]
+            pages.append(await client.call_tool("typed_records", {"cursor": cursor}))
+        return pages
+
+    # when
+    pages = harness.with_client("shop", key, scenario, mode=mode)
+    # then
+    assert [page.is_error for page in pages] == [False, False, False]
+    assert [item for page in pages for item in page.structured_content["items"]] == RECORDS
