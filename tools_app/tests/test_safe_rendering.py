@@ -15,7 +15,10 @@ REL = 'rel="noopener noreferrer nofollow"'
         ("![x](http://attacker/p.png)", f'<p><a href="http://attacker/p.png" {REL}>x</a></p>\n'),
         ("![](http://attacker/p.png)", f'<p><a href="http://attacker/p.png" {REL}>http://attacker/p.png</a></p>\n'),
         ('![a "b" <c>](http://attacker/p.png)', f'<p><a href="http://attacker/p.png" {REL}>a "b" &lt;c&gt;</a></p>\n'),
-        ("[![logo](http://attacker/i.png)](https://example.com/)", f'<p><a href="https://example.com/" {REL}>logo</a></p>\n'),
+        (
+            "[![logo](http://attacker/i.png)](https://example.com/)",
+            f'<p><a href="https://example.com/" {REL}>logo</a></p>\n',
+        ),
         ("![x](javascript:alert(1))", "<p>![x](javascript:alert(1))</p>\n"),
         # Raw HTML stays text.
         ("<img src=x onerror=alert(1)>", "<p>&lt;img src=x onerror=alert(1)&gt;</p>\n"),
@@ -30,13 +33,19 @@ REL = 'rel="noopener noreferrer nofollow"'
         ("[a](vbscript:msgbox)", "<p>[a](vbscript:msgbox)</p>\n"),
         ("<javascript:alert(1)>", "<p>&lt;javascript:alert(1)&gt;</p>\n"),
         ("[a](ftp://example.com/f)", f"<p><a {REL}>a</a></p>\n"),
-        ('[docs](https://example.com/d "Docs")', f'<p><a href="https://example.com/d" title="Docs" {REL}>docs</a></p>\n'),
+        (
+            '[docs](https://example.com/d "Docs")',
+            f'<p><a href="https://example.com/d" title="Docs" {REL}>docs</a></p>\n',
+        ),
         ("<https://example.com/x>", f'<p><a href="https://example.com/x" {REL}>https://example.com/x</a></p>\n'),
         ("[mail](mailto:a@example.com)", f'<p><a href="mailto:a@example.com" {REL}>mail</a></p>\n'),
         ("[admin](/admin/)", f'<p><a href="/admin/" {REL}>admin</a></p>\n'),
         # What the guide itself uses still renders.
         ('# T\n\n```json\n{"a": "<b>"}\n```', '<h1>T</h1>\n<pre><code>{"a": "&lt;b&gt;"}\n</code></pre>\n'),
-        ("3. *a*\n4. **b** `c`", "<ol start=\"3\">\n<li><em>a</em></li>\n<li><strong>b</strong> <code>c</code></li>\n</ol>\n"),
+        (
+            "3. *a*\n4. **b** `c`",
+            '<ol start="3">\n<li><em>a</em></li>\n<li><strong>b</strong> <code>c</code></li>\n</ol>\n',
+        ),
     ],
 )
 def test_markdown_is_rendered_safe(markdown, html):
@@ -59,11 +68,12 @@ def test_instance_page_guide_shows_hostile_description_harmlessly(client, owner,
     # then
     html = response.context["usage_guide"]["html"]
     assert (
-        f'<p><strong>Purpose</strong>: Orders. <a href="http://attacker.invalid/p.png" {REL}>pixel</a> &lt;script&gt;alert(1)&lt;/script&gt; '
+        f'<p><strong>Purpose</strong>: Orders. <a href="http://attacker.invalid/p.png" {REL}>pixel</a> '
+        "&lt;script&gt;alert(1)&lt;/script&gt; "
         f'[click](javascript:alert(1)) <a href="https://example.com/" {REL}>home</a></p>'
     ) in html
     page = response.content.decode()
     assert "<img" not in page
-    assert "attacker.invalid/p.png\" rel" in page
+    assert 'attacker.invalid/p.png" rel' in page
     assert 'href="javascript:' not in page
     assert "<script>alert(1)" not in page
