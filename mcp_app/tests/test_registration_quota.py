@@ -8,6 +8,7 @@ import pytest
 from django.conf import settings
 
 from mcp_app.tests.mcp_harness import Harness
+from mcp_app.tests.test_concurrency import _in_threads, postgres_db  # noqa: F401  (postgres_db: a fixture)
 from tools_app.models import Binding, CallLog, Tool
 from tools_app.services import instance_update
 
@@ -86,3 +87,41 @@ def test_quota_counts_every_tool_of_the_owner_and_only_the_owners(shop, owner, o
     assert second["structuredContent"]["details"] == {"reason": "quota", "quota": 3, "tools": 3}
     assert Tool.objects.filter(owner=owner).count() == 3
     assert not Tool.objects.filter(name="weather_tomorrow").exists()
+
+
+RACERS = 12
+
+
+@pytest.mark.postgres
+@pytest.mark.usefixtures("postgres_db")
+def test_concurrent_registrations_stop_exactly_at_the_quota(owner, make_tool, instance, bind, settings):
+    """12 threads register 12 tools at once with room for 3: exactly 3 are created, 9 refused for the quota."""
+    from tools_app.errors import ToolError
+    from tools_app.models import McpInstance
+    from tools_app.registry.instance_scope import InstanceScope
+    from tools_app.tool_types.execute import execute
+
+    # given: the owner has register_tool (1 tool); the quota leaves room for 3 more
+    instance_update(instance=instance, allow_registration=True)
+    registrar = make_tool(owner, type="register_tool", name="register_tool", description="Register a tool.")
+    bind(instance, registrar)
+    settings.TOOLHUB_MAX_TOOLS_PER_OWNER = 4
+
+    # when
+    def worker(index: int):
+        scope = InstanceScope(McpInstance.objects.get(pk=instance.pk))
+        arguments = {"name": f"racer_{index:02d}", "description": "A raced registration."}
+        return execute(tool=Tool.objects.get(pk=registrar.pk), arguments=arguments, scope=scope)["tool_id"]
+
+    results = _in_threads(RACERS, worker)
+
+    # then
+    created = [result for result in results if isinstance(result, int)]
+    refused = [result for result in results if isinstance(result, ToolError)]
+    assert (len(created), len(refused)) == (3, RACERS - 3)
+    assert {(error.code, error.details["reason"], error.details["quota"]) for error in refused} == {
+        ("REGISTRATION_FAILED", "quota", 4)
+    }
+    assert Tool.objects.filter(owner=owner).count() == 4
+    assert sorted(Tool.objects.filter(owner=owner, type="external").values_list("pk", flat=True)) == sorted(created)
+    assert Binding.objects.filter(mcp_instance=instance).count() == 4
