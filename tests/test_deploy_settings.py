@@ -105,3 +105,13 @@ def test_proxy_ssl_header_is_read_from_the_environment():
     # then
     assert done.returncode == 0, done.stderr
     assert done.stdout == "('HTTP_X_FORWARDED_PROTO', 'https') True\n"
+
+
+@pytest.mark.parametrize(("name", "value"), [("TOOLHUB_MAX_TOOLS_PER_OWNER", "many"), ("TOOLHUB_HSTS_SECONDS", "-1")])
+def test_a_bad_number_stops_manage_py_with_a_message(name, value):
+    """A setting that is not a whole number >= 0 is named in one line on stderr, exit code 1, no traceback."""
+    # when
+    done = run({**PRODUCTION, name: value}, "manage.py", "check")
+    # then
+    assert done.returncode == 1
+    assert done.stderr == f"Error: {name} must be a whole number of at least 0, not {value!r}.\n"

@@ -26,6 +26,20 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    """A whole number from the environment; anything else stops toolhub with a message naming the variable."""
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = minimum - 1
+    if number < minimum:
+        raise ImproperlyConfigured(f"{name} must be a whole number of at least {minimum}, not {value!r}.")
+    return number
+
+
 DEBUG = env_bool("DJANGO_DEBUG", False)
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
@@ -185,7 +199,7 @@ if TOOLHUB_HTTPS:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_SSL_REDIRECT = True
-    SECURE_HSTS_SECONDS = int(os.environ.get("TOOLHUB_HSTS_SECONDS") or 31_536_000)  # one year
+    SECURE_HSTS_SECONDS = env_int("TOOLHUB_HSTS_SECONDS", 31_536_000)  # one year
     # Both default on, as check --deploy asks; turning one off is an explicit choice (say, a subdomain
     # still served over plain HTTP), so its reminder (W005 / W021) is silenced with it.
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("TOOLHUB_HSTS_INCLUDE_SUBDOMAINS", True)
@@ -211,9 +225,9 @@ SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 # Content-Security-Policy (django-csp 4): scripts only from toolhub's own static files (no inline script
 # anywhere: the API docs use drf-spectacular's split view); <style> elements only from files or with the
 # request's nonce (the templates that have one add it: templates/rest_framework/api.html,
-# templates/drf_spectacular/swagger_ui.html); style="" attributes
-# are allowed (DRF's browsable API is full of them; they cannot run code). tests/browser/test_csp.py
-# loads the admin, try-it, the API docs and the browsable API and fails on any violation.
+# templates/drf_spectacular/swagger_ui.html); style="" attributes are allowed (DRF's browsable API is
+# full of them; they cannot run code). tests/browser/test_csp.py loads the admin, try-it, the API docs
+# and the browsable API and fails on any violation.
 INSTALLED_APPS.append("csp")
 MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1, "csp.middleware.CSPMiddleware")
 CONTENT_SECURITY_POLICY = {
@@ -235,7 +249,7 @@ CONTENT_SECURITY_POLICY = {
 
 # register_tool (the registry tool agents call over MCP) refuses to take an owner past this many tools,
 # of any type (REGISTRATION_FAILED naming the quota).
-TOOLHUB_MAX_TOOLS_PER_OWNER = int(os.environ.get("TOOLHUB_MAX_TOOLS_PER_OWNER") or 1000)
+TOOLHUB_MAX_TOOLS_PER_OWNER = env_int("TOOLHUB_MAX_TOOLS_PER_OWNER", 1000)
 
 LOGGING = {
     "version": 1,
