@@ -6,6 +6,7 @@ import warnings
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -23,6 +24,20 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None or value.strip() == "":
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    """A whole number from the environment; anything else stops toolhub with a message naming the variable."""
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        number = int(value.strip())
+    except ValueError:
+        number = minimum - 1
+    if number < minimum:
+        raise ImproperlyConfigured(f"{name} must be a whole number of at least {minimum}, not {value!r}.")
+    return number
 
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
@@ -167,6 +182,74 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
 }
+
+#
+# Deployment: TLS, security headers, production guards (issue 13 items 5-7; docs/deploy.md).
+#
+# "Production settings" are: DJANGO_DEBUG and TOOLHUB_DEV off, DJANGO_SECRET_KEY set (at least 50
+# random characters), DJANGO_ALLOWED_HOSTS naming the public host, and TOOLHUB_HTTPS=1 when toolhub is
+# reached over TLS. Under them `manage.py check --deploy` reports no issues (.ci/run checks it).
+#
+# Development mode (seed_demo runs, the login page shows the demo login): DEBUG or TOOLHUB_DEV.
+TOOLHUB_DEV = env_bool("TOOLHUB_DEV", False)
+
+# The one switch for deployments behind TLS: secure cookies, HSTS, redirect of plain HTTP to HTTPS.
+TOOLHUB_HTTPS = env_bool("TOOLHUB_HTTPS", False)
+if TOOLHUB_HTTPS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = True
+    SECURE_HSTS_SECONDS = env_int("TOOLHUB_HSTS_SECONDS", 31_536_000)  # one year
+    # Both default on, as check --deploy asks; turning one off is an explicit choice (say, a subdomain
+    # still served over plain HTTP), so its reminder (W005 / W021) is silenced with it.
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("TOOLHUB_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("TOOLHUB_HSTS_PRELOAD", True)
+    SILENCED_SYSTEM_CHECKS = [
+        check
+        for check, chosen in (("security.W005", SECURE_HSTS_INCLUDE_SUBDOMAINS), ("security.W021", SECURE_HSTS_PRELOAD))
+        if not chosen
+    ]
+# Behind a proxy that terminates TLS on another host: the header it sets on HTTPS requests, e.g.
+# "X-Forwarded-Proto" (value "https"). Only when the proxy always sets or overwrites it, or a client
+# could claim HTTPS. uvicorn already trusts X-Forwarded-Proto from --forwarded-allow-ips (default
+# 127.0.0.1), so a proxy on the same machine needs nothing here.
+_proxy_ssl_header = os.environ.get("DJANGO_SECURE_PROXY_SSL_HEADER", "").strip()
+if _proxy_ssl_header:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https")
+
+# Headers on every page (HTTP too): no referrer to other sites, no framing by any site.
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+
+# Content-Security-Policy (django-csp 4): scripts only from toolhub's own static files (no inline script
+# anywhere: the API docs use drf-spectacular's split view); <style> elements only from files or with the
+# request's nonce (the templates that have one add it: templates/rest_framework/api.html,
+# templates/drf_spectacular/swagger_ui.html); style="" attributes are allowed (DRF's browsable API is
+# full of them; they cannot run code). tests/browser/test_csp.py loads the admin, try-it, the API docs
+# and the browsable API and fails on any violation.
+INSTALLED_APPS.append("csp")
+MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1, "csp.middleware.CSPMiddleware")
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, NONCE],
+        "style-src-attr": ["'unsafe-inline'"],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+        **({"upgrade-insecure-requests": True} if TOOLHUB_HTTPS else {}),
+    },
+}
+
+# register_tool (the registry tool agents call over MCP) refuses to take an owner past this many tools,
+# of any type (REGISTRATION_FAILED naming the quota).
+TOOLHUB_MAX_TOOLS_PER_OWNER = env_int("TOOLHUB_MAX_TOOLS_PER_OWNER", 1000)
 
 LOGGING = {
     "version": 1,

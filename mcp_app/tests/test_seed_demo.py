@@ -1,11 +1,15 @@
 """The demo-data command (issue 2, item 7): idempotent, one tool of every data type, a fresh key each run."""
 
+import os
 import re
+import subprocess
+import sys
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from mcp_app.tests.mcp_harness import Harness
 from tools_app.choices import DATA_TYPES, READ_ONLY_REGISTRY_TYPES
@@ -179,3 +183,86 @@ def test_seed_keeps_using_the_demo_users_own_instance(make_user, make_instance):
     # then
     assert McpInstance.objects.get().slug == "demo"
     assert "belongs to another user" not in output
+
+
+#
+# Production guard (issue 13): refused with DEBUG and TOOLHUB_DEV off, unless --force
+#
+
+
+def test_seed_refuses_in_production_and_writes_nothing(settings):
+    """With DEBUG and TOOLHUB_DEV off the command stops with a clear message and exit code 1."""
+    # given
+    settings.DEBUG = False
+    settings.TOOLHUB_DEV = False
+    # when
+    with pytest.raises(CommandError) as caught:
+        _seed()
+    # then
+    assert caught.value.returncode == 1
+    assert str(caught.value) == (
+        "seed_demo refused: DJANGO_DEBUG and TOOLHUB_DEV are both off, so this looks like a production "
+        "database, and the demo adds a staff user with a known password and a working API key. For "
+        "development run it with TOOLHUB_DEV=true; to seed this database anyway, add --force."
+    )
+    assert _counts() == {"users": 0, "tables": 0, "tools": 0, "instances": 0, "bindings": 0}
+    assert ApiKey.objects.count() == 0
+
+
+def test_seed_with_force_runs_in_production(settings):
+    """--force seeds a production database anyway."""
+    # given
+    settings.DEBUG = False
+    settings.TOOLHUB_DEV = False
+    # when
+    out = _seed("--force", "--no-key")
+    # then
+    assert "Demo data ready: 17 tools on instance 'demo'." in out
+    assert _counts() == {"users": 1, "tables": 2, "tools": 17, "instances": 1, "bindings": 17}
+
+
+@pytest.mark.parametrize(("debug", "dev"), [(True, False), (False, True)])
+def test_seed_runs_with_debug_or_toolhub_dev(settings, debug, dev):
+    """DEBUG or TOOLHUB_DEV (what scripts/start.sh sets) is development: no --force needed."""
+    # given
+    settings.DEBUG = debug
+    settings.TOOLHUB_DEV = dev
+    # when
+    _seed("--no-key")
+    # then
+    assert _counts()["tools"] == 17
+
+
+def _manage(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """manage.py in a subprocess with only `env` (no development settings), on an SQLite file in tmp_path."""
+    base = {"PATH": os.environ.get("PATH", ""), "DATABASE_URL": f"sqlite:///{tmp_path / 'prod.sqlite3'}"}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=Path(__file__).resolve().parents[2],
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_seed_in_production_process_exits_1_without_traceback(tmp_path):
+    """From the shell: exit code 1, the message on stderr, no traceback, no database file created."""
+    # when
+    done = _manage(tmp_path, "seed_demo", DJANGO_SECRET_KEY="a-production-secret")
+    # then
+    assert done.returncode == 1
+    assert done.stderr.startswith("CommandError: seed_demo refused: DJANGO_DEBUG and TOOLHUB_DEV are both off")
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+    assert not (tmp_path / "prod.sqlite3").exists()
+
+
+def test_missing_development_settings_is_a_message_not_a_traceback(tmp_path):
+    """Without DJANGO_SECRET_KEY and without TOOLHUB_DEV: what to set, exit code 1, no traceback."""
+    # when
+    done = _manage(tmp_path, "seed_demo")
+    # then
+    assert done.returncode == 1
+    assert done.stderr == "Error: Set DJANGO_SECRET_KEY (or DJANGO_DEBUG=true / TOOLHUB_DEV=true for development).\n"
+    assert not (tmp_path / "prod.sqlite3").exists()

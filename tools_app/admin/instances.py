@@ -77,9 +77,8 @@ def render_usage_guide(instance: McpInstance) -> dict[str, Any]:
         from tools_app.registry import usage_guide
     except ImportError:
         return {"error": "The usage guide is not available in this version of toolhub."}
-    from markdown_it import MarkdownIt
-
     from tools_app.registry.instance_scope import InstanceScope
+    from tools_app.registry.rendering import markdown_to_safe_html
 
     try:
         guide = usage_guide(scope=InstanceScope(instance))
@@ -88,8 +87,8 @@ def render_usage_guide(instance: McpInstance) -> dict[str, Any]:
         return {"error": "The usage guide could not be generated; see the server log."}
     content = guide.get("content", "") if isinstance(guide, dict) else str(guide)
     warnings = guide.get("warnings", []) if isinstance(guide, dict) else []
-    # Raw HTML in descriptions stays escaped: "commonmark" with html disabled.
-    html = MarkdownIt("commonmark", {"html": False}).render(content)
+    # Descriptions are untrusted: no raw HTML, no images, links rel="noopener noreferrer nofollow" (issue 13).
+    html = markdown_to_safe_html(content)
     return {"html": mark_safe(html), "warnings": warnings, "markdown": content}
 
 

@@ -9,12 +9,15 @@ through services. Nothing here knows about HTTP, DRF or MCP.
 
 from typing import Any
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from .. import services
 from ..choices import ToolType
 from ..errors import ErrorCode, ToolError, ToolhubError
+from ..models import Tool
 from ..tool_types import REGISTRY, TOOL_TYPES
 from .export import FORMATS, export_tool, export_tools
 from .guide import PENDING, usage_guide
@@ -200,6 +203,27 @@ def _reason(exc: ValidationError) -> tuple[str, dict[str, list[str]]]:
 REGISTRATION_OFF = "Registration is not allowed here: the instance's allow_registration setting is off."
 
 
+def _check_tool_quota(owner: Any, name: str) -> None:
+    """Refuse a registration that would take `owner` past TOOLHUB_MAX_TOOLS_PER_OWNER tools (issue 13).
+
+    Counts every tool the owner has, of any type. Locks the owner's row (FOR NO KEY UPDATE on PostgreSQL:
+    registrations of one owner queue, inserts that only reference the owner do not wait), so concurrent
+    registrations cannot pass the quota together; on SQLite the IMMEDIATE transaction already does.
+    Raises ToolError(REGISTRATION_FAILED) naming the quota.
+    """
+    quota = settings.TOOLHUB_MAX_TOOLS_PER_OWNER
+    list(get_user_model().objects.select_for_update(no_key=True).filter(pk=owner.pk).values_list("pk", flat=True))
+    count = Tool.objects.filter(owner=owner).count()
+    if count >= quota:
+        raise ToolError(
+            ErrorCode.REGISTRATION_FAILED,
+            f"The tool {name!r} was not registered: its owner already has {count} tools, and the quota is "
+            f"{quota} tools per owner (setting TOOLHUB_MAX_TOOLS_PER_OWNER). Delete tools or ask the "
+            "administrator to raise the quota.",
+            {"reason": "quota", "quota": quota, "tools": count},
+        )
+
+
 def register_tool(
     *,
     scope: Any,
@@ -231,6 +255,7 @@ def register_tool(
         metadata["mcp_server"] = mcp_server
     try:
         with transaction.atomic():
+            _check_tool_quota(scope.owner, name)
             tool = services.tool_create(
                 owner=scope.owner,
                 name=name,
@@ -240,6 +265,8 @@ def register_tool(
                 metadata=metadata,
             )
             scope.register(tool)
+    except ToolError:
+        raise
     except ValidationError as exc:
         text, fields = _reason(exc)
         raise ToolError(

@@ -98,15 +98,11 @@ _demo_login_checked: dict[str, bool] = {}
 @register.inclusion_tag("admin/toolhub_demo_login.html")
 def toolhub_demo_login():
     """First run (issue 6): in development, say how to log in when the demo user still has its default password."""
-    import os
-
-    from django.conf import settings
     from django.contrib.auth import get_user_model
 
-    from ..management.commands.seed_demo import DEMO_PASSWORD, DEMO_USERNAME
+    from ..management.commands.seed_demo import DEMO_PASSWORD, DEMO_USERNAME, is_development
 
-    development = settings.DEBUG or os.environ.get("TOOLHUB_DEV", "").strip().lower() in {"1", "true", "yes", "on"}
-    if not development:
+    if not is_development():
         return {"show": False}
     user = get_user_model().objects.filter(username=DEMO_USERNAME, is_active=True).first()
     if user is None:

@@ -591,10 +591,10 @@ def test_admin_index_shows_dashboard(owner_client, owner, table, make_tool, inst
     assert "Try the tool orders_query" in html
 
 
-def test_login_page_shows_demo_login_in_development(client, make_user, monkeypatch):
+def test_login_page_shows_demo_login_in_development(client, make_user, settings):
     """First run: in development the login page says how to log in as the demo user."""
     # given
-    monkeypatch.setenv("TOOLHUB_DEV", "true")
+    settings.TOOLHUB_DEV = True
     make_user("demo", password="demo-password")
     # when
     response = client.get(reverse("admin:login"))
@@ -602,11 +602,12 @@ def test_login_page_shows_demo_login_in_development(client, make_user, monkeypat
     assert "log in as <code>demo</code> / <code>demo-password</code>" in response.content.decode()
 
 
-@pytest.mark.parametrize(("dev", "password"), [("", "demo-password"), ("true", "changed-it-123")])
-def test_login_page_hides_demo_login(client, make_user, monkeypatch, dev, password):
+@pytest.mark.parametrize(("dev", "password"), [(False, "demo-password"), (True, "changed-it-123")])
+def test_login_page_hides_demo_login(client, make_user, settings, dev, password):
     """No hint outside development, nor once the demo user's password was changed."""
     # given
-    monkeypatch.setenv("TOOLHUB_DEV", dev)
+    settings.TOOLHUB_DEV = dev
+    settings.DEBUG = False
     make_user("demo", password=password)
     # when
     response = client.get(reverse("admin:login"))

@@ -79,15 +79,36 @@ REGISTRY_TOOLS = [
 ]
 
 
+PRODUCTION_REFUSAL = (
+    "seed_demo refused: DJANGO_DEBUG and TOOLHUB_DEV are both off, so this looks like a production "
+    "database, and the demo adds a staff user with a known password and a working API key. For "
+    "development run it with TOOLHUB_DEV=true; to seed this database anyway, add --force."
+)
+
+
+def is_development() -> bool:
+    """Development settings (issue 13): DEBUG or TOOLHUB_DEV (what scripts/start.sh sets)."""
+    return bool(settings.DEBUG or getattr(settings, "TOOLHUB_DEV", False))
+
+
 class Command(BaseCommand):
     help = "Create demo data (user 'demo', tables, tools, an instance) and print a fresh API key. Idempotent."
 
     def add_arguments(self, parser):
         parser.add_argument("--password", default=os.environ.get("TOOLHUB_DEMO_PASSWORD", DEMO_PASSWORD))
         parser.add_argument("--no-key", action="store_true", help="Do not issue a new API key.")
+        parser.add_argument(
+            "--force", action="store_true", help="Run even with DJANGO_DEBUG and TOOLHUB_DEV off (production)."
+        )
+
+    def handle(self, *args, **options):
+        # Issue 13: a demo user with a known password must not land in production by accident.
+        if not (is_development() or options["force"]):
+            raise CommandError(PRODUCTION_REFUSAL, returncode=1)
+        self.seed(options)
 
     @transaction.atomic
-    def handle(self, *args, **options):
+    def seed(self, options):
         User = get_user_model()
         # A staff user of the "toolhub users" group (made by mcp_app's migrations), not a superuser: the demo
         # shows the admin as an owner sees it, scoped to the owner's own objects.
