@@ -94,6 +94,29 @@ if _database_url:
 else:
     DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(BASE_DIR / "db.sqlite3")}}
 
+#
+# PostgreSQL connection pool (issue 13; docs/auth.md, "Database connections")
+#
+# Each worker process holds at most DATABASE_POOL_MAX_SIZE connections (psycopg's pool, through Django's
+# OPTIONS["pool"]): a burst of requests waits up to DATABASE_POOL_TIMEOUT seconds for a free connection
+# instead of opening one each and exhausting the server's max_connections. Budget:
+# workers × DATABASE_POOL_MAX_SIZE (+ management commands) < PostgreSQL's max_connections (default 100).
+# Per worker, the MCP database threads (TOOLHUB_MCP_DB_THREADS, 4) each keep one connection for up to a
+# second between requests (mcp_app/hops.py) and every API/admin request takes one for its duration.
+# The pool needs CONN_MAX_AGE = 0 (a "closed" connection goes back to the pool); CONN_HEALTH_CHECKS makes
+# the pool check a connection as it is handed out. DATABASE_POOL_MAX_SIZE=0 turns the pool off (then each
+# thread keeps its own connection for 60 s, as before).
+DATABASE_POOL_MAX_SIZE = int(os.environ.get("DATABASE_POOL_MAX_SIZE", "10"))
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABASE_POOL_MAX_SIZE > 0:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": min(2, DATABASE_POOL_MAX_SIZE),
+        "max_size": DATABASE_POOL_MAX_SIZE,
+        "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "10")),
+        # Idle connections beyond min_size are closed after a minute, so a burst leaves none lingering.
+        "max_idle": 60.0,
+    }
+
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # SPEC §3: SQLite must not lose writes either. IMMEDIATE transactions take the write lock at
     # BEGIN, so two writers of one table queue instead of failing on a lock upgrade; WAL lets
