@@ -11,9 +11,11 @@ thread each, released together), split evenly over four kinds of bad credentials
 
 It prints the status counts per kind (401 expected everywhere, never a 5xx), the median and p99 latency,
 PostgreSQL's connection count to the database (pg_stat_activity) before, at its peak during, and after the
-burst, and whether a good MCP call and a good API call answer 200 right after. `--rounds N` repeats the burst
-(fresh random credentials each time) and prints each round and the medians. `--pool-size 0` runs the workers
-without the connection pool, for comparison; `--settle S` counts the connections again S seconds later.
+burst (-1: the server refused the counting connection itself, "too many clients"), and whether a good MCP
+call and a good API call answer 200 right after. `--rounds N` repeats the burst (fresh random credentials
+each time) and prints each round and the medians. `--settle S` counts the connections again S seconds later.
+`--pool-size 0` runs the workers without the connection pool, for comparison: on a shared server that can
+exhaust PostgreSQL's max_connections for everyone using it while it runs.
 """
 
 import argparse
@@ -122,17 +124,23 @@ class ConnectionSampler:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def count(self) -> int:
-        with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [self.database]).fetchone()[
-                0
-            ]
+        """The connection count now; -1 when PostgreSQL refuses another connection (max_connections reached)."""
+        try:
+            with psycopg.connect(self.admin_url, autocommit=True) as conn:
+                query = "SELECT count(*) FROM pg_stat_activity WHERE datname = %s"
+                return conn.execute(query, [self.database]).fetchone()[0]
+        except psycopg.OperationalError:
+            return -1
 
     def _run(self) -> None:
-        with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            while not self._stop.is_set():
-                row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [self.database])
-                self.peak = max(self.peak, row.fetchone()[0])
-                time.sleep(0.02)
+        try:
+            with psycopg.connect(self.admin_url, autocommit=True) as conn:
+                while not self._stop.is_set():
+                    row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [self.database])
+                    self.peak = max(self.peak, row.fetchone()[0])
+                    time.sleep(0.02)
+        except psycopg.OperationalError:
+            self.peak = -1  # the sampler itself could not connect: the server was full
 
     def __enter__(self) -> "ConnectionSampler":
         self._thread.start()
