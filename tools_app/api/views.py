@@ -10,7 +10,13 @@ from django.contrib.auth.signals import user_logged_in
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
 from rest_framework import filters, mixins, serializers, status, viewsets
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.decorators import action
@@ -24,6 +30,7 @@ from tools_app.models import ApiToken, Surface, Table, Tool
 from .filters import OrderingFilter
 from .filtersets import ToolFilterSet
 from .renderers import JSONRenderer
+from .schema import ErrorSerializer
 from .serializers import (
     ApiTokenSerializer,
     TableSerializer,
@@ -90,7 +97,14 @@ class OwnedViewSetMixin:
     request=inline_serializer(
         "AuthTokenRequest", {"username": serializers.CharField(), "password": serializers.CharField()}
     ),
-    responses={200: inline_serializer("AuthTokenResponse", {"token": serializers.CharField()})},
+    responses={
+        200: inline_serializer("AuthTokenResponse", {"token": serializers.CharField()}),
+        429: OpenApiResponse(
+            ErrorSerializer,
+            description="RATE_LIMITED: too many failed logins for this username from this address; "
+            "`Retry-After` says when to try again (issue 13, django-axes).",
+        ),
+    },
 )
 class AuthTokenView(APIView):
     """Send a username and password; then send the token as `Authorization: Token <token>` on every request.
