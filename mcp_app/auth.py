@@ -7,8 +7,16 @@ a key is ever compared or kept in memory.
 The per-process `auth_cache` only remembers which (slug, key hash) pairs were valid, so that a request
 can be handed to the SDK without a database round trip; the MCP handlers then re-check the key and the
 instance in the same query that loads what they need (SPEC §1: every request sees the database's state).
+
+Refusals that need no database (issue 13: a burst of bad keys must not cost a connection each): a key
+not of ApiKey's format, and a key hash already found to match no key row, can never become valid (a key
+is a fresh random secret), so `auth_cache` remembers them (bounded, least recently used). Whether such a
+request is a 404 or a 401 (SPEC §8: an unknown slug is 404 whatever the key) comes from the slug's state
+as last read by this process, kept TOOLHUB_AUTH_CACHE_SECONDS (default 5): only the choice between two
+refusals may be that old, never a grant.
 """
 
+import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -81,47 +89,97 @@ def check_host_and_origin(host: str | None, origin: str | None) -> None:
 #
 
 
+# Stands for every bearer key that is not of ApiKey's format: never equal to a stored SHA-256.
+MALFORMED_KEY = "malformed"
+
+MISSING_KEY_MESSAGE = "Missing bearer key: send 'Authorization: Bearer <instance API key>'."
+INVALID_KEY_MESSAGE = "Invalid API key for this instance (unknown, revoked, or another instance's)."
+INACTIVE_OWNER_MESSAGE = "Invalid API key for this instance: the instance's owner is deactivated."
+
+
 def key_hash_from_header(authorization: str | None) -> str | None:
-    """The SHA-256 of the bearer key in an Authorization header, or None when there is no bearer key."""
+    """The SHA-256 of the bearer key in an Authorization header, MALFORMED_KEY for a bearer key that is
+    not of ApiKey's format, or None when there is no bearer key."""
     if not authorization:
         return None
     scheme, _, token = authorization.strip().partition(" ")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         return None
+    if not ApiKey.is_well_formed(token):
+        return MALFORMED_KEY
     return ApiKey.hash_key(token)
+
+
+def refusal_without_database(slug: str, key_hash: str | None) -> Denied | None:
+    """The denial of (slug, key) when it can be decided from this process's memory, else None.
+
+    Decided only for a key that can never be valid (missing, malformed, or a hash already found to match
+    no key) on a slug whose state was read within TOOLHUB_AUTH_CACHE_SECONDS.
+    """
+    if key_hash is not None and not auth_cache.is_unknown_key(key_hash):
+        return None
+    served = auth_cache.slug_served(slug)
+    if served is None:
+        return None
+    if not served:
+        return not_found(slug)
+    if key_hash is None:
+        return unauthorized(MISSING_KEY_MESSAGE, invalid=False)
+    return unauthorized(INVALID_KEY_MESSAGE, invalid=True)
 
 
 def authenticate(slug: str, key_hash: str | None) -> Caller:
     """Resolve (slug, key) against the database; raise Denied (404 before 401, SPEC §8).
 
-    A denied pair leaves `auth_cache` (it may have been valid before). Sync: call it from a thread
-    (sync_to_async), never from the event loop.
+    A key of a deactivated owner's instance is refused (401) like a revoked one (issue 13). A denied pair
+    leaves `auth_cache` (it may have been valid before). Sync: call it from a thread (sync_to_async),
+    never from the event loop.
     """
-    instance = McpInstance.objects.filter(slug=slug).values("pk", "enabled", "owner_id").first()
+    refusal = refusal_without_database(slug, key_hash)
+    if refusal is not None:
+        auth_cache.forget(slug, key_hash)
+        raise refusal
+    instance = McpInstance.objects.filter(slug=slug).values("pk", "enabled", "owner_id", "owner__is_active").first()
+    auth_cache.note_slug(slug, served=instance is not None and instance["enabled"])
     if instance is None or not instance["enabled"]:
         auth_cache.forget(slug, key_hash)
         raise not_found(slug)
     if key_hash is None:
-        raise unauthorized("Missing bearer key: send 'Authorization: Bearer <instance API key>'.", invalid=False)
-    key_id = (
-        ApiKey.objects.filter(key_hash=key_hash, mcp_instance_id=instance["pk"], revoked_at__isnull=True)
-        .values_list("pk", flat=True)
-        .first()
-    )
-    if key_id is None:
+        raise unauthorized(MISSING_KEY_MESSAGE, invalid=False)
+    if key_hash == MALFORMED_KEY:
+        raise unauthorized(INVALID_KEY_MESSAGE, invalid=True)
+    key = ApiKey.objects.filter(key_hash=key_hash).values("pk", "mcp_instance_id", "revoked_at").first()
+    if key is None:
+        auth_cache.note_unknown_key(key_hash)
+    if key is None or key["mcp_instance_id"] != instance["pk"] or key["revoked_at"] is not None:
         auth_cache.forget(slug, key_hash)
-        raise unauthorized("Invalid API key for this instance (unknown, revoked, or another instance's).", invalid=True)
-    caller = Caller(instance_id=instance["pk"], slug=slug, api_key_id=key_id, owner_id=instance["owner_id"])
+        raise unauthorized(INVALID_KEY_MESSAGE, invalid=True)
+    if not instance["owner__is_active"]:
+        auth_cache.forget(slug, key_hash)
+        raise unauthorized(INACTIVE_OWNER_MESSAGE, invalid=True)
+    caller = Caller(instance_id=instance["pk"], slug=slug, api_key_id=key["pk"], owner_id=instance["owner_id"])
     auth_cache.put(slug, key_hash, caller)
     return caller
 
 
-class AuthCache:
-    """(slug, key hash) -> Caller for keys seen valid in this process; a hint only, re-checked per request."""
+def _slug_seconds() -> float:
+    return float(getattr(settings, "TOOLHUB_AUTH_CACHE_SECONDS", 5))
 
-    def __init__(self, capacity: int = 4096):
+
+class AuthCache:
+    """What this process remembers about keys, all bounded (least recently used goes first):
+
+    - (slug, key hash) -> Caller for keys seen valid: a hint only, re-checked by the request's own query;
+    - key hashes that match no key row (and MALFORMED_KEY): refused without a lookup;
+    - slug -> whether it was served (exists and enabled) when last read, for TOOLHUB_AUTH_CACHE_SECONDS:
+      only used to choose 404 or 401 for a key refused without a lookup.
+    """
+
+    def __init__(self, capacity: int = 4096, unknown_capacity: int = 10_000):
         self._store: LruCache[tuple[str, str], Caller] = LruCache("mcp-auth", capacity=capacity)
+        self._unknown: LruCache[str, bool] = LruCache("mcp-auth-unknown-keys", capacity=unknown_capacity)
+        self._slugs: LruCache[str, tuple[float, bool]] = LruCache("mcp-auth-slugs", capacity=unknown_capacity)
 
     def get(self, slug: str, key_hash: str | None) -> Caller | None:
         return None if key_hash is None else self._store.get((slug, key_hash))
@@ -136,8 +194,26 @@ class AuthCache:
     def discard(self, caller: Caller) -> None:
         self._store.discard_where(lambda key, value: value == caller)
 
+    def is_unknown_key(self, key_hash: str) -> bool:
+        return key_hash == MALFORMED_KEY or key_hash in self._unknown
+
+    def note_unknown_key(self, key_hash: str) -> None:
+        self._unknown.put(key_hash, True)
+
+    def note_slug(self, slug: str, *, served: bool) -> None:
+        self._slugs.put(slug, (time.monotonic() + _slug_seconds(), served))
+
+    def slug_served(self, slug: str) -> bool | None:
+        """Whether `slug` was served when last read, if that was recent enough; None when not known."""
+        entry = self._slugs.get(slug)
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        return entry[1]
+
     def clear(self) -> None:
         self._store.clear()
+        self._unknown.clear()
+        self._slugs.clear()
 
     def __len__(self) -> int:
         return len(self._store)
@@ -154,4 +230,5 @@ __all__ = [
     "authenticate",
     "check_host_and_origin",
     "key_hash_from_header",
+    "refusal_without_database",
 ]

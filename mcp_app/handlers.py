@@ -91,6 +91,7 @@ def _current_instance(state: RequestState) -> McpInstance:
                 enabled=True,
                 api_keys__pk=caller.api_key_id,
                 api_keys__revoked_at__isnull=True,
+                owner__is_active=True,  # issue 13: a deactivated owner's keys stop working
             )
             .first()
         )

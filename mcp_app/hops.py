@@ -25,6 +25,9 @@ def _reset_connections() -> None:
     Done before a hop when the connection saw an error, or at most once a second otherwise: with
     CONN_HEALTH_CHECKS each check costs a `SELECT 1` round trip, as much as the request's own query.
     A connection inside an atomic block belongs to an outer caller (a test's transaction): left alone.
+    With PostgreSQL's connection pool (settings, issue 13) CONN_MAX_AGE is 0, so this check hands the
+    thread's connection back to the pool: a thread holds one for at most this interval between requests,
+    and the pool's own health check (CONN_HEALTH_CHECKS) runs when the next hop takes one, once a second.
     """
     now = time.monotonic()
     for conn in connections.all(initialized_only=True):

@@ -21,7 +21,14 @@ from typing import Any
 from django.conf import settings
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-from .auth import Denied, auth_cache, authenticate, check_host_and_origin, key_hash_from_header
+from .auth import (
+    Denied,
+    auth_cache,
+    authenticate,
+    check_host_and_origin,
+    key_hash_from_header,
+    refusal_without_database,
+)
 from .handlers import STATE_KEY, RequestState, build_server
 from .hops import DatabaseHops
 from .messages import REQUEST, Problem, classify
@@ -153,6 +160,10 @@ class McpEndpoint:
         # middleware that re-checks it; anything else is checked against the database now (SPEC §4.2).
         caller = auth_cache.get(slug, key_hash) if message == REQUEST else None
         verified = caller is None
+        if caller is None and (refusal := refusal_without_database(slug, key_hash)) is not None:
+            # Issue 13: a key that can never be valid costs no database connection.
+            await send_denied(send, refusal)
+            return
         if caller is None:
             try:
                 caller = await self.hops.run(authenticate, slug, key_hash)

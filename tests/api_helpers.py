@@ -14,7 +14,8 @@ WATCHED_MODELS = (
     "tools_app.ApiKey",
     "tools_app.Binding",
     "tools_app.CallLog",
-    "authtoken.Token",
+    "tools_app.ApiToken",
+    "admin.LogEntry",
 )
 
 

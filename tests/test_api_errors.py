@@ -5,12 +5,12 @@ import yaml
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
 from rest_framework import exceptions
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
 from tools_app.api.errors import exception_handler
 from tools_app.errors import ErrorCode, ToolhubError
+from tools_app.models import ApiToken
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -48,18 +48,23 @@ def test_token_endpoint_returns_a_token_that_authenticates(owner, table):
 
     # then
     assert response.status_code == 200
-    assert response.json() == {"token": Token.objects.get(user=owner).key}
+    token = response.json()["token"]
+    assert list(response.json()) == ["token"]
+    assert ApiToken.objects.get(user=owner).digest == ApiToken.hash_token(token)
     assert listed.status_code == 200
     assert [row["id"] for row in listed.json()["results"]] == [table.pk]
 
 
-def test_token_endpoint_answers_the_same_token_again(owner):
-    """Asking twice gives the user's one token."""
+def test_token_endpoint_issues_a_new_token_per_login(owner):
+    """Issue 13: each login is a new token (knox's model), both working until they expire or are revoked."""
     client = APIClient()
     first = client.post("/api/auth/token/", {"username": "owner", "password": PASSWORD}, format="json").json()
     second = client.post("/api/auth/token/", {"username": "owner", "password": PASSWORD}, format="json").json()
-    assert first == second
-    assert Token.objects.count() == 1
+    assert first != second
+    assert ApiToken.objects.filter(user=owner).count() == 2
+    for body in (first, second):
+        client.credentials(HTTP_AUTHORIZATION=f"Token {body['token']}")
+        assert client.get("/api/tables/").status_code == 200
 
 
 @pytest.mark.parametrize(
@@ -98,7 +103,7 @@ def test_token_endpoint_ignores_a_stale_authorization_header(owner, header):
 
     # then
     assert response.status_code == 200
-    assert response.json() == {"token": Token.objects.get(user=owner).key}
+    assert ApiToken.objects.get(user=owner).digest == ApiToken.hash_token(response.json()["token"])
 
 
 def test_token_endpoint_with_a_stale_header_and_a_wrong_password_is_a_400(owner):
@@ -121,6 +126,7 @@ def test_token_endpoint_with_a_stale_header_and_a_wrong_password_is_a_400(owner)
     assert db_snapshot() == before
 
 
+@pytest.mark.usefixtures("login_lockout_off")
 def test_token_endpoint_does_not_accept_a_session_in_place_of_a_password(owner):
     """A logged-in session is no credential for the token endpoint: it still needs username and password."""
     # given
@@ -133,7 +139,7 @@ def test_token_endpoint_does_not_accept_a_session_in_place_of_a_password(owner):
     # then
     assert response.status_code == 400
     assert sorted(response.json()["fields"]) == ["password", "username"]
-    assert not Token.objects.exists()
+    assert not ApiToken.objects.exists()
 
 
 def test_a_wrong_token_is_a_401(owner):
@@ -150,6 +156,7 @@ def test_a_wrong_token_is_a_401(owner):
     assert response.json() == {"error": "AUTHENTICATION_FAILED", "message": "Invalid token."}
 
 
+@pytest.mark.usefixtures("login_lockout_off")
 def test_session_auth_works(owner, table):
     """Session auth (the browsable API): a logged-in user is served."""
     # given

@@ -94,9 +94,9 @@ def keep_test_connection():
 
 @pytest.fixture
 def owner_with_token(keep_test_connection, owner):
-    from rest_framework.authtoken.models import Token
+    from tools_app.services import api_token_issue
 
-    return owner, {"Authorization": f"Token {Token.objects.create(user=owner).key}"}
+    return owner, {"Authorization": f"Token {api_token_issue(user=owner)[1]}"}
 
 
 # Loaded at collection (pytest-django has set Django up by then). schemathesis.pytest.from_fixture would

@@ -3,6 +3,7 @@
 import os
 import secrets
 import warnings
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -65,7 +66,8 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",  # issue 13: hashed, expiring API tokens (KNOX_TOKEN_MODEL below)
+    "axes",  # issue 13: lockout after repeated failed logins (AXES_* below)
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -82,6 +84,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # issue 13: turns a login refused for too many failures into the lockout answer (keep it last).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "toolhub.urls"
@@ -108,6 +112,29 @@ if _database_url:
     DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60, conn_health_checks=True)}
 else:
     DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(BASE_DIR / "db.sqlite3")}}
+
+#
+# PostgreSQL connection pool (issue 13; docs/auth.md, "Database connections")
+#
+# Each worker process holds at most DATABASE_POOL_MAX_SIZE connections (psycopg's pool, through Django's
+# OPTIONS["pool"]): a burst of requests waits up to DATABASE_POOL_TIMEOUT seconds for a free connection
+# instead of opening one each and exhausting the server's max_connections. Budget:
+# workers × DATABASE_POOL_MAX_SIZE (+ management commands) < PostgreSQL's max_connections (default 100).
+# Per worker, the MCP database threads (TOOLHUB_MCP_DB_THREADS, 4) each keep one connection for up to a
+# second between requests (mcp_app/hops.py) and every API/admin request takes one for its duration.
+# The pool needs CONN_MAX_AGE = 0 (a "closed" connection goes back to the pool); CONN_HEALTH_CHECKS makes
+# the pool check a connection as it is handed out. DATABASE_POOL_MAX_SIZE=0 turns the pool off (then each
+# thread keeps its own connection for 60 s, as before).
+DATABASE_POOL_MAX_SIZE = int(os.environ.get("DATABASE_POOL_MAX_SIZE", "10"))
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DATABASE_POOL_MAX_SIZE > 0:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": min(2, DATABASE_POOL_MAX_SIZE),
+        "max_size": DATABASE_POOL_MAX_SIZE,
+        "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "10")),
+        # After a burst the pool shrinks back to min_size: psycopg closes one idle connection per max_idle.
+        "max_idle": float(os.environ.get("DATABASE_POOL_MAX_IDLE", "10")),
+    }
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # SPEC §3: SQLite must not lose writes either. IMMEDIATE transactions take the write lock at
@@ -149,7 +176,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024
 REST_FRAMEWORK = {
     # Token first: DRF answers 401 (not 403) only when the first class sends WWW-Authenticate (SPEC §6).
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "tools_app.api.authentication.TokenAuthentication",  # issue 13: hashed, expiring tokens (knox)
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -172,6 +199,41 @@ REST_FRAMEWORK = {
         "tools_app.api.filters.OrderingFilter",
     ],
 }
+
+#
+# Authentication (issue 13; docs/auth.md)
+#
+# API tokens: django-rest-knox's scheme over tools_app.ApiToken, stored as SHA-512 digests. A token expires
+# TOOLHUB_API_TOKEN_TTL_HOURS after login (default 168 = 7 days; 0 = never) and stops working when revoked,
+# when its user is deactivated and when the password changes.
+KNOX_TOKEN_MODEL = "tools_app.ApiToken"
+# knox's own AuthToken is swapped out for tools_app.ApiToken: its migrations would still create an unused
+# knox_authtoken table (referencing auth_user, which breaks the flush of transactional tests on PostgreSQL).
+MIGRATION_MODULES = {"knox": None}
+TOOLHUB_API_TOKEN_TTL_HOURS = float(os.environ.get("TOOLHUB_API_TOKEN_TTL_HOURS", "168"))
+REST_KNOX = {"TOKEN_PREFIX": "tht_", "AUTH_HEADER_PREFIX": "Token"}
+# How long a worker trusts what it last read about an MCP slug when refusing a key that can never be
+# valid (404 or 401) without a query (mcp_app/auth.py). Never used to let a request in.
+TOOLHUB_AUTH_CACHE_SECONDS = float(os.environ.get("TOOLHUB_AUTH_CACHE_SECONDS", "5"))
+
+# Login lockout (django-axes) on the admin login and POST /api/auth/token/: after TOOLHUB_LOGIN_FAILURE_LIMIT
+# failed logins (default 5) for one username from one address, that pair is refused (HTTP 429) for
+# TOOLHUB_LOGIN_LOCKOUT_MINUTES (default 15; 0 = until unlocked). Superusers see the attempts in the admin
+# (Axes section) and unlock by deleting them there, or with `manage.py axes_reset` / `axes_reset_username`.
+# The address is REMOTE_ADDR: behind a reverse proxy run uvicorn with --proxy-headers and
+# --forwarded-allow-ips so that it is the client's. TOOLHUB_LOGIN_LOCKOUT=false turns the lockout off.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = env_bool("TOOLHUB_LOGIN_LOCKOUT", True)
+AXES_FAILURE_LIMIT = int(os.environ.get("TOOLHUB_LOGIN_FAILURE_LIMIT", "5"))
+_lockout_minutes = float(os.environ.get("TOOLHUB_LOGIN_LOCKOUT_MINUTES", "15"))
+AXES_COOLOFF_TIME = timedelta(minutes=_lockout_minutes) if _lockout_minutes > 0 else None
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "toolhub.lockout.lockout_response"
+AXES_SENSITIVE_PARAMETERS = ["password"]
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "toolhub API",

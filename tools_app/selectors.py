@@ -9,6 +9,7 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import connection
 
 from . import calls  # calls -> services -> selectors: CallTarget is looked up when used
@@ -44,7 +45,7 @@ def _call_target_sql(vendor: str) -> str:
     def col(alias: str, model: Any, field: str) -> str:
         return f"{alias}.{quote(model._meta.get_field(field).column)}"
 
-    i, k, b, t, v = McpInstance, ApiKey, Binding, Tool, Table
+    i, k, b, t, v, u = McpInstance, ApiKey, Binding, Tool, Table, get_user_model()
     columns = [
         col("i", i, "id"),
         col("i", i, "owner"),
@@ -61,6 +62,8 @@ def _call_target_sql(vendor: str) -> str:
     return (
         f"SELECT {', '.join(columns)} FROM {table(i)} i"
         f" INNER JOIN {table(k)} k ON {col('k', k, 'mcp_instance')} = {col('i', i, 'id')}"
+        # Issue 13: the keys of a deactivated owner's instances stop working on the next request.
+        f" INNER JOIN {table(u)} u ON {col('u', u, 'id')} = {col('i', i, 'owner')} AND {col('u', u, 'is_active')}"
         f" LEFT JOIN {table(b)} b ON {col('b', b, 'mcp_instance')} = {col('i', i, 'id')}"
         f" AND {col('b', b, 'name_key')} = %s"
         f" LEFT JOIN {table(t)} t ON {col('t', t, 'id')} = {col('b', b, 'tool')}"
@@ -73,8 +76,8 @@ def _call_target_sql(vendor: str) -> str:
 def binding_call_target(*, instance_id: int, slug: str, api_key_id: int, name: str) -> "calls.CallTarget | None":
     """The binding of instance `instance_id` whose effective name is `name` ignoring case (SPEC §2.4), with
     its tool and the tool's table version, as a CallTarget (binding columns None when no binding has the
-    name); None when the instance is gone or disabled, its slug changed, or the key is revoked or another
-    instance's: the re-check of the caller rides on the same round trip (SPEC §1)."""
+    name); None when the instance is gone or disabled, its slug changed, its owner is deactivated, or the key
+    is revoked or another instance's: the re-check of the caller rides on the same round trip (SPEC §1)."""
     with connection.cursor() as cursor:
         cursor.execute(_call_target_sql(connection.vendor), [name.lower(), instance_id, slug, api_key_id])
         row = cursor.fetchone()

@@ -241,3 +241,143 @@ def test_tool_owned_by_nobody_else_is_untouched_by_denied_calls(served, other_us
     # then
     assert_nothing_recorded(served["tool"])
     assert Tool.objects.get(pk=foreign.pk).use_count == 0
+
+
+#
+# Issue 13: refusals without a database lookup; deactivated owners
+#
+
+
+def _deactivate(user):
+    user.is_active = False
+    user.save(update_fields=["is_active"])
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("method", ["tools/call", "tools/list", "ping"])
+def test_deactivated_owners_key_is_refused_on_the_next_request(served, owner, era, method):
+    """Issue 13: once the instance's owner is deactivated, its key is a 401 on the next request, though this
+    process saw the key valid; nothing is recorded."""
+    # given
+    harness = Harness()
+    assert harness.post("shop", call_body(era), key=served["key"], era=era).status_code == 200
+    _deactivate(owner)
+    body = call_body(era) if method == "tools/call" else rpc_body(method, era=era)
+
+    # when
+    response = harness.post("shop", body, key=served["key"], era=era)
+
+    # then
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == 'Bearer realm="toolhub", error="invalid_token"'
+    assert response.json() == {
+        "error": "UNAUTHORIZED",
+        "message": "Invalid API key for this instance: the instance's owner is deactivated.",
+    }
+    assert CallLog.objects.count() == 1  # only the call made before the deactivation
+    assert ApiKey.objects.get().revoked_at is None  # refused, not revoked: reactivating the owner restores it
+
+
+def test_deactivated_owners_key_is_refused_on_first_use(served, owner):
+    """A key never seen by this process is refused too when its owner is inactive."""
+    # given
+    _deactivate(owner)
+    # when
+    response = Harness().post("shop", call_body(), key=served["key"])
+    # then
+    assert response.status_code == 401
+    assert_nothing_recorded(served["tool"])
+
+
+def test_reactivated_owners_key_works_again(served, owner):
+    """Deactivation refuses the key without destroying it: the owner active again, the key works."""
+    # given
+    _deactivate(owner)
+    assert Harness().post("shop", call_body(), key=served["key"]).status_code == 401
+    owner.is_active = True
+    owner.save(update_fields=["is_active"])
+    # when
+    response = Harness().post("shop", call_body(), key=served["key"])
+    # then
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("authorization", "status"),
+    [
+        ("Bearer thk_not-a-real-key", 401),  # not of the key format
+        ("Bearer " + "thk_" + "A" * 43, 401),  # of the format, matching no key
+        ("Basic dXNlcjpwdw==", 401),  # no bearer key
+        (None, 401),
+    ],
+)
+def test_a_key_that_cannot_be_valid_costs_no_query_the_second_time(
+    served, authorization, status, django_assert_num_queries
+):
+    """Issue 13: once this process knows the slug, a missing, malformed or known-unknown key is refused from
+    memory: no database query, the same answer."""
+    # given
+    headers = {"authorization": authorization} if authorization else {}
+    harness = Harness()
+    first = harness.post("shop", call_body(), headers=headers)
+
+    # when
+    with django_assert_num_queries(0):
+        second = harness.post("shop", call_body(), headers=headers)
+
+    # then
+    assert (first.status_code, second.status_code) == (status, status)
+    assert second.json() == first.json()
+    assert second.headers["www-authenticate"] == first.headers["www-authenticate"]
+    assert_nothing_recorded(served["tool"])
+
+
+def test_unknown_slug_with_a_bad_key_is_404_from_memory(served, django_assert_num_queries):
+    """SPEC §8 holds for refusals from memory: an unknown slug stays 404 whatever the key."""
+    # given
+    harness = Harness()
+    assert harness.post("nope", call_body(), key="garbage").status_code == 404
+    # when
+    with django_assert_num_queries(0):
+        response = harness.post("nope", call_body(), key="another-garbage")
+    # then
+    assert response.status_code == 404
+    assert response.json() == {"error": "NOT_FOUND", "message": "No MCP instance is served at /mcp/nope/."}
+
+
+def test_slug_state_is_read_again_after_the_cache_time(served, settings, django_assert_num_queries):
+    """The slug's state used for refusals from memory is kept TOOLHUB_AUTH_CACHE_SECONDS only."""
+    # given
+    settings.TOOLHUB_AUTH_CACHE_SECONDS = 0
+    harness = Harness()
+    assert harness.post("shop", call_body(), key="garbage").status_code == 401
+    # when
+    with django_assert_num_queries(1):  # the instance row; the key needs no lookup
+        response = harness.post("shop", call_body(), key="garbage")
+    # then
+    assert response.status_code == 401
+
+
+def test_a_valid_key_is_never_refused_from_memory(served, django_assert_num_queries):
+    """A well-formed key not known to be unknown always reaches the database: a new key works at once."""
+    # given
+    harness = Harness()
+    assert harness.post("shop", call_body(), key="thk_" + "C" * 43).status_code == 401
+    # when
+    response = harness.post("shop", call_body(), key=served["key"])
+    # then
+    assert response.status_code == 200
+
+
+def test_auth_cache_of_unknown_keys_is_bounded():
+    """A flood of random keys cannot grow memory without end: the oldest unknown hashes are dropped."""
+    from mcp_app.auth import MALFORMED_KEY, AuthCache
+
+    # given
+    cache = AuthCache(unknown_capacity=3)
+    # when
+    for number in range(10):
+        cache.note_unknown_key(f"hash-{number}")
+    # then
+    assert [cache.is_unknown_key(f"hash-{number}") for number in range(10)] == [False] * 7 + [True] * 3
+    assert cache.is_unknown_key(MALFORMED_KEY) is True

@@ -207,3 +207,49 @@ def test_two_workers_see_a_binding_disabled_by_another_process(server_db):
     assert len(workers) >= 2
     assert all("orders_schema" in names for names in warm)
     assert all(names == ["orders_add", "orders_by_id", "orders_query"] for names in after)
+
+
+@pytest.mark.postgres
+def test_two_workers_refuse_a_deactivated_owners_key_and_token_on_the_next_request(server_db):
+    """Issue 13: with `uvicorn --workers 2`, once another process deactivates the owner, the owner's MCP key
+    and API token are a 401 on the very next request, whichever worker answers; active again, they work."""
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL: several worker processes share one database")
+    # given
+    token = run_python(
+        server_db["env"],
+        "from django.contrib.auth import get_user_model; from tools_app.services import api_token_issue; "
+        "print(api_token_issue(user=get_user_model().objects.get(username='e2e'))[1])",
+    )
+    server = Uvicorn(server_db["env"], workers=2)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    mcp_headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "authorization": f"Bearer {server_db['key']}",
+    }
+
+    def statuses() -> tuple[int, int]:
+        # A new client (new TCP connection) per request, so the kernel spreads them over both workers.
+        mcp = httpx2.post(f"{server.base}/mcp/e2e/", content=body, headers=mcp_headers, timeout=30)
+        api = httpx2.get(f"{server.base}/api/tables/", headers={"authorization": f"Token {token}"}, timeout=30)
+        return mcp.status_code, api.status_code
+
+    activate = (
+        "from django.contrib.auth import get_user_model; u = get_user_model().objects.get(username='e2e'); "
+        "u.is_active = {active}; u.save(update_fields=['is_active']); print(json.dumps(u.is_active))"
+    )
+    try:
+        warm = {statuses() for _ in range(20)}
+        # when
+        assert run_python(server_db["env"], activate.format(active=False)) == "false"
+        refused = {statuses() for _ in range(30)}
+        assert run_python(server_db["env"], activate.format(active=True)) == "true"
+        again = {statuses() for _ in range(20)}
+    finally:
+        run_python(server_db["env"], activate.format(active=True))
+        server.stop()
+    # then
+    assert warm == {(200, 200)}
+    assert refused == {(401, 401)}
+    assert again == {(200, 200)}

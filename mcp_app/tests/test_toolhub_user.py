@@ -19,6 +19,7 @@ def run(*args: str) -> str:
     return out.getvalue()
 
 
+@pytest.mark.usefixtures("login_lockout_off")
 def test_created_user_logs_in_and_manages_its_own_objects(client, monkeypatch):
     """The new user is staff in "toolhub users": it logs in with the password and may add a table."""
     # given

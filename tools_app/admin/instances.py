@@ -270,8 +270,10 @@ class McpInstanceAdmin(OwnedAdmin):
         if not form.is_valid():
             messages.error(request, "The key was not created: " + "; ".join(form.errors.get("label", [])))
             return HttpResponseRedirect(reverse("admin:tools_app_mcpinstance_change", args=[instance.pk]))
-        key, plaintext = services.api_key_issue(mcp_instance=instance, label=form.cleaned_data["label"])
-        self.log_change(request, instance, f"Created API key {key}.")
+        # The key's own history records the creation (services.api_key_issue, issue 13).
+        key, plaintext = services.api_key_issue(
+            mcp_instance=instance, label=form.cleaned_data["label"], actor=request.user, via="admin"
+        )
         return self.key_created_response(request, instance, key, plaintext)
 
     def key_created_response(self, request, instance, key, plaintext):
@@ -298,8 +300,7 @@ class McpInstanceAdmin(OwnedAdmin):
         key = instance.api_keys.filter(pk=key_id).first()
         if key is None:
             raise Http404(f"API key {key_id} does not exist on this instance.")
-        services.api_key_revoke(api_key=key)
-        self.log_change(request, instance, f"Revoked API key {key}.")
+        services.api_key_revoke(api_key=key, actor=request.user, via="admin")
         messages.success(request, f"The key {key} is revoked: clients using it now get 401.")
         return HttpResponseRedirect(reverse("admin:tools_app_mcpinstance_change", args=[instance.pk]))
 
@@ -432,9 +433,14 @@ class ApiKeyAdmin(InstanceColumn, OwnedAdmin):
         return f"revoked {obj.revoked_at:%Y-%m-%d %H:%M}" if obj.revoked else "active"
 
     def save_model(self, request, obj, form, change):
-        key, plaintext = self.service(services.api_key_issue, mcp_instance=obj.mcp_instance, label=obj.label)
+        key, plaintext = self.service(
+            services.api_key_issue, mcp_instance=obj.mcp_instance, label=obj.label, actor=request.user, via="admin"
+        )
         obj.__dict__.update(key.__dict__)
         request._toolhub_plaintext = plaintext
+
+    def log_addition(self, request, obj, message):
+        """Recorded by services.api_key_issue (with the surface), not a second time here."""
 
     def delete_model(self, request, obj):
         services.api_key_delete(api_key=obj)
@@ -453,7 +459,7 @@ class ApiKeyAdmin(InstanceColumn, OwnedAdmin):
     def revoke(self, request, queryset):
         count = 0
         for key in queryset.filter(revoked_at__isnull=True):
-            services.api_key_revoke(api_key=key)
+            services.api_key_revoke(api_key=key, actor=request.user, via="admin")
             count += 1
         self.message_user(request, f"Revoked {count} key(s).", messages.SUCCESS)
 

@@ -92,14 +92,16 @@ class ApiKeyViewSet(
         instance = self.get_instance()
         body = ApiKeyCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        key, plaintext = services.api_key_issue(mcp_instance=instance, label=body.validated_data.get("label", ""))
+        key, plaintext = services.api_key_issue(
+            mcp_instance=instance, label=body.validated_data.get("label", ""), actor=request.user, via="API"
+        )
         return Response({"id": key.pk, "label": key.label, "key": plaintext}, status=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance: ApiKey):
         # Revoke rather than delete (SPEC §2.3 "revocable"): the key stops authenticating at once, while
         # call-log rows keep pointing at the key that made them and the list shows when it was revoked.
         # DELETE on an already revoked key is a no-op 204 (idempotent).
-        services.api_key_revoke(api_key=instance)
+        services.api_key_revoke(api_key=instance, actor=self.request.user, via="API")
 
 
 @extend_schema_view(

@@ -14,9 +14,10 @@ from django.http import QueryDict
 from rest_framework import serializers
 
 from tools_app import services
-from tools_app.models import Table, Tool
+from tools_app.models import ApiToken, Table, Tool
 
 __all__ = [
+    "ApiTokenSerializer",
     "FullCleanModelSerializer",
     "OwnedPrimaryKeyRelatedField",
     "TableSerializer",
@@ -208,3 +209,21 @@ class ToolCallResultSerializer(serializers.Serializer):
     """The result of a successful tool call."""
 
     result = serializers.JSONField(help_text="The tool's JSON result (SPEC §8 shapes).")
+
+
+class ApiTokenSerializer(serializers.ModelSerializer):
+    """An API token as its owner sees it: never the secret nor its digest (issue 13)."""
+
+    prefix = serializers.CharField(source="token_key", read_only=True, help_text="The token's first characters.")
+    expiry = serializers.DateTimeField(read_only=True, allow_null=True, help_text="null: the token never expires.")
+    current = serializers.SerializerMethodField(help_text="Whether this request is authenticated with this token.")
+
+    class Meta:
+        model = ApiToken
+        fields = ["id", "prefix", "created", "expiry", "current"]
+        read_only_fields = fields
+
+    def get_current(self, obj: ApiToken) -> bool:
+        request = self.context.get("request")
+        auth = getattr(request, "auth", None)
+        return isinstance(auth, ApiToken) and auth.pk == obj.pk

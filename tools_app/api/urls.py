@@ -5,13 +5,14 @@ from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
 from .instance_views import ApiKeyViewSet, BindingViewSet, McpInstanceViewSet
-from .views import AuthTokenView, TableViewSet, ToolViewSet
+from .views import ApiTokenViewSet, AuthTokenView, TableViewSet, ToolViewSet
 
 router = SimpleRouter()
 router.register("tables", TableViewSet, basename="table")
 router.register("tools", ToolViewSet, basename="tool")
 router.register("mcp-instances", McpInstanceViewSet, basename="mcp-instance")
 router.register("bindings", BindingViewSet, basename="binding")
+router.register("auth/tokens", ApiTokenViewSet, basename="auth-token-item")
 
 # Ids are matched loosely and checked in the view, so a malformed id is a JSON 404 like a missing one.
 urlpatterns = [

@@ -6,25 +6,48 @@ Every queryset starts from the ownership rule (`for_user`): another user's objec
 
 from typing import Any
 
+from django.contrib.auth.signals import user_logged_in
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view, inline_serializer
-from rest_framework import filters, serializers, status, viewsets
-from rest_framework.authtoken.views import ObtainAuthToken
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+    inline_serializer,
+)
+from rest_framework import filters, mixins, serializers, status, viewsets
+from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.decorators import action
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from tools_app import services
 from tools_app.calls import Caller, run_tool_call, target_of_tool
-from tools_app.models import Surface, Table, Tool
+from tools_app.models import ApiToken, Surface, Table, Tool
 
 from .filters import OrderingFilter
 from .filtersets import ToolFilterSet
 from .renderers import JSONRenderer
-from .serializers import TableSerializer, ToolCallResultSerializer, ToolCallSerializer, ToolSerializer
+from .schema import ErrorSerializer
+from .serializers import (
+    ApiTokenSerializer,
+    TableSerializer,
+    ToolCallResultSerializer,
+    ToolCallSerializer,
+    ToolSerializer,
+)
 
-__all__ = ["AuthTokenView", "OwnedViewSetMixin", "TableViewSet", "ToolViewSet", "get_owned_or_404", "parse_id"]
+__all__ = [
+    "ApiTokenViewSet",
+    "AuthTokenView",
+    "OwnedViewSetMixin",
+    "TableViewSet",
+    "ToolViewSet",
+    "get_owned_or_404",
+    "parse_id",
+]
 
 
 def parse_id(value, model) -> int:
@@ -74,22 +97,64 @@ class OwnedViewSetMixin:
     request=inline_serializer(
         "AuthTokenRequest", {"username": serializers.CharField(), "password": serializers.CharField()}
     ),
-    responses={200: inline_serializer("AuthTokenResponse", {"token": serializers.CharField()})},
+    responses={
+        200: inline_serializer("AuthTokenResponse", {"token": serializers.CharField()}),
+        429: OpenApiResponse(
+            ErrorSerializer,
+            description="RATE_LIMITED: too many failed logins for this username from this address; "
+            "`Retry-After` says when to try again (issue 13, django-axes).",
+        ),
+    },
 )
-class AuthTokenView(ObtainAuthToken):
+class AuthTokenView(APIView):
     """Send a username and password; then send the token as `Authorization: Token <token>` on every request.
 
-    Only the username and password count here: an `Authorization` header on this request is ignored.
+    Only the username and password count here: an `Authorization` header on this request is ignored. Each
+    login issues a new token (stored hashed, expiring after TOOLHUB_API_TOKEN_TTL_HOURS); list and revoke
+    yours at /api/auth/tokens/.
     """
 
     # SPEC §6. No authentication runs, so a stale or revoked token header left on the client does not
     # turn the request into a 401 before the password is checked.
     authentication_classes = []
+    permission_classes = []
     renderer_classes = [JSONRenderer]
     public_schema_operation = True
 
-    def get_serializer_context(self):
-        return {"request": self.request, "format": self.format_kwarg, "view": self}
+    def post(self, request, *args, **kwargs):
+        # The Django request, so that django-axes counts the failure and locks out (settings, AXES_*).
+        body = AuthTokenSerializer(data=request.data, context={"request": request._request})
+        body.is_valid(raise_exception=True)
+        user = body.validated_data["user"]
+        _token, plaintext = services.api_token_issue(user=user, via="API login")
+        # As knox's LoginView: the login is a login (last_login; django-axes forgets the earlier failures).
+        user_logged_in.send(sender=user.__class__, request=request._request, user=user)
+        return Response({"token": plaintext})
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List your API tokens (never their secrets)"),
+    destroy=extend_schema(summary="Revoke one of your API tokens (it stops working at once)"),
+)
+@extend_schema(tags=["auth"])
+class ApiTokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
+    """Your API tokens: when each was issued and when it expires. Only their owner lists and revokes them
+    (superusers included); another user's token is a 404."""
+
+    queryset = ApiToken.objects.all()
+    serializer_class = ApiTokenSerializer
+    filter_backends = []
+    lookup_value_regex = "[^/]+"
+
+    def get_queryset(self):
+        return ApiToken.objects.of_user(self.request.user)
+
+    def get_object(self):
+        self.kwargs["pk"] = parse_id(self.kwargs.get("pk"), ApiToken)
+        return super().get_object()
+
+    def perform_destroy(self, instance: ApiToken):
+        services.api_token_revoke(api_token=instance, actor=self.request.user, via="API")
 
 
 #

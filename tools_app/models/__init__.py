@@ -6,6 +6,7 @@ and the MCP endpoint, the API and the admin are interfaces over it.
 """
 
 from .api_key import API_KEY_PREFIX, ApiKey
+from .api_token import API_TOKEN_PREFIX, ApiToken
 from .base import OwnedModel
 from .binding import Binding
 from .call import CallLog, CallStatus, Surface
@@ -16,7 +17,9 @@ from .tool import NameClash, Tool, ToolQuerySet, name_conflict_error
 
 __all__ = [
     "API_KEY_PREFIX",
+    "API_TOKEN_PREFIX",
     "ApiKey",
+    "ApiToken",
     "Binding",
     "CallLog",
     "CallStatus",

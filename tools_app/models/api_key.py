@@ -1,6 +1,7 @@
 """ApiKey: a bearer key of one MCP instance, stored hashed (SPEC §2.3, §4.2)."""
 
 import hashlib
+import re
 import secrets
 
 from django.db import models
@@ -8,6 +9,9 @@ from django.db import models
 from .instance import McpInstance, OwnedThroughInstanceQuerySet
 
 API_KEY_PREFIX = "thk_"
+# What generate() makes: the prefix and 32 random bytes in URL-safe base64 (43 characters). Anything else
+# is refused without a database lookup (issue 13).
+API_KEY_FORMAT = re.compile(r"thk_[A-Za-z0-9_-]{43}")
 
 
 class ApiKey(models.Model):
@@ -49,6 +53,11 @@ class ApiKey(models.Model):
     def hash_key(plaintext: str) -> str:
         # The secret has 256 bits of entropy, so a fast hash is safe here (no dictionary attack).
         return hashlib.sha256(plaintext.encode()).hexdigest()
+
+    @staticmethod
+    def is_well_formed(plaintext: str) -> bool:
+        """Whether `plaintext` has the shape of a key made by generate() (a cheap check before any lookup)."""
+        return API_KEY_FORMAT.fullmatch(plaintext) is not None
 
     @staticmethod
     def generate() -> str:

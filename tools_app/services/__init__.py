@@ -8,8 +8,11 @@ constraints, never by a pre-check alone.
 - tables.py: tables and tools (create, update, delete, the table write path and its cache reads)
 - instances.py: MCP instances, bindings and API keys
 - locks.py: the row-lock helpers both use
+- tokens.py: API tokens (issue, revoke)
+- history.py: the admin history (LogEntry) of writes made outside the admin
 """
 
+from .history import history_record
 from .instances import (
     INSTANCE_FIELDS,
     api_key_delete,
@@ -41,6 +44,7 @@ from .tables import (
     tool_update,
     tool_use_record,
 )
+from .tokens import api_token_issue, api_token_revoke, api_token_ttl
 
 __all__ = [
     "INSTANCE_FIELDS",
@@ -49,6 +53,9 @@ __all__ = [
     "api_key_delete_many",
     "api_key_issue",
     "api_key_revoke",
+    "api_token_issue",
+    "api_token_revoke",
+    "api_token_ttl",
     "binding_create",
     "binding_delete",
     "binding_delete_many",
@@ -56,6 +63,7 @@ __all__ = [
     "instance_create",
     "instance_delete",
     "instance_delete_many",
+    "history_record",
     "instance_update",
     "key_share",
     "lock_rows",

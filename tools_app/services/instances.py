@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from ..models import API_KEY_PREFIX, ApiKey, Binding, McpInstance, Tool, name_conflict_error
 from ..selectors import name_clashes
+from .history import ADDITION, CHANGE, history_record
 from .locks import key_share, lock_rows
 
 INSTANCE_FIELDS = (
@@ -171,8 +172,14 @@ def binding_delete_many(*, bindings: QuerySet[Binding]) -> int:
     return count
 
 
-def api_key_issue(*, mcp_instance: McpInstance, label: str = "") -> tuple[ApiKey, str]:
-    """Create a key; return it with its plaintext, which is never stored and cannot be shown again."""
+def api_key_issue(
+    *, mcp_instance: McpInstance, label: str = "", actor: Any = None, via: str = "API"
+) -> tuple[ApiKey, str]:
+    """Create a key; return it with its plaintext, which is never stored and cannot be shown again.
+
+    Recorded in the key's admin history as added by `actor` (default: the instance's owner), `via` naming
+    the surface (issue 13).
+    """
     plaintext = ApiKey.generate()
     key = ApiKey(
         mcp_instance=mcp_instance,
@@ -181,14 +188,30 @@ def api_key_issue(*, mcp_instance: McpInstance, label: str = "") -> tuple[ApiKey
         key_hash=ApiKey.hash_key(plaintext),
     )
     key.full_clean()
-    key.save()
+    with transaction.atomic():
+        key.save()
+        history_record(
+            actor=actor or mcp_instance.owner,
+            obj=key,
+            action=ADDITION,
+            message=f"Created API key {key} for MCP instance {mcp_instance.slug!r} ({via}).",
+        )
     return key, plaintext
 
 
-def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
+def api_key_revoke(*, api_key: ApiKey, actor: Any = None, via: str = "API") -> ApiKey:
+    """Revoke a key (idempotent): it stops working on every worker's next request. A revocation is recorded
+    in the key's admin history as a change by `actor` (default: the instance's owner)."""
     if api_key.revoked_at is None:
-        api_key.revoked_at = timezone.now()
-        api_key.save(update_fields=["revoked_at"])
+        with transaction.atomic():
+            api_key.revoked_at = timezone.now()
+            api_key.save(update_fields=["revoked_at"])
+            history_record(
+                actor=actor or api_key.mcp_instance.owner,
+                obj=api_key,
+                action=CHANGE,
+                message=f"Revoked API key {api_key} ({via}).",
+            )
     return api_key
 
 

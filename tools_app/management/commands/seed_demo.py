@@ -162,7 +162,7 @@ class Command(BaseCommand):
         self.stdout.write(f"Admin login: {DEMO_USERNAME} / {options['password'] if created else '(unchanged)'}")
         self.stdout.write(f"MCP endpoint: {endpoint_url(instance)}")
         if not options["no_key"]:
-            _, plaintext = services.api_key_issue(mcp_instance=instance, label="demo key")
+            _, plaintext = services.api_key_issue(mcp_instance=instance, label="demo key", via="seed_demo command")
             self.stdout.write(f"API key (shown once): {plaintext}")
 
 
