@@ -4,10 +4,26 @@ REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] points here, so the schema documents the 
 handler's responses (tools_app.api.errors) next to each operation's success response.
 """
 
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import serializers
 
-__all__ = ["ErrorSerializer", "ToolhubAutoSchema"]
+__all__ = ["ErrorSerializer", "TokenAuthenticationScheme", "ToolhubAutoSchema"]
+
+
+class TokenAuthenticationScheme(OpenApiAuthenticationExtension):
+    """`Authorization: Token <token>` (tools_app.api.authentication) as the schema's security scheme."""
+
+    target_class = "tools_app.api.authentication.TokenAuthentication"
+    name = "tokenAuth"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": 'A token from POST /api/auth/token/, sent as "Token <token>".',
+        }
 
 
 class ErrorSerializer(serializers.Serializer):
