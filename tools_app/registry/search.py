@@ -33,8 +33,8 @@ from typing import Any
 
 from ..caches import LruCache
 from ..errors import ErrorCode, ToolError
+from ..patterns import PatternError, compile_pattern
 from . import embedding
-from .patterns import PatternError, compile_pattern
 from .text import is_cjk, readable_name, terms
 
 METHODS = ("regex", "bm25", "embedding", "hybrid")
