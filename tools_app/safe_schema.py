@@ -51,10 +51,10 @@ class UnsafeSchema(ValueError):
 
 def _refuse_retrieval(uri: str):
     """The registry's `retrieve`: nothing outside the schema is ever fetched, whatever the URI."""
-    raise NoSuchResource(ref=uri)
+    raise NoSuchResource(ref=uri)  # type: ignore[call-arg]  # attrs classes: mypy misses their fields
 
 
-_NO_RETRIEVAL = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
+_NO_RETRIEVAL: Registry = Registry(retrieve=_refuse_retrieval)  # type: ignore[call-arg]
 
 
 def _where(path: list[str | int]) -> str:
