@@ -10,7 +10,8 @@ matches `pattern` with Python's backtracking `re`. So:
   every `pattern` and `patternProperties` key is one the linear-time engine runs (tools_app.patterns);
   `unevaluatedProperties` is not combined with `patternProperties` (jsonschema matches those with `re`).
 - `validator_for` builds the one validator used at call time. Its registry retrieves nothing (a
-  reference outside the schema is unresolvable, never fetched), its pattern keywords run on RE2, and it
+  reference outside the schema is unresolvable, never fetched), its pattern keywords run on RE2,
+  `uniqueItems` hashes each item once (jsonschema compares objects pairwise: quadratic), and it
   first applies the same rules to the schema: a tool stored before these rules existed is refused with
   UnsafeSchema, never fetched.
 - `format` stays an annotation (Draft 2020-12's default): no format, `regex` included, is asserted.
@@ -201,9 +202,42 @@ def _additional_properties(validator, additional, instance, schema):
             yield ValidationError(f"Additional properties are not allowed ({names} {verb} unexpected)")
 
 
+def _identity(value: Any) -> Any:
+    """A hashable key equal for JSON values JSON Schema calls equal (1 == 1.0; true != 1; key order ignored)."""
+    if isinstance(value, bool) or value is None:
+        return ("literal", value)
+    if isinstance(value, int | float):
+        return ("number", value)
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, list):
+        return ("array", tuple(_identity(item) for item in value))
+    return ("object", frozenset((key, _identity(item)) for key, item in value.items()))
+
+
+def _unique_items(validator, unique, instance, schema):
+    # jsonschema compares objects pairwise (quadratic: 100,000 small objects are 5e9 comparisons); hashing each
+    # item once is linear. Arguments are nested at most TOOLHUB_MAX_ARGUMENT_DEPTH deep, so the recursion is bounded.
+    if not unique or not validator.is_type(instance, "array"):
+        return
+    seen: set[Any] = set()
+    for item in instance:
+        key = _identity(item)
+        if key in seen:
+            shown = repr(instance) if len(repr(item)) * len(instance) <= 1000 else f"an array of {len(instance)} items"
+            yield ValidationError(f"{shown} has non-unique elements")
+            return
+        seen.add(key)
+
+
 _SafeValidator = validators.extend(
     Draft202012Validator,
-    {"pattern": _pattern, "patternProperties": _pattern_properties, "additionalProperties": _additional_properties},
+    {
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+        "uniqueItems": _unique_items,
+    },
 )
 
 

@@ -458,3 +458,24 @@ def test_arguments_at_the_depth_limit_pass(owner, table, make_tool):
     )
     # then
     assert response.json() == {"result": 3}
+
+
+def test_unique_items_over_many_objects_is_linear_and_exact(owner, table, make_tool):
+    """uniqueItems over 20,001 objects (jsonschema compares them pairwise: 2e8 comparisons) ends at once; JSON
+    equality holds (1 == 1.0, key order ignored; true != 1)."""
+    # given
+    tool = make_tool(owner, table, name="q", input_schema=query_schema({"type": "array", "uniqueItems": True}))
+    many = [{"id": number, "tags": [number]} for number in range(20_000)] + [{"tags": [7.0], "id": 7}]
+
+    def call(note):
+        arguments = {"query": "length(@)", "note": note}
+        return client_for(owner).post(f"/api/tools/{tool.pk}/call/", {"arguments": arguments}, format="json").json()
+
+    # when
+    refused = call(many)
+    small = call([1, 1.0])
+    distinct = call([True, 1, [True], [1], {"a": 1}, {"a": True}])
+    # then
+    assert refused["message"] == "Invalid arguments: argument 'note': an array of 20001 items has non-unique elements."
+    assert small["message"] == "Invalid arguments: argument 'note': [1, 1.0] has non-unique elements."
+    assert distinct == {"result": 3}
