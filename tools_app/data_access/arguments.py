@@ -34,14 +34,21 @@ def _where(path) -> str:
     return f"argument '{describe_path(list(path))}'" if path else "arguments"
 
 
+MAX_MESSAGE_CHARS = 1000
+
+
 def _describe(error) -> str:
     path = error.absolute_path
     where = _where(path)
+    message = error.message
+    if len(message) > MAX_MESSAGE_CHARS:
+        # jsonschema's messages quote the failing value whole: a 4 MB argument would come back (and be logged).
+        message = f"{message[:MAX_MESSAGE_CHARS]}… (cut at {MAX_MESSAGE_CHARS} characters)"
     if error.validator == "required" and not path:
-        return error.message.replace("is a required property", "is required")
+        return message.replace("is a required property", "is required")
     if error.validator == "additionalProperties" and not path:
-        return f"{error.message} (accepted arguments: see the tool's input schema)"
-    return f"{where}: {error.message}"
+        return f"{message} (accepted arguments: see the tool's input schema)"
+    return f"{where}: {message}"
 
 
 def validate_arguments(

@@ -479,3 +479,19 @@ def test_unique_items_over_many_objects_is_linear_and_exact(owner, table, make_t
     assert refused["message"] == "Invalid arguments: argument 'note': an array of 20001 items has non-unique elements."
     assert small["message"] == "Invalid arguments: argument 'note': [1, 1.0] has non-unique elements."
     assert distinct == {"result": 3}
+
+
+def test_a_failing_huge_argument_is_not_echoed_whole(owner, table, make_tool):
+    """jsonschema quotes the failing value; the message is cut at 1,000 characters."""
+    # given
+    tool = make_tool(owner, table, name="q", input_schema=query_schema({"type": "string"}))
+    huge = list(range(100_000))
+    # when
+    response = client_for(owner).post(
+        f"/api/tools/{tool.pk}/call/", {"arguments": {"query": "length(@)", "note": huge}}, format="json"
+    )
+    # then
+    message = response.json()["message"]
+    assert message.startswith("Invalid arguments: argument 'note': [0, 1, 2, 3,")
+    assert message.endswith("… (cut at 1000 characters).")
+    assert len(message) == len("Invalid arguments: argument 'note': ") + 1000 + len("… (cut at 1000 characters).")
