@@ -381,9 +381,8 @@ def test_pattern_properties_and_additional_properties_run_on_re2(owner, table, m
         f"/api/tools/{tool.pk}/call/", {"arguments": {"query": "length(@)", "note": {"aaa": "x"}}}, format="json"
     )
     # then
-    assert refused.json()["message"] == (
-        f"Invalid arguments: argument 'note': {evil_key!r} does not match any of the regexes: '^(a|aa)+$'."
-    )
+    full = f"{evil_key!r} does not match any of the regexes: '^(a|aa)+$'"  # cut: it quotes the key whole
+    assert refused.json()["message"] == f"Invalid arguments: argument 'note': {full[:1000]}… (cut at 1000 characters)."
     assert typed.json()["message"] == "Invalid arguments: argument 'note.aaa': 'x' is not of type 'integer'."
 
 
