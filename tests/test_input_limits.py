@@ -187,6 +187,20 @@ def test_mcp_body_over_the_limit_is_413_with_a_jsonrpc_error(shop, settings):
     assert CallLog.objects.count() == 0
 
 
+def test_mcp_body_without_a_length_is_cut_at_the_limit(shop, settings):
+    """A body sent without Content-Length is read only until it passes the limit; 413, the rest unread."""
+    # given
+    from mcp_app.transport import McpEndpoint
+
+    settings.TOOLHUB_MAX_MCP_REQUEST_BYTES = 1000
+    chunks = [b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "pad": "', b"x" * 600, b"x" * 600, b'"}']
+    # when
+    status, body, read = asgi_post(McpEndpoint(db_threads=0), "/mcp/shop/", chunks, [])
+    # then
+    assert (status, read) == (413, 3)
+    assert json.loads(body) == MCP_TOO_LARGE
+
+
 #
 # Request bodies over a real socket (uvicorn, the project's server)
 #
