@@ -20,6 +20,7 @@ from typing import Any
 
 from django.conf import settings
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp_types import INVALID_REQUEST
 
 from .auth import (
     Denied,
@@ -36,7 +37,7 @@ from .messages import REQUEST, Problem, classify
 logger = logging.getLogger(__name__)
 
 SLUG_PATH = re.compile(r"^/mcp/(?P<slug>[-a-zA-Z0-9_]+)/?$")
-MAX_BODY_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 def _db_threads() -> int:
@@ -64,13 +65,48 @@ _ERROR_NAMES = {
     403: "FORBIDDEN",
     404: "NOT_FOUND",
     405: "METHOD_NOT_ALLOWED",
-    413: "PAYLOAD_TOO_LARGE",
     503: "UNAVAILABLE",
 }
 
 
+#
+# Body size cap (issue 12; docs/input-limits.md)
+#
+
+
+def max_body_bytes() -> int:
+    """TOOLHUB_MAX_MCP_REQUEST_BYTES: the largest POST body an MCP endpoint reads (default 4 MiB)."""
+    return int(getattr(settings, "TOOLHUB_MAX_MCP_REQUEST_BYTES", DEFAULT_MAX_BODY_BYTES))
+
+
+def declares_too_large(scope: dict) -> bool:
+    """Whether the request's Content-Length is over the limit: answered 413 without reading the body."""
+    declared = _header(scope, b"content-length")
+    return declared is not None and declared.isdigit() and int(declared) > max_body_bytes()
+
+
+async def send_too_large(send: Any) -> None:
+    """HTTP 413 with a JSON-RPC error (id null: the request was not read), naming REQUEST_TOO_LARGE and the limit."""
+    limit = max_body_bytes()
+    error = {
+        "code": INVALID_REQUEST,
+        "message": f"REQUEST_TOO_LARGE: the request body is over the limit of {limit} bytes "
+        "(TOOLHUB_MAX_MCP_REQUEST_BYTES).",
+        "data": {"error": "REQUEST_TOO_LARGE", "limit_bytes": limit},
+    }
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}, separators=(",", ":")).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),  # the rest of the body is never read
+    ]
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 async def _read_body(receive: Any) -> bytes | None:
-    """The whole request body, or None when it is larger than MAX_BODY_BYTES."""
+    """The whole request body, or None as soon as it passes max_body_bytes() (the rest is never read)."""
+    limit = max_body_bytes()
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -79,7 +115,7 @@ async def _read_body(receive: Any) -> bytes | None:
             break
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
+        if size > limit:
             return None
         chunks.append(chunk)
         if not message.get("more_body", False):
@@ -122,7 +158,7 @@ class McpEndpoint:
     @asynccontextmanager
     async def running(self):
         manager = StreamableHTTPSessionManager(
-            app=self.server, stateless=True, json_response=True, max_request_body_size=MAX_BODY_BYTES
+            app=self.server, stateless=True, json_response=True, max_request_body_size=max_body_bytes()
         )
         self.hops.start()
         try:
@@ -149,9 +185,9 @@ class McpEndpoint:
             return
         body = b""
         if scope["method"] == "POST":
-            read = await _read_body(receive)
+            read = None if declares_too_large(scope) else await _read_body(receive)
             if read is None:
-                await send_denied(send, Denied(413, f"Request bodies are limited to {MAX_BODY_BYTES} bytes."))
+                await send_too_large(send)
                 return
             body = read
         key_hash = key_hash_from_header(_header(scope, b"authorization"))

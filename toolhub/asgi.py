@@ -12,7 +12,10 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
 
-django_application = get_asgi_application()
+from toolhub.request_limits import cap_request_body  # noqa: E402  (after the settings module is named)
+
+# Issue 12: a body over TOOLHUB_MAX_REQUEST_BYTES is answered 413 before Django buffers it.
+django_application = cap_request_body(get_asgi_application())
 
 from mcp_app.transport import McpEndpoint  # noqa: E402  (after Django is set up)
 

@@ -76,6 +76,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "toolhub.request_limits.RequestSizeLimitMiddleware",  # first: refuses a body over the limit unread
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -171,7 +172,20 @@ STATIC_ROOT = os.environ.get("DJANGO_STATIC_ROOT") or None
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
-DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024
+#
+# Input limits (issue 12; docs/input-limits.md): request bodies, table documents, arguments.
+#
+# TOOLHUB_MAX_REQUEST_BYTES: API and admin request bodies; larger ones get 413 REQUEST_TOO_LARGE before
+# Django reads them (toolhub.request_limits). TOOLHUB_MAX_MCP_REQUEST_BYTES: the same for /mcp/<slug>/
+# (413 with a JSON-RPC error). Tables: the document's JSON text and its nesting, refused at every write
+# with VALIDATION_ERROR. Arguments (and tool schemas): their nesting, refused with INVALID_ARGUMENTS.
+TOOLHUB_MAX_REQUEST_BYTES = int(os.environ.get("TOOLHUB_MAX_REQUEST_BYTES", 64 * 1024 * 1024))
+TOOLHUB_MAX_MCP_REQUEST_BYTES = int(os.environ.get("TOOLHUB_MAX_MCP_REQUEST_BYTES", 4 * 1024 * 1024))
+TOOLHUB_MAX_TABLE_BYTES = int(os.environ.get("TOOLHUB_MAX_TABLE_BYTES", 50 * 1024 * 1024))
+TOOLHUB_MAX_TABLE_DEPTH = int(os.environ.get("TOOLHUB_MAX_TABLE_DEPTH", 64))
+TOOLHUB_MAX_ARGUMENT_DEPTH = int(os.environ.get("TOOLHUB_MAX_ARGUMENT_DEPTH", 100))
+# Django's own cap on a body it reads into memory (a chunked body, which declares no length): the same limit.
+DATA_UPLOAD_MAX_MEMORY_SIZE = TOOLHUB_MAX_REQUEST_BYTES
 
 REST_FRAMEWORK = {
     # Token first: DRF answers 401 (not 403) only when the first class sends WWW-Authenticate (SPEC §6).

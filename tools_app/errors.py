@@ -54,7 +54,9 @@ ERROR_CODES: dict[ErrorCode, ErrorMeaning] = {
     ),
     ErrorCode.TOOL_DISABLED: ErrorMeaning(400, "The tool exists but its binding is disabled."),
     ErrorCode.TOOL_NOT_CALLABLE: ErrorMeaning(
-        400, "The tool cannot run here: an external tool served elsewhere, or a registry tool without a scope."
+        400,
+        "The tool cannot run here: an external tool served elsewhere, a registry tool without a scope, or a tool "
+        "whose stored input schema cannot be applied safely (docs/input-limits.md).",
     ),
     ErrorCode.INVALID_ARGUMENTS: ErrorMeaning(400, "The arguments fail the tool's input schema; names the argument."),
     ErrorCode.INVALID_QUERY: ErrorMeaning(400, "The JMESPath expression (or search pattern) is invalid; says where."),

@@ -3,11 +3,16 @@
 import ast
 import json
 import re
-from typing import Any
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+
+from .safe_schema import schema_problems
 
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 CATEGORY_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,49}$")
@@ -55,9 +60,17 @@ def validate_json_pointer(value: str) -> None:
 
 
 def validate_json_schema(value: Any) -> None:
-    """A JSON Schema object that Draft 2020-12 accepts."""
+    """A JSON Schema object that Draft 2020-12 accepts and that cannot reach out (tools_app.safe_schema):
+    references only inside it, patterns the linear-time engine runs."""
     if not isinstance(value, dict):
         raise ValidationError("A JSON Schema must be a JSON object.", code="invalid_schema")
+    too_deep = nesting_beyond(value, max_argument_depth())
+    if too_deep is not None:
+        raise ValidationError(
+            "A JSON Schema is nested at most %(max)d levels deep (deeper at %(where)s).",
+            code="invalid_schema",
+            params={"max": max_argument_depth(), "where": describe_path(too_deep) or "(root)"},
+        )
     try:
         Draft202012Validator.check_schema(value)
     except SchemaError as exc:
@@ -67,6 +80,133 @@ def validate_json_schema(value: Any) -> None:
             code="invalid_schema",
             params={"where": where, "error": exc.message},
         ) from exc
+    # Issue 12: a remote, file or relative $ref would be fetched when the tool is called.
+    problems = schema_problems(value)
+    if problems:
+        raise ValidationError([ValidationError(problem, code="unsafe_schema") for problem in problems])
+
+
+#
+# Size and shape limits (issue 12; docs/input-limits.md). Settings are read when checked, never at import.
+#
+
+DEFAULT_MAX_TABLE_BYTES = 50 * 1024 * 1024
+DEFAULT_MAX_TABLE_DEPTH = 64
+DEFAULT_MAX_ARGUMENT_DEPTH = 100
+
+
+def max_table_bytes() -> int:
+    """TOOLHUB_MAX_TABLE_BYTES: the largest table document, as the JSON text written to the database."""
+    return int(getattr(settings, "TOOLHUB_MAX_TABLE_BYTES", DEFAULT_MAX_TABLE_BYTES))
+
+
+def max_table_depth() -> int:
+    """TOOLHUB_MAX_TABLE_DEPTH: how many objects/arrays deep a table document may nest."""
+    return int(getattr(settings, "TOOLHUB_MAX_TABLE_DEPTH", DEFAULT_MAX_TABLE_DEPTH))
+
+
+def max_argument_depth() -> int:
+    """TOOLHUB_MAX_ARGUMENT_DEPTH: how deep a tool call's arguments (and a tool's schemas) may nest."""
+    return int(getattr(settings, "TOOLHUB_MAX_ARGUMENT_DEPTH", DEFAULT_MAX_ARGUMENT_DEPTH))
+
+
+def nesting_beyond(value: Any, limit: int) -> list[str | int] | None:
+    """The path to the first object or array nested deeper than `limit` levels in `value`, or None.
+
+    Depth counts containers: `{}` and `[]` are 1 deep, `{"a": [1]}` 2, a scalar 0. Iterative, so it
+    answers for any nesting json.loads produced, and stops at the first container too deep.
+    """
+    stack: list[tuple[list[str | int], Any, int]] = [([], value, 1)]
+    while stack:
+        path, item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.items()
+        elif isinstance(item, list | tuple):
+            children = enumerate(item)
+        else:
+            continue
+        if depth > limit:
+            return path
+        stack.extend((path + [key], child, depth + 1) for key, child in children if isinstance(child, dict | list))
+    return None
+
+
+def validate_table_depth(value: Any) -> None:
+    """A table document nests at most TOOLHUB_MAX_TABLE_DEPTH levels (checked before anything recursive)."""
+    limit = max_table_depth()
+    path = nesting_beyond(value, limit)
+    if path is not None:
+        raise ValidationError(
+            "A table document nests at most %(max)d levels of objects and arrays (TOOLHUB_MAX_TABLE_DEPTH); "
+            "this one goes deeper at %(where)s.",
+            code="too_deep",
+            params={"max": limit, "where": describe_path(path) or "(root)"},
+        )
+
+
+def table_too_large(size: int) -> ValidationError:
+    """The error for a table document of `size` bytes over TOOLHUB_MAX_TABLE_BYTES."""
+    return ValidationError(
+        "A table document is at most %(max)d bytes of JSON (TOOLHUB_MAX_TABLE_BYTES); this one is %(size)d bytes.",
+        code="too_large",
+        params={"max": max_table_bytes(), "size": size},
+    )
+
+
+_T = TypeVar("_T")
+
+
+def on_fresh_stack(function: Callable[..., _T], *args: Any) -> _T:
+    """`function(*args)` run on a new thread, whose stack is empty: for JSON nested almost as deep as Python's
+    recursion limit (a document stored before TOOLHUB_MAX_TABLE_DEPTH existed), which json's C code can
+    parse or write from a shallow stack but not from deep inside a view or a template."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = function(*args)
+        except BaseException as exc:  # handed to the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="toolhub-deep-json")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+class TableDocumentDecoder(json.JSONDecoder):
+    """Table.data's decoder: a document nested deeper than the caller's remaining stack is parsed on a fresh one."""
+
+    def decode(self, s: str, *args: Any, **kwargs: Any) -> Any:
+        parse = super().decode
+        try:
+            return parse(s, *args, **kwargs)
+        except RecursionError:
+            return on_fresh_stack(parse, s)
+
+
+class TableDocumentEncoder(json.JSONEncoder):
+    """Table.data's encoder: the JSON text Django writes to the database, refused over TOOLHUB_MAX_TABLE_BYTES.
+
+    The size is measured on the serialization every write does anyway (Table.full_clean through
+    JSONField.validate, and the UPDATE of services.table_write), so a write to a large table costs no extra
+    pass over its document. A document nested beyond Python's recursion limit is refused the same way.
+    """
+
+    def encode(self, o: Any) -> str:
+        try:
+            text = super().encode(o)
+        except RecursionError as exc:
+            raise ValidationError(
+                "A table document nests at most %(max)d levels of objects and arrays (TOOLHUB_MAX_TABLE_DEPTH).",
+                code="too_deep",
+                params={"max": max_table_depth()},
+            ) from exc
+        if len(text) > max_table_bytes():  # ensure_ascii: one character is one byte
+            raise table_too_large(len(text))
+        return text
 
 
 # An escaped NUL in json.dumps output: "\u0000" preceded by an even number of backslashes (an odd number

@@ -8,11 +8,10 @@ from the schema itself. Presentation only: nothing here runs or writes anything.
 
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from tools_app.data_access.pointer import parse, resolve
 from tools_app.errors import ToolError
 from tools_app.models import Tool
+from tools_app.safe_schema import validator_for
 from tools_app.services import table_data
 from tools_app.tool_types import TOOL_TYPES
 from tools_app.tool_types.examples import from_schema
@@ -45,8 +44,8 @@ def example_arguments(tool: Tool, mount: Any = _UNKNOWN) -> dict[str, Any]:
 
 def _fits(schema: dict[str, Any], arguments: dict[str, Any]) -> bool:
     try:
-        return Draft202012Validator(schema).is_valid(arguments)
-    except Exception:  # a schema jsonschema cannot apply (saved schemas are checked): no opinion
+        return validator_for(schema).is_valid(arguments)  # never fetches a $ref (issue 12)
+    except Exception:  # a schema that cannot be applied (saved schemas are checked): no opinion
         return True
 
 

@@ -9,7 +9,6 @@ The try-it view runs the tool through the call pipeline (tools_app.calls.run_too
 the instances a tool is bound to and its call statistics), so this module needs none of them.
 """
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from tools_app.data_access.shape import describe
 from tools_app.models import Surface, Table, Tool
 from tools_app.paging import default_max_result_bytes, show_all_max_bytes
 from tools_app.permissions import can_change
+from tools_app.validators import max_table_depth, nesting_beyond, on_fresh_stack
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +131,10 @@ class OwnedAdmin(DeletedWithParentMixin, admin.ModelAdmin):
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         related = db_field.related_model
         if has_for_user(related):
-            kwargs["queryset"] = related._default_manager.for_user(request.user)
+            choices = related._default_manager.for_user(request.user)
+            # A choice shows a table's name only: loading every document would parse them all for a <select>
+            # (and a deeply nested one made the page a RecursionError 500, issue 12).
+            kwargs["queryset"] = choices.defer("data") if related is Table else choices
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def get_list_display(self, request):
@@ -219,7 +222,15 @@ class TableAdmin(OwnedAdmin):
         )
 
     def is_large(self, obj) -> bool:
-        return obj is not None and (getattr(obj, "data_chars", 0) or 0) > editor_max_chars()
+        """Shown as a read-only summary: over the editor's size, or nested deeper than the table limit (a
+        document stored before TOOLHUB_MAX_TABLE_DEPTH existed: the editor could not render it, issue 12)."""
+        if obj is None:
+            return False
+        if (getattr(obj, "data_chars", 0) or 0) > editor_max_chars():
+            return True
+        if not hasattr(obj, "_toolhub_too_deep"):
+            obj._toolhub_too_deep = nesting_beyond(obj.data, max_table_depth()) is not None
+        return obj._toolhub_too_deep
 
     def get_fieldsets(self, request, obj=None):
         data_fields = ["data_file"] if self.is_large(obj) else ["data", "data_file"]
@@ -275,7 +286,7 @@ class TableAdmin(OwnedAdmin):
     def download_view(self, request, object_id):
         table = self.get_object_or_404(request, object_id)
         _, data = services.table_data(table.pk)
-        response = HttpResponse(json.dumps(data, ensure_ascii=False), content_type="application/json")
+        response = HttpResponse(on_fresh_stack(compact_json, data), content_type="application/json")
         response["Content-Disposition"] = f'attachment; filename="{slugify(table.name) or "table"}.json"'
         return response
 
@@ -299,6 +310,8 @@ class TableAdmin(OwnedAdmin):
         if context["table_large"]:
             context["table_excerpt"] = excerpt(data)
             context["editor_limit"] = human_size(editor_max_chars())
+            context["table_too_deep"] = getattr(table, "_toolhub_too_deep", False)
+            context["table_depth_limit"] = max_table_depth()
         return context
 
 
@@ -310,8 +323,19 @@ def human_size(chars: int) -> str:
     return f"{chars / 1_000_000:.1f} MB"
 
 
+def clipped(value: Any, depth: int = 20) -> Any:
+    """`value` with what is nested deeper than `depth` levels shown as "…" (a deep document's excerpt)."""
+    if isinstance(value, dict | list) and depth <= 0:
+        return "…"
+    if isinstance(value, dict):
+        return {key: clipped(item, depth - 1) for key, item in value.items()}
+    if isinstance(value, list):
+        return [clipped(item, depth - 1) for item in value]
+    return value
+
+
 def excerpt(data: Any, items: int = 5) -> str:
-    """The first few elements of a large document, for a read-only look without rendering all of it."""
+    """The first few elements of a large (or deep) document, for a read-only look without rendering all of it."""
     if isinstance(data, list):
         head = data[:items]
         note = f"\n… {len(data) - items} more items" if len(data) > items else ""
@@ -321,7 +345,7 @@ def excerpt(data: Any, items: int = 5) -> str:
         note = f"\n… {len(data) - items} more keys" if len(data) > items else ""
     else:
         head, note = data, ""
-    text = pretty_json(head)
+    text = pretty_json(clipped(head))
     if len(text) > 20_000:
         text = text[:20_000] + "\n…"
     return text + note
@@ -491,7 +515,8 @@ def run_tool(request, tool: Tool, arguments: Any, *, show_all: bool = False) -> 
     if result.error is not None:
         outcome.update(ok=False, code=str(result.error.code), message=result.error.message)
         return outcome
-    text = pretty_json(result.value)
+    # A document stored before TOOLHUB_MAX_TABLE_DEPTH may nest too deep to write from inside a view (issue 12).
+    text = on_fresh_stack(pretty_json, result.value)
     shown = len(text) if show_all else TRY_IT_MAX_CHARS  # "show all" is bounded by its budget already
     outcome.update(ok=True, result=text[:shown], truncated=len(text) > shown)
     outcome["page_note"] = result.page.note if result.page is not None else ""

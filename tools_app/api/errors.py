@@ -9,7 +9,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from django.core.exceptions import ObjectDoesNotExist
+from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DatabaseError, IntegrityError
@@ -109,6 +109,13 @@ def exception_handler(exc: Exception, context: dict) -> Response:
         return Response(
             error_body("CONFLICT", "The change conflicts with data saved at the same time; retry the request."),
             status=status.HTTP_409_CONFLICT,
+        )
+    if isinstance(exc, RequestDataTooBig):
+        # A body that declared no length and ran past DATA_UPLOAD_MAX_MEMORY_SIZE (= TOOLHUB_MAX_REQUEST_BYTES);
+        # one that declared its length was refused before the view (toolhub.request_limits).
+        return Response(
+            error_body(ErrorCode.REQUEST_TOO_LARGE, f"The request body is over the limit ({exc})."),
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
         )
     if isinstance(exc, RecursionError):
         # json.loads and the validators give up on input nested deeper than Python's recursion limit.

@@ -1,32 +1,54 @@
-"""Argument validation against the tool's input schema (Draft 2020-12), with validators cached per schema."""
+"""Argument validation against the tool's input schema (Draft 2020-12), with validators cached per schema.
 
-import json
-from functools import lru_cache
+The validator is tools_app.safe_schema's: it never fetches a reference and matches patterns in linear
+time (issue 12). Arguments nested deeper than TOOLHUB_MAX_ARGUMENT_DEPTH are refused before anything
+recursive runs.
+"""
+
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from referencing.exceptions import Unresolvable
 
 from ..errors import ErrorCode, ToolError
-from ..validators import describe_path, find_surrogate, json_dumps_checked, json_text_has_nul, surrogate_problem
+from ..safe_schema import UnsafeSchema, validator_for
+from ..validators import (
+    describe_path,
+    find_surrogate,
+    json_dumps_checked,
+    json_text_has_nul,
+    max_argument_depth,
+    nesting_beyond,
+    surrogate_problem,
+)
 
 
-@lru_cache(maxsize=512)
-def _validator(schema_json: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads(schema_json))
+def _unusable_schema(reason: str) -> ToolError:
+    return ToolError(
+        ErrorCode.TOOL_NOT_CALLABLE,
+        f"The tool's input schema cannot be applied: {reason} Nothing was fetched; the tool's owner must fix "
+        "its schema.",
+    )
 
 
 def _where(path) -> str:
     return f"argument '{describe_path(list(path))}'" if path else "arguments"
 
 
+MAX_MESSAGE_CHARS = 1000
+
+
 def _describe(error) -> str:
     path = error.absolute_path
     where = _where(path)
+    message = error.message
+    if len(message) > MAX_MESSAGE_CHARS:
+        # jsonschema's messages quote the failing value whole: a 4 MB argument would come back (and be logged).
+        message = f"{message[:MAX_MESSAGE_CHARS]}… (cut at {MAX_MESSAGE_CHARS} characters)"
     if error.validator == "required" and not path:
-        return error.message.replace("is a required property", "is required")
+        return message.replace("is a required property", "is required")
     if error.validator == "additionalProperties" and not path:
-        return f"{error.message} (accepted arguments: see the tool's input schema)"
-    return f"{where}: {error.message}"
+        return f"{message} (accepted arguments: see the tool's input schema)"
+    return f"{where}: {message}"
 
 
 def validate_arguments(
@@ -35,12 +57,23 @@ def validate_arguments(
     """Check `arguments` against the tool's schema, then against `base_schema`, what its type needs (the
     type's default input schema).
 
-    Raises ToolError(INVALID_ARGUMENTS) naming the first failing argument.
+    Raises ToolError(INVALID_ARGUMENTS) naming the first failing argument (or arguments nested too deeply),
+    ToolError(TOOL_NOT_CALLABLE) when the schema itself cannot be applied safely (tools_app.safe_schema).
     """
     if arguments is None:
         arguments = {}
     if not isinstance(arguments, dict):
         raise ToolError(ErrorCode.INVALID_ARGUMENTS, "Arguments must be a JSON object.")
+    limit = max_argument_depth()
+    too_deep = nesting_beyond(arguments, limit)
+    if too_deep is not None:
+        # Before json.dumps and the schema validator, which recurse (a RecursionError would be a 500).
+        raise ToolError(
+            ErrorCode.INVALID_ARGUMENTS,
+            f"Invalid arguments: nested more than {limit} levels deep (at {_where(too_deep)}; "
+            "TOOLHUB_MAX_ARGUMENT_DEPTH).",
+            {"path": too_deep, "validator": "depth"},
+        )
     try:
         # Python's json parser accepts NaN and Infinity; they are not JSON and PostgreSQL refuses them on write.
         text = json_dumps_checked(arguments)
@@ -70,8 +103,15 @@ def validate_arguments(
         # additionalProperties (a custom schema may add documentation-only arguments).
         schemas.append({k: v for k, v in base.items() if k != "additionalProperties"})
     for candidate in schemas:
-        validator = _validator(json.dumps(candidate, sort_keys=True))
-        error = next(iter(sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))), None)
+        try:
+            validator = validator_for(candidate)
+            error = next(iter(sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))), None)
+        except UnsafeSchema as exc:  # a tool stored before issue 12's rules: refused, never fetched
+            raise _unusable_schema(exc.problems[0]) from exc
+        except Unresolvable as exc:
+            raise _unusable_schema(f"the reference {str(exc.ref)!r} cannot be resolved inside it.") from exc
+        except RecursionError as exc:  # a schema whose references loop without descending into the value
+            raise _unusable_schema("its references loop without end.") from exc
         if error is not None:
             raise ToolError(
                 ErrorCode.INVALID_ARGUMENTS,

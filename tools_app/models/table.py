@@ -3,7 +3,7 @@
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from ..validators import validate_json_value
+from ..validators import TableDocumentDecoder, TableDocumentEncoder, validate_json_value, validate_table_depth
 from .base import OwnedModel
 
 
@@ -12,7 +12,9 @@ class Table(OwnedModel):
 
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
-    data = models.JSONField(default=dict, blank=True)
+    # Issue 12: the encoder refuses a document over TOOLHUB_MAX_TABLE_BYTES on every write; the decoder reads a
+    # deep document stored before TOOLHUB_MAX_TABLE_DEPTH existed from anywhere (admin pages included).
+    data = models.JSONField(default=dict, blank=True, encoder=TableDocumentEncoder, decoder=TableDocumentDecoder)
     version = models.PositiveBigIntegerField(default=1, editable=False)
 
     class Meta:
@@ -28,6 +30,7 @@ class Table(OwnedModel):
         if self.data is None:
             raise ValidationError({"data": ValidationError("data must be a JSON value, not null.", code="invalid")})
         try:
+            validate_table_depth(self.data)  # first: the checks below recurse
             validate_json_value(self.data)
         except ValidationError as exc:
             raise ValidationError({"data": exc.error_list}) from exc

@@ -34,9 +34,9 @@ from typing import Any
 from ..caches import LruCache
 from ..errors import ErrorCode, ToolError
 from ..paging import paged_input_schema, paged_output_schema
+from ..patterns import PatternError, compile_pattern
 from ..tool_types import TOOL_TYPES
 from . import embedding
-from .patterns import PatternError, compile_pattern
 from .text import is_cjk, readable_name, terms
 
 METHODS = ("regex", "bm25", "embedding", "hybrid")

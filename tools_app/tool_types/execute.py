@@ -8,10 +8,14 @@ through tools_app.registry. Every outcome is JSON-able data or a ToolError.
 from collections.abc import Callable
 from typing import Any
 
+from django.core.exceptions import ValidationError
+
+from ..data_access import pointer
 from ..data_access.arguments import validate_arguments
 from ..data_access.operations import Mount
 from ..errors import ErrorCode, ToolError
 from ..models import Table, Tool
+from ..validators import describe_path, max_table_depth, nesting_beyond
 from . import EXTERNAL, TOOL_TYPES
 
 __all__ = ["execute", "read_mount", "write_mount"]
@@ -62,8 +66,40 @@ def write_mount(tool: Tool, build: Callable[[Mount, dict], Any], arguments: dict
     from .. import services
 
     mount, table_id = _mount(tool)
+    change = build(mount, arguments)
+
+    def limited(data: Any) -> Any:
+        _check_depth(mount, arguments, data)
+        return change(data)
+
     try:
-        version, count = services.table_write(table_id=table_id, change=build(mount, arguments))
+        version, count = services.table_write(table_id=table_id, change=limited)
     except Table.DoesNotExist as exc:
         raise _table_gone(tool, exc) from exc
+    except ValidationError as exc:
+        # Table.data's encoder: the new document is over TOOLHUB_MAX_TABLE_BYTES. Nothing was written.
+        raise ToolError(ErrorCode.VALIDATION_ERROR, f"{exc.messages[0]} Nothing was written.") from exc
     return {verb: count, "version": version}
+
+
+def _check_depth(mount: Mount, arguments: dict, data: Any) -> None:
+    """VALIDATION_ERROR when an element would nest the table deeper than TOOLHUB_MAX_TABLE_DEPTH (issue 12).
+
+    Only what the call adds is walked, not the whole document (a write to a large table stays cheap): an
+    element sits one level below the mount's container, so it may nest (limit - mount depth - 1) levels;
+    for an object mount, the element's `content` is what is stored.
+    """
+    limit = max_table_depth()
+    room = limit - len(mount.tokens) - 1
+    container = pointer.resolve(data, mount.tokens, mount.json_path) if pointer.exists(data, mount.tokens) else None
+    for index, element in enumerate(arguments.get("elements") or []):
+        stored = element.get("content") if isinstance(container, dict) and isinstance(element, dict) else element
+        path = nesting_beyond(stored, room) if room > 0 else ([] if isinstance(stored, dict | list) else None)
+        if path is not None:
+            where = describe_path(["elements", index, *(["content"] if stored is not element else []), *path])
+            raise ToolError(
+                ErrorCode.VALIDATION_ERROR,
+                f"A table document nests at most {limit} levels of objects and arrays (TOOLHUB_MAX_TABLE_DEPTH): "
+                f"{where} would go deeper at the mount {mount.label()!r}. Nothing was written.",
+                {"path": ["elements", index], "limit": limit},
+            )

@@ -1,4 +1,7 @@
-"""Regex search patterns: Python `re` syntax and results, matched by RE2 in linear time (SPEC §5).
+"""Regex patterns chosen by users: Python `re` syntax and results, matched by RE2 in linear time.
+
+Used by the registry's regex search (SPEC §5) and by JSON Schema `pattern` / `patternProperties`
+(tools_app.safe_schema, issue 12), whose patterns and matched strings both come from users.
 
 Python's re backtracks: `(a|aa)+$`, `((a+))+$` or `(\\w+\\s?)+$` over a long description take exponential
 time inside one C call that nothing can interrupt, and no syntactic blacklist catches every such pattern.
@@ -206,29 +209,29 @@ def to_re2(pattern: str) -> str:
     return "".join(out)
 
 
-def _options() -> re2.Options:
+def _options(*, ignore_case: bool) -> re2.Options:
     options = re2.Options()
-    options.case_sensitive = False
+    options.case_sensitive = not ignore_case
     options.never_capture = True  # a yes/no match needs no groups, and lets RE2 use its DFA
     options.log_errors = False
     return options
 
 
-_OPTIONS = _options()
+_OPTIONS = {True: _options(ignore_case=True), False: _options(ignore_case=False)}
 
 
-def compile_pattern(pattern: str):
-    """A case-insensitive RE2 pattern with Python's re semantics (search, fullmatch).
+def compile_pattern(pattern: str, *, ignore_case: bool = True):
+    """An RE2 pattern with Python's re semantics (search, fullmatch), case-insensitive unless told.
 
     Raises re.error when Python's re rejects the pattern, PatternError for what RE2 cannot run or
     for a pattern too large to compile (counted repetitions multiply: `(a{100}){100}` is 10,000 copies).
     """
-    re.compile(pattern, re.IGNORECASE)
+    re.compile(pattern, re.IGNORECASE if ignore_case else 0)
     translated = to_re2(pattern)
     try:
         # Not re2.compile(): it keeps the last 128 patterns (up to 8 MiB of automaton each) for the life of the
         # process, and these patterns are chosen by callers. This one is freed after the search.
-        return re2._Regexp(translated, _OPTIONS)
+        return re2._Regexp(translated, _OPTIONS[ignore_case])
     except re2.error as exc:
         reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         if "too large" in reason or "repetition" in reason:

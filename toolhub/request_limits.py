@@ -1,0 +1,107 @@
+"""Request bodies over TOOLHUB_MAX_REQUEST_BYTES get 413 REQUEST_TOO_LARGE (issue 12; docs/input-limits.md).
+
+Two guards, one answer:
+- `cap_request_body` wraps Django's ASGI application (toolhub.asgi, what uvicorn serves). Django's ASGI
+  handler reads a whole body into a spooled file before any middleware runs, so the guard answers 413
+  from the declared Content-Length without reading the body, and stops a body that declares no length
+  (chunked) as soon as it passes the limit.
+- `RequestSizeLimitMiddleware` does the same from Content-Length for WSGI (toolhub.wsgi), where the body
+  is read lazily, and for Django's test client.
+
+The API gets the API's error shape, `{"error": "REQUEST_TOO_LARGE", "message": ...}`; the admin a short
+page saying the same. /mcp/<slug>/ has its own limit and JSON-RPC answer (mcp_app.transport).
+"""
+
+import html
+import json
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpResponse
+
+from tools_app.errors import ErrorCode
+
+__all__ = ["RequestSizeLimitMiddleware", "cap_request_body", "max_request_bytes", "too_large"]
+
+DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
+
+
+def max_request_bytes() -> int:
+    return int(getattr(settings, "TOOLHUB_MAX_REQUEST_BYTES", DEFAULT_MAX_REQUEST_BYTES))
+
+
+def too_large(path: str) -> tuple[str, bytes]:
+    """(content type, body) of the 413 answer for a request to `path`."""
+    limit = max_request_bytes()
+    message = f"The request body is over the limit of {limit} bytes (TOOLHUB_MAX_REQUEST_BYTES)."
+    if path.startswith("/admin/"):
+        page = f"<!doctype html><title>Request too large</title><h1>Request too large</h1><p>{html.escape(message)}</p>"
+        return "text/html; charset=utf-8", page.encode()
+    return "application/json", json.dumps({"error": ErrorCode.REQUEST_TOO_LARGE.value, "message": message}).encode()
+
+
+def _declared_length(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+class RequestSizeLimitMiddleware:
+    """First middleware: a request whose Content-Length is over the limit is answered 413 unread."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        declared = _declared_length(request.META.get("CONTENT_LENGTH"))
+        if declared is not None and declared > max_request_bytes():
+            content_type, body = too_large(request.path)
+            return HttpResponse(body, status=413, content_type=content_type)
+        return self.get_response(request)
+
+
+async def _send_too_large(send: Any, path: str) -> None:
+    content_type, body = too_large(path)
+    headers = [
+        (b"content-type", content_type.encode()),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),  # the rest of the body is never read
+    ]
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def cap_request_body(app: Any) -> Any:
+    """`app` (an ASGI application) behind the body limit: see the module docstring."""
+
+    async def capped(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        limit = max_request_bytes()
+        headers = dict(scope.get("headers") or ())
+        declared = _declared_length(headers.get(b"content-length", b"").decode("latin-1"))
+        if declared is not None and declared > limit:
+            await _send_too_large(send, scope["path"])
+            return
+        received = 0
+        over = started = False
+
+        async def counting_receive() -> dict:
+            nonlocal received, over
+            message = await receive()
+            if message["type"] == "http.request" and not over:
+                received += len(message.get("body", b""))
+                if received > limit:
+                    over = True  # Django stops reading at a disconnect (RequestAborted) and answers nothing
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def tracking_send(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        await app(scope, counting_receive, tracking_send)
+        if over and not started:
+            await _send_too_large(send, scope["path"])
+
+    return capped
