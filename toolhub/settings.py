@@ -25,6 +25,16 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def env_number(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        return float(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a number, not {value!r}.") from exc
+
+
 DEBUG = env_bool("DJANGO_DEBUG", False)
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
@@ -167,6 +177,19 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
 }
+
+# Per-call evaluation budgets (issue 12; docs/budgets.md has why each default): an MCP instance may override
+# the first three (McpInstance.query_cpu_ms, query_max_elements, query_max_bytes); API and admin calls use these.
+TOOLHUB_QUERY_CPU_MS = int(env_number("TOOLHUB_QUERY_CPU_MS", 2000))
+TOOLHUB_QUERY_MAX_ELEMENTS = int(env_number("TOOLHUB_QUERY_MAX_ELEMENTS", 5_000_000))
+TOOLHUB_QUERY_MAX_BYTES = int(env_number("TOOLHUB_QUERY_MAX_BYTES", 64 * 1024 * 1024))
+TOOLHUB_QUERY_MAX_LENGTH = int(env_number("TOOLHUB_QUERY_MAX_LENGTH", 10_000))
+TOOLHUB_QUERY_MAX_DEPTH = int(env_number("TOOLHUB_QUERY_MAX_DEPTH", 100))
+# Calls running at once per API key and per user, in each server process; a call over it waits up to
+# TOOLHUB_CONCURRENCY_WAIT_MS for a slot, then is refused with RATE_LIMITED.
+TOOLHUB_CONCURRENT_CALLS_PER_KEY = int(env_number("TOOLHUB_CONCURRENT_CALLS_PER_KEY", 2))
+TOOLHUB_CONCURRENT_CALLS_PER_USER = int(env_number("TOOLHUB_CONCURRENT_CALLS_PER_USER", 4))
+TOOLHUB_CONCURRENCY_WAIT_MS = int(env_number("TOOLHUB_CONCURRENCY_WAIT_MS", 250))
 
 LOGGING = {
     "version": 1,

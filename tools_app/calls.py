@@ -1,12 +1,15 @@
 """THE tool-call pipeline (issue 7): every surface runs a tool through `run_tool_call`.
 
-    resolve → authorize → validate → execute → classify → record
+    resolve → authorize → [concurrency slot] → validate → [budget] execute → classify → record
 
 - resolve (the surface's part): MCP finds the target by effective name among an instance's bindings
   (selectors.binding_call_target, one SQL statement that also re-checks the key); the API and the admin
   by the tool's id through the ownership rule, then `target_of_tool`.
 - authorize: an MCP name must match an enabled binding exactly (TOOL_NOT_FOUND); an external tool runs
   nowhere here (TOOL_NOT_CALLABLE).
+- concurrency and budget (issue 12, tools_app.budgets): the call takes a slot of its API key and its user
+  (RATE_LIMITED when none frees up in time), and runs under its evaluation budget (the instance's, else the
+  server's: QUERY_TOO_EXPENSIVE when it is spent).
 - validate and execute: tool_types.execute.execute (arguments against the input schema, then the type's
   work).
 - classify: a ToolError keeps its code; anything else is INTERNAL_ERROR, logged with the traceback; a read
@@ -36,8 +39,10 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from .budgets import call_slots, limits_for
 from .caches import LruCache
 from .choices import READ_TYPES, REGISTRY_TYPES, ToolType
+from .data_access.budget import enforced
 from .errors import ErrorCode, ToolError
 from .models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Tool
 from .services.locks import key_share
@@ -92,6 +97,10 @@ class CallTarget:
     owner_id: int
     instance_id: int | None = None
     max_result_bytes: int | None = None
+    # The instance's evaluation budgets (None: the server default; tools_app.budgets.limits_for).
+    query_cpu_ms: int | None = None
+    query_max_elements: int | None = None
+    query_max_bytes: int | None = None
     enabled: bool | None = None
     name_override: str | None = None
     tool_id: int | None = None
@@ -296,12 +305,22 @@ def run_tool_call(*, caller: Caller, target: CallTarget, name: str, arguments: A
     started = time.perf_counter()
     at = timezone.now()
     outcome = _authorize(target, name)
-    if outcome is None and target.tool_type in CHANGING_TYPES:
-        outcome, recorded = _run_changing(caller, target, name, arguments, started, at)
-        if recorded:
-            return outcome
-    elif outcome is None:
-        outcome = _run(caller, target, name, arguments)
+    if outcome is None:
+        slot = call_slots.held(user_id=caller.user_id, api_key_id=caller.api_key_id)
+        try:
+            slot.__enter__()
+        except ToolError as busy:  # RATE_LIMITED: the key or the user already runs its limit of calls
+            outcome = CallOutcome(name=name, tool_type=target.tool_type, error=busy)
+        else:
+            try:
+                if target.tool_type in CHANGING_TYPES:
+                    outcome, recorded = _run_changing(caller, target, name, arguments, started, at)
+                    if recorded:
+                        return outcome
+                else:
+                    outcome = _run(caller, target, name, arguments)
+            finally:
+                slot.__exit__(None, None, None)
     _finish(caller, target, outcome, started, at)
     return outcome
 
@@ -337,7 +356,9 @@ def _execute(caller: Caller, target: CallTarget, name: str, arguments: Any) -> C
     try:
         tool = _tool(target)
         scope = _scope(caller, target) if tool.type in REGISTRY_TYPES else None
-        return CallOutcome(name=name, tool_type=tool.type, value=execute(tool=tool, arguments=arguments, scope=scope))
+        with enforced(limits_for(target)):
+            value = execute(tool=tool, arguments=arguments, scope=scope)
+        return CallOutcome(name=name, tool_type=tool.type, value=value)
     except ToolError as exc:
         return CallOutcome(name=name, tool_type=target.tool_type, error=exc)
     except Exception:

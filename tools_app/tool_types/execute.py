@@ -8,6 +8,8 @@ through tools_app.registry. Every outcome is JSON-able data or a ToolError.
 from collections.abc import Callable
 from typing import Any
 
+from ..budgets import default_limits
+from ..data_access import budget
 from ..data_access.arguments import validate_arguments
 from ..data_access.operations import Mount
 from ..errors import ErrorCode, ToolError
@@ -22,8 +24,13 @@ def execute(*, tool: Tool, arguments: Any, scope: Any = None) -> Any:
 
     `scope` is what registry tools work over (an MCP instance, or a user over the API); data tools
     ignore it. Raises ToolError with a code (SPEC §8); a failed write leaves data and version as
-    they were.
+    they were. Runs under the budget active on the thread (the pipeline enters the call's), else under the
+    server's default budget (tools_app.budgets): QUERY_TOO_EXPENSIVE when it is spent.
     """
+    if budget.active() is None:
+        # Run outside the pipeline (a management command, a benchmark): under the server's default budget.
+        with budget.enforced(default_limits()):
+            return execute(tool=tool, arguments=arguments, scope=scope)
     spec = TOOL_TYPES.get(tool.type)
     if spec is not None and spec.kind == EXTERNAL:
         return spec.execute(tool=tool, arguments=arguments, scope=scope)  # refused before its arguments
