@@ -33,7 +33,17 @@ from typing import Any
 
 from ..errors import ErrorCode, ToolError
 
-__all__ = ["DEFAULT_QUERY_DEPTH", "DEFAULT_QUERY_LENGTH", "Limits", "QueryBudget", "active", "enforced", "measure"]
+__all__ = [
+    "DEFAULT_QUERY_DEPTH",
+    "DEFAULT_QUERY_LENGTH",
+    "Limits",
+    "QueryBudget",
+    "active",
+    "charge",
+    "enforced",
+    "measure",
+    "too_expensive",
+]
 
 CHECK_EVERY = 20_000  # units of work between two looks at the clock (one look costs ~0.5 µs)
 DEFAULT_QUERY_LENGTH = 10_000  # characters of a JMESPath expression
@@ -124,6 +134,13 @@ _active = _Active()
 def active() -> QueryBudget | None:
     """The budget entered on this thread, or None (then nothing is checked: a direct, trusted evaluation)."""
     return _active.budget
+
+
+def charge(elements: int) -> None:
+    """Charge `elements` of work to the budget active on this thread, if any (QueryBudget.charge)."""
+    budget = _active.budget
+    if budget is not None:
+        budget.charge(elements)
 
 
 @contextmanager
