@@ -7,12 +7,20 @@ session manager must run for the life of the process.
 
 import logging
 import os
+import sys
 
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
 
 django_application = get_asgi_application()
+
+from django.conf import settings  # noqa: E402
+
+if settings.TOOLHUB_GIL_SWITCH_INTERVAL_MS > 0:
+    # docs/budgets.md: a thread evaluating an expensive query holds the GIL for this long before the event
+    # loop or a light call's thread gets it; Python's default (5 ms) per hand-off adds up across a request.
+    sys.setswitchinterval(settings.TOOLHUB_GIL_SWITCH_INTERVAL_MS / 1000)
 
 from mcp_app.transport import McpEndpoint  # noqa: E402  (after Django is set up)
 

@@ -188,8 +188,11 @@ TOOLHUB_QUERY_MAX_DEPTH = int(env_number("TOOLHUB_QUERY_MAX_DEPTH", 100))
 # Calls running at once per API key and per user, in each server process; a call over it waits up to
 # TOOLHUB_CONCURRENCY_WAIT_MS for a slot, then is refused with RATE_LIMITED.
 TOOLHUB_CONCURRENT_CALLS_PER_KEY = int(env_number("TOOLHUB_CONCURRENT_CALLS_PER_KEY", 2))
-TOOLHUB_CONCURRENT_CALLS_PER_USER = int(env_number("TOOLHUB_CONCURRENT_CALLS_PER_USER", 4))
-TOOLHUB_CONCURRENCY_WAIT_MS = int(env_number("TOOLHUB_CONCURRENCY_WAIT_MS", 250))
+TOOLHUB_CONCURRENT_CALLS_PER_USER = int(env_number("TOOLHUB_CONCURRENT_CALLS_PER_USER", 3))
+TOOLHUB_CONCURRENCY_WAIT_MS = int(env_number("TOOLHUB_CONCURRENCY_WAIT_MS", 100))
+# How long a thread may hold the GIL while another waits (sys.setswitchinterval), set by toolhub.asgi; 0 leaves
+# Python's default (5 ms).
+TOOLHUB_GIL_SWITCH_INTERVAL_MS = env_number("TOOLHUB_GIL_SWITCH_INTERVAL_MS", 1)
 
 LOGGING = {
     "version": 1,

@@ -14,6 +14,7 @@ The result budget sent to clients (max_result_bytes, RESULT_TOO_LARGE, paging) a
 here: they are the pipeline's classification and the transports' throttles.
 """
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -63,17 +64,38 @@ class CallSlots:
         self._changed = threading.Condition()
         self._running: dict[tuple[str, int], int] = {}
 
-    @contextmanager
-    def held(self, *, user_id: int | None, api_key_id: int | None) -> Iterator[None]:
-        """Hold a slot of the key and of the user while the block runs; ToolError(RATE_LIMITED) when none
-        frees up within TOOLHUB_CONCURRENCY_WAIT_MS (raised before the block runs)."""
+    @staticmethod
+    def _wanted(user_id: int | None, api_key_id: int | None) -> list[tuple[str, int, int]]:
         wanted = []
         if api_key_id is not None:
             wanted.append(("api_key", api_key_id, settings.TOOLHUB_CONCURRENT_CALLS_PER_KEY))
         if user_id is not None:
             wanted.append(("user", user_id, settings.TOOLHUB_CONCURRENT_CALLS_PER_USER))
+        return wanted
+
+    def has_room(self, *, user_id: int | None, api_key_id: int | None) -> bool:
+        """Whether a call of this key and user would get a slot now (nothing is taken)."""
+        with self._changed:
+            return all(self._running.get(slot[:2], 0) < slot[2] for slot in self._wanted(user_id, api_key_id))
+
+    async def room(self, *, user_id: int | None, api_key_id: int | None) -> bool:
+        """Wait on the event loop, up to TOOLHUB_CONCURRENCY_WAIT_MS, until a call would get a slot; False if
+        none freed up. For a surface with a small thread pool (MCP): its calls over the limit wait here,
+        holding no thread, and the pipeline then takes the slot with no wait of its own."""
+        deadline = time.monotonic() + settings.TOOLHUB_CONCURRENCY_WAIT_MS / 1000
+        while not self.has_room(user_id=user_id, api_key_id=api_key_id):
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.002)
+        return True
+
+    @contextmanager
+    def held(self, *, user_id: int | None, api_key_id: int | None, wait: bool = True) -> Iterator[None]:
+        """Hold a slot of the key and of the user while the block runs; ToolError(RATE_LIMITED) when none
+        frees up within TOOLHUB_CONCURRENCY_WAIT_MS (raised before the block runs; at once without `wait`)."""
+        wanted = self._wanted(user_id, api_key_id)
         wait_ms = settings.TOOLHUB_CONCURRENCY_WAIT_MS
-        deadline = time.monotonic() + wait_ms / 1000
+        deadline = time.monotonic() + (wait_ms / 1000 if wait else 0)
         with self._changed:
             while True:
                 full = next((slot for slot in wanted if self._running.get(slot[:2], 0) >= slot[2]), None)

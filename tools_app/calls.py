@@ -299,14 +299,25 @@ def _cache_key(target: CallTarget, arguments: Any) -> tuple | None:
     return (target.tool_id, target.tool_changed, target.table_id, target.table_version, arguments_key)
 
 
-def run_tool_call(*, caller: Caller, target: CallTarget, name: str, arguments: Any) -> CallOutcome:
+class _CallBegan(threading.local):
+    at: float | None = None
+
+
+_call_began = _CallBegan()
+
+
+def run_tool_call(
+    *, caller: Caller, target: CallTarget, name: str, arguments: Any, slot_waited: bool = False
+) -> CallOutcome:
     """Run the call `name`(`arguments`) that resolved to `target`, classify it and record it; never raises
-    for the call's own failures (they are the outcome's `error`). See the module docstring."""
+    for the call's own failures (they are the outcome's `error`). See the module docstring. `slot_waited`:
+    the surface already waited for a concurrency slot (budgets.CallSlots.room), so none is waited for here."""
     started = time.perf_counter()
+    _call_began.at = time.monotonic()  # the call's time budget counts from here, waits for a slot included
     at = timezone.now()
     outcome = _authorize(target, name)
     if outcome is None:
-        slot = call_slots.held(user_id=caller.user_id, api_key_id=caller.api_key_id)
+        slot = call_slots.held(user_id=caller.user_id, api_key_id=caller.api_key_id, wait=not slot_waited)
         try:
             slot.__enter__()
         except ToolError as busy:  # RATE_LIMITED: the key or the user already runs its limit of calls
@@ -356,7 +367,7 @@ def _execute(caller: Caller, target: CallTarget, name: str, arguments: Any) -> C
     try:
         tool = _tool(target)
         scope = _scope(caller, target) if tool.type in REGISTRY_TYPES else None
-        with enforced(limits_for(target)):
+        with enforced(limits_for(target), since=_call_began.at):
             value = execute(tool=tool, arguments=arguments, scope=scope)
         return CallOutcome(name=name, tool_type=tool.type, value=value)
     except ToolError as exc:

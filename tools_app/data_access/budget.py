@@ -6,8 +6,9 @@ by whatever evaluates for that call: the JMESPath closures (jmespath_compiler), 
 (select, preview) and the registry's loops. They report work as it happens (`charge`), and the budget
 stops the call with ToolError(QUERY_TOO_EXPENSIVE) as soon as a limit is passed:
 
-- cpu_ms: the CPU time of the calling thread since the budget was entered (time.thread_time), checked
-  every CHECK_EVERY units of work, so a stopped evaluation stops consuming CPU within milliseconds;
+- cpu_ms: the CPU time of the calling thread since the budget was entered (time.thread_time), and the
+  wall-clock time too (on a busy machine a call's CPU time grows slower than the time its caller waits),
+  checked every CHECK_EVERY units of work, so a stopped evaluation stops consuming CPU within milliseconds;
 - max_elements: the elements (list items, object members, containers) the evaluation may build in all,
   and the logical size of any value that is walked whole (a final result, the argument of to_string);
 - max_bytes: the logical JSON size of a value walked whole, and of the strings functions build.
@@ -18,9 +19,11 @@ times its input once walked. `measure` sizes such a graph in time linear in its 
 (memoized by id) and stops as soon as it is over the limit, before any C function (json.dumps, sorted,
 list equality) gets to walk it uninterruptibly.
 
-A heavy evaluation also yields the GIL at every check once it has run for YIELD_AFTER_MS, so that the
-event loop and the threads serving light calls in the same process get the interpreter promptly
-(docs/budgets.md has the measurements).
+Isolation (issue 12 item 2): an evaluation that has used YIELD_AFTER_MS of CPU is heavy, and from then on
+runs only while it holds the one heavy lane of the process, giving it up (and the GIL) at every check. So
+however many heavy calls run at once, one at a time executes Python, and the event loop and the threads
+of light calls compete for the GIL with that one only; time spent waiting for the lane counts against
+the call's time budget (docs/budgets.md has the measurements behind this choice).
 """
 
 import sys
@@ -45,12 +48,14 @@ __all__ = [
     "too_expensive",
 ]
 
-CHECK_EVERY = 20_000  # units of work between two looks at the clock (one look costs ~0.5 µs)
+CHECK_EVERY = 5_000  # units of work between two looks at the clocks (one look costs ~0.5 µs)
 DEFAULT_QUERY_LENGTH = 10_000  # characters of a JMESPath expression
 DEFAULT_QUERY_DEPTH = 100  # levels of its parsed tree
 YIELD_AFTER_MS = 20.0  # an evaluation that has run this long releases the GIL at every check
+HEAVY_PAUSE = 0.002  # seconds a heavy evaluation sleeps at each turn, so light calls get the GIL (docs/budgets.md)
 
 _thread_time = time.thread_time
+_monotonic = time.monotonic
 _sleep = time.sleep
 
 
@@ -80,23 +85,46 @@ def too_expensive(limit: str, value: int | float, unit: str, extra: str = "") ->
 class QueryBudget:
     """The budget of one call: counts work (`charge`), checks the thread's CPU time every CHECK_EVERY units."""
 
-    __slots__ = ("limits", "spent", "bytes_spent", "_next_check", "_started", "_cpu_deadline", "_yield_at")
+    __slots__ = (
+        "limits",
+        "spent",
+        "bytes_spent",
+        "_work",
+        "_next_check",
+        "_started",
+        "_cpu_deadline",
+        "_wall_started",
+        "_wall_deadline",
+        "_yield_at",
+        "_in_lane",
+    )
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, *, since: float | None = None) -> None:
         self.limits = limits
         self.spent = 0
         self.bytes_spent = 0
+        self._work = 0
         self._next_check = CHECK_EVERY
         self._started = _thread_time()
         self._cpu_deadline = self._started + limits.cpu_ms / 1000
+        self._wall_started = _monotonic() if since is None else since
+        self._wall_deadline = self._wall_started + limits.cpu_ms / 1000
         self._yield_at = self._started + YIELD_AFTER_MS / 1000
+        self._in_lane = False
 
     def charge(self, elements: int) -> None:
         """Count `elements` built; over max_elements, or out of CPU time at a check, is QUERY_TOO_EXPENSIVE."""
         self.spent += elements
         if self.spent > self.limits.max_elements:
             raise too_expensive("element budget", self.limits.max_elements, "elements built")
-        if self.spent >= self._next_check:
+        self._work += elements
+        if self._work >= self._next_check:
+            self.check_time()
+
+    def tick(self, work: int) -> None:
+        """Count `work` units that build nothing (walking, sizing, string building): only the clocks are checked."""
+        self._work += work
+        if self._work >= self._next_check:
             self.check_time()
 
     def charge_bytes(self, size: int) -> None:
@@ -104,16 +132,40 @@ class QueryBudget:
         self.bytes_spent += size
         if self.bytes_spent > self.limits.max_bytes:
             raise too_expensive("size budget", self.limits.max_bytes, "bytes of strings built")
+        self.tick(size >> 6)  # building a string costs about one unit per 64 bytes
 
     def check_time(self) -> None:
-        """QUERY_TOO_EXPENSIVE once the thread's CPU time is over cpu_ms; after YIELD_AFTER_MS, yield the GIL."""
-        self._next_check = self.spent + CHECK_EVERY
+        """QUERY_TOO_EXPENSIVE once the thread's CPU time, or the time since the call began, is over cpu_ms;
+        after YIELD_AFTER_MS of CPU, yield the GIL at every check."""
+        self._next_check = self._work + CHECK_EVERY
         now = _thread_time()
-        if now > self._cpu_deadline:
-            used = round((now - self._started) * 1000)
-            raise too_expensive("CPU-time budget", self.limits.cpu_ms, "ms", f" (used {used:,} ms)")
+        wall = _monotonic()
+        if now > self._cpu_deadline or wall > self._wall_deadline:
+            used, waited = round((now - self._started) * 1000), round((wall - self._wall_started) * 1000)
+            raise too_expensive(
+                "CPU-time budget", self.limits.cpu_ms, "ms", f" (used {used:,} ms of CPU in {waited:,} ms)"
+            )
         if now > self._yield_at:
-            _sleep(0)  # releases the GIL: a waiting light call runs before this evaluation goes on
+            self._take_turn(wall)
+
+    def _take_turn(self, wall: float) -> None:
+        """A heavy evaluation's turn in the heavy lane: give it up and the GIL, then wait for it again."""
+        if self._in_lane:
+            _heavy_lane.release()
+            self._in_lane = False
+            _sleep(HEAVY_PAUSE)  # the GIL goes to a waiting thread: a light call, the event loop, another heavy call
+        if not _heavy_lane.acquire(timeout=max(0.0, self._wall_deadline - wall)):
+            waited = round((_monotonic() - self._wall_started) * 1000)
+            raise too_expensive(
+                "CPU-time budget", self.limits.cpu_ms, "ms", f" (spent {waited:,} ms, waiting behind other heavy calls)"
+            )
+        self._in_lane = True
+
+    def leave(self) -> None:
+        """Give up the heavy lane when the call ends (enforced() calls it)."""
+        if self._in_lane:
+            self._in_lane = False
+            _heavy_lane.release()
 
     def ensure_size(self, value: Any, what: str = "value") -> None:
         """Refuse `value` when its logical size is over max_elements or max_bytes (see `measure`)."""
@@ -122,6 +174,9 @@ class QueryBudget:
     @property
     def cpu_used_ms(self) -> float:
         return (_thread_time() - self._started) * 1000
+
+
+_heavy_lane = threading.Lock()
 
 
 class _Active(threading.local):
@@ -144,14 +199,16 @@ def charge(elements: int) -> None:
 
 
 @contextmanager
-def enforced(limits: Limits) -> Iterator[QueryBudget]:
-    """Enter a budget for the calls made on this thread inside the block; the outer one is restored after."""
+def enforced(limits: Limits, *, since: float | None = None) -> Iterator[QueryBudget]:
+    """Enter a budget for the calls made on this thread inside the block; the outer one is restored after.
+    `since` (time.monotonic()) is when the call began, if earlier: its wall-clock time counts from then."""
     outer = _active.budget
-    budget = QueryBudget(limits)
+    budget = QueryBudget(limits, since=since)
     _active.budget = budget
     try:
         yield budget
     finally:
+        budget.leave()
         _active.budget = outer
 
 
@@ -214,12 +271,14 @@ def measure(value: Any, budget: QueryBudget, what: str = "value") -> tuple[int, 
             raise over("size budget", max_bytes, "bytes")
         sizes[id(node)] = (elements, size)  # every node stays alive inside `value`, so no id is reused
         visited[0] += len(node) + 1
-        if visited[0] >= CHECK_EVERY:
+        if visited[0] >= 1_000:
+            budget.tick(visited[0])
             visited[0] = 0
-            budget.check_time()
         return elements, size
 
     try:
-        return size_of(value)
+        sized = size_of(value)
+        budget.tick(visited[0])
+        return sized
     except RecursionError:
         raise over("nesting limit", sys.getrecursionlimit(), "levels") from None

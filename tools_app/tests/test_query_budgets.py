@@ -295,9 +295,11 @@ def test_calls_over_the_key_limit_wait_then_are_refused(settings):
     assert call_slots.running("api_key", 77) == 0
 
 
-def test_a_slot_freed_while_waiting_is_taken():
+def test_a_slot_freed_while_waiting_is_taken(settings):
     """A call waiting for a slot runs as soon as one is released."""
     # given
+    settings.TOOLHUB_CONCURRENT_CALLS_PER_USER = 4
+    settings.TOOLHUB_CONCURRENCY_WAIT_MS = 2000
     release = threading.Event()
 
     def hold() -> None:
