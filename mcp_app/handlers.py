@@ -23,7 +23,6 @@ from mcp.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from tools_app.budgets import call_slots
 from tools_app.calls import Caller, CallOutcome, CallTarget, run_tool_call, tool_cache, touch_key
 from tools_app.choices import REGISTRY_TYPES, ToolType
 from tools_app.errors import ErrorCode, ToolError
@@ -214,9 +213,7 @@ def _call_target(state: RequestState, name: str) -> CallTarget:
 INVALID_NAME = " Tool names are 1 to 64 characters from A-Z, a-z, 0-9, '_', '.' and '-'."
 
 
-def call_tool_sync(
-    state: RequestState, name: str, arguments: dict[str, Any] | None, slot_waited: bool = False
-) -> dict[str, Any]:
+def call_tool_sync(state: RequestState, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
     """Resolve `name` among the instance's bindings and run it through the pipeline; translate the outcome."""
     valid_name = TOOL_NAME_RE.fullmatch(name) is not None
     if valid_name:
@@ -228,7 +225,7 @@ def call_tool_sync(
             owner_id=instance.owner_id, instance_id=instance.pk, max_result_bytes=instance.max_result_bytes
         )
     caller = Caller(surface=Surface.MCP, user_id=target.owner_id, api_key_id=state.caller.api_key_id)
-    outcome = run_tool_call(caller=caller, target=target, name=name, arguments=arguments or {}, slot_waited=slot_waited)
+    outcome = run_tool_call(caller=caller, target=target, name=name, arguments=arguments or {})
     error = outcome.error
     if error is None:
         return success_result(outcome)
@@ -268,10 +265,7 @@ async def _on_call_tool(hops: DatabaseHops, ctx: Any, params: types.CallToolRequ
     # No exception may escape: the SDK would send its text as a code-0 error (MCP_SDK_NOTES).
     state = _state(ctx)
     try:
-        # A call over its key's or user's concurrency limit waits here, holding none of the few database
-        # threads that light calls need (docs/budgets.md); the pipeline then takes the slot or refuses it.
-        await call_slots.room(user_id=state.caller.owner_id, api_key_id=state.caller.api_key_id)
-        result = await hops.run(call_tool_sync, state, params.name, params.arguments, True)
+        result = await hops.run(call_tool_sync, state, params.name, params.arguments)
     except MCPError:
         raise
     except Exception:

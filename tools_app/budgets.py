@@ -5,19 +5,20 @@
   (TOOLHUB_QUERY_*); an MCP instance may override the first three (McpInstance.query_cpu_ms,
   query_max_elements, query_max_bytes); API and admin calls have no instance and use the defaults.
   Enforced during evaluation by tools_app.data_access.budget (QUERY_TOO_EXPENSIVE).
-- Concurrency (`call_slots`): how many calls one API key, and one user, may run at once in this process
-  (TOOLHUB_CONCURRENT_CALLS_PER_KEY / _PER_USER). A call over it waits up to TOOLHUB_CONCURRENCY_WAIT_MS for
-  a slot, then is refused with RATE_LIMITED naming the limit. Taken by the call pipeline around running a
-  tool, so it holds on MCP, the API and the admin alike.
+- Concurrency (`call_slots`): how many expensive calls one API key, and one user, may run at once in this
+  process (TOOLHUB_CONCURRENT_CALLS_PER_KEY / _PER_USER). A call takes a slot when its evaluation becomes
+  heavy (data_access.budget.YIELD_AFTER_MS of CPU; light calls, the vast majority, never count, so they keep
+  their throughput); over the limit it waits up to TOOLHUB_CONCURRENCY_WAIT_MS for a slot, then is refused
+  with RATE_LIMITED naming the limit. Wired by the call pipeline into every call's budget, so it holds on
+  MCP, the API and the admin alike.
 
 The result budget sent to clients (max_result_bytes, RESULT_TOO_LARGE, paging) and request rates are not
 here: they are the pipeline's classification and the transports' throttles.
 """
 
-import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -73,29 +74,24 @@ class CallSlots:
             wanted.append(("user", user_id, settings.TOOLHUB_CONCURRENT_CALLS_PER_USER))
         return wanted
 
-    def has_room(self, *, user_id: int | None, api_key_id: int | None) -> bool:
-        """Whether a call of this key and user would get a slot now (nothing is taken)."""
-        with self._changed:
-            return all(self._running.get(slot[:2], 0) < slot[2] for slot in self._wanted(user_id, api_key_id))
+    def on_heavy(self, *, user_id: int | None, api_key_id: int | None) -> Callable[[], Callable[[], None]]:
+        """The budget hook of one call: when its evaluation becomes heavy, take its slots (or raise
+        RATE_LIMITED after the wait); returns what gives them back."""
 
-    async def room(self, *, user_id: int | None, api_key_id: int | None) -> bool:
-        """Wait on the event loop, up to TOOLHUB_CONCURRENCY_WAIT_MS, until a call would get a slot; False if
-        none freed up. For a surface with a small thread pool (MCP): its calls over the limit wait here,
-        holding no thread, and the pipeline then takes the slot with no wait of its own."""
-        deadline = time.monotonic() + settings.TOOLHUB_CONCURRENCY_WAIT_MS / 1000
-        while not self.has_room(user_id=user_id, api_key_id=api_key_id):
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(0.002)
-        return True
+        def take() -> Callable[[], None]:
+            slot = self.held(user_id=user_id, api_key_id=api_key_id)
+            slot.__enter__()
+            return lambda: slot.__exit__(None, None, None)
+
+        return take
 
     @contextmanager
-    def held(self, *, user_id: int | None, api_key_id: int | None, wait: bool = True) -> Iterator[None]:
+    def held(self, *, user_id: int | None, api_key_id: int | None) -> Iterator[None]:
         """Hold a slot of the key and of the user while the block runs; ToolError(RATE_LIMITED) when none
-        frees up within TOOLHUB_CONCURRENCY_WAIT_MS (raised before the block runs; at once without `wait`)."""
+        frees up within TOOLHUB_CONCURRENCY_WAIT_MS (raised before the block runs)."""
         wanted = self._wanted(user_id, api_key_id)
         wait_ms = settings.TOOLHUB_CONCURRENCY_WAIT_MS
-        deadline = time.monotonic() + (wait_ms / 1000 if wait else 0)
+        deadline = time.monotonic() + wait_ms / 1000
         with self._changed:
             while True:
                 full = next((slot for slot in wanted if self._running.get(slot[:2], 0) >= slot[2]), None)
@@ -130,9 +126,10 @@ _WHO = {"api_key": "this API key", "user": "this user"}
 
 def _busy(scope: str, limit: int, wait_ms: int) -> ToolError:
     message = (
-        f"Too many calls at once for {_WHO[scope]}: its concurrency limit is {limit} calls running at the same "
-        f"time ({_SETTING[scope]}), and none finished within {wait_ms} ms. Wait for a call to finish, then try "
-        "again; make expensive queries cheaper (see QUERY_TOO_EXPENSIVE) so that they finish sooner."
+        f"Too many expensive calls at once for {_WHO[scope]}: its concurrency limit is {limit} expensive calls "
+        f"running at the same time ({_SETTING[scope]}), and none finished within {wait_ms} ms. Wait for a call to "
+        "finish, then try again; make queries cheaper (filter first, select fewer fields) so that they finish "
+        "sooner."
     )
     return ToolError(
         ErrorCode.RATE_LIMITED, message, {"limit": limit, "scope": scope, "setting": _SETTING[scope], "retry_after": 1}

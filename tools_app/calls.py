@@ -1,15 +1,15 @@
 """THE tool-call pipeline (issue 7): every surface runs a tool through `run_tool_call`.
 
-    resolve → authorize → [concurrency slot] → validate → [budget] execute → classify → record
+    resolve → authorize → validate → execute (under a budget and, once expensive, a slot) → classify → record
 
 - resolve (the surface's part): MCP finds the target by effective name among an instance's bindings
   (selectors.binding_call_target, one SQL statement that also re-checks the key); the API and the admin
   by the tool's id through the ownership rule, then `target_of_tool`.
 - authorize: an MCP name must match an enabled binding exactly (TOOL_NOT_FOUND); an external tool runs
   nowhere here (TOOL_NOT_CALLABLE).
-- concurrency and budget (issue 12, tools_app.budgets): the call takes a slot of its API key and its user
-  (RATE_LIMITED when none frees up in time), and runs under its evaluation budget (the instance's, else the
-  server's: QUERY_TOO_EXPENSIVE when it is spent).
+- budget and concurrency (issue 12, tools_app.budgets): the call runs under its evaluation budget (the
+  instance's, else the server's: QUERY_TOO_EXPENSIVE when it is spent); once it turns out expensive it takes
+  a concurrency slot of its API key and its user (RATE_LIMITED when none frees up in time).
 - validate and execute: tool_types.execute.execute (arguments against the input schema, then the type's
   work).
 - classify: a ToolError keeps its code; anything else is INTERNAL_ERROR, logged with the traceback; a read
@@ -306,32 +306,19 @@ class _CallBegan(threading.local):
 _call_began = _CallBegan()
 
 
-def run_tool_call(
-    *, caller: Caller, target: CallTarget, name: str, arguments: Any, slot_waited: bool = False
-) -> CallOutcome:
+def run_tool_call(*, caller: Caller, target: CallTarget, name: str, arguments: Any) -> CallOutcome:
     """Run the call `name`(`arguments`) that resolved to `target`, classify it and record it; never raises
-    for the call's own failures (they are the outcome's `error`). See the module docstring. `slot_waited`:
-    the surface already waited for a concurrency slot (budgets.CallSlots.room), so none is waited for here."""
+    for the call's own failures (they are the outcome's `error`). See the module docstring."""
     started = time.perf_counter()
     _call_began.at = time.monotonic()  # the call's time budget counts from here, waits for a slot included
     at = timezone.now()
     outcome = _authorize(target, name)
-    if outcome is None:
-        slot = call_slots.held(user_id=caller.user_id, api_key_id=caller.api_key_id, wait=not slot_waited)
-        try:
-            slot.__enter__()
-        except ToolError as busy:  # RATE_LIMITED: the key or the user already runs its limit of calls
-            outcome = CallOutcome(name=name, tool_type=target.tool_type, error=busy)
-        else:
-            try:
-                if target.tool_type in CHANGING_TYPES:
-                    outcome, recorded = _run_changing(caller, target, name, arguments, started, at)
-                    if recorded:
-                        return outcome
-                else:
-                    outcome = _run(caller, target, name, arguments)
-            finally:
-                slot.__exit__(None, None, None)
+    if outcome is None and target.tool_type in CHANGING_TYPES:
+        outcome, recorded = _run_changing(caller, target, name, arguments, started, at)
+        if recorded:
+            return outcome
+    elif outcome is None:
+        outcome = _run(caller, target, name, arguments)
     _finish(caller, target, outcome, started, at)
     return outcome
 
@@ -367,7 +354,9 @@ def _execute(caller: Caller, target: CallTarget, name: str, arguments: Any) -> C
     try:
         tool = _tool(target)
         scope = _scope(caller, target) if tool.type in REGISTRY_TYPES else None
-        with enforced(limits_for(target), since=_call_began.at):
+        # The call's budget, and its concurrency slot once it turns out expensive (RATE_LIMITED when none).
+        slot = call_slots.on_heavy(user_id=caller.user_id, api_key_id=caller.api_key_id)
+        with enforced(limits_for(target), since=_call_began.at, on_heavy=slot):
             value = execute(tool=tool, arguments=arguments, scope=scope)
         return CallOutcome(name=name, tool_type=tool.type, value=value)
     except ToolError as exc:

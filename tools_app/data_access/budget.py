@@ -6,8 +6,9 @@ by whatever evaluates for that call: the JMESPath closures (jmespath_compiler), 
 (select, preview) and the registry's loops. They report work as it happens (`charge`), and the budget
 stops the call with ToolError(QUERY_TOO_EXPENSIVE) as soon as a limit is passed:
 
-- cpu_ms: the CPU time of the calling thread since the budget was entered (time.thread_time), and the
-  wall-clock time too (on a busy machine a call's CPU time grows slower than the time its caller waits),
+- cpu_ms: the CPU time of the calling thread since the budget was entered (time.thread_time), and, as a
+  backstop, the elapsed time since the call began, which may exceed it by WALL_GRACE (on a busy machine a
+  call's CPU time grows slower than the time its caller waits: the caller still gets its answer in time),
   checked every CHECK_EVERY units of work, so a stopped evaluation stops consuming CPU within milliseconds;
 - max_elements: the elements (list items, object members, containers) the evaluation may build in all,
   and the logical size of any value that is walked whole (a final result, the argument of to_string);
@@ -19,17 +20,19 @@ times its input once walked. `measure` sizes such a graph in time linear in its 
 (memoized by id) and stops as soon as it is over the limit, before any C function (json.dumps, sorted,
 list equality) gets to walk it uninterruptibly.
 
-Isolation (issue 12 item 2): an evaluation that has used YIELD_AFTER_MS of CPU is heavy, and from then on
-runs only while it holds the one heavy lane of the process, giving it up (and the GIL) at every check. So
-however many heavy calls run at once, one at a time executes Python, and the event loop and the threads
-of light calls compete for the GIL with that one only; time spent waiting for the lane counts against
-the call's time budget (docs/budgets.md has the measurements behind this choice).
+Isolation (issue 12 item 2): an evaluation that has used YIELD_AFTER_MS of CPU is heavy. Becoming heavy
+calls the budget's `on_heavy` hook once (the pipeline's concurrency slot of the caller, which may refuse
+with RATE_LIMITED), and from then on it runs only while it holds the one heavy lane of the process,
+giving it up (and the GIL: sleep(HEAVY_PAUSE)) every TURN_MS of CPU. So however many heavy calls run at
+once, one at a time executes Python, and the event loop and the threads of light calls compete for the
+GIL with that one only; time spent waiting for the lane counts against the call's elapsed-time backstop
+(docs/budgets.md has the measurements behind these choices).
 """
 
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +55,9 @@ CHECK_EVERY = 5_000  # units of work between two looks at the clocks (one look c
 DEFAULT_QUERY_LENGTH = 10_000  # characters of a JMESPath expression
 DEFAULT_QUERY_DEPTH = 100  # levels of its parsed tree
 YIELD_AFTER_MS = 20.0  # an evaluation that has run this long releases the GIL at every check
-HEAVY_PAUSE = 0.002  # seconds a heavy evaluation sleeps at each turn, so light calls get the GIL (docs/budgets.md)
+WALL_GRACE = 0.5  # seconds of elapsed time a call may take beyond its CPU budget (waits, a busy machine)
+TURN_MS = 5.0  # CPU milliseconds a heavy evaluation runs before it takes its turn in the heavy lane
+HEAVY_PAUSE = 0.0  # sleep(0): releases the GIL to waiting threads without giving up the CPU (docs/budgets.md)
 
 _thread_time = time.thread_time
 _monotonic = time.monotonic
@@ -97,9 +102,17 @@ class QueryBudget:
         "_wall_deadline",
         "_yield_at",
         "_in_lane",
+        "_on_heavy",
+        "_release",
     )
 
-    def __init__(self, limits: Limits, *, since: float | None = None) -> None:
+    def __init__(
+        self,
+        limits: Limits,
+        *,
+        since: float | None = None,
+        on_heavy: Callable[[], Callable[[], None]] | None = None,
+    ) -> None:
         self.limits = limits
         self.spent = 0
         self.bytes_spent = 0
@@ -108,9 +121,11 @@ class QueryBudget:
         self._started = _thread_time()
         self._cpu_deadline = self._started + limits.cpu_ms / 1000
         self._wall_started = _monotonic() if since is None else since
-        self._wall_deadline = self._wall_started + limits.cpu_ms / 1000
+        self._wall_deadline = self._wall_started + limits.cpu_ms / 1000 + WALL_GRACE
         self._yield_at = self._started + YIELD_AFTER_MS / 1000
         self._in_lane = False
+        self._on_heavy = on_heavy
+        self._release: Callable[[], None] | None = None
 
     def charge(self, elements: int) -> None:
         """Count `elements` built; over max_elements, or out of CPU time at a check, is QUERY_TOO_EXPENSIVE."""
@@ -136,7 +151,7 @@ class QueryBudget:
 
     def check_time(self) -> None:
         """QUERY_TOO_EXPENSIVE once the thread's CPU time, or the time since the call began, is over cpu_ms;
-        after YIELD_AFTER_MS of CPU, yield the GIL at every check."""
+        after YIELD_AFTER_MS of CPU, take a turn in the heavy lane every TURN_MS."""
         self._next_check = self._work + CHECK_EVERY
         now = _thread_time()
         wall = _monotonic()
@@ -146,10 +161,14 @@ class QueryBudget:
                 "CPU-time budget", self.limits.cpu_ms, "ms", f" (used {used:,} ms of CPU in {waited:,} ms)"
             )
         if now > self._yield_at:
+            self._yield_at = now + TURN_MS / 1000
             self._take_turn(wall)
 
     def _take_turn(self, wall: float) -> None:
         """A heavy evaluation's turn in the heavy lane: give it up and the GIL, then wait for it again."""
+        if self._on_heavy is not None:
+            on_heavy, self._on_heavy = self._on_heavy, None
+            self._release = on_heavy()  # may raise (RATE_LIMITED): the evaluation stops here
         if self._in_lane:
             _heavy_lane.release()
             self._in_lane = False
@@ -162,10 +181,13 @@ class QueryBudget:
         self._in_lane = True
 
     def leave(self) -> None:
-        """Give up the heavy lane when the call ends (enforced() calls it)."""
+        """Give up the heavy lane and the heavy call's slot when the call ends (enforced() calls it)."""
         if self._in_lane:
             self._in_lane = False
             _heavy_lane.release()
+        if self._release is not None:
+            release, self._release = self._release, None
+            release()
 
     def ensure_size(self, value: Any, what: str = "value") -> None:
         """Refuse `value` when its logical size is over max_elements or max_bytes (see `measure`)."""
@@ -199,11 +221,14 @@ def charge(elements: int) -> None:
 
 
 @contextmanager
-def enforced(limits: Limits, *, since: float | None = None) -> Iterator[QueryBudget]:
+def enforced(
+    limits: Limits, *, since: float | None = None, on_heavy: Callable[[], Callable[[], None]] | None = None
+) -> Iterator[QueryBudget]:
     """Enter a budget for the calls made on this thread inside the block; the outer one is restored after.
-    `since` (time.monotonic()) is when the call began, if earlier: its wall-clock time counts from then."""
+    `since` (time.monotonic()) is when the call began, if earlier: its wall-clock time counts from then.
+    `on_heavy` is called once if the evaluation becomes heavy; what it returns is called when the block ends."""
     outer = _active.budget
-    budget = QueryBudget(limits, since=since)
+    budget = QueryBudget(limits, since=since, on_heavy=on_heavy)
     _active.budget = budget
     try:
         yield budget

@@ -1,7 +1,6 @@
 """Per-call budgets (issue 12 items 1, 2 and 6): adversarial queries end with QUERY_TOO_EXPENSIVE naming the
 limit, on every surface, and are recorded; concurrent calls per key and per user are bounded (RATE_LIMITED)."""
 
-import json
 import threading
 import time
 
@@ -14,13 +13,14 @@ from mcp_app.tests.mcp_harness import Harness
 from tests.api_helpers import client_for, fast_passwords  # noqa: F401 (fixture)
 from tools_app.budgets import call_slots, default_limits, limits_for
 from tools_app.calls import CallTarget
+from tools_app.data_access import budget as budget_module
 from tools_app.data_access.budget import Limits, enforced
 from tools_app.data_access.query import run_query
 from tools_app.errors import ErrorCode, ToolError
 from tools_app.models import CallLog, McpInstance
 
 RECORDS = [{"id": n, "customer": f"customer-{n:03d}", "tags": ["a", "b"], "total": n * 1.5} for n in range(200)]
-LIMITS = Limits(cpu_ms=2000, max_elements=1_000_000, max_bytes=8 * 1024 * 1024)
+LIMITS = Limits(cpu_ms=2000, max_elements=300_000, max_bytes=8 * 1024 * 1024)
 DOUBLING = "[@,@]" + "|[@,@]" * 16  # 125 bytes: builds 17 small lists of shared references, 2^17 copies walked
 
 #
@@ -28,14 +28,14 @@ DOUBLING = "[@,@]" + "|[@,@]" * 16  # 125 bytes: builds 17 small lists of shared
 #
 
 PAYLOADS = [
-    (DOUBLING, "size budget of 8,388,608 bytes (the result is larger)"),
-    (DOUBLING + "|to_string(@)", "size budget of 8,388,608 bytes (the argument of to_string is larger)"),
+    (DOUBLING, "element budget of 300,000 elements (the result is larger)"),
+    (DOUBLING + "|to_string(@)", "element budget of 300,000 elements (the argument of to_string is larger)"),
     (DOUBLING + "|length(to_string(@))", "(the argument of to_string is larger)"),
-    ("[@,@]" + "|[@,@][]" * 30, "element budget of 1,000,000 elements built"),
+    ("[@,@]" + "|[@,@][]" * 30, "element budget of 300,000 elements built"),
     (DOUBLING + "|sort_by(@, &to_string(@))", "(the argument of to_string is larger)"),
     (f"({DOUBLING}) == ({DOUBLING})", "(an operand of == is larger)"),
     (f"contains({DOUBLING}, `[1]`)", "(the array given to contains is larger)"),
-    (" | ".join(["[*].[@,@,@,@,@,@,@,@] | []"] * 4) + " | length(@)", "element budget of 1,000,000 elements built"),
+    (" | ".join(["[*].[@,@,@,@,@,@,@,@] | []"] * 4) + " | length(@)", "element budget of 300,000 elements built"),
     (
         "join('', [*].customer)" + "|[@,@]" * 14 + "[]" * 13 + "|join('', @)",
         "size budget of 8,388,608 bytes of strings",
@@ -289,7 +289,7 @@ def test_calls_over_the_key_limit_wait_then_are_refused(settings):
         thread.join()
     # then
     assert caught.value.code == ErrorCode.RATE_LIMITED
-    assert "concurrency limit is 2 calls" in caught.value.message
+    assert "concurrency limit is 2 expensive calls" in caught.value.message
     assert "TOOLHUB_CONCURRENT_CALLS_PER_KEY" in caught.value.message
     assert 0.09 <= waited < 1.0
     assert call_slots.running("api_key", 77) == 0
@@ -322,8 +322,40 @@ def test_a_slot_freed_while_waiting_is_taken(settings):
     assert call_slots.running("user", 5) == 0
 
 
-def test_api_call_over_the_user_limit_is_429_and_recorded(owner, doubling_tool, settings):
-    """Over the API, RATE_LIMITED is a 429 with Retry-After; the refused call is recorded, nothing ran."""
+@pytest.fixture
+def heavy_after_no_time(monkeypatch):
+    """Every evaluation that reaches a clock check is heavy (normally after 20 ms of CPU)."""
+    monkeypatch.setattr(budget_module, "YIELD_AFTER_MS", 0.0)
+
+
+@pytest.fixture
+def wide_tool(owner, make_table, make_tool):
+    table = make_table(owner, name="wide", data=[{"id": n} for n in range(6_000)])
+    return make_tool(owner, table, name="wide_query")
+
+
+def test_api_expensive_call_over_the_user_limit_is_429_and_recorded(owner, wide_tool, settings, heavy_after_no_time):
+    """Over the API, an expensive call over its user's limit is RATE_LIMITED: 429 with Retry-After, recorded."""
+    # given
+    settings.TOOLHUB_CONCURRENT_CALLS_PER_USER = 1
+    settings.TOOLHUB_CONCURRENCY_WAIT_MS = 10
+    # when
+    with call_slots.held(user_id=owner.pk, api_key_id=None):
+        response = client_for(owner).post(
+            f"/api/tools/{wide_tool.pk}/call/", {"arguments": {"query": "[*].id | length(@)"}}, format="json"
+        )
+    # then
+    assert response.status_code == 429
+    assert response.headers["Retry-After"] == "1"
+    assert response.json()["error"] == "RATE_LIMITED"
+    assert "concurrency limit is 1 expensive calls" in response.json()["message"]
+    log = CallLog.objects.get()
+    assert (log.surface, log.status, log.error_code) == ("api", "error", "RATE_LIMITED")
+    assert call_slots.running("user", owner.pk) == 0
+
+
+def test_light_calls_take_no_slot(owner, doubling_tool, settings):
+    """A call that stays light runs even while its user is at the limit of expensive calls."""
     # given
     settings.TOOLHUB_CONCURRENT_CALLS_PER_USER = 1
     settings.TOOLHUB_CONCURRENCY_WAIT_MS = 10
@@ -333,26 +365,35 @@ def test_api_call_over_the_user_limit_is_429_and_recorded(owner, doubling_tool, 
             f"/api/tools/{doubling_tool.pk}/call/", {"arguments": {"query": "[0].id"}}, format="json"
         )
     # then
-    assert response.status_code == 429
-    assert response.headers["Retry-After"] == "1"
-    assert response.json()["error"] == "RATE_LIMITED"
-    assert "concurrency limit is 1 calls" in response.json()["message"]
-    log = CallLog.objects.get()
-    assert (log.surface, log.status, log.error_code) == ("api", "error", "RATE_LIMITED")
+    assert (response.status_code, response.json()) == (200, {"result": 0})
 
 
-def test_mcp_result_text_of_a_refused_call(owner, doubling_tool, instance, bind, make_api_key, settings):
-    """Over MCP, a call over its key's concurrency limit is an isError result RATE_LIMITED."""
+def test_an_expensive_call_gives_its_slot_back(owner, wide_tool, heavy_after_no_time):
+    """A heavy call holds a slot only while it runs."""
+    # when
+    response = client_for(owner).post(
+        f"/api/tools/{wide_tool.pk}/call/", {"arguments": {"query": "[*].id | length(@)"}}, format="json"
+    )
+    # then
+    assert (response.status_code, response.json()) == (200, {"result": 6_000})
+    assert call_slots.running("user", owner.pk) == 0
+    assert not budget_module._heavy_lane.locked()
+
+
+def test_mcp_expensive_call_over_the_key_limit(
+    owner, wide_tool, instance, bind, make_api_key, settings, heavy_after_no_time
+):
+    """Over MCP, an expensive call over its key's concurrency limit is an isError result RATE_LIMITED."""
     # given
     settings.TOOLHUB_CONCURRENT_CALLS_PER_KEY = 1
     settings.TOOLHUB_CONCURRENCY_WAIT_MS = 10
-    bind(instance, doubling_tool)
+    bind(instance, wide_tool)
     api_key, key = make_api_key(instance)
     # when
     with call_slots.held(user_id=None, api_key_id=api_key.pk):
-        reply = Harness().call("shop", key, "orders_query", {"query": "[0].id"})
+        reply = Harness().call("shop", key, "wide_query", {"query": "[*].id | length(@)"})
     # then
     text = reply["result"]["content"][0]["text"]
     assert reply["result"]["isError"] is True
-    assert text.startswith("RATE_LIMITED: Too many calls at once for this API key")
-    assert json.loads(json.dumps(CallLog.objects.get().error_code)) == "RATE_LIMITED"
+    assert text.startswith("RATE_LIMITED: Too many expensive calls at once for this API key")
+    assert CallLog.objects.get().error_code == "RATE_LIMITED"
