@@ -55,7 +55,7 @@ CHECK_EVERY = 5_000  # units of work between two looks at the clocks (one look c
 DEFAULT_QUERY_LENGTH = 10_000  # characters of a JMESPath expression
 DEFAULT_QUERY_DEPTH = 100  # levels of its parsed tree
 YIELD_AFTER_MS = 20.0  # an evaluation that has run this long releases the GIL at every check
-WALL_GRACE = 0.5  # seconds of elapsed time a call may take beyond its CPU budget (waits, a busy machine)
+WALL_GRACE = 0.25  # seconds of elapsed time a call may take beyond its CPU budget (waits, a busy machine)
 TURN_MS = 5.0  # CPU milliseconds a heavy evaluation runs before it takes its turn in the heavy lane
 HEAVY_PAUSE = 0.0  # sleep(0): releases the GIL to waiting threads without giving up the CPU (docs/budgets.md)
 
