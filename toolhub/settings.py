@@ -185,8 +185,8 @@ TOOLHUB_QUERY_MAX_ELEMENTS = int(env_number("TOOLHUB_QUERY_MAX_ELEMENTS", 5_000_
 TOOLHUB_QUERY_MAX_BYTES = int(env_number("TOOLHUB_QUERY_MAX_BYTES", 64 * 1024 * 1024))
 TOOLHUB_QUERY_MAX_LENGTH = int(env_number("TOOLHUB_QUERY_MAX_LENGTH", 10_000))
 TOOLHUB_QUERY_MAX_DEPTH = int(env_number("TOOLHUB_QUERY_MAX_DEPTH", 100))
-# Calls running at once per API key and per user, in each server process; a call over it waits up to
-# TOOLHUB_CONCURRENCY_WAIT_MS for a slot, then is refused with RATE_LIMITED.
+# Expensive calls (past 20 ms of CPU) running at once per API key and per user, in each server process; one
+# over it waits up to TOOLHUB_CONCURRENCY_WAIT_MS for a slot, then is refused with RATE_LIMITED.
 TOOLHUB_CONCURRENT_CALLS_PER_KEY = int(env_number("TOOLHUB_CONCURRENT_CALLS_PER_KEY", 2))
 TOOLHUB_CONCURRENT_CALLS_PER_USER = int(env_number("TOOLHUB_CONCURRENT_CALLS_PER_USER", 3))
 TOOLHUB_CONCURRENCY_WAIT_MS = int(env_number("TOOLHUB_CONCURRENCY_WAIT_MS", 100))
