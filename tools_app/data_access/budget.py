@@ -127,6 +127,14 @@ class QueryBudget:
         self._on_heavy = on_heavy
         self._release: Callable[[], None] | None = None
 
+    def restart_clocks(self) -> None:
+        """Count time from now: what came before (loading and parsing the table) was not the evaluation's."""
+        started, wall = _thread_time(), _monotonic()
+        self._started, self._wall_started = started, wall
+        self._cpu_deadline = started + self.limits.cpu_ms / 1000
+        self._wall_deadline = wall + self.limits.cpu_ms / 1000 + WALL_GRACE
+        self._yield_at = started + YIELD_AFTER_MS / 1000
+
     def charge(self, elements: int) -> None:
         """Count `elements` built; over max_elements, or out of CPU time at a check, is QUERY_TOO_EXPENSIVE."""
         self.spent += elements

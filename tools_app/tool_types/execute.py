@@ -61,6 +61,9 @@ def read_mount(tool: Tool) -> tuple[Mount, int, Any]:
         version, data = services.table_data(table_id)
     except Table.DoesNotExist as exc:
         raise _table_gone(tool, exc) from exc
+    current = budget.active()
+    if current is not None:
+        current.restart_clocks()  # the time budget is the evaluation's: loading a cold table is not charged
     return mount, version, data
 
 
