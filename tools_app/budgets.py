@@ -81,7 +81,11 @@ class CallSlots:
         def take() -> Callable[[], None]:
             slot = self.held(user_id=user_id, api_key_id=api_key_id)
             slot.__enter__()
-            return lambda: slot.__exit__(None, None, None)
+
+            def give_back() -> None:
+                slot.__exit__(None, None, None)
+
+            return give_back
 
         return take
 
