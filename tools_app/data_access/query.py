@@ -152,7 +152,10 @@ def _sharing_source(node: Any, parent: str | None) -> bool:
     kind = node.get("type")
     children = node.get("children") or []
     if kind in ("multi_select_list", "multi_select_dict") and len(children) > 1:
-        return True
+        # Distinct plain fields ({id: id, total: total}) are distinct values of the (unshared) data: no source.
+        values = [child["children"][0] if child.get("type") == "key_val_pair" else child for child in children]
+        names = [value.get("value") for value in values if value.get("type") == "field"]
+        return len(names) != len(values) or len(set(names)) != len(names)
     if kind == "function_expression":
         return True
     if kind == "literal" and parent != "comparator":
