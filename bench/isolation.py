@@ -44,7 +44,7 @@ FLOOD = {
     "to_string of the doubling": DOUBLING + " | to_string(@)",
     "sort_by over the doubling": DOUBLING + " | sort_by(@, &to_string(@))",
     "flatten that doubles": "[@,@]" + "|[@,@][]" * 30,
-    "CPU burner (to_string x 64 per row)": " | ".join(["[*].[@,@,@,@] | []"] * 3) + " | [*].to_string(@) | length(@)",
+    "CPU burner (to_string x 256 per row)": " | ".join(["[*].[@,@,@,@] | []"] * 4) + " | [*].to_string(@) | length(@)",
     "== of two doublings": f"({DOUBLING}) == ({DOUBLING})",
     "deep nesting": "[" * 300 + "id" + "]" * 300,
 }

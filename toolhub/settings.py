@@ -187,8 +187,8 @@ TOOLHUB_QUERY_MAX_LENGTH = int(env_number("TOOLHUB_QUERY_MAX_LENGTH", 10_000))
 TOOLHUB_QUERY_MAX_DEPTH = int(env_number("TOOLHUB_QUERY_MAX_DEPTH", 100))
 # Expensive calls (past 20 ms of CPU) running at once per API key and per user, in each server process; one
 # over it waits up to TOOLHUB_CONCURRENCY_WAIT_MS for a slot, then is refused with RATE_LIMITED.
-TOOLHUB_CONCURRENT_CALLS_PER_KEY = int(env_number("TOOLHUB_CONCURRENT_CALLS_PER_KEY", 2))
-TOOLHUB_CONCURRENT_CALLS_PER_USER = int(env_number("TOOLHUB_CONCURRENT_CALLS_PER_USER", 3))
+TOOLHUB_CONCURRENT_CALLS_PER_KEY = int(env_number("TOOLHUB_CONCURRENT_CALLS_PER_KEY", 1))
+TOOLHUB_CONCURRENT_CALLS_PER_USER = int(env_number("TOOLHUB_CONCURRENT_CALLS_PER_USER", 2))
 TOOLHUB_CONCURRENCY_WAIT_MS = int(env_number("TOOLHUB_CONCURRENCY_WAIT_MS", 100))
 # How long a thread may hold the GIL while another waits (sys.setswitchinterval), set by toolhub.asgi; 0 leaves
 # Python's default (5 ms).
