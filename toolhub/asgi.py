@@ -7,6 +7,7 @@ session manager must run for the life of the process.
 
 import logging
 import os
+import sys
 
 from django.core.asgi import get_asgi_application
 
@@ -16,6 +17,13 @@ from toolhub.request_limits import cap_request_body  # noqa: E402  (after the se
 
 # Issue 12: a body over TOOLHUB_MAX_REQUEST_BYTES is answered 413 before Django buffers it.
 django_application = cap_request_body(get_asgi_application())
+
+from django.conf import settings  # noqa: E402
+
+if settings.TOOLHUB_GIL_SWITCH_INTERVAL_MS > 0:
+    # docs/budgets.md: a thread evaluating an expensive query holds the GIL for this long before the event
+    # loop or a light call's thread gets it; Python's default (5 ms) per hand-off adds up across a request.
+    sys.setswitchinterval(settings.TOOLHUB_GIL_SWITCH_INTERVAL_MS / 1000)
 
 from mcp_app.transport import McpEndpoint  # noqa: E402  (after Django is set up)
 

@@ -41,6 +41,17 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return number
 
 
+def env_number(name: str, default: float) -> float:
+    """A number (fractions allowed) from the environment; anything else stops toolhub with a message."""
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        return float(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} must be a number, not {value!r}.") from exc
+
+
 DEBUG = env_bool("DJANGO_DEBUG", False)
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
@@ -326,6 +337,22 @@ CONTENT_SECURITY_POLICY = {
 # register_tool (the registry tool agents call over MCP) refuses to take an owner past this many tools,
 # of any type (REGISTRATION_FAILED naming the quota).
 TOOLHUB_MAX_TOOLS_PER_OWNER = env_int("TOOLHUB_MAX_TOOLS_PER_OWNER", 1000)
+
+# Per-call evaluation budgets (issue 12; docs/budgets.md has why each default): an MCP instance may override
+# the first three (McpInstance.query_cpu_ms, query_max_elements, query_max_bytes); API and admin calls use these.
+TOOLHUB_QUERY_CPU_MS = env_int("TOOLHUB_QUERY_CPU_MS", 2000)
+TOOLHUB_QUERY_MAX_ELEMENTS = env_int("TOOLHUB_QUERY_MAX_ELEMENTS", 5_000_000)
+TOOLHUB_QUERY_MAX_BYTES = env_int("TOOLHUB_QUERY_MAX_BYTES", 64 * 1024 * 1024)
+TOOLHUB_QUERY_MAX_LENGTH = env_int("TOOLHUB_QUERY_MAX_LENGTH", 10_000)
+TOOLHUB_QUERY_MAX_DEPTH = env_int("TOOLHUB_QUERY_MAX_DEPTH", 100)
+# Expensive calls (past 20 ms of CPU) running at once per API key and per user, in each server process; one
+# over it waits up to TOOLHUB_CONCURRENCY_WAIT_MS for a slot, then is refused with RATE_LIMITED.
+TOOLHUB_CONCURRENT_CALLS_PER_KEY = env_int("TOOLHUB_CONCURRENT_CALLS_PER_KEY", 1)
+TOOLHUB_CONCURRENT_CALLS_PER_USER = env_int("TOOLHUB_CONCURRENT_CALLS_PER_USER", 2)
+TOOLHUB_CONCURRENCY_WAIT_MS = env_int("TOOLHUB_CONCURRENCY_WAIT_MS", 100)
+# How long a thread may hold the GIL while another waits (sys.setswitchinterval), set by toolhub.asgi; 0 leaves
+# Python's default (5 ms).
+TOOLHUB_GIL_SWITCH_INTERVAL_MS = env_number("TOOLHUB_GIL_SWITCH_INTERVAL_MS", 1)
 
 LOGGING = {
     "version": 1,

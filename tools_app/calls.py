@@ -1,12 +1,15 @@
 """THE tool-call pipeline (issue 7): every surface runs a tool through `run_tool_call`.
 
-    resolve → authorize → validate → execute → classify → record
+    resolve → authorize → validate → execute (under a budget and, once expensive, a slot) → classify → record
 
 - resolve (the surface's part): MCP finds the target by effective name among an instance's bindings
   (selectors.binding_call_target, one SQL statement that also re-checks the key); the API and the admin
   by the tool's id through the ownership rule, then `target_of_tool`.
 - authorize: an MCP name must match an enabled binding exactly (TOOL_NOT_FOUND); an external tool runs
   nowhere here (TOOL_NOT_CALLABLE).
+- budget and concurrency (issue 12, tools_app.budgets): the call runs under its evaluation budget (the
+  instance's, else the server's: QUERY_TOO_EXPENSIVE when it is spent); once it turns out expensive it takes
+  a concurrency slot of its API key and its user (RATE_LIMITED when none frees up in time).
 - validate and execute: tool_types.execute.execute (arguments against the input schema, then the type's
   work).
 - classify: a ToolError keeps its code; anything else is INTERNAL_ERROR, logged with the traceback. A read's
@@ -39,8 +42,10 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from .budgets import call_slots, limits_for
 from .caches import LruCache
 from .choices import READ_TYPES, REGISTRY_TYPES, ToolType
+from .data_access.budget import enforced
 from .errors import ErrorCode, ToolError
 from .models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Table, Tool
 from .paging import (
@@ -110,6 +115,10 @@ class CallTarget:
     owner_id: int
     instance_id: int | None = None
     max_result_bytes: int | None = None
+    # The instance's evaluation budgets (None: the server default; tools_app.budgets.limits_for).
+    query_cpu_ms: int | None = None
+    query_max_elements: int | None = None
+    query_max_bytes: int | None = None
     enabled: bool | None = None
     name_override: str | None = None
     tool_id: int | None = None
@@ -344,10 +353,18 @@ def _cache_key(target: CallTarget, arguments: Any) -> tuple | None:
     return (target.tool_id, target.tool_changed, target.table_id, target.table_version, arguments_key)
 
 
+class _CallBegan(threading.local):
+    at: float | None = None
+
+
+_call_began = _CallBegan()
+
+
 def run_tool_call(*, caller: Caller, target: CallTarget, name: str, arguments: Any) -> CallOutcome:
     """Run the call `name`(`arguments`) that resolved to `target`, classify it and record it; never raises
     for the call's own failures (they are the outcome's `error`). See the module docstring."""
     started = time.perf_counter()
+    _call_began.at = time.monotonic()  # the call's time budget counts from here, waits for a slot included
     at = timezone.now()
     outcome = _authorize(target, name)
     if outcome is None and target.tool_type in CHANGING_TYPES:
@@ -391,7 +408,11 @@ def _execute(caller: Caller, target: CallTarget, name: str, arguments: Any) -> C
     try:
         tool = _tool(target)
         scope = _scope(caller, target) if tool.type in REGISTRY_TYPES else None
-        return CallOutcome(name=name, tool_type=tool.type, value=execute(tool=tool, arguments=arguments, scope=scope))
+        # The call's budget, and its concurrency slot once it turns out expensive (RATE_LIMITED when none).
+        slot = call_slots.on_heavy(user_id=caller.user_id, api_key_id=caller.api_key_id)
+        with enforced(limits_for(target), since=_call_began.at, on_heavy=slot):
+            value = execute(tool=tool, arguments=arguments, scope=scope)
+        return CallOutcome(name=name, tool_type=tool.type, value=value)
     except ToolError as exc:
         return CallOutcome(name=name, tool_type=target.tool_type, error=exc)
     except Exception:

@@ -11,6 +11,7 @@ from django import forms
 from django.core.validators import MinValueValidator
 
 from tools_app.admin.tool_forms import ModelMessagesForm, OwnerAwareModelForm
+from tools_app.budgets import default_limits
 from tools_app.models import ApiKey, Binding, McpInstance, NameClash, name_conflict_error
 from tools_app.selectors import name_clashes
 
@@ -29,6 +30,9 @@ class McpInstanceAdminForm(OwnerAwareModelForm):
             "discovery",
             "allow_registration",
             "max_result_bytes",
+            "query_cpu_ms",
+            "query_max_elements",
+            "query_max_bytes",
         ]
         widgets = {
             "description": forms.Textarea(attrs={"rows": 3}),
@@ -44,6 +48,15 @@ class McpInstanceAdminForm(OwnerAwareModelForm):
         super().__init__(*args, **kwargs)
         # Below the model's minimum, every value gets the one message the model gives for it (a negative
         # number would otherwise meet the form field's own "greater than or equal to 0" first).
+        defaults = default_limits()
+        for name, default in (
+            ("query_cpu_ms", defaults.cpu_ms),
+            ("query_max_elements", defaults.max_elements),
+            ("query_max_bytes", defaults.max_bytes),
+        ):
+            budget_field = self.fields.get(name)
+            if budget_field is not None:  # empty means the server default: shown where it is typed
+                budget_field.widget.attrs["placeholder"] = f"{default} (server default)"
         field = self.fields.get("max_result_bytes")
         if field is None:  # a read-only page (view permission only) has no form fields
             return

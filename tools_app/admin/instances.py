@@ -146,6 +146,14 @@ class McpInstanceAdmin(OwnedAdmin):
     fieldsets = [
         (None, {"fields": ["name", "slug", "description", "enabled"]}),
         ("For MCP clients", {"fields": ["instructions", "discovery", "allow_registration", "max_result_bytes"]}),
+        (
+            "Call budgets",
+            {
+                "fields": ["query_cpu_ms", "query_max_elements", "query_max_bytes"],
+                "description": "What one tool call may spend while it evaluates; over it, the call stops with "
+                "QUERY_TOO_EXPENSIVE. Leave empty for the server's defaults (docs/budgets.md).",
+            },
+        ),
     ]
 
     class Media:

@@ -95,7 +95,9 @@ def exception_handler(exc: Exception, context: dict) -> Response:
         return _validation_response(as_serializer_error(exc))
     if isinstance(exc, ToolhubError):
         # The code's status comes from the one table of codes (tools_app.errors.ERROR_CODES).
-        return Response(error_body(exc.code, exc.message, details=exc.details), status=exc.status)
+        retry_after = (exc.details or {}).get("retry_after") if exc.code == ErrorCode.RATE_LIMITED else None
+        headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+        return Response(error_body(exc.code, exc.message, details=exc.details), status=exc.status, headers=headers)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or None)
     elif isinstance(exc, ObjectDoesNotExist) or (isinstance(exc, DatabaseError) and str(exc) in SAVE_FOUND_NO_ROW):

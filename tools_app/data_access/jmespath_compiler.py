@@ -13,6 +13,13 @@ false/true as different only at the top level; `!` uses Python truthiness except
 projections drop nulls. Functions run through jmespath's own Functions class, so argument checks
 and their errors are the library's. A node type this module does not know is evaluated by the
 interpreter for that subtree, so a newer parser never produces wrong results here, only slower ones.
+
+Budgets (issue 12, tools_app.data_access.budget): when a budget is active on the thread, every closure
+that builds or walks a collection charges its size (projections, filters, flatten, slices, multi-selects,
+the collection functions), and what a C function would walk whole (json.dumps in to_string, str.join,
+deep equality in `==` and contains) is sized first, shared references counted once per reference, so a
+query that only looks cheap is stopped before the walk. With no budget active (the compliance suite, a
+direct `search`) nothing is checked; one thread-local read per charged closure is all a budget costs.
 """
 
 import operator
@@ -29,6 +36,9 @@ from typing import Any, cast
 from jmespath import functions as jmespath_functions
 from jmespath import visitor
 from jmespath.parser import Parser
+
+from .budget import QueryBudget, measure
+from .budget import _active as _budget_state
 
 __all__ = ["CompiledExpression", "compile_ast", "compile_query"]
 
@@ -180,7 +190,11 @@ def _slice(node: dict) -> Evaluator:
         if not isinstance(value, list):
             return None
         # slice() is built per call like the interpreter's, so a zero step raises the same ValueError.
-        return value[slice(start, stop, step)]
+        result = value[slice(start, stop, step)]
+        budget = _budget_state.budget
+        if budget is not None:
+            budget.charge(len(result) + 1)
+        return result
 
     return slice_
 
@@ -249,6 +263,9 @@ def _projection(node: dict) -> Evaluator:
             base = left(value)
             if not isinstance(base, list):
                 return None
+            budget = _budget_state.budget
+            if budget is not None:
+                budget.charge(len(base) + 1)
             return [element for element in base if element is not None]
 
         return project_identity
@@ -258,6 +275,9 @@ def _projection(node: dict) -> Evaluator:
         base = left(value)
         if not isinstance(base, list):
             return None
+        budget = _budget_state.budget
+        if budget is not None:
+            budget.charge(len(base) + 1)
         return [current for element in base if (current := right(element)) is not None]
 
     return project
@@ -273,6 +293,9 @@ def _value_projection(node: dict) -> Evaluator:
             base = base.values()
         except AttributeError:
             return None
+        budget = _budget_state.budget
+        if budget is not None:
+            budget.charge(len(base) + 1)
         return [current for element in base if (current := right(element)) is not None]
 
     return project_values
@@ -288,6 +311,9 @@ def _filter_projection(node: dict) -> Evaluator:
             base = left(value)
             if not isinstance(base, list):
                 return None
+            budget = _budget_state.budget
+            if budget is not None:
+                budget.charge(len(base) + 1)
             return [element for element in base if keep(element) and element is not None]
 
         return filter_identity
@@ -297,6 +323,9 @@ def _filter_projection(node: dict) -> Evaluator:
         base = left(value)
         if not isinstance(base, list):
             return None
+        budget = _budget_state.budget
+        if budget is not None:
+            budget.charge(len(base) + 1)
         return [current for element in base if keep(element) and (current := right(element)) is not None]
 
     return filter_
@@ -309,12 +338,17 @@ def _flatten(node: dict) -> Evaluator:
         base = inner(value)
         if not isinstance(base, list):
             return None
+        budget = _budget_state.budget
         merged: list = []
         for element in base:
             if isinstance(element, list):
+                if budget is not None and len(element) > _BIG:
+                    budget.charge(len(element))  # before a copy that one list of shared references can make huge
                 merged.extend(element)
             else:
                 merged.append(element)
+        if budget is not None:
+            budget.charge(len(merged) + 1)
         return merged
 
     return flatten
@@ -327,10 +361,14 @@ def _flatten(node: dict) -> Evaluator:
 
 def _multi_select_dict(node: dict) -> Evaluator:
     pairs = tuple((child["value"], compile_ast(child)) for child in node["children"])
+    width = len(pairs) + 1
 
     def multi_select_dict(value: Any) -> Any:
         if value is None:
             return None
+        budget = _budget_state.budget
+        if budget is not None:
+            budget.charge(width)
         return {key: evaluate(value) for key, evaluate in pairs}
 
     return multi_select_dict
@@ -338,10 +376,14 @@ def _multi_select_dict(node: dict) -> Evaluator:
 
 def _multi_select_list(node: dict) -> Evaluator:
     items = tuple(compile_ast(child) for child in node["children"])
+    width = len(items) + 1
 
     def multi_select_list(value: Any) -> Any:
         if value is None:
             return None
+        budget = _budget_state.budget
+        if budget is not None:
+            budget.charge(width)
         return [evaluate(value) for evaluate in items]
 
     return multi_select_list
@@ -460,7 +502,17 @@ def _equality_test(left_node: dict, right_node: dict) -> Callable[[Any], bool]:
         operand, test = compile_ast(operand_node), _equality_with_literal(literal)
         return lambda value: test(operand(value))
     left, right = compile_ast(left_node), compile_ast(right_node)
-    return lambda value: _equals(left(value), right(value))
+
+    def equals(value: Any) -> bool:
+        first, second = left(value), right(value)
+        if type(first) in _CONTAINERS and type(second) in _CONTAINERS:
+            budget = _budget_state.budget
+            if budget is not None:  # a deep comparison in C walks both: sized first
+                measure(first, budget, "an operand of ==")
+                measure(second, budget, "an operand of ==")
+        return _equals(first, second)
+
+    return equals
 
 
 def _ordering(name: str, left_node: dict, right_node: dict, *, predicate: bool) -> Evaluator:
@@ -517,12 +569,24 @@ def _function(node: dict) -> Evaluator:
     arguments = tuple(compile_ast(child) for child in node["children"])
     call = _FUNCTIONS.call_function
     checks = _argument_checks(name, len(arguments))
+    guard = _GUARDS.get(name)
+    guarded_types = _GUARDED_TYPES.get(name)
     if checks is None:
         # Unknown function, wrong arity or element-typed parameters: the library checks (and raises) per call.
-        if len(arguments) == 1:
+        if len(arguments) == 1 and guard is None:
             (only,) = arguments
             return lambda value: call(name, [only(value)])
-        return lambda value: call(name, [argument(value) for argument in arguments])
+        if guard is None:
+            return lambda value: call(name, [argument(value) for argument in arguments])
+
+        def guarded_library_call(value: Any) -> Any:
+            resolved = [argument(value) for argument in arguments]
+            budget = _budget_state.budget
+            if budget is not None:
+                guard(budget, resolved)
+            return call(name, resolved)
+
+        return guarded_library_call
     function = _FUNCTIONS.FUNCTION_TABLE[name]["function"]
 
     def checked_call(value: Any) -> Any:
@@ -530,9 +594,77 @@ def _function(node: dict) -> Evaluator:
         for index, allowed in checks:
             if type(resolved[index]).__name__ not in allowed:
                 return call(name, resolved)  # raises the library's own type error
+        if guard is not None and (guarded_types is None or type(resolved[0]) in guarded_types):
+            budget = _budget_state.budget
+            if budget is not None:
+                guard(budget, resolved)
         return function(_FUNCTIONS, *resolved)
 
     return checked_call
+
+
+#
+# Budget guards of the functions: run before the function, with its resolved arguments
+#
+
+_CONTAINERS = frozenset({list, dict})
+_BIG = 4096  # a list longer than this is charged before flatten copies it
+
+
+def _charge_first(budget: QueryBudget, resolved: list) -> None:
+    # sort, sort_by, min_by, max_by, map, reverse, keys, values, min, max, sum, avg: work in the first
+    # (array or object) argument's length; `map` takes it second.
+    for argument in resolved:
+        if type(argument) in _CONTAINERS:
+            budget.charge(len(argument) + 1)
+            return
+        if type(argument) is str:
+            budget.charge_bytes(len(argument))
+            return
+
+
+def _guard_to_string(budget: QueryBudget, resolved: list) -> None:
+    # json.dumps walks the whole value in C, shared references included: sized first.
+    _elements, size = measure(resolved[0], budget, "the argument of to_string")
+    budget.charge_bytes(size)
+
+
+def _guard_join(budget: QueryBudget, resolved: list) -> None:
+    separator, array = resolved[0], resolved[1] if len(resolved) > 1 else None
+    if type(array) is not list or type(separator) is not str:
+        return  # the library refuses the types
+    try:
+        size = sum(map(len, array)) + len(separator) * len(array)
+    except TypeError:
+        return  # not all strings: the library's own type error follows
+    budget.charge(len(array) + 1)
+    budget.charge_bytes(size)
+
+
+def _guard_contains(budget: QueryBudget, resolved: list) -> None:
+    subject = resolved[0]
+    budget.charge(len(subject) + 1)
+    if len(resolved) > 1 and type(resolved[1]) in _CONTAINERS:
+        # `search in subject` compares deeply in C: at most the subject's logical size.
+        measure(subject, budget, "the array given to contains")
+
+
+def _guard_merge(budget: QueryBudget, resolved: list) -> None:
+    budget.charge(sum(len(argument) for argument in resolved if type(argument) is dict) + 1)
+
+
+_GUARDS: dict[str, Callable[[QueryBudget, list], None]] = {
+    **dict.fromkeys(
+        ("sort", "sort_by", "min_by", "max_by", "map", "reverse", "keys", "values", "min", "max", "sum", "avg"),
+        _charge_first,
+    ),
+    "to_string": _guard_to_string,
+    "join": _guard_join,
+    "contains": _guard_contains,
+    "merge": _guard_merge,
+}
+# Functions whose guard matters only for some types of the first argument (checked inline, per call).
+_GUARDED_TYPES: dict[str, frozenset[type]] = {"contains": _CONTAINERS, "to_string": _CONTAINERS}
 
 
 def _argument_checks(name: str, count: int) -> tuple[tuple[int, frozenset[str]], ...] | None:

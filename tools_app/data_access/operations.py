@@ -9,6 +9,7 @@ from typing import Any
 
 from ..errors import ErrorCode, ToolError
 from . import pointer
+from .budget import charge
 from .query import run_query
 from .shape import describe, json_type
 
@@ -115,6 +116,7 @@ def preview(data: Any, mount: Mount, arguments: dict, preview_keys: list[str] | 
     collection = mount.collection(data)
     offset = arguments.get("offset", 0)
     limit = arguments.get("limit")
+    charge(len(collection) if isinstance(collection, dict) else min(len(collection), limit or len(collection)))
     if isinstance(collection, list):
         window = collection[offset : offset + limit if limit else None]
         items = [
@@ -135,6 +137,7 @@ def preview(data: Any, mount: Mount, arguments: dict, preview_keys: list[str] | 
 
 def select(data: Any, mount: Mount, arguments: dict) -> Any:
     collection = mount.collection(data)
+    charge(len(collection) + len(arguments["keys"]))  # the call's budget (issue 12): one pass over both
     wanted = {_key(key): key for key in arguments["keys"]}
     found: set[str] = set()
     if isinstance(collection, list):

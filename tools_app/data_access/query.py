@@ -2,9 +2,15 @@
 
 jmespath parses; jmespath_compiler turns the tree into closures that give the library's results
 several times faster (a filter over 100,000 records: ~200 ms interpreted, ~30 ms compiled).
+
+Budgets (issue 12): with a budget active (budget.enforced, entered for every tool call), an expression
+longer than max_query_length or nested deeper than max_query_depth is QUERY_TOO_EXPENSIVE before it is
+parsed or compiled; the closures charge their work as they run; and a result that may hold shared
+references (multi-selects, functions, literals in value position) is sized before anything serializes it.
 """
 
 import math
+import reprlib
 from functools import lru_cache
 from typing import Any
 
@@ -12,6 +18,7 @@ from jmespath import exceptions as jmespath_errors
 from jmespath import visitor
 
 from ..errors import ErrorCode, ToolError
+from .budget import DEFAULT_QUERY_DEPTH, active, measure, too_expensive
 from .jmespath_compiler import CompiledExpression, compile_query
 
 __all__ = ["CompiledExpression", "compile_expression", "run_query"]
@@ -23,15 +30,26 @@ __all__ = ["CompiledExpression", "compile_expression", "run_query"]
 _RUNTIME_ERRORS = (jmespath_errors.JMESPathError, TypeError, ValueError, OverflowError, RecursionError)
 
 
+# Values quoted in error messages: a few levels and items of them, whatever their logical size.
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict, _SHORT.maxstring, _SHORT.maxother = 3, 10, 10, 200, 200
+
+
 @lru_cache(maxsize=1024)
 def _compile(expression: str) -> CompiledExpression:
     return compile_query(expression)
 
 
 def compile_expression(expression: str) -> CompiledExpression:
-    """The compiled expression, or ToolError(INVALID_QUERY) saying where it is wrong."""
+    """The compiled expression, or ToolError(INVALID_QUERY) saying where it is wrong; with a budget active,
+    QUERY_TOO_EXPENSIVE when it is longer or nested deeper than the budget allows."""
+    budget = active()
+    if budget is not None and len(expression) > budget.limits.max_query_length:
+        raise too_expensive(
+            "query length limit", budget.limits.max_query_length, "characters", f" (it has {len(expression):,})"
+        )
     try:
-        return _compile(expression)
+        compiled = _compile(expression)
     except jmespath_errors.ParseError as exc:
         position = getattr(exc, "lex_position", None)
         where = f" at position {position}" if isinstance(position, int) else ""
@@ -50,19 +68,51 @@ def compile_expression(expression: str) -> CompiledExpression:
             {"query": expression},
         ) from exc
     except RecursionError as exc:
-        raise ToolError(
-            ErrorCode.INVALID_QUERY,
-            f"Invalid JMESPath expression: it is nested too deeply. Expression: {expression[:200]}",
-            {"query": expression},
-        ) from exc
+        raise _too_deep(budget.limits.max_query_depth if budget is not None else DEFAULT_QUERY_DEPTH) from exc
+    if budget is not None and _depth_of(expression) > budget.limits.max_query_depth:
+        raise _too_deep(budget.limits.max_query_depth)
+    return compiled
+
+
+def _too_deep(limit: int) -> ToolError:
+    return too_expensive("nesting limit", limit, "levels", " (the expression is nested deeper)")
+
+
+@lru_cache(maxsize=1024)
+def _depth_of(expression: str) -> int:
+    return _depth(_compile(expression).parsed)
+
+
+def _depth(node: Any) -> int:
+    """How deeply the parsed expression nests (iteratively: any depth the parser survived is measured)."""
+    deepest = 0
+    stack = [(node, 1)]
+    while stack:
+        current, level = stack.pop()
+        deepest = max(deepest, level)
+        for child in current.get("children") or ():
+            if isinstance(child, dict):
+                stack.append((child, level + 1))
+    return deepest
 
 
 def run_query(expression: str, data: Any) -> Any:
     """Evaluate `expression` over `data`; an error at run time is INVALID_QUERY too."""
     compiled = compile_expression(expression)
+    budget = active()
     try:
         result = compiled.search(data)
+        if budget is not None and _may_share(expression):
+            # Shared references are cheap to build and costly to walk: sized before anything serializes it.
+            measure(result, budget, "the result")
     except _RUNTIME_ERRORS as exc:
+        if isinstance(exc, jmespath_errors.JMESPathTypeError):
+            # Its message prints the offending value whole: a graph of shared references would explode there.
+            shown = exc.current_value
+            if isinstance(shown, list | dict):
+                exc.current_value = _SHORT.repr(shown)
+            elif isinstance(shown, str) and len(shown) > 200:
+                exc.current_value = shown[:200] + "…"
         raise ToolError(
             ErrorCode.INVALID_QUERY,
             f"The JMESPath expression failed: {exc}. Expression: {expression}",
@@ -86,6 +136,31 @@ def run_query(expression: str, data: Any) -> Any:
             {"query": expression},
         )
     return result
+
+
+@lru_cache(maxsize=1024)
+def _may_share(expression: str) -> bool:
+    # Decided once per expression: only these results can be larger, once walked, than what was charged.
+    return _sharing_source(_compile(expression).parsed, None)
+
+
+def _sharing_source(node: Any, parent: str | None) -> bool:
+    """Whether the result may hold one value under several references: a multi-select of two or more, a
+    function (merge, map, not_null, ...), or a literal placed in the result rather than compared."""
+    if not isinstance(node, dict):
+        return False
+    kind = node.get("type")
+    children = node.get("children") or []
+    if kind in ("multi_select_list", "multi_select_dict") and len(children) > 1:
+        # Distinct plain fields ({id: id, total: total}) are distinct values of the (unshared) data: no source.
+        values = [child["children"][0] if child.get("type") == "key_val_pair" else child for child in children]
+        names = [value.get("value") for value in values if value.get("type") == "field"]
+        return len(names) != len(values) or len(set(names)) != len(names)
+    if kind == "function_expression":
+        return True
+    if kind == "literal" and parent != "comparator":
+        return True
+    return any(_sharing_source(child, kind) for child in children)
 
 
 # Functions that can turn finite JSON into NaN/Infinity: to_number('nan'), to_number('1e999'), sum/avg overflow.

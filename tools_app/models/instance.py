@@ -29,6 +29,26 @@ class McpInstance(OwnedModel):
     max_result_bytes = models.PositiveIntegerField(
         default=40_000, validators=[MinValueValidator(1_000), MaxValueValidator(2_147_483_647)]
     )
+    # Per-call evaluation budgets (issue 12, docs/budgets.md); empty = the server's default (settings).
+    query_cpu_ms = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(10), MaxValueValidator(30_000)],
+        help_text="CPU milliseconds one tool call may use (10 to 30,000); empty: the server default.",
+    )
+    query_max_elements = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1_000), MaxValueValidator(50_000_000)],
+        help_text="Elements one call may build or walk (1,000 to 50,000,000); empty: the server default.",
+    )
+    query_max_bytes = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(10_000), MaxValueValidator(512 * 1024 * 1024)],
+        help_text="Logical JSON bytes of a value one call may build or walk (10,000 to 536,870,912); "
+        "empty: the server default.",
+    )
 
     class Meta:
         ordering = ["name", "id"]

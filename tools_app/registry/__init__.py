@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 
 from .. import services
 from ..choices import ToolType
+from ..data_access.budget import active, charge, too_expensive
 from ..errors import ErrorCode, ToolError, ToolhubError
 from ..models import Tool
 from ..tool_types import REGISTRY, TOOL_TYPES
@@ -67,7 +68,14 @@ def search_tools(*, scope: Any, query: str, method: str = "bm25", limit: int = 5
         raise ToolError(ErrorCode.INVALID_ARGUMENTS, "Invalid arguments: 'query' must be a non-empty string.")
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
         raise ToolError(ErrorCode.INVALID_ARGUMENTS, f"Invalid arguments: 'limit' must be 1–{MAX_LIMIT}.")
-    hits = get_index(scope).search(query.strip(), method, limit)
+    budget = active()
+    if budget is not None and len(query) > budget.limits.max_query_length:
+        raise too_expensive(
+            "query length limit", budget.limits.max_query_length, "characters", f" (the query has {len(query):,})"
+        )
+    index = get_index(scope)
+    charge(len(index.docs) + len(query))  # the call's budget: what ranking the scope's tools costs
+    hits = index.search(query.strip(), method, limit)
     results = [hit.as_dict() for hit in hits]
     return {
         "query": query,

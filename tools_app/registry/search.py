@@ -32,6 +32,7 @@ from operator import itemgetter
 from typing import Any
 
 from ..caches import LruCache
+from ..data_access.budget import charge
 from ..errors import ErrorCode, ToolError
 from ..paging import paged_input_schema, paged_output_schema
 from ..patterns import PatternError, compile_pattern
@@ -293,6 +294,7 @@ class Index:
                     f"The pattern {query!r} is too costly to match against {len(self.docs)} tools (stopped after "
                     f"{REGEX_TIME_BUDGET:g} s); use smaller repetition counts or a more specific pattern.",
                 )
+            charge(len(texts[doc.position]) + 1)  # the call's budget (issue 12): CPU time and work
             matched = [name for name, text in texts[doc.position] if pattern.search(text)]
             if not matched:
                 continue

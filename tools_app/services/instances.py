@@ -21,6 +21,9 @@ INSTANCE_FIELDS = (
     "discovery",
     "allow_registration",
     "max_result_bytes",
+    "query_cpu_ms",
+    "query_max_elements",
+    "query_max_bytes",
 )
 
 

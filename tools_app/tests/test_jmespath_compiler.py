@@ -361,16 +361,16 @@ def test_syntax_error_is_invalid_query(expression, needle):
     assert expression in caught.value.message
 
 
-def test_deeply_nested_expression_is_invalid_query():
-    """An expression nested beyond the recursion limit is refused, not a crash."""
+def test_deeply_nested_expression_is_query_too_expensive():
+    """An expression nested beyond the recursion limit is refused as too expensive (issue 12), not a crash."""
     # given
     expression = "(" * 5000 + "a" + ")" * 5000
     # when
     with pytest.raises(ToolError) as caught:
         run_query(expression, {"a": 1})
     # then
-    assert caught.value.code == ErrorCode.INVALID_QUERY
-    assert "nested too deeply" in caught.value.message
+    assert caught.value.code == ErrorCode.QUERY_TOO_EXPENSIVE
+    assert "nesting limit of 100 levels" in caught.value.message
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,8 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from ..data_access import pointer
+from ..budgets import default_limits
+from ..data_access import budget, pointer
 from ..data_access.arguments import validate_arguments
 from ..data_access.operations import Mount
 from ..errors import ErrorCode, ToolError
@@ -26,8 +27,13 @@ def execute(*, tool: Tool, arguments: Any, scope: Any = None) -> Any:
 
     `scope` is what registry tools work over (an MCP instance, or a user over the API); data tools
     ignore it. Raises ToolError with a code (SPEC §8); a failed write leaves data and version as
-    they were.
+    they were. Runs under the budget active on the thread (the pipeline enters the call's), else under the
+    server's default budget (tools_app.budgets): QUERY_TOO_EXPENSIVE when it is spent.
     """
+    if budget.active() is None:
+        # Run outside the pipeline (a management command, a benchmark): under the server's default budget.
+        with budget.enforced(default_limits()):
+            return execute(tool=tool, arguments=arguments, scope=scope)
     spec = TOOL_TYPES.get(tool.type)
     if spec is not None and spec.kind == EXTERNAL:
         return spec.execute(tool=tool, arguments=arguments, scope=scope)  # refused before its arguments
@@ -58,6 +64,9 @@ def read_mount(tool: Tool) -> tuple[Mount, int, Any]:
         version, data = services.table_data(table_id)
     except Table.DoesNotExist as exc:
         raise _table_gone(tool, exc) from exc
+    current = budget.active()
+    if current is not None:
+        current.restart_clocks()  # the time budget is the evaluation's: loading a cold table is not charged
     return mount, version, data
 
 
