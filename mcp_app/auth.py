@@ -27,6 +27,7 @@ class Caller:
     slug: str
     api_key_id: int
     owner_id: int
+    key_rate_limit: str = ""  # the instance's rate per key (issue 13); empty: the default
 
 
 class Denied(Exception):
@@ -98,7 +99,7 @@ def authenticate(slug: str, key_hash: str | None) -> Caller:
     A denied pair leaves `auth_cache` (it may have been valid before). Sync: call it from a thread
     (sync_to_async), never from the event loop.
     """
-    instance = McpInstance.objects.filter(slug=slug).values("pk", "enabled", "owner_id").first()
+    instance = McpInstance.objects.filter(slug=slug).values("pk", "enabled", "owner_id", "key_rate_limit").first()
     if instance is None or not instance["enabled"]:
         auth_cache.forget(slug, key_hash)
         raise not_found(slug)
@@ -112,7 +113,13 @@ def authenticate(slug: str, key_hash: str | None) -> Caller:
     if key_id is None:
         auth_cache.forget(slug, key_hash)
         raise unauthorized("Invalid API key for this instance (unknown, revoked, or another instance's).", invalid=True)
-    caller = Caller(instance_id=instance["pk"], slug=slug, api_key_id=key_id, owner_id=instance["owner_id"])
+    caller = Caller(
+        instance_id=instance["pk"],
+        slug=slug,
+        api_key_id=key_id,
+        owner_id=instance["owner_id"],
+        key_rate_limit=instance["key_rate_limit"],
+    )
     auth_cache.put(slug, key_hash, caller)
     return caller
 

@@ -29,6 +29,7 @@ class McpInstanceAdminForm(OwnerAwareModelForm):
             "discovery",
             "allow_registration",
             "max_result_bytes",
+            "key_rate_limit",
         ]
         widgets = {
             "description": forms.Textarea(attrs={"rows": 3}),
@@ -37,6 +38,9 @@ class McpInstanceAdminForm(OwnerAwareModelForm):
         help_texts = {
             "max_result_bytes": "The largest tool result sent to a client, in bytes; a larger one is refused "
             "with a hint to narrow the call.",
+            "key_rate_limit": "Requests each API key may send to this endpoint, as <count>/<period>: '120/minute', "
+            "'10/second', '100/5 minutes'. Over it, the client gets HTTP 429 with Retry-After. Empty: the "
+            "server's default (TOOLHUB_RATE_LIMIT_MCP_KEY).",
         }
 
     def __init__(self, *args, **kwargs):

@@ -147,6 +147,7 @@ class McpInstanceAdmin(OwnedAdmin):
     fieldsets = [
         (None, {"fields": ["name", "slug", "description", "enabled"]}),
         ("For MCP clients", {"fields": ["instructions", "discovery", "allow_registration", "max_result_bytes"]}),
+        ("Limits", {"fields": ["key_rate_limit"]}),
     ]
 
     class Media:

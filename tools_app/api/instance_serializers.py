@@ -51,6 +51,7 @@ class McpInstanceSerializer(FullCleanModelSerializer):
             "discovery",
             "allow_registration",
             "max_result_bytes",
+            "key_rate_limit",
             "endpoint_url",
             "owner",
             "created_at",

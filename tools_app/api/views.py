@@ -23,6 +23,7 @@ from .filters import OrderingFilter
 from .filtersets import ToolFilterSet
 from .renderers import JSONRenderer
 from .serializers import TableSerializer, ToolCallResultSerializer, ToolCallSerializer, ToolSerializer
+from .throttles import TokenRateThrottle
 
 __all__ = ["AuthTokenView", "OwnedViewSetMixin", "TableViewSet", "ToolViewSet", "get_owned_or_404", "parse_id"]
 
@@ -85,6 +86,8 @@ class AuthTokenView(ObtainAuthToken):
     # SPEC §6. No authentication runs, so a stale or revoked token header left on the client does not
     # turn the request into a 401 before the password is checked.
     authentication_classes = []
+    # Issue 13: one bucket per client IP, whatever the credentials (tools_app/api/throttles.py).
+    throttle_classes = [TokenRateThrottle]
     renderer_classes = [JSONRenderer]
     public_schema_operation = True
 

@@ -4,6 +4,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from ..permissions import OwnedQuerySet
+from ..validators import validate_rate
 from .base import OwnedModel
 
 
@@ -27,6 +28,14 @@ class McpInstance(OwnedModel):
     # The upper bound is PostgreSQL's integer maximum, so SQLite (64-bit) refuses what PostgreSQL cannot store.
     max_result_bytes = models.PositiveIntegerField(
         default=200_000, validators=[MinValueValidator(1_000), MaxValueValidator(2_147_483_647)]
+    )
+    # Issue 13: requests per API key on /mcp/<slug>/ (docs/rate-limits.md).
+    key_rate_limit = models.CharField(
+        max_length=40,
+        blank=True,
+        validators=[validate_rate],
+        help_text="Requests each API key may send to this endpoint, as <count>/<period> (e.g. '120/minute', "
+        "'10/second', '100/5 minutes'). Empty: the server's default (TOOLHUB_RATE_LIMIT_MCP_KEY, 600/minute).",
     )
 
     class Meta:

@@ -20,6 +20,7 @@ INSTANCE_FIELDS = (
     "discovery",
     "allow_registration",
     "max_result_bytes",
+    "key_rate_limit",
 )
 
 
