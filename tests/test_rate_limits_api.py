@@ -1,6 +1,8 @@
 """Rate limits on the JSON API (issue 13): per user, per IP on the token endpoint; 429 RATE_LIMITED with
 Retry-After, and nothing done by the refused request. The rule itself: tools_app.rate_limits."""
 
+from pathlib import Path
+
 import pytest
 from django.core.exceptions import ValidationError
 
@@ -235,11 +237,16 @@ def test_a_forwarded_for_header_does_not_open_a_new_bucket(rate_limited, owner):
     assert response.status_code == 429
 
 
-def test_default_rates_are_documented_values():
-    """The defaults the README and docs/rate-limits.md give."""
+def test_default_rates_are_the_documented_values():
+    """The defaults are the ones the README and docs/rate-limits.md give in their settings tables."""
     assert rate_limits.DEFAULT_RATES == {
         "mcp_key": "600/minute",
         "user": "600/minute",
         "anon": "60/minute",
         "token": "10/minute",
     }
+    root = Path(__file__).resolve().parents[1]
+    for doc in (root / "README.md", root / "docs" / "rate-limits.md"):
+        text = doc.read_text()
+        for scope, variable in [("mcp_key", "MCP_KEY"), ("user", "USER"), ("token", "TOKEN"), ("anon", "ANON")]:
+            assert f"| `TOOLHUB_RATE_LIMIT_{variable}` | `{rate_limits.DEFAULT_RATES[scope]}` |" in text, doc

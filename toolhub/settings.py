@@ -136,12 +136,14 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024
 REDIS_URL = os.environ.get("REDIS_URL", "").strip()
 TOOLHUB_RATE_LIMITS_ENABLED = env_bool("TOOLHUB_RATE_LIMITS_ENABLED", True)
 TOOLHUB_RATE_LIMIT_KEY_PREFIX = os.environ.get("TOOLHUB_RATE_LIMIT_KEY_PREFIX", "").strip() or "toolhub-rate"
-# Default rate per scope; an MCP instance's `key_rate_limit` overrides `mcp_key` for its keys.
+# The rate per scope, '<count>/<period>'; empty: the default in tools_app.rate_limits.DEFAULT_RATES
+# (mcp_key and user 600/minute, token 10/minute, anon 60/minute). An MCP instance's `key_rate_limit`
+# overrides `mcp_key` for its keys.
 TOOLHUB_RATE_LIMITS = {
-    "mcp_key": os.environ.get("TOOLHUB_RATE_LIMIT_MCP_KEY", "").strip() or "600/minute",
-    "user": os.environ.get("TOOLHUB_RATE_LIMIT_USER", "").strip() or "600/minute",
-    "anon": os.environ.get("TOOLHUB_RATE_LIMIT_ANON", "").strip() or "60/minute",
-    "token": os.environ.get("TOOLHUB_RATE_LIMIT_TOKEN", "").strip() or "10/minute",
+    "mcp_key": os.environ.get("TOOLHUB_RATE_LIMIT_MCP_KEY", "").strip(),
+    "user": os.environ.get("TOOLHUB_RATE_LIMIT_USER", "").strip(),
+    "token": os.environ.get("TOOLHUB_RATE_LIMIT_TOKEN", "").strip(),
+    "anon": os.environ.get("TOOLHUB_RATE_LIMIT_ANON", "").strip(),
 }
 
 REST_FRAMEWORK = {
