@@ -5,9 +5,11 @@ from pathlib import Path
 
 import pytest
 from django.core.exceptions import ValidationError
+from rest_framework import exceptions
 
 from tests.api_helpers import client_for, db_snapshot
 from tools_app import rate_limits
+from tools_app.api.errors import exception_handler
 from tools_app.models import CallLog, McpInstance, Table
 from tools_app.validators import validate_rate
 
@@ -203,6 +205,26 @@ def test_instance_rate_is_a_field_of_the_api(rate_limited, owner):
     }
     assert db_snapshot() == before
     assert McpInstance.objects.get().key_rate_limit == "30/minute"
+
+
+def test_anonymous_views_are_limited_per_ip(rate_limited):
+    """Views open to anonymous callers (the API root, the schema) count per address under the `anon` rate."""
+    rate_limited(anon="2/minute")
+    client = client_for()
+    assert [client.get(url).status_code for url in ("/api/", "/api/schema/")] == [200, 200]
+    limited_body(client.get("/api/"), scope="anon", who="this address", limit="2 requests per minute")
+    assert client.get("/api/", REMOTE_ADDR="10.0.0.3").status_code == 200
+
+
+def test_a_drf_throttled_exception_is_rate_limited_too():
+    """Any DRF throttle that answers the DRF way gets the same code and a whole-second Retry-After."""
+    response = exception_handler(exceptions.Throttled(wait=2.2), {})
+    assert (response.status_code, response["Retry-After"]) == (429, "3")
+    assert response.data == {
+        "error": "RATE_LIMITED",
+        "message": "Too many requests. Retry in 3 s.",
+        "details": {"retry_after": 3},
+    }
 
 
 #
