@@ -272,3 +272,12 @@ def test_default_rates_are_the_documented_values():
         text = doc.read_text()
         for scope, variable in [("mcp_key", "MCP_KEY"), ("user", "USER"), ("token", "TOKEN"), ("anon", "ANON")]:
             assert f"| `TOOLHUB_RATE_LIMIT_{variable}` | `{rate_limits.DEFAULT_RATES[scope]}` |" in text, doc
+
+
+def test_the_schema_documents_the_429(rate_limited):
+    """Every throttled operation lists 429 with the error shape; the token endpoint too."""
+    schema = client_for().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    operations = [operation for path in schema["paths"].values() for operation in path.values()]
+    assert all("429" in operation["responses"] for operation in operations)
+    token = schema["paths"]["/api/auth/token/"]["post"]["responses"]["429"]
+    assert token["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
