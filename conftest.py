@@ -1,6 +1,8 @@
 """Shared fixtures: users, tables, tools, instances, keys (factory style: make_tool(**overrides))."""
 
+import math
 import os
+import time
 
 import pytest
 
@@ -138,6 +140,14 @@ def rate_limited(settings):
     def set_rates(**rates: str) -> None:
         settings.TOOLHUB_RATE_LIMITS = {**settings.TOOLHUB_RATE_LIMITS, **rates}
 
+    started = time.time()
+
+    def retry_after_now(period: int = 60) -> set[int]:
+        """The Retry-After values a window of `period` seconds opened during this test can show now: it
+        opened after `started`, so at most ceil(elapsed) seconds of it have gone."""
+        return set(range(period - math.ceil(time.time() - started), period + 1))
+
+    set_rates.retry_after_now = retry_after_now  # type: ignore[attr-defined]
     yield set_rates
     rate_limits.reset()
 
