@@ -1,6 +1,7 @@
 """Rate limits on the JSON API (issue 13): per user, per IP on the token endpoint; 429 RATE_LIMITED with
 Retry-After, and nothing done by the refused request. The rule itself: tools_app.rate_limits."""
 
+import time
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,18 @@ def test_hits_over_the_rate_raise_with_retry_after(rate_limited):
     assert raised.value.status == 429
     rate_limits.hit(rate_limits.Bucket.of(rate_limits.API_USER, 2, "3/minute"))  # another user: own bucket
     rate_limits.hit(rate_limits.Bucket.of(rate_limits.MCP_KEY, 1, "3/minute"))  # key 1 is not user 1
+
+
+def test_the_memory_store_sweeps_inline_without_a_timer_thread(rate_limited, monkeypatch):
+    """No expiry thread per count (upstream's 10 ms Timer); a bucket never asked again is swept inline."""
+    monkeypatch.setattr(rate_limits.SweptMemoryStorage, "SWEEP_SECONDS", 0.0)
+    rate_limits.hit(rate_limits.Bucket.of(rate_limits.API_USER, "gone", "1/second"))
+    store = rate_limits._sync_limiter().storage
+    assert list(store.storage) == ["LIMITER/user/gone/1/1/second"]
+    time.sleep(1.05)
+    rate_limits.hit(rate_limits.Bucket.of(rate_limits.API_USER, "other", "1/second"))
+    assert list(store.storage) == ["LIMITER/user/other/1/1/second"]
+    assert not store.timer.is_alive()
 
 
 def test_nothing_is_counted_when_limits_are_off(rate_limited, settings):
