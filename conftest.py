@@ -1,6 +1,14 @@
 """Shared fixtures: users, tables, tools, instances, keys (factory style: make_tool(**overrides))."""
 
+import math
+import os
+import time
+
 import pytest
+
+# Issue 13: the suite sends far more requests than the default rates allow, so rate limits are off in
+# tests (servers the tests start inherit this); the rate-limit tests turn them on (`rate_limited`).
+os.environ["TOOLHUB_RATE_LIMITS_ENABLED"] = "false"
 
 
 @pytest.fixture
@@ -110,6 +118,38 @@ def make_api_key(db):
         return api_key_issue(mcp_instance=instance, label=label)
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _no_rate_limits(settings):
+    """Rate limits off (see above); `rate_limited` turns them on with fresh counts."""
+    settings.TOOLHUB_RATE_LIMITS_ENABLED = False
+
+
+@pytest.fixture
+def rate_limited(settings):
+    """Rate limits on, counted in this process's memory from zero: set(**rates) sets the default rates
+    (keys of TOOLHUB_RATE_LIMITS: mcp_key, user, anon, token)."""
+    from tools_app import rate_limits
+
+    settings.TOOLHUB_RATE_LIMITS_ENABLED = True
+    settings.REDIS_URL = ""
+    settings.TOOLHUB_RATE_LIMITS = dict(rate_limits.DEFAULT_RATES)
+    rate_limits.reset()
+
+    def set_rates(**rates: str) -> None:
+        settings.TOOLHUB_RATE_LIMITS = {**settings.TOOLHUB_RATE_LIMITS, **rates}
+
+    started = time.time()
+
+    def retry_after_now(period: int = 60) -> set[int]:
+        """The Retry-After values a window of `period` seconds opened during this test can show now: it
+        opened after `started`, so at most ceil(elapsed) seconds of it have gone."""
+        return set(range(period - math.ceil(time.time() - started), period + 1))
+
+    set_rates.retry_after_now = retry_after_now  # type: ignore[attr-defined]
+    yield set_rates
+    rate_limits.reset()
 
 
 @pytest.fixture(autouse=True)

@@ -148,6 +148,8 @@ def main() -> int:
         "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY", "conformance-secret"),
         "DATABASE_URL": f"sqlite:///{workdir / 'conformance.sqlite3'}",
         "DJANGO_ALLOWED_HOSTS": "localhost,127.0.0.1,[::1]",
+        # Issue 13: the suite's scenarios share one key; the run is about the protocol, not the rate limit.
+        "TOOLHUB_RATE_LIMIT_MCP_KEY": os.environ.get("TOOLHUB_RATE_LIMIT_MCP_KEY", "1000000/second"),
     }
     env.pop("DJANGO_DEBUG", None)
     subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)

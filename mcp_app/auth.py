@@ -35,6 +35,7 @@ class Caller:
     slug: str
     api_key_id: int
     owner_id: int
+    key_rate_limit: str = ""  # the instance's rate per key (issue 13); empty: the default
 
 
 class Denied(Exception):
@@ -140,7 +141,11 @@ def authenticate(slug: str, key_hash: str | None) -> Caller:
     if refusal is not None:
         auth_cache.forget(slug, key_hash)
         raise refusal
-    instance = McpInstance.objects.filter(slug=slug).values("pk", "enabled", "owner_id", "owner__is_active").first()
+    instance = (
+        McpInstance.objects.filter(slug=slug)
+        .values("pk", "enabled", "owner_id", "owner__is_active", "key_rate_limit")
+        .first()
+    )
     auth_cache.note_slug(slug, served=instance is not None and instance["enabled"])
     if instance is None or not instance["enabled"]:
         auth_cache.forget(slug, key_hash)
@@ -158,7 +163,13 @@ def authenticate(slug: str, key_hash: str | None) -> Caller:
     if not instance["owner__is_active"]:
         auth_cache.forget(slug, key_hash)
         raise unauthorized(INACTIVE_OWNER_MESSAGE, invalid=True)
-    caller = Caller(instance_id=instance["pk"], slug=slug, api_key_id=key["pk"], owner_id=instance["owner_id"])
+    caller = Caller(
+        instance_id=instance["pk"],
+        slug=slug,
+        api_key_id=key["pk"],
+        owner_id=instance["owner_id"],
+        key_rate_limit=instance["key_rate_limit"],
+    )
     auth_cache.put(slug, key_hash, caller)
     return caller
 

@@ -11,6 +11,7 @@ request, SPEC §1): for tools/call that is the one statement of tools_app.select
 
 import base64
 import binascii
+import dataclasses
 import functools
 import json
 import logging
@@ -79,6 +80,16 @@ def _deny(state: RequestState, denied: Denied) -> _RequestDenied:
     return _RequestDenied(DENIED_CODE, denied.message)
 
 
+def _follow_rate(state: RequestState, key_rate_limit: str) -> None:
+    """The endpoint counted this request with the rate its auth hint held (mcp_app.rate_limit); when the
+    instance's rate changed since, the hint follows, so this worker's next request counts in the new rate."""
+    caller = state.caller
+    if caller.key_rate_limit != key_rate_limit:
+        state.caller = dataclasses.replace(caller, key_rate_limit=key_rate_limit)
+        if state.key_hash is not None:
+            auth_cache.put(caller.slug, state.key_hash, state.caller)
+
+
 def _current_instance(state: RequestState) -> McpInstance:
     """The caller's instance, fresh from the database, if the key and the instance are still valid."""
     for _attempt in range(2):
@@ -98,6 +109,7 @@ def _current_instance(state: RequestState) -> McpInstance:
         if instance is not None:
             touch_key(caller.api_key_id)
             state.verified = True
+            _follow_rate(state, instance.key_rate_limit)
             return instance
         auth_cache.discard(caller)
         try:
@@ -210,6 +222,7 @@ def _call_target(state: RequestState, name: str) -> CallTarget:
         )
         if target is not None:
             state.verified = True
+            _follow_rate(state, target.key_rate_limit or "")
             return target
         _current_instance(state)  # re-authenticates a stale cached caller, or raises the denial
     raise _deny(state, not_found(state.caller.slug))

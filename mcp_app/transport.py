@@ -2,8 +2,10 @@
 
 Request path (McpEndpoint.__call__):
 1. Host/Origin and the bearer key are checked before the SDK sees anything (mcp_app.auth); refusals
-   are plain HTTP answers (400/401/403/404/405/413). A body that is not one well-formed JSON-RPC
-   message is answered here, -32700 or -32600 (mcp_app.messages), after a fresh key check.
+   are plain HTTP answers (400/401/403/404/405/413). An authenticated request is then counted against
+   its key's rate (mcp_app.rate_limit): over it, 429 with Retry-After and a JSON-RPC error. A body
+   that is not one well-formed JSON-RPC message is answered here, -32700 or -32600 (mcp_app.messages),
+   after a fresh key check.
 2. The SDK's StreamableHTTPSessionManager (stateless, JSON responses) serves both protocol eras:
    the 2025-11-25 handshake and the session-less 2026-07-28 revision.
 3. The protocol handlers (mcp_app.handlers) re-check the key and the instance in their database hop. An
@@ -33,6 +35,7 @@ from .auth import (
 from .handlers import STATE_KEY, RequestState, build_server
 from .hops import DatabaseHops
 from .messages import REQUEST, Problem, classify
+from .rate_limit import refuse_over_rate
 
 logger = logging.getLogger(__name__)
 
@@ -206,6 +209,8 @@ class McpEndpoint:
             except Denied as denied:
                 await send_denied(send, denied)
                 return
+        if await refuse_over_rate(caller, body, send):  # issue 13: counted per key, 429 over the rate
+            return
         if isinstance(message, Problem):
             await send_problem(send, message)
             return

@@ -32,4 +32,8 @@ if [ "${1:-}" = "--test" ]; then
   if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
     (apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium; }) >/dev/null
   fi
+  # Debian's Redis for the rate-limit tests (tests/test_rate_limits_redis.py); .ci/run starts it.
+  if ! command -v redis-server >/dev/null && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+    (apt-get install -y -qq redis-server >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq redis-server; }) >/dev/null
+  fi
 fi

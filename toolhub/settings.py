@@ -198,6 +198,21 @@ TOOLHUB_MAX_ARGUMENT_DEPTH = int(os.environ.get("TOOLHUB_MAX_ARGUMENT_DEPTH", 10
 # Django's own cap on a body it reads into memory (a chunked body, which declares no length): the same limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = TOOLHUB_MAX_REQUEST_BYTES
 
+# Rate limits (issue 13, docs/rate-limits.md): requests per window, counted by tools_app.rate_limits.
+# REDIS_URL set: counted in Redis, shared by every worker and machine; unset: in each worker's memory.
+REDIS_URL = os.environ.get("REDIS_URL", "").strip()
+TOOLHUB_RATE_LIMITS_ENABLED = env_bool("TOOLHUB_RATE_LIMITS_ENABLED", True)
+TOOLHUB_RATE_LIMIT_KEY_PREFIX = os.environ.get("TOOLHUB_RATE_LIMIT_KEY_PREFIX", "").strip() or "toolhub-rate"
+# The rate per scope, '<count>/<period>'; empty: the default in tools_app.rate_limits.DEFAULT_RATES
+# (mcp_key and user 600/minute, token 10/minute, anon 60/minute). An MCP instance's `key_rate_limit`
+# overrides `mcp_key` for its keys.
+TOOLHUB_RATE_LIMITS = {
+    "mcp_key": os.environ.get("TOOLHUB_RATE_LIMIT_MCP_KEY", "").strip(),
+    "user": os.environ.get("TOOLHUB_RATE_LIMIT_USER", "").strip(),
+    "token": os.environ.get("TOOLHUB_RATE_LIMIT_TOKEN", "").strip(),
+    "anon": os.environ.get("TOOLHUB_RATE_LIMIT_ANON", "").strip(),
+}
+
 REST_FRAMEWORK = {
     # Token first: DRF answers 401 (not 403) only when the first class sends WWW-Authenticate (SPEC §6).
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -217,6 +232,16 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "tools_app.api.schema.ToolhubAutoSchema",
     "EXCEPTION_HANDLER": "tools_app.api.errors.exception_handler",
+    # Per user when authenticated, per IP otherwise; the token endpoint has its own per-IP throttle. The
+    # rates are TOOLHUB_RATE_LIMITS (one home for the API and MCP), read per request, so DRF's
+    # DEFAULT_THROTTLE_RATES is not used (tools_app/api/throttles.py).
+    "DEFAULT_THROTTLE_CLASSES": [
+        "tools_app.api.throttles.UserRateThrottle",
+        "tools_app.api.throttles.AnonRateThrottle",
+    ],
+    # Per-IP buckets use the connection's address (REMOTE_ADDR), never a client-sent X-Forwarded-For:
+    # behind a reverse proxy, run uvicorn with --proxy-headers --forwarded-allow-ips=<the proxy>.
+    "NUM_PROXIES": 0,
     "DEFAULT_PAGINATION_CLASS": "tools_app.api.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [

@@ -128,6 +128,7 @@ class CallTarget:
     table_id: int | None = None
     table_version: int | None = None
     tool: Tool | None = None
+    key_rate_limit: str | None = None  # over MCP: the instance's rate per key, as read now (issue 13)
 
     @property
     def found(self) -> bool:

@@ -61,6 +61,7 @@ def _call_target_sql(vendor: str) -> str:
         col("t", t, "updated_at"),
         col("t", t, "table"),
         col("v", v, "version"),
+        col("i", i, "key_rate_limit"),
     ]
     return (
         f"SELECT {', '.join(columns)} FROM {table(i)} i"
@@ -100,6 +101,7 @@ def binding_call_target(*, instance_id: int, slug: str, api_key_id: int, name: s
         changed,
         table_id,
         table_version,
+        key_rate_limit,
     ) = row[1:]
     return calls.CallTarget(
         owner_id=owner_id,
@@ -116,4 +118,5 @@ def binding_call_target(*, instance_id: int, slug: str, api_key_id: int, name: s
         tool_changed=changed,
         table_id=table_id,
         table_version=table_version,
+        key_rate_limit=key_rate_limit,
     )

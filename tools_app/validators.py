@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from .rate_limits import parse_rate
 from .safe_schema import schema_problems
 
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -374,3 +375,14 @@ def validate_metadata(value: Any) -> None:
         raise ValidationError("metadata.key_field must not be empty.", code="invalid_metadata")
     if "examples" in value and value["examples"] is not None:
         validate_examples(value["examples"])
+
+
+def validate_rate(value: str) -> None:
+    """A rate limit field (McpInstance.key_rate_limit): empty means the default; else one
+    `<count>/<period>` rate (tools_app.rate_limits.parse_rate says what is wrong)."""
+    if not value:
+        return
+    try:
+        parse_rate(value)
+    except ValueError as exc:
+        raise ValidationError(str(exc), code="invalid_rate") from None

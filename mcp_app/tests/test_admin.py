@@ -42,6 +42,7 @@ def instance_form(instance, bindings=(), extra_rows=(), **overrides):
         "instructions": instance.instructions,
         "discovery": instance.discovery,
         "max_result_bytes": instance.max_result_bytes,
+        "key_rate_limit": instance.key_rate_limit,
         "bindings-TOTAL_FORMS": len(bindings) + len(extra_rows),
         "bindings-INITIAL_FORMS": len(bindings),
         "bindings-MIN_NUM_FORMS": 0,
@@ -687,3 +688,27 @@ def test_old_admin_links_of_the_moved_models_redirect(owner_client, instance):
     assert (change.status_code, change["Location"]) == (301, f"/admin/tools_app/mcpinstance/{instance.pk}/change/")
     assert (listing.status_code, listing["Location"]) == (301, "/admin/tools_app/calllog/?status=error")
     assert owner_client.get(change["Location"]).status_code == 200
+
+
+def test_instance_key_rate_limit_is_set_in_the_admin(owner_client, instance):
+    """The instance page sets the rate per key (issue 13; docs/rate-limits.md)."""
+    response = owner_client.post(change_url(instance), instance_form(instance, key_rate_limit="120/minute"))
+    assert response.status_code == 302
+    instance.refresh_from_db()
+    assert instance.key_rate_limit == "120/minute"
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("fast", "'fast' is not a rate: write <count>/<period>, e.g. '600/minute', '10/second' or '100/5 minutes'."),
+        ("0/second", "'0/second' allows no request: the count and the period must be at least 1."),
+    ],
+)
+def test_instance_bad_key_rate_limit_is_a_form_error(owner_client, instance, value, message):
+    """A bad rate is an error on the field, and nothing is saved."""
+    response = owner_client.post(change_url(instance), instance_form(instance, key_rate_limit=value, name="Renamed"))
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["key_rate_limit"] == [message]
+    instance.refresh_from_db()
+    assert (instance.name, instance.key_rate_limit) == ("Shop", "")

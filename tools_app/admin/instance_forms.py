@@ -33,6 +33,7 @@ class McpInstanceAdminForm(OwnerAwareModelForm):
             "query_cpu_ms",
             "query_max_elements",
             "query_max_bytes",
+            "key_rate_limit",
         ]
         widgets = {
             "description": forms.Textarea(attrs={"rows": 3}),
@@ -42,6 +43,9 @@ class McpInstanceAdminForm(OwnerAwareModelForm):
             "max_result_bytes": "The largest tool result sent to a client, in bytes of JSON (40,000 is about "
             "10,000-16,000 tokens); a longer list is sent in pages, any other larger result is refused with a "
             "hint to narrow the call.",
+            "key_rate_limit": "Requests each API key may send to this endpoint, as <count>/<period>: '120/minute', "
+            "'10/second', '100/5 minutes'. Over it, the client gets HTTP 429 with Retry-After. Empty: the "
+            "server's default (TOOLHUB_RATE_LIMIT_MCP_KEY).",
         }
 
     def __init__(self, *args, **kwargs):

@@ -154,6 +154,7 @@ class McpInstanceAdmin(OwnedAdmin):
                 "QUERY_TOO_EXPENSIVE. Leave empty for the server's defaults (docs/budgets.md).",
             },
         ),
+        ("Limits", {"fields": ["key_rate_limit"]}),
     ]
 
     class Media:

@@ -6,6 +6,7 @@ METHOD_NOT_ALLOWED, ...). Anything unexpected is a 500 with a log line and no us
 """
 
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -95,9 +96,17 @@ def exception_handler(exc: Exception, context: dict) -> Response:
         return _validation_response(as_serializer_error(exc))
     if isinstance(exc, ToolhubError):
         # The code's status comes from the one table of codes (tools_app.errors.ERROR_CODES).
-        retry_after = (exc.details or {}).get("retry_after") if exc.code == ErrorCode.RATE_LIMITED else None
-        headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
-        return Response(error_body(exc.code, exc.message, details=exc.details), status=exc.status, headers=headers)
+        return Response(
+            error_body(exc.code, exc.message, details=exc.details), status=exc.status, headers=_retry_after(exc)
+        )
+    if isinstance(exc, exceptions.Throttled):
+        # A DRF throttle that returned False instead of raising RateLimited: the same code and header.
+        wait = max(1, math.ceil(exc.wait or 1))
+        return Response(
+            error_body(ErrorCode.RATE_LIMITED, f"Too many requests. Retry in {wait} s.", details={"retry_after": wait}),
+            status=status.HTTP_429_TOO_MANY_REQUESTS,
+            headers={"Retry-After": str(wait)},
+        )
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or None)
     elif isinstance(exc, ObjectDoesNotExist) or (isinstance(exc, DatabaseError) and str(exc) in SAVE_FOUND_NO_ROW):
@@ -139,6 +148,12 @@ def exception_handler(exc: Exception, context: dict) -> Response:
         error_body(ErrorCode.INTERNAL_ERROR, "An unexpected error occurred; it has been logged."),
         status=status.HTTP_500_INTERNAL_SERVER_ERROR,
     )
+
+
+def _retry_after(exc: ToolhubError) -> dict[str, str]:
+    """RATE_LIMITED answers say when to try again (RFC 9110 Retry-After, whole seconds)."""
+    retry_after = exc.details.get("retry_after") if exc.code == ErrorCode.RATE_LIMITED else None
+    return {"Retry-After": str(retry_after)} if retry_after is not None else {}
 
 
 def _message(detail: Any) -> str:

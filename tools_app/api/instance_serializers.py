@@ -54,6 +54,7 @@ class McpInstanceSerializer(FullCleanModelSerializer):
             "query_cpu_ms",
             "query_max_elements",
             "query_max_bytes",
+            "key_rate_limit",
             "endpoint_url",
             "owner",
             "created_at",

@@ -52,6 +52,8 @@ class ToolhubAutoSchema(AutoSchema):
         statuses.append("404")
         if self.method in ("POST", "PUT", "PATCH"):
             statuses.append("409")
+        if self.view.throttle_classes:
+            statuses.append("429")  # RATE_LIMITED, with Retry-After (docs/rate-limits.md)
         return statuses
 
     def _get_response_bodies(self, direction="response"):

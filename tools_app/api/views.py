@@ -38,6 +38,7 @@ from .serializers import (
     ToolCallSerializer,
     ToolSerializer,
 )
+from .throttles import TokenRateThrottle
 
 __all__ = [
     "ApiTokenViewSet",
@@ -118,6 +119,8 @@ class AuthTokenView(APIView):
     # turn the request into a 401 before the password is checked.
     authentication_classes = []
     permission_classes = []
+    # Issue 13: one bucket per client IP, whatever the credentials (tools_app/api/throttles.py).
+    throttle_classes = [TokenRateThrottle]
     renderer_classes = [JSONRenderer]
     public_schema_operation = True
 

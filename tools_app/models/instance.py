@@ -4,6 +4,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from ..permissions import OwnedQuerySet
+from ..validators import validate_rate
 from .base import OwnedModel
 
 
@@ -48,6 +49,14 @@ class McpInstance(OwnedModel):
         validators=[MinValueValidator(10_000), MaxValueValidator(512 * 1024 * 1024)],
         help_text="Logical JSON bytes of a value one call may build or walk (10,000 to 536,870,912); "
         "empty: the server default.",
+    )
+    # Issue 13: requests per API key on /mcp/<slug>/ (docs/rate-limits.md).
+    key_rate_limit = models.CharField(
+        max_length=40,
+        blank=True,
+        validators=[validate_rate],
+        help_text="Requests each API key may send to this endpoint, as <count>/<period> (e.g. '120/minute', "
+        "'10/second', '100/5 minutes'). Empty: the server's default (TOOLHUB_RATE_LIMIT_MCP_KEY, 600/minute).",
     )
 
     class Meta:

@@ -24,6 +24,7 @@ INSTANCE_FIELDS = (
     "query_cpu_ms",
     "query_max_elements",
     "query_max_bytes",
+    "key_rate_limit",
 )
 
 
