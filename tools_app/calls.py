@@ -354,26 +354,19 @@ def _cache_key(target: CallTarget, arguments: Any) -> tuple | None:
     return (target.tool_id, target.tool_changed, target.table_id, target.table_version, arguments_key)
 
 
-class _CallBegan(threading.local):
-    at: float | None = None
-
-
-_call_began = _CallBegan()
-
-
 def run_tool_call(*, caller: Caller, target: CallTarget, name: str, arguments: Any) -> CallOutcome:
     """Run the call `name`(`arguments`) that resolved to `target`, classify it and record it; never raises
     for the call's own failures (they are the outcome's `error`). See the module docstring."""
     started = time.perf_counter()
-    _call_began.at = time.monotonic()  # the call's time budget counts from here, waits for a slot included
+    began = time.monotonic()  # the call's time budget counts from here, waits for a slot included
     at = timezone.now()
     outcome = _authorize(target, name)
     if outcome is None and target.tool_type in CHANGING_TYPES:
-        outcome, recorded = _run_changing(caller, target, name, arguments, started, at)
+        outcome, recorded = _run_changing(caller, target, name, arguments, started, at, began)
         if recorded:
             return outcome
     elif outcome is None:
-        outcome = _run(caller, target, name, arguments)
+        outcome = _run(caller, target, name, arguments, began)
     _finish(caller, target, outcome, started, at)
     return outcome
 
@@ -404,14 +397,14 @@ def _tool(target: CallTarget) -> Tool:
     return tool_cache.get(target.tool_id, target.tool_changed)
 
 
-def _execute(caller: Caller, target: CallTarget, name: str, arguments: Any) -> CallOutcome:
+def _execute(caller: Caller, target: CallTarget, name: str, arguments: Any, began: float) -> CallOutcome:
     """Validate and execute; a ToolError (or anything else, as INTERNAL_ERROR) becomes the outcome's error."""
     try:
         tool = _tool(target)
         scope = _scope(caller, target) if tool.type in REGISTRY_TYPES else None
         # The call's budget, and its concurrency slot once it turns out expensive (RATE_LIMITED when none).
         slot = call_slots.on_heavy(user_id=caller.user_id, api_key_id=caller.api_key_id)
-        with enforced(limits_for(target), since=_call_began.at, on_heavy=slot):
+        with enforced(limits_for(target), since=began, on_heavy=slot):
             value = execute(tool=tool, arguments=arguments, scope=scope)
         return CallOutcome(name=name, tool_type=tool.type, value=value)
     except ToolError as exc:
@@ -424,7 +417,7 @@ def _execute(caller: Caller, target: CallTarget, name: str, arguments: Any) -> C
         return CallOutcome(name=name, tool_type=target.tool_type, error=error)
 
 
-def _run(caller: Caller, target: CallTarget, name: str, arguments: Any) -> CallOutcome:
+def _run(caller: Caller, target: CallTarget, name: str, arguments: Any, began: float) -> CallOutcome:
     """A read: from the result cache when this version of the table answered these arguments before; its
     result within the budget, paged, or refused (classify)."""
     target = _with_table_version(target)
@@ -437,7 +430,7 @@ def _run(caller: Caller, target: CallTarget, name: str, arguments: Any) -> CallO
     if cached is not None:
         outcome = CallOutcome(name=name, tool_type=target.tool_type, value=cached[0], text=cached[1])
     else:
-        outcome = _execute(caller, target, name, arguments)
+        outcome = _execute(caller, target, name, arguments, began)
     return _limited(target, outcome, paging, cache_key if cached is None or cached[1] is None else None)
 
 
@@ -536,13 +529,13 @@ class _RolledBack(Exception):
 
 
 def _run_changing(
-    caller: Caller, target: CallTarget, name: str, arguments: Any, started: float, at: datetime
+    caller: Caller, target: CallTarget, name: str, arguments: Any, started: float, at: datetime, began: float
 ) -> tuple[CallOutcome, bool]:
     """A change and its record in one transaction: (outcome, True) when both were committed; (outcome, False)
     when the change failed or could not be recorded, and nothing of it was kept (record it on its own)."""
     try:
         with _writer(), transaction.atomic():
-            outcome = _execute(caller, target, name, arguments)
+            outcome = _execute(caller, target, name, arguments, began)
             if not outcome.ok:
                 raise _RolledBack(outcome)
             outcome.duration_ms = (time.perf_counter() - started) * 1000
