@@ -20,6 +20,7 @@ from django.conf import settings
 from django.core import signing
 
 from .errors import ErrorCode, ToolError
+from .validators import on_fresh_stack
 
 __all__ = [
     "CURSOR",
@@ -80,6 +81,12 @@ def encode_within(value: Any, limit: int) -> str | None:
         encoder.add_value(value)
     except _Over:
         return None
+    except RecursionError:
+        # Nested deeper than this walk's two frames per level allow: only a document stored before
+        # TOOLHUB_MAX_TABLE_DEPTH existed is. Its text comes from the C encoder on a fresh stack, at most the
+        # table's size of work (tools_app.validators.on_fresh_stack).
+        text = on_fresh_stack(_dumps, value)
+        return text if utf8_size(text) <= limit else None
     text = "".join(encoder.parts)
     return text if utf8_size(text) <= limit else None
 
@@ -194,10 +201,13 @@ def measure(value: Any, cap: int) -> tuple[int, bool]:
     """(bytes, complete): the size of `value`'s compact JSON, counted up to `cap` bytes without keeping the
     text; `complete` is False when counting stopped at the cap (the size is then a lower bound)."""
     size = 0
-    for chunk in _encoder.iterencode(value):
-        size += utf8_size(chunk)
-        if size > cap:
-            return size, False
+    try:
+        for chunk in _encoder.iterencode(value):
+            size += utf8_size(chunk)
+            if size > cap:
+                return size, False
+    except RecursionError:  # a legacy document nested too deep for the Python encoder: see encode_within
+        return utf8_size(on_fresh_stack(_dumps, value)), True
     return size, True
 
 

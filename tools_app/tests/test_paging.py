@@ -254,6 +254,20 @@ def test_encode_within_refuses_what_passes_the_budget(value):
     assert paging.encode_within(value, 50) is None
 
 
+def test_a_value_nested_900_deep_is_encoded_and_measured():
+    """A legacy document nested deeper than the encoder's walk allows (stored before TOOLHUB_MAX_TABLE_DEPTH):
+    within the budget its exact text, over it None, and measured exactly; never a RecursionError."""
+    # given
+    value: dict = {}
+    for _ in range(900):
+        value = {"a": value}
+    text = '{"a":' * 900 + "{}" + "}" * 900
+    # when / then
+    assert paging.encode_within(value, 10_000) == text
+    assert paging.encode_within(value, 4_000) is None
+    assert paging.measure(value, 10_000) == (len(text), True)
+
+
 def test_measure_stops_at_the_cap():
     """measure() counts up to its cap and says whether it finished."""
     # when / then
