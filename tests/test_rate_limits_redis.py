@@ -69,12 +69,12 @@ def shared_server_db(tmp_path_factory):
         seeded = run_python(
             env,
             "from django.contrib.auth import get_user_model\n"
-            "from rest_framework.authtoken.models import Token\n"
             "from tools_app.services import api_key_issue, instance_create\n"
+            "from tools_app.services.tokens import api_token_issue\n"
             "user = get_user_model().objects.create_user('rl', password='pw-123456!')\n"
             "instance = instance_create(owner=user, name='RL', slug='rl', key_rate_limit='5/minute')\n"
             "print(json.dumps({'key': api_key_issue(mcp_instance=instance, label='rl')[1],"
-            " 'token': Token.objects.create(user=user).key}))",
+            " 'token': api_token_issue(user=user)[1]}))",
         )
         yield {"env": env, **json.loads(seeded)}
 
