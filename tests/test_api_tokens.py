@@ -402,3 +402,22 @@ def test_staff_user_cannot_see_tokens_in_the_admin(client, owner):
     # then
     assert response.status_code == 403
     assert db_snapshot() == before
+
+
+@pytest.mark.usefixtures("lockout")
+def test_a_username_longer_than_any_is_a_400_and_writes_nothing(owner):
+    """A 256-character username (found by the schema fuzzer: it overflowed the lockout's record, a 500 on
+    PostgreSQL) is refused by its length before any login is tried: no attempt recorded, no token."""
+    # given
+    before = db_snapshot()
+    # when
+    response = login(username="u" * 256, password="wrong")
+    # then
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "VALIDATION_ERROR",
+        "message": "Invalid input.",
+        "fields": {"username": ["Ensure this field has no more than 150 characters."]},
+    }
+    assert not AccessAttempt.objects.exists()
+    assert db_snapshot() == before

@@ -8,10 +8,12 @@ itself goes through the services, which validate again under their locks.
 import copy
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.http import QueryDict
 from rest_framework import serializers
+from rest_framework.authtoken.serializers import AuthTokenSerializer
 
 from tools_app import services
 from tools_app.models import ApiToken, Table, Tool
@@ -209,6 +211,18 @@ class ToolCallResultSerializer(serializers.Serializer):
     """The result of a successful tool call."""
 
     result = serializers.JSONField(help_text="The tool's JSON result (SPEC §8 shapes).")
+
+
+class AuthTokenRequestSerializer(AuthTokenSerializer):
+    """POST /api/auth/token/: DRF's username-and-password check, with the username no longer than a username
+    can be (a longer one cannot log in, and would overflow the lockout's record of the attempt)."""
+
+    username = serializers.CharField(
+        label="Username",
+        write_only=True,
+        max_length=get_user_model()._meta.get_field(get_user_model().USERNAME_FIELD).max_length,
+    )
+    token = None  # DRF's read-only echo: the answer is {"token"} (AuthTokenView)
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):

@@ -18,7 +18,6 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import filters, mixins, serializers, status, viewsets
-from rest_framework.authtoken.serializers import AuthTokenSerializer
 from rest_framework.decorators import action
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -33,6 +32,7 @@ from .renderers import JSONRenderer
 from .schema import ErrorSerializer
 from .serializers import (
     ApiTokenSerializer,
+    AuthTokenRequestSerializer,
     TableSerializer,
     ToolCallResultSerializer,
     ToolCallSerializer,
@@ -95,9 +95,7 @@ class OwnedViewSetMixin:
 @extend_schema(
     tags=["auth"],
     summary="Exchange a username and password for an API token",
-    request=inline_serializer(
-        "AuthTokenRequest", {"username": serializers.CharField(), "password": serializers.CharField()}
-    ),
+    request=AuthTokenRequestSerializer,
     responses={
         200: inline_serializer("AuthTokenResponse", {"token": serializers.CharField()}),
         429: OpenApiResponse(
@@ -126,7 +124,7 @@ class AuthTokenView(APIView):
 
     def post(self, request, *args, **kwargs):
         # The Django request, so that django-axes counts the failure and locks out (settings, AXES_*).
-        body = AuthTokenSerializer(data=request.data, context={"request": request._request})
+        body = AuthTokenRequestSerializer(data=request.data, context={"request": request._request})
         body.is_valid(raise_exception=True)
         user = body.validated_data["user"]
         _token, plaintext = services.api_token_issue(user=user, via="API login")
