@@ -438,9 +438,11 @@ def _run(caller: Caller, target: CallTarget, name: str, arguments: Any, began: f
 class _Paging:
     """A pageable call's `cursor`, taken out of its arguments before they are validated (a tool's own schema
     need not declare it): the offset it names (checked against the tool, the arguments and the table
-    version), or the error refusing it."""
+    version), or the error refusing it. `binding` (what a cursor is bound to) is computed only when a cursor
+    came or a page must be cut (_paged), never for the common call whose result fits."""
 
     arguments: Any
+    pageable: bool = False
     offset: int | None = None  # None: no cursor, the first page when the result is paged at all
     binding: str = ""
     error: ToolError | None = None
@@ -449,20 +451,25 @@ class _Paging:
     def of(cls, target: CallTarget, arguments: Any) -> "_Paging":
         if target.tool_type not in PAGEABLE_TYPES or not isinstance(arguments, dict):
             return cls(arguments)
-        cursor = arguments.get(CURSOR)
+        if CURSOR not in arguments:
+            return cls(arguments, pageable=True)
+        cursor = arguments[CURSOR]
         arguments = {key: value for key, value in arguments.items() if key != CURSOR}
+        if cursor is None:  # null: the first page
+            return cls(arguments, pageable=True)
         try:
-            binding = tool_binding(
-                tool_id=target.tool_id, tool_changed=_tool(target).updated_at.isoformat(), arguments=arguments
-            )
-            if cursor is None:  # absent, or null: the first page
-                return cls(arguments, binding=binding)
+            binding = _binding(target, arguments)
             offset = read_cursor(cursor, binding=binding, version=target.table_version)
         except ToolError as exc:
             return cls(arguments, error=exc)
         except Tool.DoesNotExist:  # deleted since it was resolved: executing says so
             return cls(arguments)
-        return cls(arguments, offset=offset, binding=binding)
+        return cls(arguments, pageable=True, offset=offset, binding=binding)
+
+
+def _binding(target: CallTarget, arguments: Any) -> str:
+    """What a cursor of this call is bound to: the tool, its last edit and the arguments (paging.tool_binding)."""
+    return tool_binding(tool_id=target.tool_id, tool_changed=_tool(target).updated_at.isoformat(), arguments=arguments)
 
 
 def _limited(target: CallTarget, outcome: CallOutcome, paging: _Paging, cache_key: tuple | None) -> CallOutcome:
@@ -485,7 +492,7 @@ def _limited(target: CallTarget, outcome: CallOutcome, paging: _Paging, cache_ke
             return outcome
     on_instance = target.instance_id is not None
     tool_type = target.tool_type or ""
-    if target.tool_type in PAGEABLE_TYPES and isinstance(value, list) and paging.binding:
+    if paging.pageable and isinstance(value, list):
         return _paged(target, outcome, paging, limit, cache_key)
     if paging.offset is not None:  # a cursor whose list is gone: only a change of the data does that
         return _failed(outcome, ToolError(ErrorCode.CURSOR_EXPIRED, "The result this cursor pages is gone."))
@@ -501,9 +508,17 @@ def _paged(
     if offset > len(items):
         return _failed(outcome, ToolError(ErrorCode.CURSOR_EXPIRED, "The result this cursor pages is shorter now."))
     version = target.table_version or 0
+    try:
+        binding = paging.binding or _binding(target, paging.arguments)
+    except Tool.DoesNotExist:  # deleted since it ran: no cursor can be bound to it, so no page either
+        size, complete = measure(items, limit * MEASURE_FACTOR)
+        error = too_large(
+            target.tool_type or "", size, limit, complete=complete, on_instance=target.instance_id is not None
+        )
+        return _failed(outcome, error)
 
     def cursor_at(index: int) -> str:
-        return sign_cursor(binding=paging.binding, version=version, offset=index)
+        return sign_cursor(binding=binding, version=version, offset=index)
 
     page = page_of(items, offset=offset, limit=limit, cursor_at=cursor_at)
     if page is None:
