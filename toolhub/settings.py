@@ -376,8 +376,9 @@ TOOLHUB_CONCURRENT_CALLS_PER_KEY = env_int("TOOLHUB_CONCURRENT_CALLS_PER_KEY", 1
 TOOLHUB_CONCURRENT_CALLS_PER_USER = env_int("TOOLHUB_CONCURRENT_CALLS_PER_USER", 2)
 TOOLHUB_CONCURRENCY_WAIT_MS = env_int("TOOLHUB_CONCURRENCY_WAIT_MS", 100)
 # How long a thread may hold the GIL while another waits (sys.setswitchinterval), set by toolhub.asgi; 0 leaves
-# Python's default (5 ms).
-TOOLHUB_GIL_SWITCH_INTERVAL_MS = env_number("TOOLHUB_GIL_SWITCH_INTERVAL_MS", 1)
+# Python's default (5 ms). 0.1 ms: a light call waits that long, not 1 ms, at each of its GIL hand-offs while
+# an expensive evaluation runs; tools/call throughput measured the same (docs/budgets.md).
+TOOLHUB_GIL_SWITCH_INTERVAL_MS = env_number("TOOLHUB_GIL_SWITCH_INTERVAL_MS", 0.1)
 
 LOGGING = {
     "version": 1,
