@@ -490,32 +490,29 @@ def _limited(target: CallTarget, outcome: CallOutcome, paging: _Paging, cache_ke
             if cache_key is not None:
                 result_cache.put(cache_key, value, within)
             return outcome
-    on_instance = target.instance_id is not None
-    tool_type = target.tool_type or ""
     if paging.pageable and isinstance(value, list):
-        return _paged(target, outcome, paging, limit, cache_key)
+        try:
+            binding = paging.binding or _binding(target, paging.arguments)
+        except Tool.DoesNotExist:  # deleted since it ran: no cursor can be bound to it, so no page either
+            binding = ""
+        if binding:
+            return _paged(target, outcome, paging, binding, limit, cache_key)
     if paging.offset is not None:  # a cursor whose list is gone: only a change of the data does that
         return _failed(outcome, ToolError(ErrorCode.CURSOR_EXPIRED, "The result this cursor pages is gone."))
     size, complete = (utf8_size(known), True) if known is not None else measure(value, limit * MEASURE_FACTOR)
-    return _failed(outcome, too_large(tool_type, size, limit, complete=complete, on_instance=on_instance))
+    on_instance = target.instance_id is not None
+    return _failed(outcome, too_large(target.tool_type or "", size, limit, complete=complete, on_instance=on_instance))
 
 
 def _paged(
-    target: CallTarget, outcome: CallOutcome, paging: _Paging, limit: int, cache_key: tuple | None
+    target: CallTarget, outcome: CallOutcome, paging: _Paging, binding: str, limit: int, cache_key: tuple | None
 ) -> CallOutcome:
+    """The page of the list result at the cursor's offset, with cursors bound to `binding` (_binding)."""
     items: list = outcome.value
     offset = paging.offset or 0
     if offset > len(items):
         return _failed(outcome, ToolError(ErrorCode.CURSOR_EXPIRED, "The result this cursor pages is shorter now."))
     version = target.table_version or 0
-    try:
-        binding = paging.binding or _binding(target, paging.arguments)
-    except Tool.DoesNotExist:  # deleted since it ran: no cursor can be bound to it, so no page either
-        size, complete = measure(items, limit * MEASURE_FACTOR)
-        error = too_large(
-            target.tool_type or "", size, limit, complete=complete, on_instance=target.instance_id is not None
-        )
-        return _failed(outcome, error)
 
     def cursor_at(index: int) -> str:
         return sign_cursor(binding=binding, version=version, offset=index)
