@@ -273,3 +273,15 @@ def test_a_busy_hop_thread_does_not_lend_its_place():
     second.result(timeout=10)
     assert order == ["busy", "queued"]
     pool.shutdown()
+
+
+def test_loading_the_table_is_told_and_not_charged(make_table, owner):
+    big = make_table(owner, name="big", data=[{"id": n, "name": f"item-{n}"} for n in range(20_000)])
+    told: list[float] = []
+    cold = heavy.run_job(job(big, query="length(@)"), told.append)
+    assert cold == ("ok", 20_000)
+    assert len(told) == 1
+    assert told[0] > 0.001
+    warm = heavy.run_job(job(big, query="length(@)"), told.append)
+    assert warm == ("ok", 20_000)
+    assert len(told) == 1  # cached in the worker: nothing to load
