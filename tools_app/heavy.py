@@ -68,7 +68,7 @@ class Job:
 def read(operation: str, *, table_id: int, version: int, data: Any, mount: Mount, arguments: dict, extra=()) -> Any:
     """`operations.<operation>(data, mount, arguments, *extra)` under the active budget, moved to a heavy
     worker if it becomes heavy (module docstring)."""
-    run: Callable[..., Any] = getattr(operations, operation)
+    run = _operation(operation)
     current = budget.active()
     if current is None or not workers.usable():
         return run(data, mount, arguments, *extra)
@@ -93,6 +93,11 @@ def read(operation: str, *, table_id: int, version: int, data: Any, mount: Mount
     if found:
         return value
     return run(data, mount, arguments, *extra)  # no worker could take it: here, in the heavy lane
+
+
+def _operation(name: str) -> Callable[..., Any]:
+    """A read operation by name: a tool type's reader (operations.READERS), or another (preview)."""
+    return operations.READERS.get(name) or getattr(operations, name)
 
 
 class _Worker:
@@ -323,7 +328,7 @@ def run_job(job: Job, loaded: Callable[[float], None] = lambda seconds: None) ->
     loading = time.monotonic() - started
     if loading > 0.001:
         loaded(loading)
-    run = getattr(operations, job.operation)
+    run = _operation(job.operation)
     try:
         with budget.enforced(job.limits, since=job.since + loading, cpu_used_ms=job.cpu_used_ms):
             value = run(data, Mount(job.json_path, job.key_field), job.arguments, *job.extra)

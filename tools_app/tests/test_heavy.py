@@ -19,6 +19,7 @@ from tools_app.data_access import budget, operations
 from tools_app.data_access.budget import Limits
 from tools_app.data_access.operations import Mount
 from tools_app.errors import ErrorCode, ToolError
+from tools_app.services.table_cache import table_cache
 
 ROWS = [{"id": n, "name": f"item-{n}", "tags": ["a", "b"]} for n in range(1, 301)]
 # About 160 ms of CPU on this machine: heavy (over YIELD_AFTER_MS), far within the 2 s budget.
@@ -206,7 +207,7 @@ def test_a_memory_error_in_the_worker_is_query_too_expensive(rows_table, monkeyp
     def exhausted(*args):
         raise MemoryError
 
-    monkeypatch.setattr(operations, "query_data", exhausted)
+    monkeypatch.setitem(operations.READERS, "query_data", exhausted)
     kind, code, message, details = heavy.run_job(job(rows_table))
     assert (kind, code) == ("error", "QUERY_TOO_EXPENSIVE")
     assert details == {"limit": "memory limit", "value": 2048, "unit": "MiB"}
@@ -278,6 +279,7 @@ def test_a_busy_hop_thread_does_not_lend_its_place():
 def test_loading_the_table_is_told_and_not_charged(make_table, owner):
     big = make_table(owner, name="big", data=[{"id": n, "name": f"item-{n}"} for n in range(20_000)])
     told: list[float] = []
+    table_cache.clear()  # as in a worker that has not read this version yet
     cold = heavy.run_job(job(big, query="length(@)"), told.append)
     assert cold == ("ok", 20_000)
     assert len(told) == 1
