@@ -10,6 +10,8 @@ constraints, never by a pre-check alone.
 - locks.py: the row-lock helpers both use
 - tokens.py: API tokens (issue, revoke)
 - history.py: the admin history (LogEntry) of writes made outside the admin
+- imports.py: a table from a JSON, CSV or NDJSON file (issue 15)
+- generate.py: the standard tools of a table mount, named and described from its data (issue 15)
 """
 
 from .history import history_record
@@ -20,6 +22,7 @@ from .instances import (
     api_key_issue,
     api_key_revoke,
     binding_create,
+    binding_create_many,
     binding_delete,
     binding_delete_many,
     binding_update,
@@ -28,6 +31,8 @@ from .instances import (
     instance_delete_many,
     instance_update,
 )
+from .generate import GeneratedTools, tools_generate
+from .imports import IMPORT_FORMATS, import_format, parse_table_file, table_import
 from .locks import key_share, lock_rows
 from .tables import (
     TOOL_FIELDS,
@@ -47,7 +52,9 @@ from .tables import (
 from .tokens import api_token_issue, api_token_revoke, api_token_ttl
 
 __all__ = [
+    "IMPORT_FORMATS",
     "INSTANCE_FIELDS",
+    "GeneratedTools",
     "TOOL_FIELDS",
     "api_key_delete",
     "api_key_delete_many",
@@ -57,6 +64,7 @@ __all__ = [
     "api_token_revoke",
     "api_token_ttl",
     "binding_create",
+    "binding_create_many",
     "binding_delete",
     "binding_delete_many",
     "binding_update",
@@ -64,6 +72,8 @@ __all__ = [
     "instance_delete",
     "instance_delete_many",
     "history_record",
+    "import_format",
+    "parse_table_file",
     "instance_update",
     "key_share",
     "lock_rows",
@@ -72,11 +82,13 @@ __all__ = [
     "table_delete",
     "table_delete_many",
     "table_derived",
+    "table_import",
     "table_update",
     "table_write",
     "tool_create",
     "tool_delete",
     "tool_delete_many",
+    "tools_generate",
     "tool_update",
     "tool_use_record",
 ]
