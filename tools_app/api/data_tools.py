@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from tools_app import services
 from tools_app.models import McpInstance, Table, Tool
-from tools_app.services.generate import MAX_PREFIX
+from tools_app.toolsets import MAX_PREFIX, generate_tools
 
 from .instance_serializers import BindingSerializer
 from .parsers import JSONParser
@@ -35,7 +35,9 @@ class StrictSerializer(serializers.Serializer):
             unknown = sorted(str(key) for key in data if key not in self.fields and key not in IGNORED_FORM_FIELDS)
             if unknown:
                 known = ", ".join(self.fields)
-                raise serializers.ValidationError({key: [f"Unknown field. The fields are: {known}."] for key in unknown})
+                raise serializers.ValidationError(
+                    {key: [f"Unknown field. The fields are: {known}."] for key in unknown}
+                )
         return super().to_internal_value(data)
 
 
@@ -156,7 +158,7 @@ class GenerateToolsView(APIView):
         table = get_owned_or_404(Table, request.user, pk)
         body = GenerateToolsSerializer(data=request.data, context={"request": request})
         body.is_valid(raise_exception=True)
-        generated = services.tools_generate(owner=table.owner, table=table, **body.validated_data)
+        generated = generate_tools(owner=table.owner, table=table, **body.validated_data)
         context = {"request": request}
         return Response(
             {

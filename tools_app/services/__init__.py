@@ -11,10 +11,12 @@ constraints, never by a pre-check alone.
 - tokens.py: API tokens (issue, revoke)
 - history.py: the admin history (LogEntry) of writes made outside the admin
 - imports.py: a table from a JSON, CSV or NDJSON file (issue 15)
-- generate.py: the standard tools of a table mount, named and described from its data (issue 15)
+- generate.py: a planned set of tools (tools_app.toolsets) created and bound all or nothing (issue 15)
 """
 
+from .generate import tool_set_create
 from .history import history_record
+from .imports import IMPORT_FORMATS, import_format, parse_table_file, table_import
 from .instances import (
     INSTANCE_FIELDS,
     api_key_delete,
@@ -31,8 +33,6 @@ from .instances import (
     instance_delete_many,
     instance_update,
 )
-from .generate import GeneratedTools, tools_generate
-from .imports import IMPORT_FORMATS, import_format, parse_table_file, table_import
 from .locks import key_share, lock_rows
 from .tables import (
     TOOL_FIELDS,
@@ -54,7 +54,6 @@ from .tokens import api_token_issue, api_token_revoke, api_token_ttl
 __all__ = [
     "IMPORT_FORMATS",
     "INSTANCE_FIELDS",
-    "GeneratedTools",
     "TOOL_FIELDS",
     "api_key_delete",
     "api_key_delete_many",
@@ -88,7 +87,7 @@ __all__ = [
     "tool_create",
     "tool_delete",
     "tool_delete_many",
-    "tools_generate",
+    "tool_set_create",
     "tool_update",
     "tool_use_record",
 ]

@@ -167,7 +167,7 @@ def _parse_csv(text: str) -> list[dict[str, Any]]:
         # Each record costs at least its keys and punctuation as JSON, plus its cells' text.
         per_record = sum(len(json.dumps(name)) + 4 for name in names) + 2
         size = 2
-        records = []
+        records: list[dict[str, Any]] = []
         for row in reader:
             if not row:
                 continue  # a blank line
