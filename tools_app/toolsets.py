@@ -188,6 +188,8 @@ def _record_schema(sample: _Sample, only: list[str] | None = None) -> dict[str, 
     for name, types in sample.fields.items():
         if only is None or name in only:
             properties[name] = {"type": types[0] if len(types) == 1 else types}
+            if sample.examples.get(name) is not None and not isinstance(sample.examples[name], list | dict):
+                properties[name]["examples"] = [sample.examples[name]]
     return {"type": "object", "properties": properties}
 
 

@@ -8,6 +8,7 @@ step (a concurrent bind taking a name included) leaves nothing behind.
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -15,6 +16,7 @@ from ..errors import ErrorCode
 from ..models import Binding, McpInstance, Tool
 from ..selectors import name_clashes
 from .instances import binding_create
+from .locks import lock_rows_no_key
 from .tables import tool_create
 
 __all__ = ["tool_set_create"]
@@ -54,10 +56,14 @@ def tool_set_create(
     *, owner, tools: list[dict[str, Any]], mcp_instance: McpInstance | None = None
 ) -> tuple[list[Tool], list[Binding]]:
     """Create the tools (each a dict of tool_create's fields) and bind each to `mcp_instance`; all or nothing."""
-    _check_names(owner, [fields["name"] for fields in tools], mcp_instance)
     created: list[Tool] = []
     bindings: list[Binding] = []
     with transaction.atomic():
+        # One owner's tool sets are created one at a time (PostgreSQL: the owner's row, FOR NO KEY UPDATE, which
+        # foreign-key checks do not wait for; SQLite's IMMEDIATE transactions already run one at a time), so two
+        # at once cannot both pass the name check below.
+        lock_rows_no_key(get_user_model().objects.filter(pk=owner.pk))
+        _check_names(owner, [fields["name"] for fields in tools], mcp_instance)
         for fields in tools:
             created.append(tool_create(owner=owner, **fields))
         if mcp_instance is not None:

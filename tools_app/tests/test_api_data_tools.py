@@ -292,12 +292,12 @@ def test_generate_creates_the_read_set_named_and_described_from_the_data(owner, 
         "items": {
             "type": "object",
             "properties": {
-                "id": {"type": "integer"},
-                "customer": {"type": "string"},
-                "status": {"type": "string"},
-                "total": {"type": ["integer", "number"]},
-                "zip": {"type": ["integer", "null", "string"]},
-                "vip": {"type": ["boolean", "null"]},
+                "id": {"type": "integer", "examples": [1]},
+                "customer": {"type": "string", "examples": ["Ada"]},
+                "status": {"type": "string", "examples": ["paid"]},
+                "total": {"type": ["integer", "number"], "examples": [10.5]},
+                "zip": {"type": ["integer", "null", "string"], "examples": ["01234"]},
+                "vip": {"type": ["boolean", "null"], "examples": [True]},
             },
         },
     }
