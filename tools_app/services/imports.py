@@ -10,10 +10,10 @@ refused before it is decoded), and a CSV is refused as soon as the records built
 over that size as JSON (a CSV with a wide header and empty cells grows a hundredfold as JSON).
 
 CSV: the first row is the header (names unique and not empty); each row becomes an object keyed by it.
-Cells are typed the way a spreadsheet reads them, and only where the text is that value's canonical form:
-`42` and `-7` integers (up to 15 digits; `007` stays text), `2.5` numbers, `true`/`false` booleans, an
-empty cell null; everything else stays a string. The dialect (comma, semicolon, tab) is sniffed from the
-header line.
+Cells are typed the way a spreadsheet reads them, but strictly: `42` and `-7` integers (no leading zero, up
+to 15 digits; `007` stays text), `2.5` numbers (digits on both sides of the point), `true`/`false` booleans,
+an empty cell null; everything else stays a string (docs/data-to-tools.md). The delimiter (comma,
+semicolon, tab, bar) is sniffed from the header line.
 """
 
 import csv

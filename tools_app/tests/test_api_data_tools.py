@@ -71,6 +71,43 @@ def test_import_each_format_from_the_name_or_the_format_field(owner, content, fi
     assert Table.objects.get().data == data
 
 
+@pytest.mark.parametrize(
+    ("cell", "value"),
+    [
+        ("42", 42),
+        ("-7", -7),
+        ("0", 0),
+        ("999999999999999", 999999999999999),
+        ("1000000000000000", "1000000000000000"),
+        ("007", "007"),
+        ("+1", "+1"),
+        (" 42", " 42"),
+        ("2.5", 2.5),
+        ("1.50", 1.5),
+        ("-0.25", -0.25),
+        (".5", ".5"),
+        ("1e3", "1e3"),
+        ("NaN", "NaN"),
+        ("true", True),
+        ("false", False),
+        ("TRUE", "TRUE"),
+        ("", None),
+        ("null", "null"),
+        ("café", "café"),
+    ],
+)
+def test_csv_cells_are_typed_strictly(cell, value):
+    """Only unambiguous text becomes a number, boolean or null (docs/data-to-tools.md)."""
+    from tools_app.services import parse_table_file
+
+    # when
+    data = parse_table_file(f'x\n"{cell}"\n'.encode(), "csv")
+
+    # then
+    assert data == [{"x": value}]
+    assert type(data[0]["x"]) is type(value)
+
+
 BAD_FILES = [
     (
         b"id,name\n1,caf\xe9\n",
