@@ -37,6 +37,7 @@ _EXTENSIONS = {".json": "json", ".csv": "csv", ".tsv": "csv", ".ndjson": "ndjson
 _INTEGER = re.compile(r"-?(?:0|[1-9][0-9]{0,14})")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)\.[0-9]+")
 _MAX_REPORTED = 200  # characters of a bad line quoted in an error
+SNIFF_CHARS = 4096
 
 
 def _refuse(message: str, **params: Any) -> ValidationError:
@@ -101,7 +102,9 @@ def _parse_json(text: str) -> Any:
 
 def _parse_ndjson(text: str) -> list[Any]:
     records = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at \n (and \r\n) only: str.splitlines() would also split at U+2028, which JSON strings may hold.
+    for number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         try:
@@ -136,7 +139,8 @@ def _cell(text: str) -> Any:
 
 
 def _dialect(text: str) -> type[csv.Dialect] | csv.Dialect:
-    header = text.split("\n", 1)[0]
+    # The sniffer's regular expressions backtrack: it sees the start of the header line only.
+    header = text[:SNIFF_CHARS].split("\n", 1)[0]
     try:
         return csv.Sniffer().sniff(header, delimiters=",;\t|")
     except csv.Error:

@@ -56,6 +56,7 @@ def test_import_csv_creates_the_table_with_typed_cells(owner):
         (b'\xef\xbb\xbf[{"id": 1}]', "doc.JSON", {}, [{"id": 1}]),
         (b'{"id": 1}\n\n{"id": 2}\r\n"x"\n', "log.ndjson", {}, [{"id": 1}, {"id": 2}, "x"]),
         (b'{"id": 1}\n', "log.jsonl", {}, [{"id": 1}]),
+        ('{"s": "a\u2028b"}\n{"s": 2}'.encode(), "sep.ndjson", {}, [{"s": "a\u2028b"}, {"s": 2}]),
         (b"id\tname\n1\tA\n", "t.tsv", {}, [{"id": 1, "name": "A"}]),
         (b"id;name\n1;A\n", "export.txt", {"format": "csv"}, [{"id": 1, "name": "A"}]),
         (b"[1]", "no-extension", {"format": "json"}, [1]),
