@@ -358,10 +358,12 @@ def generate_tools(
     if sample.is_array and sample.key_field is None:
         skipped = {"select", "update", "delete"}
         planned = [(name, tool_type) for name, tool_type in planned if tool_type not in skipped]
-        notes.append(
-            "No field is present in every record with unique values, so select, update and delete (which find "
-            "records by key) were not generated."
+        why = (
+            "The mount holds no records yet, so no key field could be chosen"
+            if not sample.records
+            else "No field is present in every record with unique values"
         )
+        notes.append(f"{why}: select, update and delete (which find records by key) were not generated.")
     queries = _example_queries(sample, json_path)
     texts = _descriptions(prefix, table, json_path, sample, preview_keys, queries)
     specs = []

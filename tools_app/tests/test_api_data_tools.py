@@ -483,9 +483,39 @@ def test_records_without_a_unique_key_get_no_select_update_or_delete(owner, make
         "create",
     ]
     assert body["notes"] == [
-        "No field is present in every record with unique values, so select, update and delete (which find records "
-        "by key) were not generated."
+        "No field is present in every record with unique values: select, update and delete (which find records by "
+        "key) were not generated."
     ]
+
+
+def test_an_empty_array_gets_the_tools_that_need_no_key(owner, make_table):
+    # given
+    table = make_table(owner, name="inbox", data={"messages": []})
+
+    # when
+    response = client_for(owner).post(
+        f"/api/tables/{table.pk}/generate-tools/", {"json_path": "/messages", "writes": True}, format="json"
+    )
+
+    # then
+    assert response.status_code == 201
+    body = response.json()
+    assert [tool["name"] for tool in body["tools"]] == [
+        "inbox_messages_schema",
+        "inbox_messages_all",
+        "inbox_messages_query",
+        "inbox_messages_preview",
+        "inbox_messages_create",
+    ]
+    assert body["notes"] == [
+        "The mount holds no records yet, so no key field could be chosen: select, update and delete (which find "
+        "records by key) were not generated."
+    ]
+    query = body["tools"][2]
+    assert query["description"] == (
+        "Run a JMESPath expression over the table 'inbox' at /messages (0 items, an array) and return its value. "
+        "Examples run on this data: `length(@)` -> 0."
+    )
 
 
 def test_a_name_used_by_one_of_your_tools_is_a_409_and_nothing_is_created(owner, sales, make_tool):
