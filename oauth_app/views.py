@@ -159,6 +159,12 @@ class ConsentView(EnabledMixin, library.AuthorizationView):
         request.GET = query
         try:
             self.instance = instance_of_resource(request, request.GET.getlist("resource"))
+            if request.GET.get("code_challenge") and request.GET.get("code_challenge_method") != "S256":
+                # RFC 7636 makes a missing method "plain"; the library refuses plain when the code is made,
+                # this says so before the owner is asked anything.
+                raise Refused(
+                    400, "PKCE S256 required", "The client must use PKCE with code_challenge_method=S256 (not plain)."
+                )
         except Refused as refused:
             return self._refused(refused)
         return super().get(request, *args, **kwargs)
