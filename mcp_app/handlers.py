@@ -28,14 +28,13 @@ from tools_app.calls import Caller, CallOutcome, CallTarget, run_tool_call, tool
 from tools_app.choices import REGISTRY_TYPES, ToolType
 from tools_app.errors import ErrorCode, ToolError
 from tools_app.models import Binding, Discovery, McpInstance, Surface, Tool
+from tools_app.oauth import scope_allows
 from tools_app.registry.export import tool_entry
 from tools_app.selectors import binding_call_target
 from tools_app.tool_types import TOOL_TYPES
 from tools_app.validators import TOOL_NAME_RE
 
 from .auth import Caller as KeyHolder
-from tools_app.oauth import scope_allows
-
 from .auth import Denied, auth_cache, authenticate, insufficient_scope, not_found, oauth_token_live
 from .hops import DatabaseHops
 

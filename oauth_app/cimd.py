@@ -46,7 +46,10 @@ class ToolhubMetadataFetcher(library.SafeMetadataFetcher):
         if data.get("client_id") == client_id:
             ClientDocument.objects.update_or_create(
                 client_id=client_id,
-                defaults={"logo_uri": _https_uri(data.get("logo_uri")), "client_uri": _https_uri(data.get("client_uri"))},
+                defaults={
+                    "logo_uri": _https_uri(data.get("logo_uri")),
+                    "client_uri": _https_uri(data.get("client_uri")),
+                },
             )
         return data, max_age
 
@@ -72,6 +75,8 @@ class ToolhubMetadataFetcher(library.SafeMetadataFetcher):
             finally:
                 response.release_conn()
         except urllib3.exceptions.HTTPError as exc:
-            raise library.CIMDError(f"could not fetch client_id document after {time.monotonic() - began:.1f} s: {exc}")
+            raise library.CIMDError(
+                f"could not fetch client_id document after {time.monotonic() - began:.1f} s: {exc}"
+            ) from exc
         finally:
             pool.close()

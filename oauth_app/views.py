@@ -114,7 +114,9 @@ def instance_of_resource(request, resources: list[str]) -> McpInstance:
     slug = slug_of_resource(resources[0], request_base(request))
     instance = McpInstance.objects.filter(slug=slug, enabled=True).first() if slug else None
     if instance is None:
-        raise Refused(400, "Unknown instance", f"{resources[0][:200]!r} is not an MCP instance endpoint of this server.")
+        raise Refused(
+            400, "Unknown instance", f"{resources[0][:200]!r} is not an MCP instance endpoint of this server."
+        )
     if not may_authorize(request.user, instance.owner_id):
         raise Refused(
             403,

@@ -94,7 +94,9 @@ def binding_call_target(
     """The binding of instance `instance_id` whose effective name is `name` ignoring case (SPEC §2.4), with
     its tool and the tool's table version, as a CallTarget (binding columns None when no binding has the
     name); None when the instance is gone or disabled, its slug changed, its owner is deactivated, or the key
-    is revoked or another instance's: the re-check of the caller rides on the same round trip (SPEC §1)."""
+    is revoked or another instance's (or, for an OAuth access token, the token is revoked or expired): the
+    re-check of the caller rides on the same round trip (SPEC §1)."""
+    params: list[Any]
     if api_key_id is not None:
         sql, params = _call_target_sql(connection.vendor, False), [name.lower(), instance_id, slug, api_key_id]
     else:

@@ -243,14 +243,18 @@ def test_dynamic_registration_authorize_list_call_refresh_revoke(world):
 
     # then: registered dynamically, authorized by the owner with every tool, and called
     assert sorted(tool.name for tool in listed.tools) == ["orders_add", "orders_by_id", "orders_query", "orders_schema"]
-    assert read.is_error is False and read.structured_content["items"][0]["id"] == 1
-    assert write.is_error is False and write.structured_content["created"] == 1
+    assert read.is_error is False
+    assert read.structured_content["items"][0]["id"] == 1
+    assert write.is_error is False
+    assert write.structured_content["created"] == 1
     assert "Dynamic registration" in owner.pages[0] or "dynamic registration" in owner.pages[0]
-    assert "<strong>oa instance</strong>" in owner.pages[0] and "127.0.0.1" in owner.pages[0]
+    assert "<strong>oa instance</strong>" in owner.pages[0]
+    assert "127.0.0.1" in owner.pages[0]
     assert "<img" not in owner.pages[0]  # no logo for a dynamically registered client
     assert parse_qs(urlsplit(owner.redirect).query)["iss"] == [base]
     tokens = provider.context.current_tokens
-    assert tokens.access_token.startswith("tho_") and tokens.refresh_token.startswith("thr_")
+    assert tokens.access_token.startswith("tho_")
+    assert tokens.refresh_token.startswith("thr_")
     assert set(tokens.scope.split()) == {"tools:all"}
     client_id = provider.context.client_info.client_id
     rows = call_count(env, "oa")[before:]
@@ -289,7 +293,8 @@ def test_dynamic_registration_authorize_list_call_refresh_revoke(world):
     # then
     assert refreshed.is_error is False
     new = provider.context.current_tokens
-    assert new.access_token != old_access and new.refresh_token != old_refresh
+    assert new.access_token != old_access
+    assert new.refresh_token != old_refresh
     assert raw_call(url, old_access, "orders_by_id", {"keys": [1]}).status_code == 401
 
     # when: the client revokes its access token (RFC 7009)
@@ -333,7 +338,8 @@ def test_client_id_metadata_document_and_read_only_consent(world):
     # then
     assert read.is_error is False
     page = owner.pages[0]
-    assert "Metadata client" in page and f"localhost:{documents.port}" in client_id
+    assert "Metadata client" in page
+    assert f"localhost:{documents.port}" in client_id
     assert 'src="https://logo.example/e2e.png"' in page
     assert provider.context.client_info.client_id == client_id
     assert provider.context.current_tokens.scope == "tools:read"
@@ -352,7 +358,8 @@ def test_client_id_metadata_document_and_read_only_consent(world):
     assert call_count(env, "ob") == before
     data = run_python(
         env,
-        "from tools_app.models import Table\nprint(any(r.get('id') == 901 for r in Table.objects.get(name='ob_orders').data))",
+        "from tools_app.models import Table\n"
+        "print(any(r.get('id') == 901 for r in Table.objects.get(name='ob_orders').data))",
     )
     assert data == "False"
 

@@ -90,8 +90,11 @@ def test_consent_then_code_exchange_needs_the_verifier(client, owner, instance, 
     # then
     assert page.status_code == 200
     assert f"<strong>{instance.name}</strong>" in page.content.decode()
-    assert answer.status_code == 302 and query["iss"] == ["http://testserver"] and query["state"] == ["s1"]
-    assert wrong.status_code == 400 and wrong.json()["error"] == "invalid_grant"
+    assert answer.status_code == 302
+    assert query["iss"] == ["http://testserver"]
+    assert query["state"] == ["s1"]
+    assert wrong.status_code == 400
+    assert wrong.json()["error"] == "invalid_grant"
     assert AccessToken.objects.count() == 0
 
 
@@ -105,7 +108,8 @@ def test_pkce_is_required(client, owner, instance, app):
     # then: the client is sent back with the error, and no code
     assert answer.status_code == 302
     query = parse_qs(urlsplit(answer["Location"]).query)
-    assert query["error"] == ["invalid_request"] and "code" not in query
+    assert query["error"] == ["invalid_request"]
+    assert "code" not in query
     assert "Code challenge required" in query["error_description"][0]
     assert nothing_granted() == {"grants": 0, "access": 0, "refresh": 0}
 
@@ -134,10 +138,12 @@ def test_plain_pkce_is_refused(client, owner, instance, app, method):
     )
 
     # then
-    assert page.status_code == 400 and "code_challenge_method=S256" in page.content.decode()
+    assert page.status_code == 400
+    assert "code_challenge_method=S256" in page.content.decode()
     assert posted.status_code == 302
     query = parse_qs(urlsplit(posted["Location"]).query)
-    assert query["error"] == ["invalid_request"] and "code" not in query
+    assert query["error"] == ["invalid_request"]
+    assert "code" not in query
     assert nothing_granted() == {"grants": 0, "access": 0, "refresh": 0}
 
 
@@ -163,7 +169,8 @@ def test_wrong_redirect_uri_is_refused_without_redirecting(client, owner, instan
 
     # then
     assert answer.status_code == 400
-    assert "Location" not in answer and "Location" not in posted
+    assert "Location" not in answer
+    assert "Location" not in posted
     assert nothing_granted() == {"grants": 0, "access": 0, "refresh": 0}
 
 
@@ -177,16 +184,19 @@ def test_only_the_owner_or_a_superuser_can_authorize(client, other_user, superus
     unknown = client.get(authorize_query(app.client_id, "nope"))
 
     # then
-    assert refused.status_code == 403 and "Only the owner" in refused.content.decode()
+    assert refused.status_code == 403
+    assert "Only the owner" in refused.content.decode()
     assert allowed.status_code == 200
-    assert missing.status_code == 400 and "exactly one MCP instance" in missing.content.decode()
+    assert missing.status_code == 400
+    assert "exactly one MCP instance" in missing.content.decode()
     assert unknown.status_code == 400
     assert nothing_granted() == {"grants": 0, "access": 0, "refresh": 0}
 
 
 def test_anonymous_user_is_sent_to_the_admin_login(client, instance, app):
     answer = client.get(authorize_query(app.client_id, instance.slug))
-    assert answer.status_code == 302 and answer["Location"].startswith("/admin/login/?next=")
+    assert answer.status_code == 302
+    assert answer["Location"].startswith("/admin/login/?next=")
 
 
 #
@@ -217,9 +227,11 @@ def test_metadata_document_on_a_private_address_is_not_fetched(client, owner, in
     answer = client.get(authorize_query(client_id, instance.slug))
 
     # then
-    assert answer.status_code == 400 and "Location" not in answer
+    assert answer.status_code == 400
+    assert "Location" not in answer
     assert no_fetch == []
-    assert Application.objects.count() == 0 and ClientDocument.objects.count() == 0
+    assert Application.objects.count() == 0
+    assert ClientDocument.objects.count() == 0
 
 
 def test_metadata_document_resolving_to_loopback_gets_no_connection(client, owner, instance):
@@ -275,10 +287,12 @@ def test_trusted_document_is_fetched_once_and_cached(client, owner, instance, do
     wrong_redirect = client.get(authorize_query(client_id, instance.slug, redirect_uri="http://127.0.0.1:1/other"))
 
     # then
-    assert first.status_code == 200 and second.status_code == 200
+    assert first.status_code == 200
+    assert second.status_code == 200
     assert 'src="https://logo.example/x.png"' in first.content.decode()
     assert documents.hits["/ok.json"] == 1
-    assert wrong_redirect.status_code == 400 and "Location" not in wrong_redirect
+    assert wrong_redirect.status_code == 400
+    assert "Location" not in wrong_redirect
     assert Grant.objects.count() == 0
 
 
@@ -303,7 +317,8 @@ def test_bad_documents_are_refused(client, owner, instance, documents, problem):
     took = time.monotonic() - began
 
     # then
-    assert answer.status_code == 400 and "Location" not in answer
+    assert answer.status_code == 400
+    assert "Location" not in answer
     assert took < 2.5
     assert Application.objects.count() == 0
     assert nothing_granted() == {"grants": 0, "access": 0, "refresh": 0}
@@ -311,9 +326,7 @@ def test_bad_documents_are_refused(client, owner, instance, documents, problem):
 
 def test_switched_off_registration(client, owner, instance, settings):
     settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "DCR_ENABLED": False}
-    answer = client.post(
-        "/oauth/register/", {"redirect_uris": [CALLBACK]}, content_type="application/json"
-    )
+    answer = client.post("/oauth/register/", {"redirect_uris": [CALLBACK]}, content_type="application/json")
     assert answer.status_code == 404
     assert Application.objects.count() == 0
 
@@ -372,12 +385,14 @@ def test_tokens_the_endpoint_refuses(owner, app, served):
     answers["revoked"] = harness.post(slug, body, key=good)
 
     # then
-    assert ok.status_code == 200 and ok.json()["result"]["isError"] is False
+    assert ok.status_code == 200
+    assert ok.json()["result"]["isError"] is False
     for name, answer in answers.items():
         assert answer.status_code == 401, name
         assert answer.headers["www-authenticate"].startswith('Bearer realm="toolhub", error="invalid_token"'), name
-        assert 'resource_metadata="http://localhost/.well-known/oauth-protected-resource/mcp/' in (
-            answer.headers["www-authenticate"]
+        assert (
+            'resource_metadata="http://localhost/.well-known/oauth-protected-resource/mcp/'
+            in (answer.headers["www-authenticate"])
         )
     assert CallLog.objects.count() == 1
     row = CallLog.objects.get()
