@@ -1,7 +1,24 @@
 """What toolhub keeps beside django-oauth-toolkit's tables (issue 16)."""
 
 from django.db import models
-from oauth2_provider.models import RefreshToken
+from oauth2_provider.models import AbstractApplication, RefreshToken
+
+# The schemes a client's redirect URIs may use; oauth_app.validators allows http only to a loopback address.
+REDIRECT_SCHEMES = ("https", "http")
+
+
+class Client(AbstractApplication):
+    """django-oauth-toolkit's application, swapped in (OAUTH2_PROVIDER_APPLICATION_MODEL) for one rule:
+    a redirect URI may be `http` as well as `https`, and oauth_app.validators allows `http` only to a loopback
+    address (RFC 8252: a native client's own callback, as VS Code, Claude Code and the SDK use). Everything else
+    keeps the setting ALLOWED_REDIRECT_URI_SCHEMES = ["https"]."""
+
+    class Meta(AbstractApplication.Meta):
+        swappable = "OAUTH2_PROVIDER_APPLICATION_MODEL"
+        verbose_name = "OAuth client"
+
+    def get_allowed_schemes(self):
+        return list(REDIRECT_SCHEMES)
 
 
 class ClientDocument(models.Model):

@@ -2,8 +2,9 @@
 
 On top of the library's checks (PKCE S256 required, exact redirect URIs, audience narrowing, rotation):
 - only the authorization code grant and refresh tokens (no client credentials, device, implicit or password);
-- an `http` redirect URI only for a native client's loopback callback (RFC 8252: 127.0.0.1, [::1], localhost),
-  which is why the reminder about `http` (oauth2_provider.W008) is silenced in the settings;
+- an `http` redirect URI only for a native client's loopback callback (RFC 8252: 127.0.0.1, [::1], localhost):
+  the swapped-in application model (oauth_app.models.Client) lets `http` through the library's scheme
+  check, this validator limits it to loopback;
 - a client registered by a metadata document or by dynamic registration is refused once that way of
   registering is switched off (TOOLHUB_OAUTH_CIMD, TOOLHUB_OAUTH_DCR).
 """

@@ -20,13 +20,14 @@ from django.urls import reverse_lazy
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider import views as library
+from oauth2_provider.http import OAuth2ResponseRedirect
 from oauth2_provider.settings import oauth2_settings
 
 from tools_app import rate_limits
 from tools_app.models import McpInstance
 from tools_app.oauth import SCOPE_ALL, SCOPE_READ, may_authorize, public_base, resource_url, slug_of_resource
 
-from .models import ClientDocument
+from .models import REDIRECT_SCHEMES, ClientDocument
 
 
 def oauth_enabled() -> bool:
@@ -148,6 +149,13 @@ def client_description(application) -> dict:
 class ConsentView(EnabledMixin, library.AuthorizationView):
     template_name = "oauth_app/consent.html"
     login_url = reverse_lazy("admin:login")
+
+    def redirect(self, redirect_to, application):
+        # An error found before the client was loaded (say, no PKCE) goes back to the redirect URI oauthlib
+        # validated for the client: with the schemes any client may use (oauth_app.models.Client).
+        return OAuth2ResponseRedirect(
+            redirect_to, REDIRECT_SCHEMES if application is None else application.get_allowed_schemes()
+        )
 
     def _refused(self, refused: Refused):
         context = {"title": refused.title, "message": refused.message, "site_header": "toolhub"}

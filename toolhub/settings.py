@@ -435,9 +435,9 @@ OAUTH2_PROVIDER = {
     "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
     "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
     "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
-    # http redirect URIs are for native clients' loopback callbacks only (RFC 8252: VS Code, Claude Code,
-    # the SDK); oauth_app.validators refuses any other http redirect URI, so the reminder W008 is silenced.
-    "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"],
+    # https redirect URIs; oauth_app.models.Client adds http for native clients' loopback callbacks only
+    # (RFC 8252: VS Code, Claude Code, the SDK), which oauth_app.validators enforces.
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https"],
     "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
     "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
     "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_post", "client_secret_basic"],
@@ -449,4 +449,4 @@ OAUTH2_PROVIDER = {
     # MCP clients register before anyone logs in; a registration grants nothing until the owner consents.
     "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
 }
-SILENCED_SYSTEM_CHECKS = [*globals().get("SILENCED_SYSTEM_CHECKS", []), "oauth2_provider.W008"]
+OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth_app.Client"

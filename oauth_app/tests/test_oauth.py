@@ -10,7 +10,7 @@ import pytest
 import urllib3
 from django.core.cache import cache
 from django.utils import timezone
-from oauth2_provider.models import AccessToken, Application, Grant, RefreshToken
+from oauth2_provider.models import AccessToken, Grant, RefreshToken, get_application_model
 
 from mcp_app.auth import auth_cache
 from mcp_app.tests.mcp_harness import Harness, rpc_body
@@ -19,6 +19,7 @@ from oauth_app.tests.support import DocumentServer, make_certificate, pkce_pair
 from tools_app.models import CallLog
 from tools_app.oauth import resource_url
 
+Application = get_application_model()
 CALLBACK = "http://127.0.0.1:53682/callback"
 
 
