@@ -421,3 +421,138 @@ def test_read_only_token_cannot_call_a_tool_that_changes_data(owner, app, served
     table.refresh_from_db()
     assert table.version == version
     assert list(CallLog.objects.values_list("tool_name", flat=True)) == ["reader"]
+
+
+#
+# Tokens from the endpoints: rotation, replay, revocation, rate limit, the admin
+#
+
+
+def issue(client, owner, instance, app, *, grant_all: bool = True) -> dict:
+    """The whole authorization code flow through the test client; the token response."""
+    client.force_login(owner)
+    verifier, challenge = pkce_pair()
+    page = client.get(authorize_query(app.client_id, instance.slug, code_challenge=challenge))
+    form = {k: v for k, v in page.context["form"].initial.items() if v is not None}
+    answer = client.post(
+        "/oauth/authorize/", {**form, "allow": "Approve", **({"grant_all": "on"} if grant_all else {})}
+    )
+    code = parse_qs(urlsplit(answer["Location"]).query)["code"][0]
+    token = client.post(
+        "/oauth/token/",
+        {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": CALLBACK,
+            "client_id": app.client_id,
+            "code_verifier": verifier,
+            "resource": resource_url("http://testserver", instance.slug),
+        },
+    )
+    assert token.status_code == 200, token.content
+    return token.json()
+
+
+def refresh(client, app, refresh_token: str):
+    return client.post(
+        "/oauth/token/", {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": app.client_id}
+    )
+
+
+def test_refresh_rotates_and_a_replayed_refresh_token_revokes_the_family(client, owner, instance, app):
+    # given
+    first = issue(client, owner, instance, app)
+
+    # when
+    second = refresh(client, app, first["refresh_token"])
+    replay = refresh(client, app, first["refresh_token"])
+    after_replay = refresh(client, app, second.json()["refresh_token"])
+
+    # then
+    assert second.status_code == 200
+    assert second.json()["refresh_token"] != first["refresh_token"]
+    assert second.json()["access_token"].startswith("tho_")
+    assert second.json()["expires_in"] == 3600
+    assert replay.status_code == 400
+    assert replay.json()["error"] == "invalid_grant"
+    assert after_replay.status_code == 400  # the whole family is revoked
+    assert RefreshToken.objects.filter(revoked__isnull=True).count() == 0
+    assert AccessToken.objects.filter(resource__icontains="/mcp/").count() == 0
+    assert AccessToken.objects.exclude(token="").count() == 0  # only checksums are ever stored
+
+
+def test_read_only_consent_grants_tools_read(client, owner, instance, app):
+    tokens = issue(client, owner, instance, app, grant_all=False)
+    assert tokens["scope"] == "tools:read"
+
+
+def test_token_endpoint_is_rate_limited_per_address(client, app, rate_limited):
+    # given
+    rate_limited(token="2/minute")
+    data = {"grant_type": "authorization_code", "code": "nope", "redirect_uri": CALLBACK, "client_id": app.client_id}
+
+    # when
+    answers = [client.post("/oauth/token/", data) for _ in range(3)]
+
+    # then
+    assert [answer.status_code for answer in answers] == [400, 400, 429]
+    assert answers[2].json()["error"] == "RATE_LIMITED"
+    assert int(answers[2]["Retry-After"]) in rate_limited.retry_after_now()
+    assert AccessToken.objects.count() == 0
+
+
+def test_oauth_switched_off(client, settings, instance):
+    # given
+    settings.TOOLHUB_OAUTH_ENABLED = False
+    harness = Harness()
+
+    # when
+    metadata = client.get(f"/.well-known/oauth-protected-resource/mcp/{instance.slug}/")
+    server = client.get("/.well-known/oauth-authorization-server")
+    unauthorized = harness.post(instance.slug, rpc_body("tools/list"))
+
+    # then
+    assert (metadata.status_code, server.status_code) == (404, 404)
+    assert unauthorized.headers["www-authenticate"] == 'Bearer realm="toolhub"'
+
+
+def test_cimd_switched_off(client, owner, instance, settings, no_fetch):
+    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CIMD_ENABLED": False}
+    client.force_login(owner)
+    answer = client.get(authorize_query("https://client.example/c.json", instance.slug))
+    server = client.get("/.well-known/oauth-authorization-server").json()
+    assert answer.status_code == 400
+    assert server["client_id_metadata_document_supported"] is False
+    assert no_fetch == []
+
+
+def test_users_see_and_revoke_their_authorized_clients_in_the_admin(
+    client, owner, other_user, superuser, instance, app, make_instance
+):
+    # given: the owner authorized a client for its instance, and a superuser one for the same instance
+    tokens = issue(client, owner, instance, app)
+    issue(client, superuser, instance, app)
+    other_user.is_staff = True
+    other_user.save()
+    url = "/admin/oauth_app/authorizedclient/"
+
+    # when
+    client.force_login(other_user)
+    stranger = client.get(url)
+    client.force_login(owner)
+    mine = client.get(url)
+    per_instance = client.get(url + f"?instance={instance.slug}")
+    ids = list(mine.context["cl"].queryset.values_list("pk", flat=True))
+    revoked = client.post(url, {"action": "revoke_selected", "_selected_action": ids})
+
+    # then: the stranger sees none; the owner sees both (its instance's), and revokes them
+    assert stranger.status_code == 200
+    assert stranger.context["cl"].result_count == 0
+    assert mine.context["cl"].result_count == 2
+    assert per_instance.context["cl"].result_count == 2
+    assert revoked.status_code == 302
+    assert RefreshToken.objects.filter(revoked__isnull=True).count() == 0
+    answer = Harness().post(
+        instance.slug, rpc_body("tools/list"), key=tokens["access_token"], headers={"host": "testserver"}
+    )
+    assert answer.status_code == 401
