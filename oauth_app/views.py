@@ -12,7 +12,6 @@ TOOLHUB_OAUTH_ENABLED=false answers 404 on all of them.
 
 from urllib.parse import urlsplit
 
-from csp.decorators import csp_update
 from django.conf import settings
 from django.http import Http404, JsonResponse
 from django.shortcuts import render
@@ -145,7 +144,6 @@ def client_description(application) -> dict:
     }
 
 
-@method_decorator(csp_update({"img-src": ["https:"]}), name="dispatch")
 class ConsentView(EnabledMixin, library.AuthorizationView):
     template_name = "oauth_app/consent.html"
     login_url = reverse_lazy("admin:login")
@@ -177,7 +175,14 @@ class ConsentView(EnabledMixin, library.AuthorizationView):
                 )
         except Refused as refused:
             return self._refused(refused)
-        return super().get(request, *args, **kwargs)
+        response = super().get(request, *args, **kwargs)
+        redirect_uri = getattr(self, "oauth2_data", {}).get("redirect_uri")
+        if response.status_code == 200 and redirect_uri:
+            # The page's Content-Security-Policy: the approval's redirect goes to the client's (validated)
+            # redirect URI, which form-action must allow; a logo from the client's document is an https image.
+            parts = urlsplit(redirect_uri)
+            response._csp_update = {"form-action": [f"{parts.scheme}://{parts.netloc}"], "img-src": ["https:"]}
+        return response
 
     def form_valid(self, form):
         try:
@@ -198,7 +203,6 @@ class ConsentView(EnabledMixin, library.AuthorizationView):
         scopes = kwargs.get("scopes") or []
         context.update(
             site_header="toolhub",
-            title="Authorize a client",
             instance=getattr(self, "instance", None),
             client=client_description(application) if application is not None else None,
             asks_all=SCOPE_ALL in scopes,
