@@ -259,9 +259,10 @@ def _authenticate_token(slug: str, key_hash: str, base: str, instance: dict) -> 
 
 
 def oauth_token_live(caller: Caller) -> bool:
-    """Whether the caller's access token is still there (not revoked) and not expired: the re-check of
-    a request opened by a token, as the key's is for an API key (SPEC §1)."""
-    return get_access_token_model().objects.filter(pk=caller.oauth_token_id, expires__gt=timezone.now()).exists()
+    """Whether the caller's access token is still there (not revoked), not expired, and its user active: the
+    re-check of a request opened by a token, as the key's is for an API key (SPEC §1)."""
+    tokens = get_access_token_model().objects
+    return tokens.filter(pk=caller.oauth_token_id, expires__gt=timezone.now(), user__is_active=True).exists()
 
 
 def _slug_seconds() -> float:

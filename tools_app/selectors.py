@@ -69,7 +69,11 @@ def _call_target_sql(vendor: str, oauth: bool = False) -> str:
         # The access token (issue 16) in place of the key: its audience and user were checked when the
         # request was authenticated; here only that it still exists (not revoked) and has not expired.
         k = get_access_token_model()
-        key_join = f" INNER JOIN {table(k)} k ON {col('k', k, 'expires')} > %s"
+        key_join = (
+            f" INNER JOIN {table(k)} k ON {col('k', k, 'expires')} > %s"
+            # the user who authorized it must still be active
+            f" INNER JOIN {table(u)} ku ON {col('ku', u, 'id')} = {col('k', k, 'user')} AND {col('ku', u, 'is_active')}"
+        )
         key_check = f" AND {col('k', k, 'id')} = %s"
     else:
         key_join = f" INNER JOIN {table(k)} k ON {col('k', k, 'mcp_instance')} = {col('i', i, 'id')}"
@@ -100,7 +104,7 @@ def binding_call_target(
     if api_key_id is not None:
         sql, params = _call_target_sql(connection.vendor, False), [name.lower(), instance_id, slug, api_key_id]
     else:
-        # Issue 16: opened by an OAuth access token: the token must still be there and unexpired.
+        # Issue 16: opened by an OAuth access token: the token must still be there and unexpired, its user active.
         now = connection.ops.adapt_datetimefield_value(timezone.now())
         sql, params = _call_target_sql(connection.vendor, True), [now, name.lower(), instance_id, slug, oauth_token_id]
     with connection.cursor() as cursor:

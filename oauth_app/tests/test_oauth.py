@@ -556,3 +556,23 @@ def test_users_see_and_revoke_their_authorized_clients_in_the_admin(
         instance.slug, rpc_body("tools/list"), key=tokens["access_token"], headers={"host": "testserver"}
     )
     assert answer.status_code == 401
+
+
+@pytest.mark.parametrize("method", ["tools/call", "tools/list"])
+def test_token_stops_working_when_the_user_who_authorized_it_is_deactivated(superuser, app, served, method):
+    # given: a superuser authorized a client for the owner's instance; this process has seen the token valid
+    harness = Harness()
+    slug = served["instance"].slug
+    token = make_token(superuser, app, slug, raw="tho_" + "S" * 43)
+    call = rpc_body("tools/call", {"name": "reader", "arguments": {}})
+    assert harness.post(slug, call, key=token).status_code == 200
+    superuser.is_active = False
+    superuser.save()
+
+    # when
+    body = call if method == "tools/call" else rpc_body("tools/list")
+    answer = harness.post(slug, body, key=token)
+
+    # then
+    assert answer.status_code == 401
+    assert CallLog.objects.count() == 1
