@@ -22,9 +22,12 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
+from django.utils import timezone
+from oauth2_provider.models import get_access_token_model
 
 from tools_app.caches import LruCache
 from tools_app.models import ApiKey, McpInstance
+from tools_app.oauth import SCOPE_ALL, is_access_token, resource_url, token_checksum
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +36,23 @@ class Caller:
 
     instance_id: int
     slug: str
-    api_key_id: int
+    api_key_id: int | None  # None: an OAuth access token opened the request (issue 16)
     owner_id: int
     key_rate_limit: str = ""  # the instance's rate per key (issue 13); empty: the default
+    # OAuth (issue 16): the access token, the user who authorized it, its client and scopes, and the origin
+    # its audience was checked against.
+    oauth_token_id: int | None = None
+    oauth_user_id: int | None = None
+    oauth_client: str = ""
+    scopes: frozenset[str] = frozenset()
+    base: str = ""
+
+    @property
+    def rate_identity(self) -> str:
+        """Whose rate a request counts in: the API key, or the (client, user) pair of an OAuth token."""
+        if self.api_key_id is not None:
+            return str(self.api_key_id)
+        return f"oauth:{self.oauth_user_id}:{self.oauth_client}"
 
 
 class Denied(Exception):
@@ -55,6 +72,16 @@ def not_found(slug: str) -> Denied:
 def unauthorized(message: str, *, invalid: bool) -> Denied:
     challenge = 'Bearer realm="toolhub"' + (', error="invalid_token"' if invalid else "")
     return Denied(401, message, {"WWW-Authenticate": challenge})
+
+
+def insufficient_scope(tool_name: str) -> Denied:
+    """A token without `tools:all` calling a tool that changes data (RFC 6750 §3.1; the MCP step-up)."""
+    message = (
+        f"insufficient_scope: the tool {tool_name!r} changes data; this token was granted only tools that read "
+        f"(scope {SCOPE_ALL!r} is needed). Authorize again with that scope."
+    )
+    challenge = f'Bearer realm="toolhub", error="insufficient_scope", scope="{SCOPE_ALL}"'
+    return Denied(403, message, {"WWW-Authenticate": challenge})
 
 
 #
@@ -92,6 +119,11 @@ def check_host_and_origin(host: str | None, origin: str | None) -> None:
 
 # Stands for every bearer key that is not of ApiKey's format: never equal to a stored SHA-256.
 MALFORMED_KEY = "malformed"
+# An OAuth access token's "key hash": this prefix and the token's SHA-256 (its token_checksum, issue 16).
+OAUTH_HASH_PREFIX = "oauth:"
+INVALID_TOKEN_MESSAGE = "Invalid access token (unknown, revoked or expired): authorize again."
+AUDIENCE_MESSAGE = "Invalid access token for this instance: it was issued for another resource (RFC 8707)."
+TOKEN_USER_MESSAGE = "Invalid access token for this instance: only its owner or a superuser can authorize access."
 
 MISSING_KEY_MESSAGE = "Missing bearer key: send 'Authorization: Bearer <instance API key>'."
 INVALID_KEY_MESSAGE = "Invalid API key for this instance (unknown, revoked, or another instance's)."
@@ -107,9 +139,11 @@ def key_hash_from_header(authorization: str | None) -> str | None:
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         return None
-    if not ApiKey.is_well_formed(token):
-        return MALFORMED_KEY
-    return ApiKey.hash_key(token)
+    if ApiKey.is_well_formed(token):
+        return ApiKey.hash_key(token)
+    if is_access_token(token):
+        return OAUTH_HASH_PREFIX + token_checksum(token)
+    return MALFORMED_KEY
 
 
 def refusal_without_database(slug: str, key_hash: str | None) -> Denied | None:
@@ -130,7 +164,7 @@ def refusal_without_database(slug: str, key_hash: str | None) -> Denied | None:
     return unauthorized(INVALID_KEY_MESSAGE, invalid=True)
 
 
-def authenticate(slug: str, key_hash: str | None) -> Caller:
+def authenticate(slug: str, key_hash: str | None, base: str = "") -> Caller:
     """Resolve (slug, key) against the database; raise Denied (404 before 401, SPEC §8).
 
     A key of a deactivated owner's instance is refused (401) like a revoked one (issue 13). A denied pair
@@ -154,6 +188,8 @@ def authenticate(slug: str, key_hash: str | None) -> Caller:
         raise unauthorized(MISSING_KEY_MESSAGE, invalid=False)
     if key_hash == MALFORMED_KEY:
         raise unauthorized(INVALID_KEY_MESSAGE, invalid=True)
+    if key_hash.startswith(OAUTH_HASH_PREFIX):
+        return _authenticate_token(slug, key_hash, base, instance)
     key = ApiKey.objects.filter(key_hash=key_hash).values("pk", "mcp_instance_id", "revoked_at").first()
     if key is None:
         auth_cache.note_unknown_key(key_hash)
@@ -172,6 +208,61 @@ def authenticate(slug: str, key_hash: str | None) -> Caller:
     )
     auth_cache.put(slug, key_hash, caller)
     return caller
+
+
+def _authenticate_token(slug: str, key_hash: str, base: str, instance: dict) -> Caller:
+    """An OAuth access token (issue 16): known, not expired, issued for this instance's endpoint on this
+    server (its audience, RFC 8707), by a user who may still authorize access to the instance."""
+    token = (
+        get_access_token_model()
+        .objects.filter(token_checksum=key_hash[len(OAUTH_HASH_PREFIX) :])
+        .values(
+            "pk",
+            "expires",
+            "scope",
+            "resource",
+            "user_id",
+            "user__is_active",
+            "user__is_superuser",
+            "application__client_id",
+        )
+        .first()
+    )
+    if token is None:
+        auth_cache.note_unknown_key(key_hash)
+    if token is None or token["expires"] <= timezone.now():
+        auth_cache.forget(slug, key_hash)
+        raise unauthorized(INVALID_TOKEN_MESSAGE, invalid=True)
+    if not base or resource_url(base, slug) not in (token["resource"] or []):
+        auth_cache.forget(slug, key_hash)
+        raise unauthorized(AUDIENCE_MESSAGE, invalid=True)
+    if not token["user__is_active"] or not (token["user__is_superuser"] or token["user_id"] == instance["owner_id"]):
+        auth_cache.forget(slug, key_hash)
+        raise unauthorized(TOKEN_USER_MESSAGE, invalid=True)
+    if not instance["owner__is_active"]:
+        auth_cache.forget(slug, key_hash)
+        raise unauthorized(INACTIVE_OWNER_MESSAGE, invalid=True)
+    caller = Caller(
+        instance_id=instance["pk"],
+        slug=slug,
+        api_key_id=None,
+        owner_id=instance["owner_id"],
+        key_rate_limit=instance["key_rate_limit"],
+        oauth_token_id=token["pk"],
+        oauth_user_id=token["user_id"],
+        oauth_client=token["application__client_id"] or "",
+        scopes=frozenset((token["scope"] or "").split()),
+        base=base,
+    )
+    auth_cache.put(slug, key_hash, caller)
+    return caller
+
+
+def oauth_token_live(caller: Caller) -> bool:
+    """Whether the caller's access token is still there (not revoked), not expired, and its user active: the
+    re-check of a request opened by a token, as the key's is for an API key (SPEC §1)."""
+    tokens = get_access_token_model().objects
+    return tokens.filter(pk=caller.oauth_token_id, expires__gt=timezone.now(), user__is_active=True).exists()
 
 
 def _slug_seconds() -> float:
@@ -240,6 +331,8 @@ __all__ = [
     "auth_cache",
     "authenticate",
     "check_host_and_origin",
+    "insufficient_scope",
     "key_hash_from_header",
+    "oauth_token_live",
     "refusal_without_database",
 ]

@@ -28,13 +28,14 @@ from tools_app.calls import Caller, CallOutcome, CallTarget, run_tool_call, tool
 from tools_app.choices import REGISTRY_TYPES, ToolType
 from tools_app.errors import ErrorCode, ToolError
 from tools_app.models import Binding, Discovery, McpInstance, Surface, Tool
+from tools_app.oauth import scope_allows
 from tools_app.registry.export import tool_entry
 from tools_app.selectors import binding_call_target
 from tools_app.tool_types import TOOL_TYPES
 from tools_app.validators import TOOL_NAME_RE
 
 from .auth import Caller as KeyHolder
-from .auth import Denied, auth_cache, authenticate, not_found
+from .auth import Denied, auth_cache, authenticate, insufficient_scope, not_found, oauth_token_live
 from .hops import DatabaseHops
 
 logger = logging.getLogger(__name__)
@@ -94,26 +95,22 @@ def _current_instance(state: RequestState) -> McpInstance:
     """The caller's instance, fresh from the database, if the key and the instance are still valid."""
     for _attempt in range(2):
         caller = state.caller
-        instance = (
-            McpInstance.objects.select_related("owner")
-            .filter(
-                pk=caller.instance_id,
-                slug=caller.slug,
-                enabled=True,
-                api_keys__pk=caller.api_key_id,
-                api_keys__revoked_at__isnull=True,
-                owner__is_active=True,  # issue 13: a deactivated owner's keys stop working
-            )
-            .first()
-        )
+        checks: dict[str, Any] = {"pk": caller.instance_id, "slug": caller.slug, "enabled": True}
+        checks["owner__is_active"] = True  # issue 13: a deactivated owner's keys stop working
+        if caller.api_key_id is not None:
+            checks.update(api_keys__pk=caller.api_key_id, api_keys__revoked_at__isnull=True)
+        instance = McpInstance.objects.select_related("owner").filter(**checks).first()
+        if instance is not None and caller.oauth_token_id is not None and not oauth_token_live(caller):
+            instance = None  # issue 16: the access token was revoked or expired since
         if instance is not None:
-            touch_key(caller.api_key_id)
+            if caller.api_key_id is not None:
+                touch_key(caller.api_key_id)
             state.verified = True
             _follow_rate(state, instance.key_rate_limit)
             return instance
         auth_cache.discard(caller)
         try:
-            state.caller = authenticate(caller.slug, state.key_hash)
+            state.caller = authenticate(caller.slug, state.key_hash, caller.base)
         except Denied as denied:
             raise _deny(state, denied) from None
     raise _deny(state, not_found(state.caller.slug))
@@ -218,7 +215,11 @@ def _call_target(state: RequestState, name: str) -> CallTarget:
     for _attempt in range(2):
         caller = state.caller
         target = binding_call_target(
-            instance_id=caller.instance_id, slug=caller.slug, api_key_id=caller.api_key_id, name=name
+            instance_id=caller.instance_id,
+            slug=caller.slug,
+            api_key_id=caller.api_key_id,
+            oauth_token_id=caller.oauth_token_id,
+            name=name,
         )
         if target is not None:
             state.verified = True
@@ -242,7 +243,16 @@ def call_tool_sync(state: RequestState, name: str, arguments: dict[str, Any] | N
         target = CallTarget(
             owner_id=instance.owner_id, instance_id=instance.pk, max_result_bytes=instance.max_result_bytes
         )
-    caller = Caller(surface=Surface.MCP, user_id=target.owner_id, api_key_id=state.caller.api_key_id)
+    holder = state.caller
+    if holder.oauth_token_id is not None and target.enabled and not scope_allows(holder.scopes, target.tool_type):
+        # Issue 16: outside the token's scope: HTTP 403 insufficient_scope, nothing run or recorded.
+        raise _deny(state, insufficient_scope(name))
+    caller = Caller(
+        surface=Surface.MCP,
+        user_id=holder.oauth_user_id if holder.oauth_user_id is not None else target.owner_id,
+        api_key_id=holder.api_key_id,
+        oauth_client=holder.oauth_client,
+    )
     outcome = run_tool_call(caller=caller, target=target, name=name, arguments=arguments or {})
     error = outcome.error
     if error is None:

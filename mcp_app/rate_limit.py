@@ -49,7 +49,7 @@ async def refuse_over_rate(caller: Caller, body: bytes, send: Any) -> bool:
     """Count this request against the caller's key; over its rate, answer 429 and return True."""
     rate = rate_limits.mcp_key_rate(caller.key_rate_limit)
     try:
-        await rate_limits.ahit(rate_limits.Bucket.of(rate_limits.MCP_KEY, caller.api_key_id, rate))
+        await rate_limits.ahit(rate_limits.Bucket.of(rate_limits.MCP_KEY, caller.rate_identity, rate))
     except rate_limits.RateLimited as limited:
         await send_rate_limited(send, limited, _request_id(body))
         return True

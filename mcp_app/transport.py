@@ -24,6 +24,8 @@ from django.conf import settings
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import INVALID_REQUEST
 
+from tools_app.oauth import SCOPE_ALL, public_base
+
 from .auth import (
     Denied,
     auth_cache,
@@ -147,6 +149,29 @@ async def send_problem(send: Any, problem: Problem) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def with_resource_metadata(send: Any, base: str, slug: str) -> Any:
+    """`send`, with the OAuth hints added to a Bearer challenge (issue 16, RFC 9728 §5.1): a 401 or 403 from
+    /mcp/<slug>/ names the instance's protected resource metadata, and a 401 the scope to ask for."""
+    if not getattr(settings, "TOOLHUB_OAUTH_ENABLED", True):
+        return send
+    metadata = f"{base}/.well-known/oauth-protected-resource/mcp/{slug}/"
+
+    async def hinted(message: dict) -> None:
+        if message["type"] == "http.response.start" and message["status"] in (401, 403):
+            headers = []
+            for name, value in message.get("headers") or ():
+                if name.lower() == b"www-authenticate" and value.lower().startswith(b"bearer"):
+                    text = value.decode("latin-1")
+                    if "scope=" not in text:
+                        text += f', scope="{SCOPE_ALL}"'
+                    value = f'{text}, resource_metadata="{metadata}"'.encode("latin-1")
+                headers.append((name, value))
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return hinted
+
+
 class McpEndpoint:
     """The ASGI app for /mcp/<slug>/; `running()` must be entered once (the ASGI lifespan does it).
 
@@ -181,6 +206,8 @@ class McpEndpoint:
             await send_denied(send, Denied(404, "MCP endpoints are /mcp/<slug>/."))
             return
         slug = match["slug"]
+        base = public_base(scope.get("scheme") or "http", _header(scope, b"host") or "")
+        send = with_resource_metadata(send, base, slug)
         try:
             check_host_and_origin(_header(scope, b"host"), _header(scope, b"origin"))
         except Denied as denied:
@@ -198,6 +225,8 @@ class McpEndpoint:
         # A cached caller is only trusted for a well-formed request, which reaches a handler or the
         # middleware that re-checks it; anything else is checked against the database now (SPEC §4.2).
         caller = auth_cache.get(slug, key_hash) if message == REQUEST else None
+        if caller is not None and caller.oauth_token_id is not None and caller.base != base:
+            caller = None  # a token's audience was checked against another origin: check it against this one
         verified = caller is None
         if caller is None and (refusal := refusal_without_database(slug, key_hash)) is not None:
             # Issue 13: a key that can never be valid costs no database connection.
@@ -205,7 +234,7 @@ class McpEndpoint:
             return
         if caller is None:
             try:
-                caller = await self.hops.run(authenticate, slug, key_hash)
+                caller = await self.hops.run(authenticate, slug, key_hash, base)
             except Denied as denied:
                 await send_denied(send, denied)
                 return
@@ -253,7 +282,7 @@ class McpEndpoint:
 
     async def _verify(self, state: RequestState) -> None:
         try:
-            state.caller = await self.hops.run(authenticate, state.caller.slug, state.key_hash)
+            state.caller = await self.hops.run(authenticate, state.caller.slug, state.key_hash, state.caller.base)
             state.verified = True
         except Denied as denied:
             state.denied = denied

@@ -84,6 +84,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "tools_app",
     "mcp_app",
+    "oauth2_provider",  # issue 16: OAuth 2.1 authorization server (OAUTH2_PROVIDER below, docs/oauth.md)
+    "oauth_app",
 ]
 
 MIDDLEWARE = [
@@ -398,3 +400,59 @@ LOGGING = {
 # max_result_bytes); a list over it comes in pages. The admin's "show all" goes up to the hard cap.
 TOOLHUB_MAX_RESULT_BYTES = int(os.environ.get("TOOLHUB_MAX_RESULT_BYTES", "40000"))
 TOOLHUB_TRY_IT_SHOW_ALL_BYTES = int(os.environ.get("TOOLHUB_TRY_IT_SHOW_ALL_BYTES", "5000000"))
+
+#
+# OAuth 2.1 for remote MCP clients (issue 16; docs/oauth.md): django-oauth-toolkit is the authorization
+# server, each MCP instance endpoint is a protected resource (RFC 9728). Tokens are audience-bound (RFC 8707)
+# to one instance endpoint; scopes: tools:read (tools that change no data) and tools:all.
+#
+TOOLHUB_OAUTH_ENABLED = env_bool("TOOLHUB_OAUTH_ENABLED", True)
+# Client ID Metadata Documents (the client_id is an https URL toolhub fetches) and Dynamic Client
+# Registration (RFC 7591), each switchable.
+TOOLHUB_OAUTH_CIMD = env_bool("TOOLHUB_OAUTH_CIMD", True)
+TOOLHUB_OAUTH_DCR = env_bool("TOOLHUB_OAUTH_DCR", True)
+# Origins ("host:port") whose metadata documents may be fetched although they resolve to a loopback or
+# private address, with TOOLHUB_OAUTH_CIMD_CA_FILE as the trusted CA: for tests only, never in production.
+TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS = env_list("TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS", [])
+TOOLHUB_OAUTH_CIMD_CA_FILE = os.environ.get("TOOLHUB_OAUTH_CIMD_CA_FILE", "")
+OAUTH2_PROVIDER = {
+    "SCOPES": {
+        "tools:read": "Call the instance's tools that change no data",
+        "tools:all": "Call every tool of the instance, including those that create, update or delete data",
+    },
+    "DEFAULT_SCOPES": ["tools:read"],
+    "ACCESS_TOKEN_EXPIRE_SECONDS": env_int("TOOLHUB_OAUTH_ACCESS_TOKEN_SECONDS", 3600, minimum=60),
+    "REFRESH_TOKEN_EXPIRE_SECONDS": env_int("TOOLHUB_OAUTH_REFRESH_TOKEN_DAYS", 30, minimum=1) * 86400,
+    "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
+    "ROTATE_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "PKCE_REQUIRED": True,
+    "ACCESS_TOKEN_GENERATOR": "oauth_app.tokens.access_token",
+    "REFRESH_TOKEN_GENERATOR": "oauth_app.tokens.refresh_token",
+    "OAUTH2_VALIDATOR_CLASS": "oauth_app.validators.ToolhubValidator",
+    # RFC 9700 gates, all on: S256 only, iss in the authorization response (RFC 9207), tokens stored as
+    # SHA-256 checksums, no implicit or password grant, no token in a query string.
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+    # https redirect URIs; oauth_app.models.Client adds http for native clients' loopback callbacks only
+    # (RFC 8252: VS Code, Claude Code, the SDK), which oauth_app.validators enforces.
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https"],
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_post", "client_secret_basic"],
+    "CIMD_ENABLED": TOOLHUB_OAUTH_ENABLED and TOOLHUB_OAUTH_CIMD,
+    "CIMD_METADATA_FETCHER": "oauth_app.cimd.ToolhubMetadataFetcher",
+    "CIMD_FETCH_TIMEOUT_SECONDS": env_number("TOOLHUB_OAUTH_CIMD_TIMEOUT_SECONDS", 3),
+    "CIMD_MAX_DOCUMENT_SIZE": env_int("TOOLHUB_OAUTH_CIMD_MAX_BYTES", 16 * 1024, minimum=512),
+    "DCR_ENABLED": TOOLHUB_OAUTH_ENABLED and TOOLHUB_OAUTH_DCR,
+    # MCP clients register before anyone logs in; a registration grants nothing until the owner consents.
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+}
+OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth_app.Client"

@@ -16,6 +16,8 @@ urlpatterns = [
     ),
     path("admin/", admin.site.urls),
     path("api/", include("toolhub.api_urls")),
+    # Issue 16: OAuth for MCP clients (docs/oauth.md): /.well-known/… and /oauth/….
+    path("", include("oauth_app.urls")),
 ]
 
 handler404 = "toolhub.views.page_not_found"

@@ -101,6 +101,7 @@ class Caller:
     user_id: int | None
     api_key_id: int | None = None
     user: Any = None
+    oauth_client: str = ""  # over MCP with an OAuth access token (issue 16): the client's id
 
 
 @dataclass(frozen=True, slots=True)
@@ -662,7 +663,7 @@ def _record_sql(vendor: str) -> tuple[str, str, str, str | None]:
 
     columns = [
         "surface", "user", "mcp_instance", "tool", "tool_name", "api_key", "owner", "status", "error_code",
-        "error_message", "duration_ms", "created_at",
+        "error_message", "duration_ms", "created_at", "oauth_client",
     ]  # fmt: skip
     names = ", ".join(column(CallLog, name) for name in columns)
     insert = f"INSERT INTO {quote(CallLog._meta.db_table)} ({names}) VALUES ({', '.join(['%s'] * len(columns))})"
@@ -697,6 +698,7 @@ def _write(caller: Caller, outcome: CallOutcome, row: _Row, at: datetime, *, cou
         "" if error is None else error.message[:MAX_ERROR_MESSAGE],
         round(outcome.duration_ms, 3),
         when,
+        caller.oauth_client[:255],
     ]
     use_sql, touch_sql, insert_sql, combined = _record_sql(connection.vendor)
     with connection.cursor() as cursor:

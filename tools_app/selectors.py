@@ -11,6 +11,8 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.utils import timezone
+from oauth2_provider.models import get_access_token_model
 
 from . import calls  # calls -> services -> selectors: CallTarget is looked up when used
 from .models import ApiKey, Binding, McpInstance, NameClash, Table, Tool
@@ -34,7 +36,7 @@ def name_clashes(
 
 
 @functools.cache
-def _call_target_sql(vendor: str) -> str:
+def _call_target_sql(vendor: str, oauth: bool = False) -> str:
     """The one statement of a tools/call: re-checks key and instance, finds the binding by name, reads the
     table version. Built once from the models' table and column names (quoted for `vendor`)."""
     quote = connection.ops.quote_name
@@ -63,9 +65,22 @@ def _call_target_sql(vendor: str) -> str:
         col("v", v, "version"),
         col("i", i, "key_rate_limit"),
     ]
+    if oauth:
+        # The access token (issue 16) in place of the key: its audience and user were checked when the
+        # request was authenticated; here only that it still exists (not revoked) and has not expired.
+        k = get_access_token_model()
+        key_join = (
+            f" INNER JOIN {table(k)} k ON {col('k', k, 'expires')} > %s"
+            # the user who authorized it must still be active
+            f" INNER JOIN {table(u)} ku ON {col('ku', u, 'id')} = {col('k', k, 'user')} AND {col('ku', u, 'is_active')}"
+        )
+        key_check = f" AND {col('k', k, 'id')} = %s"
+    else:
+        key_join = f" INNER JOIN {table(k)} k ON {col('k', k, 'mcp_instance')} = {col('i', i, 'id')}"
+        key_check = f" AND {col('k', k, 'id')} = %s AND {col('k', k, 'revoked_at')} IS NULL"
     return (
         f"SELECT {', '.join(columns)} FROM {table(i)} i"
-        f" INNER JOIN {table(k)} k ON {col('k', k, 'mcp_instance')} = {col('i', i, 'id')}"
+        f"{key_join}"
         # Issue 13: the keys of a deactivated owner's instances stop working on the next request.
         f" INNER JOIN {table(u)} u ON {col('u', u, 'id')} = {col('i', i, 'owner')} AND {col('u', u, 'is_active')}"
         f" LEFT JOIN {table(b)} b ON {col('b', b, 'mcp_instance')} = {col('i', i, 'id')}"
@@ -73,17 +88,27 @@ def _call_target_sql(vendor: str) -> str:
         f" LEFT JOIN {table(t)} t ON {col('t', t, 'id')} = {col('b', b, 'tool')}"
         f" LEFT JOIN {table(v)} v ON {col('v', v, 'id')} = {col('t', t, 'table')}"
         f" WHERE {col('i', i, 'id')} = %s AND {col('i', i, 'slug')} = %s AND {col('i', i, 'enabled')}"
-        f" AND {col('k', k, 'id')} = %s AND {col('k', k, 'revoked_at')} IS NULL"
+        f"{key_check}"
     )
 
 
-def binding_call_target(*, instance_id: int, slug: str, api_key_id: int, name: str) -> "calls.CallTarget | None":
+def binding_call_target(
+    *, instance_id: int, slug: str, api_key_id: int | None, name: str, oauth_token_id: int | None = None
+) -> "calls.CallTarget | None":
     """The binding of instance `instance_id` whose effective name is `name` ignoring case (SPEC §2.4), with
     its tool and the tool's table version, as a CallTarget (binding columns None when no binding has the
     name); None when the instance is gone or disabled, its slug changed, its owner is deactivated, or the key
-    is revoked or another instance's: the re-check of the caller rides on the same round trip (SPEC §1)."""
+    is revoked or another instance's (or, for an OAuth access token, the token is revoked or expired): the
+    re-check of the caller rides on the same round trip (SPEC §1)."""
+    params: list[Any]
+    if api_key_id is not None:
+        sql, params = _call_target_sql(connection.vendor, False), [name.lower(), instance_id, slug, api_key_id]
+    else:
+        # Issue 16: opened by an OAuth access token: the token must still be there and unexpired, its user active.
+        now = connection.ops.adapt_datetimefield_value(timezone.now())
+        sql, params = _call_target_sql(connection.vendor, True), [now, name.lower(), instance_id, slug, oauth_token_id]
     with connection.cursor() as cursor:
-        cursor.execute(_call_target_sql(connection.vendor), [name.lower(), instance_id, slug, api_key_id])
+        cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
         return None

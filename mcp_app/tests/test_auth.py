@@ -36,7 +36,11 @@ def test_missing_key_is_401_with_bearer_challenge(served, era):
     response = Harness().post("shop", call_body(era), era=era)
     # then
     assert response.status_code == 401
-    assert response.headers["www-authenticate"] == 'Bearer realm="toolhub"'
+    # issue 16: with the OAuth hints (RFC 9728 resource metadata, the scope to ask for)
+    assert response.headers["www-authenticate"] == (
+        'Bearer realm="toolhub", scope="tools:all", '
+        'resource_metadata="http://localhost/.well-known/oauth-protected-resource/mcp/shop/"'
+    )
     assert response.json()["error"] == "UNAUTHORIZED"
     assert_nothing_recorded(served["tool"])
 
@@ -269,7 +273,10 @@ def test_deactivated_owners_key_is_refused_on_the_next_request(served, owner, er
 
     # then
     assert response.status_code == 401
-    assert response.headers["www-authenticate"] == 'Bearer realm="toolhub", error="invalid_token"'
+    assert response.headers["www-authenticate"] == (
+        'Bearer realm="toolhub", error="invalid_token", scope="tools:all", '
+        'resource_metadata="http://localhost/.well-known/oauth-protected-resource/mcp/shop/"'
+    )
     assert response.json() == {
         "error": "UNAUTHORIZED",
         "message": "Invalid API key for this instance: the instance's owner is deactivated.",

@@ -49,6 +49,8 @@ class CallLog(models.Model):
         related_name="+",
         verbose_name="caller",
     )
+    # Over MCP with an OAuth access token (issue 16): the client's id (`user` is who authorized it).
+    oauth_client = models.CharField("OAuth client", max_length=255, blank=True, default="")
     surface = models.CharField(max_length=16, choices=Surface.choices, default=Surface.MCP)
     status = models.CharField(max_length=8, choices=CallStatus.choices)
     error_code = models.CharField(max_length=40, blank=True)

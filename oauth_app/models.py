@@ -1,0 +1,45 @@
+"""What toolhub keeps beside django-oauth-toolkit's tables (issue 16)."""
+
+from django.db import models
+from oauth2_provider.models import AbstractApplication, RefreshToken
+
+# The schemes a client's redirect URIs may use; oauth_app.validators allows http only to a loopback address.
+REDIRECT_SCHEMES = ("https", "http")
+
+
+class Client(AbstractApplication):
+    """django-oauth-toolkit's application, swapped in (OAUTH2_PROVIDER_APPLICATION_MODEL) for one rule:
+    a redirect URI may be `http` as well as `https`, and oauth_app.validators allows `http` only to a loopback
+    address (RFC 8252: a native client's own callback, as VS Code, Claude Code and the SDK use). Everything else
+    keeps the setting ALLOWED_REDIRECT_URI_SCHEMES = ["https"]."""
+
+    class Meta(AbstractApplication.Meta):
+        swappable = "OAUTH2_PROVIDER_APPLICATION_MODEL"
+        verbose_name = "OAuth client"
+
+    def get_allowed_schemes(self):
+        return list(REDIRECT_SCHEMES)
+
+
+class ClientDocument(models.Model):
+    """The display fields of a client's metadata document (CIMD), as last fetched: shown on the consent page.
+    Only documents fetched from the client's own https client_id URL are kept here; a dynamically registered
+    client has no row, so it never shows a logo."""
+
+    client_id = models.CharField(max_length=255, unique=True)
+    logo_uri = models.URLField(max_length=2000, blank=True)
+    client_uri = models.URLField(max_length=2000, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return self.client_id
+
+
+class AuthorizedClient(RefreshToken):
+    """An authorization a user gave a client for one instance: a live refresh token (the newest of its
+    rotation chain). Revoking it revokes its access token too."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "authorized client"
+        verbose_name_plural = "authorized clients"

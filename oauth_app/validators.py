@@ -1,0 +1,59 @@
+"""django-oauth-toolkit's validator with toolhub's rules (OAUTH2_PROVIDER OAUTH2_VALIDATOR_CLASS).
+
+On top of the library's checks (PKCE S256 required, exact redirect URIs, audience narrowing, rotation):
+- only the authorization code grant and refresh tokens (no client credentials, device, implicit or password);
+- an `http` redirect URI only for a native client's loopback callback (RFC 8252: 127.0.0.1, [::1], localhost):
+  the swapped-in application model (oauth_app.models.Client) lets `http` through the library's scheme
+  check, this validator limits it to loopback;
+- a client registered by a metadata document or by dynamic registration is refused once that way of
+  registering is switched off (TOOLHUB_OAUTH_CIMD, TOOLHUB_OAUTH_DCR).
+"""
+
+from urllib.parse import urlsplit
+
+from oauth2_provider.oauth2_validators import OAuth2Validator
+from oauth2_provider.settings import oauth2_settings
+
+GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def redirect_uri_acceptable(uri: str) -> bool:
+    """https anywhere; http only to a loopback address (a native client's own callback)."""
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return False
+    if parts.scheme == "https":
+        return bool(parts.hostname)
+    return parts.scheme == "http" and (parts.hostname or "") in LOOPBACK_HOSTS
+
+
+def registration_allowed(application) -> bool:
+    """Whether the way `application` was registered is still switched on."""
+    source = getattr(application, "registration_source", None)
+    sources = type(application).RegistrationSource
+    if source == sources.CIMD:
+        return bool(oauth2_settings.CIMD_ENABLED)
+    if source == getattr(sources, "DCR", None):
+        return bool(oauth2_settings.DCR_ENABLED)
+    return True
+
+
+class ToolhubValidator(OAuth2Validator):
+    def _load_application(self, client_id, request):
+        client = super()._load_application(client_id, request)
+        if client is not None and not registration_allowed(client):
+            request.client = None
+            return None
+        return client
+
+    def validate_grant_type(self, client_id, grant_type, client, request, *args, **kwargs):
+        if grant_type not in GRANT_TYPES:
+            return False
+        return super().validate_grant_type(client_id, grant_type, client, request, *args, **kwargs)
+
+    def validate_redirect_uri(self, client_id, redirect_uri, request, *args, **kwargs):
+        if not redirect_uri_acceptable(redirect_uri):
+            return False
+        return super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs)
