@@ -119,4 +119,5 @@ def binding_call_target(*, instance_id: int, slug: str, api_key_id: int, name: s
         table_id=table_id,
         table_version=table_version,
         key_rate_limit=key_rate_limit,
+        instance_slug=slug,
     )
