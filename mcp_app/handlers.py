@@ -200,14 +200,14 @@ def error_result(error: ToolError, *, structured: bool = True) -> dict[str, Any]
     content = None
     if structured:
         content = error.as_dict()
-        if (rid := telemetry.request_id()) is not None:
+        if (rid := telemetry.error_request_id()) is not None:
             content["request_id"] = rid  # issue 18: the id a user quotes (the answer's X-Request-ID)
     return _text_result(f"{error.code}: {error.message}", content, is_error=True)
 
 
 def _error_data() -> dict[str, Any] | None:
     """The `data` of a JSON-RPC error toolhub raises: the request's id (issue 18), when there is one."""
-    rid = telemetry.request_id()
+    rid = telemetry.error_request_id()
     return {"request_id": rid} if rid is not None else None
 
 

@@ -35,7 +35,7 @@ def _request_id(body: bytes) -> Any:
 
 async def send_rate_limited(send: Any, limited: rate_limits.RateLimited, request_id: Any = None) -> None:
     data = limited.as_dict()
-    if (rid := telemetry.request_id()) is not None:
+    if (rid := telemetry.error_request_id()) is not None:
         data["request_id"] = rid
     error = {"code": RATE_LIMITED_RPC_CODE, "message": str(limited), "data": data}
     body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}, separators=(",", ":")).encode()

@@ -61,7 +61,7 @@ async def send_denied(send: Any, denied: Denied) -> None:
     if denied.status == 401:
         telemetry.auth_failed("mcp")
     fields = {"error": _ERROR_NAMES.get(denied.status, "ERROR"), "message": denied.message}
-    if (rid := telemetry.request_id()) is not None:
+    if (rid := telemetry.error_request_id()) is not None:
         fields["request_id"] = rid
     body = json.dumps(fields).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]

@@ -23,7 +23,7 @@ def lockout_response(request: HttpRequest, *args: object) -> HttpResponse:
     message = f"Too many failed logins for this username from this address: {wait}."
     if request.path.startswith("/api/"):
         body = {"error": ErrorCode.RATE_LIMITED.value, "message": message}
-        if (rid := telemetry.request_id()) is not None:
+        if (rid := telemetry.error_request_id()) is not None:
             body["request_id"] = rid
         response: HttpResponse = JsonResponse(body, status=429)
     else:

@@ -52,7 +52,7 @@ def readyz(request: HttpRequest) -> HttpResponse:
 
 def _refusal(status: int, code: str, message: str) -> HttpResponse:
     body: dict[str, Any] = {"error": code, "message": message}
-    if (rid := telemetry.request_id()) is not None:
+    if (rid := telemetry.error_request_id()) is not None:
         body["request_id"] = rid
     response = JsonResponse(body, status=status)
     if status == 401:

@@ -39,7 +39,7 @@ def too_large(path: str) -> tuple[str, bytes]:
         page = f"<!doctype html><title>Request too large</title><h1>Request too large</h1><p>{html.escape(message)}</p>"
         return "text/html; charset=utf-8", page.encode()
     body = {"error": ErrorCode.REQUEST_TOO_LARGE.value, "message": message}
-    if (rid := telemetry.request_id()) is not None:
+    if (rid := telemetry.error_request_id()) is not None:
         body["request_id"] = rid  # issue 18 (the ASGI-level refusal runs before Django: no id there)
     return "application/json", json.dumps(body).encode()
 

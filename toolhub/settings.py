@@ -404,6 +404,9 @@ LOGGING = {
 # only a superuser's session reads it). Traces: the standard OTEL_* variables (tools_app.telemetry).
 TOOLHUB_JSON_LOGS = env_bool("TOOLHUB_JSON_LOGS", False)
 TOOLHUB_METRICS_TOKEN = os.environ.get("TOOLHUB_METRICS_TOKEN", "").strip()
+# Error bodies carry the request's id as `request_id` (API errors, MCP error data); the X-Request-ID header is
+# always sent. The test suite turns this off (toolhub/testenv.py) so that its exact comparisons of error bodies hold.
+TOOLHUB_REQUEST_ID_IN_ERRORS = env_bool("TOOLHUB_REQUEST_ID_IN_ERRORS", True)
 if TOOLHUB_JSON_LOGS:
     LOGGING["formatters"] = {"bare": {"format": "%(message)s"}}
     LOGGING["handlers"]["json_lines"] = {"class": "logging.StreamHandler", "formatter": "bare"}

@@ -55,8 +55,10 @@ def _check_database(result: dict[str, str]) -> None:
         _check_running.release()
 
 
-def readiness(timeout: float = READY_TIMEOUT) -> tuple[bool, dict[str, str]]:
-    """(ready, {check: "ok" or what is wrong}) for the database and the migrations, within `timeout` s."""
+def readiness(timeout: float | None = None) -> tuple[bool, dict[str, str]]:
+    """(ready, {check: "ok" or what is wrong}) for the database and the migrations, within `timeout` s
+    (default READY_TIMEOUT)."""
+    timeout = READY_TIMEOUT if timeout is None else timeout
     if not _check_running.acquire(blocking=False):
         return False, {"database": "no answer: an earlier check is still waiting for it", "migrations": "unknown"}
     result: dict[str, str] = {}

@@ -45,6 +45,7 @@ __all__ = [
     "call_finished",
     "call_span",
     "enable_tracing",
+    "error_request_id",
     "json_logs",
     "log_request",
     "metrics_registry",
@@ -265,6 +266,18 @@ def new_request_id(sent: str | None = None) -> str:
 def request_id() -> str | None:
     current = REQUEST.get()
     return current.id if current is not None else None
+
+
+def error_request_id() -> str | None:
+    """The id an error body carries as `request_id` (API error bodies, MCP error data), or None: when there
+    is no request, or settings.TOOLHUB_REQUEST_ID_IN_ERRORS is off (the test suite's default, so that its
+    exact comparisons of error bodies hold; the X-Request-ID header is always sent)."""
+    current = REQUEST.get()
+    if current is None:
+        return None
+    from django.conf import settings
+
+    return current.id if getattr(settings, "TOOLHUB_REQUEST_ID_IN_ERRORS", True) else None
 
 
 def log_request(info: RequestInfo, *, method: str, path: str, status: int, duration_ms: float) -> None:

@@ -92,7 +92,7 @@ def exception_handler(exc: Exception, context: dict) -> Response:
     """REST_FRAMEWORK["EXCEPTION_HANDLER"]: map any exception to the one error shape, with the request's id
     (`request_id`, as in its X-Request-ID header: issue 18) so that a user can quote it."""
     response = _response_for(exc, context)
-    rid = telemetry.request_id()
+    rid = telemetry.error_request_id()
     if rid is not None and isinstance(response.data, dict):
         response.data["request_id"] = rid
     return response
