@@ -409,7 +409,10 @@ TOOLHUB_METRICS_TOKEN = os.environ.get("TOOLHUB_METRICS_TOKEN", "").strip()
 TOOLHUB_REQUEST_ID_IN_ERRORS = env_bool("TOOLHUB_REQUEST_ID_IN_ERRORS", True)
 if TOOLHUB_JSON_LOGS:
     LOGGING["formatters"] = {"bare": {"format": "%(message)s"}}
-    LOGGING["handlers"]["json_lines"] = {"class": "logging.StreamHandler", "formatter": "bare"}
+    LOGGING["handlers"] = {
+        "console": {"class": "logging.StreamHandler"},
+        "json_lines": {"class": "logging.StreamHandler", "formatter": "bare"},
+    }
     LOGGING["loggers"] = {
         name: {"handlers": ["json_lines"], "level": "INFO", "propagate": False}
         for name in ("toolhub.requests", "toolhub.calls")
