@@ -425,3 +425,20 @@ def _call_samples():
     for family in REGISTRY.collect():
         if family.name == "toolhub_tool_calls":
             yield from (s for s in family.samples if s.name.endswith("_total"))
+
+
+@pytest.mark.postgres
+def test_metrics_report_the_connection_pool(client, superuser, settings):
+    """On PostgreSQL with the pool (DATABASE_POOL_MAX_SIZE > 0), a scrape reads this worker's pool."""
+    if not settings.DATABASES["default"].get("OPTIONS", {}).get("pool"):
+        pytest.skip("the connection pool is off")
+    client.force_login(superuser)
+    text = client.get("/metrics").content.decode()
+    states = {
+        sample.labels["state"]: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "toolhub_db_pool_connections"
+    }
+    assert set(states) == {"size", "available", "waiting"}
+    assert states["size"] >= 1
