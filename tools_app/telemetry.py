@@ -127,7 +127,6 @@ DB_POOL = Gauge(
 )
 
 # Bounded label values: anything else is reported as "other".
-SURFACES = frozenset({"mcp", "api", "admin"})
 SEARCH_METHODS = frozenset({"bm25", "regex", "embedding", "hybrid"})
 AUTH_SURFACES = frozenset({"mcp", "api", "login", "metrics"})
 
