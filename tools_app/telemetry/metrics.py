@@ -88,6 +88,25 @@ def metrics_registry() -> CollectorRegistry:
     return REGISTRY
 
 
+# The labelled children of one (instance, tool type, surface, outcome): looked up once, not per call
+# (prometheus_client's labels() validates and locks each time). Bounded: cleared when it grows past the limit.
+_call_children: dict[tuple[str, str, str, str], tuple[Any, Any, Any]] = {}
+MAX_CHILDREN = 10_000
+
+
+def _children_of(key: tuple[str, str, str, str]) -> tuple[Any, Any, Any]:
+    instance, kind, surface, code = key
+    children = (
+        TOOL_CALLS.labels(instance, kind, surface, code),
+        CALL_DURATION.labels(instance, kind, surface),
+        RESULT_BYTES.labels(kind, surface),
+    )
+    if len(_call_children) >= MAX_CHILDREN:
+        _call_children.clear()
+    _call_children[key] = children
+    return children
+
+
 def call_finished(
     *, surface: str, instance: str, tool_type: str | None, name: str, outcome: Any, user_id: int | None,
     api_key_id: int | None,
@@ -97,15 +116,17 @@ def call_finished(
     error = outcome.error
     code = "ok" if error is None else str(error.code)
     kind = tool_type or ""
-    seconds = outcome.duration_ms / 1000
-    TOOL_CALLS.labels(instance, kind, surface, code).inc()
-    CALL_DURATION.labels(instance, kind, surface).observe(seconds)
+    key = (instance, kind, surface, code)
+    children = _call_children.get(key)
+    if children is None:
+        children = _children_of(key)
+    calls, duration, sizes = children
+    calls.inc()
+    duration.observe(outcome.duration_ms / 1000)
     if error is None:
         text = outcome._text
         if text is not None:
-            RESULT_BYTES.labels(kind, surface).observe(
-                len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
-            )
+            sizes.observe(len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass")))
     elif code == "QUERY_TOO_EXPENSIVE":
         BUDGET_REFUSALS.labels(instance, kind, surface).inc()
     if context.json_logs_on:
