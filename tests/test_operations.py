@@ -3,6 +3,7 @@ each surface, request ids in answers and error bodies, JSON log lines."""
 
 import json
 import logging
+import threading
 import time
 
 import pytest
@@ -79,31 +80,37 @@ def test_readyz_names_unapplied_migrations(client, monkeypatch):
 
 
 def test_readyz_answers_503_in_time_when_the_database_hangs(client, monkeypatch):
-    """A database that never answers costs READY_TIMEOUT, not a hang; a second probe meanwhile is 503 at once."""
-    release = __import__("threading").Event()
+    """A database that never answers costs READY_TIMEOUT, not a hang; probes meanwhile join the one check in
+    flight instead of starting more."""
+    release = threading.Event()
+    started_checks = []
 
     def hanging(result):
-        try:
-            release.wait(10)
-        finally:
-            health._check_running.release()
+        started_checks.append(1)
+        release.wait(10)
+        result.update(database="ok", migrations="ok")
 
     monkeypatch.setattr(health, "_check_database", hanging)
     monkeypatch.setattr(health, "READY_TIMEOUT", 0.3)
     try:
         started = time.monotonic()
-        first = client.get("/readyz")
-        second = client.get("/readyz")
+        answers = [client.get("/readyz") for _ in range(3)]
         elapsed = time.monotonic() - started
     finally:
         release.set()
-    assert first.status_code == second.status_code == 503
-    assert first.json() == {
-        "status": "unavailable",
-        "checks": {"database": "no answer within 0.3 s", "migrations": "unknown"},
-    }
-    assert second.json()["checks"]["database"] == "no answer: an earlier check is still waiting for it"
+    for answer in answers:
+        assert (answer.status_code, answer.json()) == (
+            503,
+            {"status": "unavailable", "checks": {"database": "no answer within 0.3 s", "migrations": "unknown"}},
+        )
+    assert len(started_checks) == 1
     assert elapsed < 2
+    # Once the database answers, the next probe starts a fresh check and is ready.
+    deadline = time.monotonic() + 5
+    while health._in_flight is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert client.get("/readyz").status_code == 200
+    assert len(started_checks) == 2
 
 
 def test_health_answers_leak_no_version_and_need_no_login(client, settings):
@@ -442,3 +449,17 @@ def test_metrics_report_the_connection_pool(client, superuser, settings):
     }
     assert set(states) == {"size", "available", "waiting"}
     assert states["size"] >= 1
+
+
+def test_a_login_lockout_is_counted_as_a_rate_limit_refusal(owner, client):
+    lockouts = sample("toolhub_rate_limit_refusals_total", {"scope": "login_lockout"})
+    failures = sample("toolhub_auth_failures_total", {"surface": "login"})
+    statuses = [
+        client.post(
+            "/api/auth/token/", {"username": "owner", "password": "wrong"}, content_type="application/json"
+        ).status_code
+        for _ in range(6)
+    ]
+    assert statuses == [400, 400, 400, 400, 429, 429]
+    assert sample("toolhub_rate_limit_refusals_total", {"scope": "login_lockout"}) - lockouts == 2
+    assert sample("toolhub_auth_failures_total", {"surface": "login"}) - failures == 6  # every refused attempt

@@ -21,6 +21,7 @@ def lockout_response(request: HttpRequest, *args: object) -> HttpResponse:
     seconds = int(cool_off.total_seconds()) if cool_off else None
     wait = f"try again in {max(1, round(seconds / 60))} minute(s)" if seconds else "ask an administrator to unlock"
     message = f"Too many failed logins for this username from this address: {wait}."
+    telemetry.rate_limited("login_lockout")
     if request.path.startswith("/api/"):
         body = {"error": ErrorCode.RATE_LIMITED.value, "message": message}
         if (rid := telemetry.error_request_id()) is not None:

@@ -25,11 +25,23 @@ __all__ = ["READY_TIMEOUT", "readiness", "status"]
 READY_TIMEOUT = 1.5  # seconds: /readyz answers within this (plus a little) whatever the database does
 
 _migrations_applied = False  # once seen applied, not asked again by this process
-_check_running = threading.Lock()  # one database check at a time: a hung one is not joined by more
+
+
+class _Check:
+    """One database check in flight: every probe that arrives while it runs waits for it, none starts another,
+    so a database that hangs costs one thread per process, however often the probes come."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: dict[str, str] = {}
+
+
+_in_flight: _Check | None = None
+_in_flight_lock = threading.Lock()
 
 
 def _check_database(result: dict[str, str]) -> None:
-    """In its own thread: the database answers a query, and no migration is left to apply."""
+    """The database answers a query, and no migration is left to apply (in the check's own thread)."""
     global _migrations_applied
     connection = connections[DEFAULT_DB_ALIAS]
     try:
@@ -52,22 +64,32 @@ def _check_database(result: dict[str, str]) -> None:
         result.setdefault("migrations", "unknown")
     finally:
         connection.close()
-        _check_running.release()
+
+
+def _run(check: _Check) -> None:
+    global _in_flight
+    try:
+        _check_database(check.result)
+    finally:
+        with _in_flight_lock:
+            if _in_flight is check:
+                _in_flight = None
+        check.done.set()
 
 
 def readiness(timeout: float | None = None) -> tuple[bool, dict[str, str]]:
     """(ready, {check: "ok" or what is wrong}) for the database and the migrations, within `timeout` s
-    (default READY_TIMEOUT)."""
+    (default READY_TIMEOUT). Joins the check in flight, if any, rather than starting another."""
+    global _in_flight
     timeout = READY_TIMEOUT if timeout is None else timeout
-    if not _check_running.acquire(blocking=False):
-        return False, {"database": "no answer: an earlier check is still waiting for it", "migrations": "unknown"}
-    result: dict[str, str] = {}
-    worker = threading.Thread(target=_check_database, args=(result,), name="toolhub-readyz", daemon=True)
-    worker.start()
-    worker.join(timeout)
-    if worker.is_alive():
+    with _in_flight_lock:
+        check = _in_flight
+        if check is None:
+            check = _in_flight = _Check()
+            threading.Thread(target=_run, args=(check,), name="toolhub-readyz", daemon=True).start()
+    if not check.done.wait(timeout):
         return False, {"database": f"no answer within {timeout:g} s", "migrations": "unknown"}
-    checks = dict(result)
+    checks = dict(check.result)
     return all(value == "ok" for value in checks.values()) and len(checks) == 2, checks
 
 
