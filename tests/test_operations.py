@@ -466,3 +466,15 @@ def test_a_login_lockout_is_counted_as_a_rate_limit_refusal(owner, client):
     assert statuses == [400, 400, 400, 400, 429, 429]
     assert sample("toolhub_rate_limit_refusals_total", {"scope": "login_lockout"}) - lockouts == 2
     assert sample("toolhub_auth_failures_total", {"surface": "login"}) - failures == 6  # every refused attempt
+
+
+def test_the_operator_page_names_an_unreachable_redis_quickly(settings):
+    from tests.live_server import free_port
+
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"
+    started = time.monotonic()
+    facts = health._redis()
+    assert facts == {"configured": True, "state": "unreachable (ConnectionError)"}
+    assert time.monotonic() - started < 2.5
+    settings.REDIS_URL = ""
+    assert health._redis()["configured"] is False
