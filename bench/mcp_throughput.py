@@ -11,6 +11,11 @@ requests/s, p50, p99 and the ratio toolhub / hand-written. `--vary N` makes the 
 
 `--rounds N` repeats the whole comparison N times, alternating which server goes first, and prints
 medians and each round's ratio: on a shared, noisy machine one run proves little.
+
+`--baseline-ref REF` (issue 18) compares toolhub with toolhub itself at the git ref REF (say `main`, before
+the metrics), served from a temporary worktree on the same database, instead of the hand-written server:
+this checkout runs with its metrics on in multiprocess mode (PROMETHEUS_MULTIPROC_DIR, as with several
+workers) and tracing off (no OTEL_EXPORTER_OTLP_ENDPOINT), so the ratio is what the metrics cost a call.
 """
 
 import argparse
@@ -136,6 +141,8 @@ def report(args, query: str, eras: list[str], runs: dict[tuple[str, str], list[d
         f"-c{args.connections} -d{args.duration}s; database {'PostgreSQL' if args.database_url else 'SQLite'}; "
         f"{args.rounds} round(s), medians"
     )
+    if args.baseline_ref:
+        print(f"toolhub at {args.baseline_ref} vs this checkout with metrics on (multiprocess mode), tracing off")
     print(f"{'era':<12}{'server':<13}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'bad':>6}   ratio   (each round)")
     for era in eras:
         baseline_runs = runs[(era, "handwritten")]
@@ -150,7 +157,10 @@ def report(args, query: str, eras: list[str], runs: dict[tuple[str, str], list[d
                 ratios = [mine["rps"] / theirs["rps"] for mine, theirs in zip(these, baseline_runs, strict=True)]
                 ratio = f"{statistics.median(ratios):.2f}x"
                 rounds = "  (" + " ".join(f"{value:.2f}" for value in ratios) + ")"
-            print(f"{era:<12}{name:<13}{rps:>10.0f}{p50:>9.2f}{p99:>9.2f}{bad:>6}   {ratio:<7}{rounds}")
+            label = name
+            if args.baseline_ref:
+                label = f"@{args.baseline_ref}"[:12] if name == "handwritten" else "metrics on"
+            print(f"{era:<12}{label:<13}{rps:>10.0f}{p50:>9.2f}{p99:>9.2f}{bad:>6}   {ratio:<7}{rounds}")
 
 
 def main() -> None:
@@ -165,6 +175,7 @@ def main() -> None:
     parser.add_argument("--database-url", help="postgres://... server to create a benchmark database on")
     parser.add_argument("--eras", default=f"{LEGACY},{MODERN}")
     parser.add_argument("--rounds", type=int, default=1, help="repeat, alternating which server runs first")
+    parser.add_argument("--baseline-ref", help="compare with toolhub at this git ref, not the hand-written server")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed (Debian package 'wrk').")
@@ -180,6 +191,8 @@ def main() -> None:
         "TOOLHUB_RATE_LIMIT_MCP_KEY": os.environ.get("TOOLHUB_RATE_LIMIT_MCP_KEY", "1000000/second"),
     }
     env.pop("DJANGO_DEBUG", None)
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "PROMETHEUS_MULTIPROC_DIR"):
+        env.pop(name, None)  # tracing off; the baseline without a metrics directory
     env = prepare_database(env, args.database_url, workdir)
     seeded = json.loads(
         subprocess.run(
@@ -195,24 +208,35 @@ def main() -> None:
     )
     toolhub_port, handwritten_port = free_port(), free_port()
     common = ["--host", "127.0.0.1", "--no-access-log", "--log-level", "warning", "--workers", "1"]
+    toolhub_env = env
+    if args.baseline_ref:
+        baseline_dir = workdir / "baseline"
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(baseline_dir), args.baseline_ref], cwd=ROOT, check=True
+        )
+        metrics_dir = workdir / "metrics"
+        metrics_dir.mkdir()
+        toolhub_env = {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+        baseline = [UVICORN, "toolhub.asgi:application", "--port", str(handwritten_port), "--lifespan", "on"]
+        baseline_cwd = baseline_dir
+    else:
+        baseline = [UVICORN, "--app-dir", str(BENCH), "handwritten_server:app", "--port", str(handwritten_port)]
+        baseline_cwd = ROOT
     servers = {
         "toolhub": subprocess.Popen(
             [UVICORN, "toolhub.asgi:application", "--port", str(toolhub_port), "--lifespan", "on", *common],
             cwd=ROOT,
-            env=env,
+            env=toolhub_env,
         ),
-        "handwritten": subprocess.Popen(
-            [UVICORN, "--app-dir", str(BENCH), "handwritten_server:app", "--port", str(handwritten_port), *common],
-            cwd=ROOT,
-            env=env,
-        ),
+        "handwritten": subprocess.Popen([*baseline, *common], cwd=baseline_cwd, env=env),
     }
+    baseline_path = "/mcp/bench/" if args.baseline_ref else "/mcp"
     urls = {
         "toolhub": f"http://127.0.0.1:{toolhub_port}/mcp/bench/",
-        "handwritten": f"http://127.0.0.1:{handwritten_port}/mcp",
+        "handwritten": f"http://127.0.0.1:{handwritten_port}{baseline_path}",
     }
     tools = {"toolhub": "orders_query", "handwritten": "orders_query"}
-    keys = {"toolhub": seeded["key"], "handwritten": None}
+    keys = {"toolhub": seeded["key"], "handwritten": seeded["key"] if args.baseline_ref else None}
     try:
         for name, process in servers.items():
             wait_until_up(urls[name], process)
@@ -247,6 +271,8 @@ def main() -> None:
             subprocess.run(
                 ["psql", env["BENCH_PG_ADMIN"], "-qc", f"DROP DATABASE IF EXISTS {env['BENCH_PG_DB']}"], check=False
             )
+        if args.baseline_ref:
+            subprocess.run(["git", "worktree", "remove", "--force", str(workdir / "baseline")], cwd=ROOT, check=False)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

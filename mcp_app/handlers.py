@@ -24,6 +24,7 @@ from mcp.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from tools_app import telemetry
 from tools_app.calls import Caller, CallOutcome, CallTarget, run_tool_call, tool_cache, touch_key
 from tools_app.choices import REGISTRY_TYPES, ToolType
 from tools_app.errors import ErrorCode, ToolError
@@ -193,7 +194,18 @@ def error_result(error: ToolError, *, structured: bool = True) -> dict[str, Any]
     Not for a tool that declares an outputSchema: clients that validate structuredContent against it
     (the MCP Inspector does, isError or not) would report a schema mismatch instead of the error.
     """
-    return _text_result(f"{error.code}: {error.message}", error.as_dict() if structured else None, is_error=True)
+    content = None
+    if structured:
+        content = error.as_dict()
+        if (rid := telemetry.error_request_id()) is not None:
+            content["request_id"] = rid  # issue 18: the id a user quotes (the answer's X-Request-ID)
+    return _text_result(f"{error.code}: {error.message}", content, is_error=True)
+
+
+def _error_data() -> dict[str, Any] | None:
+    """The `data` of a JSON-RPC error toolhub raises: the request's id (issue 18), when there is one."""
+    rid = telemetry.error_request_id()
+    return {"request_id": rid} if rid is not None else None
 
 
 def _declares_output_schema(target: "CallTarget") -> bool:
@@ -241,7 +253,10 @@ def call_tool_sync(state: RequestState, name: str, arguments: dict[str, Any] | N
         # Cannot be a binding's name (SPEC §2.2): never sent to SQL (PostgreSQL refuses a NUL in text).
         instance = _current_instance(state)
         target = CallTarget(
-            owner_id=instance.owner_id, instance_id=instance.pk, max_result_bytes=instance.max_result_bytes
+            owner_id=instance.owner_id,
+            instance_id=instance.pk,
+            max_result_bytes=instance.max_result_bytes,
+            instance_slug=instance.slug,
         )
     holder = state.caller
     if holder.oauth_token_id is not None and target.enabled and not scope_allows(holder.scopes, target.tool_type):
@@ -260,7 +275,7 @@ def call_tool_sync(state: RequestState, name: str, arguments: dict[str, Any] | N
     if outcome.refused:
         # SPEC §4.4 and §8: no enabled tool of that name, or an external one, is a -32602 error (for the
         # external tool, saying where it is served), not a tool result.
-        raise MCPError(types.INVALID_PARAMS, error.message + ("" if valid_name else INVALID_NAME))
+        raise MCPError(types.INVALID_PARAMS, error.message + ("" if valid_name else INVALID_NAME), _error_data())
     return error_result(error, structured=not _declares_output_schema(target))
 
 
@@ -286,7 +301,9 @@ async def _on_list_tools(hops: DatabaseHops, ctx: Any, params: types.PaginatedRe
         raise
     except Exception:
         logger.exception("tools/list failed on /mcp/%s/", state.caller.slug)
-        raise MCPError(types.INTERNAL_ERROR, "toolhub could not list the tools; the error was logged.") from None
+        raise MCPError(
+            types.INTERNAL_ERROR, "toolhub could not list the tools; the error was logged.", _error_data()
+        ) from None
 
 
 async def _on_call_tool(hops: DatabaseHops, ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
@@ -324,7 +341,7 @@ class InstanceMiddleware:
         except Exception:
             logger.exception("%s failed on /mcp/%s/", ctx.method, state.caller.slug)
             message = "toolhub could not load this instance; the error was logged."
-            raise MCPError(types.INTERNAL_ERROR, message) from None
+            raise MCPError(types.INTERNAL_ERROR, message, _error_data()) from None
         result = await call_next(ctx)
         if ctx.method in ("initialize", "server/discover") and isinstance(result, dict):
             result = dict(result)
@@ -333,6 +350,21 @@ class InstanceMiddleware:
             else:
                 result.pop("instructions", None)
         return result
+
+
+class TracingMiddleware:
+    """The SDK's OpenTelemetryMiddleware when tracing is on (tools_app.telemetry); a plain pass-through
+    otherwise, so that tracing off costs one check per message."""
+
+    def __init__(self) -> None:
+        from mcp.server._otel import OpenTelemetryMiddleware
+
+        self._traced = OpenTelemetryMiddleware()
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        if telemetry.tracing_enabled():
+            return await self._traced(ctx, call_next)
+        return await call_next(ctx)
 
 
 def _no_header_parameters(name: str) -> None:
@@ -352,9 +384,9 @@ def build_server(hops: DatabaseHops) -> Server:
         on_call_tool=functools.partial(_on_call_tool, hops),
         get_tool_input_schema=_no_header_parameters,
     )
-    # Replaces the SDK's default OpenTelemetry middleware: toolhub configures no exporter, and the
-    # call log is its trace of calls.
-    server.middleware = [InstanceMiddleware(hops)]
+    # The SDK's OpenTelemetry middleware runs only while tracing is on (TracingMiddleware): its span of
+    # each method continues the `traceparent` in the request's params._meta (issue 18).
+    server.middleware = [TracingMiddleware(), InstanceMiddleware(hops)]
     return server
 
 

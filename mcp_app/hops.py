@@ -5,6 +5,7 @@ never fire request_started/finished, so connections are checked here (_reset_con
 """
 
 import asyncio
+import contextvars
 import queue
 import threading
 import time
@@ -182,4 +183,6 @@ class DatabaseHops:
         pool = self._pool
         if pool is None:
             return await self._shared_thread(fn, *args)
-        return await asyncio.wrap_future(pool.submit(_hop, fn, *args))
+        # The hop runs in the request's context (its id and span: tools_app.telemetry), as asgiref's would.
+        context = contextvars.copy_context()
+        return await asyncio.wrap_future(pool.submit(context.run, _hop, fn, *args))

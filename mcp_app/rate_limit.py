@@ -13,7 +13,7 @@ the endpoint's other HTTP-level refusals are answered before any MCP processing:
 import json
 from typing import Any
 
-from tools_app import rate_limits
+from tools_app import rate_limits, telemetry
 
 from .auth import Caller
 
@@ -34,7 +34,10 @@ def _request_id(body: bytes) -> Any:
 
 
 async def send_rate_limited(send: Any, limited: rate_limits.RateLimited, request_id: Any = None) -> None:
-    error = {"code": RATE_LIMITED_RPC_CODE, "message": str(limited), "data": limited.as_dict()}
+    data = limited.as_dict()
+    if (rid := telemetry.error_request_id()) is not None:
+        data["request_id"] = rid
+    error = {"code": RATE_LIMITED_RPC_CODE, "message": str(limited), "data": data}
     body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}, separators=(",", ":")).encode()
     headers = [
         (b"content-type", b"application/json"),

@@ -17,6 +17,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,6 +25,7 @@ from django.conf import settings
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import INVALID_REQUEST
 
+from tools_app import telemetry
 from tools_app.oauth import SCOPE_ALL, public_base
 
 from .auth import (
@@ -57,7 +59,12 @@ def _header(scope: dict, name: bytes) -> str | None:
 
 
 async def send_denied(send: Any, denied: Denied) -> None:
-    body = json.dumps({"error": _ERROR_NAMES.get(denied.status, "ERROR"), "message": denied.message}).encode()
+    if denied.status == 401:
+        telemetry.auth_failed("mcp")
+    fields = {"error": _ERROR_NAMES.get(denied.status, "ERROR"), "message": denied.message}
+    if (rid := telemetry.error_request_id()) is not None:
+        fields["request_id"] = rid
+    body = json.dumps(fields).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(name.lower().encode(), value.encode()) for name, value in denied.headers.items()]
     await send({"type": "http.response.start", "status": denied.status, "headers": headers})
@@ -201,6 +208,48 @@ class McpEndpoint:
             await asyncio.get_running_loop().run_in_executor(None, self.hops.stop)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        """Serve one request with its id (X-Request-ID, in error bodies too), its span when tracing is on
+        (continuing a `traceparent` header) and its JSON log line when those are on (issue 18)."""
+        info = telemetry.RequestInfo(id=telemetry.new_request_id(_header(scope, b"x-request-id")), surface="mcp")
+        token = telemetry.REQUEST.set(info)
+        started = time.perf_counter()
+        status = 500
+        header = (b"x-request-id", info.id.encode())
+
+        async def send_with_id(message: dict) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message = {**message, "headers": [*message.get("headers", ()), header]}
+            await send(message)
+
+        try:
+            if telemetry.tracing_enabled():
+                await self._traced(scope, receive, send_with_id)
+            else:
+                await self._serve(scope, receive, send_with_id)
+        finally:
+            telemetry.log_request(
+                info,
+                method=scope.get("method", ""),
+                path=scope["path"],
+                status=status,
+                duration_ms=(time.perf_counter() - started) * 1000,
+            )
+            telemetry.REQUEST.reset(token)
+
+    async def _traced(self, scope: dict, receive: Any, send: Any) -> None:
+        from opentelemetry import propagate
+        from opentelemetry.trace import SpanKind
+
+        parent = propagate.extract({"traceparent": _header(scope, b"traceparent") or ""})
+        attributes = {"http.request.method": scope.get("method", ""), "toolhub.request_id": telemetry.request_id()}
+        with telemetry.tracer().start_as_current_span(
+            f"{scope.get('method', '')} mcp", context=parent, kind=SpanKind.SERVER, attributes=attributes
+        ):
+            await self._serve(scope, receive, send)
+
+    async def _serve(self, scope: dict, receive: Any, send: Any) -> None:
         match = SLUG_PATH.match(scope["path"])
         if match is None:
             await send_denied(send, Denied(404, "MCP endpoints are /mcp/<slug>/."))
@@ -238,6 +287,9 @@ class McpEndpoint:
             except Denied as denied:
                 await send_denied(send, denied)
                 return
+        info = telemetry.REQUEST.get()
+        if info is not None:
+            info.api_key_id, info.instance = caller.api_key_id, caller.slug
         if await refuse_over_rate(caller, body, send):  # issue 13: counted per key, 429 over the rate
             return
         if isinstance(message, Problem):

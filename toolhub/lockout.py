@@ -7,6 +7,7 @@ login: HTTP 429 with a short page. Both carry `Retry-After` (seconds until the l
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.html import escape
 
+from tools_app import telemetry
 from tools_app.errors import ErrorCode
 
 __all__ = ["lockout_response"]
@@ -20,8 +21,12 @@ def lockout_response(request: HttpRequest, *args: object) -> HttpResponse:
     seconds = int(cool_off.total_seconds()) if cool_off else None
     wait = f"try again in {max(1, round(seconds / 60))} minute(s)" if seconds else "ask an administrator to unlock"
     message = f"Too many failed logins for this username from this address: {wait}."
+    telemetry.rate_limited("login_lockout")
     if request.path.startswith("/api/"):
-        response: HttpResponse = JsonResponse({"error": ErrorCode.RATE_LIMITED.value, "message": message}, status=429)
+        body = {"error": ErrorCode.RATE_LIMITED.value, "message": message}
+        if (rid := telemetry.error_request_id()) is not None:
+            body["request_id"] = rid
+        response: HttpResponse = JsonResponse(body, status=429)
     else:
         response = HttpResponse(
             f"<!doctype html><title>Login locked</title><h1>Login locked</h1><p>{escape(message)}</p>",

@@ -19,6 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpResponse
 
+from tools_app import telemetry
 from tools_app.errors import ErrorCode
 
 __all__ = ["RequestSizeLimitMiddleware", "cap_request_body", "max_request_bytes", "too_large"]
@@ -37,7 +38,10 @@ def too_large(path: str) -> tuple[str, bytes]:
     if path.startswith("/admin/"):
         page = f"<!doctype html><title>Request too large</title><h1>Request too large</h1><p>{html.escape(message)}</p>"
         return "text/html; charset=utf-8", page.encode()
-    return "application/json", json.dumps({"error": ErrorCode.REQUEST_TOO_LARGE.value, "message": message}).encode()
+    body = {"error": ErrorCode.REQUEST_TOO_LARGE.value, "message": message}
+    if (rid := telemetry.error_request_id()) is not None:
+        body["request_id"] = rid  # issue 18 (the ASGI-level refusal runs before Django: no id there)
+    return "application/json", json.dumps(body).encode()
 
 
 def _declared_length(value: str | None) -> int | None:

@@ -89,6 +89,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # issue 18: the request's id (X-Request-ID), span and log line; first, so that every answer has them.
+    "toolhub.operations.RequestMiddleware",
     "toolhub.request_limits.RequestSizeLimitMiddleware",  # first: refuses a body over the limit unread
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -126,6 +128,13 @@ if _database_url:
     DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60, conn_health_checks=True)}
 else:
     DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(BASE_DIR / "db.sqlite3")}}
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Issue 18: a database that does not answer fails a connection attempt after this many seconds, not the
+    # operating system's minutes (a ?connect_timeout= in DATABASE_URL wins).
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
+        "connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 5, minimum=1)
+    )
 
 #
 # PostgreSQL connection pool (issue 13; docs/auth.md, "Database connections")
@@ -394,6 +403,28 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("TOOLHUB_LOG_LEVEL", "WARNING")},
 }
+
+#
+# Operations (issue 18; docs/operations.md): /healthz, /readyz, /metrics, traces and JSON logs.
+#
+# TOOLHUB_JSON_LOGS: one JSON line per request (logger toolhub.requests) and per tool call (toolhub.calls)
+# on standard error. TOOLHUB_METRICS_TOKEN: the bearer token a Prometheus scraper sends to /metrics (unset:
+# only a superuser's session reads it). Traces: the standard OTEL_* variables (tools_app.telemetry).
+TOOLHUB_JSON_LOGS = env_bool("TOOLHUB_JSON_LOGS", False)
+TOOLHUB_METRICS_TOKEN = os.environ.get("TOOLHUB_METRICS_TOKEN", "").strip()
+# Error bodies carry the request's id as `request_id` (API errors, MCP error data); the X-Request-ID header is
+# always sent. The test suite turns this off (toolhub/testenv.py) so that its exact comparisons of error bodies hold.
+TOOLHUB_REQUEST_ID_IN_ERRORS = env_bool("TOOLHUB_REQUEST_ID_IN_ERRORS", True)
+if TOOLHUB_JSON_LOGS:
+    LOGGING["formatters"] = {"bare": {"format": "%(message)s"}}
+    LOGGING["handlers"] = {
+        "console": {"class": "logging.StreamHandler"},
+        "json_lines": {"class": "logging.StreamHandler", "formatter": "bare"},
+    }
+    LOGGING["loggers"] = {
+        name: {"handlers": ["json_lines"], "level": "INFO", "propagate": False}
+        for name in ("toolhub.requests", "toolhub.calls")
+    }
 
 # Result budgets (issue 12, docs/paging.md): the largest result, as compact JSON bytes, a call without an MCP
 # instance returns (the API's call endpoint, the admin's try-it; an MCP instance has its own

@@ -8,6 +8,8 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
+from tools_app import telemetry
+
 
 @extend_schema(exclude=True)
 class ApiRootView(APIView):
@@ -35,7 +37,8 @@ class ApiRootView(APIView):
 def page_not_found(request, exception=None):
     """A JSON error (SPEC §6 shape) under /api/, Django's page everywhere else."""
     if request.path.startswith("/api/"):
-        return JsonResponse(
-            {"error": "NOT_FOUND", "message": f"No API endpoint at {request.path}. See /api/docs/."}, status=404
-        )
+        body = {"error": "NOT_FOUND", "message": f"No API endpoint at {request.path}. See /api/docs/."}
+        if (rid := telemetry.error_request_id()) is not None:
+            body["request_id"] = rid  # issue 18: the answer's X-Request-ID, to quote
+        return JsonResponse(body, status=404)
     return defaults.page_not_found(request, exception)

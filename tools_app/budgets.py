@@ -24,6 +24,7 @@ from typing import Any
 
 from django.conf import settings
 
+from . import telemetry
 from .data_access.budget import Limits, waiting
 from .errors import ErrorCode, ToolError
 
@@ -103,6 +104,7 @@ class CallSlots:
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
+                    telemetry.rate_limited(f"concurrent_{full[0]}")
                     raise _busy(full[0], full[2], wait_ms)
                 with waiting():
                     self._changed.wait(remaining)

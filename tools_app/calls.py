@@ -62,6 +62,7 @@ from .paging import (
     utf8_size,
 )
 from .services.locks import key_share
+from .telemetry import call_finished, call_span, span
 from .tool_types import TOOL_TYPES, external
 from .tool_types.execute import execute
 
@@ -130,6 +131,7 @@ class CallTarget:
     table_version: int | None = None
     tool: Tool | None = None
     key_rate_limit: str | None = None  # over MCP: the instance's rate per key, as read now (issue 13)
+    instance_slug: str = ""  # over MCP: the instance's slug, the metrics' `instance` label (issue 18)
 
     @property
     def found(self) -> bool:
@@ -357,11 +359,31 @@ def _cache_key(target: CallTarget, arguments: Any) -> tuple | None:
 
 def run_tool_call(*, caller: Caller, target: CallTarget, name: str, arguments: Any) -> CallOutcome:
     """Run the call `name`(`arguments`) that resolved to `target`, classify it and record it; never raises
-    for the call's own failures (they are the outcome's `error`). See the module docstring."""
+    for the call's own failures (they are the outcome's `error`). See the module docstring.
+
+    Each finished call is reported once to tools_app.telemetry (metrics, and its log line when on); with
+    tracing on it runs in a `toolhub.call` span, with a span per stage and per database statement."""
+    surface = str(caller.surface)
+    with call_span(surface=surface, tool=name, instance=target.instance_slug):
+        outcome = _run_tool_call(caller, target, name, arguments)
+    call_finished(
+        surface=surface,
+        instance=target.instance_slug,
+        tool_type=outcome.tool_type or target.tool_type,
+        name=name,
+        outcome=outcome,
+        user_id=caller.user_id,
+        api_key_id=caller.api_key_id,
+    )
+    return outcome
+
+
+def _run_tool_call(caller: Caller, target: CallTarget, name: str, arguments: Any) -> CallOutcome:
     started = time.perf_counter()
     began = time.monotonic()  # the call's time budget counts from here, waits for a slot included
     at = timezone.now()
-    outcome = _authorize(target, name)
+    with span("toolhub.call.authorize"):
+        outcome = _authorize(target, name)
     if outcome is None and target.tool_type in CHANGING_TYPES:
         outcome, recorded = _run_changing(caller, target, name, arguments, started, at, began)
         if recorded:
@@ -405,7 +427,7 @@ def _execute(caller: Caller, target: CallTarget, name: str, arguments: Any, bega
         scope = _scope(caller, target) if tool.type in REGISTRY_TYPES else None
         # The call's budget, and its concurrency slot once it turns out expensive (RATE_LIMITED when none).
         slot = call_slots.on_heavy(user_id=caller.user_id, api_key_id=caller.api_key_id)
-        with enforced(limits_for(target), since=began, on_heavy=slot):
+        with span("toolhub.call.execute"), enforced(limits_for(target), since=began, on_heavy=slot):
             value = execute(tool=tool, arguments=arguments, scope=scope)
         return CallOutcome(name=name, tool_type=tool.type, value=value)
     except ToolError as exc:
@@ -432,7 +454,8 @@ def _run(caller: Caller, target: CallTarget, name: str, arguments: Any, began: f
         outcome = CallOutcome(name=name, tool_type=target.tool_type, value=cached[0], text=cached[1])
     else:
         outcome = _execute(caller, target, name, arguments, began)
-    return _limited(target, outcome, paging, cache_key if cached is None or cached[1] is None else None)
+    with span("toolhub.call.classify"):
+        return _limited(target, outcome, paging, cache_key if cached is None or cached[1] is None else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -613,7 +636,7 @@ def _record(caller: Caller, target: CallTarget, outcome: CallOutcome, at: dateti
     )
     count_use = not outcome.refused
     touch_key = caller.api_key_id is not None and key_touches.due(caller.api_key_id)
-    with _writer():
+    with span("toolhub.call.record"), _writer():
         try:
             with _one_unit():
                 _write(caller, outcome, row, at, count_use=count_use, touch_key=touch_key)

@@ -31,6 +31,7 @@ from limits.aio import strategies as aio_strategies
 from limits.storage import MemoryStorage
 from limits.util import parse_many
 
+from . import telemetry
 from .errors import ErrorCode, ToolhubError
 
 logger = logging.getLogger(__name__)
@@ -242,6 +243,7 @@ def hit(bucket: Bucket) -> None:
     except Exception:
         _store_failed(bucket)
         return
+    telemetry.rate_limited(bucket.scope)
     raise RateLimited(scope=bucket.scope, rate=bucket.rate, retry_after=_retry_after(reset_time))
 
 
@@ -261,6 +263,7 @@ async def ahit(bucket: Bucket) -> None:
     except Exception:
         _store_failed(bucket)
         return
+    telemetry.rate_limited(bucket.scope)
     raise RateLimited(scope=bucket.scope, rate=bucket.rate, retry_after=_retry_after(reset_time))
 
 

@@ -144,4 +144,5 @@ def binding_call_target(
         table_id=table_id,
         table_version=table_version,
         key_rate_limit=key_rate_limit,
+        instance_slug=slug,
     )

@@ -21,6 +21,7 @@ from rest_framework.serializers import as_serializer_error
 from rest_framework.settings import api_settings
 from rest_framework.views import set_rollback
 
+from tools_app import telemetry
 from tools_app.errors import ErrorCode, ToolhubError
 
 logger = logging.getLogger("toolhub.api")
@@ -88,8 +89,19 @@ def _validation_response(detail: Any) -> Response:
 
 
 def exception_handler(exc: Exception, context: dict) -> Response:
-    """REST_FRAMEWORK["EXCEPTION_HANDLER"]: map any exception to the one error shape."""
+    """REST_FRAMEWORK["EXCEPTION_HANDLER"]: map any exception to the one error shape, with the request's id
+    (`request_id`, as in its X-Request-ID header: issue 18) so that a user can quote it."""
+    response = _response_for(exc, context)
+    rid = telemetry.error_request_id()
+    if rid is not None and isinstance(response.data, dict):
+        response.data["request_id"] = rid
+    return response
+
+
+def _response_for(exc: Exception, context: dict) -> Response:
     set_rollback()
+    if isinstance(exc, exceptions.AuthenticationFailed):
+        telemetry.auth_failed("api")
     if isinstance(exc, DjangoValidationError):
         return _validation_response(as_serializer_error(exc))
     if isinstance(exc, exceptions.ValidationError):

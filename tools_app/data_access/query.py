@@ -18,6 +18,7 @@ from jmespath import exceptions as jmespath_errors
 from jmespath import visitor
 
 from ..errors import ErrorCode, ToolError
+from ..telemetry import span
 from .budget import DEFAULT_QUERY_DEPTH, active, measure, too_expensive
 from .jmespath_compiler import CompiledExpression, compile_query
 
@@ -101,7 +102,8 @@ def run_query(expression: str, data: Any) -> Any:
     compiled = compile_expression(expression)
     budget = active()
     try:
-        result = compiled.search(data)
+        with span("jmespath.search"):
+            result = compiled.search(data)
         if budget is not None and _may_share(expression):
             # Shared references are cheap to build and costly to walk: sized before anything serializes it.
             measure(result, budget, "the result")

@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from .. import services
+from .. import services, telemetry
 from ..choices import ToolType
 from ..data_access.budget import active, charge, too_expensive
 from ..errors import ErrorCode, ToolError, ToolhubError
@@ -75,7 +75,8 @@ def search_tools(*, scope: Any, query: str, method: str = "bm25", limit: int = 5
         )
     index = get_index(scope)
     charge(len(index.docs) + len(query))  # the call's budget: what ranking the scope's tools costs
-    hits = index.search(query.strip(), method, limit)
+    with telemetry.search_timer(method):
+        hits = index.search(query.strip(), method, limit)
     results = [hit.as_dict() for hit in hits]
     return {
         "query": query,

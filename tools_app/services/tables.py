@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
+from .. import telemetry
 from ..models import Table, Tool, name_conflict_error
 from .locks import lock_rows
 from .table_cache import table_cache
@@ -141,7 +142,7 @@ def table_write(*, table_id: int, change: Callable[[Any], tuple[Any, Any]]) -> t
     write is lost; `version` grows by exactly one. If `change` raises, nothing is written.
     `change` must not mutate `data` (it may be the cached document shared with readers).
     """
-    with transaction.atomic():
+    with telemetry.table_write_timer(), transaction.atomic():
         locked = Table.objects.select_for_update(no_key=True).filter(pk=table_id)  # no_key: see table_update
         version = locked.values_list("version", flat=True).first()
         if version is None:
