@@ -168,7 +168,8 @@ def main() -> None:
             out.write(json.dumps(query, ensure_ascii=False, sort_keys=True) + "\n")
     tune = sum(q["split"] == "tune" for q in queries)
     multi = sum(len(q["expected"]) > 1 for q in queries)
-    print(f"{len(tools)} tools, {len(queries)} queries ({tune} tune, {len(queries) - tune} held out; {multi} multi-tool)")
+    held = len(queries) - tune
+    print(f"{len(tools)} tools, {len(queries)} queries ({tune} tune, {held} held out; {multi} multi-tool)")
 
 
 if __name__ == "__main__":

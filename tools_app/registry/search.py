@@ -37,8 +37,11 @@ from ..errors import ErrorCode, ToolError
 from ..paging import paged_input_schema, paged_output_schema
 from ..patterns import PatternError, compile_pattern
 from ..tool_types import TOOL_TYPES
+from ..tool_types.search_tools import MAX_QUERY_LENGTH
 from . import embedding
 from .text import is_cjk, readable_name, terms
+
+__all__ = ["MAX_QUERY_LENGTH", "METHODS", "Index", "ToolDoc", "build_index"]
 
 METHODS = ("regex", "bm25", "embedding", "hybrid")
 MAX_LIMIT = 50
