@@ -62,7 +62,7 @@ def test_search_sends_markdown_text_and_the_full_result(shop, era):
     assert result["isError"] is False
     structured = result["structuredContent"]
     assert text_of(result) == structured["markdown"]
-    assert text_of(result).startswith("## Search results for orders (bm25)\n\n1. **orders\\_by\\_id**\n")
+    assert text_of(result).startswith("## Search results for `orders` (bm25)\n\n1. `orders_by_id`\n")
     assert [hit["tool_name"] for hit in structured["results"]] == ["orders_by_id", "orders_query"]
     assert structured["results"][1]["tool_id"] == shop["query"].pk
     assert structured["count"] == 2
@@ -150,7 +150,7 @@ def test_categories_all_sends_markdown_counts(shop, era):
     # when
     result = call(shop, "list_tools_by_category", {"category": "all"}, era=era)["result"]
     # then
-    assert text_of(result) == "## Tool categories (2)\n\n- **read**: 2 tools\n- **registry**: 5 tools\n"
+    assert text_of(result) == "## Tool categories (2)\n\n- `read`: 2 tools\n- `registry`: 5 tools\n"
     structured = result["structuredContent"]
     assert structured["categories"] == [{"category": "read", "count": 2}, {"category": "registry", "count": 5}]
     assert structured["total_tools"] == 7
@@ -163,9 +163,9 @@ def test_category_lists_its_tools(shop):
     result = call(shop, "list_tools_by_category", {"category": "read"})["result"]
     # then
     assert text_of(result) == (
-        "## Tools in category 'read' (2)\n\n"
-        "- **orders\\_by\\_id**: Orders by id.\n"
-        "- **orders\\_query**: Query the shop's orders with JMESPath.\n"
+        "## Tools in category `read` (2)\n\n"
+        "- `orders_by_id`: Orders by id.\n"
+        "- `orders_query`: Query the shop's orders with JMESPath.\n"
     )
     assert [tool["tool_name"] for tool in result["structuredContent"]["tools"]] == ["orders_by_id", "orders_query"]
     assert result["structuredContent"]["truncated"] is False
@@ -201,7 +201,7 @@ def test_guide_sends_its_markdown_content_with_warnings(shop, era):
     assert text.startswith(
         f"# Shop MCP Tools Usage Guide\n\nGenerated: {timezone.now():%Y-%m-%d} | Tools: 1 | Category Filter: None\n"
     )
-    assert "### orders\\_query\n\n**Purpose**: Query the shop's orders with JMESPath." in text
+    assert "### `orders_query`\n\n**Purpose**: Query the shop's orders with JMESPath." in text
     assert text.endswith(f"\n\n## Warnings\n\n- {structured['warnings'][0]}\n")
     assert structured["warnings"][0].startswith("Tool 'nope' not found. Available: ")
     assert structured["metadata"]["invalid_names"] == ["nope"]
@@ -216,7 +216,7 @@ def test_guide_without_warnings_is_its_content_alone(shop):
     # then
     assert result["structuredContent"]["warnings"] == []
     assert text_of(result) == result["structuredContent"]["content"]
-    assert "Tools: 2 | Category Filter: read" in text_of(result)
+    assert "Tools: 2 | Category Filter: `read`" in text_of(result)
 
 
 #

@@ -25,13 +25,13 @@ from tools_app.api.views import get_owned_or_404
 from tools_app.models import McpInstance
 from tools_app.registry.instance_scope import InstanceScope
 from tools_app.registry.scope import UserScope
-from tools_app.registry.search import MAX_LIMIT
+from tools_app.registry.search import MAX_LIMIT, MAX_QUERY_LENGTH
 
 __all__ = ["InstanceExportView", "InstanceGuideView", "SearchView", "urlpatterns"]
 
 
 class SearchQuerySerializer(serializers.Serializer):
-    q = serializers.CharField(max_length=500, trim_whitespace=True)
+    q = serializers.CharField(max_length=MAX_QUERY_LENGTH, trim_whitespace=True)
     # Not a ChoiceField: an unknown method is INVALID_SEARCH_METHOD (SPEC §5, §6), decided by the registry.
     method = serializers.CharField(required=False, default="bm25", max_length=32)
     limit = serializers.IntegerField(required=False, default=5, min_value=1, max_value=MAX_LIMIT)
@@ -95,7 +95,12 @@ class SearchView(APIView):
         operation_id="registry_search",
         summary="Search your tools, or the tools of one of your MCP instances",
         parameters=[
-            OpenApiParameter("q", OpenApiTypes.STR, required=True),
+            OpenApiParameter(
+                "q",
+                OpenApiTypes.STR,
+                required=True,
+                description=f"What the tool should do, at most {MAX_QUERY_LENGTH:,} characters (or a regex pattern).",
+            ),
             OpenApiParameter("method", OpenApiTypes.STR, enum=list(registry.METHODS), default="bm25"),
             OpenApiParameter("limit", OpenApiTypes.INT, default=5),
             OpenApiParameter("mcp_instance", OpenApiTypes.INT, description="Search this instance's bindings."),

@@ -40,6 +40,9 @@ MAX_MESSAGE_CHARS = 1000
 def _describe(error) -> str:
     path = error.absolute_path
     where = _where(path)
+    if error.validator == "maxLength" and isinstance(error.instance, str):
+        # jsonschema says "'<the whole value>' is too long": name the length and the limit instead.
+        return f"{where} has {len(error.instance):,} characters; the limit is {error.validator_value:,}"
     message = error.message
     if len(message) > MAX_MESSAGE_CHARS:
         # jsonschema's messages quote the failing value whole: a 4 MB argument would come back (and be logged).

@@ -21,8 +21,18 @@ from ..errors import ErrorCode, ToolError, ToolhubError
 from ..models import Tool
 from ..tool_types import REGISTRY, TOOL_TYPES
 from .export import FORMATS, export_tool, export_tools
-from .guide import PENDING, usage_guide
-from .search import MAX_LIMIT, METHODS, Hit, Index, ToolDoc, deep_copy, index_cache, validate_method
+from .guide import PENDING, code_span, usage_guide
+from .search import (
+    MAX_LIMIT,
+    MAX_QUERY_LENGTH,
+    METHODS,
+    Hit,
+    Index,
+    ToolDoc,
+    deep_copy,
+    index_cache,
+    validate_method,
+)
 
 __all__ = [
     "FORMATS",
@@ -44,11 +54,12 @@ def get_index(scope: Any) -> Index:
     return index_cache.get(scope)
 
 
-def _md_escape(text: str) -> str:
-    return "".join("\\" + ch if ch in "\\`*_[]<>#|!" else ch for ch in text)
+QUERY_SHOWN = 200  # characters of the query in the results' heading (the JSON `query` has all of it)
 
 
 def _one_line(text: str, limit: int = 200) -> str:
+    """Free text as one line of at most `limit` characters. Shown as it is, not escaped: inside a list item
+    no line can open a block, and a model reads inline markup as text (a name in it stays copyable)."""
     line = " ".join((text or "").split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
@@ -66,6 +77,13 @@ def search_tools(*, scope: Any, query: str, method: str = "bm25", limit: int = 5
     method = validate_method(method)
     if not isinstance(query, str) or not query.strip():
         raise ToolError(ErrorCode.INVALID_ARGUMENTS, "Invalid arguments: 'query' must be a non-empty string.")
+    if len(query) > MAX_QUERY_LENGTH:
+        raise ToolError(
+            ErrorCode.INVALID_ARGUMENTS,
+            f"Invalid arguments: 'query' has {len(query):,} characters; the limit is {MAX_QUERY_LENGTH:,}. "
+            "Send the part of the request that says what the tool should do.",
+            {"argument": "query", "max_length": MAX_QUERY_LENGTH, "length": len(query)},
+        )
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
         raise ToolError(ErrorCode.INVALID_ARGUMENTS, f"Invalid arguments: 'limit' must be 1–{MAX_LIMIT}.")
     budget = active()
@@ -88,14 +106,14 @@ def search_tools(*, scope: Any, query: str, method: str = "bm25", limit: int = 5
 
 
 def _search_markdown(query: str, method: str, hits: list[Hit]) -> str:
-    lines = [f"## Search results for {_md_escape(query)!s} ({method})", ""]
+    lines = [f"## Search results for {code_span(_one_line(query, QUERY_SHOWN))} ({method})", ""]
     if not hits:
         lines.append("No tool matches. Try other words, or list_tools_by_category with category `all`.")
     for number, hit in enumerate(hits, 1):
         lines += [
-            f"{number}. **{_md_escape(hit.doc.name)}**",
-            f"   - Description: {_md_escape(_one_line(hit.doc.description)) or PENDING}",
-            f"   - Score: {hit.score:.2f} ({_md_escape(hit.match_reason)})",
+            f"{number}. {code_span(hit.doc.name)}",
+            f"   - Description: {_one_line(hit.doc.description) or PENDING}",
+            f"   - Score: {hit.score:.2f} ({_one_line(hit.match_reason, 400)})",
         ]
     return "\n".join(lines) + "\n"
 
@@ -162,8 +180,7 @@ def tools_by_category(*, scope: Any, category: str, limit: int = 20) -> dict[str
         categories = [{"category": name, "count": count} for name, count in sorted(index.categories.items())]
         lines = [f"## Tool categories ({len(categories)})", ""]
         lines += [
-            f"- **{_md_escape(str(c['category']))}**: {c['count']} tool{'s' if c['count'] != 1 else ''}"
-            for c in categories
+            f"- {code_span(str(c['category']))}: {c['count']} tool{'s' if c['count'] != 1 else ''}" for c in categories
         ] or ["No tools."]
         return {
             "category": "all",
@@ -182,8 +199,8 @@ def tools_by_category(*, scope: Any, category: str, limit: int = 20) -> dict[str
     docs = sorted((doc for doc in index.docs if doc.category == wanted), key=lambda doc: doc.name.lower())
     shown = docs[:limit]
     tools = [{"tool_name": doc.name, "description": doc.description, "tags": list(doc.tags)} for doc in shown]
-    lines = [f"## Tools in category '{_md_escape(wanted)}' ({len(docs)})", ""]
-    lines += [f"- **{_md_escape(d.name)}**: {_md_escape(_one_line(d.description)) or PENDING}" for d in shown]
+    lines = [f"## Tools in category {code_span(wanted)} ({len(docs)})", ""]
+    lines += [f"- {code_span(d.name)}: {_one_line(d.description) or PENDING}" for d in shown]
     if len(docs) > len(shown):
         lines.append(f"- … and {len(docs) - len(shown)} more (raise `limit`).")
     return {

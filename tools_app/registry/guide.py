@@ -43,7 +43,21 @@ PAGING = (
 
 
 def _escape(text: str) -> str:
+    """Prose that must not turn into Markup (a title, a label). Never used on what a model copies: names go in
+    code spans (code_span), where every character reads as itself (issue 17: `weather\\_x` is no tool)."""
     return "".join("\\" + ch if ch in "\\`*_[]<>#|!" else ch for ch in text)
+
+
+def code_span(text: str) -> str:
+    """`text` as a CommonMark code span (§6.1): shown exactly, with no backslash escapes, whatever it holds.
+    The delimiter is one backtick longer than the longest run inside; a space pads text that starts or ends
+    with a backtick or a space (CommonMark strips one such space from each side). Line ends become spaces."""
+    text = " ".join(str(text).splitlines())
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    if text[:1] in ("`", " ") or text[-1:] in ("`", " "):
+        text = f" {text} "
+    return f"{fence}{text}{fence}"
 
 
 def _fence(body: str, language: str) -> str:
@@ -108,13 +122,13 @@ def _returns(doc: ToolDoc) -> str:
 
 
 def render_tool(doc: ToolDoc) -> str:
-    parts = [f"### {_escape(doc.name)}", ""]
+    parts = [f"### {code_span(doc.name)}", ""]
     if doc.alias:
-        parts += [f"*{_escape(doc.alias)}*", ""]
+        parts += [f"Alias: {code_span(doc.alias)}", ""]
     purpose = _safe_paragraph(doc.description) if doc.description.strip() else PENDING
     parts += [f"**Purpose**: {purpose}", ""]
     if doc.mcp_server:
-        parts += [f"**Served by**: {_escape(doc.mcp_server)} (external: call it there)", ""]
+        parts += [f"**Served by**: {code_span(doc.mcp_server)} (external: call it there)", ""]
     parts += ["**Parameters**:", "", _fence(json.dumps(doc.input_schema, indent=2, ensure_ascii=False), "json"), ""]
     examples = doc.examples
     if examples:
@@ -223,8 +237,8 @@ def usage_guide(*, scope: Any, tool_names: Any = None, category: str | None = No
         if truncated:
             break
     included = sum(len(chunks) for chunks in kept.values())
-    filter_label = category if category is not None else "None"
-    generated = f"Generated: {timezone.now():%Y-%m-%d} | Tools: {included} | Category Filter: {_escape(filter_label)}"
+    filter_label = code_span(category) if category is not None else "None"
+    generated = f"Generated: {timezone.now():%Y-%m-%d} | Tools: {included} | Category Filter: {filter_label}"
     body = [title, generated + "\n\n"]
     if not selected:
         body.append("No tools match this request.\n")

@@ -132,7 +132,7 @@ def test_guide_of_an_instance(owner, shop, instance):
     # then
     assert response.status_code == 200
     body = response.json()
-    assert "| Tools: 1 | Category Filter: shop" in body["content"]
+    assert "| Tools: 1 | Category Filter: `shop`" in body["content"]
     assert body["metadata"]["total_tools"] == 2
     assert body["metadata"]["filtered_count"] == 1
     assert body["metadata"]["invalid_names"] == ["ghost"]

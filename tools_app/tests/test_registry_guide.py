@@ -22,7 +22,7 @@ def parse(content):
     """(tag, inline text) of every heading, and (info, content) of every fence, per markdown-it (CommonMark)."""
     tokens = MarkdownIt("commonmark").parse(content)
     headings = [
-        (token.tag, "".join(child.content for child in tokens[i + 1].children if child.type == "text"))
+        (token.tag, "".join(c.content for c in tokens[i + 1].children if c.type in ("text", "code_inline")))
         for i, token in enumerate(tokens)
         if token.type == "heading_open"
     ]
@@ -95,7 +95,7 @@ def test_guide_filters_by_names_and_category_with_warnings(documented, instance)
     # then
     headings, _ = parse(guide["content"])
     assert [text for tag, text in headings if tag == "h3"] == ["query_orders"]
-    assert "| Tools: 1 | Category Filter: read" in guide["content"]
+    assert "| Tools: 1 | Category Filter: `read`" in guide["content"]
     assert guide["warnings"] == [
         "Tool 'ghost' not found. Available: github.create_pull_request, query_orders, search_tools"
     ]

@@ -79,7 +79,7 @@ def test_search_tools_ranks_the_matching_tool_first(catalog, scope):
     assert result["results"][0]["tool_id"] == catalog["orders"].pk
     assert all(0 < hit["score"] <= 1 for hit in result["results"])
     assert result["results"][0]["match_reason"] == "keywords: orders in name"
-    assert result["markdown"].startswith("## Search results for orders (bm25)")
+    assert result["markdown"].startswith("## Search results for `orders` (bm25)\n\n1. `query_orders`\n")
 
 
 def test_search_tools_unknown_method_is_invalid_search_method(catalog, scope):
@@ -210,7 +210,7 @@ def test_get_tool_usage_guide_warns_for_unknown_names(catalog, scope):
     assert result["metadata"]["invalid_names"] == ["nope"]
     assert result["metadata"]["total_tools"] == 8
     assert result["warnings"][0].startswith("Tool 'nope' not found. Available: delete_refunds, ")
-    assert "### query\\_orders" in result["content"]
+    assert "### `query_orders`" in result["content"]
 
 
 def test_disabled_bindings_are_outside_the_instance_scope(catalog, instance, owner):

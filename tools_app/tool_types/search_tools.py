@@ -5,6 +5,11 @@ from typing import Any
 from .base import READ_ONLY, REGISTRY, ToolTypeSpec
 from .registry_family import REGISTRY_HELP, markdown_field, require_scope
 
+# Characters of a search query on every surface (issue 17): agents paste whole user messages, which quote
+# documents, code and data. bm25 reads all of it; the embedding model the sentences that carry the request.
+# The registry (tools_app.registry.search) and the API take it from here.
+MAX_QUERY_LENGTH = 10_000
+
 
 def execute(*, tool: Any, arguments: dict[str, Any], scope: Any) -> Any:
     from ..registry import search_tools
@@ -28,7 +33,12 @@ SPEC = ToolTypeSpec(
     input_schema={
         "type": "object",
         "properties": {
-            "query": {"type": "string", "minLength": 1, "description": "What the tool should do, or a pattern."},
+            "query": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_QUERY_LENGTH,
+                "description": "What the tool should do (a whole request may be pasted), or a pattern.",
+            },
             "search_method": {
                 "type": "string",
                 # No "enum": SPEC §5 answers an unknown method with INVALID_SEARCH_METHOD, not a schema error.
