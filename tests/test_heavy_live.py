@@ -24,7 +24,7 @@ pytestmark = pytest.mark.e2e
 
 CPU_BUDGET_MS = 4000
 # Never finishes within the budget: it is stopped by it (QUERY_TOO_EXPENSIVE) after ~4 s.
-BURNER = " | ".join(["[*].[@,@,@,@] | []"] * 4) + " | [*].to_string(@) | length(@)"
+BURNER = " | ".join(["[*].[@,@,@,@] | []"] * 5) + " | [*].to_string(@) | length(@)"  # ~10 s of CPU
 WARM_UP = "[*].[" + ",".join(["@"] * 8) + "] | [] | [*].to_string(@) | [*].length(@) | sum(@)"
 
 

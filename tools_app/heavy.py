@@ -326,8 +326,7 @@ def run_job(job: Job, loaded: Callable[[float], None] = lambda seconds: None) ->
     if version != job.version:
         return ("elsewhere",)
     loading = time.monotonic() - started
-    if loading > 0.001:
-        loaded(loading)
+    loaded(loading)
     run = _operation(job.operation)
     try:
         with budget.enforced(job.limits, since=job.since + loading, cpu_used_ms=job.cpu_used_ms):
