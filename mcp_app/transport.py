@@ -7,7 +7,9 @@ Request path (McpEndpoint.__call__):
    that is not one well-formed JSON-RPC message is answered here, -32700 or -32600 (mcp_app.messages),
    after a fresh key check.
 2. The SDK's StreamableHTTPSessionManager (stateless, JSON responses) serves both protocol eras:
-   the 2025-11-25 handshake and the session-less 2026-07-28 revision.
+   the 2025-11-25 handshake and the session-less 2026-07-28 revision. A request that asks for progress or
+   log notifications (a progress token, a log level in `_meta`) goes to a second, streaming manager: its
+   answer is an SSE stream carrying them, ended by the result (issue 15; nothing outlives the request).
 3. The protocol handlers (mcp_app.handlers) re-check the key and the instance in their database hop. An
    answer the SDK gives without reaching a handler (a refused header, params that fail its validation)
    goes out only after a fresh key check too (_guard_send).
@@ -22,7 +24,7 @@ from typing import Any
 
 from django.conf import settings
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp_types import INVALID_REQUEST
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 
 from .auth import (
     Denied,
@@ -34,7 +36,7 @@ from .auth import (
 )
 from .handlers import STATE_KEY, RequestState, build_server
 from .hops import DatabaseHops
-from .messages import REQUEST, Problem, classify
+from .messages import REQUEST, Problem, classify, wants_stream
 from .rate_limit import refuse_over_rate
 
 logger = logging.getLogger(__name__)
@@ -55,7 +57,16 @@ def _header(scope: dict, name: bytes) -> str | None:
 
 
 async def send_denied(send: Any, denied: Denied) -> None:
-    body = json.dumps({"error": _ERROR_NAMES.get(denied.status, "ERROR"), "message": denied.message}).encode()
+    """A refusal before the SDK: its HTTP status and headers (WWW-Authenticate for 401), with a JSON-RPC error
+    body (id null: the request was not read), so that MCP clients show why (issue 15, item 8). `data` keeps
+    the REST-style name and message (SPEC §8 code names)."""
+    name = _ERROR_NAMES.get(denied.status, "ERROR")
+    error = {
+        "code": _JSONRPC_CODES.get(denied.status, INVALID_REQUEST),
+        "message": f"{name}: {denied.message}",
+        "data": {"error": name, "message": denied.message, "status": denied.status},
+    }
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}, separators=(",", ":")).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(name.lower().encode(), value.encode()) for name, value in denied.headers.items()]
     await send({"type": "http.response.start", "status": denied.status, "headers": headers})
@@ -70,6 +81,9 @@ _ERROR_NAMES = {
     405: "METHOD_NOT_ALLOWED",
     503: "UNAVAILABLE",
 }
+# JSON-RPC has no codes for HTTP refusals: -32001 is the code MCP servers commonly use for "unauthorized";
+# the others are Invalid Request, or Internal error for a server that cannot answer now.
+_JSONRPC_CODES = {401: -32001, 503: INTERNAL_ERROR}
 
 
 #
@@ -157,20 +171,26 @@ class McpEndpoint:
         self.hops = DatabaseHops(_db_threads() if db_threads is None else db_threads)
         self.server = build_server(self.hops)
         self._manager: StreamableHTTPSessionManager | None = None
+        self._streaming: StreamableHTTPSessionManager | None = None
 
     @asynccontextmanager
     async def running(self):
-        manager = StreamableHTTPSessionManager(
-            app=self.server, stateless=True, json_response=True, max_request_body_size=max_body_bytes()
+        # Two managers over one server: JSON responses for every request, except a request that asked for
+        # notifications (messages.wants_stream), which gets a streamed (SSE) response carrying them.
+        manager, streaming = (
+            StreamableHTTPSessionManager(
+                app=self.server, stateless=True, json_response=json_response, max_request_body_size=max_body_bytes()
+            )
+            for json_response in (True, False)
         )
         self.hops.start()
         try:
-            async with manager.run():
-                self._manager = manager
+            async with manager.run(), streaming.run():
+                self._manager, self._streaming = manager, streaming
                 try:
                     yield self
                 finally:
-                    self._manager = None
+                    self._manager = self._streaming = None
         finally:
             # Closing the pool's connections is blocking database work: off the event loop.
             await asyncio.get_running_loop().run_in_executor(None, self.hops.stop)
@@ -223,9 +243,11 @@ class McpEndpoint:
         if self._manager is None:
             await send_denied(send, Denied(503, "The MCP endpoint is not running (start the ASGI lifespan)."))
             return
-        state = RequestState(caller=caller, key_hash=key_hash, verified=verified)
+        streamed = self._streaming is not None and wants_stream(body)
+        state = RequestState(caller=caller, key_hash=key_hash, verified=verified, streamed=streamed)
         scope = {**scope, STATE_KEY: state}
-        await self._manager.handle_request(scope, _replay(body, receive), self._guard_send(send, state))
+        manager = self._streaming if streamed and self._streaming is not None else self._manager
+        await manager.handle_request(scope, _replay(body, receive), self._guard_send(send, state))
 
     def _guard_send(self, send: Any, state: RequestState) -> Any:
         """The SDK's `send`, guarded: its answer only goes out to a caller checked during this request.

@@ -62,6 +62,7 @@ def _call_target_sql(vendor: str) -> str:
         col("t", t, "table"),
         col("v", v, "version"),
         col("i", i, "key_rate_limit"),
+        col("i", i, "discovery"),
     ]
     return (
         f"SELECT {', '.join(columns)} FROM {table(i)} i"
@@ -102,6 +103,7 @@ def binding_call_target(*, instance_id: int, slug: str, api_key_id: int, name: s
         table_id,
         table_version,
         key_rate_limit,
+        discovery,
     ) = row[1:]
     return calls.CallTarget(
         owner_id=owner_id,
@@ -119,4 +121,5 @@ def binding_call_target(*, instance_id: int, slug: str, api_key_id: int, name: s
         table_id=table_id,
         table_version=table_version,
         key_rate_limit=key_rate_limit,
+        discovery=discovery,
     )

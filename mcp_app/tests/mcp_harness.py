@@ -41,7 +41,8 @@ def rpc_headers(body: dict, *, era: str = LEGACY, key: str | None = None) -> dic
     }
     if era == MODERN:
         headers["mcp-method"] = body.get("method", "")
-        name = (body.get("params") or {}).get("name")
+        params = body.get("params") or {}
+        name = params.get("uri") if body.get("method") == "resources/read" else params.get("name")
         if isinstance(name, str):
             headers["mcp-name"] = name
     if key is not None:

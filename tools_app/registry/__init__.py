@@ -18,13 +18,16 @@ from .. import services
 from ..choices import ToolType
 from ..data_access.budget import active, charge, too_expensive
 from ..errors import ErrorCode, ToolError, ToolhubError
-from ..models import Tool
+from ..models import Discovery, Tool
 from ..tool_types import REGISTRY, TOOL_TYPES
 from .export import FORMATS, export_tool, export_tools
 from .guide import PENDING, usage_guide
 from .search import MAX_LIMIT, METHODS, Hit, Index, ToolDoc, deep_copy, index_cache, validate_method
 
 __all__ = [
+    "PROXY_HINT",
+    "PROXY_NAME",
+    "through_proxy",
     "FORMATS",
     "METHODS",
     "execute_registry_tool",
@@ -77,13 +80,31 @@ def search_tools(*, scope: Any, query: str, method: str = "bm25", limit: int = 5
     charge(len(index.docs) + len(query))  # the call's budget: what ranking the scope's tools costs
     hits = index.search(query.strip(), method, limit)
     results = [hit.as_dict() for hit in hits]
-    return {
+    result = {
         "query": query,
         "method": method,
         "count": len(results),
         "results": results,
         "markdown": _search_markdown(query, method, hits),
     }
+    if through_proxy(scope):
+        # Issue 15: clients that only call listed tools run a found one through the call proxy.
+        result["call_with"] = PROXY_NAME
+        result["markdown"] += "\n" + PROXY_HINT + "\n"
+    return result
+
+
+PROXY_NAME = "call_tool"
+PROXY_HINT = (
+    f"Run a tool found here with `{PROXY_NAME}`: "
+    '{"tool_name": "<name>", "arguments": {...}} (get_tool_definition gives its input schema).'
+)
+
+
+def through_proxy(scope: Any) -> bool:
+    """Whether the scope is an MCP instance in search mode, whose clients run tools through call_tool."""
+    instance = getattr(scope, "instance", None)
+    return instance is not None and instance.discovery == Discovery.SEARCH
 
 
 def _search_markdown(query: str, method: str, hits: list[Hit]) -> str:
