@@ -406,3 +406,58 @@ def test_sdk_client_with_a_wrong_key_sees_why(shop, mode):
         error = error.exceptions[0]
     assert isinstance(error, MCPError)
     assert "UNAUTHORIZED: " in str(error)
+
+
+def _type_arrays(schema, path="$"):
+    found = []
+    if isinstance(schema, dict):
+        if isinstance(schema.get("type"), list):
+            found.append(path)
+        for key, value in schema.items():
+            found += _type_arrays(value, f"{path}.{key}")
+    elif isinstance(schema, list):
+        for index, value in enumerate(schema):
+            found += _type_arrays(value, f"{path}[{index}]")
+    return found
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_listed_schemas_have_no_type_arrays(shop, era):
+    # given
+    instance_update(instance=shop["instance"], discovery=Discovery.LIST_ALL)
+    # when
+    listed = rpc(shop, "tools/list", era=era)["result"]["tools"]
+    # then
+    by_name = {tool["name"]: tool for tool in listed}
+    assert by_name["orders_by_id"]["inputSchema"]["properties"]["keys"]["items"] == {
+        "anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "number"}],
+        "description": "A key; numbers and strings compare as strings.",
+    }
+    assert [(tool["name"], _type_arrays(tool)) for tool in listed if _type_arrays(tool)] == []
+    assert Tool.objects.get(name="orders_by_id").input_schema["properties"]["keys"]["items"]["type"] == [
+        "string",
+        "integer",
+        "number",
+    ]  # stored as written: only what hosts see changes
+
+
+def test_select_keys_still_validate_through_the_anyof_form(shop):
+    # when
+    result = rpc(shop, "tools/call", {"name": "orders_by_id", "arguments": {"keys": [1, "2"]}})["result"]
+    refused = rpc(shop, "tools/call", {"name": "orders_by_id", "arguments": {"keys": [True]}})["result"]
+    # then
+    assert [item["id"] for item in result["structuredContent"]["items"]] == [1, 2]
+    assert refused["isError"] is True
+
+
+@pytest.mark.parametrize("fmt", ["mcp", "openai", "anthropic"])
+def test_every_export_format_has_no_type_arrays(shop, fmt):
+    # given
+    from tools_app.registry import export_tools
+    from tools_app.registry.instance_scope import InstanceScope
+
+    # when
+    exported = export_tools(scope=InstanceScope(shop["instance"]), format=fmt)
+    # then
+    assert exported["count"] == 7
+    assert _type_arrays(exported["tools"]) == []
