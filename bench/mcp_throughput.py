@@ -11,6 +11,10 @@ requests/s, p50, p99 and the ratio toolhub / hand-written. `--vary N` makes the 
 
 `--rounds N` repeats the whole comparison N times, alternating which server goes first, and prints
 medians and each round's ratio: on a shared, noisy machine one run proves little.
+
+`--against DIR` compares with toolhub served from another checkout (e.g. the main branch's worktree) on
+the same database instead of the hand-written server: "handwritten" in the table is then that baseline,
+and the ratio says how this checkout's per-call cost compares (1.00x: the same).
 """
 
 import argparse
@@ -165,6 +169,7 @@ def main() -> None:
     parser.add_argument("--database-url", help="postgres://... server to create a benchmark database on")
     parser.add_argument("--eras", default=f"{LEGACY},{MODERN}")
     parser.add_argument("--rounds", type=int, default=1, help="repeat, alternating which server runs first")
+    parser.add_argument("--against", help="a toolhub checkout to compare with, instead of the hand-written server")
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed (Debian package 'wrk').")
@@ -213,6 +218,16 @@ def main() -> None:
     }
     tools = {"toolhub": "orders_query", "handwritten": "orders_query"}
     keys = {"toolhub": seeded["key"], "handwritten": None}
+    if args.against:
+        servers["handwritten"].terminate()
+        servers["handwritten"].wait(timeout=30)
+        servers["handwritten"] = subprocess.Popen(
+            [UVICORN, "toolhub.asgi:application", "--port", str(handwritten_port), "--lifespan", "on", *common],
+            cwd=args.against,
+            env=env,
+        )
+        urls["handwritten"] = f"http://127.0.0.1:{handwritten_port}/mcp/bench/"
+        keys["handwritten"] = seeded["key"]
     try:
         for name, process in servers.items():
             wait_until_up(urls[name], process)
