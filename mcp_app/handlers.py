@@ -29,6 +29,7 @@ from mcp.server.connection import allowed_log_levels
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from tools_app import __version__ as tools_version
 from tools_app.calls import Caller, CallOutcome, CallTarget, run_tool_call, tool_cache, touch_key
 from tools_app.choices import REGISTRY_TYPES, ToolType
 from tools_app.errors import ErrorCode, ToolError
@@ -563,8 +564,6 @@ def _no_header_parameters(name: str) -> None:
 
 
 def build_server(hops: DatabaseHops) -> Server:
-    from toolhub import __version__
-
     from . import surface
 
     def bound(handler: Any) -> Any:
@@ -575,7 +574,7 @@ def build_server(hops: DatabaseHops) -> Server:
         warnings.simplefilter("ignore", MCPDeprecationWarning)
         server = Server(
             "toolhub",
-            version=__version__,
+            version=tools_version,
             title="toolhub",
             on_list_tools=bound(_on_list_tools),
             on_call_tool=bound(_on_call_tool),

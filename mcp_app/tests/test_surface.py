@@ -368,7 +368,7 @@ def test_server_info_names_toolhub_and_its_version(shop, era):
     # given
     import tomllib
 
-    from toolhub import __version__
+    from tools_app import __version__
 
     with open("pyproject.toml", "rb") as handle:
         version = tomllib.load(handle)["project"]["version"]

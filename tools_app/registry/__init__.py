@@ -80,7 +80,7 @@ def search_tools(*, scope: Any, query: str, method: str = "bm25", limit: int = 5
     charge(len(index.docs) + len(query))  # the call's budget: what ranking the scope's tools costs
     hits = index.search(query.strip(), method, limit)
     results = [hit.as_dict() for hit in hits]
-    result = {
+    result: dict[str, Any] = {
         "query": query,
         "method": method,
         "count": len(results),
