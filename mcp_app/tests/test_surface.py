@@ -461,3 +461,29 @@ def test_every_export_format_has_no_type_arrays(shop, fmt):
     # then
     assert exported["count"] == 7
     assert _type_arrays(exported["tools"]) == []
+
+
+def test_without_type_arrays_keeps_the_schema_and_shares_unchanged_parts():
+    # given
+    from tools_app.registry.export import without_type_arrays
+
+    plain = {"type": "object", "properties": {"a": {"type": "string"}}}
+    mixed = {
+        "type": ["object", "null"],
+        "properties": {"a": {"type": ["string"], "minLength": 1}, "b": plain},
+        "anyOf": [{"required": ["a"]}, {"required": ["b"]}],
+    }
+    # when
+    same = without_type_arrays(plain)
+    changed = without_type_arrays(mixed)
+    # then
+    assert same is plain
+    assert changed == {
+        "properties": {"a": {"minLength": 1, "type": "string"}, "b": plain},
+        "allOf": [
+            {"anyOf": [{"type": "object"}, {"type": "null"}]},
+            {"anyOf": [{"required": ["a"]}, {"required": ["b"]}]},
+        ],
+    }
+    assert changed["properties"]["b"] is plain
+    assert mixed["type"] == ["object", "null"]  # the input is not changed
