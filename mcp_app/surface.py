@@ -13,7 +13,8 @@ Prompts. `usage_guide` is the registry's usage guide (tools_app.registry.usage_g
 tools, with the optional arguments `tool_names` (comma-separated) and `category`.
 
 Completion. The prompt's `tool_names` (the last name being typed) and `category`, and the `key` of a record
-template (keys of the mount's records, compared as strings). Anything else completes to nothing.
+template (keys of the mount's records, compared as strings) when the mount is also a resource (a bound tool
+reads it whole: completion lists nothing a tool would not show). Anything else completes to nothing.
 
 Every function here runs in one database hop (mcp_app.hops) and starts with the re-check of the key and the
 instance, as every handler does (mcp_app.handlers).
@@ -344,6 +345,8 @@ def complete_sync(state: RequestState, ref: dict[str, Any], argument: dict[str, 
         uri = ref.get("uri")
         if isinstance(uri, str) and uri.endswith("{?key}"):
             mount = _mounts(instance).get(uri[: -len("{?key}")])
-            if mount is not None and mount.selector is not None:
+            # Keys are offered only where a bound tool already reads the mount whole: a select-only mount
+            # answers for a key the caller knows, and completion must not list what no tool would.
+            if mount is not None and mount.selector is not None and mount.reader is not None:
                 return _completion(_prefixed(_record_keys(mount), typed))
     return _completion([])

@@ -187,3 +187,35 @@ def test_wrong_key_is_a_json_rpc_error_the_sdk_shows(server_db, uvicorn, mode):
     assert raw.status_code == 401
     assert raw.headers["www-authenticate"].startswith("Bearer")
     assert raw.json()["error"]["code"] == -32001
+
+
+INSPECTOR = ROOT / "node_modules" / ".bin" / "mcp-inspector"
+
+
+@pytest.mark.skipif(not INSPECTOR.exists(), reason="MCP Inspector not installed (npm install in the project root)")
+def test_mcp_inspector_cli_runs_a_search_mode_tool_through_call_tool(server_db, uvicorn):
+    """The Inspector CLI only calls listed tools: on a search-mode instance it reaches any tool via call_tool."""
+    # given
+    common = [
+        str(INSPECTOR),
+        "--cli",
+        f"{uvicorn.base}/mcp/surface/",
+        "--transport",
+        "http",
+        "--header",
+        f"Authorization: Bearer {server_db['key']}",
+    ]
+    call = ["--method", "tools/call", "--tool-name", "call_tool", "--tool-arg", "tool_name=orders_query"]
+    # when
+    called = subprocess.run(
+        [*common, *call, "--tool-arg", 'arguments={"query": "length(@)"}'],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    # then
+    assert called.returncode == 0, called.stderr
+    result = json.loads(called.stdout)
+    assert result["isError"] is False
+    assert result["structuredContent"] == {"result": 30}

@@ -295,6 +295,20 @@ def test_completion_of_prompt_arguments_and_record_keys(shop, era):
     assert other["values"] == []
 
 
+def test_keys_of_a_mount_only_select_reads_are_not_completed(shop):
+    # given
+    binding = shop["instance"].bindings.get(tool=shop["everyone"])
+    binding_update(binding=binding, enabled=False)
+    template = f"toolhub://tables/{shop['people'].pk}/people{{?key}}"
+    # when
+    params = {"ref": {"type": "ref/resource", "uri": template}, "argument": {"name": "key", "value": ""}}
+    completion = rpc(shop, "completion/complete", params)["result"]["completion"]
+    record = rpc(shop, "resources/read", {"uri": template.replace("{?key}", "?key=P-02")})["result"]
+    # then
+    assert completion["values"] == []
+    assert json.loads(record["contents"][0]["text"])["sku"] == "P-02"  # by a known key, still served
+
+
 #
 # logging and progress (item 4)
 #
@@ -335,6 +349,24 @@ def test_sdk_client_gets_progress_and_logs_on_the_call_that_asked(shop, mode, lo
         (3, 3, "orders_query done"),
     ]
     assert [log.data["message"] for log in logs][-4:] == [message for _, _, message in progress]
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_streamed_call_with_a_revoked_key_is_401_and_runs_nothing(shop, era):
+    # given
+    from mcp_app.tests.mcp_harness import rpc_body
+    from tools_app.services import api_key_revoke
+
+    harness = Harness()
+    assert harness.post("shop", rpc_body("tools/list", era=era), key=shop["key"], era=era).status_code == 200
+    api_key_revoke(api_key=shop["instance"].api_keys.get())
+    params = {"name": "orders_query", "arguments": {"query": "@"}, "_meta": {"progressToken": "p1"}}
+    # when
+    response = harness.post("shop", rpc_body("tools/call", params, era=era), key=shop["key"], era=era)
+    # then
+    assert response.status_code == 401
+    assert response.json()["error"]["data"]["error"] == "UNAUTHORIZED"
+    assert CallLog.objects.count() == 0
 
 
 def sdk_client(shop, scenario, *, mode, **options):
