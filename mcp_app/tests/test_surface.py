@@ -197,6 +197,26 @@ def test_resources_are_the_mounts_a_bound_tool_reads_whole(shop, era):
 
 
 @pytest.mark.parametrize("era", ERAS)
+def test_resource_lists_are_paged(shop, era, settings):
+    # given
+    settings.TOOLHUB_MCP_PAGE_SIZE = 1
+    # when
+    first = rpc(shop, "resources/list", era=era)["result"]
+    second = rpc(shop, "resources/list", {"cursor": first["nextCursor"]}, era=era)["result"]
+    templates = rpc(shop, "resources/templates/list", era=era)["result"]
+    more = rpc(shop, "resources/templates/list", {"cursor": templates["nextCursor"]}, era=era)["result"]
+    bad = rpc(shop, "resources/list", {"cursor": "nonsense"}, era=era)
+    # then
+    assert [r["uri"] for r in first["resources"] + second["resources"]] == sorted(
+        [f"toolhub://tables/{shop['query'].table_id}", f"toolhub://tables/{shop['people'].pk}/people"]
+    )
+    assert "nextCursor" not in second
+    assert len(templates["resourceTemplates"] + more["resourceTemplates"]) == 2
+    assert "nextCursor" not in more
+    assert bad["error"]["code"] == types.INVALID_PARAMS
+
+
+@pytest.mark.parametrize("era", ERAS)
 def test_reading_a_resource_runs_its_tool_through_the_pipeline(shop, era):
     # given
     uri = f"toolhub://tables/{shop['people'].pk}/people"
