@@ -5,18 +5,23 @@ never fire request_started/finished, so connections are checked here (_reset_con
 """
 
 import asyncio
-import functools
+import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import connections
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from tools_app.data_access import budget
 
 __all__ = ["DatabaseHops"]
 
 CONNECTION_CHECK_INTERVAL = 1.0  # seconds
+MAX_LENT_THREADS = 32  # threads lent beyond the pool's size while its threads wait (_HopThreads)
 
 
 def _reset_connections() -> None:
@@ -44,12 +49,108 @@ def _hop(fn: Any, *args: Any) -> Any:
     return fn(*args)
 
 
+class _HopThreads:
+    """A pool of `size` threads that lends an extra thread while one of its threads waits (`waiting`).
+
+    Like concurrent.futures.ThreadPoolExecutor (threads start when work comes and no thread is idle, up to
+    `size`), except that a thread blocked in `waiting()` — a call waiting for its concurrency slot, the heavy
+    lane or a heavy worker (tools_app.heavy) — does not count: while it waits, another thread may start, so
+    that `size` threads stay free for light calls however many expensive calls wait (docs/budgets.md). A lent
+    thread ends when it finds more than `size` threads unblocked after its task. At most `cap` threads.
+    """
+
+    def __init__(self, size: int, cap: int) -> None:
+        self.size, self.cap = size, cap
+        self._tasks: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0
+        self._blocked = 0
+        self._stopping = False
+
+    def _grow_locked(self) -> None:
+        """Start a thread when a task may wait with no idle thread, fewer than `size` unblocked, below `cap`."""
+        if self._stopping or self._idle > 0 or len(self._threads) - self._blocked >= self.size:
+            return
+        if len(self._threads) >= self.cap:
+            return
+        thread = threading.Thread(target=self._work, name=f"toolhub-mcp-db-{len(self._threads)}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def submit(self, fn: Any, *args: Any) -> Future:
+        future: Future = Future()
+        self._tasks.put((future, fn, args))
+        with self._lock:
+            self._grow_locked()
+        return future
+
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """Around a wait of one of this pool's threads: another thread may serve the queue meanwhile. On
+        PostgreSQL the thread's connection goes back to the pool while it waits (the lent thread needs one)."""
+        connection = connections[DEFAULT_DB_ALIAS]
+        if connection.vendor == "postgresql" and not connection.in_atomic_block:
+            connection.close()
+        with self._lock:
+            self._blocked += 1
+            if not self._tasks.empty():
+                self._grow_locked()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._blocked -= 1
+
+    def _work(self) -> None:
+        budget.on_wait(self.waiting)  # this thread's waits inside a call lend its place (docstring)
+        me = threading.current_thread()
+        while True:
+            with self._lock:
+                self._idle += 1
+            task = self._tasks.get()
+            with self._lock:
+                self._idle -= 1
+            if task is None:
+                break
+            future, fn, args = task
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn(*args))
+                except BaseException as exc:  # the awaiting request gets it, as from an executor
+                    future.set_exception(exc)
+            del task, future, fn, args
+            with self._lock:
+                if len(self._threads) - self._blocked > self.size:  # a lent thread, no longer needed
+                    break
+        with self._lock:
+            self._threads.remove(me)
+        connections.close_all()
+
+    def threads(self) -> int:
+        with self._lock:
+            return len(self._threads)
+
+    def shutdown(self) -> None:
+        """End every thread (each closes its own connections on the way out) and wait for them."""
+        with self._lock:
+            self._stopping = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._tasks.put(None)
+        for thread in threads:
+            thread.join(timeout=10)
+
+
 class DatabaseHops:
     """Where the handlers' database work runs: never on the event loop.
 
     With `threads` > 0 (production): a pool of that many threads, each keeping its own connection
     (CONN_MAX_AGE), so the round trips of concurrent requests overlap instead of queueing behind one
     thread. Every hop runs in autocommit and reads the committed state, as any worker would (SPEC §1).
+    A thread that waits inside a call (for a concurrency slot or an expensive evaluation elsewhere,
+    tools_app.data_access.budget.waiting) lends its place to another thread meanwhile (_HopThreads), so
+    expensive calls cannot take the threads light calls need (issue 12, docs/budgets.md).
     With 0: Django's one shared thread (sync_to_async, thread_sensitive); in-process tests use it so
     that the handlers see the test's open transaction.
 
@@ -60,51 +161,25 @@ class DatabaseHops:
     asgiref copies the context for every hop. This pool also closes its threads' connections at shutdown.
     """
 
-    def __init__(self, threads: int) -> None:
+    def __init__(self, threads: int, cap: int = MAX_LENT_THREADS) -> None:
         self.threads = threads
-        self._pool: ThreadPoolExecutor | None = None
-        self._started = 0
-        self._lock = threading.Lock()
+        self.cap = threads + cap
+        self._pool: _HopThreads | None = None
         self._shared_thread = sync_to_async(_hop, thread_sensitive=True)
 
     def start(self) -> None:
         if self.threads > 0 and self._pool is None:
-            self._started = 0
-            self._pool = ThreadPoolExecutor(
-                max_workers=self.threads, thread_name_prefix="toolhub-mcp-db", initializer=self._count_thread
-            )
-
-    def _count_thread(self) -> None:
-        with self._lock:
-            self._started += 1
+            self._pool = _HopThreads(self.threads, self.cap)
 
     def stop(self) -> None:
-        """Close each pool thread's connections, then end the threads (blocking: call it from a thread).
-
-        A connection belongs to the thread that opened it, so each thread closes its own: one task per
-        started thread, held at a barrier so that no thread takes two.
-        """
+        """End the pool's threads, each closing its own connections (blocking: call it from a thread)."""
         pool, self._pool = self._pool, None
         if pool is None:
             return
-        with self._lock:
-            started = self._started
-        if started:
-            barrier = threading.Barrier(started)
-
-            def close_own_connections() -> None:
-                connections.close_all()
-                try:
-                    barrier.wait(timeout=10)
-                except threading.BrokenBarrierError:
-                    pass
-
-            for _ in range(started):
-                pool.submit(close_own_connections)
-        pool.shutdown(wait=True)
+        pool.shutdown()
 
     async def run(self, fn: Any, *args: Any) -> Any:
         pool = self._pool
         if pool is None:
             return await self._shared_thread(fn, *args)
-        return await asyncio.get_running_loop().run_in_executor(pool, functools.partial(_hop, fn, *args))
+        return await asyncio.wrap_future(pool.submit(_hop, fn, *args))

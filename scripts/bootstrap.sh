@@ -4,9 +4,41 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PYTHON=${PYTHON:-python3}
+# Python >= 3.11: $PYTHON when given, else the first of python3, python3.11, python3.12, python3.13 that is.
+is_supported() { "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' >/dev/null 2>&1; }
+describe() { "$1" -c 'import sys; print("Python %d.%d.%d at %s" % (*sys.version_info[:3], sys.executable))'; }
+if [ -n "${PYTHON:-}" ]; then
+  if ! is_supported "$PYTHON"; then
+    found=$("$PYTHON" --version 2>&1 || echo "not runnable")
+    echo "toolhub needs Python 3.11 or newer; PYTHON=$PYTHON is: $found." >&2
+    echo "Install Python 3.11+ and run again with PYTHON=/path/to/python3.11 (or unset PYTHON)." >&2
+    exit 1
+  fi
+else
+  for candidate in python3 python3.11 python3.12 python3.13; do
+    if command -v "$candidate" >/dev/null && is_supported "$candidate"; then PYTHON=$candidate; break; fi
+  done
+  if [ -z "${PYTHON:-}" ]; then
+    found=$(python3 --version 2>&1 || echo "no python3 on PATH")
+    echo "toolhub needs Python 3.11 or newer; found: $found." >&2
+    echo "Install Python 3.11+ (e.g. apt install python3.11 python3.11-venv, or pyenv) and run again," >&2
+    echo "naming it if it is not on PATH: PYTHON=/path/to/python3.11 bash scripts/start.sh" >&2
+    exit 1
+  fi
+fi
+echo "Using $(describe "$PYTHON") (choose another with PYTHON=/path/to/python bash scripts/start.sh)."
+
+# A .venv left broken (an interrupted first run, an interpreter removed or too old, no pip) is rebuilt.
+if [ -e .venv ] && ! { is_supported .venv/bin/python && .venv/bin/python -m pip --version >/dev/null 2>&1; }; then
+  echo ".venv is broken or uses an unsupported Python: rebuilding it with $PYTHON."
+  rm -rf .venv
+fi
 if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
+  if ! "$PYTHON" -m venv .venv; then
+    rm -rf .venv
+    echo "Could not create .venv with $PYTHON (on Debian/Ubuntu: apt install python3-venv, or python3.X-venv)." >&2
+    exit 1
+  fi
 fi
 if [ "${1:-}" = "--test" ]; then
   requirements=(-r requirements-dev.txt)  # includes the embedding extra

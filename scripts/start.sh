@@ -2,6 +2,7 @@
 # Install toolhub, create demo data on SQLite and serve everything on http://127.0.0.1:8000/
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# bootstrap.sh checks for Python >= 3.11 (PYTHON=/path/to/python to choose one) and rebuilds a broken .venv.
 bash scripts/bootstrap.sh
 export TOOLHUB_DEV=${TOOLHUB_DEV:-true}
 if [ -z "${DJANGO_SECRET_KEY:-}" ]; then
@@ -11,7 +12,9 @@ if [ -z "${DJANGO_SECRET_KEY:-}" ]; then
   export DJANGO_SECRET_KEY
 fi
 .venv/bin/python manage.py migrate --noinput
-.venv/bin/python manage.py seed_demo
+# The demo key is kept in .demo-key and printed on every start while it works in this database; a fresh
+# database (or a revoked key) gets a new one.
+.venv/bin/python manage.py seed_demo --key-file .demo-key
 PORT=${PORT:-8000}
 echo
 echo "toolhub is starting on http://127.0.0.1:${PORT}/admin/  (log in with the demo user above; Ctrl-C stops it)"

@@ -26,6 +26,7 @@ if settings.TOOLHUB_GIL_SWITCH_INTERVAL_MS > 0:
     sys.setswitchinterval(settings.TOOLHUB_GIL_SWITCH_INTERVAL_MS / 1000)
 
 from mcp_app.transport import McpEndpoint  # noqa: E402  (after Django is set up)
+from tools_app import heavy  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -33,10 +34,11 @@ mcp_endpoint = McpEndpoint()
 
 
 async def lifespan(receive, send) -> None:
-    """Run the MCP session manager from startup to shutdown."""
+    """Run the MCP session manager, and the heavy workers (tools_app.heavy), from startup to shutdown."""
     await receive()  # lifespan.startup
     started = False
     try:
+        heavy.workers.start()  # they set themselves up while the server starts serving
         async with mcp_endpoint.running():
             started = True
             await send({"type": "lifespan.startup.complete"})
@@ -46,6 +48,7 @@ async def lifespan(receive, send) -> None:
         if not started:
             await send({"type": "lifespan.startup.failed", "message": str(exc)})
             return
+    heavy.workers.stop()
     await send({"type": "lifespan.shutdown.complete"})
 
 

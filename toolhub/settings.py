@@ -375,6 +375,12 @@ TOOLHUB_QUERY_MAX_DEPTH = env_int("TOOLHUB_QUERY_MAX_DEPTH", 100)
 TOOLHUB_CONCURRENT_CALLS_PER_KEY = env_int("TOOLHUB_CONCURRENT_CALLS_PER_KEY", 1)
 TOOLHUB_CONCURRENT_CALLS_PER_USER = env_int("TOOLHUB_CONCURRENT_CALLS_PER_USER", 2)
 TOOLHUB_CONCURRENCY_WAIT_MS = env_int("TOOLHUB_CONCURRENCY_WAIT_MS", 100)
+# Processes per server process that run reads once they turn expensive (tools_app/heavy.py), so that they do
+# not share the server's interpreter lock with light calls; 0 keeps them in the server process. Each worker's
+# address space is capped at TOOLHUB_HEAVY_WORKER_MEMORY_MB (0: no cap). docs/budgets.md.
+TOOLHUB_MCP_DB_THREADS = env_int("TOOLHUB_MCP_DB_THREADS", 4)
+TOOLHUB_HEAVY_WORKERS = env_int("TOOLHUB_HEAVY_WORKERS", 1)
+TOOLHUB_HEAVY_WORKER_MEMORY_MB = env_int("TOOLHUB_HEAVY_WORKER_MEMORY_MB", 2048)
 # How long a thread may hold the GIL while another waits (sys.setswitchinterval), set by toolhub.asgi; 0 leaves
 # Python's default (5 ms). 0.1 ms: a light call waits that long, not 1 ms, at each of its GIL hand-offs while
 # an expensive evaluation runs; tools/call throughput measured the same (docs/budgets.md).

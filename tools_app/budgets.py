@@ -24,7 +24,7 @@ from typing import Any
 
 from django.conf import settings
 
-from .data_access.budget import Limits
+from .data_access.budget import Limits, waiting
 from .errors import ErrorCode, ToolError
 
 __all__ = ["CallSlots", "call_slots", "default_limits", "limits_for"]
@@ -104,7 +104,8 @@ class CallSlots:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise _busy(full[0], full[2], wait_ms)
-                self._changed.wait(remaining)
+                with waiting():
+                    self._changed.wait(remaining)
             for scope, ident, _limit in wanted:
                 self._running[scope, ident] = self._running.get((scope, ident), 0) + 1
         try:

@@ -10,6 +10,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
+from tools_app import services
 from tools_app.models import Table, Tool
 from tools_app.tool_types import TOOL_TYPES
 from tools_app.tool_types.registry_family import REGISTRY_HELP
@@ -145,7 +146,13 @@ class TableAdminForm(OwnerAwareModelForm):
     data_file = forms.FileField(
         required=False,
         label="Replace data from a file",
-        help_text="Upload a .json file to replace the whole document (useful for large tables).",
+        help_text="Upload a .json file, a .csv with a header line (each row becomes a record) or an .ndjson file "
+        "(one JSON value per line) to replace the whole document; the same import as POST /api/tables/import/.",
+    )
+    data_format = forms.ChoiceField(
+        required=False,
+        label="File format",
+        choices=[("", "From the file name")] + [(fmt, fmt.upper()) for fmt in services.IMPORT_FORMATS],
     )
 
     # Set by the admin for tables above editor_max_chars().
@@ -169,16 +176,19 @@ class TableAdminForm(OwnerAwareModelForm):
             return {}
         return data
 
-    def clean_data_file(self):
-        upload = self.cleaned_data.get("data_file")
-        if not upload:
-            return None
-        raw = upload.read()
-        try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise ValidationError("The file is not UTF-8 text.", code="invalid_json") from exc
-        return parse_json(text, label="JSON in the uploaded file")
+    def clean(self):
+        """An uploaded file is parsed by the import service (issue 15): the API's formats, rules and messages."""
+        cleaned = super().clean()
+        upload = cleaned.get("data_file")
+        if upload:
+            try:
+                fmt = services.import_format(upload.name, cleaned.get("data_format") or None)
+                cleaned["data_file"] = services.parse_table_file(upload.read(), fmt)
+            except ValidationError as exc:
+                cleaned["data_file"] = None
+                for field, errors in exc.error_dict.items():
+                    self.add_error("data_format" if field == "format" else "data_file", errors)
+        return cleaned
 
     def _post_clean(self):
         uploaded = self.cleaned_data.get("data_file") if hasattr(self, "cleaned_data") else None

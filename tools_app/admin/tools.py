@@ -26,6 +26,7 @@ from django.utils.html import format_html
 from django.utils.text import slugify
 
 from tools_app import services
+from tools_app.admin.data_tools import bind_to_instance, generate_tools_action
 from tools_app.admin.examples import example_arguments, mount_value
 from tools_app.admin.tool_forms import (
     OwnerAwareModelForm,
@@ -201,6 +202,7 @@ class TableAdmin(OwnedAdmin):
     list_filter = ["updated_at"]
     readonly_fields = ["version", "created_at", "updated_at"]
     change_form_template = "admin/tools_app/table/change_form.html"
+    actions = [generate_tools_action]
 
     class Media:
         css = {"all": ["toolhub/admin.css"]}
@@ -233,7 +235,7 @@ class TableAdmin(OwnedAdmin):
         return obj._toolhub_too_deep
 
     def get_fieldsets(self, request, obj=None):
-        data_fields = ["data_file"] if self.is_large(obj) else ["data", "data_file"]
+        data_fields = ["data_file", "data_format"] if self.is_large(obj) else ["data", "data_file", "data_format"]
         fieldsets = [(None, {"fields": ["name", "description"]}), ("Data", {"fields": data_fields})]
         if obj is not None:
             fieldsets.append(("Versions", {"fields": ["version", "created_at", "updated_at"]}))
@@ -261,8 +263,9 @@ class TableAdmin(OwnedAdmin):
 
     def save_model(self, request, obj, form, change):
         fields = {"name": obj.name, "description": obj.description}
-        if "data" in form.fields or form.cleaned_data.get("data_file") is not None:
-            fields["data"] = form.cleaned_data.get("data_file") or form.cleaned_data.get("data")
+        uploaded = form.cleaned_data.get("data_file")
+        if "data" in form.fields or uploaded is not None:
+            fields["data"] = uploaded if uploaded is not None else form.cleaned_data.get("data")
             if fields["data"] is None:
                 fields["data"] = {}
         if change:
@@ -364,6 +367,7 @@ class ToolAdmin(OwnedAdmin):
     readonly_fields = ["use_count", "last_used", "created_at", "updated_at"]
     list_select_related = ["table"]
     change_form_template = "admin/tools_app/tool/change_form.html"
+    actions = [bind_to_instance]
     # Blocks other apps add to the tool pages (register_tool_panel), in order.
     panel_providers: list["ToolPanelProvider"] = []
     fieldsets = [

@@ -4,6 +4,7 @@
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
+from .data_tools import BulkBindingView, GenerateToolsView, TableImportView
 from .instance_views import ApiKeyViewSet, BindingViewSet, McpInstanceViewSet
 from .views import ApiTokenViewSet, AuthTokenView, TableViewSet, ToolViewSet
 
@@ -17,6 +18,10 @@ router.register("auth/tokens", ApiTokenViewSet, basename="auth-token-item")
 # Ids are matched loosely and checked in the view, so a malformed id is a JSON 404 like a missing one.
 urlpatterns = [
     path("auth/token/", AuthTokenView.as_view(), name="auth-token"),
+    # Issue 15: before the router, whose tables/<pk>/ would take "import" for an id.
+    path("tables/import/", TableImportView.as_view(), name="table-import"),
+    re_path(r"^tables/(?P<pk>[^/]+)/generate-tools/$", GenerateToolsView.as_view(), name="table-generate-tools"),
+    re_path(r"^mcp-instances/(?P<pk>[^/]+)/bindings/bulk/$", BulkBindingView.as_view(), name="mcp-instance-bulk-bind"),
     *router.urls,
     re_path(
         r"^mcp-instances/(?P<instance_pk>[^/]+)/keys/$",

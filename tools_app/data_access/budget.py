@@ -33,7 +33,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,12 +43,15 @@ __all__ = [
     "DEFAULT_QUERY_DEPTH",
     "DEFAULT_QUERY_LENGTH",
     "Limits",
+    "MoveElsewhere",
     "QueryBudget",
     "active",
     "charge",
     "enforced",
     "measure",
+    "on_wait",
     "too_expensive",
+    "waiting",
 ]
 
 CHECK_EVERY = 5_000  # units of work between two looks at the clocks (one look costs ~0.5 µs)
@@ -87,6 +90,12 @@ def too_expensive(limit: str, value: int | float, unit: str, extra: str = "") ->
     return ToolError(ErrorCode.QUERY_TOO_EXPENSIVE, message, {"limit": limit, "value": value, "unit": unit})
 
 
+class MoveElsewhere(BaseException):
+    """Raised out of an evaluation that became heavy while its budget was `movable()`: whoever made it
+    movable (tools_app.heavy) runs it again in the process for expensive evaluations. A BaseException, so
+    that no evaluator's `except Exception` takes it for a failure of the query."""
+
+
 class QueryBudget:
     """The budget of one call: counts work (`charge`), checks the thread's CPU time every CHECK_EVERY units."""
 
@@ -104,6 +113,8 @@ class QueryBudget:
         "_in_lane",
         "_on_heavy",
         "_release",
+        "_movable",
+        "_cpu_before",
     )
 
     def __init__(
@@ -112,26 +123,29 @@ class QueryBudget:
         *,
         since: float | None = None,
         on_heavy: Callable[[], Callable[[], None]] | None = None,
+        cpu_used_ms: float = 0.0,
     ) -> None:
         self.limits = limits
         self.spent = 0
         self.bytes_spent = 0
         self._work = 0
         self._next_check = CHECK_EVERY
+        self._cpu_before = cpu_used_ms / 1000  # CPU spent on this call in another process before (tools_app.heavy)
         self._started = _thread_time()
-        self._cpu_deadline = self._started + limits.cpu_ms / 1000
+        self._cpu_deadline = self._started + limits.cpu_ms / 1000 - self._cpu_before
         self._wall_started = _monotonic() if since is None else since
         self._wall_deadline = self._wall_started + limits.cpu_ms / 1000 + WALL_GRACE
         self._yield_at = self._started + YIELD_AFTER_MS / 1000
         self._in_lane = False
         self._on_heavy = on_heavy
         self._release: Callable[[], None] | None = None
+        self._movable = False
 
     def restart_clocks(self) -> None:
         """Count time from now: what came before (loading and parsing the table) was not the evaluation's."""
         started, wall = _thread_time(), _monotonic()
         self._started, self._wall_started = started, wall
-        self._cpu_deadline = started + self.limits.cpu_ms / 1000
+        self._cpu_deadline = started + self.limits.cpu_ms / 1000 - self._cpu_before
         self._wall_deadline = wall + self.limits.cpu_ms / 1000 + WALL_GRACE
         self._yield_at = started + YIELD_AFTER_MS / 1000
 
@@ -177,11 +191,19 @@ class QueryBudget:
         if self._on_heavy is not None:
             on_heavy, self._on_heavy = self._on_heavy, None
             self._release = on_heavy()  # may raise (RATE_LIMITED): the evaluation stops here
+        if self._movable:
+            self._movable = False
+            raise MoveElsewhere
         if self._in_lane:
             _heavy_lane.release()
             self._in_lane = False
             _sleep(HEAVY_PAUSE)  # the GIL goes to a waiting thread: a light call, the event loop, another heavy call
-        if not _heavy_lane.acquire(timeout=max(0.0, self._wall_deadline - wall)):
+        if not _heavy_lane.acquire(blocking=False):
+            with waiting():
+                acquired = _heavy_lane.acquire(timeout=max(0.0, self._wall_deadline - wall))
+        else:
+            acquired = True
+        if not acquired:
             waited = round((_monotonic() - self._wall_started) * 1000)
             raise too_expensive(
                 "CPU-time budget", self.limits.cpu_ms, "ms", f" (spent {waited:,} ms, waiting behind other heavy calls)"
@@ -197,13 +219,31 @@ class QueryBudget:
             release, self._release = self._release, None
             release()
 
+    @contextmanager
+    def movable(self) -> Iterator[None]:
+        """Inside the block, becoming heavy raises MoveElsewhere (once) instead of taking the heavy lane."""
+        self._movable = True
+        try:
+            yield
+        finally:
+            self._movable = False
+
+    @property
+    def wall_started(self) -> float:
+        """When the evaluation's elapsed time began (time.monotonic(): the same clock in every process)."""
+        return self._wall_started
+
+    @property
+    def wall_deadline(self) -> float:
+        return self._wall_deadline
+
     def ensure_size(self, value: Any, what: str = "value") -> None:
         """Refuse `value` when its logical size is over max_elements or max_bytes (see `measure`)."""
         measure(value, self, what)
 
     @property
     def cpu_used_ms(self) -> float:
-        return (_thread_time() - self._started) * 1000
+        return (_thread_time() - self._started + self._cpu_before) * 1000
 
 
 _heavy_lane = threading.Lock()
@@ -221,6 +261,31 @@ def active() -> QueryBudget | None:
     return _active.budget
 
 
+class _Waits(threading.local):
+    hook: Callable[[], AbstractContextManager[None]] | None = None
+
+
+_waits = _Waits()
+
+
+def on_wait(hook: Callable[[], AbstractContextManager[None]] | None) -> None:
+    """Set what this thread does around its waits inside a call (`waiting`): the MCP database threads lend
+    their place to another thread meanwhile (mcp_app.hops)."""
+    _waits.hook = hook
+
+
+@contextmanager
+def waiting() -> Iterator[None]:
+    """Around a wait of a call for what other calls hold: a concurrency slot (tools_app.budgets), the heavy
+    lane, a heavy worker (tools_app.heavy). Runs the thread's `on_wait` hook, if any."""
+    hook = _waits.hook
+    if hook is None:
+        yield
+        return
+    with hook():
+        yield
+
+
 def charge(elements: int) -> None:
     """Charge `elements` of work to the budget active on this thread, if any (QueryBudget.charge)."""
     budget = _active.budget
@@ -230,13 +295,18 @@ def charge(elements: int) -> None:
 
 @contextmanager
 def enforced(
-    limits: Limits, *, since: float | None = None, on_heavy: Callable[[], Callable[[], None]] | None = None
+    limits: Limits,
+    *,
+    since: float | None = None,
+    on_heavy: Callable[[], Callable[[], None]] | None = None,
+    cpu_used_ms: float = 0.0,
 ) -> Iterator[QueryBudget]:
     """Enter a budget for the calls made on this thread inside the block; the outer one is restored after.
     `since` (time.monotonic()) is when the call began, if earlier: its wall-clock time counts from then.
-    `on_heavy` is called once if the evaluation becomes heavy; what it returns is called when the block ends."""
+    `on_heavy` is called once if the evaluation becomes heavy; what it returns is called when the block ends.
+    `cpu_used_ms`: CPU time the call already spent elsewhere (another process), deducted from its budget."""
     outer = _active.budget
-    budget = QueryBudget(limits, since=since, on_heavy=on_heavy)
+    budget = QueryBudget(limits, since=since, on_heavy=on_heavy, cpu_used_ms=cpu_used_ms)
     _active.budget = budget
     try:
         yield budget

@@ -10,9 +10,13 @@ constraints, never by a pre-check alone.
 - locks.py: the row-lock helpers both use
 - tokens.py: API tokens (issue, revoke)
 - history.py: the admin history (LogEntry) of writes made outside the admin
+- imports.py: a table from a JSON, CSV or NDJSON file (issue 15)
+- generate.py: a planned set of tools (tools_app.toolsets) created and bound all or nothing (issue 15)
 """
 
+from .generate import tool_set_create
 from .history import history_record
+from .imports import IMPORT_FORMATS, import_format, parse_table_file, table_import
 from .instances import (
     INSTANCE_FIELDS,
     api_key_delete,
@@ -20,6 +24,7 @@ from .instances import (
     api_key_issue,
     api_key_revoke,
     binding_create,
+    binding_create_many,
     binding_delete,
     binding_delete_many,
     binding_update,
@@ -47,6 +52,7 @@ from .tables import (
 from .tokens import api_token_issue, api_token_revoke, api_token_ttl
 
 __all__ = [
+    "IMPORT_FORMATS",
     "INSTANCE_FIELDS",
     "TOOL_FIELDS",
     "api_key_delete",
@@ -57,6 +63,7 @@ __all__ = [
     "api_token_revoke",
     "api_token_ttl",
     "binding_create",
+    "binding_create_many",
     "binding_delete",
     "binding_delete_many",
     "binding_update",
@@ -64,6 +71,8 @@ __all__ = [
     "instance_delete",
     "instance_delete_many",
     "history_record",
+    "import_format",
+    "parse_table_file",
     "instance_update",
     "key_share",
     "lock_rows",
@@ -72,11 +81,13 @@ __all__ = [
     "table_delete",
     "table_delete_many",
     "table_derived",
+    "table_import",
     "table_update",
     "table_write",
     "tool_create",
     "tool_delete",
     "tool_delete_many",
+    "tool_set_create",
     "tool_update",
     "tool_use_record",
 ]

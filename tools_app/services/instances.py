@@ -148,6 +148,29 @@ def binding_create(
     return _save_binding(binding, "name_override" if name_override else "tool")
 
 
+def binding_create_many(*, mcp_instance: McpInstance, tools: list[Tool], enabled: bool = True) -> list[Binding]:
+    """Bind several tools to an instance at once (issue 15): all or nothing.
+
+    Each bind is binding_create's (locks, the name rule); the first refusal (a tool already bound there, a
+    name taken there or by another tool of the same request) rolls every bind of the request back and is
+    raised on `tools`, naming the tool.
+    """
+    bindings = []
+    with transaction.atomic():
+        for tool in tools:
+            try:
+                bindings.append(binding_create(mcp_instance=mcp_instance, tool=tool, enabled=enabled))
+            except ValidationError as exc:
+                refusals = [e for es in exc.error_dict.values() for e in es] if hasattr(exc, "error_dict") else []
+                errors = [
+                    ValidationError(f"Tool {tool.name!r} (id {tool.pk}): {message}", code=refusal.code)
+                    for refusal in refusals or exc.error_list
+                    for message in refusal.messages
+                ]
+                raise ValidationError({"tools": errors}) from exc
+    return bindings
+
+
 def binding_update(*, binding: Binding, **fields: Any) -> Binding:
     """Change enabled/overrides (or the tool); an override into a collision is refused (NAME_CONFLICT)."""
     allowed = {"enabled", "name_override", "description_override", "tool", "mcp_instance"}
@@ -260,6 +283,7 @@ __all__ = [
     "api_key_issue",
     "api_key_revoke",
     "binding_create",
+    "binding_create_many",
     "binding_delete",
     "binding_delete_many",
     "binding_update",

@@ -10,6 +10,11 @@ def lock_rows(rows: QuerySet) -> list[int]:
     return list(rows.select_for_update().order_by("pk").values_list("pk", flat=True))
 
 
+def lock_rows_no_key(rows: QuerySet) -> list[int]:
+    """lock_rows, FOR NO KEY UPDATE: writers of the rows queue, foreign-key checks (KEY SHARE) do not wait."""
+    return list(rows.select_for_update(no_key=True).order_by("pk").values_list("pk", flat=True))
+
+
 def key_share(rows: QuerySet) -> list[tuple]:
     """The rows of a `values_list()` queryset (tuples), locked FOR KEY SHARE on PostgreSQL until the
     transaction ends: the lock a foreign-key check takes. It waits for a delete or a key change in progress

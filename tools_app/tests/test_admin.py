@@ -317,7 +317,7 @@ def test_invalid_upload_is_refused_with_position(owner_client, table):
     )
     # then
     assert response.context["adminform"].form.errors["data_file"] == [
-        "Invalid JSON in the uploaded file at line 2, column 7: Expecting value."
+        "Invalid JSON at line 2, column 7: Expecting value."
     ]
     table.refresh_from_db()
     assert table.version == 1

@@ -31,11 +31,9 @@ EXAMPLE_FIELDS = 3
 
 def run_reader(*, tool: Any, arguments: dict[str, Any], scope: Any = None) -> Any:
     """Run the read operation named like the tool's type over the data at its mount."""
-    from ..data_access import operations
-    from .execute import read_mount
+    from .execute import run_read
 
-    mount, _, data = read_mount(tool)
-    return operations.READERS[tool.type](data, mount, arguments)
+    return run_read(tool, tool.type, arguments)
 
 
 def writer(operation: str, verb: str):

@@ -19,7 +19,7 @@ from ..models import Table, Tool
 from ..validators import describe_path, max_table_depth, nesting_beyond
 from . import EXTERNAL, TOOL_TYPES
 
-__all__ = ["execute", "read_mount", "write_mount"]
+__all__ = ["execute", "read_mount", "run_read", "write_mount"]
 
 
 def execute(*, tool: Tool, arguments: Any, scope: Any = None) -> Any:
@@ -68,6 +68,18 @@ def read_mount(tool: Tool) -> tuple[Mount, int, Any]:
     if current is not None:
         current.restart_clocks()  # the time budget is the evaluation's: loading a cold table is not charged
     return mount, version, data
+
+
+def run_read(tool: Tool, operation: str, arguments: dict, *extra: Any) -> Any:
+    """A read operation of data_access.operations over the tool's mount; moved to a heavy worker process if
+    it turns expensive (tools_app.heavy)."""
+    from .. import heavy
+
+    mount, version, data = read_mount(tool)
+    assert tool.table_id is not None  # read_mount refused a tool without a table
+    return heavy.read(
+        operation, table_id=tool.table_id, version=version, data=data, mount=mount, arguments=arguments, extra=extra
+    )
 
 
 def write_mount(tool: Tool, build: Callable[[Mount, dict], Any], arguments: dict, verb: str) -> dict[str, int]:

@@ -7,11 +7,9 @@ from .data import JSON_PATH_HELP, PREVIEW_KEYS_HELP
 
 
 def execute(*, tool: Any, arguments: dict[str, Any], scope: Any = None) -> Any:
-    from ..data_access import operations
-    from .execute import read_mount
+    from .execute import run_read
 
-    mount, _, data = read_mount(tool)
-    return operations.preview(data, mount, arguments, (tool.metadata or {}).get("preview_keys"))
+    return run_read(tool, "preview", arguments, (tool.metadata or {}).get("preview_keys"))
 
 
 def example(tool: Any, mount: Any) -> dict[str, Any]:

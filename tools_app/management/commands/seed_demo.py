@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from tools_app import services
-from tools_app.models import Binding, McpInstance, Table, Tool
+from tools_app.models import ApiKey, Binding, McpInstance, Table, Tool
 
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo-password"
@@ -98,6 +98,11 @@ class Command(BaseCommand):
         parser.add_argument("--password", default=os.environ.get("TOOLHUB_DEMO_PASSWORD", DEMO_PASSWORD))
         parser.add_argument("--no-key", action="store_true", help="Do not issue a new API key.")
         parser.add_argument(
+            "--key-file",
+            help="Keep the demo key across runs (scripts/start.sh): print the key stored in this file while it is "
+            "a working key of the demo instance in this database; otherwise issue a new one and store it there.",
+        )
+        parser.add_argument(
             "--force", action="store_true", help="Run even with DJANGO_DEBUG and TOOLHUB_DEV off (production)."
         )
 
@@ -161,9 +166,41 @@ class Command(BaseCommand):
             )
         self.stdout.write(f"Admin login: {DEMO_USERNAME} / {options['password'] if created else '(unchanged)'}")
         self.stdout.write(f"MCP endpoint: {endpoint_url(instance)}")
+        if options["key_file"]:
+            plaintext = kept_key(instance, options["key_file"])
+            if plaintext is not None:
+                self.stdout.write(f"API key (kept from {options['key_file']}): {plaintext}")
+                return
         if not options["no_key"]:
             _, plaintext = services.api_key_issue(mcp_instance=instance, label="demo key", via="seed_demo command")
-            self.stdout.write(f"API key (shown once): {plaintext}")
+            if options["key_file"]:
+                store_key(options["key_file"], plaintext)
+                self.stdout.write(f"API key (new; kept in {options['key_file']} for the next runs): {plaintext}")
+            else:
+                self.stdout.write(f"API key (shown once): {plaintext}")
+
+
+def kept_key(instance: McpInstance, path: str) -> str | None:
+    """The key stored in `path` if it is a working (unrevoked) key of `instance`: a fresh database, or a revoked
+    key, gets a new one."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            plaintext = file.read().strip()
+    except OSError:
+        return None
+    if not ApiKey.is_well_formed(plaintext):
+        return None
+    works = ApiKey.objects.filter(
+        mcp_instance=instance, key_hash=ApiKey.hash_key(plaintext), revoked_at__isnull=True
+    ).exists()
+    return plaintext if works else None
+
+
+def store_key(path: str, plaintext: str) -> None:
+    """Write the key readable by its owner only (like .dev-secret-key)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.write(plaintext + "\n")
 
 
 def demo_instance(user) -> McpInstance:

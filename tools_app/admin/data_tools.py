@@ -1,0 +1,140 @@
+"""Admin actions from data to tools (issue 15 item 6): generate a table's standard tools, bind many tools.
+
+Each action shows a small form first (Django's intermediate-page pattern) and then does what the API does,
+through the same code: tools_app.toolsets.generate_tools and services.binding_create_many, all or nothing.
+"""
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.template.response import TemplateResponse
+
+from tools_app import services
+from tools_app.models import McpInstance
+from tools_app.toolsets import MAX_PREFIX, generate_tools
+
+__all__ = ["bind_to_instance", "generate_tools_action"]
+
+
+class InstanceChoiceForm(forms.Form):
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["mcp_instance"].queryset = McpInstance.objects.for_user(user).order_by("name")
+
+
+class GenerateToolsForm(InstanceChoiceForm):
+    mcp_instance = forms.ModelChoiceField(
+        queryset=McpInstance.objects.none(),
+        required=False,
+        empty_label="(do not bind)",
+        label="Bind to MCP instance",
+    )
+    json_path = forms.CharField(
+        required=False, max_length=500, label="JSON path", help_text="JSON Pointer of the mount; empty = the root."
+    )
+    writes = forms.BooleanField(required=False, label="Also create, update and delete tools")
+    preview_keys = forms.CharField(
+        required=False,
+        max_length=2000,
+        help_text="Comma-separated fields the preview keeps; empty = the key field and the first fields by name.",
+    )
+    name_prefix = forms.CharField(
+        required=False, max_length=MAX_PREFIX, help_text="Tool names are <prefix>_query, ...; empty = the table's name."
+    )
+
+
+class BindForm(InstanceChoiceForm):
+    mcp_instance = forms.ModelChoiceField(queryset=McpInstance.objects.none(), label="MCP instance")
+    enabled = forms.BooleanField(required=False, initial=True)
+
+
+def _intermediate(modeladmin, request, queryset, form, *, action: str, title: str, button: str) -> TemplateResponse:
+    context: dict[str, Any] = {
+        **modeladmin.admin_site.each_context(request),
+        "opts": modeladmin.model._meta,
+        "title": title,
+        "form": form,
+        "objects": list(queryset),
+        "action": action,
+        "button": button,
+        "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+    }
+    return TemplateResponse(request, "admin/tools_app/data_tools_action.html", context)
+
+
+def _messages_of(exc: ValidationError) -> list[str]:
+    if hasattr(exc, "error_dict"):
+        return [
+            f"{field}: {message}" for field, errors in exc.error_dict.items() for message in ValidationError(errors)
+        ]
+    return list(exc.messages)
+
+
+@admin.action(description="Generate tools for selected tables", permissions=["change"])
+def generate_tools_action(modeladmin, request, queryset):
+    """For each table: the standard tools (and bindings), as POST /api/tables/<id>/generate-tools/."""
+    form = GenerateToolsForm(request.POST if "apply" in request.POST else None, user=request.user)
+    if "apply" in request.POST and form.is_valid():
+        data = form.cleaned_data
+        preview_keys = [key.strip() for key in data["preview_keys"].split(",") if key.strip()] or None
+        created = []
+        try:
+            with transaction.atomic():
+                for table in queryset:
+                    generated = generate_tools(
+                        owner=table.owner,
+                        table=table,
+                        json_path=data["json_path"],
+                        writes=data["writes"],
+                        preview_keys=preview_keys,
+                        mcp_instance=data["mcp_instance"],
+                        name_prefix=data["name_prefix"] or None,
+                    )
+                    created.append((table, generated))
+        except ValidationError as exc:
+            for message in _messages_of(exc):
+                form.add_error(None, message)
+        else:
+            for table, generated in created:
+                names = ", ".join(tool.name for tool in generated.tools)
+                bound = f", bound to {data['mcp_instance'].name}" if data["mcp_instance"] else ""
+                modeladmin.message_user(
+                    request, f"{table.name}: created {len(generated.tools)} tools ({names}){bound}.", messages.SUCCESS
+                )
+                for note in generated.notes:
+                    modeladmin.message_user(request, f"{table.name}: {note}", messages.WARNING)
+            return None
+    return _intermediate(
+        modeladmin,
+        request,
+        queryset,
+        form,
+        action="generate_tools_action",
+        title="Generate tools",
+        button="Generate tools",
+    )
+
+
+@admin.action(description="Bind selected tools to an MCP instance", permissions=["change"])
+def bind_to_instance(modeladmin, request, queryset):
+    """Bind every selected tool, all or nothing, as POST /api/mcp-instances/<id>/bindings/bulk/."""
+    form = BindForm(request.POST if "apply" in request.POST else None, user=request.user)
+    if "apply" in request.POST and form.is_valid():
+        instance = form.cleaned_data["mcp_instance"]
+        try:
+            bindings = services.binding_create_many(
+                mcp_instance=instance, tools=list(queryset.order_by("pk")), enabled=form.cleaned_data["enabled"]
+            )
+        except ValidationError as exc:
+            for message in _messages_of(exc):
+                form.add_error(None, message)
+        else:
+            modeladmin.message_user(request, f"Bound {len(bindings)} tool(s) to {instance.name}.", messages.SUCCESS)
+            return None
+    return _intermediate(
+        modeladmin, request, queryset, form, action="bind_to_instance", title="Bind tools", button="Bind"
+    )

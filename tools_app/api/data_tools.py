@@ -1,0 +1,215 @@
+"""From data to tools in one step (issue 15 item 6): import a table from a file, generate its standard tools,
+bind many tools at once. The views parse and answer; the work is the services' (imports, generate,
+binding_create_many), shared with the admin.
+"""
+
+import re
+
+from django.http import QueryDict
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import parsers, serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from tools_app import services
+from tools_app.models import McpInstance, Table, Tool
+from tools_app.toolsets import MAX_PREFIX, generate_tools
+
+from .instance_serializers import BindingSerializer
+from .parsers import JSONParser
+from .serializers import OwnedPrimaryKeyRelatedField, TableSerializer, ToolSerializer
+from .views import get_owned_or_404
+
+__all__ = ["BulkBindingView", "GenerateToolsView", "TableImportView"]
+
+MAX_BULK_TOOLS = 1000
+IGNORED_FORM_FIELDS = {"csrfmiddlewaretoken"}
+
+
+class StrictSerializer(serializers.Serializer):
+    """A body with a field this serializer does not know is refused, naming the field (DRF ignores them)."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict | QueryDict):
+            unknown = sorted(str(key) for key in data if key not in self.fields and key not in IGNORED_FORM_FIELDS)
+            if unknown:
+                known = ", ".join(self.fields)
+                raise serializers.ValidationError(
+                    {key: [f"Unknown field. The fields are: {known}."] for key in unknown}
+                )
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """true or false only (DRF's BooleanField also takes "yes", 1, "on", ...)."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class TableImportSerializer(StrictSerializer):
+    """A file to import as a new table (multipart/form-data)."""
+
+    file = serializers.FileField(
+        help_text="The data: a JSON document, a CSV with a header line, or NDJSON (one JSON value per line), UTF-8."
+    )
+    name = serializers.CharField(max_length=200, help_text="The new table's name.")
+    description = serializers.CharField(required=False, allow_blank=True, max_length=10_000, default="")
+    format = serializers.ChoiceField(
+        choices=services.IMPORT_FORMATS,
+        required=False,
+        help_text="json, csv or ndjson; default: from the file name (.json, .csv/.tsv, .ndjson/.jsonl).",
+    )
+
+
+@extend_schema(
+    tags=["tables"],
+    summary="Create a table from a JSON, CSV or NDJSON file",
+    description=(
+        "Multipart upload. A CSV's first line is its header; each row becomes an object keyed by it, with cells "
+        "typed where the text is a value's canonical form (integers, numbers, true/false; empty = null). A bad "
+        "file is a 400 VALIDATION_ERROR whose `fields.file` names the line (and row) and what is wrong; nothing "
+        "is created. The table limits apply (TOOLHUB_MAX_TABLE_BYTES, TOOLHUB_MAX_TABLE_DEPTH; docs/input-limits.md)."
+    ),
+    request={"multipart/form-data": TableImportSerializer},
+    responses={201: TableSerializer},
+)
+class TableImportView(APIView):
+    parser_classes = [parsers.MultiPartParser]
+
+    def post(self, request, *args, **kwargs):
+        body = TableImportSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        upload = body.validated_data["file"]
+        fmt = services.import_format(upload.name, body.validated_data.get("format"))
+        table = services.table_import(
+            owner=request.user,
+            name=body.validated_data["name"],
+            description=body.validated_data["description"],
+            raw=upload.read(),
+            fmt=fmt,
+        )
+        return Response(TableSerializer(table, context={"request": request}).data, status=status.HTTP_201_CREATED)
+
+
+class GenerateToolsSerializer(StrictSerializer):
+    """Which tools to generate for a mount of the table, and where to bind them."""
+
+    mcp_instance = OwnedPrimaryKeyRelatedField(
+        McpInstance,
+        required=False,
+        allow_null=True,
+        help_text="Id of one of your MCP instances: each tool is bound there too. Omitted or null: no bindings.",
+    )
+    json_path = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=500, help_text="JSON Pointer; default the root."
+    )
+    writes = StrictBooleanField(
+        required=False, default=False, help_text="Also generate create, update and delete (default false)."
+    )
+    preview_keys = serializers.ListField(
+        child=serializers.CharField(max_length=200),
+        required=False,
+        allow_empty=False,
+        max_length=50,
+        help_text="The fields the preview tool keeps; default the key field and the first fields by name.",
+    )
+    name_prefix = serializers.CharField(
+        required=False,
+        max_length=MAX_PREFIX,
+        help_text="Tool names are <prefix>_schema, <prefix>_query, ...; default from the table's name.",
+    )
+
+    def validate_name_prefix(self, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", value):
+            raise serializers.ValidationError("Letters, digits, '_', '.' and '-' only (tool names allow no others).")
+        return value
+
+
+class GeneratedToolsSerializer(serializers.Serializer):
+    """The tools created, and their bindings when an instance was given."""
+
+    tools = ToolSerializer(many=True)
+    bindings = BindingSerializer(many=True)
+    notes = serializers.ListField(child=serializers.CharField(), help_text="What was not generated, and why.")
+
+
+@extend_schema(
+    tags=["tables"],
+    summary="Generate the standard tools of a table mount (and bind them)",
+    description=(
+        "Creates schema, all, query, preview and select tools (create, update and delete with writes=true), named "
+        "<prefix>_<kind> from the table's name, with descriptions and output schemas derived from the data: "
+        "record count, fields with types and example values, the key field, and example queries that were run "
+        "on this data. All or nothing: a name already used by one of your tools or on the instance is a 409 "
+        "NAME_CONFLICT, and nothing is created."
+    ),
+    parameters=[OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH, description="Table id.")],
+    request=GenerateToolsSerializer,
+    responses={201: GeneratedToolsSerializer},
+)
+class GenerateToolsView(APIView):
+    parser_classes = [JSONParser]
+
+    def post(self, request, pk=None, *args, **kwargs):
+        table = get_owned_or_404(Table, request.user, pk)
+        body = GenerateToolsSerializer(data=request.data, context={"request": request})
+        body.is_valid(raise_exception=True)
+        generated = generate_tools(owner=table.owner, table=table, **body.validated_data)
+        context = {"request": request}
+        return Response(
+            {
+                "tools": ToolSerializer(generated.tools, many=True, context=context).data,
+                "bindings": BindingSerializer(generated.bindings, many=True, context=context).data,
+                "notes": generated.notes,
+            },
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class BulkBindingSerializer(StrictSerializer):
+    """The tools to bind to the instance, all or none."""
+
+    tools = OwnedPrimaryKeyRelatedField(Tool, many=True, help_text="Ids of your tools (at most 1,000).")
+    enabled = StrictBooleanField(required=False, default=True)
+
+    def validate_tools(self, tools):
+        if not tools:
+            raise serializers.ValidationError("List at least one tool.")
+        if len(tools) > MAX_BULK_TOOLS:
+            raise serializers.ValidationError(f"At most {MAX_BULK_TOOLS} tools per request.")
+        seen = set()
+        for tool in tools:
+            if tool.pk in seen:
+                raise serializers.ValidationError(f"The tool {tool.pk} is listed twice.")
+            seen.add(tool.pk)
+        return tools
+
+
+@extend_schema(
+    tags=["mcp-instances"],
+    summary="Bind several tools to an instance at once (all or nothing)",
+    description=(
+        "Each tool is bound as POST /api/bindings/ would bind it. The first refusal (a tool already bound, a "
+        "name taken on the instance, or two tools of one name) rolls back the whole request: 409 NAME_CONFLICT "
+        "or 400 naming the tool in `fields.tools`."
+    ),
+    parameters=[OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH, description="Instance id.")],
+    request=BulkBindingSerializer,
+    responses={201: inline_serializer("BulkBindingResult", {"bindings": BindingSerializer(many=True)})},
+)
+class BulkBindingView(APIView):
+    parser_classes = [JSONParser]
+
+    def post(self, request, pk=None, *args, **kwargs):
+        instance = get_owned_or_404(McpInstance, request.user, pk)
+        body = BulkBindingSerializer(data=request.data, context={"request": request})
+        body.is_valid(raise_exception=True)
+        bindings = services.binding_create_many(
+            mcp_instance=instance, tools=body.validated_data["tools"], enabled=body.validated_data["enabled"]
+        )
+        data = BindingSerializer(bindings, many=True, context={"request": request}).data
+        return Response({"bindings": data}, status=status.HTTP_201_CREATED)

@@ -1,0 +1,391 @@
+"""From a table to its standard tools in one step (issue 15 item 6): the plan, derived from the data.
+
+`generate_tools` reads the value at a mount of a table and plans the standard set of tools for it (schema,
+get all, query, preview, select; create, update and delete only when `writes` is asked), named from the
+table, with descriptions, examples and output schemas derived from the data: the record count, the fields
+with their types and an example value, the key field, and example queries that were run on this very data
+with the data-access layer's own query function (those that fail or find nothing are left out). The write,
+all or nothing, is services.tool_set_create. The API and the admin both call this.
+"""
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+from . import services
+from .data_access import operations, pointer
+from .data_access.shape import describe, json_type
+from .errors import ToolError
+from .models import Binding, McpInstance, Table, Tool
+from .validators import MAX_DESCRIPTION, validate_json_pointer
+
+__all__ = ["GeneratedTools", "STANDARD_TOOLS", "default_prefix", "generate_tools", "tool_names_for"]
+
+STANDARD_TOOLS = (
+    ("schema", "get_data_schema", False),
+    ("all", "get_all_data", False),
+    ("query", "query_data", False),
+    ("preview", "preview", False),
+    ("select", "select", False),
+    ("create", "create", True),
+    ("update", "update", True),
+    ("delete", "delete", True),
+)
+MAX_PREFIX = 64 - len("_preview")  # the longest suffix; tool names are at most 64 characters
+EXAMPLE_CHARS = 40  # an example value or result is quoted up to this many characters
+MAX_PREVIEW_KEYS = 4
+
+
+@dataclass
+class GeneratedTools:
+    tools: list[Tool]
+    bindings: list[Binding]
+    notes: list[str] = field(default_factory=list)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"_+", "_", re.sub(r"[^a-z0-9]", "_", text.lower())).strip("_")
+
+
+def default_prefix(table: Table, json_path: str) -> str:
+    """The table's name as a tool-name prefix (`Sales 2024` -> `sales_2024`), plus the mount's last segment."""
+    prefix = _slug(table.name) or "table"
+    tokens = pointer.parse(json_path)
+    if tokens and _slug(tokens[-1]):
+        prefix = f"{prefix}_{_slug(tokens[-1])}"
+    return prefix[:MAX_PREFIX].rstrip("_")
+
+
+def tool_names_for(prefix: str, writes: bool) -> list[tuple[str, str]]:
+    """(name, type) of the standard set for `prefix`."""
+    return [(f"{prefix}_{suffix}", tool_type) for suffix, tool_type, write in STANDARD_TOOLS if writes or not write]
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= EXAMPLE_CHARS else text[: EXAMPLE_CHARS - 1] + "…"
+
+
+def _literal(value: Any) -> str:
+    """`value` as a JMESPath literal inside a comparison."""
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return "`" + json.dumps(value) + "`"
+
+
+def _field_ref(name: str) -> str:
+    """A field name as a JMESPath identifier (quoted when it is not a plain one)."""
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else json.dumps(name)
+
+
+class _Sample:
+    """What the descriptions need from the value at the mount."""
+
+    def __init__(self, mount_value: Any, json_path: str):
+        self.value = mount_value
+        self.is_array = isinstance(mount_value, list)
+        self.shape = describe(mount_value)
+        self.count = len(mount_value)
+        items = mount_value if self.is_array else list(mount_value.values())
+        self.records = [item for item in items if isinstance(item, dict)]
+        self.fields: dict[str, list[str]] = self.shape.get("fields", {}) if self.records else {}
+        if not self.is_array and self.shape.get("layout") == "record":
+            self.fields = {}  # an object that is one record, not entries keyed by id
+        self.examples = {name: self._example(name) for name in self.fields}
+        self.key_field = self._key_field() if self.is_array else None
+
+    def _example(self, name: str) -> Any:
+        for record in self.records[:1000]:
+            if record.get(name) is not None:
+                return record[name]
+        return None
+
+    def _key_field(self) -> str | None:
+        """A field present in every record whose values are unique strings or integers: `id` first, then names
+        ending in id/key/code, then the first such field by name."""
+        if not self.records or len(self.records) != self.count:
+            return None
+        candidates = []
+        for name, types in self.fields.items():
+            if not set(types) <= {"string", "integer"} or name in self.shape.get("optional_fields", []):
+                continue
+            values = [str(record[name]) for record in self.records]
+            if len(set(values)) == len(values):
+                candidates.append(name)
+        if not candidates:
+            return None
+        if "id" in candidates:
+            return "id"
+        named = [name for name in candidates if re.search(r"(id|key|code|sku)$", name.lower())]
+        return sorted(named or candidates)[0]
+
+    def field_summary(self, budget: int) -> str:
+        """`id (integer, e.g. 1), name (string, e.g. "Ada")`, cut to `budget` characters with a count of the rest."""
+        parts = []
+        names = sorted(self.fields, key=lambda name: (name != self.key_field, name))
+        for name in names:
+            types = "|".join(self.fields[name])
+            example = self.examples.get(name)
+            parts.append(f"{name} ({types}, e.g. {_short(example)})" if example is not None else f"{name} ({types})")
+        text = ", ".join(parts)
+        while len(text) > budget and parts:
+            parts.pop()
+            text = ", ".join(parts) + f", and {len(names) - len(parts)} more (see the schema tool)"
+        return text
+
+
+def _example_queries(sample: _Sample, json_path: str) -> list[tuple[str, Any]]:
+    """JMESPath examples run on the data at the mount: (expression, result) of those that succeed and find
+    something, at most three."""
+    candidates = ["length(@)"] if sample.is_array else ["keys(@)[:3]"]
+    fields = sorted(sample.fields, key=lambda name: (name != sample.key_field, name))
+    key = sample.key_field
+    # The text field with the fewest distinct values (a status, a category) makes the most telling filter.
+    texts = [name for name in fields if name != key and isinstance(sample.examples.get(name), str)]
+    text_field = min(
+        texts, key=lambda name: (len({str(r.get(name)) for r in sample.records[:1000]}), name), default=None
+    )
+    number_field = next(
+        (
+            name
+            for name in fields
+            if name != key
+            and set(sample.fields[name]) <= {"integer", "number"}
+            and sample.examples.get(name) is not None
+        ),
+        None,
+    )
+    if sample.is_array:
+        if text_field:
+            value = sample.examples[text_field]
+            candidates.append(f"[?{_field_ref(text_field)}=={_literal(value)}] | length(@)")
+        if number_field and key:
+            candidates.append(f"max_by(@, &{_field_ref(number_field)}).{_field_ref(key)}")
+        elif key and text_field:
+            candidates.append(
+                f"[:3].{{{_field_ref(key)}: {_field_ref(key)}, {_field_ref(text_field)}: {_field_ref(text_field)}}}"
+            )
+    elif text_field:
+        candidates.append(f"values(@)[?{_field_ref(text_field)}=={_literal(sample.examples[text_field])}] | length(@)")
+    mount = operations.Mount("", key or "id")
+    verified = []
+    for expression in candidates:
+        try:
+            result = operations.query_data(sample.value, mount, {"query": expression})
+        except ToolError:
+            continue  # e.g. max_by over a field that is not a number in every record
+        if result in (None, [], {}):
+            continue
+        verified.append((expression, result))
+    return verified[:3]
+
+
+def _record_schema(sample: _Sample, only: list[str] | None = None) -> dict[str, Any]:
+    properties = {}
+    for name, types in sample.fields.items():
+        if only is None or name in only:
+            properties[name] = {"type": types[0] if len(types) == 1 else types}
+            if sample.examples.get(name) is not None and not isinstance(sample.examples[name], list | dict):
+                properties[name]["examples"] = [sample.examples[name]]
+    return {"type": "object", "properties": properties}
+
+
+def _output_schema(tool_type: str, sample: _Sample, preview_keys: list[str]) -> dict[str, Any] | None:
+    record = _record_schema(sample) if sample.fields else {}
+    if tool_type == "get_data_schema":
+        return {
+            "type": "object",
+            "properties": {"root_type": {"type": "string"}, "fields": {"type": "object"}},
+            "required": ["root_type"],
+        }
+    if tool_type == "get_all_data":
+        if sample.is_array:
+            return {"type": "array", "items": record}
+        return {"type": "object", "additionalProperties": record}
+    if tool_type in ("preview", "select"):
+        item = record
+        if tool_type == "preview":
+            item = _record_schema(sample, preview_keys) if sample.fields else {}
+        if not sample.is_array:
+            item = {"type": "object", "properties": {"key": {"type": "string"}, "content": item}}
+        extra = "total_count" if tool_type == "preview" else "not_found"
+        extra_schema = {"type": "integer"} if tool_type == "preview" else {"type": "array"}
+        return {
+            "type": "object",
+            "properties": {"items": {"type": "array", "items": item}, extra: extra_schema},
+            "required": ["items", extra],
+        }
+    if tool_type in ("create", "update", "delete"):
+        verb = {"create": "created", "update": "updated", "delete": "deleted"}[tool_type]
+        return {
+            "type": "object",
+            "properties": {verb: {"type": "integer"}, "version": {"type": "integer"}},
+            "required": [verb, "version"],
+        }
+    return None  # query_data: any JSON value
+
+
+def _fit(text: str) -> str:
+    return text if len(text) <= MAX_DESCRIPTION else text[: MAX_DESCRIPTION - 1] + "…"
+
+
+def _descriptions(
+    prefix: str, table: Table, json_path: str, sample: _Sample, preview_keys: list[str], queries: list
+) -> dict[str, tuple[str, list[str]]]:
+    """type -> (description, examples) for the standard set."""
+    where = f"the table {table.name!r}" + (f" at {json_path}" if json_path else "")
+    if sample.is_array:
+        noun = "record" if sample.records else "item"
+        what = f"{sample.count} {noun}{'' if sample.count == 1 else 's'}"
+    else:
+        what = f"{sample.count} entr{'y' if sample.count == 1 else 'ies'} keyed by name"
+    key = sample.key_field
+    ident = f"their {key!r} field" if key else "their key"
+    summary = sample.field_summary(420)
+    fields_text = f" Fields: {summary}." if summary else ""
+    example_lines = "; ".join(f"`{expression}` -> {_short(result)}" for expression, result in queries)
+    key_examples = (
+        [sample.records[i].get(key) for i in range(min(2, len(sample.records)))]
+        if key
+        else (sorted(sample.value)[:2] if not sample.is_array else [])
+    )
+    key_list = json.dumps(key_examples, ensure_ascii=False) if key_examples else "[1]"
+    texts = {
+        "get_data_schema": (
+            f"Describe the shape of {where}: {what}, each field with its types, and one record template. Call it "
+            f"first to learn the fields before writing a query.{fields_text}",
+            [f"{prefix}_schema()"],
+        ),
+        "get_all_data": (
+            f"Return all {what} of {where} (a long list comes in pages: pass the returned cursor for the next)."
+            f"{fields_text} For questions, prefer {prefix}_query; to browse, {prefix}_preview.",
+            [f"{prefix}_all()"],
+        ),
+        "query_data": (
+            f"Run a JMESPath expression over {where} ({what}, an {'array' if sample.is_array else 'object'}) and "
+            f"return its value.{fields_text}"
+            + (f" Examples run on this data: {example_lines}." if example_lines else ""),
+            [f"{prefix}_query(query={json.dumps(expression)})" for expression, _ in queries],
+        ),
+        "preview": (
+            f"Preview {where} with only {', '.join(preview_keys) or 'every field'} of each of the {what}; `limit` "
+            "and `offset` page through them, and total_count says how many there are.",
+            [f"{prefix}_preview(limit=5, offset=0)"],
+        ),
+        "select": (
+            f"Fetch full records of {where} by {ident}, e.g. keys={key_list}; keys that are not found are listed "
+            "in not_found." + fields_text,
+            [f"{prefix}_select(keys={key_list})"],
+        ),
+        "create": (
+            f"Add records to {where}; each needs a new, unique {key!r}." if key else f"Add entries to {where}.",
+            [],
+        ),
+        "update": (
+            f"Change records of {where}: give {key!r} and the fields to change (JSON Merge Patch; null removes a "
+            "field)."
+            if key
+            else f"Change entries of {where}: {{key, content}} with the fields to change (JSON Merge Patch).",
+            [],
+        ),
+        "delete": (f"Delete records of {where} by {ident}, e.g. keys={key_list}; reports how many.", []),
+    }
+    return {tool_type: (_fit(text), examples) for tool_type, (text, examples) in texts.items()}
+
+
+def _mount_value(table: Table, json_path: str) -> Any:
+    try:
+        validate_json_pointer(json_path)
+    except ValidationError as exc:
+        raise ValidationError({"json_path": exc.error_list}) from exc
+    _, data = services.table_data(table.pk)
+    try:
+        value = pointer.resolve(data, pointer.parse(json_path), json_path)
+    except ToolError as exc:
+        raise ValidationError({"json_path": ValidationError(exc.message, code="invalid")}) from exc
+    if not isinstance(value, list | dict):
+        raise ValidationError(
+            {
+                "json_path": ValidationError(
+                    "The value at %(path)s is a %(type)s: tools are generated for an array of records or an "
+                    "object of entries.",
+                    code="invalid",
+                    params={"path": json_path or "(root)", "type": json_type(value)},
+                )
+            }
+        )
+    return value
+
+
+def generate_tools(
+    *,
+    owner,
+    table: Table,
+    json_path: str = "",
+    writes: bool = False,
+    preview_keys: list[str] | None = None,
+    mcp_instance: McpInstance | None = None,
+    name_prefix: str | None = None,
+) -> GeneratedTools:
+    """Create (and bind to `mcp_instance`) the standard tools of the mount; all or nothing (see the module)."""
+    value = _mount_value(table, json_path)
+    sample = _Sample(value, json_path)
+    notes: list[str] = []
+    if preview_keys:
+        unknown = [key for key in preview_keys if key not in sample.fields]
+        if unknown:
+            raise ValidationError(
+                {
+                    "preview_keys": ValidationError(
+                        "No field %(names)s in the records at %(path)s; the fields are: %(fields)s.",
+                        code="invalid",
+                        params={
+                            "names": ", ".join(map(repr, unknown)),
+                            "path": json_path or "(root)",
+                            "fields": ", ".join(sorted(sample.fields)) or "(none)",
+                        },
+                    )
+                }
+            )
+    else:
+        ordered = sorted(sample.fields, key=lambda name: (name != sample.key_field, name))
+        preview_keys = ordered[:MAX_PREVIEW_KEYS]
+    prefix = name_prefix or default_prefix(table, json_path)
+    planned = tool_names_for(prefix, writes)
+    if sample.is_array and sample.key_field is None:
+        skipped = {"select", "update", "delete"}
+        planned = [(name, tool_type) for name, tool_type in planned if tool_type not in skipped]
+        why = (
+            "The mount holds no records yet, so no key field could be chosen"
+            if not sample.records
+            else "No field is present in every record with unique values"
+        )
+        notes.append(f"{why}: select, update and delete (which find records by key) were not generated.")
+    queries = _example_queries(sample, json_path)
+    texts = _descriptions(prefix, table, json_path, sample, preview_keys, queries)
+    specs = []
+    for name, tool_type in planned:
+        description, examples = texts[tool_type]
+        metadata: dict[str, Any] = {"tags": [_slug(table.name) or "table", "generated"]}
+        if sample.key_field:
+            metadata["key_field"] = sample.key_field
+        if tool_type == "preview" and preview_keys:
+            metadata["preview_keys"] = list(preview_keys)
+        if examples:
+            metadata["examples"] = examples
+        specs.append(
+            {
+                "name": name,
+                "type": tool_type,
+                "table": table,
+                "json_path": json_path,
+                "description": description,
+                "output_schema": _output_schema(tool_type, sample, preview_keys),
+                "metadata": metadata,
+            }
+        )
+    tools, bindings = services.tool_set_create(owner=owner, tools=specs, mcp_instance=mcp_instance)
+    return GeneratedTools(tools=tools, bindings=bindings, notes=notes)
