@@ -63,6 +63,13 @@ tools = [
          description="Always fails: its mount does not exist, so it returns an isError result."),
     dict(name="json_schema_2020_12_tool", type="get_all_data", table=people, input_schema=schema_2020_12,
          description="Tool with JSON Schema 2020-12 features"),
+    # Issue 15: any tool reports progress when the call carries a progress token (a streamed answer).
+    dict(name="test_tool_with_progress", type="get_all_data", table=people,
+         description="Returns the people; reports progress when asked."),
+    # Logs ride a streamed answer too, but the scenario asks with logging/setLevel in an earlier request,
+    # which a stateless server cannot remember: this one fails (docs/mcp-conformance.md).
+    dict(name="test_tool_with_logging", type="get_all_data", table=people,
+         description="Returns the people; sends log messages on a streamed answer."),
 ]
 for fields in tools:
     binding_create(mcp_instance=instance, tool=services.tool_create(owner=user, **fields))

@@ -9,27 +9,34 @@ key and the instance (a key revoked or an instance disabled through any worker i
 request, SPEC §1): for tools/call that is the one statement of tools_app.selectors.binding_call_target.
 """
 
+import asyncio
 import base64
 import binascii
 import dataclasses
+import difflib
 import functools
 import json
 import logging
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from mcp import types
 from mcp.server import Server
-from mcp.shared.exceptions import MCPError
+from mcp.server.connection import allowed_log_levels
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from tools_app import __version__ as tools_version
 from tools_app import telemetry
 from tools_app.calls import Caller, CallOutcome, CallTarget, run_tool_call, tool_cache, touch_key
 from tools_app.choices import REGISTRY_TYPES, ToolType
 from tools_app.errors import ErrorCode, ToolError
 from tools_app.models import Binding, Discovery, McpInstance, Surface, Tool
 from tools_app.oauth import scope_allows
+from tools_app.registry import PROXY_NAME
 from tools_app.registry.export import tool_entry
 from tools_app.selectors import binding_call_target
 from tools_app.tool_types import TOOL_TYPES
@@ -63,6 +70,8 @@ class RequestState:
     key_hash: str | None
     denied: Denied | None = None
     verified: bool = False
+    # The request asked for progress or log notifications, so its answer may be a stream (transport).
+    streamed: bool = False
 
 
 def _state(ctx: Any) -> RequestState:
@@ -146,14 +155,18 @@ def list_tools_sync(state: RequestState, cursor: str | None) -> dict[str, Any]:
         .select_related("tool")
         .order_by("name_key", "id")
     )
-    if instance.discovery == Discovery.SEARCH:
-        # SPEC §4.5: only the registry tools are listed; every bound tool stays callable by name.
-        bindings = bindings.filter(tool__type__in=REGISTRY_TYPES)
+    search = instance.discovery == Discovery.SEARCH
+    if search:
+        # SPEC §4.5: only the registry tools are listed; every bound tool stays callable by name, and
+        # through call_tool for clients that only call what they listed (issue 15).
+        bindings = bindings.filter(tool__type__in=REGISTRY_TYPES).exclude(name_key=PROXY_NAME)
     if cursor:
         bindings = bindings.filter(name_key__gt=_decode_cursor(cursor))
     size = _page_size()
     rows = list(bindings[: size + 1])
     result: dict[str, Any] = {"tools": [tool_entry(binding) for binding in rows[:size]]}
+    if search and not cursor:
+        result["tools"].insert(0, PROXY_ENTRY)
     if len(rows) > size:
         result["nextCursor"] = _encode_cursor(rows[size - 1].name_key)
     return result
@@ -243,12 +256,113 @@ def _call_target(state: RequestState, name: str) -> CallTarget:
 
 INVALID_NAME = " Tool names are 1 to 64 characters from A-Z, a-z, 0-9, '_', '.' and '-'."
 
+#
+# The call proxy (issue 15): with discovery `search`, tools/list shows only the registry tools, and many
+# clients only call a tool they listed. `call_tool` runs any enabled tool of the instance by name, through
+# the same pipeline and recorded as a call of that tool.
+#
 
-def call_tool_sync(state: RequestState, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
+PROXY_ENTRY: dict[str, Any] = {
+    "name": PROXY_NAME,
+    "description": (
+        "Run a tool of this server by name. This server lists only its search tools: find a tool with "
+        "search_tools (get_tool_definition gives its input schema), then run it here with its name and "
+        'its arguments, e.g. {"tool_name": "orders_query", "arguments": {"query": "[0]"}}.'
+    ),
+    "inputSchema": {
+        "type": "object",
+        "properties": {
+            "tool_name": {"type": "string", "minLength": 1, "maxLength": 64, "description": "The tool to run."},
+            "arguments": {"type": "object", "description": "The tool's arguments, as its input schema says."},
+        },
+        "required": ["tool_name"],
+        "additionalProperties": False,
+    },
+    "annotations": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False},
+}
+MAX_SUGGESTIONS = 3
+
+
+def _proxy_problem(arguments: Any) -> str | None:
+    if not isinstance(arguments, dict):
+        return 'call_tool takes an object: {"tool_name": string, "arguments": object}.'
+    unknown = sorted(set(arguments) - {"tool_name", "arguments"})
+    if unknown:
+        return f"call_tool takes only 'tool_name' and 'arguments'; unknown: {', '.join(map(repr, unknown[:5]))}."
+    tool_name = arguments.get("tool_name")
+    if not isinstance(tool_name, str) or not tool_name:
+        return "'tool_name' must be a non-empty string: the name of the tool to run."
+    if not isinstance(arguments.get("arguments", {}), dict):
+        return "'arguments' must be an object: the arguments of the tool named by 'tool_name'."
+    return None
+
+
+def nearest_names(instance_id: int, name: str) -> list[str]:
+    """The enabled, callable tools of the instance whose names are closest to `name` (at most 3)."""
+    names = list(
+        Binding.objects.filter(mcp_instance_id=instance_id, enabled=True)
+        .exclude(tool__type=ToolType.EXTERNAL)
+        .values_list("name_override", "tool__name")
+    )
+    effective = sorted({override or tool_name for override, tool_name in names})
+    folded = {candidate.lower(): candidate for candidate in effective}
+    close = difflib.get_close_matches(name.lower(), list(folded), n=MAX_SUGGESTIONS, cutoff=0.5)
+    return [folded[match] for match in close]
+
+
+def caller_for(state: RequestState, target: CallTarget, name: str) -> Caller:
+    """Who calls `target` (named `name`) in the pipeline: the key's instance owner, or the user who authorized
+    the OAuth token (issue 16). A token whose scope does not cover the tool: HTTP 403 insufficient_scope,
+    nothing run or recorded."""
+    holder = state.caller
+    if holder.oauth_token_id is not None and target.enabled and not scope_allows(holder.scopes, target.tool_type):
+        raise _deny(state, insufficient_scope(name))
+    return Caller(
+        surface=Surface.MCP,
+        user_id=holder.oauth_user_id if holder.oauth_user_id is not None else target.owner_id,
+        api_key_id=holder.api_key_id,
+        oauth_client=holder.oauth_client,
+    )
+
+
+def _proxy_call(
+    state: RequestState, instance_id: int, arguments: Any, progress: Callable[[str], None] | None
+) -> dict[str, Any]:
+    problem = _proxy_problem(arguments)
+    if problem is not None:
+        return error_result(ToolError(ErrorCode.INVALID_ARGUMENTS, f"Invalid arguments: {problem}"))
+    tool_name: str = arguments["tool_name"]
+    if TOOL_NAME_RE.fullmatch(tool_name) is None:
+        target = CallTarget(owner_id=state.caller.owner_id, instance_id=instance_id)
+    else:
+        target = _call_target(state, tool_name)
+    caller = caller_for(state, target, tool_name)  # the proxied tool's scope, as if called by its name
+    outcome = run_tool_call(
+        caller=caller, target=target, name=tool_name, arguments=arguments.get("arguments") or {}, progress=progress
+    )
+    error = outcome.error
+    if error is None:
+        return success_result(outcome)
+    if outcome.refused and error.code == ErrorCode.TOOL_NOT_FOUND:
+        suggestions = nearest_names(instance_id, tool_name)
+        message = error.message
+        if suggestions and "did you mean" not in message:
+            message += f" Did you mean: {', '.join(suggestions)}?"
+        message += " search_tools finds a tool by what it does."
+        error = ToolError(ErrorCode.TOOL_NOT_FOUND, message, {"tool_name": tool_name, "suggestions": suggestions})
+    return error_result(error)  # call_tool declares no outputSchema: the error is structured too
+
+
+def call_tool_sync(
+    state: RequestState, name: str, arguments: dict[str, Any] | None, progress: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """Resolve `name` among the instance's bindings and run it through the pipeline; translate the outcome."""
     valid_name = TOOL_NAME_RE.fullmatch(name) is not None
     if valid_name:
         target = _call_target(state, name)
+        if name == PROXY_NAME and target.discovery == Discovery.SEARCH:
+            assert target.instance_id is not None
+            return _proxy_call(state, target.instance_id, arguments, progress)
     else:
         # Cannot be a binding's name (SPEC §2.2): never sent to SQL (PostgreSQL refuses a NUL in text).
         instance = _current_instance(state)
@@ -258,17 +372,8 @@ def call_tool_sync(state: RequestState, name: str, arguments: dict[str, Any] | N
             max_result_bytes=instance.max_result_bytes,
             instance_slug=instance.slug,
         )
-    holder = state.caller
-    if holder.oauth_token_id is not None and target.enabled and not scope_allows(holder.scopes, target.tool_type):
-        # Issue 16: outside the token's scope: HTTP 403 insufficient_scope, nothing run or recorded.
-        raise _deny(state, insufficient_scope(name))
-    caller = Caller(
-        surface=Surface.MCP,
-        user_id=holder.oauth_user_id if holder.oauth_user_id is not None else target.owner_id,
-        api_key_id=holder.api_key_id,
-        oauth_client=holder.oauth_client,
-    )
-    outcome = run_tool_call(caller=caller, target=target, name=name, arguments=arguments or {})
+    caller = caller_for(state, target, name)
+    outcome = run_tool_call(caller=caller, target=target, name=name, arguments=arguments or {}, progress=progress)
     error = outcome.error
     if error is None:
         return success_result(outcome)
@@ -306,11 +411,76 @@ async def _on_list_tools(hops: DatabaseHops, ctx: Any, params: types.PaginatedRe
         ) from None
 
 
+class _Notifier:
+    """Progress and log notifications for one streamed tools/call (issue 15, item 4).
+
+    Only a request that asked for them gets them (a progress token, or on 2026-07-28 a log level in its
+    `_meta`): the transport then answers it with a stream (mcp_app.transport), and nothing is held beyond
+    the request. The pipeline reports from the database thread; the reports are queued to the event loop
+    and sent in order. Progress goes up 0 (received), 1 (running), 2 (ran, being recorded), 3 (done).
+    Logs (notifications/message): 2025-11-25 sends them on such a stream (a level set with
+    logging/setLevel cannot outlive its request here); 2026-07-28 sends those at or above the level the
+    request's `_meta` names (the SDK's gate).
+    """
+
+    TOTAL = 3
+
+    def __init__(self, ctx: Any, name: str) -> None:
+        self.ctx = ctx
+        self.name = name
+        self.loop = asyncio.get_running_loop()
+        self.queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self.step = 0
+        self.task: asyncio.Task | None = None
+        # What ctx.log would send (the SDK's per-request gate), without its deprecation warning per call.
+        self.levels = allowed_log_levels(ctx.protocol_version, ctx.meta)
+
+    def from_thread(self, message: str) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, message)
+
+    async def _send(self, message: str, *, step: int, level: types.LoggingLevel = "info") -> None:
+        try:
+            session = self.ctx.session
+            await session.report_progress(step, self.TOTAL, message)  # a no-op without a progress token
+            if level in self.levels:
+                params = types.LoggingMessageNotificationParams(
+                    level=level, logger="toolhub", data={"tool": self.name, "message": message}
+                )
+                notification = types.LoggingMessageNotification(params=params)
+                await session.send_notification(notification, related_request_id=self.ctx.request_id)
+        except Exception:  # a client gone mid-call: the call still finishes and is recorded
+            logger.debug("Could not send a notification for %r", self.name, exc_info=True)
+
+    async def _drain(self) -> None:
+        while (message := await self.queue.get()) is not None:
+            self.step = min(self.step + 1, self.TOTAL - 1)
+            await self._send(message, step=self.step)
+
+    async def start(self) -> None:
+        await self._send(f"calling {self.name}", step=0)
+        self.task = asyncio.create_task(self._drain())
+
+    async def finish(self, result: dict[str, Any] | None) -> None:
+        self.queue.put_nowait(None)
+        if self.task is not None:
+            await self.task
+        failed = result is None or result.get("isError")
+        text = (result or {}).get("content") or [{}]
+        summary = f"{self.name} failed: {str(text[0].get('text', ''))[:200]}" if failed else f"{self.name} done"
+        await self._send(summary, step=self.TOTAL, level="warning" if failed else "info")
+
+
 async def _on_call_tool(hops: DatabaseHops, ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
     # No exception may escape: the SDK would send its text as a code-0 error (MCP_SDK_NOTES).
     state = _state(ctx)
+    notifier = _Notifier(ctx, params.name[:80]) if state.streamed else None
+    result: dict[str, Any] | None = None
     try:
-        result = await hops.run(call_tool_sync, state, params.name, params.arguments)
+        if notifier is None:
+            result = await hops.run(call_tool_sync, state, params.name, params.arguments)
+        else:
+            await notifier.start()
+            result = await hops.run(call_tool_sync, state, params.name, params.arguments, notifier.from_thread)
     except MCPError:
         raise
     except Exception:
@@ -320,7 +490,75 @@ async def _on_call_tool(hops: DatabaseHops, ctx: Any, params: types.CallToolRequ
             ToolError(ErrorCode.INTERNAL_ERROR, "The call failed unexpectedly; the error was logged on the server."),
             structured=False,
         )
+    finally:
+        if notifier is not None and state.denied is None:
+            await notifier.finish(result)
     return _for_era(ctx, result)
+
+
+def _listing(name: str, sync: Any) -> Any:
+    """An async handler for a paginated list (resources, templates, prompts): one hop, never cached."""
+
+    async def handler(hops: DatabaseHops, ctx: Any, params: types.PaginatedRequestParams | None) -> dict[str, Any]:
+        state = _state(ctx)
+        try:
+            result = await hops.run(sync, state, params.cursor if params is not None else None)
+        except MCPError:
+            raise
+        except Exception:
+            logger.exception("%s failed on /mcp/%s/", name, state.caller.slug)
+            raise MCPError(types.INTERNAL_ERROR, f"toolhub could not answer {name}; the error was logged.") from None
+        return _for_era(ctx, result, ttlMs=0, cacheScope="private")
+
+    return handler
+
+
+def _single(name: str, sync: Any, *fields: str) -> Any:
+    """An async handler running `sync(state, *params.<fields>)` in one hop (resources/read, prompts/get, ...)."""
+
+    async def handler(hops: DatabaseHops, ctx: Any, params: Any) -> dict[str, Any]:
+        state = _state(ctx)
+        try:
+            values = [_plain(getattr(params, field)) for field in fields]
+            result = await hops.run(sync, state, *values)
+        except MCPError:
+            raise
+        except Exception:
+            logger.exception("%s failed on /mcp/%s/", name, state.caller.slug)
+            raise MCPError(types.INTERNAL_ERROR, f"toolhub could not answer {name}; the error was logged.") from None
+        # 2026-07-28: resources/read and prompts/get results are cacheable, and never cached (issue 15, item 5);
+        # results that take no hints drop them.
+        return _for_era(ctx, result, ttlMs=0, cacheScope="private")
+
+    return handler
+
+
+def _plain(value: Any) -> Any:
+    """A params field as plain JSON data (the SDK gives pydantic models for refs and arguments)."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(by_alias=True, exclude_none=True)
+    return str(value) if type(value).__name__ == "AnyUrl" else value
+
+
+async def _on_set_level(hops: DatabaseHops, ctx: Any, params: types.SetLevelRequestParams) -> dict[str, Any]:
+    """2025-11-25 logging/setLevel: accepted (the key and instance re-checked by the middleware). A level
+    cannot outlive this request on a stateless server; a streamed call sends its logs (_Notifier)."""
+    return {}
+
+
+# Methods whose handler re-checks the key and the instance in its own hop.
+SELF_CHECKING = frozenset(
+    {
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+    }
+)
 
 
 class InstanceMiddleware:
@@ -331,7 +569,7 @@ class InstanceMiddleware:
         self.hops = hops
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
-        if ctx.request_id is None or ctx.method in ("tools/list", "tools/call"):
+        if ctx.request_id is None or ctx.method in SELF_CHECKING:
             return await call_next(ctx)
         state = _state(ctx)
         try:
@@ -374,20 +612,35 @@ def _no_header_parameters(name: str) -> None:
 
 
 def build_server(hops: DatabaseHops) -> Server:
-    from django import get_version
+    from . import surface
 
-    server = Server(
-        "toolhub",
-        version=f"django-{get_version()}",
-        title="toolhub",
-        on_list_tools=functools.partial(_on_list_tools, hops),
-        on_call_tool=functools.partial(_on_call_tool, hops),
-        get_tool_input_schema=_no_header_parameters,
-    )
+    def bound(handler: Any) -> Any:
+        return functools.partial(handler, hops)
+
+    with warnings.catch_warnings():
+        # logging/setLevel is deprecated as of 2026-07-28 (SEP-2577) but is how 2025-11-25 clients ask.
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        server = Server(
+            "toolhub",
+            version=tools_version,
+            title="toolhub",
+            on_list_tools=bound(_on_list_tools),
+            on_call_tool=bound(_on_call_tool),
+            on_list_resources=bound(_listing("resources/list", surface.list_resources_sync)),
+            on_list_resource_templates=bound(
+                _listing("resources/templates/list", surface.list_resource_templates_sync)
+            ),
+            on_read_resource=bound(_single("resources/read", surface.read_resource_sync, "uri")),
+            on_list_prompts=bound(_listing("prompts/list", surface.list_prompts_sync)),
+            on_get_prompt=bound(_single("prompts/get", surface.get_prompt_sync, "name", "arguments")),
+            on_completion=bound(_single("completion/complete", surface.complete_sync, "ref", "argument")),
+            on_set_logging_level=bound(_on_set_level),
+            get_tool_input_schema=_no_header_parameters,
+        )
     # The SDK's OpenTelemetry middleware runs only while tracing is on (TracingMiddleware): its span of
     # each method continues the `traceparent` in the request's params._meta (issue 18).
     server.middleware = [TracingMiddleware(), InstanceMiddleware(hops)]
     return server
 
 
-__all__ = ["RequestState", "build_server", "call_tool_sync", "list_tools_sync"]
+__all__ = ["RequestState", "build_server", "call_tool_sync", "caller_for", "list_tools_sync"]

@@ -78,4 +78,19 @@ def classify(body: bytes) -> str | Problem:
     return REQUEST
 
 
-__all__ = ["NOTIFICATION", "REQUEST", "Problem", "classify"]
+# What a request carries in `_meta` to ask for notifications on its own answer (issue 15): a progress token
+# (both eras), a log level (2026-07-28, io.modelcontextprotocol/logLevel).
+_STREAM_MARKERS = (b'"progressToken"', b'"io.modelcontextprotocol/logLevel"')
+
+
+def wants_stream(body: bytes) -> bool:
+    """Whether a request may need a streamed answer: it names a progress token or a log level.
+
+    A byte search, not a parse (the body is parsed by the SDK): the same words inside arguments only cost
+    the request a streamed answer, which the SDK sends as plain JSON when nothing is notified (2026-07-28)
+    or as a stream with just the result (2025-11-25); both are valid answers to a client that may stream.
+    """
+    return any(marker in body for marker in _STREAM_MARKERS)
+
+
+__all__ = ["NOTIFICATION", "REQUEST", "Problem", "classify", "wants_stream"]

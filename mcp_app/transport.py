@@ -7,7 +7,9 @@ Request path (McpEndpoint.__call__):
    that is not one well-formed JSON-RPC message is answered here, -32700 or -32600 (mcp_app.messages),
    after a fresh key check.
 2. The SDK's StreamableHTTPSessionManager (stateless, JSON responses) serves both protocol eras:
-   the 2025-11-25 handshake and the session-less 2026-07-28 revision.
+   the 2025-11-25 handshake and the session-less 2026-07-28 revision. A request that asks for progress or
+   log notifications (a progress token, a log level in `_meta`) goes to a second, streaming manager: its
+   answer is an SSE stream carrying them, ended by the result (issue 15; nothing outlives the request).
 3. The protocol handlers (mcp_app.handlers) re-check the key and the instance in their database hop. An
    answer the SDK gives without reaching a handler (a refused header, params that fail its validation)
    goes out only after a fresh key check too (_guard_send).
@@ -23,7 +25,7 @@ from typing import Any
 
 from django.conf import settings
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp_types import INVALID_REQUEST
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 
 from tools_app import telemetry
 from tools_app.oauth import SCOPE_ALL, public_base
@@ -38,7 +40,7 @@ from .auth import (
 )
 from .handlers import STATE_KEY, RequestState, build_server
 from .hops import DatabaseHops
-from .messages import REQUEST, Problem, classify
+from .messages import REQUEST, Problem, classify, wants_stream
 from .rate_limit import refuse_over_rate
 
 logger = logging.getLogger(__name__)
@@ -59,12 +61,21 @@ def _header(scope: dict, name: bytes) -> str | None:
 
 
 async def send_denied(send: Any, denied: Denied) -> None:
+    """A refusal before the SDK: its HTTP status and headers (WWW-Authenticate for 401), with a JSON-RPC error
+    body (id null: the request was not read), so that MCP clients show why (issue 15, item 8). `data` keeps
+    the REST-style name and message (SPEC §8 code names), and the request id (issue 18) when on."""
     if denied.status == 401:
         telemetry.auth_failed("mcp")
-    fields = {"error": _ERROR_NAMES.get(denied.status, "ERROR"), "message": denied.message}
+    name = _ERROR_NAMES.get(denied.status, "ERROR")
+    data: dict[str, Any] = {"error": name, "message": denied.message, "status": denied.status}
     if (rid := telemetry.error_request_id()) is not None:
-        fields["request_id"] = rid
-    body = json.dumps(fields).encode()
+        data["request_id"] = rid
+    error = {
+        "code": _JSONRPC_CODES.get(denied.status, INVALID_REQUEST),
+        "message": f"{name}: {denied.message}",
+        "data": data,
+    }
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}, separators=(",", ":")).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(name.lower().encode(), value.encode()) for name, value in denied.headers.items()]
     await send({"type": "http.response.start", "status": denied.status, "headers": headers})
@@ -79,6 +90,9 @@ _ERROR_NAMES = {
     405: "METHOD_NOT_ALLOWED",
     503: "UNAVAILABLE",
 }
+# JSON-RPC has no codes for HTTP refusals: -32001 is the code MCP servers commonly use for "unauthorized";
+# the others are Invalid Request, or Internal error for a server that cannot answer now.
+_JSONRPC_CODES = {401: -32001, 503: INTERNAL_ERROR}
 
 
 #
@@ -189,20 +203,26 @@ class McpEndpoint:
         self.hops = DatabaseHops(_db_threads() if db_threads is None else db_threads)
         self.server = build_server(self.hops)
         self._manager: StreamableHTTPSessionManager | None = None
+        self._streaming: StreamableHTTPSessionManager | None = None
 
     @asynccontextmanager
     async def running(self):
-        manager = StreamableHTTPSessionManager(
-            app=self.server, stateless=True, json_response=True, max_request_body_size=max_body_bytes()
+        # Two managers over one server: JSON responses for every request, except a request that asked for
+        # notifications (messages.wants_stream), which gets a streamed (SSE) response carrying them.
+        manager, streaming = (
+            StreamableHTTPSessionManager(
+                app=self.server, stateless=True, json_response=json_response, max_request_body_size=max_body_bytes()
+            )
+            for json_response in (True, False)
         )
         self.hops.start()
         try:
-            async with manager.run():
-                self._manager = manager
+            async with manager.run(), streaming.run():
+                self._manager, self._streaming = manager, streaming
                 try:
                     yield self
                 finally:
-                    self._manager = None
+                    self._manager = self._streaming = None
         finally:
             # Closing the pool's connections is blocking database work: off the event loop.
             await asyncio.get_running_loop().run_in_executor(None, self.hops.stop)
@@ -304,9 +324,11 @@ class McpEndpoint:
         if self._manager is None:
             await send_denied(send, Denied(503, "The MCP endpoint is not running (start the ASGI lifespan)."))
             return
-        state = RequestState(caller=caller, key_hash=key_hash, verified=verified)
+        streamed = self._streaming is not None and wants_stream(body)
+        state = RequestState(caller=caller, key_hash=key_hash, verified=verified, streamed=streamed)
         scope = {**scope, STATE_KEY: state}
-        await self._manager.handle_request(scope, _replay(body, receive), self._guard_send(send, state))
+        manager = self._streaming if streamed and self._streaming is not None else self._manager
+        await manager.handle_request(scope, _replay(body, receive), self._guard_send(send, state))
 
     def _guard_send(self, send: Any, state: RequestState) -> Any:
         """The SDK's `send`, guarded: its answer only goes out to a caller checked during this request.

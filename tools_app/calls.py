@@ -32,7 +32,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -132,6 +132,7 @@ class CallTarget:
     tool: Tool | None = None
     key_rate_limit: str | None = None  # over MCP: the instance's rate per key, as read now (issue 13)
     instance_slug: str = ""  # over MCP: the instance's slug, the metrics' `instance` label (issue 18)
+    discovery: str | None = None  # over MCP: the instance's discovery mode (the call_tool proxy, issue 15)
 
     @property
     def found(self) -> bool:
@@ -357,15 +358,19 @@ def _cache_key(target: CallTarget, arguments: Any) -> tuple | None:
     return (target.tool_id, target.tool_changed, target.table_id, target.table_version, arguments_key)
 
 
-def run_tool_call(*, caller: Caller, target: CallTarget, name: str, arguments: Any) -> CallOutcome:
+def run_tool_call(
+    *, caller: Caller, target: CallTarget, name: str, arguments: Any, progress: Callable[[str], None] | None = None
+) -> CallOutcome:
     """Run the call `name`(`arguments`) that resolved to `target`, classify it and record it; never raises
     for the call's own failures (they are the outcome's `error`). See the module docstring.
 
     Each finished call is reported once to tools_app.telemetry (metrics, and its log line when on); with
-    tracing on it runs in a `toolhub.call` span, with a span per stage and per database statement."""
+    tracing on it runs in a `toolhub.call` span, with a span per stage and per database statement.
+    `progress`, when given, is told (from the calling thread) when the tool starts running and when it has
+    run: MCP sends these as progress notifications to a client that asked for them (issue 15)."""
     surface = str(caller.surface)
     with call_span(surface=surface, tool=name, instance=target.instance_slug):
-        outcome = _run_tool_call(caller, target, name, arguments)
+        outcome = _run_tool_call(caller, target, name, arguments, progress)
     call_finished(
         surface=surface,
         instance=target.instance_slug,
@@ -378,18 +383,26 @@ def run_tool_call(*, caller: Caller, target: CallTarget, name: str, arguments: A
     return outcome
 
 
-def _run_tool_call(caller: Caller, target: CallTarget, name: str, arguments: Any) -> CallOutcome:
+def _run_tool_call(
+    caller: Caller, target: CallTarget, name: str, arguments: Any, progress: Callable[[str], None] | None
+) -> CallOutcome:
     started = time.perf_counter()
     began = time.monotonic()  # the call's time budget counts from here, waits for a slot included
     at = timezone.now()
     with span("toolhub.call.authorize"):
         outcome = _authorize(target, name)
+    if outcome is None and progress is not None:
+        progress(f"running {name}")
     if outcome is None and target.tool_type in CHANGING_TYPES:
         outcome, recorded = _run_changing(caller, target, name, arguments, started, at, began)
         if recorded:
+            if progress is not None:
+                progress(f"{name} ran and was recorded")
             return outcome
     elif outcome is None:
         outcome = _run(caller, target, name, arguments, began)
+    if progress is not None and not outcome.refused:
+        progress(f"{name} ran; recording the call")
     _finish(caller, target, outcome, started, at)
     return outcome
 

@@ -346,7 +346,11 @@ PAGED_OUTPUT_SCHEMA: dict[str, Any] = {
     "properties": {
         "items": {"type": "array", "description": "The items of this page, in the list's order."},
         "total": {"type": "integer", "minimum": 0, "description": "How many items the whole list has."},
-        "next_cursor": {"type": ["string", "null"], "description": "The cursor of the next page; null on the last."},
+        # anyOf, not a type array: strict function-calling hosts refuse those (issue 15).
+        "next_cursor": {
+            "anyOf": [{"type": "string"}, {"type": "null"}],
+            "description": "The cursor of the next page; null on the last.",
+        },
     },
     "required": ["items", "total", "next_cursor"],
 }

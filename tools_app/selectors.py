@@ -64,6 +64,7 @@ def _call_target_sql(vendor: str, oauth: bool = False) -> str:
         col("t", t, "table"),
         col("v", v, "version"),
         col("i", i, "key_rate_limit"),
+        col("i", i, "discovery"),
     ]
     if oauth:
         # The access token (issue 16) in place of the key: its audience and user were checked when the
@@ -127,6 +128,7 @@ def binding_call_target(
         table_id,
         table_version,
         key_rate_limit,
+        discovery,
     ) = row[1:]
     return calls.CallTarget(
         owner_id=owner_id,
@@ -145,4 +147,5 @@ def binding_call_target(
         table_version=table_version,
         key_rate_limit=key_rate_limit,
         instance_slug=slug,
+        discovery=discovery,
     )

@@ -26,7 +26,11 @@ BASE_URL = "http://localhost"
 def rpc_body(method: str, params: dict | None = None, *, era: str = LEGACY, request_id: int = 1) -> dict:
     params = dict(params or {})
     if era == MODERN:
-        params["_meta"] = {PROTOCOL_VERSION_META_KEY: MODERN, CLIENT_CAPABILITIES_META_KEY: {}}
+        params["_meta"] = {
+            **params.get("_meta", {}),
+            PROTOCOL_VERSION_META_KEY: MODERN,
+            CLIENT_CAPABILITIES_META_KEY: {},
+        }
     body: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
     if params:
         body["params"] = params
@@ -41,7 +45,8 @@ def rpc_headers(body: dict, *, era: str = LEGACY, key: str | None = None) -> dic
     }
     if era == MODERN:
         headers["mcp-method"] = body.get("method", "")
-        name = (body.get("params") or {}).get("name")
+        params = body.get("params") or {}
+        name = params.get("uri") if body.get("method") == "resources/read" else params.get("name")
         if isinstance(name, str):
             headers["mcp-name"] = name
     if key is not None:

@@ -41,7 +41,7 @@ def test_missing_key_is_401_with_bearer_challenge(served, era):
         'Bearer realm="toolhub", scope="tools:all", '
         'resource_metadata="http://localhost/.well-known/oauth-protected-resource/mcp/shop/"'
     )
-    assert response.json()["error"] == "UNAUTHORIZED"
+    assert response.json()["error"]["data"]["error"] == "UNAUTHORIZED"
     assert_nothing_recorded(served["tool"])
 
 
@@ -129,7 +129,7 @@ def test_unknown_slug_is_404_whatever_the_key(served, key_kind):
     response = Harness().post("nowhere", call_body(), key=key)
     # then
     assert response.status_code == 404
-    assert response.json()["error"] == "NOT_FOUND"
+    assert response.json()["error"]["data"]["error"] == "NOT_FOUND"
     assert_nothing_recorded(served["tool"])
 
 
@@ -191,7 +191,7 @@ def test_host_not_in_allowed_hosts_is_400(served):
     response = Harness().post("shop", call_body(), key=served["key"], headers={"host": "evil.example"})
     # then
     assert response.status_code == 400
-    assert "Invalid Host header" in response.json()["message"]
+    assert "Invalid Host header" in response.json()["error"]["data"]["message"]
     assert_nothing_recorded(served["tool"])
 
 
@@ -277,9 +277,15 @@ def test_deactivated_owners_key_is_refused_on_the_next_request(served, owner, er
         'Bearer realm="toolhub", error="invalid_token", scope="tools:all", '
         'resource_metadata="http://localhost/.well-known/oauth-protected-resource/mcp/shop/"'
     )
+    message = "Invalid API key for this instance: the instance's owner is deactivated."
     assert response.json() == {
-        "error": "UNAUTHORIZED",
-        "message": "Invalid API key for this instance: the instance's owner is deactivated.",
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32001,
+            "message": f"UNAUTHORIZED: {message}",
+            "data": {"error": "UNAUTHORIZED", "message": message, "status": 401},
+        },
     }
     assert CallLog.objects.count() == 1  # only the call made before the deactivation
     assert ApiKey.objects.get().revoked_at is None  # refused, not revoked: reactivating the owner restores it
@@ -349,7 +355,11 @@ def test_unknown_slug_with_a_bad_key_is_404_from_memory(served, django_assert_nu
         response = harness.post("nope", call_body(), key="another-garbage")
     # then
     assert response.status_code == 404
-    assert response.json() == {"error": "NOT_FOUND", "message": "No MCP instance is served at /mcp/nope/."}
+    assert response.json()["error"]["data"] == {
+        "error": "NOT_FOUND",
+        "message": "No MCP instance is served at /mcp/nope/.",
+        "status": 404,
+    }
 
 
 def test_slug_state_is_read_again_after_the_cache_time(served, settings, django_assert_num_queries):

@@ -74,7 +74,7 @@ def test_instructions_edit_is_seen_by_the_next_initialize(harness, instance, key
 def test_unknown_method_is_32601(harness, key, era):
     """SPEC §4.4: an unknown method is JSON-RPC -32601."""
     # when
-    reply = harness.rpc("shop", key, "resources/list", era=era)
+    reply = harness.rpc("shop", key, "sampling/unknown", era=era)
     # then
     assert reply["error"]["code"] == METHOD_NOT_FOUND
 
@@ -215,7 +215,7 @@ def test_search_discovery_lists_registry_tools_but_all_stay_callable(
     listed = tools_of(harness.rpc("shop", key, "tools/list", era=era))
     called = harness.call("shop", key, "orders_query", {"query": "length(@)"}, era=era)
     # then
-    assert sorted(listed) == ["get_tool_definition", "search_tools"]
+    assert sorted(listed) == ["call_tool", "get_tool_definition", "search_tools"]  # issue 15: the call proxy
     assert called["result"]["structuredContent"] == {"result": 3}
 
 

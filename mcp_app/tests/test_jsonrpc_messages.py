@@ -132,7 +132,7 @@ def test_malformed_message_without_a_key_is_401(served, era):
     response = post_raw(Harness(), "[]", key=None, era=era)
     # then
     assert response.status_code == 401
-    assert response.json()["error"] == "UNAUTHORIZED"
+    assert response.json()["error"]["data"]["error"] == "UNAUTHORIZED"
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -208,7 +208,7 @@ def test_malformed_message_after_revocation_is_refused(served, era, kind, change
     response = post_raw(harness, MALFORMED[kind][0], key=served["key"], era=era)
     # then
     assert response.status_code == status
-    assert response.json()["error"] == {401: "UNAUTHORIZED", 404: "NOT_FOUND"}[status]
+    assert response.json()["error"]["data"]["error"] == {401: "UNAUTHORIZED", 404: "NOT_FOUND"}[status]
     if status == 401:
         assert response.headers["www-authenticate"].startswith("Bearer ")
     assert_nothing_recorded(served["tool"])

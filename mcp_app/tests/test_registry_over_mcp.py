@@ -330,8 +330,8 @@ def test_search_discovery_lists_only_registry_tools_and_finds_the_rest(shop, era
     found = call(shop, "search_tools", {"query": "query orders jmespath"}, era=era)["result"]["structuredContent"]
     called = call(shop, found["results"][0]["tool_name"], {"query": "[?id==`2`].customer"}, era=era)["result"]
     # then
-    assert [tool["name"] for tool in listed] == REGISTRY_NAMES
-    assert all(tool["annotations"]["readOnlyHint"] for tool in listed if tool["name"] != "register_tool")
+    assert [tool["name"] for tool in listed] == ["call_tool", *REGISTRY_NAMES]  # issue 15: the call proxy first
+    assert all(tool["annotations"]["readOnlyHint"] for tool in listed[1:] if tool["name"] != "register_tool")
     assert found["results"][0]["tool_name"] == "orders_query"
     assert called["isError"] is False
     assert called["structuredContent"] == {"result": ["alan"]}

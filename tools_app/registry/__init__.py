@@ -18,7 +18,7 @@ from .. import services, telemetry
 from ..choices import ToolType
 from ..data_access.budget import active, charge, too_expensive
 from ..errors import ErrorCode, ToolError, ToolhubError
-from ..models import Tool
+from ..models import Discovery, Tool
 from ..tool_types import REGISTRY, TOOL_TYPES
 from .export import FORMATS, export_tool, export_tools
 from .guide import PENDING, code_span, usage_guide
@@ -35,6 +35,9 @@ from .search import (
 )
 
 __all__ = [
+    "PROXY_HINT",
+    "PROXY_NAME",
+    "through_proxy",
     "FORMATS",
     "METHODS",
     "execute_registry_tool",
@@ -96,13 +99,31 @@ def search_tools(*, scope: Any, query: str, method: str = "bm25", limit: int = 5
     with telemetry.search_timer(method):
         hits = index.search(query.strip(), method, limit)
     results = [hit.as_dict() for hit in hits]
-    return {
+    result: dict[str, Any] = {
         "query": query,
         "method": method,
         "count": len(results),
         "results": results,
         "markdown": _search_markdown(query, method, hits),
     }
+    if through_proxy(scope):
+        # Issue 15: clients that only call listed tools run a found one through the call proxy.
+        result["call_with"] = PROXY_NAME
+        result["markdown"] += "\n" + PROXY_HINT + "\n"
+    return result
+
+
+PROXY_NAME = "call_tool"
+PROXY_HINT = (
+    f"Run a tool found here with `{PROXY_NAME}`: "
+    '{"tool_name": "<name>", "arguments": {...}} (get_tool_definition gives its input schema).'
+)
+
+
+def through_proxy(scope: Any) -> bool:
+    """Whether the scope is an MCP instance in search mode, whose clients run tools through call_tool."""
+    instance = getattr(scope, "instance", None)
+    return instance is not None and instance.discovery == Discovery.SEARCH
 
 
 def _search_markdown(query: str, method: str, hits: list[Hit]) -> str:

@@ -7,6 +7,9 @@
 OpenAI and Anthropic function names must match ^[a-zA-Z0-9_-]{1,64}$, so '.' becomes '_' (SPEC §2.2);
 when two names would then collide, the later one gets a numeric suffix. Every renamed tool is listed
 in `name_map` ({exported name: toolhub name}) and in `notes`, so a caller can map calls back.
+
+Strict function-calling hosts (issue 15): every format, and tools/list, writes a type array as `anyOf`
+(without_type_arrays); openai and anthropic get an object schema with `properties` at the top.
 """
 
 import re
@@ -49,8 +52,39 @@ def _function_names(docs: list[ToolDoc]) -> list[str]:
     return names
 
 
+def without_type_arrays(schema: Any) -> Any:
+    """`schema` with every `"type": [a, b]` written as `"anyOf": [{"type": a}, {"type": b}]` (issue 15): the
+    same JSON Schema, in the form strict function-calling hosts accept (OpenAI's strict mode, Gemini and
+    the agent SDKs built on them refuse type arrays). Returns `schema` itself when it has none, else a copy
+    that shares the unchanged parts."""
+    if isinstance(schema, list):
+        items = [without_type_arrays(item) for item in schema]
+        return schema if all(new is old for new, old in zip(items, schema, strict=True)) else items
+    if not isinstance(schema, dict):
+        return schema
+    changed: dict[str, Any] = {}
+    for key, value in schema.items():
+        if isinstance(value, dict | list):
+            new = without_type_arrays(value)
+            if new is not value:
+                changed[key] = new
+    kinds = schema.get("type")
+    if isinstance(kinds, list):
+        result = {key: value for key, value in {**schema, **changed}.items() if key != "type"}
+        alternatives = [{"type": kind} for kind in kinds]
+        if len(alternatives) == 1:
+            return {**result, **alternatives[0]}
+        if "anyOf" in result:  # both: every alternative must hold as well
+            return {
+                **{k: v for k, v in result.items() if k != "anyOf"},
+                "allOf": [{"anyOf": alternatives}, {"anyOf": result["anyOf"]}],
+            }
+        return {**result, "anyOf": alternatives}
+    return {**schema, **changed} if changed else schema
+
+
 def _parameters(schema: dict) -> dict:
-    parameters = deep_copy(schema) if schema else {"type": "object"}
+    parameters = without_type_arrays(deep_copy(schema)) if schema else {"type": "object"}
     # OpenAI rejects an object schema without `properties`.
     parameters.setdefault("properties", {})
     return parameters
@@ -59,9 +93,9 @@ def _parameters(schema: dict) -> dict:
 def _entry(doc: ToolDoc, fmt: str, name: str) -> dict[str, Any]:
     if fmt == "mcp":
         entry: dict[str, Any] = {"name": name, "description": doc.description}
-        entry["inputSchema"] = deep_copy(doc.input_schema)
+        entry["inputSchema"] = without_type_arrays(deep_copy(doc.input_schema))
         if doc.output_schema:
-            entry["outputSchema"] = deep_copy(doc.output_schema)
+            entry["outputSchema"] = without_type_arrays(deep_copy(doc.output_schema))
         return entry
     if fmt == "openai":
         return {
@@ -128,12 +162,14 @@ def tool_entry(binding: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": binding.effective_name,
         "description": binding.effective_description,
-        "inputSchema": paged_input_schema(tool.input_schema) if pageable else tool.input_schema,
+        # Issue 15: no type arrays, for strict function-calling hosts (without_type_arrays).
+        "inputSchema": without_type_arrays(paged_input_schema(tool.input_schema) if pageable else tool.input_schema),
         "annotations": _annotations(tool.type),
     }
     if tool.alias:
         entry["title"] = tool.alias
     if tool.output_schema:
         output = output_schema_for(tool.output_schema)
-        entry["outputSchema"] = {"type": "object", **(paged_output_schema(output) or {})} if pageable else output
+        output = {"type": "object", **(paged_output_schema(output) or {})} if pageable else output
+        entry["outputSchema"] = without_type_arrays(output)
     return entry

@@ -182,7 +182,7 @@ def usage_guide(*, scope: Any, tool_names: Any = None, category: str | None = No
     `tool_names` is a list (or a comma-separated string); `category` filters further. Never raises for
     unknown names or categories: they become warnings.
     """
-    from . import get_index
+    from . import PROXY_HINT, get_index, through_proxy
 
     started = time.perf_counter()
     index = get_index(scope)
@@ -221,7 +221,8 @@ def usage_guide(*, scope: Any, tool_names: Any = None, category: str | None = No
     # Render each tool once, then keep whole tools while they fit (cut at a tool boundary).
     rendered = {cat: [_rendered(index, doc) for doc in docs] for cat, docs in by_category.items()}
     title = f"# {_escape(_scope_title(scope))}\n\n"
-    budget = MAX_BYTES - len(title.encode()) - 200  # the Generated line and a truncation note
+    hint = PROXY_HINT + "\n\n" if through_proxy(scope) else ""  # issue 15: search mode runs tools via call_tool
+    budget = MAX_BYTES - len(title.encode()) - len(hint.encode()) - 200  # the Generated line, a truncation note
     kept: dict[str, list[str]] = {}
     used = 0
     truncated = False
@@ -239,7 +240,7 @@ def usage_guide(*, scope: Any, tool_names: Any = None, category: str | None = No
     included = sum(len(chunks) for chunks in kept.values())
     filter_label = code_span(category) if category is not None else "None"
     generated = f"Generated: {timezone.now():%Y-%m-%d} | Tools: {included} | Category Filter: {filter_label}"
-    body = [title, generated + "\n\n"]
+    body = [title, generated + "\n\n", hint]
     if not selected:
         body.append("No tools match this request.\n")
     for cat, chunks in kept.items():

@@ -285,7 +285,7 @@ def test_measure_stops_at_the_cap():
 def test_guide_and_export_describe_paging_for_pageable_tools_only(owner, records, all_records, make_tool):
     """The usage guide gives a pageable tool a Paging line; the export widens its output schema to a page and
     adds `cursor` to its input schema; a select tool (never paged) keeps its own schemas and no line."""
-    from tools_app.registry.export import export_tool
+    from tools_app.registry.export import export_tool, without_type_arrays
     from tools_app.registry.guide import PAGING, render_tool
     from tools_app.registry.search import make_doc
 
@@ -304,4 +304,5 @@ def test_guide_and_export_describe_paging_for_pageable_tools_only(owner, records
     page["properties"]["items"]["items"] = {"type": "integer"}
     assert exported["outputSchema"] == {"anyOf": [{"type": "array", "items": {"type": "integer"}}, page]}
     assert exported["inputSchema"]["properties"]["cursor"] == paging.cursor_argument_schema()
-    assert select_exported["inputSchema"] == select.input_schema
+    # issue 15: the same schema, with its type arrays written as anyOf (export.without_type_arrays)
+    assert select_exported["inputSchema"] == without_type_arrays(select.input_schema)
