@@ -284,7 +284,7 @@ def test_auth_failures_are_counted_on_mcp_api_and_login(served, client):
     login = client.post("/api/auth/token/", {"username": "owner", "password": "wrong"}, content_type="application/json")
     after = [sample("toolhub_auth_failures_total", label) for label in labels]
     assert (denied.status_code, token_refused.status_code, login.status_code) == (401, 401, 400)
-    assert denied.json()["request_id"] == denied.headers["x-request-id"]
+    assert denied.json()["error"]["data"]["request_id"] == denied.headers["x-request-id"]
     assert [b - a for a, b in zip(before, after, strict=True)] == [1, 1, 1]
 
 

@@ -423,6 +423,34 @@ def test_read_only_token_cannot_call_a_tool_that_changes_data(owner, app, served
     assert list(CallLog.objects.values_list("tool_name", flat=True)) == ["reader"]
 
 
+def test_read_only_token_cannot_reach_a_writing_tool_through_the_call_tool_proxy(owner, app, served, table):
+    """Issue 15's call_tool runs a tool by name: the token's scope is that tool's, as if called directly."""
+    # given
+    instance = served["instance"]
+    instance.discovery = "search"
+    instance.save(update_fields=["discovery"])
+    harness = Harness()
+    token = make_token(owner, app, instance.slug, scope="tools:read", raw="tho_" + "P" * 43)
+    version = table.version
+
+    # when
+    def proxied(name: str, arguments: dict):
+        body = rpc_body("tools/call", {"name": "call_tool", "arguments": {"tool_name": name, "arguments": arguments}})
+        return harness.post(instance.slug, body, key=token)
+
+    read = proxied("reader", {})
+    write = proxied("writer", {"elements": [{"id": 99}]})
+
+    # then
+    assert read.status_code == 200
+    assert read.json()["result"]["isError"] is False
+    assert write.status_code == 403
+    assert write.headers["www-authenticate"].startswith('Bearer realm="toolhub", error="insufficient_scope"')
+    table.refresh_from_db()
+    assert table.version == version
+    assert list(CallLog.objects.values_list("tool_name", "oauth_client")) == [("reader", app.client_id)]
+
+
 #
 # Tokens from the endpoints: rotation, replay, revocation, rate limit, the admin
 #
