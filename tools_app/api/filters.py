@@ -56,7 +56,7 @@ class OrderingFilter(filters.OrderingFilter):
                 "in": "query",
                 "description": f"Sort by one or more of {', '.join(fields)}, comma-separated; '-' sorts descending. "
                 "Any other value is a 400.",
-                "schema": {"type": "string", "pattern": f"^{term}(?:,{term})*$"},
+                "schema": {"type": "string", "pattern": f"^(?:{term}(?:,{term})*)?$"},
             }
         ]
 

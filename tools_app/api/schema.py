@@ -248,6 +248,7 @@ def _json_components() -> dict[str, dict[str, Any]]:
             "type": {"type": "string", "enum": JSON_TYPES},
             "description": {"type": "string", "pattern": NO_NUL},
         },
+        "additionalProperties": ref,
     }
     schema_object = {
         "type": "object",
@@ -261,6 +262,7 @@ def _json_components() -> dict[str, dict[str, Any]]:
             "additionalProperties": {"type": "boolean"},
             "description": {"type": "string", "pattern": NO_NUL},
         },
+        "additionalProperties": ref,
     }
     return {
         "JsonValue": {
@@ -287,6 +289,7 @@ def _json_components() -> dict[str, dict[str, Any]]:
                 "type": {"type": "string", "enum": JSON_TYPES},
                 "description": {"type": "string", "pattern": NO_NUL},
             },
+            "additionalProperties": ref,
         },
         "ToolMetadata": {
             "type": "object",

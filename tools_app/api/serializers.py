@@ -13,6 +13,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.http import QueryDict
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 
@@ -297,8 +298,10 @@ class ToolCallSerializer(StrictSerializer):
     unknown_field_message = 'Unknown field. The body is {"arguments": {...}}.'
     request_examples = {"arguments": {"arguments": {}}}
 
-    arguments = serializers.DictField(
-        required=False, default=dict, help_text="The tool's arguments, checked against its input_schema."
+    arguments = extend_schema_field({"type": "object", "additionalProperties": True})(
+        serializers.DictField(
+            required=False, default=dict, help_text="The tool's arguments, checked against its input_schema."
+        )
     )
 
 
