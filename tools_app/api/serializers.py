@@ -44,18 +44,19 @@ def _is_integer(value: Any) -> bool:
 
 
 # The JSON type each kind of field reads, checked before DRF's own parsing, which would coerce: 0 -> "0" for a
-# CharField, "true" or 1 -> True for a BooleanField, "5" -> 5 for an IntegerField or a primary key.
+# CharField, "true" or 1 -> True for a BooleanField, "5" -> 5 for an IntegerField or a primary key. A refusal
+# is worded with the field's own error message (the one DRF gives for a value it cannot read at all).
 STRICT_TYPES: tuple[tuple[type[serializers.Field], Any, str], ...] = (
-    (serializers.BooleanField, lambda value: isinstance(value, bool), "a boolean"),
-    (serializers.IntegerField, _is_integer, "an integer"),
-    (serializers.PrimaryKeyRelatedField, _is_integer, "an integer id"),
+    (serializers.BooleanField, lambda value: isinstance(value, bool), "invalid"),
+    (serializers.IntegerField, _is_integer, "invalid"),
+    (serializers.PrimaryKeyRelatedField, _is_integer, "incorrect_type"),
     (
         serializers.FloatField,
         lambda value: isinstance(value, int | float) and not isinstance(value, bool),
-        "a number",
+        "invalid",
     ),
-    (serializers.ChoiceField, lambda value: isinstance(value, str), "a string"),
-    (serializers.CharField, lambda value: isinstance(value, str), "a string"),
+    (serializers.ChoiceField, lambda value: isinstance(value, str), "invalid_choice"),
+    (serializers.CharField, lambda value: isinstance(value, str), "invalid"),
 )
 
 
@@ -63,9 +64,11 @@ def strict_type_problem(field: serializers.Field, value: Any) -> str | None:
     """Why `value` is not of the JSON type `field` reads, or None (null is left to the field's allow_null)."""
     if value is None:
         return None
-    for field_class, accepts, name in STRICT_TYPES:
+    for field_class, accepts, message in STRICT_TYPES:
         if isinstance(field, field_class):
-            return None if accepts(value) else f"Must be {name} (got {type(value).__name__})."
+            if accepts(value):
+                return None
+            return field.error_messages[message].format(input=value, data_type=type(value).__name__)
     return None
 
 
