@@ -229,9 +229,13 @@ JSON_TYPES = ["string", "number", "integer", "boolean", "array", "object", "null
 
 
 def _json_components() -> dict[str, dict[str, Any]]:
-    """JsonValue (any JSON value the server stores: no NUL in strings), JsonDocument (the same, not null), and
-    the JSON Schema shapes of a tool's input and output schemas."""
-    ref = {"$ref": "#/components/schemas/JsonValue"}
+    """JsonDocument (any JSON value but null), and the JSON Schema shapes of a tool's input and output schemas.
+
+    Nested values are left free-form (`{}`): a recursive JSON-value schema is what code generators handle
+    worst, and the one rule it would add, no U+0000 in strings, cannot be stated for object keys in OpenAPI
+    3.0 anyway; the descriptions say it.
+    """
+    ref: dict[str, Any] = {}
     scalars = [
         {"type": "string", "pattern": NO_NUL},
         {"type": "number"},
@@ -265,11 +269,6 @@ def _json_components() -> dict[str, dict[str, Any]]:
         "additionalProperties": ref,
     }
     return {
-        "JsonValue": {
-            "description": "Any JSON value. Strings (and keys) hold no U+0000.",
-            "nullable": True,
-            "anyOf": [*scalars, *containers],
-        },
         "JsonDocument": {
             "description": "Any JSON value but null. Strings (and keys) hold no U+0000.",
             "anyOf": [*scalars, *containers],
@@ -326,7 +325,7 @@ def _json_components() -> dict[str, dict[str, Any]]:
                 "documentation_url": {"type": "string", "nullable": True, "pattern": NO_NUL},
                 "mcp_server": {"type": "string", "nullable": True, "pattern": NO_NUL},
             },
-            "additionalProperties": {"$ref": "#/components/schemas/JsonValue"},
+            "additionalProperties": ref,
         },
     }
 
@@ -378,11 +377,13 @@ def _tool_variants(components: dict[str, Any]) -> None:
                 ],
                 "description": f"`{{}}` for the default, or a schema whose properties include {', '.join(arguments)}.",
             }
-        components[name] = {
-            "description": f"A {value} tool ({spec.label}).",
-            "allOf": [{"$ref": "#/components/schemas/ToolRequest"}, {"type": "object", "properties": properties}],
-            "required": required,
-        }
+        # A whole copy of ToolRequest with this type's rules (not an allOf over it): code generators cannot
+        # merge a narrowed property (`table`: integer) into the base's (`table`: integer or null).
+        variant = copy.deepcopy(base)
+        variant["description"] = f"A {value} tool ({spec.label})."
+        variant["properties"].update(properties)
+        variant["required"] = required
+        components[name] = variant
         mapping[value] = f"#/components/schemas/{name}"
         variants.append({"$ref": mapping[value]})
     components["ToolCreateRequest"] = {
