@@ -37,6 +37,7 @@ class PageNumberPagination(DrfPageNumberPagination):
                 parameter["description"] = "A page number, from 1. A page past the last one is a 404 NOT_FOUND."
             elif parameter["name"] == self.page_size_query_param:
                 parameter["schema"] = {"type": "integer", "minimum": 1, "default": self.page_size}
+                parameter["allowEmptyValue"] = True  # empty: the default
                 parameter["description"] = (
                     f"Results per page (default {self.page_size}); a larger value than {self.max_page_size} "
                     f"is clamped to {self.max_page_size}. Anything but a whole number of at least 1 is a 400."

@@ -147,6 +147,15 @@ class ToolhubAutoSchema(AutoSchema):
             statuses["429"] = "RATE_LIMITED, with Retry-After (docs/rate-limits.md)."
         return statuses
 
+    def _get_filter_parameters(self):
+        parameters = super()._get_filter_parameters()
+        for parameter in parameters:
+            # django-filter (and DRF's search and ordering) read an empty value as "no filter", as an HTML
+            # form sends it; OpenAPI says so with allowEmptyValue.
+            if parameter.get("in") == "query" and parameter.get("schema", {}).get("type") != "string":
+                parameter["allowEmptyValue"] = True
+        return parameters
+
     def _get_response_bodies(self, direction="response"):
         responses = super()._get_response_bodies(direction)
         if direction != "response":
