@@ -44,7 +44,7 @@ pytestmark = pytest.mark.usefixtures("fast_passwords")
 # Generated examples per operation (the fuzzing phase), on top of the examples and coverage phases. See
 # docs/api.md for the time this takes; measure again before raising it. TOOLHUB_SCHEMATHESIS_EXAMPLES
 # overrides it for a longer local run.
-MAX_EXAMPLES = int(os.environ.get("TOOLHUB_SCHEMATHESIS_EXAMPLES", "25"))
+MAX_EXAMPLES = int(os.environ.get("TOOLHUB_SCHEMATHESIS_EXAMPLES", "15"))
 
 # Snippets of valid Python for metadata.examples (`format: python` in the schema).
 schemathesis.openapi.format(
@@ -168,7 +168,9 @@ def _breaks_type_rules(document: dict, schema: dict) -> bool:
     """Whether `document` fails ToolCreateRequest, the per-type rules of a tool."""
     import jsonschema
 
-    validator = jsonschema.Draft7Validator({"$ref": "#/components/schemas/ToolCreateRequest", **_as_json_schema(schema)})
+    validator = jsonschema.Draft7Validator(
+        {"$ref": "#/components/schemas/ToolCreateRequest", **_as_json_schema(schema)}
+    )
     return not validator.is_valid(document)
 
 

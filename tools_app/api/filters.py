@@ -108,7 +108,6 @@ class StrictBooleanFilter(django_filters.BooleanFilter):
         super().__init__(*args, **kwargs)
 
 
-
 class StrictFilterSet(django_filters.FilterSet):
     """The base of the API's filtersets: django-filter's, with model booleans read strictly (StrictBooleanFilter).
 

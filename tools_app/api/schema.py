@@ -103,9 +103,13 @@ def trimmed_pattern(pattern: str) -> str:
 # Tool names (SPEC §2.2, tools_app.validators.TOOL_NAME_RE) and JSON Pointers (RFC 6901, validate_json_pointer).
 TOOL_NAME_PATTERN = "^[A-Za-z0-9_.-]{1,64}$"
 JSON_POINTER_PATTERN = "^(?:/(?:[^~/\\x00]|~[01])*)*$"
-_GRANULARITY = "(?:" + "|".join(
-    "".join(f"[{c.upper()}{c}]" for c in name) for name in ("second", "minute", "hour", "day", "month", "year")
-) + ")[Ss]?"
+_GRANULARITY = (
+    "(?:"
+    + "|".join(
+        "".join(f"[{c.upper()}{c}]" for c in name) for name in ("second", "minute", "hour", "day", "month", "year")
+    )
+    + ")[Ss]?"
+)
 _COUNT = "0*[1-9][0-9]*"
 # One limits-library rate, '<count>/<period>' or '<count> per <n> <period>' (tools_app.rate_limits.parse_rate).
 RATE_PATTERN = f"^{WS}*{_COUNT}{WS}*(?:/|{WS}*[Pp][Ee][Rr]{WS}*){WS}*(?:{_COUNT})?{WS}*{_GRANULARITY}{WS}*$"
@@ -436,7 +440,10 @@ _LINKS = {
         "DeleteBinding": ("bindings_destroy", {"id": "$response.body#/id"}),
     },
     "mcp_instances_keys_create": {
-        "GetKey": ("mcp_instances_keys_retrieve", {"instance_pk": "$request.path.instance_pk", "id": "$response.body#/id"}),
+        "GetKey": (
+            "mcp_instances_keys_retrieve",
+            {"instance_pk": "$request.path.instance_pk", "id": "$response.body#/id"},
+        ),
         "RevokeKey": (
             "mcp_instances_keys_destroy",
             {"instance_pk": "$request.path.instance_pk", "id": "$response.body#/id"},
@@ -516,4 +523,3 @@ def postprocess_schema(result: dict[str, Any], generator, request, public) -> di
     _add_links(result.get("paths", {}))
     _integer_query_ids(result.get("paths", {}))
     return copy.deepcopy(result)
-
