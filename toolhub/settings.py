@@ -224,6 +224,8 @@ REST_FRAMEWORK = {
     # Issue 19: JSON bodies only (JSON-valued fields and a null `table` have no form encoding); a view that
     # takes a file upload names MultiPartParser itself. The browsable API posts its raw-data form as JSON.
     "DEFAULT_PARSER_CLASSES": ["tools_app.api.parsers.JSONParser"],
+    # DRF's test client then sends JSON by default, as every API client must.
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_RENDERER_CLASSES": [
         "tools_app.api.renderers.JSONRenderer",
         "tools_app.api.renderers.BrowsableAPIRenderer",
