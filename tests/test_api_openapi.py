@@ -176,8 +176,11 @@ def test_duplicate_slug_and_name_conflict_are_documented(schema):
     """The 400 naming `slug` and the 409 NAME_CONFLICT are in the answers of the operations that give them."""
     instance = schema["paths"]["/api/mcp-instances/"]["post"]["responses"]
     binding = schema["paths"]["/api/bindings/"]["post"]["responses"]
-    assert "VALIDATION_ERROR naming the field" in instance["400"]["description"]
-    assert "NAME_CONFLICT" in binding["409"]["description"]
+    assert "a 400 naming `slug`" in instance["400"]["description"]
+    assert binding["409"]["description"].startswith("NAME_CONFLICT: the effective name is taken on the instance")
+    for responses in (instance, binding):
+        assert {"400", "409"} <= set(responses)
+        assert responses["400"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
 
 
 def test_links_follow_table_tools_instance_binding_key(schema):
