@@ -238,9 +238,9 @@ def test_pages_out_of_range_are_a_404(owner, table, page):
     assert response.json() == {"error": "NOT_FOUND", "message": "Invalid page."}
 
 
-@pytest.mark.parametrize(("page_size", "expected"), [("100000000000000000000", 2), ("abc", 2), ("-5", 2), ("1", 1)])
-def test_page_size_is_clamped_not_refused(owner, make_table, page_size, expected):
-    """A huge, negative or malformed page_size falls back to the bounds."""
+@pytest.mark.parametrize(("page_size", "expected"), [("100000000000000000000", 2), ("500", 2), ("1", 1)])
+def test_page_size_over_the_maximum_is_clamped(owner, make_table, page_size, expected):
+    """A page_size over 500 is clamped to it."""
     # given
     make_table(owner, name="a")
     make_table(owner, name="b")
@@ -251,6 +251,18 @@ def test_page_size_is_clamped_not_refused(owner, make_table, page_size, expected
     # then
     assert response.status_code == 200
     assert len(response.json()["results"]) == expected
+
+
+@pytest.mark.parametrize("page_size", ["abc", "-5", "0", "null", "true", "1.5", "+5", " 5", "\u0665"])
+def test_a_malformed_page_size_is_a_400_naming_it(owner, table, page_size):
+    """Issue 19: a page_size that is not a whole number of at least 1 is refused, not replaced by the default."""
+    response = client_for(owner).get("/api/tables/", {"page_size": page_size})
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": "VALIDATION_ERROR",
+        "message": "Invalid input.",
+        "fields": {"page_size": [f"A whole number of at least 1 is required (got {page_size!r})."]},
+    }
 
 
 @pytest.mark.parametrize("object_id", ["99999999999999999999999", "-1", "0", "abc"])

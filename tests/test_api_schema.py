@@ -33,9 +33,9 @@ RESOURCE_DESCRIPTIONS = {
     "Binding": "One tool exposed on one MCP instance, optionally under another name or description. Effective "
     "names are unique within an instance, ignoring case: a collision is a 409 NAME_CONFLICT.",
     "ApiKey": "An API key of an MCP instance as listed: never its secret, only the prefix that identifies it.",
-    "ApiKeyCreate": "The key to issue: an optional label.",
+    "ApiKeyCreateRequest": "The key to issue: an optional label.",
     "ApiKeyCreated": "The key just issued. The only response that ever holds the plaintext key: store it now.",
-    "ToolCall": "The arguments of a tool call, checked against the tool's input_schema.",
+    "ToolCallRequest": "The arguments of a tool call, checked against the tool's input_schema.",
     "ToolCallResult": "The result of a successful tool call.",
     "Error": "Every failure has this shape; `fields` is present for validation errors only.",
 }
@@ -46,8 +46,9 @@ def test_each_resource_has_its_own_description(schema, name):
     """Components are described for clients; the PATCH variants share the resource's description."""
     components = schema["components"]["schemas"]
     assert one_line(components[name]["description"]) == RESOURCE_DESCRIPTIONS[name]
-    if f"Patched{name}" in components:
-        assert one_line(components[f"Patched{name}"]["description"]) == RESOURCE_DESCRIPTIONS[name]
+    for variant in (f"Patched{name}", f"{name}Request", f"Patched{name}Request"):
+        if variant in components:
+            assert one_line(components[variant]["description"]) == RESOURCE_DESCRIPTIONS[name]
 
 
 def test_no_description_shows_implementation_notes(schema):

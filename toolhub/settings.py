@@ -232,11 +232,11 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "tools_app.api.negotiation.ContentNegotiation",
-    "DEFAULT_PARSER_CLASSES": [
-        "tools_app.api.parsers.JSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    # Issue 19: JSON bodies only (JSON-valued fields and a null `table` have no form encoding); a view that
+    # takes a file upload names MultiPartParser itself. The browsable API posts its raw-data form as JSON.
+    "DEFAULT_PARSER_CLASSES": ["tools_app.api.parsers.JSONParser"],
+    # DRF's test client then sends JSON by default, as every API client must.
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_RENDERER_CLASSES": [
         "tools_app.api.renderers.JSONRenderer",
         "tools_app.api.renderers.BrowsableAPIRenderer",
@@ -304,6 +304,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Issue 19: request bodies get their own components (ToolRequest, PatchedToolRequest, ...), where the
+    # constraints the server checks on input live; tools_app.api.schema completes them after generation.
+    "COMPONENT_SPLIT_REQUEST": True,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "tools_app.api.schema.postprocess_schema",
+    ],
 }
 
 #

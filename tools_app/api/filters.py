@@ -1,23 +1,64 @@
-"""Filters of the API: an ordering backend with the same answers on SQLite and PostgreSQL, and a boolean
-query filter that refuses what is not a boolean."""
+"""Filters of the API: an ordering backend with the same answers on SQLite and PostgreSQL that refuses an
+unknown field, a boolean query filter that refuses what is not a boolean, and StrictFilterSet, the base of
+every filterset (issue 19: a bad filter value is a 400 VALIDATION_ERROR naming the parameter, never ignored).
+"""
+
+import re
 
 from django import forms
 from django.core.exceptions import FieldDoesNotExist, ValidationError
+from django.db import models
 from django.db.models import F
 from django_filters import rest_framework as django_filters
 from django_filters.widgets import BooleanWidget
-from rest_framework import filters
+from rest_framework import filters, serializers
 
-__all__ = ["OrderingFilter", "StrictBooleanFilter"]
+__all__ = ["OrderingFilter", "StrictBooleanFilter", "StrictFilterSet"]
 
 
 class OrderingFilter(filters.OrderingFilter):
-    """`?ordering=`: DRF's OrderingFilter with one order on every backend.
+    """`?ordering=`: DRF's OrderingFilter with one order on every backend, and no silent typos.
 
     A nullable field (e.g. a tool's `last_used`) puts the rows without a value last in both directions:
     SQLite sorts NULL first and PostgreSQL last when ascending, and the reverse when descending. Ties are
     broken by id, so pages over a tied ordering never repeat or skip a row.
+
+    DRF drops a term outside `ordering_fields`, so `?ordering=nmae` answered the default order; here it is
+    a 400 VALIDATION_ERROR naming `ordering` (issue 19), and the schema's pattern lists the fields.
     """
+
+    def get_ordering(self, request, queryset, view):
+        raw = request.query_params.get(self.ordering_param)
+        if raw:
+            terms = [term.strip() for term in raw.split(",")]
+            valid = {name for name, _label in self.get_valid_fields(queryset, view, {"request": request})}
+            unknown = [term for term in terms if term.removeprefix("-") not in valid]
+            if unknown:
+                raise serializers.ValidationError(
+                    {
+                        self.ordering_param: [
+                            f"Unknown ordering {unknown[0][:100]!r}: use one or more of "
+                            f"{', '.join(sorted(valid))}, comma-separated, each optionally prefixed by '-'."
+                        ]
+                    }
+                )
+        return super().get_ordering(request, queryset, view)
+
+    def get_schema_operation_parameters(self, view):
+        fields = sorted(name for name in getattr(view, "ordering_fields", None) or () if isinstance(name, str))
+        if not fields:
+            return super().get_schema_operation_parameters(view)
+        term = "-?(?:" + "|".join(re.escape(name) for name in fields) + ")"
+        return [
+            {
+                "name": self.ordering_param,
+                "required": False,
+                "in": "query",
+                "description": f"Sort by one or more of {', '.join(fields)}, comma-separated; '-' sorts descending. "
+                "Any other value is a 400.",
+                "schema": {"type": "string", "pattern": f"^(?:{term}(?:,{term})*)?$"},
+            }
+        ]
 
     def filter_queryset(self, request, queryset, view):
         ordering = self.get_ordering(request, queryset, view)
@@ -65,3 +106,16 @@ class StrictBooleanFilter(django_filters.BooleanFilter):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("widget", _StrictBooleanWidget)
         super().__init__(*args, **kwargs)
+
+
+class StrictFilterSet(django_filters.FilterSet):
+    """The base of the API's filtersets: django-filter's, with model booleans read strictly (StrictBooleanFilter).
+
+    django-filter already answers an invalid choice or id with a form error, which the DRF backend raises
+    as a 400 naming the parameter; a boolean it could not read was ignored instead.
+    """
+
+    FILTER_DEFAULTS = {
+        **django_filters.FilterSet.FILTER_DEFAULTS,
+        models.BooleanField: {"filter_class": StrictBooleanFilter},
+    }

@@ -13,6 +13,7 @@ from django_filters import rest_framework as filters
 
 from ..choices import ToolType, default_category
 from ..models import Table, Tool
+from .filters import StrictFilterSet
 
 __all__ = ["ToolFilterSet", "category_q", "tag_filter"]
 
@@ -68,7 +69,7 @@ def tag_filter(queryset: QuerySet, tag: str) -> QuerySet:
     return queryset.alias(_has_tag=has_tag).filter(_has_tag=True)
 
 
-class ToolFilterSet(filters.FilterSet):
+class ToolFilterSet(StrictFilterSet):
     table = filters.ModelChoiceFilter(queryset=_tables, help_text="Only tools on this table (one of yours).")
     type = filters.ChoiceFilter(choices=ToolType.choices, help_text="Only tools of this type.")
     category = filters.CharFilter(method="filter_category", help_text="Effective category (metadata or default).")

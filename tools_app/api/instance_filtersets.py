@@ -2,7 +2,7 @@
 
 from django_filters import rest_framework as filters
 
-from tools_app.api.filters import StrictBooleanFilter
+from tools_app.api.filters import StrictBooleanFilter, StrictFilterSet
 from tools_app.models import Binding, McpInstance, Tool
 
 __all__ = ["BindingFilterSet", "McpInstanceFilterSet"]
@@ -16,7 +16,7 @@ def _tools(request):
     return Tool.objects.for_user(getattr(request, "user", None))
 
 
-class McpInstanceFilterSet(filters.FilterSet):
+class McpInstanceFilterSet(StrictFilterSet):
     enabled = StrictBooleanFilter(help_text="Only enabled (true) or disabled (false) instances.")
     allow_registration = StrictBooleanFilter(help_text="Only instances that allow (true) or refuse tool registration.")
 
@@ -25,7 +25,7 @@ class McpInstanceFilterSet(filters.FilterSet):
         fields = ["enabled", "discovery", "allow_registration"]
 
 
-class BindingFilterSet(filters.FilterSet):
+class BindingFilterSet(StrictFilterSet):
     mcp_instance = filters.ModelChoiceFilter(queryset=_instances, help_text="Only bindings of this instance.")
     tool = filters.ModelChoiceFilter(queryset=_tools, help_text="Only bindings of this tool.")
     enabled = StrictBooleanFilter(help_text="Only enabled (true) or disabled (false) bindings.")

@@ -31,11 +31,17 @@ __all__ = ["InstanceExportView", "InstanceGuideView", "SearchView", "urlpatterns
 
 
 class SearchQuerySerializer(serializers.Serializer):
-    q = serializers.CharField(max_length=MAX_QUERY_LENGTH, trim_whitespace=True)
+    q = serializers.CharField(
+        max_length=MAX_QUERY_LENGTH,
+        trim_whitespace=True,
+        help_text=f"What the tool should do, at most {MAX_QUERY_LENGTH:,} characters (or a regex pattern).",
+    )
     # Not a ChoiceField: an unknown method is INVALID_SEARCH_METHOD (SPEC §5, §6), decided by the registry.
     method = serializers.CharField(required=False, default="bm25", max_length=32)
     limit = serializers.IntegerField(required=False, default=5, min_value=1, max_value=MAX_LIMIT)
-    mcp_instance = serializers.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
+    mcp_instance = serializers.IntegerField(
+        required=False, min_value=1, max_value=2**63 - 1, help_text="Search this instance's bindings (one of yours)."
+    )
 
     def validate_mcp_instance(self, value):
         user = self.context["request"].user
@@ -47,7 +53,9 @@ class SearchQuerySerializer(serializers.Serializer):
 
 
 class GuideQuerySerializer(serializers.Serializer):
-    tool_names = serializers.CharField(required=False, allow_blank=True, max_length=10000)
+    tool_names = serializers.CharField(
+        required=False, allow_blank=True, max_length=10000, help_text="Comma-separated tool names."
+    )
     category = serializers.CharField(required=False, allow_blank=True, max_length=50)
 
 
@@ -94,16 +102,12 @@ class SearchView(APIView):
     @extend_schema(
         operation_id="registry_search",
         summary="Search your tools, or the tools of one of your MCP instances",
+        description="With `method=regex`, `q` is an RE2 regular expression: one that does not compile is a 400 "
+        "INVALID_QUERY. An `mcp_instance` that is not one of yours is a 400 naming it.",
         parameters=[
-            OpenApiParameter(
-                "q",
-                OpenApiTypes.STR,
-                required=True,
-                description=f"What the tool should do, at most {MAX_QUERY_LENGTH:,} characters (or a regex pattern).",
-            ),
+            SearchQuerySerializer,
+            # Not an enum in the serializer (an unknown method is INVALID_SEARCH_METHOD), but one in the schema.
             OpenApiParameter("method", OpenApiTypes.STR, enum=list(registry.METHODS), default="bm25"),
-            OpenApiParameter("limit", OpenApiTypes.INT, default=5),
-            OpenApiParameter("mcp_instance", OpenApiTypes.INT, description="Search this instance's bindings."),
         ],
         responses={200: SEARCH_RESPONSE},
     )
@@ -120,10 +124,9 @@ class InstanceGuideView(APIView):
     @extend_schema(
         operation_id="mcp_instance_guide",
         summary="The usage guide (Markdown) of an MCP instance's enabled tools",
-        parameters=[
-            OpenApiParameter("tool_names", OpenApiTypes.STR, description="Comma-separated tool names."),
-            OpenApiParameter("category", OpenApiTypes.STR),
-        ],
+        description="A `category` that none of the instance's tools has is a 400 INVALID_CATEGORY listing those "
+        "that exist; unknown `tool_names` are reported in `metadata.invalid_names`.",
+        parameters=[GuideQuerySerializer],
         responses={200: GUIDE_RESPONSE},
     )
     def get(self, request, pk):

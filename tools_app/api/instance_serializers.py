@@ -8,7 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from tools_app import services
-from tools_app.api.serializers import FullCleanModelSerializer, OwnedPrimaryKeyRelatedField
+from tools_app.api.serializers import FullCleanModelSerializer, OwnedPrimaryKeyRelatedField, StrictSerializerMixin
 from tools_app.models import ApiKey, Binding, McpInstance, Tool
 
 __all__ = [
@@ -35,6 +35,17 @@ class McpInstanceSerializer(FullCleanModelSerializer):
     """An MCP endpoint, `/mcp/<slug>/`, exposing the tools of its enabled bindings to MCP clients that send one
     of its API keys.
     """
+
+    request_examples = {
+        "shop": {
+            "name": "Shop assistant",
+            "slug": "shop-assistant",
+            "description": "Orders and catalog tools.",
+            "discovery": "list_all",
+            "key_rate_limit": "120/minute",
+        }
+    }
+    patch_examples = {"disable": {"enabled": False}}
 
     owner = serializers.CharField(source="owner.username", read_only=True)
     endpoint_url = serializers.SerializerMethodField(help_text="Absolute URL of the MCP endpoint /mcp/<slug>/.")
@@ -84,8 +95,10 @@ class ApiKeySerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
-class ApiKeyCreateSerializer(serializers.ModelSerializer):
+class ApiKeyCreateSerializer(StrictSerializerMixin, serializers.ModelSerializer):
     """The key to issue: an optional label."""
+
+    request_examples = {"labelled": {"label": "claude-desktop"}}
 
     class Meta:
         model = ApiKey
@@ -111,6 +124,8 @@ class BindingSerializer(FullCleanModelSerializer):
     # Binding names are decided by binding_create/binding_update under the instance's lock, so the
     # collision is reported as NAME_CONFLICT (409) rather than as a generic unique-constraint error.
     full_clean_kwargs = {"validate_constraints": False}
+    request_examples = {"bind": {"mcp_instance": 1, "tool": 1, "enabled": True, "name_override": "find_orders"}}
+    patch_examples = {"rename": {"name_override": "orders_lookup"}}
 
     mcp_instance = OwnedPrimaryKeyRelatedField(McpInstance, help_text="Id of one of your MCP instances.")
     tool = OwnedPrimaryKeyRelatedField(Tool, help_text="Id of one of your tools.")

@@ -1,7 +1,7 @@
 """API views for MCP instances, their API keys (nested under the instance) and bindings (SPEC §6)."""
 
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.response import Response
 
@@ -17,15 +17,39 @@ from .instance_serializers import (
     BindingSerializer,
     McpInstanceSerializer,
 )
+from .schema import ErrorSerializer
 
 __all__ = ["ApiKeyViewSet", "BindingViewSet", "McpInstanceViewSet"]
 
 
+# SPEC §6 answers, stated on the operations that give them (issue 19).
+SLUG_TAKEN = {
+    400: OpenApiResponse(
+        ErrorSerializer,
+        description="VALIDATION_ERROR naming the field; a `slug` already in use (by anyone) is a 400 naming `slug`.",
+    )
+}
+NAME_CONFLICT = {
+    400: OpenApiResponse(
+        ErrorSerializer,
+        description="VALIDATION_ERROR naming the field: an instance or tool that is not yours, or a tool already "
+        "bound to the instance (naming `tool`).",
+    ),
+    409: OpenApiResponse(
+        ErrorSerializer,
+        description="NAME_CONFLICT: the effective name is taken on the instance (ignoring case); the message names "
+        "the other tool and the instance.",
+    ),
+}
+
+
 @extend_schema_view(
     list=extend_schema(summary="List your MCP instances"),
-    create=extend_schema(summary="Create an MCP instance"),
+    create=extend_schema(summary="Create an MCP instance", responses={201: McpInstanceSerializer, **SLUG_TAKEN}),
     retrieve=extend_schema(summary="Get an MCP instance"),
-    partial_update=extend_schema(summary="Change an MCP instance"),
+    partial_update=extend_schema(
+        summary="Change an MCP instance", responses={200: McpInstanceSerializer, **SLUG_TAKEN}
+    ),
     destroy=extend_schema(summary="Delete an MCP instance, its keys and bindings"),
 )
 class McpInstanceViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
@@ -106,9 +130,15 @@ class ApiKeyViewSet(
 
 @extend_schema_view(
     list=extend_schema(summary="List your bindings"),
-    create=extend_schema(summary="Bind a tool to an instance (a name collision is 409 NAME_CONFLICT)"),
+    create=extend_schema(
+        summary="Bind a tool to an instance (a name collision is 409 NAME_CONFLICT)",
+        responses={201: BindingSerializer, **NAME_CONFLICT},
+    ),
     retrieve=extend_schema(summary="Get a binding"),
-    partial_update=extend_schema(summary="Change a binding (a name collision is 409 NAME_CONFLICT)"),
+    partial_update=extend_schema(
+        summary="Change a binding (a name collision is 409 NAME_CONFLICT)",
+        responses={200: BindingSerializer, **NAME_CONFLICT},
+    ),
     destroy=extend_schema(summary="Unbind a tool"),
 )
 class BindingViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):

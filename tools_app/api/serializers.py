@@ -6,12 +6,14 @@ itself goes through the services, which validate again under their locks.
 """
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError, transaction
 from django.http import QueryDict
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 
@@ -20,6 +22,8 @@ from tools_app.models import ApiToken, Table, Tool
 
 __all__ = [
     "ApiTokenSerializer",
+    "StrictSerializer",
+    "StrictSerializerMixin",
     "FullCleanModelSerializer",
     "OwnedPrimaryKeyRelatedField",
     "TableSerializer",
@@ -27,6 +31,81 @@ __all__ = [
     "ToolCallSerializer",
     "ToolSerializer",
 ]
+
+
+#
+# Strict input (issue 19): the types and the unknown-field rule the schema states are the ones enforced
+#
+
+
+def _is_integer(value: Any) -> bool:
+    # bool is an int in Python; a float with no fraction is an integer in JSON Schema (5.0 == 5).
+    return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
+
+
+# The JSON type each kind of field reads, checked before DRF's own parsing, which would coerce: 0 -> "0" for a
+# CharField, "true" or 1 -> True for a BooleanField, "5" -> 5 for an IntegerField or a primary key. A refusal
+# is worded with the field's own error message (the one DRF gives for a value it cannot read at all).
+STRICT_TYPES: tuple[tuple[type[serializers.Field], Any, str], ...] = (
+    (serializers.BooleanField, lambda value: isinstance(value, bool), "invalid"),
+    (serializers.IntegerField, _is_integer, "invalid"),
+    (serializers.PrimaryKeyRelatedField, _is_integer, "incorrect_type"),
+    (
+        serializers.FloatField,
+        lambda value: isinstance(value, int | float) and not isinstance(value, bool),
+        "invalid",
+    ),
+    (serializers.ChoiceField, lambda value: isinstance(value, str), "invalid_choice"),
+    (serializers.CharField, lambda value: isinstance(value, str), "invalid"),
+)
+
+
+def strict_type_problem(field: serializers.Field, value: Any) -> str | None:
+    """Why `value` is not of the JSON type `field` reads, or None (null is left to the field's allow_null)."""
+    if value is None:
+        return None
+    for field_class, accepts, message in STRICT_TYPES:
+        if isinstance(field, field_class):
+            if accepts(value):
+                return None
+            return field.error_messages[message].format(input=value, data_type=type(value).__name__)
+    return None
+
+
+UNKNOWN_FIELD = "Unknown field: the body's fields are {names}."
+
+
+class StrictSerializerMixin:
+    """Input read as the schema says (issue 19): a JSON value of the wrong type is a 400 naming the field,
+    never coerced; with `refuse_unknown_fields`, a key the serializer does not have is a 400 too, and the
+    schema says `additionalProperties: false` (tools_app.api.schema).
+
+    Only JSON bodies are checked (a QueryDict holds strings by nature: query parameters and forms).
+    """
+
+    refuse_unknown_fields = False
+    unknown_field_message = UNKNOWN_FIELD  # "{names}" is replaced by the writable fields
+
+    def to_internal_value(self, data):
+        if isinstance(data, Mapping) and not isinstance(data, QueryDict):
+            errors: dict[str, list[str]] = {}
+            writable = {name: field for name, field in self.fields.items() if not field.read_only}  # type: ignore[attr-defined]
+            for name, field in writable.items():
+                if name in data:
+                    problem = strict_type_problem(field, data[name])
+                    if problem is not None:
+                        errors[name] = [problem]
+            if self.refuse_unknown_fields:
+                message = self.unknown_field_message.replace("{names}", ", ".join(sorted(writable)))
+                for key in sorted(str(key) for key in data if key not in self.fields):  # type: ignore[attr-defined]
+                    errors[key] = [message]
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)  # type: ignore[misc]
+
+
+class StrictSerializer(StrictSerializerMixin, serializers.Serializer):
+    """A plain serializer with strict input (StrictSerializerMixin)."""
 
 
 class OwnedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
@@ -51,7 +130,7 @@ class OwnedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
         return super().to_internal_value(data)
 
 
-class FullCleanModelSerializer(serializers.ModelSerializer):
+class FullCleanModelSerializer(StrictSerializerMixin, serializers.ModelSerializer):
     """A model serializer whose writes go through the services, which run Model.full_clean() (issue 7:
     validation runs once per write, in the service; its ValidationError is the API's 400 naming the fields,
     through the exception handler).
@@ -115,6 +194,15 @@ class TableSerializer(FullCleanModelSerializer):
     `version` starts at 1 and grows by one on every data write; renaming a table leaves it.
     """
 
+    request_examples = {
+        "orders": {
+            "name": "orders",
+            "description": "Open orders, one object per order.",
+            "data": [{"id": 1, "customer": "ada", "status": "paid", "total": 10.5}],
+        }
+    }
+    patch_examples = {"rename": {"name": "orders-2026"}, "replace data": {"data": {"orders": []}}}
+
     owner = serializers.CharField(source="owner.username", read_only=True)
     data = serializers.JSONField(
         required=False, help_text="Any JSON value (usually an object or an array); not null. Default {}."
@@ -141,6 +229,24 @@ class ToolSerializer(FullCleanModelSerializer):
     """A tool an LLM agent can call: a typed operation on a mount point (`json_path`) of one of your tables,
     a registry tool, or an external tool served elsewhere. Tools are exposed over MCP through bindings.
     """
+
+    request_examples = {
+        "query_data": {
+            "name": "orders_query",
+            "type": "query_data",
+            "table": 1,
+            "json_path": "",
+            "description": "Query the orders with a JMESPath expression.",
+            "metadata": {"category": "orders", "tags": ["orders"], "examples": ["orders_query(query='[0]')"]},
+        },
+        "search_tools": {"name": "find_tools", "type": "search_tools", "table": None, "description": "Find tools."},
+        "external": {
+            "name": "weather",
+            "type": "external",
+            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+    patch_examples = {"describe": {"description": "Query the open orders with JMESPath."}}
 
     owner = serializers.CharField(source="owner.username", read_only=True)
     table = OwnedPrimaryKeyRelatedField(
@@ -186,25 +292,20 @@ class ToolSerializer(FullCleanModelSerializer):
         return services.tool_update(tool=instance, **validated_data)
 
 
-UNKNOWN_CALL_KEY = 'Unknown field. The body is {"arguments": {...}}.'
-
-
-class ToolCallSerializer(serializers.Serializer):
+class ToolCallSerializer(StrictSerializer):
     """The arguments of a tool call, checked against the tool's input_schema."""
 
-    arguments = serializers.DictField(
-        required=False, default=dict, help_text="The tool's arguments, checked against its input_schema."
-    )
+    # SPEC §6: the body is {"arguments": {...}}. DRF ignores other keys, so {"args": {...}} would run the
+    # tool with no arguments (a write with the wrong ones); a key that is not `arguments` is refused.
+    refuse_unknown_fields = True
+    unknown_field_message = 'Unknown field. The body is {"arguments": {...}}.'
+    request_examples = {"arguments": {"arguments": {}}}
 
-    def to_internal_value(self, data):
-        # SPEC §6: the body is {"arguments": {...}}. DRF ignores other keys, so {"args": {...}} would run the
-        # tool with no arguments (a write with the wrong ones); a key that is not `arguments` is refused.
-        # Form posts (the browsable API) carry a CSRF field and are left to DRF.
-        if isinstance(data, dict) and not isinstance(data, QueryDict):
-            unknown = sorted(str(key) for key in data if key not in self.fields)
-            if unknown:
-                raise serializers.ValidationError({key: [UNKNOWN_CALL_KEY] for key in unknown})
-        return super().to_internal_value(data)
+    arguments = extend_schema_field({"type": "object", "additionalProperties": True})(
+        serializers.DictField(
+            required=False, default=dict, help_text="The tool's arguments, checked against its input_schema."
+        )
+    )
 
 
 class ToolCallResultSerializer(serializers.Serializer):
@@ -213,7 +314,7 @@ class ToolCallResultSerializer(serializers.Serializer):
     result = serializers.JSONField(help_text="The tool's JSON result (SPEC §8 shapes).")
 
 
-class AuthTokenRequestSerializer(AuthTokenSerializer):
+class AuthTokenRequestSerializer(StrictSerializerMixin, AuthTokenSerializer):
     """POST /api/auth/token/: DRF's username-and-password check, with the username no longer than a username
     can be (a longer one cannot log in, and would overflow the lockout's record of the attempt)."""
 
@@ -223,6 +324,7 @@ class AuthTokenRequestSerializer(AuthTokenSerializer):
         max_length=get_user_model()._meta.get_field(get_user_model().USERNAME_FIELD).max_length,
     )
     token = None  # DRF's read-only echo: the answer is {"token"} (AuthTokenView)
+    request_examples = {"login": {"username": "alice", "password": "correct horse battery staple"}}
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):

@@ -190,12 +190,20 @@ class TableViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
 #
 
 
+# Issue 19: what a schema cannot say about a change, said on the operations.
+TOOL_CHANGE_RULES = (
+    "Fields left out keep their current values. The tool that results must follow its type's rules, as "
+    "ToolCreateRequest states them per `type` (a table for data types, none and no JSON path for the others, a "
+    "description unless external, the arguments the type needs): otherwise a 400 naming the field."
+)
+
+
 @extend_schema_view(
     list=extend_schema(summary="List your tools"),
     create=extend_schema(summary="Create a tool"),
     retrieve=extend_schema(summary="Get a tool"),
-    update=extend_schema(summary="Replace a tool"),
-    partial_update=extend_schema(summary="Change a tool"),
+    update=extend_schema(summary="Replace a tool", description=TOOL_CHANGE_RULES),
+    partial_update=extend_schema(summary="Change a tool", description=TOOL_CHANGE_RULES),
     destroy=extend_schema(summary="Delete a tool (and its bindings)"),
 )
 class ToolViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):

@@ -341,10 +341,15 @@ def test_ordering_pages_do_not_repeat_tied_rows(owner, used_tools):
     assert [row["id"] for page in pages for row in page] == [used_tools[i].pk for i in (2, 4, 1, 0, 3)]
 
 
-def test_unknown_ordering_field_is_ignored(owner, used_tools):
-    """DRF's contract: an ordering term outside ordering_fields is dropped, the default order applies."""
-    response = client_for(owner).get("/api/tools/?ordering=owner__password")
-    assert [row["id"] for row in response.json()["results"]] == [tool.pk for tool in used_tools]
+def test_unknown_ordering_field_is_a_400_naming_it(owner, used_tools):
+    """Issue 19: an ordering term outside ordering_fields is refused (DRF drops it silently), naming `ordering`."""
+    response = client_for(owner).get("/api/tools/?ordering=name,owner__password")
+    assert response.status_code == 400
+    assert response.json()["error"] == "VALIDATION_ERROR"
+    assert response.json()["fields"]["ordering"] == [
+        "Unknown ordering 'owner__password': use one or more of created_at, id, last_used, name, type, "
+        "updated_at, use_count, comma-separated, each optionally prefixed by '-'."
+    ]
 
 
 #
