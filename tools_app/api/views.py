@@ -239,13 +239,14 @@ class ToolViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
         tool = self.get_object()
         body = ToolCallSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        result = _run_tool(tool, body.validated_data["arguments"], request.user)
+        result = _run_tool(tool, body.validated_data["arguments"], request.user, token=request.auth)
         return Response({"result": result}, status=status.HTTP_200_OK)
 
 
-def _run_tool(tool: Tool, arguments: dict, user) -> Any:
+def _run_tool(tool: Tool, arguments: dict, user, token: Any = None) -> Any:
     """Run the tool through the call pipeline (surface "api"); a failure is raised as its ToolError."""
-    caller = Caller(surface=Surface.API, user_id=user.pk, user=user)
+    token_id = token.pk if isinstance(token, ApiToken) else None
+    caller = Caller(surface=Surface.API, user_id=user.pk, user=user, api_token_id=token_id)
     outcome = run_tool_call(caller=caller, target=target_of_tool(tool), name=tool.name, arguments=arguments)
     if outcome.error is not None:
         raise outcome.error

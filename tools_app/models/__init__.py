@@ -13,6 +13,7 @@ from .call import CallLog, CallStatus, Surface
 from .embedding import EmbeddingVector
 from .instance import Discovery, McpInstance
 from .table import Table
+from .table_change import TableChange
 from .tool import NameClash, Tool, ToolQuerySet, name_conflict_error
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "OwnedModel",
     "Surface",
     "Table",
+    "TableChange",
     "Tool",
     "ToolQuerySet",
     "name_conflict_error",

@@ -13,6 +13,7 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from ..models import Table, Tool, name_conflict_error
+from . import table_log
 from .locks import lock_rows
 from .table_cache import table_cache
 
@@ -35,15 +36,18 @@ TOOL_FIELDS = (
 
 
 def table_create(*, owner, name: str, description: str = "", data: Any = None) -> Table:
-    """Create a table (version 1) after full_clean()."""
-    table = Table(owner=owner, name=name, description=description, data={} if data is None else data)
+    """Create a table (version 1, its own snapshot) after full_clean()."""
+    document = {} if data is None else data
+    table = Table(owner=owner, name=name, description=description, data=document)
     table.full_clean()
+    table.data_bytes = len(json.dumps(document))
     table.save()
     return table
 
 
 def table_update(*, table: Table, **fields: Any) -> Table:
-    """Change name/description and, when given, replace the data (a data write: version +1).
+    """Change name/description and, when given, replace the data (a data write: version +1, with its history
+    entry; the new document is the table's new snapshot: table_log.table_replace).
 
     SPEC §8: version counts data writes only; editing the name or description leaves it.
     """
@@ -51,28 +55,38 @@ def table_update(*, table: Table, **fields: Any) -> Table:
     if unknown:
         raise TypeError(f"table_update got unexpected fields {sorted(unknown)}")
     writes_data = "data" in fields
+    now = timezone.now()
     with transaction.atomic():
         # NO KEY UPDATE: writers still queue (and wait for a delete), but saving a tool that refers to this
-        # table (a foreign-key check, KEY SHARE) does not wait behind a large document write.
-        query = Table.objects.select_for_update(no_key=True)
-        if not writes_data:
-            # A rename neither loads nor re-validates the document (tens of MB for a large table).
-            query = query.defer("data")
-        locked = query.get(pk=table.pk)
-        data_changed = writes_data and not _same_json(fields["data"], locked.data)
+        # table (a foreign-key check, KEY SHARE) does not wait behind a large document write. The snapshot
+        # (`data`) is never loaded here: the current document comes from the cache and the change log.
+        locked = Table.objects.select_for_update(no_key=True).defer("data").get(pk=table.pk)
+        current = table_log.document(table.pk, locked.version) if writes_data else None
+        data_changed = current is not None and not _same_json(fields["data"], current.data)
         for key, value in fields.items():
             setattr(locked, key, value)
         locked.full_clean(exclude=None if writes_data else ["data"])
-        update_fields = ["name", "description", "updated_at"]
+        locked.updated_at = now
+        locked.save(update_fields=["name", "description", "updated_at"])
         if data_changed:
-            update_fields.append("data")
-            locked.version = F("version") + 1
-            update_fields.append("version")
-        locked.save(update_fields=update_fields)
-    locked.refresh_from_db(fields=["version", "updated_at"])
-    copied = ["name", "description", "version", "updated_at"] + (["data"] if writes_data else [])
+            assert current is not None
+            table_log.table_replace(table=locked, data=fields["data"], current=current, now=now)
+    locked.refresh_from_db(fields=["version", "snapshot_version", "data_bytes", "updated_at"])
+    copied = ["name", "description", "version", "snapshot_version", "data_bytes", "updated_at"]
     table.__dict__.update({key: getattr(locked, key) for key in copied})
+    if writes_data:
+        table.data = fields["data"] if data_changed or current is None else current.data
     return table
+
+
+def table_document(table: Table) -> tuple[int, Any]:
+    """The (version, document) to show for `table`: its snapshot when that is current, else the document through
+    the cache and the log (services.table_data). Interfaces show a table's `data` through this, never the
+    snapshot column alone."""
+    loaded = "data" not in table.get_deferred_fields()
+    if loaded and table.snapshot_version == table.version:
+        return table.version, table.data
+    return table_log.table_data(table.pk)
 
 
 def _same_json(left: Any, right: Any) -> bool:
@@ -82,26 +96,13 @@ def _same_json(left: Any, right: Any) -> bool:
     return json.dumps(left, sort_keys=True) == json.dumps(right, sort_keys=True)
 
 
-def table_data(table_id: int) -> tuple[int, Any]:
-    """The table's current (version, data), parsing the document only when its version is not cached."""
-    version = Table.objects.filter(pk=table_id).values_list("version", flat=True).first()
-    if version is None:
-        raise Table.DoesNotExist(f"Table {table_id} does not exist.")
-    entry = table_cache.get(table_id, version)
-    if entry is None:
-        with _collector_paused():
-            version, data = Table.objects.filter(pk=table_id).values_list("version", "data").get()
-        entry = table_cache.put(table_id, version, data)
-    return entry.version, entry.data
-
-
 _pause_lock = threading.Lock()
 _pause_depth = 0
 _collector_was_enabled = False
 
 
 @contextmanager
-def _collector_paused():
+def collector_paused():
     """Pause Python's cyclic garbage collector while a table document is parsed.
 
     Parsing 30 MB of JSON allocates millions of containers, and the collector would walk the
@@ -132,31 +133,6 @@ def table_derived(table_id: int, version: int, key: Any, compute: Callable[[], A
     if key not in entry.derived:
         entry.derived[key] = compute()
     return entry.derived[key]
-
-
-def table_write(*, table_id: int, change: Callable[[Any], tuple[Any, Any]]) -> tuple[int, Any]:
-    """Apply `change(data) -> (new_data, outcome)` atomically; return (new version, outcome).
-
-    The table row is locked for the whole read-modify-write, so concurrent writers queue and no
-    write is lost; `version` grows by exactly one. If `change` raises, nothing is written.
-    `change` must not mutate `data` (it may be the cached document shared with readers).
-    """
-    with transaction.atomic():
-        locked = Table.objects.select_for_update(no_key=True).filter(pk=table_id)  # no_key: see table_update
-        version = locked.values_list("version", flat=True).first()
-        if version is None:
-            raise Table.DoesNotExist(f"Table {table_id} does not exist.")
-        entry = table_cache.get(table_id, version)
-        if entry is not None:
-            data = entry.data
-        else:
-            with _collector_paused():
-                data = Table.objects.filter(pk=table_id).values_list("data", flat=True).get()
-        new_data, outcome = change(data)
-        Table.objects.filter(pk=table_id).update(data=new_data, version=F("version") + 1, updated_at=timezone.now())
-        new_version = version + 1
-        transaction.on_commit(lambda: table_cache.put(table_id, new_version, new_data))
-    return new_version, outcome
 
 
 #

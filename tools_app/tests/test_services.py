@@ -6,8 +6,10 @@ from django.db import connection
 
 from tools_app import services
 from tools_app.errors import ErrorCode
-from tools_app.models import Binding, Table, Tool
+from tools_app.models import Binding, Table, TableChange, Tool
 from tools_app.tool_schemas import DEFAULT_INPUT_SCHEMAS
+
+from .history_helpers import write_elsewhere
 
 pytestmark = pytest.mark.django_db
 
@@ -178,11 +180,19 @@ def test_table_update_refuses_unknown_fields(table):
 
 
 def test_table_write_applies_change_and_bumps_version(table):
-    """table_write stores the new data and returns (new version, outcome)."""
-    # given / when
-    version, outcome = services.table_write(table_id=table.pk, change=lambda data: (data + [{"id": 4}], "ok"))
+    """table_write applies the change's patch, appends its entry and returns the new version and the outcome."""
+    # given
+    patch = [{"op": "add", "path": "/-", "value": {"id": 4}}]
+    inverse = [{"op": "remove", "path": "/3"}]
+    # when
+    written = services.table_write(
+        table_id=table.pk, change=lambda data, derived: (data + [{"id": 4}], "ok", patch, inverse, {})
+    )
     # then
-    assert (version, outcome) == (2, "ok")
+    assert (written.version, written.outcome, written.patch) == (2, "ok", patch)
+    assert list(TableChange.objects.filter(table=table).values_list("version", "patch", "inverse")) == [
+        (2, patch, inverse)
+    ]
     stored = _stored(table)
     assert (stored.version, [row["id"] for row in stored.data]) == (2, [1, 2, 3, 4])
 
@@ -192,7 +202,7 @@ def test_table_write_failing_change_writes_nothing(table):
     # given
     before = _stored(table).data
 
-    def change(data):
+    def change(data, derived):
         raise ValueError("refused")
 
     # when
@@ -201,14 +211,15 @@ def test_table_write_failing_change_writes_nothing(table):
     # then
     stored = _stored(table)
     assert (stored.data, stored.version) == (before, 1)
+    assert not TableChange.objects.filter(table=table).exists()
 
 
 def test_table_data_sees_writes_made_elsewhere(table):
     """The per-process cache follows the version in the database (SPEC §1)."""
     # given
     assert services.table_data(table.pk)[0] == 1
-    # when: another worker writes straight to the database
-    Table.objects.filter(pk=table.pk).update(data=[{"id": 42}], version=2)
+    # when: another worker writes (an entry, version +1)
+    write_elsewhere(table.pk, [{"op": "replace", "path": "", "value": [{"id": 42}]}])
     # then
     assert services.table_data(table.pk) == (2, [{"id": 42}])
 
