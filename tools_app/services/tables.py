@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
+from ..errors import ErrorCode, ToolhubError
 from ..models import Table, Tool, name_conflict_error
 from . import table_log
 from .locks import lock_rows
@@ -45,11 +46,12 @@ def table_create(*, owner, name: str, description: str = "", data: Any = None) -
     return table
 
 
-def table_update(*, table: Table, **fields: Any) -> Table:
+def table_update(*, table: Table, expected_version: int | None = None, **fields: Any) -> Table:
     """Change name/description and, when given, replace the data (a data write: version +1, with its history
     entry; the new document is the table's new snapshot: table_log.table_replace).
 
-    SPEC §8: version counts data writes only; editing the name or description leaves it.
+    SPEC §8: version counts data writes only; editing the name or description leaves it. `expected_version` (the
+    API's If-Match): PRECONDITION_FAILED, nothing written, when the table is at another version.
     """
     unknown = set(fields) - {"name", "description", "data"}
     if unknown:
@@ -61,6 +63,13 @@ def table_update(*, table: Table, **fields: Any) -> Table:
         # table (a foreign-key check, KEY SHARE) does not wait behind a large document write. The snapshot
         # (`data`) is never loaded here: the current document comes from the cache and the change log.
         locked = Table.objects.select_for_update(no_key=True).defer("data").get(pk=table.pk)
+        if expected_version is not None and expected_version != locked.version:
+            raise ToolhubError(
+                ErrorCode.PRECONDITION_FAILED,
+                f'The table is at version {locked.version} (ETag "{locked.version}"), not the If-Match version '
+                f"{expected_version}; nothing was written.",
+                {"current_version": locked.version},
+            )
         current = table_log.document(table.pk, locked.version) if writes_data else None
         data_changed = current is not None and not _same_json(fields["data"], current.data)
         for key, value in fields.items():
