@@ -349,10 +349,14 @@ def run(args: argparse.Namespace, database: ThrowawayDatabase) -> int:
         target = max(1, current - 20)
         restore = timed(lambda: services.table_restore(table_id=table.pk, version=target), 3)
         restore_ms = statistics.median(restore)
-        print(f"\nrestore of version {target} (a new version; {current - target} versions back): p50 {restore_ms:.0f} ms")
+        print(
+            f"\nrestore of version {target} (a new version; {current - target} versions back): p50 {restore_ms:.0f} ms"
+        )
 
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
-    writes = {name: statistics.median(results[name][1]) for name in ("create (1 elem)", "update (1 elem)", "delete (1 key)")}
+    writes = {
+        name: statistics.median(results[name][1]) for name in ("create (1 elem)", "update (1 elem)", "delete (1 key)")
+    }
     print("\ntargets (issue 14): write p50 <= 20 ms, another process's first read p50 <= 20 ms, restore <= 2 s")
     for name, value in writes.items():
         print(f"  {name:<17} warm p50 {value:.1f} ms, {'met' if value <= 20 else 'NOT met'}")

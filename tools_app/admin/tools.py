@@ -26,6 +26,7 @@ from django.utils.html import format_html
 from django.utils.text import slugify
 
 from tools_app import services
+from tools_app.admin import table_history
 from tools_app.admin.examples import example_arguments, mount_value
 from tools_app.admin.tool_forms import (
     OwnerAwareModelForm,
@@ -226,7 +227,7 @@ class TableAdmin(OwnedAdmin):
         document stored before TOOLHUB_MAX_TABLE_DEPTH existed: the editor could not render it, issue 12)."""
         if obj is None:
             return False
-        if (getattr(obj, "data_chars", 0) or 0) > editor_max_chars():
+        if max(getattr(obj, "data_chars", 0) or 0, obj.data_bytes or 0) > editor_max_chars():
             return True
         if not hasattr(obj, "_toolhub_too_deep"):
             obj._toolhub_too_deep = nesting_beyond(obj.data, max_table_depth()) is not None
@@ -250,9 +251,9 @@ class TableAdmin(OwnedAdmin):
         text = obj.description or ""
         return text if len(text) <= 80 else text[:79] + "…"
 
-    @admin.display(description="size", ordering="data_chars")
+    @admin.display(description="size", ordering="data_bytes")
     def size(self, obj):
-        return human_size(obj.data_chars or 0)
+        return human_size(obj.data_bytes or obj.data_chars or 0)  # data_bytes: the current document (issue 14)
 
     @admin.display(description="tools", ordering="tool_count")
     def tools_link(self, obj):
@@ -266,7 +267,8 @@ class TableAdmin(OwnedAdmin):
             if fields["data"] is None:
                 fields["data"] = {}
         if change:
-            self.service(services.table_update, table=obj, **fields)
+            with services.write_audit(services.WriteAudit(surface=str(Surface.ADMIN), user_id=request.user.pk)):
+                self.service(services.table_update, table=obj, **fields)
         else:
             adopt(obj, self.service(services.table_create, owner=request.user, **fields))
 
@@ -280,8 +282,28 @@ class TableAdmin(OwnedAdmin):
         view = self.admin_site.admin_view
         return [
             path("<path:object_id>/data.json", view(self.download_view), name="tools_app_table_download"),
+            path(
+                "<path:object_id>/history/<int:version>/",
+                view(self.version_view),
+                name="tools_app_table_version",
+            ),
+            path(
+                "<path:object_id>/history/<int:version>/restore/",
+                view(self.restore_view),
+                name="tools_app_table_restore",
+            ),
             *super().get_urls(),
         ]
+
+    def history_view(self, request, object_id, extra_context=None):
+        """The table's data history (issue 14), in place of the admin's log of edits made here."""
+        return table_history.history_view(self, request, object_id)
+
+    def version_view(self, request, object_id, version):
+        return table_history.version_view(self, request, object_id, version)
+
+    def restore_view(self, request, object_id, version):
+        return table_history.restore_view(self, request, object_id, version)
 
     def download_view(self, request, object_id):
         table = self.get_object_or_404(request, object_id)
