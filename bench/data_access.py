@@ -405,7 +405,8 @@ def other_worker_reads(table_id: int, preview_tool_id: int, write: Callable[[], 
         text=True,
         env={**os.environ, "DJANGO_SETTINGS_MODULE": "toolhub.settings"},
     )
-    assert reader.stdin is not None and reader.stdout is not None
+    assert reader.stdin is not None
+    assert reader.stdout is not None
     try:
         if reader.stdout.readline().strip() != "ready":
             raise SystemExit("the reader process did not start")

@@ -65,7 +65,7 @@ def _api_call(user, tool, arguments):
 
 
 def test_apply_shares_untouched_containers_and_never_mutates_the_input():
-    """A patch copies only the containers on its paths; the old document and the patch's values are left as they were."""
+    """A patch copies only the containers on its paths; the old document and the patch's values stay as they were."""
     # given
     document = {"orders": [{"id": 1, "tags": ["a"]}, {"id": 2}], "meta": {"count": 2}}
     before = copy.deepcopy(document)
@@ -278,7 +278,8 @@ def test_api_call_is_audited_with_user_token_tool_and_arguments(owner, tools, or
         "",
         arguments,
     )
-    assert entry.version_before == 1 and entry.version == 2
+    assert entry.version_before == 1
+    assert entry.version == 2
 
 
 def test_mcp_call_is_audited_with_key_instance_and_binding(owner, tools, orders, instance, bind, make_api_key):
@@ -455,7 +456,8 @@ def test_default_schemas_guide_and_export_name_the_safe_write_arguments(owner, t
     client = client_for(owner)
     guide = client.get(f"/api/mcp-instances/{instance.pk}/guide/").json()["content"]
     assert all(name in guide for name in safe)
-    assert "IDEMPOTENCY_KEY_REUSED" in guide and "VERSION_CONFLICT" in guide
+    assert "IDEMPOTENCY_KEY_REUSED" in guide
+    assert "VERSION_CONFLICT" in guide
     for export_format in ("mcp", "openai", "anthropic"):
         exported = client.get(f"/api/mcp-instances/{instance.pk}/export/", {"format": export_format}).json()
         text = str(exported["tools"])
