@@ -103,11 +103,10 @@ def _replayed(snapshot: list, snapshot_version: int, log: list[tuple[int, list]]
 
 def _stored_document(table_id: int) -> tuple[list, int]:
     """(document, version) of the table as the database holds it: snapshot + log, checked by _replayed."""
-    from tools_app.models import Table, TableChange
+    from tools_app.models import Table, TableChange, TableSnapshot
 
-    version, snapshot_version, data = (
-        Table.objects.filter(pk=table_id).values_list("version", "snapshot_version", "data").get()
-    )
+    version = Table.objects.filter(pk=table_id).values_list("version", flat=True).get()
+    snapshot_version, data = TableSnapshot.objects.filter(table_id=table_id).values_list("version", "data").get()
     log = list(TableChange.objects.filter(table_id=table_id).order_by("version").values_list("version", "patch"))
     return _replayed(data, snapshot_version, log, version), version
 
@@ -244,7 +243,9 @@ def test_concurrent_writes_on_sqlite_file_lose_nothing(tmp_path: Path, compact_e
     assert [failures for _, failures in outcomes] == [[]] * processes
     with sqlite3.connect(tmp_path / "concurrency.sqlite3") as db:
         version, snapshot_version, data = db.execute(
-            "SELECT version, snapshot_version, data FROM tools_app_table WHERE id = ?", (table_id,)
+            "SELECT t.version, s.version, s.data FROM tools_app_table t JOIN tools_app_tablesnapshot s"
+            " ON s.table_id = t.id WHERE t.id = ?",
+            (table_id,),
         ).fetchone()
         log = db.execute(
             "SELECT version, patch FROM tools_app_tablechange WHERE table_id = ? ORDER BY version", (table_id,)

@@ -17,8 +17,8 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Count, IntegerField, OuterRef, Subquery, TextField
-from django.db.models.functions import Cast, Coalesce, Length
+from django.db.models import Count, IntegerField, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -135,7 +135,7 @@ class OwnedAdmin(DeletedWithParentMixin, admin.ModelAdmin):
             choices = related._default_manager.for_user(request.user)
             # A choice shows a table's name only: loading every document would parse them all for a <select>
             # (and a deeply nested one made the page a RecursionError 500, issue 12).
-            kwargs["queryset"] = choices.defer("data") if related is Table else choices
+            kwargs["queryset"] = choices
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def get_list_display(self, request):
@@ -211,15 +211,12 @@ class TableAdmin(OwnedAdmin):
         tool_counts = (
             Tool.objects.filter(table=OuterRef("pk")).order_by().values("table").annotate(n=Count("id")).values("n")
         )
-        # The document is loaded only where it is shown: the list shows its size, computed in the database.
+        # The document is loaded only where it is shown (Table.data reads it on first use): the list shows its
+        # size as the table row keeps it (data_bytes, issue 14).
         return (
             super()
             .get_queryset(request)
-            .defer("data")
-            .annotate(
-                data_chars=Length(Cast("data", TextField())),
-                tool_count=Coalesce(Subquery(tool_counts, output_field=IntegerField()), 0),
-            )
+            .annotate(tool_count=Coalesce(Subquery(tool_counts, output_field=IntegerField()), 0))
         )
 
     def is_large(self, obj) -> bool:
@@ -227,7 +224,7 @@ class TableAdmin(OwnedAdmin):
         document stored before TOOLHUB_MAX_TABLE_DEPTH existed: the editor could not render it, issue 12)."""
         if obj is None:
             return False
-        if max(getattr(obj, "data_chars", 0) or 0, obj.data_bytes or 0) > editor_max_chars():
+        if (obj.data_bytes or 0) > editor_max_chars():
             return True
         if not hasattr(obj, "_toolhub_too_deep"):
             obj._toolhub_too_deep = nesting_beyond(obj.data, max_table_depth()) is not None
@@ -253,7 +250,7 @@ class TableAdmin(OwnedAdmin):
 
     @admin.display(description="size", ordering="data_bytes")
     def size(self, obj):
-        return human_size(obj.data_bytes or obj.data_chars or 0)  # data_bytes: the current document (issue 14)
+        return human_size(obj.data_bytes or 0)
 
     @admin.display(description="tools", ordering="tool_count")
     def tools_link(self, obj):
@@ -324,7 +321,7 @@ class TableAdmin(OwnedAdmin):
         shape = services.table_derived(table.pk, version, ("shape", ""), lambda: describe(data))
         context: dict[str, Any] = {
             "table_shape": pretty_json(shape),
-            "table_size": human_size(table.data_chars or 0),
+            "table_size": human_size(table.data_bytes or 0),
             "table_large": self.is_large(table),
             "table_download_url": reverse("admin:tools_app_table_download", args=[table.pk]),
             "table_tools": list(table.tools.for_user(request.user).order_by("name")),
@@ -400,8 +397,8 @@ class ToolAdmin(OwnedAdmin):
         js = ["toolhub/admin.js"]
 
     def get_queryset(self, request):
-        # A tool page never needs its table's document, which may be megabytes.
-        return super().get_queryset(request).select_related("table").defer("table__data")
+        # A tool page never loads its table's document (issue 14: it is not on the table's row at all).
+        return super().get_queryset(request).select_related("table")
 
     @admin.display(description="category")
     def category_label(self, obj):

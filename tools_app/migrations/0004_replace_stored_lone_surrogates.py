@@ -38,9 +38,6 @@ def replace_surrogates(apps, schema_editor):
         data = Table.objects.filter(pk=pk).values_list("data", flat=True).get()
         if _holds_surrogate(data):
             Table.objects.filter(pk=pk).update(data=_clean(data), version=F("version") + 1)
-            if any(field.name == "snapshot_version" for field in Table._meta.fields):
-                # Run with a later state of the models (issue 14): the rewritten document is the snapshot.
-                Table.objects.filter(pk=pk).update(snapshot_version=F("version"))
     fields = ["input_schema", "output_schema", "metadata"]
     for row in Tool.objects.values("pk", *fields).order_by("pk").iterator():
         changed = {field: _clean(row[field]) for field in fields if _holds_surrogate(row[field])}

@@ -1,9 +1,10 @@
 """A table's document as a snapshot plus a change log (issue 14, docs/history.md).
 
-Storage: Table.data is the snapshot at Table.snapshot_version; every data write since appended one TableChange
-(its RFC 6902 patch, its inverse and its audit) in the transaction that moved Table.version by one. So:
+Storage: TableSnapshot holds the document at its version; every data write since appended one TableChange (its
+RFC 6902 patch, its inverse and its audit) in the transaction that moved Table.version by one. So:
 
-- a write costs its patch, never the document: the row lock, one INSERT and one UPDATE of the version;
+- a write costs its patch, never the document: the row lock, one INSERT and one UPDATE of the table's small row
+  (the document is in another table: on SQLite an UPDATE rewrites the whole row);
 - a worker holding version v of a document catches up by applying the patches v+1..n to it (tools_app.json_patch
   copies only the containers they touch), never by parsing the document again;
 - the document at an older version inside retention is the current one with the inverses n..v+1 applied;
@@ -32,7 +33,7 @@ from django.utils import timezone
 
 from .. import json_patch
 from ..errors import ErrorCode, ToolError
-from ..models import Table, TableChange
+from ..models import Table, TableChange, TableSnapshot
 from ..validators import max_table_bytes, table_too_large
 from .table_cache import CachedTable, table_cache
 
@@ -289,9 +290,11 @@ def document(table_id: int, version: int) -> CachedTable:
 
     for _ in range(3):
         with collector_paused():
-            row = Table.objects.filter(pk=table_id).values_list("snapshot_version", "data").first()
+            row = TableSnapshot.objects.filter(table_id=table_id).values_list("version", "data").first()
         if row is None:
-            raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+            if not Table.objects.filter(pk=table_id).exists():
+                raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+            row = (1, {})  # a table saved without a document: {} at version 1 (the model's default)
         snapshot_version, data = row
         if snapshot_version == version:
             return table_cache.put(table_id, version, data)
@@ -408,7 +411,7 @@ def table_replace(*, table: Table, data: Any, current: CachedTable, now: Any) ->
     patch = [{"op": "replace", "path": "", "value": data}]
     inverse = [{"op": "replace", "path": "", "value": current.data}]
     _append(table.pk, new_version, patch, inverse, current_audit(), now, _size(data))
-    Table.objects.filter(pk=table.pk).update(data=data, snapshot_version=new_version)
+    TableSnapshot.objects.update_or_create(table_id=table.pk, defaults={"version": new_version, "data": data})
     transaction.on_commit(lambda: table_cache.put(table.pk, new_version, data))
 
 
@@ -420,7 +423,7 @@ def table_replace(*, table: Table, data: Any, current: CachedTable, now: Any) ->
 def table_compact(table_id: int, *, force: bool = False) -> bool:
     """Fold the entries after the snapshot into a new one when TOOLHUB_TABLE_COMPACT_EVERY of them piled up (or
     `force`), then prune the entries outside retention. Returns whether a snapshot was written."""
-    row = Table.objects.filter(pk=table_id).values_list("version", "snapshot_version").first()
+    row = _versions(table_id)
     if row is None:
         return False
     version, snapshot_version = row
@@ -429,21 +432,29 @@ def table_compact(table_id: int, *, force: bool = False) -> bool:
         entry = document(table_id, version)
         with transaction.atomic():
             # Only forward: a compaction of an older version that lost a race changes nothing.
-            written = bool(
-                Table.objects.filter(pk=table_id, snapshot_version__lt=entry.version).update(
-                    data=entry.data, snapshot_version=entry.version
-                )
-            )
-            snapshot_version = max(snapshot_version, entry.version)
-    table_prune(table_id)
+            snapshots = TableSnapshot.objects.filter(table_id=table_id, version__lt=entry.version)
+            written = bool(snapshots.update(data=entry.data, version=entry.version))
+            if not written and not TableSnapshot.objects.filter(table_id=table_id).exists():
+                TableSnapshot.objects.create(table_id=table_id, version=entry.version, data=entry.data)
+                written = True
+            table_prune(table_id)
     return written
+
+
+def _versions(table_id: int) -> tuple[int, int] | None:
+    """(the table's version, its snapshot's version), or None when the table is gone."""
+    version = Table.objects.filter(pk=table_id).values_list("version", flat=True).first()
+    if version is None:
+        return None
+    snapshot_version = TableSnapshot.objects.filter(table_id=table_id).values_list("version", flat=True).first()
+    return version, snapshot_version or 1
 
 
 def table_prune(table_id: int) -> int:
     """Delete the entries outside retention that the snapshot no longer needs; return how many. An entry is kept
     while it is younger than TOOLHUB_HISTORY_DAYS or among the last TOOLHUB_HISTORY_VERSIONS versions, and always
     when it is after the snapshot. Only a run of the oldest entries goes, so the kept versions stay contiguous."""
-    row = Table.objects.filter(pk=table_id).values_list("version", "snapshot_version").first()
+    row = _versions(table_id)
     if row is None:
         return 0
     version, snapshot_version = row

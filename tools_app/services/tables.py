@@ -38,11 +38,10 @@ TOOL_FIELDS = (
 
 def table_create(*, owner, name: str, description: str = "", data: Any = None) -> Table:
     """Create a table (version 1, its own snapshot) after full_clean()."""
-    document = {} if data is None else data
-    table = Table(owner=owner, name=name, description=description, data=document)
-    table.full_clean()
-    table.data_bytes = len(json.dumps(document))
-    table.save()
+    table = Table(owner=owner, name=name, description=description, data={} if data is None else data)
+    table.full_clean()  # sets data_bytes from the checked JSON text
+    with transaction.atomic():
+        table.save()  # the row and its snapshot at version 1
     return table
 
 
@@ -60,9 +59,9 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
     now = timezone.now()
     with transaction.atomic():
         # NO KEY UPDATE: writers still queue (and wait for a delete), but saving a tool that refers to this
-        # table (a foreign-key check, KEY SHARE) does not wait behind a large document write. The snapshot
-        # (`data`) is never loaded here: the current document comes from the cache and the change log.
-        locked = Table.objects.select_for_update(no_key=True).defer("data").get(pk=table.pk)
+        # table (a foreign-key check, KEY SHARE) does not wait behind a large document write. The document is
+        # loaded only for a data write, from the cache and the change log.
+        locked = Table.objects.select_for_update(no_key=True).get(pk=table.pk)
         if expected_version is not None and expected_version != locked.version:
             raise ToolhubError(
                 ErrorCode.PRECONDITION_FAILED,
@@ -74,28 +73,18 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
         data_changed = current is not None and not _same_json(fields["data"], current.data)
         for key, value in fields.items():
             setattr(locked, key, value)
-        locked.full_clean(exclude=None if writes_data else ["data"])
+        locked.full_clean()  # the document only when it is given (Table.clean)
         locked.updated_at = now
         locked.save(update_fields=["name", "description", "updated_at"])
+        locked._document_pending = False  # the document is written by table_replace, never by save()
         if data_changed:
             assert current is not None
             table_log.table_replace(table=locked, data=fields["data"], current=current, now=now)
-    locked.refresh_from_db(fields=["version", "snapshot_version", "data_bytes", "updated_at"])
-    copied = ["name", "description", "version", "snapshot_version", "data_bytes", "updated_at"]
+    locked.refresh_from_db(fields=["version", "data_bytes", "updated_at"])
+    copied = ["name", "description", "version", "data_bytes", "updated_at"]
     table.__dict__.update({key: getattr(locked, key) for key in copied})
-    if writes_data:
-        table.data = fields["data"] if data_changed or current is None else current.data
+    table.refresh_from_db(fields=["data"])  # read again through the cache on its next use
     return table
-
-
-def table_document(table: Table) -> tuple[int, Any]:
-    """The (version, document) to show for `table`: its snapshot when that is current, else the document through
-    the cache and the log (services.table_data). Interfaces show a table's `data` through this, never the
-    snapshot column alone."""
-    loaded = "data" not in table.get_deferred_fields()
-    if loaded and table.snapshot_version == table.version:
-        return table.version, table.data
-    return table_log.table_data(table.pk)
 
 
 def _same_json(left: Any, right: Any) -> bool:

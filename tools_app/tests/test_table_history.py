@@ -15,7 +15,7 @@ from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F
 from tools_app import json_patch, services
 from tools_app.calls import Caller, run_tool_call, target_of_tool
 from tools_app.errors import ErrorCode, ToolError
-from tools_app.models import CallLog, Surface, Table, TableChange
+from tools_app.models import CallLog, Surface, Table, TableChange, TableSnapshot
 from tools_app.services import table_log
 from tools_app.services.table_cache import table_cache
 from tools_app.tool_types.execute import execute
@@ -44,11 +44,15 @@ def tools(make_tool, owner, orders):
 
 def _document(table_id: int):
     """The document as the log says: the snapshot with every entry after it applied (no cache)."""
-    snapshot_version, data = Table.objects.filter(pk=table_id).values_list("snapshot_version", "data").get()
+    snapshot_version, data = _snapshot(table_id)
     patches = TableChange.objects.filter(table_id=table_id, version__gt=snapshot_version).order_by("version")
     for patch in patches.values_list("patch", flat=True):
         data = jsonpatch.apply_patch(data, patch)
     return data
+
+
+def _snapshot(table_id: int) -> tuple[int, object]:
+    return TableSnapshot.objects.filter(table_id=table_id).values_list("version", "data").get()
 
 
 def _versions(table_id: int) -> list[int]:
@@ -152,8 +156,7 @@ def test_writes_append_patches_and_leave_the_snapshot(tools, orders):
             ],
         ),
     ]
-    row = Table.objects.filter(pk=orders.pk).values_list("version", "snapshot_version", "data").get()
-    assert row == (4, 1, RECORDS)
+    assert (Table.objects.get(pk=orders.pk).version, _snapshot(orders.pk)) == (4, (1, RECORDS))
     expected = [{"id": 2, "status": "shipped", "note": "x"}, {"id": 4, "status": "new"}]
     assert _document(orders.pk) == expected
     assert services.table_data(orders.pk) == (4, expected)
@@ -574,7 +577,7 @@ def test_table_api_etag_and_if_match(owner, orders):
     assert entry.patch == [{"op": "replace", "path": "", "value": [{"id": 9}]}]
     assert entry.inverse == [{"op": "replace", "path": "", "value": RECORDS}]
     assert (entry.surface, entry.user_id) == ("api", owner.pk)
-    assert Table.objects.filter(pk=orders.pk).values_list("snapshot_version", flat=True).get() == 2
+    assert _snapshot(orders.pk) == (2, [{"id": 9}])
     assert client.get(f"/api/tables/{orders.pk}/versions/1/").json()["data"] == RECORDS
 
 
@@ -599,9 +602,8 @@ def test_compaction_folds_the_log_into_a_snapshot_after_n_entries(
         with django_capture_on_commit_callbacks(execute=True):
             execute(tool=tools["create"], arguments={"elements": [{"id": number}]})
     # then
-    version, snapshot_version, data = (
-        Table.objects.filter(pk=orders.pk).values_list("version", "snapshot_version", "data").get()
-    )
+    version = Table.objects.get(pk=orders.pk).version
+    snapshot_version, data = _snapshot(orders.pk)
     assert (version, snapshot_version) == (5, 4)
     assert [r["id"] for r in data] == [1, 2, 3, 4, 5, 6]
     assert _versions(orders.pk) == [2, 3, 4, 5]  # inside retention: every entry is kept
@@ -645,15 +647,15 @@ def test_crash_between_append_and_compaction_loses_nothing(
         result = execute(tool=tools["create"], arguments={"elements": [{"id": 4}]})
     # then
     assert result == {"created": 1, "version": 2}
-    row = Table.objects.filter(pk=orders.pk).values_list("version", "snapshot_version").get()
-    assert row[0] == 2
+    assert Table.objects.get(pk=orders.pk).version == 2
+    assert _snapshot(orders.pk) == (1, RECORDS)  # the compaction was rolled back whole
     table_cache.clear()
     assert services.table_data(orders.pk) == (2, [*RECORDS, {"id": 4}])
     assert _document(orders.pk) == [*RECORDS, {"id": 4}]
     # and the next compaction works
     monkeypatch.setattr(table_log, "table_prune", original)
     assert services.table_compact(orders.pk, force=True) in (True, False)
-    assert Table.objects.filter(pk=orders.pk).values_list("snapshot_version", "data").get() == (
+    assert _snapshot(orders.pk) == (
         2,
         [*RECORDS, {"id": 4}],
     )
@@ -669,7 +671,7 @@ def test_crash_inside_the_compaction_transaction_rolls_the_snapshot_back(tools, 
 
     def update_then_die(self, **kwargs):
         count = original_update(self, **kwargs)
-        if "snapshot_version" in kwargs:
+        if "data" in kwargs:
             raise RuntimeError("power cut")
         return count
 
@@ -679,7 +681,7 @@ def test_crash_inside_the_compaction_transaction_rolls_the_snapshot_back(tools, 
         services.table_compact(orders.pk, force=True)
     monkeypatch.setattr(QuerySet, "update", original_update)
     # then
-    assert Table.objects.filter(pk=orders.pk).values_list("snapshot_version", "data").get() == (1, RECORDS)
+    assert _snapshot(orders.pk) == (1, RECORDS)
     table_cache.clear()
     assert services.table_data(orders.pk) == (2, [*RECORDS, {"id": 4}])
 
