@@ -461,9 +461,7 @@ def test_admin_pages_render_a_table_nested_900_deep(client, superuser, owner, ma
     # given
     table = make_table(owner, data=[{"id": 1}])
     # stored before the depth limit existed:
-    TableSnapshot.objects.filter(table=table).update(
-        data={"rows": [{"id": 1, "deep": nested(900)}]}
-    )  # before the limit
+    TableSnapshot.objects.filter(table=table).update(data={"rows": [{"id": 1, "deep": nested(900)}]})
     tool = make_tool(owner, table, name="rows_all", type="get_all_data", json_path="/rows")
     bind(instance, tool)
     client.force_login(superuser)

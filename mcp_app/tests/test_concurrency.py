@@ -251,7 +251,7 @@ def test_concurrent_writes_on_sqlite_file_lose_nothing(tmp_path: Path, compact_e
             "SELECT version, patch FROM tools_app_tablechange WHERE table_id = ? ORDER BY version", (table_id,)
         ).fetchall()
     document = _replayed(json.loads(data), snapshot_version, [(v, json.loads(p)) for v, p in log], version)
-    assert (snapshot_version > version - 7) if compact_every else (snapshot_version == 1)
+    assert (snapshot_version > version - 30) if compact_every else (snapshot_version == 1)  # compactions ran
     _assert_no_lost_write(document, version, [v for vs, _ in outcomes for v in vs], processes * threads, CALLS)
 
 

@@ -176,17 +176,30 @@ MAX_INDEX_REMOVALS = 4096
 class KeyIndex:
     """Where each key's first record is in an array mount, kept across writes without scanning the records again.
 
-    `positions` maps a key to its record's position in the array as it was when the index was built, counting
-    the records appended since from there; `removed` (sorted) holds the built-time positions of the records
-    deleted since, so a position now is the built one minus the removals before it. An index is never changed:
-    each write makes the next version's.
+    Positions are counted in the array as it was when the index was built, the records appended since counted on
+    from there; `removed` (sorted) holds the built-time positions of the records deleted since, so a position now
+    is the built one minus the removals before it. The keys written since the build are a small overlay (`added`,
+    `gone`) over the built dict, folded into a new one every FOLD_AFTER keys: a write copies the overlay, not the
+    index of 100,000 keys. An index is never changed: each write makes the next version's.
     """
 
-    __slots__ = ("duplicates", "positions", "removed")
+    __slots__ = ("added", "base", "duplicates", "gone", "removed")
 
-    def __init__(self, positions: dict[str, int], removed: list[int], duplicates: bool) -> None:
-        self.positions = positions
-        self.removed = removed
+    FOLD_AFTER = 2048
+
+    def __init__(
+        self,
+        base: dict[str, int],
+        *,
+        added: dict[str, int] | None = None,
+        gone: frozenset[str] = frozenset(),
+        removed: list[int] | None = None,
+        duplicates: bool = False,
+    ) -> None:
+        self.base = base
+        self.added = added or {}
+        self.gone = gone
+        self.removed = removed or []
         self.duplicates = duplicates  # a key held by more than one record (data stored before keys were checked)
 
     @classmethod
@@ -205,29 +218,49 @@ class KeyIndex:
                 duplicates = True
             else:
                 positions[key] = position
-        return cls(positions, [], duplicates)
+        return cls(positions, duplicates=duplicates)
+
+    def _built(self, key: str) -> int | None:
+        if key in self.added:
+            return self.added[key]
+        if key in self.gone:
+            return None
+        return self.base.get(key)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._built(key) is not None
 
     def position(self, key: str) -> int | None:
-        built = self.positions.get(key)
+        built = self._built(key)
         if built is None:
             return None
         return built - bisect.bisect_left(self.removed, built) if self.removed else built
 
     def appended(self, keys: list[str], length: int) -> "KeyIndex":
         """The index after `keys` were appended to the array of `length` records."""
-        positions = dict(self.positions)
         offset = length + len(self.removed)
-        for number, key in enumerate(keys):
-            positions[key] = offset + number
-        return KeyIndex(positions, self.removed, self.duplicates)
+        added = {**self.added, **{key: offset + number for number, key in enumerate(keys)}}
+        gone = self.gone.difference(keys) if self.gone else self.gone
+        return KeyIndex(self.base, added=added, gone=gone, removed=self.removed, duplicates=self.duplicates)._folded()
 
     def without(self, keys: list[str]) -> "KeyIndex | None":
         """The index after the records of `keys` were deleted (None: rebuild it at the next write)."""
         if len(self.removed) + len(keys) > MAX_INDEX_REMOVALS:
             return None
-        positions = dict(self.positions)
-        removed = sorted([*self.removed, *(positions.pop(key) for key in keys)])
-        return KeyIndex(positions, removed, self.duplicates)
+        built = [self._built(key) for key in keys]
+        removed = sorted([*self.removed, *(position for position in built if position is not None)])
+        added = {key: position for key, position in self.added.items() if key not in keys}
+        gone = self.gone.union(keys)
+        return KeyIndex(self.base, added=added, gone=gone, removed=removed, duplicates=self.duplicates)._folded()
+
+    def _folded(self) -> "KeyIndex":
+        if len(self.added) + len(self.gone) <= self.FOLD_AFTER:
+            return self
+        base = dict(self.base)
+        for key in self.gone:
+            base.pop(key, None)
+        base.update(self.added)
+        return KeyIndex(base, removed=self.removed, duplicates=self.duplicates)
 
 
 def _key_index(derived: dict, mount: Mount, container: list) -> tuple[tuple, KeyIndex]:
@@ -304,7 +337,7 @@ def create(mount: Mount, arguments: dict):
                 patch = [{"op": "add", "path": _at(mount), "value": list(elements)}]
                 return _written(data, len(elements), patch, [{"op": "remove", "path": _at(mount)}], {})
             name, index = _key_index(derived, mount, container)
-            _check_new_keys(new_keys, index.positions, mount)
+            _check_new_keys(new_keys, index, mount)
             patch = [{"op": "add", "path": _at(mount, "-"), "value": element} for element in elements]
             length = len(container)
             inverse = [{"op": "remove", "path": _at(mount, length + i)} for i in reversed(range(len(elements)))]
@@ -375,7 +408,7 @@ def delete(mount: Mount, arguments: dict):
             return _written(data, len(wanted), patch, inverse, carried)
         name, index = _key_index(derived, mount, container)
         for number, key in enumerate(keys):
-            if key not in index.positions:
+            if key not in index:
                 raise _missing(key, number, mount, "deleted", path="keys")
         if index.duplicates:  # every record holding one of the keys goes, as it always did
             targets = {key for key in wanted}

@@ -598,16 +598,17 @@ def test_compaction_folds_the_log_into_a_snapshot_after_n_entries(
     # given
     settings.TOOLHUB_TABLE_COMPACT_EVERY = 3
     # when
-    for number in range(4, 8):
+    for number in range(4, 9):
         with django_capture_on_commit_callbacks(execute=True):
             execute(tool=tools["create"], arguments={"elements": [{"id": number}]})
     # then
     version = Table.objects.get(pk=orders.pk).version
     snapshot_version, data = _snapshot(orders.pk)
-    assert (version, snapshot_version) == (5, 4)
-    assert [r["id"] for r in data] == [1, 2, 3, 4, 5, 6]
-    assert _versions(orders.pk) == [2, 3, 4, 5]  # inside retention: every entry is kept
-    assert [r["id"] for r in _document(orders.pk)] == [1, 2, 3, 4, 5, 6, 7]
+    # versions 2..6; at 3 (a multiple of 3) the 2 entries were not enough; at 6 the 5 entries were folded
+    assert (version, snapshot_version) == (6, 6)
+    assert [r["id"] for r in data] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert _versions(orders.pk) == [2, 3, 4, 5, 6]  # inside retention: every entry is kept
+    assert [r["id"] for r in _document(orders.pk)] == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
 def test_prune_keeps_every_version_inside_retention(tools, orders, settings):
