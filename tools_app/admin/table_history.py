@@ -81,7 +81,8 @@ def _who(entry: TableChange) -> str:
 
 
 def _how(entry: TableChange) -> str:
-    parts = [dict(Surface.choices).get(entry.surface, entry.surface or "server")]
+    surfaces = {str(Surface.MCP): "MCP", str(Surface.API): "API", str(Surface.ADMIN): "Admin"}
+    parts = [surfaces.get(entry.surface, entry.surface or "server")]
     if entry.tool_name:
         parts.append(f"tool {entry.tool_name}")
     if entry.binding_name:

@@ -70,7 +70,7 @@ def test_history_page_shows_who_how_and_what(owner_client, written):
     assert response.status_code == 200
     html = response.content.decode()
     assert html.index('data-version="4"') < html.index('data-version="3"') < html.index('data-version="2"')
-    assert "Admin try-it, tool orders_update" in html
+    assert "Admin, tool orders_update" in html
     assert (
         "~ changed <code>/1 · status</code>: <code>&quot;paid&quot;</code> &rarr; <code>&quot;shipped&quot;</code>"
         in html
