@@ -283,6 +283,14 @@ def _located(index: KeyIndex, container: list, key: str, key_field: str) -> int 
     return position
 
 
+def _position(index: KeyIndex, container: list, key: str, key_field: str) -> int:
+    """The position of a key known to be in the index."""
+    position = _located(index, container, key, key_field)
+    if position is None:
+        raise RuntimeError(f"The key index of the mount lost {key!r}.")
+    return position
+
+
 def _container_for_write(data: Any, mount: Mount, *, may_create: bool) -> list | dict:
     if may_create and mount.tokens and not pointer.exists(data, mount.tokens):
         # SPEC §3.1: create may add a missing last segment as an empty array.
@@ -400,9 +408,9 @@ def delete(mount: Mount, arguments: dict):
         wanted = list(dict.fromkeys(keys))
         carried: dict = {}
         if isinstance(container, dict):
-            for index, key in enumerate(keys):
+            for number, key in enumerate(keys):
                 if key not in container:
-                    raise _missing(key, index, mount, "deleted", path="keys")
+                    raise _missing(key, number, mount, "deleted", path="keys")
             patch = [{"op": "remove", "path": _at(mount, key)} for key in wanted]
             inverse = [{"op": "add", "path": _at(mount, key), "value": container[key]} for key in reversed(wanted)]
             return _written(data, len(wanted), patch, inverse, carried)
@@ -411,14 +419,14 @@ def delete(mount: Mount, arguments: dict):
             if key not in index:
                 raise _missing(key, number, mount, "deleted", path="keys")
         if index.duplicates:  # every record holding one of the keys goes, as it always did
-            targets = {key for key in wanted}
+            targets = set(wanted)
             positions = [
                 position
                 for position, item in enumerate(container)
                 if isinstance(item, dict) and mount.key_field in item and _key(item[mount.key_field]) in targets
             ]
         else:
-            positions = sorted(_located(index, container, key, mount.key_field) or 0 for key in wanted)
+            positions = sorted(_position(index, container, key, mount.key_field) for key in wanted)
             following = index.without(wanted)
             if following is not None:
                 carried[name] = following

@@ -38,7 +38,8 @@ TOOL_FIELDS = (
 
 def table_create(*, owner, name: str, description: str = "", data: Any = None) -> Table:
     """Create a table (version 1, its own snapshot) after full_clean()."""
-    table = Table(owner=owner, name=name, description=description, data={} if data is None else data)
+    table = Table(owner=owner, name=name, description=description)
+    table.data = {} if data is None else data
     table.full_clean()  # sets data_bytes from the checked JSON text
     with transaction.atomic():
         table.save()  # the row and its snapshot at version 1
