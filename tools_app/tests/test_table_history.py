@@ -344,6 +344,30 @@ def test_expected_version_conflict_names_the_version_and_writes_nothing(owner, t
     assert after["tools_app.TableChange"] == []
 
 
+def test_safe_writes_over_mcp(owner, tools, orders, instance, bind, make_api_key):
+    """VERSION_CONFLICT and dry_run mean the same over MCP: an isError result naming the code, or the patch."""
+    # given
+    bind(instance, tools["update"])
+    _, key = make_api_key(instance)
+    before = db_snapshot()
+    # when
+    conflict = Harness().call(
+        instance.slug, key, "orders_update", {"elements": [{"id": 1, "status": "x"}], "expected_version": 3}
+    )["result"]
+    dry = Harness().call(instance.slug, key, "orders_update", {"elements": [{"id": 1, "status": "x"}], "dry_run": True})
+    # then
+    assert conflict["isError"] is True
+    assert conflict["content"][0]["text"].startswith("VERSION_CONFLICT: The table is at version 1, not the")
+    assert dry["result"]["structuredContent"] == {
+        "dry_run": True,
+        "version": 2,
+        "patch": [{"op": "replace", "path": "/0", "value": {"id": 1, "status": "x"}}],
+    }
+    after = db_snapshot()
+    assert after["tools_app.Table"] == before["tools_app.Table"]
+    assert after["tools_app.TableChange"] == []
+
+
 def test_expected_version_that_matches_writes(owner, tools, orders):
     response = _api_call(owner, tools["update"], {"elements": [{"id": 1, "status": "x"}], "expected_version": 1})
     assert response.json() == {"result": {"updated": 1, "version": 2}}
