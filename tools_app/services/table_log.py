@@ -290,7 +290,10 @@ def document(table_id: int, version: int) -> CachedTable:
     if held is not None and held.version < version:
         patches = _patches(table_id, held.version, version)
         if patches is not None:
-            return table_cache.put(table_id, version, _applied(held.data, patches))
+            try:
+                return table_cache.put(table_id, version, _applied(held.data, patches))
+            except json_patch.PatchError:  # never expected; the snapshot and the log are the truth
+                logger.exception("Catching table %s up from version %s failed; loading it.", table_id, held.version)
     from .tables import collector_paused
 
     for _ in range(3):
