@@ -20,6 +20,8 @@ from tools_app.services import table_log
 from tools_app.services.table_cache import table_cache
 from tools_app.tool_types.execute import execute
 
+from .history_helpers import write_elsewhere
+
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 RECORDS = [{"id": 1, "status": "new"}, {"id": 2, "status": "paid"}, {"id": 3, "status": "new"}]
@@ -732,3 +734,14 @@ def test_size_limit_is_checked_on_the_estimate(tools, orders, settings):
     with pytest.raises(ToolError) as caught:
         execute(tool=tools["create"], arguments={"elements": [{"id": 5, "pad": "x" * 40}]})
     assert caught.value.code == ErrorCode.VALIDATION_ERROR
+
+
+def test_a_catch_up_that_does_not_apply_loads_the_snapshot(tools, orders):
+    """A cached version whose patches do not apply (never expected) is not trusted: the snapshot and the log are."""
+    # given: this process holds a wrong version 1 (one record short)
+    table_cache.put(orders.pk, 1, RECORDS[:1])
+    write_elsewhere(orders.pk, [{"op": "remove", "path": "/2"}], [{"op": "add", "path": "/2", "value": RECORDS[2]}])
+    # when
+    version, data = services.table_data(orders.pk)
+    # then
+    assert (version, data) == (2, RECORDS[:2])
