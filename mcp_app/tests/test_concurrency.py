@@ -917,12 +917,18 @@ def _write_holding_the_lock(table_id: int, paused: threading.Event, go: threadin
     """A data write that pauses, the table row locked, until `go`; returns the new version."""
     from tools_app.services import table_write
 
-    def change(data):
+    def change(data, derived):
         paused.set()
         assert go.wait(timeout=60)
-        return [*data, {"id": "late"}], None
+        return _appended(data, {"id": "late"})
 
-    return table_write(table_id=table_id, change=change)[0]
+    return table_write(table_id=table_id, change=change).version
+
+
+def _appended(data: list, record: dict) -> tuple:
+    """A table_write change appending `record` (issue 14: the new data, the outcome, the patch and its inverse)."""
+    patch = [{"op": "add", "path": "/-", "value": record}]
+    return [*data, record], None, patch, [{"op": "remove", "path": f"/{len(data)}"}], {}
 
 
 @pytest.mark.postgres
@@ -962,7 +968,7 @@ def test_a_second_data_write_waits_for_the_first(postgres_db, owner, table):
     version = table.version
 
     def second_write() -> int:
-        return table_write(table_id=table.pk, change=lambda data: ([*data, {"id": "second"}], None))[0]
+        return table_write(table_id=table.pk, change=lambda data, derived: _appended(data, {"id": "second"})).version
 
     # when
     roles = [lambda: _write_holding_the_lock(table.pk, paused, go), *_refereed(paused, go, second_write)]
