@@ -353,6 +353,19 @@ def run(args: argparse.Namespace, database: ThrowawayDatabase) -> int:
             f"\nrestore of version {target} (a new version; {current - target} versions back): p50 {restore_ms:.0f} ms"
         )
 
+    if restore_ms is not None:
+        from tools_app.models import TableChange
+
+        stored = [
+            sum(len(json.dumps(value)) for value in row)
+            for row in TableChange.objects.filter(table_id=table.pk).values_list("patch", "inverse", "arguments")
+            if len(row[0]) == 1 and row[0][0].get("path")
+        ]
+        print(
+            "\nstorage per one-record write (patch + inverse + arguments, JSON): median"
+            f" {statistics.median(stored):.0f} bytes, max {max(stored)} over {len(stored)} writes"
+        )
+
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
     writes = {
         name: statistics.median(results[name][1]) for name in ("create (1 elem)", "update (1 elem)", "delete (1 key)")
