@@ -216,7 +216,7 @@ class TableViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
 
     def perform_update(self, serializer):
         with services.write_audit(_api_audit(self.request)):
-            serializer.save()
+            super().perform_update(serializer)
 
     def finalize_response(self, request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)
