@@ -259,6 +259,8 @@ def run(args: argparse.Namespace, database: ThrowawayDatabase) -> int:
             "preview": {"metadata": {"preview_keys": PREVIEW_KEYS}},
             "select": {},
             "create": {},
+            "update": {},
+            "delete": {},
         }.items()
     }
     step = max(1, args.records // 10)
@@ -268,15 +270,23 @@ def run(args: argparse.Namespace, database: ThrowawayDatabase) -> int:
     def new_element() -> dict[str, Any]:
         return {"elements": [{"id": next(next_id), "customer": "bench", "status": "new", "total": 1.5}]}
 
+    update_keys = iter(range(1, args.records + 1))
+    delete_keys = iter(range(args.records, 0, -1))
+
+    def changed_element() -> dict[str, Any]:
+        return {"elements": [{"id": next(update_keys), "status": "paid", "note": "updated by the benchmark"}]}
+
     calls: dict[str, Callable[[], Any]] = {
         "get_data_schema": lambda: execute(tool=tools["get_data_schema"], arguments={}),
         "query_data": lambda: execute(tool=tools["query_data"], arguments={"query": FILTER}),
         "preview": lambda: execute(tool=tools["preview"], arguments={"offset": args.records // 2, "limit": 50}),
         "select (10 keys)": lambda: execute(tool=tools["select"], arguments={"keys": select_keys}),
         "create (1 elem)": lambda: execute(tool=tools["create"], arguments=new_element()),
+        "update (1 elem)": lambda: execute(tool=tools["update"], arguments=changed_element()),
+        "delete (1 key)": lambda: execute(tool=tools["delete"], arguments={"keys": [next(delete_keys)]}),
         # As the admin saves a rename: the object comes without its document (the admin defers it).
         "rename table": lambda: services.table_update(
-            table=Table.objects.defer("data").get(pk=table.pk), name=f"orders {next(next_id)}"
+            table=Table.objects.get(pk=table.pk), name=f"orders {next(next_id)}"
         ),
     }
     # Sanity: the operations answer what they should before anything is timed.
@@ -328,11 +338,101 @@ def run(args: argparse.Namespace, database: ThrowawayDatabase) -> int:
         fast = statistics.median(timed(lambda e=compiled: e.search(data), 15))
         print(f"{expression:<62}{slow:>9.1f}{fast:>10.1f}{slow / fast:>7.1f}x")
 
+    other = other_worker_reads(table.pk, tools["preview"].pk, lambda: calls["create (1 elem)"](), args.warm_runs)
+    print("\nanother process's first read after a write (preview of 50 records; the write made here, the")
+    print(f"read in a second process holding the previous version): p50 {statistics.median(other):.1f} ms,")
+    print(f"p95 {percentile(other, 0.95):.1f} ms over {len(other)} writes")
+
+    restore_ms = None
+    if hasattr(services, "table_restore"):
+        current = Table.objects.get(pk=table.pk).version
+        target = max(1, current - 20)
+        restore = timed(lambda: services.table_restore(table_id=table.pk, version=target), 3)
+        restore_ms = statistics.median(restore)
+        print(
+            f"\nrestore of version {target} (a new version; {current - target} versions back): p50 {restore_ms:.0f} ms"
+        )
+
+    if restore_ms is not None:
+        from tools_app.models import TableChange
+
+        stored = [
+            sum(len(json.dumps(value)) for value in row)
+            for row in TableChange.objects.filter(table_id=table.pk).values_list("patch", "inverse", "arguments")
+            if len(row[0]) == 1 and row[0][0].get("path")
+        ]
+        print(
+            "\nstorage per one-record write (patch + inverse + arguments, JSON): median"
+            f" {statistics.median(stored):.0f} bytes, max {max(stored)} over {len(stored)} writes"
+        )
+
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
+    writes = {
+        name: statistics.median(results[name][1]) for name in ("create (1 elem)", "update (1 elem)", "delete (1 key)")
+    }
+    print("\ntargets (issue 14): write p50 <= 20 ms, another process's first read p50 <= 20 ms, restore <= 2 s")
+    for name, value in writes.items():
+        print(f"  {name:<17} warm p50 {value:.1f} ms, {'met' if value <= 20 else 'NOT met'}")
+    first = statistics.median(other)
+    print(f"  other-process first read p50 {first:.1f} ms, {'met' if first <= 20 else 'NOT met'}")
+    if restore_ms is not None:
+        print(f"  restore {restore_ms:.0f} ms, {'met' if restore_ms <= 2000 else 'NOT met'}")
     warm_query = statistics.median(results["query_data"][1])
     verdict = "met" if warm_query <= 50 else "NOT met"
     print(f"\ntarget warm query_data p50 <= 50 ms: {warm_query:.1f} ms, {verdict}")
     return 0 if warm_query <= 50 else 1
+
+
+READER_SOURCE = """
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+import django
+django.setup()
+from tools_app.models import Tool
+from tools_app.tool_types.execute import execute
+tool = Tool.objects.get(pk=int(sys.argv[2]))
+arguments = {"offset": 10, "limit": 50}
+execute(tool=tool, arguments=arguments)
+print("ready", flush=True)
+for line in sys.stdin:
+    if line.strip() != "read":
+        break
+    start = time.perf_counter()
+    execute(tool=tool, arguments=arguments)
+    print(f"{(time.perf_counter() - start) * 1000:.3f}", flush=True)
+"""
+
+
+def other_worker_reads(table_id: int, preview_tool_id: int, write: Callable[[], Any], runs: int) -> list[float]:
+    """Milliseconds of a second process's first read after each write made here (issue 14): the reader holds
+    the previous version in its cache, as another worker does."""
+    import subprocess
+
+    from django.db import connections
+
+    connections.close_all()
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER_SOURCE, str(ROOT), str(preview_tool_id)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "toolhub.settings"},
+    )
+    assert reader.stdin is not None
+    assert reader.stdout is not None
+    try:
+        if reader.stdout.readline().strip() != "ready":
+            raise SystemExit("the reader process did not start")
+        samples = []
+        for _ in range(runs):
+            write()
+            reader.stdin.write("read\n")
+            reader.stdin.flush()
+            samples.append(float(reader.stdout.readline()))
+        return samples
+    finally:
+        reader.stdin.close()
+        reader.wait(timeout=60)
 
 
 if __name__ == "__main__":

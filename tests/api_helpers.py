@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 # Every model an API request could write (auth tokens included: a denied request must not mint one).
 WATCHED_MODELS = (
     "tools_app.Table",
+    "tools_app.TableChange",
     "tools_app.Tool",
     "tools_app.McpInstance",
     "tools_app.ApiKey",

@@ -14,7 +14,7 @@ from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F
 from tools_app.api.renderers import JSONRenderer
 from tools_app.data_access.arguments import validate_arguments
 from tools_app.errors import ToolError
-from tools_app.models import Table, Tool
+from tools_app.models import Table, TableSnapshot, Tool
 from tools_app.tool_schemas import default_input_schema
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
@@ -244,14 +244,14 @@ def test_mcp_refuses_a_lone_surrogate_before_running_the_tool(owner, table, make
     # given
     bind(instance, make_tool(owner, table, type="create", name="add"))
     key = make_api_key(instance)[1]
-    before = Table.objects.values_list("data", "version").get()
+    before = [(t.data, t.version) for t in Table.objects.all()]
 
     # when
     reply = Harness().call("shop", key, "add", {"elements": [{"id": 9, "note": "\ud800"}]})
 
     # then
     assert reply["error"]["code"] == -32700
-    assert Table.objects.values_list("data", "version").get() == before
+    assert [(t.data, t.version) for t in Table.objects.all()] == before
 
 
 #
@@ -278,7 +278,7 @@ def test_a_stored_surrogate_is_listed_escaped_not_a_500(owner, make_table, make_
     table = make_table(owner, data={"a": "ok"})
     tool = make_tool(owner, table, type="get_all_data")
     # SQLite stores JSON as escaped text, so a JSON value could hold one; its text columns never could.
-    Table.objects.filter(pk=table.pk).update(data={"a": "\ud800"})
+    TableSnapshot.objects.filter(table=table).update(data={"a": "\ud800"})
     Tool.objects.filter(pk=tool.pk).update(metadata={"tags": ["\ud800"]})
     client = client_for(owner)
 

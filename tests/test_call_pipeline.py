@@ -123,12 +123,12 @@ def test_a_write_whose_record_fails_is_rolled_back(surface, shop, owner, table, 
         raise RuntimeError("call log down")
 
     monkeypatch.setattr(calls, "_write", refuse)
-    before = Table.objects.values_list("version", "data").get(pk=table.pk)
+    before = [(t.version, t.data) for t in Table.objects.filter(pk=table.pk)]
     # when
     answered = call_on(surface, shop, owner, shop["create"], {"elements": [{"id": 9, "status": "new"}]})
     # then
     assert answered == "INTERNAL_ERROR"
-    assert Table.objects.values_list("version", "data").get(pk=table.pk) == before
+    assert [(t.version, t.data) for t in Table.objects.filter(pk=table.pk)] == before
     assert CallLog.objects.count() == 0
     assert Tool.objects.get(pk=shop["create"].pk).use_count == 0
     assert "Could not record" in caplog.text

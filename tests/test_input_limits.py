@@ -18,7 +18,7 @@ from mcp_app.tests.mcp_harness import Harness, rpc_body
 from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
 from tests.live_server import Uvicorn, run_python, server_database
 from toolhub.request_limits import cap_request_body
-from tools_app.models import CallLog, Table
+from tools_app.models import CallLog, Table, TableSnapshot
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -460,7 +460,8 @@ def test_admin_pages_render_a_table_nested_900_deep(client, superuser, owner, ma
     parsed for the table <select>). Every page renders; the table page shows a read-only summary."""
     # given
     table = make_table(owner, data=[{"id": 1}])
-    Table.objects.filter(pk=table.pk).update(data={"rows": [{"id": 1, "deep": nested(900)}]})  # before the limit
+    # stored before the depth limit existed:
+    TableSnapshot.objects.filter(table=table).update(data={"rows": [{"id": 1, "deep": nested(900)}]})
     tool = make_tool(owner, table, name="rows_all", type="get_all_data", json_path="/rows")
     bind(instance, tool)
     client.force_login(superuser)

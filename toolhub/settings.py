@@ -206,6 +206,12 @@ TOOLHUB_MAX_MCP_REQUEST_BYTES = int(os.environ.get("TOOLHUB_MAX_MCP_REQUEST_BYTE
 TOOLHUB_MAX_TABLE_BYTES = int(os.environ.get("TOOLHUB_MAX_TABLE_BYTES", 50 * 1024 * 1024))
 TOOLHUB_MAX_TABLE_DEPTH = int(os.environ.get("TOOLHUB_MAX_TABLE_DEPTH", 64))
 TOOLHUB_MAX_ARGUMENT_DEPTH = int(os.environ.get("TOOLHUB_MAX_ARGUMENT_DEPTH", 100))
+# Table history (issue 14, docs/history.md): a write appends a JSON Patch; after TOOLHUB_TABLE_COMPACT_EVERY
+# entries the document is written as a new snapshot. History is kept TOOLHUB_HISTORY_DAYS days OR the last
+# TOOLHUB_HISTORY_VERSIONS versions, whichever keeps more; compaction never removes a version inside either.
+TOOLHUB_TABLE_COMPACT_EVERY = int(os.environ.get("TOOLHUB_TABLE_COMPACT_EVERY", 1000))
+TOOLHUB_HISTORY_DAYS = int(os.environ.get("TOOLHUB_HISTORY_DAYS", 30))
+TOOLHUB_HISTORY_VERSIONS = int(os.environ.get("TOOLHUB_HISTORY_VERSIONS", 1000))
 # Django's own cap on a body it reads into memory (a chunked body, which declares no length): the same limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = TOOLHUB_MAX_REQUEST_BYTES
 

@@ -17,6 +17,8 @@
   TOOLHUB_MAX_RESULT_BYTES setting elsewhere) while it is encoded, never after (tools_app.paging): a list
   over it is paged, `{"items", "total", "next_cursor"}`, and a `cursor` argument continues it; anything
   else over it is RESULT_TOO_LARGE (SPEC §4.4, §9; docs/paging.md).
+- audit (issue 14): a table write's change-log entry names the caller, the key or token, the surface, the tool,
+  the binding and the arguments (services.write_audit around the change; docs/history.md).
 - record: a CallLog row (surface, caller, instance, key, tool, outcome, duration), the tool's use_count
   +1 and last_used, the key's last use, all committed before run_tool_call returns, so a client reading
   right after its call sees it counted. A tool that changes data has its record written in the same
@@ -62,6 +64,7 @@ from .paging import (
     utf8_size,
 )
 from .services.locks import key_share
+from .services.table_log import WriteAudit, write_audit
 from .telemetry import call_finished, call_span, span
 from .tool_types import TOOL_TYPES, external
 from .tool_types.execute import execute
@@ -103,6 +106,7 @@ class Caller:
     api_key_id: int | None = None
     user: Any = None
     oauth_client: str = ""  # over MCP with an OAuth access token (issue 16): the client's id
+    api_token_id: int | None = None  # the API token the request came with (issue 14: a write's audit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -582,8 +586,19 @@ def _run_changing(
 ) -> tuple[CallOutcome, bool]:
     """A change and its record in one transaction: (outcome, True) when both were committed; (outcome, False)
     when the change failed or could not be recorded, and nothing of it was kept (record it on its own)."""
+    audit = WriteAudit(
+        surface=str(caller.surface),
+        user_id=caller.user_id,
+        api_key_id=caller.api_key_id,
+        api_token_id=caller.api_token_id,
+        tool_id=target.tool_id,
+        tool_name=_loggable(target.tool_name or name),
+        instance_id=target.instance_id,
+        binding_name=_loggable(target.effective_name) if target.instance_id is not None else "",
+        arguments=arguments,
+    )
     try:
-        with _writer(), transaction.atomic():
+        with _writer(), transaction.atomic(), write_audit(audit):
             outcome = _execute(caller, target, name, arguments, began)
             if not outcome.ok:
                 raise _RolledBack(outcome)

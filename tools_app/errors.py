@@ -34,6 +34,9 @@ class ErrorCode(StrEnum):
     CURSOR_EXPIRED = "CURSOR_EXPIRED"
     RATE_LIMITED = "RATE_LIMITED"
     REQUEST_TOO_LARGE = "REQUEST_TOO_LARGE"
+    VERSION_CONFLICT = "VERSION_CONFLICT"
+    IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
+    PRECONDITION_FAILED = "PRECONDITION_FAILED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
 
@@ -83,6 +86,16 @@ ERROR_CODES: dict[ErrorCode, ErrorMeaning] = {
         429, "Too many requests or concurrent calls for this key or user; `Retry-After` says when to try again."
     ),
     ErrorCode.REQUEST_TOO_LARGE: ErrorMeaning(413, "The request body is over the server's limit; names the limit."),
+    ErrorCode.VERSION_CONFLICT: ErrorMeaning(
+        409, "A write named an expected_version the table is no longer at; names the current one. Nothing was written."
+    ),
+    ErrorCode.IDEMPOTENCY_KEY_REUSED: ErrorMeaning(
+        409,
+        "An idempotency_key used on this table in the last 24 h came again with other arguments; nothing was written.",
+    ),
+    ErrorCode.PRECONDITION_FAILED: ErrorMeaning(
+        412, "A table write's If-Match names another version than the table's; names the current one (its ETag)."
+    ),
     ErrorCode.INTERNAL_ERROR: ErrorMeaning(
         500, "An unexpected failure on the server; it was logged, and the answer reveals nothing of it."
     ),

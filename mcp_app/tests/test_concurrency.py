@@ -89,6 +89,28 @@ def _assert_no_lost_write(data: list, version: int, versions: list[int], workers
     assert set(shared) - {"id"} == {f"w{w}_c{c}" for w in range(workers) for c in range(1, calls, 2)}
 
 
+def _replayed(snapshot: list, snapshot_version: int, log: list[tuple[int, list]], version: int) -> list:
+    """Issue 14: the change log holds one entry per version 2..version, contiguous, and the snapshot with the
+    entries after it applied (by the jsonpatch library itself) is the document."""
+    import jsonpatch
+
+    assert [v for v, _ in log] == list(range(2, version + 1)), "one entry per version, none lost, none twice"
+    for entry_version, patch in log:
+        if entry_version > snapshot_version:
+            snapshot = jsonpatch.apply_patch(snapshot, patch)
+    return snapshot
+
+
+def _stored_document(table_id: int) -> tuple[list, int]:
+    """(document, version) of the table as the database holds it: snapshot + log, checked by _replayed."""
+    from tools_app.models import Table, TableChange, TableSnapshot
+
+    version = Table.objects.filter(pk=table_id).values_list("version", flat=True).get()
+    snapshot_version, data = TableSnapshot.objects.filter(table_id=table_id).values_list("version", "data").get()
+    log = list(TableChange.objects.filter(table_id=table_id).order_by("version").values_list("version", "patch"))
+    return _replayed(data, snapshot_version, log, version), version
+
+
 def _write_setup(owner, make_table, make_tool):
     table = make_table(owner, name="busy", data=[{"id": "shared"}])
     create = make_tool(owner, table, type="create", name="busy_create")
@@ -118,13 +140,19 @@ def test_concurrent_writes_lose_nothing(postgres_db, owner, make_table, make_too
     # then
     failures = [result for result in results if isinstance(result, BaseException)]
     assert failures == []
-    stored = Table.objects.get(pk=table.pk)
-    _assert_no_lost_write(stored.data, stored.version, [v for r in results for v in r], WORKERS, CALLS)
+    document, version = _stored_document(table.pk)
+    _assert_no_lost_write(document, version, [v for r in results for v in r], WORKERS, CALLS)
+    assert Table.objects.get(pk=table.pk).data == document
 
 
-def _writer_process(database_url: str, create_id: int, update_id: int, process: int, threads: int, calls: int):
-    """Child process: set Django up against `database_url`, then write from `threads` threads."""
+def _writer_process(
+    database_url: str, create_id: int, update_id: int, process: int, threads: int, calls: int, compact_every: int = 0
+):
+    """Child process: set Django up against `database_url`, then write from `threads` threads (compacting the
+    table every `compact_every` entries when given, so compactions race with the writers)."""
     os.environ["DATABASE_URL"] = database_url
+    if compact_every:
+        os.environ["TOOLHUB_TABLE_COMPACT_EVERY"] = str(compact_every)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
     import django
 
@@ -152,8 +180,10 @@ def _database_url() -> str:
 
 
 @pytest.mark.postgres
-def test_concurrent_writes_from_processes_lose_nothing(postgres_db, owner, make_table, make_tool):
-    """4 worker processes (own interpreter, own connection) x 25 calls: no lost write, version +1 per write."""
+@pytest.mark.parametrize("compact_every", [0, 7], ids=["no-compaction", "compaction-every-7"])
+def test_concurrent_writes_from_processes_lose_nothing(postgres_db, owner, make_table, make_tool, compact_every):
+    """4 worker processes (own interpreter, own connection) x 25 calls: no lost write, version +1 per write; the
+    change log is contiguous and replays to the document, also with compactions racing the writers."""
     from tools_app.models import Table
 
     # given
@@ -162,12 +192,14 @@ def test_concurrent_writes_from_processes_lose_nothing(postgres_db, owner, make_
     # when
     with _spawn_pool(processes) as pool:
         outcomes = pool.starmap(
-            _writer_process, [(_database_url(), create.pk, update.pk, p, 1, CALLS) for p in range(processes)]
+            _writer_process,
+            [(_database_url(), create.pk, update.pk, p, 1, CALLS, compact_every) for p in range(processes)],
         )
     # then
     assert [failures for _, failures in outcomes] == [[]] * processes
-    stored = Table.objects.get(pk=table.pk)
-    _assert_no_lost_write(stored.data, stored.version, [v for vs, _ in outcomes for v in vs], processes, CALLS)
+    document, version = _stored_document(table.pk)
+    _assert_no_lost_write(document, version, [v for vs, _ in outcomes for v in vs], processes, CALLS)
+    assert Table.objects.get(pk=table.pk).data == document
 
 
 def _sqlite_setup(database_url: str) -> tuple[int, int, int]:
@@ -193,8 +225,10 @@ def _sqlite_setup(database_url: str) -> tuple[int, int, int]:
     return table.pk, tools[0].pk, tools[1].pk
 
 
-def test_concurrent_writes_on_sqlite_file_lose_nothing(tmp_path: Path):
-    """SQLite too (file database, IMMEDIATE transactions): 2 processes x 4 threads x 25 calls lose nothing."""
+@pytest.mark.parametrize("compact_every", [0, 7], ids=["no-compaction", "compaction-every-7"])
+def test_concurrent_writes_on_sqlite_file_lose_nothing(tmp_path: Path, compact_every: int):
+    """SQLite too (file database, IMMEDIATE transactions): 2 processes x 4 threads x 25 calls lose nothing; the
+    change log holds one entry per version and replays to the document, with compactions racing the writers."""
     # given
     database_url = f"sqlite:///{tmp_path / 'concurrency.sqlite3'}"
     processes, threads = 2, 4
@@ -202,13 +236,23 @@ def test_concurrent_writes_on_sqlite_file_lose_nothing(tmp_path: Path):
         table_id, create_id, update_id = pool.apply(_sqlite_setup, (database_url,))
         # when
         outcomes = pool.starmap(
-            _writer_process, [(database_url, create_id, update_id, p, threads, CALLS) for p in range(processes)]
+            _writer_process,
+            [(database_url, create_id, update_id, p, threads, CALLS, compact_every) for p in range(processes)],
         )
     # then
     assert [failures for _, failures in outcomes] == [[]] * processes
     with sqlite3.connect(tmp_path / "concurrency.sqlite3") as db:
-        version, data = db.execute("SELECT version, data FROM tools_app_table WHERE id = ?", (table_id,)).fetchone()
-    _assert_no_lost_write(json.loads(data), version, [v for vs, _ in outcomes for v in vs], processes * threads, CALLS)
+        version, snapshot_version, data = db.execute(
+            "SELECT t.version, s.version, s.data FROM tools_app_table t JOIN tools_app_tablesnapshot s"
+            " ON s.table_id = t.id WHERE t.id = ?",
+            (table_id,),
+        ).fetchone()
+        log = db.execute(
+            "SELECT version, patch FROM tools_app_tablechange WHERE table_id = ? ORDER BY version", (table_id,)
+        ).fetchall()
+    document = _replayed(json.loads(data), snapshot_version, [(v, json.loads(p)) for v, p in log], version)
+    assert (snapshot_version > version - 30) if compact_every else (snapshot_version == 1)  # compactions ran
+    _assert_no_lost_write(document, version, [v for vs, _ in outcomes for v in vs], processes * threads, CALLS)
 
 
 #
@@ -873,12 +917,18 @@ def _write_holding_the_lock(table_id: int, paused: threading.Event, go: threadin
     """A data write that pauses, the table row locked, until `go`; returns the new version."""
     from tools_app.services import table_write
 
-    def change(data):
+    def change(data, derived):
         paused.set()
         assert go.wait(timeout=60)
-        return [*data, {"id": "late"}], None
+        return _appended(data, {"id": "late"})
 
-    return table_write(table_id=table_id, change=change)[0]
+    return table_write(table_id=table_id, change=change).version
+
+
+def _appended(data: list, record: dict) -> tuple:
+    """A table_write change appending `record` (issue 14: the new data, the outcome, the patch and its inverse)."""
+    patch = [{"op": "add", "path": "/-", "value": record}]
+    return [*data, record], None, patch, [{"op": "remove", "path": f"/{len(data)}"}], {}
 
 
 @pytest.mark.postgres
@@ -918,7 +968,7 @@ def test_a_second_data_write_waits_for_the_first(postgres_db, owner, table):
     version = table.version
 
     def second_write() -> int:
-        return table_write(table_id=table.pk, change=lambda data: ([*data, {"id": "second"}], None))[0]
+        return table_write(table_id=table.pk, change=lambda data, derived: _appended(data, {"id": "second"})).version
 
     # when
     roles = [lambda: _write_holding_the_lock(table.pk, paused, go), *_refereed(paused, go, second_write)]

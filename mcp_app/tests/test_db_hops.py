@@ -107,7 +107,11 @@ def test_pool_sees_a_committed_table_write_on_the_next_call(served):
     harness = Harness(db_threads=POOL_THREADS)
     first = harness.call("shop", served["key"], "orders_query", {"query": "length(@)"})["result"]
     # when
-    services.table_write(table_id=served["table"].pk, change=lambda data: ([*data, {"id": 4}], 1))
+    patch = [{"op": "add", "path": "/-", "value": {"id": 4}}]
+    services.table_write(
+        table_id=served["table"].pk,
+        change=lambda data, derived: ([*data, {"id": 4}], 1, patch, [{"op": "remove", "path": f"/{len(data)}"}], {}),
+    )
     second = harness.call("shop", served["key"], "orders_query", {"query": "length(@)"})["result"]
     # then
     assert first["structuredContent"] == {"result": 3}

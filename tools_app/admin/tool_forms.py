@@ -167,6 +167,9 @@ class TableAdminForm(OwnerAwareModelForm):
         if self.toolhub_large:
             # The editor would be too big to use; the page shows a summary and offers upload/download.
             del self.fields["data"]
+        elif self.instance.pk is not None and "data" not in self.initial:
+            # `data` is not a column (issue 14: snapshot + change log); the current document is the initial value.
+            self.initial["data"] = self.instance.data
 
     def clean_data(self):
         data = self.cleaned_data.get("data")
@@ -194,9 +197,11 @@ class TableAdminForm(OwnerAwareModelForm):
         uploaded = self.cleaned_data.get("data_file") if hasattr(self, "cleaned_data") else None
         if uploaded is not None:
             self.cleaned_data["data"] = uploaded
-            if "data" not in self.fields:
-                # construct_instance() only copies form fields; set the upload on the instance directly.
-                self.instance.data = uploaded
+        given = uploaded is not None or "data" in self.changed_data
+        if given and "data" in getattr(self, "cleaned_data", {}):
+            # construct_instance() copies model fields only, and `data` is not one (issue 14): set it for the
+            # model's checks (full_clean) when it was given.
+            self.instance.data = self.cleaned_data["data"]
         super()._post_clean()
 
 

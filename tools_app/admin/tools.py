@@ -17,8 +17,8 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db.models import Count, IntegerField, OuterRef, Subquery, TextField
-from django.db.models.functions import Cast, Coalesce, Length
+from django.db.models import Count, IntegerField, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -26,6 +26,7 @@ from django.utils.html import format_html
 from django.utils.text import slugify
 
 from tools_app import services
+from tools_app.admin import table_history
 from tools_app.admin.data_tools import bind_to_instance, generate_tools_action
 from tools_app.admin.examples import example_arguments, mount_value
 from tools_app.admin.tool_forms import (
@@ -135,7 +136,7 @@ class OwnedAdmin(DeletedWithParentMixin, admin.ModelAdmin):
             choices = related._default_manager.for_user(request.user)
             # A choice shows a table's name only: loading every document would parse them all for a <select>
             # (and a deeply nested one made the page a RecursionError 500, issue 12).
-            kwargs["queryset"] = choices.defer("data") if related is Table else choices
+            kwargs["queryset"] = choices
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def get_list_display(self, request):
@@ -212,15 +213,12 @@ class TableAdmin(OwnedAdmin):
         tool_counts = (
             Tool.objects.filter(table=OuterRef("pk")).order_by().values("table").annotate(n=Count("id")).values("n")
         )
-        # The document is loaded only where it is shown: the list shows its size, computed in the database.
+        # The document is loaded only where it is shown (Table.data reads it on first use): the list shows its
+        # size as the table row keeps it (data_bytes, issue 14).
         return (
             super()
             .get_queryset(request)
-            .defer("data")
-            .annotate(
-                data_chars=Length(Cast("data", TextField())),
-                tool_count=Coalesce(Subquery(tool_counts, output_field=IntegerField()), 0),
-            )
+            .annotate(tool_count=Coalesce(Subquery(tool_counts, output_field=IntegerField()), 0))
         )
 
     def is_large(self, obj) -> bool:
@@ -228,7 +226,7 @@ class TableAdmin(OwnedAdmin):
         document stored before TOOLHUB_MAX_TABLE_DEPTH existed: the editor could not render it, issue 12)."""
         if obj is None:
             return False
-        if (getattr(obj, "data_chars", 0) or 0) > editor_max_chars():
+        if (obj.data_bytes or 0) > editor_max_chars():
             return True
         if not hasattr(obj, "_toolhub_too_deep"):
             obj._toolhub_too_deep = nesting_beyond(obj.data, max_table_depth()) is not None
@@ -252,9 +250,9 @@ class TableAdmin(OwnedAdmin):
         text = obj.description or ""
         return text if len(text) <= 80 else text[:79] + "…"
 
-    @admin.display(description="size", ordering="data_chars")
+    @admin.display(description="size", ordering="data_bytes")
     def size(self, obj):
-        return human_size(obj.data_chars or 0)
+        return human_size(obj.data_bytes or 0)
 
     @admin.display(description="tools", ordering="tool_count")
     def tools_link(self, obj):
@@ -269,7 +267,8 @@ class TableAdmin(OwnedAdmin):
             if fields["data"] is None:
                 fields["data"] = {}
         if change:
-            self.service(services.table_update, table=obj, **fields)
+            with services.write_audit(services.WriteAudit(surface=str(Surface.ADMIN), user_id=request.user.pk)):
+                self.service(services.table_update, table=obj, **fields)
         else:
             adopt(obj, self.service(services.table_create, owner=request.user, **fields))
 
@@ -283,8 +282,28 @@ class TableAdmin(OwnedAdmin):
         view = self.admin_site.admin_view
         return [
             path("<path:object_id>/data.json", view(self.download_view), name="tools_app_table_download"),
+            path(
+                "<path:object_id>/history/<int:version>/",
+                view(self.version_view),
+                name="tools_app_table_version",
+            ),
+            path(
+                "<path:object_id>/history/<int:version>/restore/",
+                view(self.restore_view),
+                name="tools_app_table_restore",
+            ),
             *super().get_urls(),
         ]
+
+    def history_view(self, request, object_id, extra_context=None):
+        """The table's data history (issue 14), in place of the admin's log of edits made here."""
+        return table_history.history_view(self, request, object_id)
+
+    def version_view(self, request, object_id, version):
+        return table_history.version_view(self, request, object_id, version)
+
+    def restore_view(self, request, object_id, version):
+        return table_history.restore_view(self, request, object_id, version)
 
     def download_view(self, request, object_id):
         table = self.get_object_or_404(request, object_id)
@@ -305,7 +324,7 @@ class TableAdmin(OwnedAdmin):
         shape = services.table_derived(table.pk, version, ("shape", ""), lambda: describe(data))
         context: dict[str, Any] = {
             "table_shape": pretty_json(shape),
-            "table_size": human_size(table.data_chars or 0),
+            "table_size": human_size(table.data_bytes or 0),
             "table_large": self.is_large(table),
             "table_download_url": reverse("admin:tools_app_table_download", args=[table.pk]),
             "table_tools": list(table.tools.for_user(request.user).order_by("name")),
@@ -382,8 +401,8 @@ class ToolAdmin(OwnedAdmin):
         js = ["toolhub/admin.js"]
 
     def get_queryset(self, request):
-        # A tool page never needs its table's document, which may be megabytes.
-        return super().get_queryset(request).select_related("table").defer("table__data")
+        # A tool page never loads its table's document (issue 14: it is not on the table's row at all).
+        return super().get_queryset(request).select_related("table")
 
     @admin.display(description="category")
     def category_label(self, obj):

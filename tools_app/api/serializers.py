@@ -18,7 +18,7 @@ from rest_framework import serializers
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 
 from tools_app import services
-from tools_app.models import ApiToken, Table, Tool
+from tools_app.models import ApiToken, Table, TableChange, Tool
 
 __all__ = [
     "ApiTokenSerializer",
@@ -217,7 +217,80 @@ class TableSerializer(FullCleanModelSerializer):
         return services.table_create(owner=self.owner(), **validated_data)
 
     def update(self, instance, validated_data):
-        return services.table_update(table=instance, **validated_data)
+        return services.table_update(
+            table=instance, expected_version=self.context.get("expected_version"), **validated_data
+        )
+
+
+class TableChangeSerializer(serializers.ModelSerializer):
+    """One entry of a table's history (issue 14): the write that made `version` from `version_before`."""
+
+    version_before = serializers.IntegerField(read_only=True)
+    user = serializers.SerializerMethodField(help_text="Who wrote (over MCP, the key's owner); null if deleted.")
+    api_key = serializers.SerializerMethodField(help_text="The MCP API key's label, or null.")
+    api_token = serializers.SerializerMethodField(help_text="The API token's id, or null.")
+    tool = serializers.SerializerMethodField(help_text='{"id", "name"} of the tool (id null if deleted), or null.')
+    binding = serializers.SerializerMethodField(help_text='Over MCP: {"mcp_instance", "name"}, else null.')
+    arguments = serializers.JSONField(read_only=True, help_text="The call's arguments (null for other writes).")
+    patch = serializers.JSONField(read_only=True, help_text="RFC 6902 JSON Patch from version_before to version.")
+
+    class Meta:
+        model = TableChange
+        fields = [
+            "version",
+            "version_before",
+            "at",
+            "user",
+            "api_key",
+            "api_token",
+            "surface",
+            "tool",
+            "binding",
+            "arguments",
+            "patch",
+        ]
+        read_only_fields = fields
+
+    def get_user(self, entry: TableChange) -> str | None:
+        return entry.user.get_username() if entry.user is not None else None
+
+    def get_api_key(self, entry: TableChange) -> str | None:
+        return entry.api_key.label if entry.api_key is not None else None
+
+    def get_api_token(self, entry: TableChange) -> int | None:
+        return entry.api_token_id
+
+    def get_tool(self, entry: TableChange) -> dict | None:
+        if entry.tool_id is None and not entry.tool_name:
+            return None
+        return {"id": entry.tool_id, "name": entry.tool.name if entry.tool is not None else entry.tool_name}
+
+    def get_binding(self, entry: TableChange) -> dict | None:
+        if not entry.binding_name:
+            return None
+        return {"mcp_instance": entry.mcp_instance_id, "name": entry.binding_name}
+
+
+class TableVersionSerializer(serializers.Serializer):
+    version = serializers.IntegerField(help_text="The version asked for.")
+    data = serializers.JSONField(help_text="The table's document as it was at that version.")
+
+
+class TableRestoreSerializer(serializers.Serializer):
+    """POST /api/tables/<id>/restore/: the version to write again as a new version."""
+
+    version = serializers.IntegerField(min_value=1, max_value=2**63 - 1, help_text="A version inside retention.")
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and not isinstance(data, QueryDict):
+            unknown = sorted(str(key) for key in data if key not in self.fields)
+            if unknown:
+                raise serializers.ValidationError(
+                    {key: ['Unknown field. The body is {"version": v}.'] for key in unknown}
+                )
+        if isinstance(data, dict) and isinstance(data.get("version"), bool | float | str):
+            raise serializers.ValidationError({"version": ["An integer is required."]})
+        return super().to_internal_value(data)
 
 
 #

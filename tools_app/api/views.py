@@ -24,7 +24,7 @@ from rest_framework.views import APIView
 
 from tools_app import services
 from tools_app.calls import Caller, run_tool_call, target_of_tool
-from tools_app.models import ApiToken, Surface, Table, Tool
+from tools_app.models import ApiToken, Surface, Table, TableChange, Tool
 
 from .filters import OrderingFilter
 from .filtersets import ToolFilterSet
@@ -33,7 +33,10 @@ from .schema import ErrorSerializer
 from .serializers import (
     ApiTokenSerializer,
     AuthTokenRequestSerializer,
+    TableChangeSerializer,
+    TableRestoreSerializer,
     TableSerializer,
+    TableVersionSerializer,
     ToolCallResultSerializer,
     ToolCallSerializer,
     ToolSerializer,
@@ -163,16 +166,37 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.
 #
 
 
+PRECONDITION_RESPONSE = OpenApiResponse(
+    ErrorSerializer, description="PRECONDITION_FAILED: If-Match names another version."
+)
+IF_MATCH = OpenApiParameter(
+    "If-Match",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    required=False,
+    description='The table\'s ETag ("<version>") as you read it: the write is refused with 412 PRECONDITION_FAILED, '
+    "writing nothing, when the table is at another version.",
+)
+
+
 @extend_schema_view(
     list=extend_schema(summary="List your tables"),
     create=extend_schema(summary="Create a table"),
-    retrieve=extend_schema(summary="Get a table with its data"),
-    update=extend_schema(summary="Replace a table (a data change adds 1 to its version)"),
-    partial_update=extend_schema(summary="Change a table (a data change adds 1 to its version)"),
+    retrieve=extend_schema(summary="Get a table with its data (ETag: its version)"),
+    update=extend_schema(
+        summary="Replace a table (a data change adds 1 to its version)",
+        parameters=[IF_MATCH],
+        responses={200: TableSerializer, 412: PRECONDITION_RESPONSE},
+    ),
+    partial_update=extend_schema(
+        summary="Change a table (a data change adds 1 to its version)",
+        parameters=[IF_MATCH],
+        responses={200: TableSerializer, 412: PRECONDITION_RESPONSE},
+    ),
     destroy=extend_schema(summary="Delete a table and the tools on it"),
 )
 class TableViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
-    """Your tables: JSON documents that tools read and write."""
+    """Your tables: JSON documents that tools read and write, with their history (docs/history.md)."""
 
     queryset = Table.objects.all()
     serializer_class = TableSerializer
@@ -183,6 +207,103 @@ class TableViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
 
     def perform_destroy(self, instance: Table):
         services.table_delete(table=instance)
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        if self.action in ("update", "partial_update"):
+            context["expected_version"] = _if_match(self.request)
+        return context
+
+    def perform_update(self, serializer):
+        with services.write_audit(_api_audit(self.request)):
+            super().perform_update(serializer)
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        data = getattr(response, "data", None)
+        if (
+            self.detail
+            and 200 <= response.status_code < 300
+            and isinstance(data, dict)
+            and isinstance(data.get("version"), int)
+            and "id" in data
+        ):
+            response["ETag"] = f'"{data["version"]}"'
+        return response
+
+    @extend_schema(
+        summary="The table's history, newest first",
+        description="One entry per data write: who, when, through what, with which arguments, and its JSON Patch.",
+        responses=TableChangeSerializer(many=True),
+    )
+    @action(detail=True, methods=["get"], filter_backends=[], serializer_class=TableChangeSerializer)
+    def history(self, request, pk=None):
+        table = self.get_object()
+        entries = TableChange.objects.filter(table=table).select_related("user", "api_key", "tool").order_by("-version")
+        page = self.paginate_queryset(entries)
+        return self.get_paginated_response(TableChangeSerializer(page, many=True).data)
+
+    @extend_schema(
+        summary="The table's document as it was at a version",
+        parameters=[OpenApiParameter("version", OpenApiTypes.INT, OpenApiParameter.PATH)],
+        responses={200: TableVersionSerializer},
+    )
+    @action(
+        detail=True,
+        methods=["get"],
+        url_path=r"versions/(?P<version>[^/]+)",
+        filter_backends=[],
+        serializer_class=TableVersionSerializer,
+    )
+    def versions(self, request, pk=None, version=None):
+        table = self.get_object()
+        number = parse_id(version, TableChange)
+        try:
+            data = services.table_version_data(table.pk, number)
+        except TableChange.DoesNotExist as exc:
+            raise Http404(
+                f"Version {version} of this table is not kept (outside retention, or never written)."
+            ) from exc
+        return Response({"version": number, "data": data})
+
+    @extend_schema(
+        summary="Restore a version (written as a new version)",
+        request=TableRestoreSerializer,
+        responses={200: TableSerializer},
+    )
+    @action(detail=True, methods=["post"], filter_backends=[], serializer_class=TableRestoreSerializer)
+    def restore(self, request, pk=None):
+        table = self.get_object()
+        body = TableRestoreSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            with services.write_audit(_api_audit(request, arguments=body.validated_data)):
+                services.table_restore(table_id=table.pk, version=body.validated_data["version"])
+        except TableChange.DoesNotExist as exc:
+            raise Http404(
+                f"Version {body.validated_data['version']} of this table is not kept (outside retention, or never"
+                " written)."
+            ) from exc
+        return Response(TableSerializer(Table.objects.get(pk=table.pk), context=self.get_serializer_context()).data)
+
+
+def _if_match(request) -> int | None:
+    """The version an If-Match header names ("5", W/"5"); None without one or for "*"; -1 when it names none."""
+    header = request.headers.get("If-Match")
+    if header is None or header.strip() == "*":
+        return None
+    text = header.strip().removeprefix("W/").strip('"')
+    return int(text) if text.isdigit() and len(text) < 19 else -1
+
+
+def _api_audit(request, arguments: Any = None) -> services.WriteAudit:
+    token = request.auth if isinstance(request.auth, ApiToken) else None
+    return services.WriteAudit(
+        surface=str(Surface.API),
+        user_id=request.user.pk,
+        api_token_id=token.pk if token is not None else None,
+        arguments=arguments,
+    )
 
 
 #
@@ -247,13 +368,14 @@ class ToolViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
         tool = self.get_object()
         body = ToolCallSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        result = _run_tool(tool, body.validated_data["arguments"], request.user)
+        result = _run_tool(tool, body.validated_data["arguments"], request.user, token=request.auth)
         return Response({"result": result}, status=status.HTTP_200_OK)
 
 
-def _run_tool(tool: Tool, arguments: dict, user) -> Any:
+def _run_tool(tool: Tool, arguments: dict, user, token: Any = None) -> Any:
     """Run the tool through the call pipeline (surface "api"); a failure is raised as its ToolError."""
-    caller = Caller(surface=Surface.API, user_id=user.pk, user=user)
+    token_id = token.pk if isinstance(token, ApiToken) else None
+    caller = Caller(surface=Surface.API, user_id=user.pk, user=user, api_token_id=token_id)
     outcome = run_tool_call(caller=caller, target=target_of_tool(tool), name=tool.name, arguments=arguments)
     if outcome.error is not None:
         raise outcome.error

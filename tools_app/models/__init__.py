@@ -12,7 +12,8 @@ from .binding import Binding
 from .call import CallLog, CallStatus, Surface
 from .embedding import EmbeddingVector
 from .instance import Discovery, McpInstance
-from .table import Table
+from .table import Table, TableSnapshot
+from .table_change import TableChange
 from .tool import NameClash, Tool, ToolQuerySet, name_conflict_error
 
 __all__ = [
@@ -30,6 +31,8 @@ __all__ = [
     "OwnedModel",
     "Surface",
     "Table",
+    "TableChange",
+    "TableSnapshot",
     "Tool",
     "ToolQuerySet",
     "name_conflict_error",

@@ -1,4 +1,6 @@
-"""Table: a JSON document that tools read and write (SPEC §2.1)."""
+"""Table: a JSON document that tools read and write (SPEC §2.1), stored as a snapshot and a change log (issue 14)."""
+
+from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -6,31 +8,101 @@ from django.db import models
 from ..validators import TableDocumentDecoder, TableDocumentEncoder, validate_json_value, validate_table_depth
 from .base import OwnedModel
 
+_UNSET: Any = object()
+
 
 class Table(OwnedModel):
-    """A JSON document that tools read and write. `version` grows by one on every data write."""
+    """A JSON document that tools read and write. `version` grows by one on every data write.
+
+    The row holds only the table's small columns: a write changes `version`, `data_bytes` and `updated_at` and
+    appends one TableChange, never rewriting the document (on SQLite an UPDATE rewrites the whole row, a large
+    document included). The document is TableSnapshot (the snapshot at its version) plus the entries after it;
+    `data` reads it through the process's cache (services.table_log.document) and, once set, is written as the
+    table's snapshot by save() (services.table_create; a loaded table's document is never written back).
+    """
 
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
-    # Issue 12: the encoder refuses a document over TOOLHUB_MAX_TABLE_BYTES on every write; the decoder reads a
-    # deep document stored before TOOLHUB_MAX_TABLE_DEPTH existed from anywhere (admin pages included).
-    data = models.JSONField(default=dict, blank=True, encoder=TableDocumentEncoder, decoder=TableDocumentDecoder)
     version = models.PositiveBigIntegerField(default=1, editable=False)
+    # The document's size as JSON text: exact when the document is written whole, estimated between (issue 14);
+    # TOOLHUB_MAX_TABLE_BYTES is checked on it.
+    data_bytes = models.PositiveBigIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["name", "id"]
         indexes = [models.Index(fields=["owner", "name"])]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._document = _UNSET
+        self._document_pending = False
+        super().__init__(*args, **kwargs)
+
     def __str__(self):
         return self.name
 
+    def refresh_from_db(self, using: Any = None, fields: Any = None, from_queryset: Any = None) -> None:
+        """Reload the row; the document is read again (through the cache) on its next use."""
+        wanted = None if fields is None else [name for name in fields if name != "data"]
+        if wanted is None or wanted:
+            super().refresh_from_db(using=using, fields=wanted, from_queryset=from_queryset)
+        if fields is None or "data" in fields:
+            self._document = _UNSET
+            self._document_pending = False
+
+    @property
+    def data(self) -> Any:
+        """The current document (SPEC §2.1 `data`): set on this object, else read through the cache and the log."""
+        if self._document is _UNSET:
+            if self.pk is None:
+                return {}
+            from ..services.table_log import document  # the log's reader; models load before services
+
+            self._document = document(self.pk, self.version).data
+            self._document_pending = False
+        return self._document
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        self._document = value
+        self._document_pending = True
+
     def clean(self):
-        if "data" in self.get_deferred_fields():
-            return  # not loaded, so not changed: a rename must not load and re-check the whole document
-        if self.data is None:
+        if not self._document_pending:
+            return  # not set, so not changed: a rename must not load and re-check the whole document
+        if self._document is None:
             raise ValidationError({"data": ValidationError("data must be a JSON value, not null.", code="invalid")})
         try:
-            validate_table_depth(self.data)  # first: the checks below recurse
-            validate_json_value(self.data)
+            validate_table_depth(self._document)  # first: the checks below recurse
+            validate_json_value(self._document)
+            self.data_bytes = len(TableDocumentEncoder().encode(self._document))  # refused over the size limit
         except ValidationError as exc:
             raise ValidationError({"data": exc.error_list}) from exc
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        """Save the row; a document set on this object (a new table, a fixture) becomes its snapshot at its
+        version. Data writes to an existing table go through the services, which append to the log."""
+        pending = self._document_pending and kwargs.get("update_fields") is None
+        if pending and self._document is None:
+            raise ValidationError({"data": ["data must be a JSON value, not null."]})
+        if pending and not self.data_bytes:
+            self.data_bytes = len(TableDocumentEncoder().encode(self._document))
+        super().save(*args, **kwargs)
+        if pending:
+            TableSnapshot.objects.update_or_create(
+                table=self, defaults={"version": self.version, "data": self._document}
+            )
+            self._document_pending = False
+
+
+class TableSnapshot(models.Model):
+    """A table's document at `version`, written when the table is created or written whole, and by compaction
+    (services.table_log.table_compact); the log entries after `version` complete it."""
+
+    table = models.OneToOneField(Table, on_delete=models.CASCADE, primary_key=True, related_name="snapshot")
+    version = models.PositiveBigIntegerField(default=1)
+    # Issue 12: the encoder refuses a document over TOOLHUB_MAX_TABLE_BYTES; the decoder reads a deep document
+    # stored before TOOLHUB_MAX_TABLE_DEPTH existed from anywhere.
+    data = models.JSONField(default=dict, blank=True, encoder=TableDocumentEncoder, decoder=TableDocumentDecoder)
+
+    def __str__(self) -> str:
+        return f"{self.table_id} at v{self.version}"

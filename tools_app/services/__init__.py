@@ -5,7 +5,8 @@ requests, serializers or MCP. What must hold under concurrency is decided with r
 (select_for_update on PostgreSQL; IMMEDIATE transactions on SQLite, see settings) and database
 constraints, never by a pre-check alone.
 
-- tables.py: tables and tools (create, update, delete, the table write path and its cache reads)
+- tables.py: tables and tools (create, update, delete)
+- table_log.py: the table write path, its change log and audit, cached reads, versions, restore, compaction
 - instances.py: MCP instances, bindings and API keys
 - locks.py: the row-lock helpers both use
 - tokens.py: API tokens (issue, revoke)
@@ -34,15 +35,26 @@ from .instances import (
     instance_update,
 )
 from .locks import key_share, lock_rows
+from .table_log import (
+    SafeWrite,
+    WriteAudit,
+    Written,
+    oldest_version,
+    table_compact,
+    table_data,
+    table_prune,
+    table_restore,
+    table_version_data,
+    table_write,
+    write_audit,
+)
 from .tables import (
     TOOL_FIELDS,
     table_create,
-    table_data,
     table_delete,
     table_delete_many,
     table_derived,
     table_update,
-    table_write,
     tool_create,
     tool_delete,
     tool_delete_many,
@@ -54,6 +66,15 @@ from .tokens import api_token_issue, api_token_revoke, api_token_ttl
 __all__ = [
     "IMPORT_FORMATS",
     "INSTANCE_FIELDS",
+    "SafeWrite",
+    "WriteAudit",
+    "Written",
+    "oldest_version",
+    "table_compact",
+    "table_prune",
+    "table_restore",
+    "table_version_data",
+    "write_audit",
     "TOOL_FIELDS",
     "api_key_delete",
     "api_key_delete_many",

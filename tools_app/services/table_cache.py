@@ -40,6 +40,10 @@ class TableCache:
         entry = self._store.get(table_id)
         return entry if entry is not None and entry.version == version else None
 
+    def held(self, table_id: int) -> CachedTable | None:
+        """The version of the table this process holds, whatever it is (a writer catches it up through the log)."""
+        return self._store.get(table_id)
+
     def put(self, table_id: int, version: int, data: Any) -> CachedTable:
         # A newer version stored first (by a later write in another thread) is kept.
         return self._store.put(table_id, CachedTable(version=version, data=data), unless=lambda c: c.version > version)

@@ -12,8 +12,9 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from .. import telemetry
+from ..errors import ErrorCode, ToolhubError
 from ..models import Table, Tool, name_conflict_error
+from . import table_log
 from .locks import lock_rows
 from .table_cache import table_cache
 
@@ -36,43 +37,54 @@ TOOL_FIELDS = (
 
 
 def table_create(*, owner, name: str, description: str = "", data: Any = None) -> Table:
-    """Create a table (version 1) after full_clean()."""
-    table = Table(owner=owner, name=name, description=description, data={} if data is None else data)
-    table.full_clean()
-    table.save()
+    """Create a table (version 1, its own snapshot) after full_clean()."""
+    table = Table(owner=owner, name=name, description=description)
+    table.data = {} if data is None else data
+    table.full_clean()  # sets data_bytes from the checked JSON text
+    with transaction.atomic():
+        table.save()  # the row and its snapshot at version 1
     return table
 
 
-def table_update(*, table: Table, **fields: Any) -> Table:
-    """Change name/description and, when given, replace the data (a data write: version +1).
+def table_update(*, table: Table, expected_version: int | None = None, **fields: Any) -> Table:
+    """Change name/description and, when given, replace the data (a data write: version +1, with its history
+    entry; the new document is the table's new snapshot: table_log.table_replace).
 
-    SPEC §8: version counts data writes only; editing the name or description leaves it.
+    SPEC §8: version counts data writes only; editing the name or description leaves it. `expected_version` (the
+    API's If-Match): PRECONDITION_FAILED, nothing written, when the table is at another version.
     """
     unknown = set(fields) - {"name", "description", "data"}
     if unknown:
         raise TypeError(f"table_update got unexpected fields {sorted(unknown)}")
     writes_data = "data" in fields
+    now = timezone.now()
     with transaction.atomic():
         # NO KEY UPDATE: writers still queue (and wait for a delete), but saving a tool that refers to this
-        # table (a foreign-key check, KEY SHARE) does not wait behind a large document write.
-        query = Table.objects.select_for_update(no_key=True)
-        if not writes_data:
-            # A rename neither loads nor re-validates the document (tens of MB for a large table).
-            query = query.defer("data")
-        locked = query.get(pk=table.pk)
-        data_changed = writes_data and not _same_json(fields["data"], locked.data)
+        # table (a foreign-key check, KEY SHARE) does not wait behind a large document write. The document is
+        # loaded only for a data write, from the cache and the change log.
+        locked = Table.objects.select_for_update(no_key=True).get(pk=table.pk)
+        if expected_version is not None and expected_version != locked.version:
+            raise ToolhubError(
+                ErrorCode.PRECONDITION_FAILED,
+                f'The table is at version {locked.version} (ETag "{locked.version}"), not the If-Match version '
+                f"{expected_version}; nothing was written.",
+                {"current_version": locked.version},
+            )
+        current = table_log.document(table.pk, locked.version) if writes_data else None
+        data_changed = current is not None and not _same_json(fields["data"], current.data)
         for key, value in fields.items():
             setattr(locked, key, value)
-        locked.full_clean(exclude=None if writes_data else ["data"])
-        update_fields = ["name", "description", "updated_at"]
+        locked.full_clean()  # the document only when it is given (Table.clean)
+        locked.updated_at = now
+        locked.save(update_fields=["name", "description", "updated_at"])
+        locked._document_pending = False  # the document is written by table_replace, never by save()
         if data_changed:
-            update_fields.append("data")
-            locked.version = F("version") + 1
-            update_fields.append("version")
-        locked.save(update_fields=update_fields)
-    locked.refresh_from_db(fields=["version", "updated_at"])
-    copied = ["name", "description", "version", "updated_at"] + (["data"] if writes_data else [])
+            assert current is not None
+            table_log.table_replace(table=locked, data=fields["data"], current=current, now=now)
+    locked.refresh_from_db(fields=["version", "data_bytes", "updated_at"])
+    copied = ["name", "description", "version", "data_bytes", "updated_at"]
     table.__dict__.update({key: getattr(locked, key) for key in copied})
+    table.refresh_from_db(fields=["data"])  # read again through the cache on its next use
     return table
 
 
@@ -83,26 +95,13 @@ def _same_json(left: Any, right: Any) -> bool:
     return json.dumps(left, sort_keys=True) == json.dumps(right, sort_keys=True)
 
 
-def table_data(table_id: int) -> tuple[int, Any]:
-    """The table's current (version, data), parsing the document only when its version is not cached."""
-    version = Table.objects.filter(pk=table_id).values_list("version", flat=True).first()
-    if version is None:
-        raise Table.DoesNotExist(f"Table {table_id} does not exist.")
-    entry = table_cache.get(table_id, version)
-    if entry is None:
-        with _collector_paused():
-            version, data = Table.objects.filter(pk=table_id).values_list("version", "data").get()
-        entry = table_cache.put(table_id, version, data)
-    return entry.version, entry.data
-
-
 _pause_lock = threading.Lock()
 _pause_depth = 0
 _collector_was_enabled = False
 
 
 @contextmanager
-def _collector_paused():
+def collector_paused():
     """Pause Python's cyclic garbage collector while a table document is parsed.
 
     Parsing 30 MB of JSON allocates millions of containers, and the collector would walk the
@@ -133,31 +132,6 @@ def table_derived(table_id: int, version: int, key: Any, compute: Callable[[], A
     if key not in entry.derived:
         entry.derived[key] = compute()
     return entry.derived[key]
-
-
-def table_write(*, table_id: int, change: Callable[[Any], tuple[Any, Any]]) -> tuple[int, Any]:
-    """Apply `change(data) -> (new_data, outcome)` atomically; return (new version, outcome).
-
-    The table row is locked for the whole read-modify-write, so concurrent writers queue and no
-    write is lost; `version` grows by exactly one. If `change` raises, nothing is written.
-    `change` must not mutate `data` (it may be the cached document shared with readers).
-    """
-    with telemetry.table_write_timer(), transaction.atomic():
-        locked = Table.objects.select_for_update(no_key=True).filter(pk=table_id)  # no_key: see table_update
-        version = locked.values_list("version", flat=True).first()
-        if version is None:
-            raise Table.DoesNotExist(f"Table {table_id} does not exist.")
-        entry = table_cache.get(table_id, version)
-        if entry is not None:
-            data = entry.data
-        else:
-            with _collector_paused():
-                data = Table.objects.filter(pk=table_id).values_list("data", flat=True).get()
-        new_data, outcome = change(data)
-        Table.objects.filter(pk=table_id).update(data=new_data, version=F("version") + 1, updated_at=timezone.now())
-        new_version = version + 1
-        transaction.on_commit(lambda: table_cache.put(table_id, new_version, new_data))
-    return new_version, outcome
 
 
 #

@@ -472,7 +472,7 @@ def test_call_with_a_tool_error_is_a_400_with_its_code(owner, table, make_tool, 
     """SPEC §6: a tool error is a 400 with the tool's code; the data stays as it was; the call is logged."""
     # given
     tool = make_tool(owner, table, type=tool_type)
-    data_before = Table.objects.values_list("data", "version").get()
+    data_before = [(t.data, t.version) for t in Table.objects.all()]
 
     # when
     response = client_for(owner).post(f"/api/tools/{tool.pk}/call/", {"arguments": arguments}, format="json")
@@ -482,7 +482,7 @@ def test_call_with_a_tool_error_is_a_400_with_its_code(owner, table, make_tool, 
     assert response.json()["error"] == code
     assert response.json()["message"]
     assert "fields" not in response.json()
-    assert Table.objects.values_list("data", "version").get() == data_before
+    assert [(t.data, t.version) for t in Table.objects.all()] == data_before
     log = CallLog.objects.get()
     assert (log.status, log.error_code, log.surface) == ("error", code, "api")
 

@@ -6,8 +6,10 @@ from django.db import connection
 
 from tools_app import services
 from tools_app.errors import ErrorCode
-from tools_app.models import Binding, Table, Tool
+from tools_app.models import Binding, Table, TableChange, Tool
 from tools_app.tool_schemas import DEFAULT_INPUT_SCHEMAS
+
+from .history_helpers import write_elsewhere
 
 pytestmark = pytest.mark.django_db
 
@@ -59,7 +61,7 @@ def test_name_and_description_edits_do_not_bump_version(table):
 def test_rename_does_not_load_the_document(table):
     """A name/description edit neither reads nor rewrites the data column (a large table renames at once)."""
     # given
-    deferred = Table.objects.defer("data").get(pk=table.pk)
+    deferred = Table.objects.get(pk=table.pk)
     statements = []
 
     def spy(execute, sql, params, many, context):
@@ -72,10 +74,9 @@ def test_rename_does_not_load_the_document(table):
     # then
     data_column = connection.ops.quote_name("data")
     assert len(statements) >= 2  # the locked read and the update
-    assert [sql for sql in statements if data_column in sql] == []
+    assert [sql for sql in statements if data_column in sql] == []  # issue 14: the row holds no document at all
     stored = _stored(table)
     assert (stored.name, stored.data, stored.version) == ("renamed", table.data, 1)
-    assert "data" in deferred.get_deferred_fields()
 
 
 def test_invalid_rename_writes_nothing(table):
@@ -84,7 +85,7 @@ def test_invalid_rename_writes_nothing(table):
     before = _stored(table)
     # when
     with pytest.raises(ValidationError) as caught:
-        services.table_update(table=Table.objects.defer("data").get(pk=table.pk), name="x" * 201)
+        services.table_update(table=Table.objects.get(pk=table.pk), name="x" * 201)
     # then
     assert list(caught.value.error_dict) == ["name"]
     stored = _stored(table)
@@ -178,11 +179,19 @@ def test_table_update_refuses_unknown_fields(table):
 
 
 def test_table_write_applies_change_and_bumps_version(table):
-    """table_write stores the new data and returns (new version, outcome)."""
-    # given / when
-    version, outcome = services.table_write(table_id=table.pk, change=lambda data: (data + [{"id": 4}], "ok"))
+    """table_write applies the change's patch, appends its entry and returns the new version and the outcome."""
+    # given
+    patch = [{"op": "add", "path": "/-", "value": {"id": 4}}]
+    inverse = [{"op": "remove", "path": "/3"}]
+    # when
+    written = services.table_write(
+        table_id=table.pk, change=lambda data, derived: (data + [{"id": 4}], "ok", patch, inverse, {})
+    )
     # then
-    assert (version, outcome) == (2, "ok")
+    assert (written.version, written.outcome, written.patch) == (2, "ok", patch)
+    assert list(TableChange.objects.filter(table=table).values_list("version", "patch", "inverse")) == [
+        (2, patch, inverse)
+    ]
     stored = _stored(table)
     assert (stored.version, [row["id"] for row in stored.data]) == (2, [1, 2, 3, 4])
 
@@ -192,7 +201,7 @@ def test_table_write_failing_change_writes_nothing(table):
     # given
     before = _stored(table).data
 
-    def change(data):
+    def change(data, derived):
         raise ValueError("refused")
 
     # when
@@ -201,14 +210,15 @@ def test_table_write_failing_change_writes_nothing(table):
     # then
     stored = _stored(table)
     assert (stored.data, stored.version) == (before, 1)
+    assert not TableChange.objects.filter(table=table).exists()
 
 
 def test_table_data_sees_writes_made_elsewhere(table):
     """The per-process cache follows the version in the database (SPEC §1)."""
     # given
     assert services.table_data(table.pk)[0] == 1
-    # when: another worker writes straight to the database
-    Table.objects.filter(pk=table.pk).update(data=[{"id": 42}], version=2)
+    # when: another worker writes (an entry, version +1)
+    write_elsewhere(table.pk, [{"op": "replace", "path": "", "value": [{"id": 42}]}])
     # then
     assert services.table_data(table.pk) == (2, [{"id": 42}])
 

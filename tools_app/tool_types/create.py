@@ -3,7 +3,7 @@
 from typing import Any
 
 from .base import ADDITIVE, WRITE, ToolTypeSpec
-from .data import JSON_PATH_HELP, KEY_FIELD_HELP, MountSample, new_key, writer
+from .data import JSON_PATH_HELP, KEY_FIELD_HELP, SAFE_WRITE_HELP, SAFE_WRITE_PROPERTIES, MountSample, new_key, writer
 
 
 def example(tool: Any, mount: Any) -> dict[str, Any]:
@@ -27,7 +27,8 @@ SPEC = ToolTypeSpec(
                 "type": "array",
                 "minItems": 1,
                 "description": 'Elements to add: records for a list, {"key", "content"} pairs for an object.',
-            }
+            },
+            **SAFE_WRITE_PROPERTIES,
         },
         "required": ["elements"],
         "additionalProperties": False,
@@ -43,6 +44,7 @@ SPEC = ToolTypeSpec(
             '{"elements": [{"key": "HB-04", "content": {"name": "USB hub", "price": 25}}]}.',
             KEY_FIELD_HELP,
             JSON_PATH_HELP,
+            SAFE_WRITE_HELP,
         ],
     },
     example=example,

@@ -19,6 +19,33 @@ PREVIEW_KEYS_HELP = (
     "get_all_data returns."
 )
 
+# Safe writes (issue 14): arguments every create, update and delete tool takes, whatever its own schema says
+# (tool_types.execute takes them out before the arguments are checked against the tool's input schema).
+SAFE_WRITE_PROPERTIES: dict[str, dict[str, Any]] = {
+    "expected_version": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "Write only if the table is at this version; otherwise VERSION_CONFLICT and nothing is written.",
+    },
+    "dry_run": {
+        "type": "boolean",
+        "description": 'Check the write and return {"dry_run": true, "version", "patch"} without writing anything.',
+    },
+    "idempotency_key": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 200,
+        "description": "A repeat with the same key on this table within 24 h returns the first result and writes "
+        "nothing; the same key with other arguments is IDEMPOTENCY_KEY_REUSED.",
+    },
+}
+SAFE_WRITE_HELP = (
+    "Safe writes: expected_version (the write fails with VERSION_CONFLICT, writing nothing, when the table is at "
+    'another version), dry_run: true (returns {"dry_run": true, "version": <would be>, "patch": [...]} and writes '
+    "nothing) and idempotency_key (a retry with the same key within 24 h returns the first result and writes "
+    "nothing; the same key with other arguments fails with IDEMPOTENCY_KEY_REUSED)."
+)
+
 # How many keys a select/delete example names, and how many scalar fields a record example keeps.
 EXAMPLE_KEYS = 2
 EXAMPLE_FIELDS = 3

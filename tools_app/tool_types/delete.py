@@ -1,7 +1,7 @@
 """delete: removes the elements with the given keys."""
 
 from .base import DESTRUCTIVE, WRITE, ToolTypeSpec
-from .data import JSON_PATH_HELP, KEY, KEY_FIELD_HELP, keys_example, writer
+from .data import JSON_PATH_HELP, KEY, KEY_FIELD_HELP, SAFE_WRITE_HELP, SAFE_WRITE_PROPERTIES, keys_example, writer
 
 SPEC = ToolTypeSpec(
     value="delete",
@@ -9,7 +9,10 @@ SPEC = ToolTypeSpec(
     kind=WRITE,
     input_schema={
         "type": "object",
-        "properties": {"keys": {"type": "array", "items": KEY, "minItems": 1, "description": "Keys to remove."}},
+        "properties": {
+            "keys": {"type": "array", "items": KEY, "minItems": 1, "description": "Keys to remove."},
+            **SAFE_WRITE_PROPERTIES,
+        },
         "required": ["keys"],
         "additionalProperties": False,
     },
@@ -18,7 +21,7 @@ SPEC = ToolTypeSpec(
     help={
         "summary": "Removes the elements with those keys and reports how many. Writes the table (version +1).",
         "example": '{"keys": [5]}',
-        "topics": [KEY_FIELD_HELP, JSON_PATH_HELP],
+        "topics": [KEY_FIELD_HELP, JSON_PATH_HELP, SAFE_WRITE_HELP],
     },
     example=keys_example,
     returns='`{"deleted": N, "version": V}`.',

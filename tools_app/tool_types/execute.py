@@ -18,6 +18,10 @@ from ..errors import ErrorCode, ToolError
 from ..models import Table, Tool
 from ..validators import describe_path, max_table_depth, nesting_beyond
 from . import EXTERNAL, TOOL_TYPES
+from .base import WRITE
+from .data import SAFE_WRITE_PROPERTIES
+
+MAX_IDEMPOTENCY_KEY = 200
 
 __all__ = ["execute", "read_mount", "run_read", "write_mount"]
 
@@ -38,10 +42,52 @@ def execute(*, tool: Tool, arguments: Any, scope: Any = None) -> Any:
     if spec is not None and spec.kind == EXTERNAL:
         return spec.execute(tool=tool, arguments=arguments, scope=scope)  # refused before its arguments
     base_schema = spec.input_schema if spec is not None else None
+    safe = None
+    if spec is not None and spec.kind == WRITE:
+        arguments, safe = safe_write_options(tool, arguments)
     arguments = validate_arguments(schema=tool.input_schema, arguments=arguments, base_schema=base_schema)
     if spec is None:
         raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, f"The tool type {tool.type!r} cannot be run.")
+    if safe is not None:
+        arguments = {**arguments, SAFE_WRITE: safe}
     return spec.execute(tool=tool, arguments=arguments, scope=scope)
+
+
+# Where execute hands a write's SafeWrite to its type's executor (not a JSON name: no argument can collide).
+SAFE_WRITE = ("toolhub", "safe-write")
+
+
+def safe_write_options(tool: Tool, arguments: Any) -> tuple[Any, Any]:
+    """A write's arguments without its safe-write options (issue 14), and those options as a services.SafeWrite:
+    taken out before the arguments are checked against the tool's own schema, which need not declare them."""
+    from .. import services
+
+    if not isinstance(arguments, dict) or not any(name in arguments for name in SAFE_WRITE_PROPERTIES):
+        return arguments, services.SafeWrite()
+    rest = {name: value for name, value in arguments.items() if name not in SAFE_WRITE_PROPERTIES}
+    expected = arguments.get("expected_version")
+    if expected is not None and (
+        not isinstance(expected, int) or isinstance(expected, bool) or not 1 <= expected < 2**63
+    ):
+        raise _invalid("expected_version", "must be an integer of at least 1 (the table version you read)")
+    dry_run = arguments.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        raise _invalid("dry_run", "must be true or false")
+    key = arguments.get("idempotency_key")
+    if key is not None and (
+        not isinstance(key, str) or not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY or not key.isprintable()
+    ):
+        raise _invalid("idempotency_key", f"must be a string of 1 to {MAX_IDEMPOTENCY_KEY} printable characters")
+    # What the key is bound to: the tool and every argument but the key and dry_run.
+    bound = {name: value for name, value in arguments.items() if name not in ("idempotency_key", "dry_run")}
+    safe = services.SafeWrite(
+        expected_version=expected, dry_run=dry_run, idempotency_key=key or "", request={"tool": tool.pk, **bound}
+    )
+    return rest, safe
+
+
+def _invalid(name: str, rule: str) -> ToolError:
+    return ToolError(ErrorCode.INVALID_ARGUMENTS, f"Invalid arguments: {name} {rule}.", {"path": [name]})
 
 
 def _mount(tool: Tool) -> tuple[Mount, int]:
@@ -82,25 +128,36 @@ def run_read(tool: Tool, operation: str, arguments: dict, *extra: Any) -> Any:
     )
 
 
-def write_mount(tool: Tool, build: Callable[[Mount, dict], Any], arguments: dict, verb: str) -> dict[str, int]:
-    """Apply the change `build(mount, arguments)` under the table's lock: {verb: count, "version": new}."""
+def write_mount(tool: Tool, build: Callable[[Mount, dict], Any], arguments: dict, verb: str) -> dict[str, Any]:
+    """Apply the change `build(mount, arguments)` under the table's lock: {verb: count, "version": new}; with
+    dry_run, {"dry_run": true, "version": <would be>, "patch": [...]}; a repeated idempotency key, the first
+    answer (services.table_write)."""
     from .. import services
 
+    safe = arguments.get(SAFE_WRITE)  # type: ignore[call-overload]
+    arguments = {name: value for name, value in arguments.items() if name != SAFE_WRITE}
     mount, table_id = _mount(tool)
     change = build(mount, arguments)
 
-    def limited(data: Any) -> Any:
+    def limited(data: Any, derived: dict) -> Any:
         _check_depth(mount, arguments, data)
-        return change(data)
+        return change(data, derived)
 
     try:
-        version, count = services.table_write(table_id=table_id, change=limited)
+        written = services.table_write(
+            table_id=table_id,
+            change=limited,
+            answer=lambda version, count: {verb: count, "version": version},
+            safe=safe,
+        )
     except Table.DoesNotExist as exc:
         raise _table_gone(tool, exc) from exc
     except ValidationError as exc:
         # Table.data's encoder: the new document is over TOOLHUB_MAX_TABLE_BYTES. Nothing was written.
         raise ToolError(ErrorCode.VALIDATION_ERROR, f"{exc.messages[0]} Nothing was written.") from exc
-    return {verb: count, "version": version}
+    if written.dry_run:
+        return {"dry_run": True, "version": written.version, "patch": written.patch}
+    return written.result
 
 
 def _check_depth(mount: Mount, arguments: dict, data: Any) -> None:

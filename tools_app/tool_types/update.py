@@ -3,7 +3,7 @@
 from typing import Any
 
 from .base import DESTRUCTIVE, WRITE, ToolTypeSpec
-from .data import JSON_PATH_HELP, KEY_FIELD_HELP, MountSample, writer
+from .data import JSON_PATH_HELP, KEY_FIELD_HELP, SAFE_WRITE_HELP, SAFE_WRITE_PROPERTIES, MountSample, writer
 
 
 def example(tool: Any, mount: Any) -> dict[str, Any]:
@@ -28,7 +28,8 @@ SPEC = ToolTypeSpec(
                 "minItems": 1,
                 "items": {"type": "object"},
                 "description": 'Patches (JSON Merge Patch): records holding their key, or {"key", "content"} pairs.',
-            }
+            },
+            **SAFE_WRITE_PROPERTIES,
         },
         "required": ["elements"],
         "additionalProperties": False,
@@ -44,6 +45,7 @@ SPEC = ToolTypeSpec(
             '{"elements": [{"key": "KB-01", "content": {"price": 99}}]}.',
             KEY_FIELD_HELP,
             JSON_PATH_HELP,
+            SAFE_WRITE_HELP,
         ],
     },
     example=example,

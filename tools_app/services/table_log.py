@@ -1,0 +1,508 @@
+"""A table's document as a snapshot plus a change log (issue 14, docs/history.md).
+
+Storage: TableSnapshot holds the document at its version; every data write since appended one TableChange (its
+RFC 6902 patch, its inverse and its audit) in the transaction that moved Table.version by one. So:
+
+- a write costs its patch, never the document: the row lock, one INSERT and one UPDATE of the table's small row
+  (the document is in another table: on SQLite an UPDATE rewrites the whole row);
+- a worker holding version v of a document catches up by applying the patches v+1..n to it (tools_app.json_patch
+  copies only the containers they touch), never by parsing the document again;
+- the document at an older version inside retention is the current one with the inverses n..v+1 applied;
+- compaction writes the current document as the new snapshot (every TOOLHUB_TABLE_COMPACT_EVERY entries, after
+  the write's commit, or `manage.py compact_tables`) and prunes the entries outside retention. A compaction that
+  fails or never runs loses nothing: the snapshot plus the entries after it is still the document.
+
+SPEC §3 holds as before: the table row is locked for the whole read-modify-write (writers queue, on every worker
+and process), `version` grows by exactly one per successful write, and a failed change writes nothing.
+"""
+
+import contextvars
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Max
+from django.utils import timezone
+
+from .. import json_patch, telemetry
+from ..errors import ErrorCode, ToolError
+from ..models import Table, TableChange, TableSnapshot
+from ..validators import max_table_bytes, table_too_large
+from .table_cache import CachedTable, table_cache
+
+logger = logging.getLogger(__name__)
+
+IDEMPOTENCY_WINDOW = timedelta(hours=24)
+# A write asks whether a compaction is due only at every COMPACTION_CHECK-th version (or every
+# TOOLHUB_TABLE_COMPACT_EVERY-th, when smaller): two queries saved on the other writes.
+COMPACTION_CHECK = 64
+MAX_IDEMPOTENCY_KEY = 200
+
+
+def compact_every() -> int:
+    """TOOLHUB_TABLE_COMPACT_EVERY: entries after the snapshot that make a write fold them into a new one."""
+    return max(1, int(getattr(settings, "TOOLHUB_TABLE_COMPACT_EVERY", 1000)))
+
+
+def retention() -> tuple[int, int]:
+    """(days, versions) of history kept: an entry younger than the days OR among the last versions is kept."""
+    days = int(getattr(settings, "TOOLHUB_HISTORY_DAYS", 30))
+    versions = int(getattr(settings, "TOOLHUB_HISTORY_VERSIONS", 1000))
+    return max(1, days), max(0, versions)  # at least a day: idempotency keys are answered for 24 h
+
+
+#
+# Who writes (the audit of the entry)
+#
+
+
+@dataclass(frozen=True)
+class WriteAudit:
+    """Who writes and how: the user, the MCP key or API token, the surface, the tool and, over MCP, the instance
+    and the binding's effective name, and the call's arguments."""
+
+    surface: str = ""
+    user_id: int | None = None
+    api_key_id: int | None = None
+    api_token_id: int | None = None
+    tool_id: int | None = None
+    tool_name: str = ""
+    instance_id: int | None = None
+    binding_name: str = ""
+    arguments: Any = None
+
+
+_audit: contextvars.ContextVar[WriteAudit | None] = contextvars.ContextVar("toolhub_write_audit", default=None)
+
+
+@contextmanager
+def write_audit(audit: WriteAudit) -> Iterator[None]:
+    """Table writes made inside are recorded as `audit`'s (the call pipeline enters it around a changing call)."""
+    token = _audit.set(audit)
+    try:
+        yield
+    finally:
+        _audit.reset(token)
+
+
+def current_audit() -> WriteAudit:
+    return _audit.get() or WriteAudit()
+
+
+#
+# Safe writes
+#
+
+
+@dataclass(frozen=True)
+class SafeWrite:
+    """A write's safety options (issue 14): VERSION_CONFLICT unless the table is at `expected_version`; with
+    `dry_run` nothing is written; `idempotency_key` answers a repeat within 24 h with the first result, and
+    refuses (IDEMPOTENCY_KEY_REUSED) the key with another `request` (what the key is bound to)."""
+
+    expected_version: int | None = None
+    dry_run: bool = False
+    idempotency_key: str = ""
+    request: Any = None
+
+    def request_hash(self) -> str:
+        text = json.dumps(self.request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass
+class Written:
+    """What a write did: the version it made (or would make, dry run), the change's outcome, its patch, the
+    answer (kept for idempotent repeats), and whether it was a dry run or a repeat answered from the log."""
+
+    version: int
+    outcome: Any = None
+    patch: list = field(default_factory=list)
+    result: Any = None
+    dry_run: bool = False
+    replayed: bool = False
+
+
+# change(data, derived) -> (new_data, outcome, patch, inverse, carried): `derived` holds values computed from
+# this version (e.g. a key index); `carried` those still true of the new one.
+Change = Callable[[Any, dict], tuple[Any, Any, list, list, dict]]
+
+
+def table_write(
+    *,
+    table_id: int,
+    change: Change,
+    answer: Callable[[int, Any], Any] | None = None,
+    safe: SafeWrite | None = None,
+) -> Written:
+    """Apply `change` to the table's document under its row lock and append its entry; see the module docstring.
+
+    `answer(version, outcome)` is the call's result (kept on the entry when an idempotency key is given).
+    `change` must not mutate the document it gets (it is shared with readers): it returns the new one, built by
+    json_patch.apply from the patch it returns. If it raises, nothing is written.
+    """
+    safe = safe or SafeWrite()
+    audit = current_audit()
+    now = timezone.now()
+    with telemetry.table_write_timer(), transaction.atomic():
+        version, size = _locked(table_id)
+        if safe.idempotency_key:
+            repeated = _repeat(table_id, safe, now)
+            if repeated is not None:
+                return repeated
+        if safe.expected_version is not None and safe.expected_version != version:
+            raise ToolError(
+                ErrorCode.VERSION_CONFLICT,
+                f"The table is at version {version}, not the expected_version {safe.expected_version}; nothing was "
+                "written. Read it again and retry with expected_version set to the version you read.",
+                {"current_version": version, "expected_version": safe.expected_version},
+            )
+        entry = document(table_id, version)
+        new_data, outcome, patch, inverse, carried = change(entry.data, entry.derived)
+        new_version = version + 1
+        new_size = (size or _size(entry.data)) + size_delta(patch, inverse)
+        if new_size > max_table_bytes():
+            raise ToolError(ErrorCode.VALIDATION_ERROR, f"{table_too_large(new_size).messages[0]} Nothing was written.")
+        result = answer(new_version, outcome) if answer is not None else None
+        if safe.dry_run:
+            return Written(version=new_version, outcome=outcome, patch=patch, result=result, dry_run=True)
+        _append(
+            table_id,
+            new_version,
+            patch,
+            inverse,
+            audit,
+            now,
+            new_size,
+            idempotency_key=safe.idempotency_key,
+            request_hash=safe.request_hash() if safe.idempotency_key else "",
+            result=result if safe.idempotency_key else None,
+        )
+        transaction.on_commit(lambda: _committed(table_id, new_version, new_data, carried))
+    return Written(version=new_version, outcome=outcome, patch=patch, result=result)
+
+
+def _locked(table_id: int) -> tuple[int, int]:
+    """Lock the table row for the rest of the transaction; its (version, data_bytes). NO KEY UPDATE: writers
+    queue (and wait for a delete), but saving a tool that refers to the table (KEY SHARE) does not wait."""
+    row = Table.objects.select_for_update(no_key=True).filter(pk=table_id).values_list("version", "data_bytes").first()
+    if row is None:
+        raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+    return row
+
+
+def _repeat(table_id: int, safe: SafeWrite, now: Any) -> Written | None:
+    """The first answer of an idempotency key used on this table within 24 h, or None; IDEMPOTENCY_KEY_REUSED
+    when it came with another request."""
+    first = (
+        TableChange.objects.filter(
+            table_id=table_id, idempotency_key=safe.idempotency_key, at__gte=now - IDEMPOTENCY_WINDOW
+        )
+        .order_by("-version")
+        .values_list("version", "request_hash", "result")
+        .first()
+    )
+    if first is None:
+        return None
+    version, request_hash, result = first
+    if request_hash != safe.request_hash():
+        raise ToolError(
+            ErrorCode.IDEMPOTENCY_KEY_REUSED,
+            f"The idempotency_key {safe.idempotency_key!r} was used on this table (version {version}) with other "
+            "arguments in the last 24 hours; nothing was written. Use a new key for a new write.",
+            {"idempotency_key": safe.idempotency_key, "version": version},
+        )
+    return Written(version=version, result=result, replayed=True)
+
+
+def _append(
+    table_id: int,
+    version: int,
+    patch: list,
+    inverse: list,
+    audit: WriteAudit,
+    at: Any,
+    size: int,
+    *,
+    idempotency_key: str = "",
+    request_hash: str = "",
+    result: Any = None,
+) -> None:
+    """The entry of `version` and the table's new version, size and time (the caller holds the row lock)."""
+    TableChange.objects.create(
+        table_id=table_id,
+        version=version,
+        patch=patch,
+        inverse=inverse,
+        at=at,
+        surface=audit.surface,
+        user_id=audit.user_id,
+        api_key_id=audit.api_key_id,
+        api_token_id=audit.api_token_id,
+        tool_id=audit.tool_id,
+        tool_name=audit.tool_name[:64],
+        mcp_instance_id=audit.instance_id,
+        binding_name=audit.binding_name[:64],
+        arguments=audit.arguments,
+        idempotency_key=idempotency_key,
+        request_hash=request_hash,
+        result=result,
+    )
+    Table.objects.filter(pk=table_id).update(version=F("version") + 1, data_bytes=size, updated_at=at)
+
+
+def _committed(table_id: int, version: int, data: Any, carried: dict) -> None:
+    """After a write's commit: the new version in this process's cache, and a compaction when one is due."""
+    entry = table_cache.put(table_id, version, data)
+    if entry.version == version and entry.data is data:
+        entry.derived.update(carried)
+    if version % min(compact_every(), COMPACTION_CHECK) != 0:
+        return  # every version is made once, on some worker: this one asks at every COMPACTION_CHECK-th
+    try:
+        table_compact(table_id)
+    except Exception:  # the write is committed; its entries keep the document whole until the next compaction
+        logger.exception("Compacting table %s failed; it is retried after a later write.", table_id)
+
+
+#
+# Reading the document
+#
+
+
+def document(table_id: int, version: int) -> CachedTable:
+    """The table's document at `version` (its current one, or newer than the caller last saw) from this process's
+    cache, caught up by applying the log to a cached older version, else loaded from the snapshot.
+
+    Raises Table.DoesNotExist when the table is gone; RuntimeError when the log lacks an entry the version needs
+    (only if entries were removed by hand).
+    """
+    entry = table_cache.get(table_id, version)
+    if entry is not None:
+        return entry
+    held = table_cache.held(table_id)
+    if held is not None and held.version < version:
+        patches = _patches(table_id, held.version, version)
+        if patches is not None:
+            try:
+                return table_cache.put(table_id, version, _applied(held.data, patches))
+            except json_patch.PatchError:  # never expected; the snapshot and the log are the truth
+                logger.exception("Catching table %s up from version %s failed; loading it.", table_id, held.version)
+    from .tables import collector_paused
+
+    for _ in range(3):
+        with collector_paused():
+            row = TableSnapshot.objects.filter(table_id=table_id).values_list("version", "data").first()
+        if row is None:
+            if not Table.objects.filter(pk=table_id).exists():
+                raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+            row = (1, {})  # a table saved without a document: {} at version 1 (the model's default)
+        snapshot_version, data = row
+        if snapshot_version == version:
+            return table_cache.put(table_id, version, data)
+        if snapshot_version < version:
+            patches = _patches(table_id, snapshot_version, version)
+            if patches is not None:
+                return table_cache.put(table_id, version, _applied(data, patches))
+        else:  # compacted past `version` meanwhile: the newer document will do for a read; a writer holds the lock
+            current = Table.objects.filter(pk=table_id).values_list("version", flat=True).first()
+            patches = _patches(table_id, snapshot_version, current or snapshot_version)
+            if current is not None and patches is not None:
+                return table_cache.put(table_id, current, _applied(data, patches))
+    raise RuntimeError(f"The change log of table {table_id} lacks entries up to version {version}.")
+
+
+def _patches(table_id: int, after: int, upto: int) -> list[list] | None:
+    """The patches of versions after+1..upto in order, or None when one of them is missing."""
+    if upto <= after:
+        return []
+    patches = list(
+        TableChange.objects.filter(table_id=table_id, version__gt=after, version__lte=upto)
+        .order_by("version")
+        .values_list("patch", flat=True)
+    )
+    return patches if len(patches) == upto - after else None
+
+
+def _applied(data: Any, patches: list[list]) -> Any:
+    for patch in patches:
+        data = json_patch.apply(data, patch)
+    return data
+
+
+def table_data(table_id: int) -> tuple[int, Any]:
+    """The table's current (version, document): one primary-key query for the version, then this process's cache
+    (caught up through the log when another worker wrote meanwhile)."""
+    version = Table.objects.filter(pk=table_id).values_list("version", flat=True).first()
+    if version is None:
+        raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+    entry = document(table_id, version)
+    return entry.version, entry.data
+
+
+def table_version_data(table_id: int, version: int) -> Any:
+    """The document as it was at `version`: the current one with the inverses of the later entries applied, newest
+    first. Raises TableChange.DoesNotExist when `version` is outside retention (or never existed)."""
+    current, data = table_data(table_id)
+    if version == current:
+        return data
+    inverses = _inverses(table_id, version, current)
+    if inverses is None:
+        raise TableChange.DoesNotExist(f"Version {version} of table {table_id} is not kept.")
+    return _applied(data, inverses)
+
+
+def _inverses(table_id: int, version: int, current: int) -> list[list] | None:
+    """The inverse patches from `current` back to `version` (newest first), or None when one is not kept."""
+    if version < 1 or version > current:
+        return None
+    inverses = list(
+        TableChange.objects.filter(table_id=table_id, version__gt=version, version__lte=current)
+        .order_by("-version")
+        .values_list("inverse", flat=True)
+    )
+    return inverses if len(inverses) == current - version else None
+
+
+def oldest_version(table_id: int, current: int) -> int:
+    """The oldest version of the table still kept (the versions from it to `current` can be opened)."""
+    kept = TableChange.objects.filter(table_id=table_id, version__lte=current).order_by("-version")
+    versions = list(kept.values_list("version", flat=True))
+    oldest = current
+    for version in versions:
+        if version != oldest:
+            break
+        oldest = version - 1
+    return max(1, oldest)
+
+
+#
+# Restore and whole-document writes
+#
+
+
+def table_restore(*, table_id: int, version: int) -> int:
+    """Write the document as it was at `version` as a new version (its entry has the current audit); return the
+    new version. Raises TableChange.DoesNotExist when `version` is outside retention."""
+    audit = current_audit()
+    now = timezone.now()
+    with transaction.atomic():
+        current, size = _locked(table_id)
+        entry = document(table_id, current)
+        rows = list(
+            TableChange.objects.filter(table_id=table_id, version__gt=version, version__lte=current)
+            .order_by("-version")
+            .values_list("inverse", "patch")
+        )
+        if version < 1 or version > current or len(rows) != current - version:
+            raise TableChange.DoesNotExist(f"Version {version} of table {table_id} is not kept.")
+        patch = [operation for inverse, _ in rows for operation in inverse]
+        inverse = [operation for _, forward in reversed(rows) for operation in forward]
+        data = json_patch.apply(entry.data, patch)
+        new_size = (size or _size(entry.data)) + size_delta(patch, inverse)
+        new_version = current + 1
+        _append(table_id, new_version, patch, inverse, audit, now, new_size)
+        transaction.on_commit(lambda: _committed(table_id, new_version, data, {}))
+    return new_version
+
+
+def table_replace(*, table: Table, data: Any, current: CachedTable, now: Any) -> None:
+    """A whole-document write (the API's PUT/PATCH of data, the admin's edit) under the row lock the caller holds:
+    the new document is the new snapshot, and its entry holds both documents (root `replace` patches)."""
+    new_version = current.version + 1
+    patch = [{"op": "replace", "path": "", "value": data}]
+    inverse = [{"op": "replace", "path": "", "value": current.data}]
+    _append(table.pk, new_version, patch, inverse, current_audit(), now, _size(data))
+    TableSnapshot.objects.update_or_create(table_id=table.pk, defaults={"version": new_version, "data": data})
+    transaction.on_commit(lambda: table_cache.put(table.pk, new_version, data))
+
+
+#
+# Compaction and retention
+#
+
+
+def table_compact(table_id: int, *, force: bool = False) -> bool:
+    """Fold the entries after the snapshot into a new one when TOOLHUB_TABLE_COMPACT_EVERY of them piled up (or
+    `force`), then prune the entries outside retention. Returns whether a snapshot was written."""
+    row = _versions(table_id)
+    if row is None:
+        return False
+    version, snapshot_version = row
+    written = False
+    if version > snapshot_version and (force or version - snapshot_version >= compact_every()):
+        entry = document(table_id, version)
+        with transaction.atomic():
+            # Only forward: a compaction of an older version that lost a race changes nothing.
+            snapshots = TableSnapshot.objects.filter(table_id=table_id, version__lt=entry.version)
+            written = bool(snapshots.update(data=entry.data, version=entry.version))
+            if not written and not TableSnapshot.objects.filter(table_id=table_id).exists():
+                TableSnapshot.objects.create(table_id=table_id, version=entry.version, data=entry.data)
+                written = True
+            table_prune(table_id)
+    return written
+
+
+def _versions(table_id: int) -> tuple[int, int] | None:
+    """(the table's version, its snapshot's version), or None when the table is gone."""
+    version = Table.objects.filter(pk=table_id).values_list("version", flat=True).first()
+    if version is None:
+        return None
+    snapshot_version = TableSnapshot.objects.filter(table_id=table_id).values_list("version", flat=True).first()
+    return version, snapshot_version or 1
+
+
+def table_prune(table_id: int) -> int:
+    """Delete the entries outside retention that the snapshot no longer needs; return how many. An entry is kept
+    while it is younger than TOOLHUB_HISTORY_DAYS or among the last TOOLHUB_HISTORY_VERSIONS versions, and always
+    when it is after the snapshot. Only a run of the oldest entries goes, so the kept versions stay contiguous."""
+    row = _versions(table_id)
+    if row is None:
+        return 0
+    version, snapshot_version = row
+    days, versions = retention()
+    limit = min(snapshot_version, version - versions)
+    if limit < 1:
+        return 0
+    last = TableChange.objects.filter(
+        table_id=table_id, version__lte=limit, at__lt=timezone.now() - timedelta(days=days)
+    ).aggregate(last=Max("version"))["last"]
+    if last is None:
+        return 0
+    deleted, _ = TableChange.objects.filter(table_id=table_id, version__lte=last).delete()
+    return deleted
+
+
+#
+# Size
+#
+
+
+def _size(data: Any) -> int:
+    """The document's size as the JSON text Table.data's encoder writes (ASCII-escaped)."""
+    return len(json.dumps(data))
+
+
+def size_delta(patch: list, inverse: list) -> int:
+    """About how many bytes the document grows by `patch` (values added minus values removed, which the inverse
+    holds; with each object key's quotes and separators). Exact at each snapshot, estimated between them."""
+
+    def weight(operations: list) -> int:
+        total = 0
+        for operation in operations:
+            if operation.get("op") not in ("add", "replace"):
+                continue
+            path = operation.get("path", "")
+            total += len(json.dumps(operation.get("value"))) + (2 if path else 0)  # ", " before it
+            token = path.rsplit("/", 1)[-1] if path else ""
+            if path and not (token.isdigit() or token == "-"):
+                total += len(json.dumps(token.replace("~1", "/").replace("~0", "~"))) + 2  # '"key": '
+        return total
+
+    return weight(patch) - weight(inverse)
