@@ -35,7 +35,7 @@ from tools_app.errors import ToolError
 from tools_app.models import Binding, McpInstance
 from tools_app.registry import get_index, usage_guide
 from tools_app.registry.instance_scope import InstanceScope
-from tools_app.services.tables import table_data
+from tools_app.services import table_data
 
 from .handlers import (
     RequestState,
