@@ -12,8 +12,8 @@ HTTP connection speaking MCP (2025-11-25, stateless JSON).
 
 Prints the light calls' p50/p95 alone and under the flood and their ratio (target: p95 under flood
 <= 3x alone), every flood payload's answers (code, slowest time; target: its typed error within the
-CPU budget + 0.5 s), and the server's RSS growth over the run (VmRSS sampled every 20 ms; target
-< 200 MB).
+CPU budget + 0.5 s), and the server's RSS growth over the run (VmRSS of the server and its heavy workers, sampled every
+20 ms; target < 200 MB).
 """
 
 import argparse
@@ -56,12 +56,30 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+def rss_mib(pid: int, processes: list[int] | None = None) -> float:
+    """VmRSS of the server and of its child processes (the heavy workers, tools_app/heavy.py), in MiB."""
+    total = 0.0
+    for process in [pid, *(children(pid) if processes is None else processes)]:
+        try:
+            with open(f"/proc/{process}/status") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) / 1024
+        except OSError:
+            pass  # ended meanwhile
+    return total
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
 
 
 class Client:
@@ -232,9 +250,14 @@ def main() -> int:
     sampling = threading.Event()
 
     def sample_rss() -> None:
+        processes: list[int] = []
+        samples = 0
         while not sampling.is_set():
+            if samples % 50 == 0:
+                processes = children(server.pid)  # once a second: a heavy worker may have been replaced
+            samples += 1
             try:
-                peak["rss"] = max(peak["rss"], rss_mib(server.pid))
+                peak["rss"] = max(peak["rss"], rss_mib(server.pid, processes))
             except OSError:
                 return
             time.sleep(0.02)
