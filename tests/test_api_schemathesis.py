@@ -21,7 +21,8 @@ What a schema cannot state is handled here, once, in the open:
   tool's own input_schema, which the API schema cannot know.
 - DOCUMENTED_REFUSALS: 400s of schema-valid requests that the schema documents in words because they depend
   on stored data or on another parameter's value (wrong credentials; a regex that does not compile; a
-  category no tool has; a tool change whose result breaks its type's rules). Each is matched narrowly.
+  category no tool has; a tool change whose result breaks its type's rules; an imported file whose content
+  does not parse in its format; preview keys that are not fields of the data). Each is matched narrowly.
 """
 
 import json
@@ -141,6 +142,8 @@ def point_at_objects(case, objects: Objects) -> None:
             target = objects.reference(path, name)
             if target is not None and _is_id(value):
                 case.body[name] = target
+        if path.endswith("/bindings/bulk/") and isinstance(case.body.get("tools"), list) and case.body["tools"]:
+            case.body["tools"] = [objects.spare_tool.pk]  # a list of your tools not yet bound: one of them
 
 
 #
@@ -210,6 +213,10 @@ def documented_refusal(case, response, schema_document: dict) -> str | None:
         return "with method=regex, q is an RE2 expression"
     if operation == "mcp_instance_guide" and code == "INVALID_CATEGORY":
         return "a category no bound tool has"
+    if operation == "tables_generate_tools_create" and code == "VALIDATION_ERROR" and set(fields) == {"preview_keys"}:
+        return "preview_keys must name fields of the records at the mount (documented on the field)"
+    if operation == "tables_import_create" and code == "VALIDATION_ERROR" and set(fields) == {"file"}:
+        return "the file's content must parse in its format (json, csv, ndjson: documented on the operation)"
     if operation in ("tools_update", "tools_partial_update") and code == "VALIDATION_ERROR":
         if _breaks_type_rules(_tool_after_change(case), schema_document):
             return "the changed tool breaks its type's rules (documented on the operation)"

@@ -36,6 +36,9 @@ def server(tmp_path_factory):
             "TOOLHUB_MCP_DB_THREADS": "1",
             "TOOLHUB_HEAVY_WORKERS": "1",
             "TOOLHUB_QUERY_CPU_MS": str(CPU_BUDGET_MS),
+            # Room for the burner's 1,024,000 to_string calls, so that its CPU budget is what stops it.
+            "TOOLHUB_QUERY_MAX_ELEMENTS": "100000000",
+            "TOOLHUB_QUERY_MAX_BYTES": str(1024**3),
         }
 
         def seed(slug: str, user: str) -> dict:

@@ -297,7 +297,7 @@ def test_search_and_table_writes_are_timed(owner, table, make_tool):
     searches = sample("toolhub_search_duration_seconds_count", {"method": "bm25"})
     writes = sample("toolhub_table_write_duration_seconds_count")
     search_tools(scope=UserScope(owner), query="orders", method="bm25")
-    services.table_write(table_id=table.pk, change=lambda data: (data, None))
+    services.table_write(table_id=table.pk, change=lambda data, derived: (data, None, [], [], {}))
     assert sample("toolhub_search_duration_seconds_count", {"method": "bm25"}) - searches == 1
     assert sample("toolhub_table_write_duration_seconds_count") - writes == 1
 

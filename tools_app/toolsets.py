@@ -374,7 +374,7 @@ def generate_tools(
             metadata["key_field"] = sample.key_field
         if tool_type == "preview" and preview_keys:
             metadata["preview_keys"] = list(preview_keys)
-        if examples:
+        if examples and name.isidentifier():  # examples are Python calls: `0_query(...)` would not parse
             metadata["examples"] = examples
         specs.append(
             {

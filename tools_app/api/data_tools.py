@@ -7,7 +7,7 @@ import re
 
 from django.http import QueryDict
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import parsers, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -19,6 +19,7 @@ from tools_app.toolsets import MAX_PREFIX, generate_tools
 from .instance_serializers import BindingSerializer
 from .parsers import JSONParser
 from .serializers import OwnedPrimaryKeyRelatedField, TableSerializer, ToolSerializer
+from .serializers import StrictSerializer as SharedStrictSerializer
 from .views import get_owned_or_404
 
 __all__ = ["BulkBindingView", "GenerateToolsView", "TableImportView"]
@@ -27,17 +28,20 @@ MAX_BULK_TOOLS = 1000
 IGNORED_FORM_FIELDS = {"csrfmiddlewaretoken"}
 
 
-class StrictSerializer(serializers.Serializer):
-    """A body with a field this serializer does not know is refused, naming the field (DRF ignores them)."""
+class StrictSerializer(SharedStrictSerializer):
+    """Strict types and no unknown field (serializers.StrictSerializerMixin, which the schema states as
+    `additionalProperties: false`); a multipart body's unknown fields are refused here too (the mixin checks
+    JSON bodies only)."""
+
+    refuse_unknown_fields = True
+    unknown_field_message = "Unknown field. The fields are: {names}."
 
     def to_internal_value(self, data):
-        if isinstance(data, dict | QueryDict):
+        if isinstance(data, QueryDict):
             unknown = sorted(str(key) for key in data if key not in self.fields and key not in IGNORED_FORM_FIELDS)
             if unknown:
-                known = ", ".join(self.fields)
-                raise serializers.ValidationError(
-                    {key: [f"Unknown field. The fields are: {known}."] for key in unknown}
-                )
+                message = self.unknown_field_message.replace("{names}", ", ".join(sorted(self.fields)))
+                raise serializers.ValidationError({key: [message] for key in unknown})
         return super().to_internal_value(data)
 
 
@@ -52,6 +56,8 @@ class StrictBooleanField(serializers.BooleanField):
 
 class TableImportSerializer(StrictSerializer):
     """A file to import as a new table (multipart/form-data)."""
+
+    request_examples = {"csv": {"file": "sku,name,price\nKB-01,Keyboard,49.5\n", "name": "products", "format": "csv"}}
 
     file = serializers.FileField(
         help_text="The data: a JSON document, a CSV with a header line, or NDJSON (one JSON value per line), UTF-8."
@@ -97,6 +103,8 @@ class TableImportView(APIView):
 
 class GenerateToolsSerializer(StrictSerializer):
     """Which tools to generate for a mount of the table, and where to bind them."""
+
+    request_examples = {"read tools, bound": {"mcp_instance": 1, "json_path": "", "writes": False}}
 
     mcp_instance = OwnedPrimaryKeyRelatedField(
         McpInstance,
@@ -170,10 +178,25 @@ class GenerateToolsView(APIView):
         )
 
 
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
+        "minItems": 1,
+        "maxItems": MAX_BULK_TOOLS,
+        "uniqueItems": True,
+    }
+)
+class ToolIdsField(serializers.ListField):
+    """Ids of the caller's tools; the schema states what validate_tools refuses (empty, too many, repeated)."""
+
+
 class BulkBindingSerializer(StrictSerializer):
     """The tools to bind to the instance, all or none."""
 
-    tools = OwnedPrimaryKeyRelatedField(Tool, many=True, help_text="Ids of your tools (at most 1,000).")
+    request_examples = {"bind two": {"tools": [1, 2], "enabled": True}}
+
+    tools = ToolIdsField(child=OwnedPrimaryKeyRelatedField(Tool), help_text="Ids of your tools (at most 1,000).")
     enabled = StrictBooleanField(required=False, default=True)
 
     def validate_tools(self, tools):

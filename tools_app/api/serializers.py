@@ -276,21 +276,15 @@ class TableVersionSerializer(serializers.Serializer):
     data = serializers.JSONField(help_text="The table's document as it was at that version.")
 
 
-class TableRestoreSerializer(serializers.Serializer):
-    """POST /api/tables/<id>/restore/: the version to write again as a new version."""
+class TableRestoreSerializer(StrictSerializer):
+    """POST /api/tables/<id>/restore/: the version to write again as a new version (strict: no "1" for 1, no
+    other field)."""
+
+    refuse_unknown_fields = True
+    unknown_field_message = 'Unknown field. The body is {"version": v}.'
+    request_examples = {"restore": {"version": 1}}
 
     version = serializers.IntegerField(min_value=1, max_value=2**63 - 1, help_text="A version inside retention.")
-
-    def to_internal_value(self, data):
-        if isinstance(data, dict) and not isinstance(data, QueryDict):
-            unknown = sorted(str(key) for key in data if key not in self.fields)
-            if unknown:
-                raise serializers.ValidationError(
-                    {key: ['Unknown field. The body is {"version": v}.'] for key in unknown}
-                )
-        if isinstance(data, dict) and isinstance(data.get("version"), bool | float | str):
-            raise serializers.ValidationError({"version": ["An integer is required."]})
-        return super().to_internal_value(data)
 
 
 #

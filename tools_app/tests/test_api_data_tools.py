@@ -594,7 +594,7 @@ def test_a_name_taken_on_the_instance_is_a_409_and_nothing_is_created(
         (
             {"colour": "red"},
             "colour",
-            "Unknown field. The fields are: mcp_instance, json_path, writes, preview_keys, name_prefix.",
+            "Unknown field. The fields are: json_path, mcp_instance, name_prefix, preview_keys, writes.",
         ),
     ],
 )
@@ -707,8 +707,8 @@ def test_bulk_binding_of_an_already_bound_tool_binds_nothing(owner, make_instanc
     [
         ({"tools": []}, "tools"),
         ({"tools": "1"}, "tools"),
-        ({"tools": [999999]}, "tools"),
-        ({"tools": [True]}, "tools"),
+        ({"tools": [999999]}, "tools.0"),
+        ({"tools": [True]}, "tools.0"),
         ({}, "tools"),
         ({"tools": [0], "enabled": "yes"}, "enabled"),
         ({"tools": [0], "extra": 1}, "extra"),
@@ -758,5 +758,16 @@ def test_bulk_binding_refuses_duplicates_and_other_users_objects(
     assert twice.json()["fields"] == {"tools": [f"The tool {mine.pk} is listed twice."]}
     assert their_instance.status_code == 404
     assert their_tool_.status_code == 400
-    assert their_tool_.json()["fields"] == {"tools": [f'Invalid pk "{their_tool.pk}" - object does not exist.']}
+    assert their_tool_.json()["fields"] == {"tools.0": [f'Invalid pk "{their_tool.pk}" - object does not exist.']}
     assert db_snapshot() == before
+
+
+def test_a_prefix_that_is_no_python_name_gets_tools_without_python_examples(owner, table):
+    """Tool names may start with a digit or hold '-' and '.', Python names not: such tools get no examples
+    (metadata.examples must parse as Python), and the generation succeeds."""
+    api = client_for(owner)
+    answered = api.post(f"/api/tables/{table.pk}/generate-tools/", {"name_prefix": "2024-sales"}, format="json")
+    assert answered.status_code == 201
+    tools = answered.json()["tools"]
+    assert [tool["name"] for tool in tools][:2] == ["2024-sales_schema", "2024-sales_all"]
+    assert all("examples" not in tool["metadata"] for tool in tools)
