@@ -22,7 +22,7 @@ What a schema cannot state is handled here, once, in the open:
 - DOCUMENTED_REFUSALS: 400s of schema-valid requests that the schema documents in words because they depend
   on stored data or on another parameter's value (wrong credentials; a regex that does not compile; a
   category no tool has; a tool change whose result breaks its type's rules; an imported file whose content
-  does not parse in its format; preview keys that are not fields of the data). Each is matched narrowly.
+  does not parse in its format; a mount or preview keys not in the table's data). Each is matched narrowly.
 """
 
 import json
@@ -213,10 +213,11 @@ def documented_refusal(case, response, schema_document: dict) -> str | None:
         return "with method=regex, q is an RE2 expression"
     if operation == "mcp_instance_guide" and code == "INVALID_CATEGORY":
         return "a category no bound tool has"
-    if operation == "tables_generate_tools_create" and code == "VALIDATION_ERROR" and set(fields) == {"preview_keys"}:
-        return "preview_keys must name fields of the records at the mount (documented on the field)"
-    if operation == "tables_import_create" and code == "VALIDATION_ERROR" and set(fields) == {"file"}:
-        return "the file's content must parse in its format (json, csv, ndjson: documented on the operation)"
+    if operation == "tables_generate_tools_create" and set(fields) <= {"json_path", "preview_keys"}:
+        if code in ("VALIDATION_ERROR", "MOUNT_NOT_FOUND", "MOUNT_TYPE_MISMATCH"):
+            return "json_path must lead to data in the table, preview_keys name its fields (documented)"
+    if operation == "tables_import_create" and code == "VALIDATION_ERROR" and set(fields) <= {"file", "format"}:
+        return "the file must parse in its format, given or from its name (documented on the operation)"
     if operation in ("tools_update", "tools_partial_update") and code == "VALIDATION_ERROR":
         if _breaks_type_rules(_tool_after_change(case), schema_document):
             return "the changed tool breaks its type's rules (documented on the operation)"

@@ -3,8 +3,7 @@ bind many tools at once. The views parse and answer; the work is the services' (
 binding_create_many), shared with the admin.
 """
 
-import re
-
+from django.core.validators import RegexValidator
 from django.http import QueryDict
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
@@ -15,6 +14,7 @@ from rest_framework.views import APIView
 from tools_app import services
 from tools_app.models import McpInstance, Table, Tool
 from tools_app.toolsets import MAX_PREFIX, generate_tools
+from tools_app.validators import validate_json_pointer
 
 from .instance_serializers import BindingSerializer
 from .parsers import JSONParser
@@ -113,7 +113,12 @@ class GenerateToolsSerializer(StrictSerializer):
         help_text="Id of one of your MCP instances: each tool is bound there too. Omitted or null: no bindings.",
     )
     json_path = serializers.CharField(
-        required=False, allow_blank=True, default="", max_length=500, help_text="JSON Pointer; default the root."
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=500,
+        validators=[validate_json_pointer],
+        help_text="JSON Pointer; default the root.",
     )
     writes = StrictBooleanField(
         required=False, default=False, help_text="Also generate create, update and delete (default false)."
@@ -128,13 +133,13 @@ class GenerateToolsSerializer(StrictSerializer):
     name_prefix = serializers.CharField(
         required=False,
         max_length=MAX_PREFIX,
+        validators=[
+            RegexValidator(
+                r"^[A-Za-z0-9_.-]+\Z", "Letters, digits, '_', '.' and '-' only (tool names allow no others)."
+            )
+        ],
         help_text="Tool names are <prefix>_schema, <prefix>_query, ...; default from the table's name.",
     )
-
-    def validate_name_prefix(self, value: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", value):
-            raise serializers.ValidationError("Letters, digits, '_', '.' and '-' only (tool names allow no others).")
-        return value
 
 
 class GeneratedToolsSerializer(serializers.Serializer):
@@ -152,8 +157,9 @@ class GeneratedToolsSerializer(serializers.Serializer):
         "Creates schema, all, query, preview and select tools (create, update and delete with writes=true), named "
         "<prefix>_<kind> from the table's name, with descriptions and output schemas derived from the data: "
         "record count, fields with types and example values, the key field, and example queries that were run "
-        "on this data. All or nothing: a name already used by one of your tools or on the instance is a 409 "
-        "NAME_CONFLICT, and nothing is created."
+        "on this data. `json_path` must lead to an array or object in the table and `preview_keys` must name "
+        "fields of its records (else a 400 naming the field). All or nothing: a name already used by one of your "
+        "tools or on the instance is a 409 NAME_CONFLICT, and nothing is created."
     ),
     parameters=[OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH, description="Table id.")],
     request=GenerateToolsSerializer,
