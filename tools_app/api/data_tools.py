@@ -45,15 +45,6 @@ class StrictSerializer(SharedStrictSerializer):
         return super().to_internal_value(data)
 
 
-class StrictBooleanField(serializers.BooleanField):
-    """true or false only (DRF's BooleanField also takes "yes", 1, "on", ...)."""
-
-    def to_internal_value(self, data):
-        if not isinstance(data, bool):
-            self.fail("invalid", input=data)
-        return data
-
-
 class TableImportSerializer(StrictSerializer):
     """A file to import as a new table (multipart/form-data)."""
 
@@ -120,7 +111,7 @@ class GenerateToolsSerializer(StrictSerializer):
         validators=[validate_json_pointer],
         help_text="JSON Pointer; default the root.",
     )
-    writes = StrictBooleanField(
+    writes = serializers.BooleanField(
         required=False, default=False, help_text="Also generate create, update and delete (default false)."
     )
     preview_keys = serializers.ListField(
@@ -203,7 +194,7 @@ class BulkBindingSerializer(StrictSerializer):
     request_examples = {"bind two": {"tools": [1, 2], "enabled": True}}
 
     tools = ToolIdsField(child=OwnedPrimaryKeyRelatedField(Tool), help_text="Ids of your tools (at most 1,000).")
-    enabled = StrictBooleanField(required=False, default=True)
+    enabled = serializers.BooleanField(required=False, default=True)
 
     def validate_tools(self, tools):
         if not tools:
