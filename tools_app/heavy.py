@@ -298,8 +298,10 @@ def serve(pipe: Connection, databases: dict, memory_mb: int) -> None:  # pragma:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
     import django
 
-    django.setup()
+    # Before setup: the database connections are configured on their first use, from the settings as they are
+    # then (set afterwards, the worker would read the configured database, not the server's - a test's one).
     settings.DATABASES = databases
+    django.setup()
     from django.db import close_old_connections
 
     pipe.send("ready")
