@@ -591,6 +591,7 @@ def _run_changing(
         user_id=caller.user_id,
         api_key_id=caller.api_key_id,
         api_token_id=caller.api_token_id,
+        oauth_client=caller.oauth_client,
         tool_id=target.tool_id,
         tool_name=_loggable(target.tool_name or name),
         instance_id=target.instance_id,

@@ -16,7 +16,7 @@ from mcp_app.auth import auth_cache
 from mcp_app.tests.mcp_harness import Harness, rpc_body
 from oauth_app.models import ClientDocument
 from oauth_app.tests.support import DocumentServer, make_certificate, pkce_pair
-from tools_app.models import CallLog
+from tools_app.models import CallLog, TableChange
 from tools_app.oauth import resource_url
 
 Application = get_application_model()
@@ -398,6 +398,35 @@ def test_tokens_the_endpoint_refuses(owner, app, served):
     assert CallLog.objects.count() == 1
     row = CallLog.objects.get()
     assert (row.oauth_client, row.user_id, row.api_key_id) == (app.client_id, owner.pk, None)
+
+
+def test_a_write_with_a_token_records_its_client_in_the_table_history(client, owner, app, served, table):
+    """Issue 14's audit names the OAuth client next to the user who authorized it, in the API and the admin."""
+    # given
+    harness = Harness()
+    slug = served["instance"].slug
+    token = make_token(owner, app, slug, raw="tho_" + "W" * 43)
+    version = table.version
+
+    # when
+    write = harness.post(
+        slug, rpc_body("tools/call", {"name": "writer", "arguments": {"elements": [{"id": 99}]}}), key=token
+    )
+
+    # then
+    assert write.json()["result"]["isError"] is False
+    entry = TableChange.objects.get(table=table, version=version + 1)
+    assert (entry.oauth_client, entry.user_id, entry.api_key_id, entry.surface) == (
+        app.client_id,
+        owner.pk,
+        None,
+        "mcp",
+    )
+    client.force_login(owner)
+    (newest, *_) = client.get(f"/api/tables/{table.pk}/history/").json()["results"]
+    assert (newest["oauth_client"], newest["user"], newest["api_key"]) == (app.client_id, "owner", None)
+    page = client.get(f"/admin/tools_app/table/{table.pk}/history/")
+    assert f"MCP, tool writer, as writer, OAuth client {app.client_id}" in page.content.decode()
 
 
 def test_read_only_token_cannot_call_a_tool_that_changes_data(owner, app, served, table):

@@ -91,6 +91,8 @@ def _how(entry: TableChange) -> str:
         parts.append(f"key {entry.api_key.label}")
     elif entry.api_token_id:
         parts.append(f"API token #{entry.api_token_id}")
+    elif entry.oauth_client:
+        parts.append(f"OAuth client {entry.oauth_client}")
     return ", ".join(parts)
 
 

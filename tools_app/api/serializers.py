@@ -229,6 +229,7 @@ class TableChangeSerializer(serializers.ModelSerializer):
     user = serializers.SerializerMethodField(help_text="Who wrote (over MCP, the key's owner); null if deleted.")
     api_key = serializers.SerializerMethodField(help_text="The MCP API key's label, or null.")
     api_token = serializers.SerializerMethodField(help_text="The API token's id, or null.")
+    oauth_client = serializers.SerializerMethodField(help_text="Over MCP with an OAuth token: its client id, or null.")
     tool = serializers.SerializerMethodField(help_text='{"id", "name"} of the tool (id null if deleted), or null.')
     binding = serializers.SerializerMethodField(help_text='Over MCP: {"mcp_instance", "name"}, else null.')
     arguments = serializers.JSONField(read_only=True, help_text="The call's arguments (null for other writes).")
@@ -243,6 +244,7 @@ class TableChangeSerializer(serializers.ModelSerializer):
             "user",
             "api_key",
             "api_token",
+            "oauth_client",
             "surface",
             "tool",
             "binding",
@@ -259,6 +261,9 @@ class TableChangeSerializer(serializers.ModelSerializer):
 
     def get_api_token(self, entry: TableChange) -> int | None:
         return entry.api_token_id
+
+    def get_oauth_client(self, entry: TableChange) -> str | None:
+        return entry.oauth_client or None
 
     def get_tool(self, entry: TableChange) -> dict | None:
         if entry.tool_id is None and not entry.tool_name:

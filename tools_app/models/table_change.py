@@ -27,8 +27,9 @@ class TableChange(models.Model):
     patch = models.JSONField(help_text="RFC 6902 JSON Patch from version - 1 to version.")
     inverse = models.JSONField(help_text="RFC 6902 JSON Patch from version back to version - 1.")
     at = models.DateTimeField(default=timezone.now, db_index=True)
-    # Who and how (issue 14): the user (over MCP the key's owner), the MCP key or API token, the surface, the
-    # tool and, over MCP, the instance and the binding's effective name. A deleted key, token, tool, instance or
+    # Who and how (issue 14): the user (over MCP the key's owner, or the user who authorized an OAuth client),
+    # the MCP key, API token or OAuth client, the surface, the tool and, over MCP, the instance and the binding's
+    # effective name. A deleted key, token, tool, instance or
     # user costs only its link; the names stay.
     surface = models.CharField(max_length=16, choices=Surface.choices, blank=True)
     user = models.ForeignKey(
@@ -36,6 +37,9 @@ class TableChange(models.Model):
     )
     api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     api_token = models.ForeignKey(ApiToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    oauth_client = models.CharField(
+        "OAuth client", max_length=255, blank=True, default="", help_text="Over MCP with an OAuth token: its client id."
+    )
     tool = models.ForeignKey(Tool, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     tool_name = models.CharField(max_length=64, blank=True)
     mcp_instance = models.ForeignKey(

@@ -65,13 +65,14 @@ def retention() -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class WriteAudit:
-    """Who writes and how: the user, the MCP key or API token, the surface, the tool and, over MCP, the instance
-    and the binding's effective name, and the call's arguments."""
+    """Who writes and how: the user, the MCP key, API token or OAuth client, the surface, the tool and, over MCP,
+    the instance and the binding's effective name, and the call's arguments."""
 
     surface: str = ""
     user_id: int | None = None
     api_key_id: int | None = None
     api_token_id: int | None = None
+    oauth_client: str = ""
     tool_id: int | None = None
     tool_name: str = ""
     instance_id: int | None = None
@@ -246,6 +247,7 @@ def _append(
         user_id=audit.user_id,
         api_key_id=audit.api_key_id,
         api_token_id=audit.api_token_id,
+        oauth_client=audit.oauth_client[:255],
         tool_id=audit.tool_id,
         tool_name=audit.tool_name[:64],
         mcp_instance_id=audit.instance_id,
