@@ -38,7 +38,7 @@ class Migration(migrations.Migration):
                 ('name', models.CharField(help_text="What MCP clients ask for: 1-64 letters, digits, '_', '.' and '-'; unique on the instance (ignoring case); not usage_guide, the built-in prompt.", max_length=64, validators=[tools_app.validators.validate_prompt_name])),
                 ('title', models.CharField(blank=True, help_text='A short name shown to people (optional).', max_length=200)),
                 ('description', models.TextField(blank=True, max_length=1024, validators=[django.core.validators.MaxLengthValidator(1024)])),
-                ('arguments', models.JSONField(blank=True, default=list, help_text='A list of {"name", "description", "required"} objects: names are identifiers, distinct, at most 20 arguments.', validators=[tools_app.validators.validate_prompt_arguments])),
+                ('arguments', models.JSONField(blank=True, default=list, help_text='A list of {"name", "description", "required"} objects: names are identifiers, distinct, at most 20 arguments.')),
                 ('template', models.TextField(help_text="The prompt's text. {{name}} is replaced by the value of the argument `name` (empty when an optional argument is not given); every placeholder must be a declared argument.", max_length=20000, validators=[django.core.validators.MaxLengthValidator(20000)])),
                 ('enabled', models.BooleanField(default=True)),
                 ('created_at', models.DateTimeField(auto_now_add=True)),

@@ -73,10 +73,10 @@ class Prompt(models.Model):
     description = models.TextField(
         blank=True, max_length=MAX_DESCRIPTION, validators=[MaxLengthValidator(MAX_DESCRIPTION)]
     )
+    # Checked in clean(): as a field validator, `{}` (an "empty" value to Django) would skip it.
     arguments = models.JSONField(
         default=list,
         blank=True,
-        validators=[validate_prompt_arguments],
         help_text='A list of {"name", "description", "required"} objects: names are identifiers, distinct, at most '
         "20 arguments.",
     )
@@ -117,8 +117,9 @@ class Prompt(models.Model):
         errors: dict[str, list[ValidationError]] = {}
         try:
             validate_prompt_arguments(self.arguments)
-        except ValidationError:
-            arguments_valid = False  # reported by clean_fields
+        except ValidationError as exc:
+            arguments_valid = False
+            errors["arguments"] = exc.error_list
         else:
             arguments_valid = True
             self.arguments = [

@@ -94,6 +94,11 @@ def test_create_stores_normalised_arguments(make_prompt, instance):
             "The template uses {{who}}, which is not declared in arguments: declare it or remove the placeholder.",
         ),
         (
+            {"arguments": {}},
+            "arguments",
+            'The arguments are a list of {"name", "description", "required"} objects.',
+        ),
+        (
             {"arguments": {"name": "region"}},
             "arguments",
             'The arguments are a list of {"name", "description", "required"} objects.',
