@@ -96,8 +96,8 @@ class Prompt(models.Model):
     class Meta:
         ordering = ["mcp_instance_id", "name", "id"]
         constraints = [
-            # Names compare ignoring case, as tool names do on an instance (SPEC §2.4). Prompt.clean() and
-            # the services report a duplicate as NAME_CONFLICT; this index is the guarantee under concurrency.
+            # Names compare ignoring case, as tool names do on an instance (SPEC §2.4). The services report a
+            # duplicate as NAME_CONFLICT; this index is the guarantee under concurrency.
             models.UniqueConstraint(
                 Lower("name"),
                 "mcp_instance",
@@ -146,14 +146,8 @@ class Prompt(models.Model):
                         },
                     )
                 ]
-        if self.mcp_instance_id and isinstance(self.name, str) and self.name:
-            others = Prompt.objects.filter(mcp_instance_id=self.mcp_instance_id, name__iexact=self.name)
-            if self.pk is not None:
-                others = others.exclude(pk=self.pk)
-            if others.exists():
-                errors.setdefault("name", []).extend(
-                    prompt_name_conflict(self.name, self.mcp_instance.name).error_dict["name"]
-                )
+        # A name taken on the instance is decided by the services under the instance's lock (other rows may
+        # change meanwhile, and an admin submit may free a name by deleting a row): NAME_CONFLICT there.
         if errors:
             raise ValidationError(errors)
 

@@ -26,6 +26,12 @@ def _copied(arguments: Any) -> Any:
     return arguments
 
 
+def _name_taken(prompt: Prompt) -> bool:
+    """Whether another prompt of the instance has the prompt's name, ignoring case (names are ASCII)."""
+    others = Prompt.objects.filter(mcp_instance_id=prompt.mcp_instance_id, name__iexact=prompt.name)
+    return others.exclude(pk=prompt.pk).exists() if prompt.pk is not None else others.exists()
+
+
 def _save_prompt(prompt: Prompt) -> Prompt:
     """full_clean() then save under the instance's row lock (FOR NO KEY UPDATE, as a bind takes it).
 
@@ -41,6 +47,8 @@ def _save_prompt(prompt: Prompt) -> Prompt:
                     {"mcp_instance": ValidationError("That instance was deleted meanwhile.", code="invalid_choice")}
                 )
             prompt.full_clean(validate_constraints=False)
+            if _name_taken(prompt):
+                raise prompt_name_conflict(prompt.name, prompt.mcp_instance.name)
             prompt.save(force_update=not prompt._state.adding)
     except IntegrityError as exc:
         raise prompt_name_conflict(prompt.name, prompt.mcp_instance.name) from exc
