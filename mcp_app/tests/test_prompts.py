@@ -182,3 +182,49 @@ def test_usage_guide_is_unchanged_beside_owner_prompts(shop, make_tool, table, b
         "code": types.INVALID_PARAMS,
         "message": "usage_guide takes tool_names and category; unknown: ['arg1'].",
     }
+
+
+#
+# Concurrency (PostgreSQL)
+#
+
+
+@pytest.mark.postgres
+def test_racing_creates_of_one_name_leave_one_prompt_and_name_conflicts(transactional_db, owner, make_instance):
+    """Prompts created at once under one name (in different cases): one is written, the others are NAME_CONFLICT."""
+    import threading
+
+    from django.core.exceptions import ValidationError
+    from django.db import connections
+
+    from tools_app.errors import ErrorCode
+    from tools_app.models import Prompt
+
+    # given
+    instance = make_instance(owner, slug="race")
+    count = 8
+    barrier = threading.Barrier(count)
+    results: list = [None] * count
+
+    def create(index: int) -> None:
+        try:
+            barrier.wait(timeout=60)
+            name = "report" if index % 2 else "REPORT"
+            results[index] = prompt_create(mcp_instance=instance, name=name, template=f"Racer {index}.")
+        except ValidationError as exc:
+            results[index] = exc
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=create, args=(index,)) for index in range(count)]
+    # when
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    # then
+    created = [result for result in results if isinstance(result, Prompt)]
+    refused = [result for result in results if isinstance(result, ValidationError)]
+    assert (len(created), len(refused)) == (1, count - 1)
+    assert {error.error_dict["name"][0].code for error in refused} == {ErrorCode.NAME_CONFLICT}
+    assert Prompt.objects.filter(mcp_instance=instance).count() == 1
