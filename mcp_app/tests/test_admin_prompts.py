@@ -202,3 +202,21 @@ def test_two_new_rows_with_one_name_ignoring_case_are_refused(owner_client, inst
         }
     }
     assert Prompt.objects.count() == 0
+
+
+def test_prompts_added_with_a_new_instance_belong_to_it(owner_client, owner):
+    # given
+    from django.urls import reverse
+
+    from tools_app.models import McpInstance
+
+    new = McpInstance(name="CRM", slug="crm", max_result_bytes=5000)
+    data = instance_form(new, prompt_rows=[{"name": "hello", "arguments": "[]", "template": "Say hello."}])
+    data["prompts-0-mcp_instance"] = ""  # the browser sends the new instance's (empty) id
+    # when
+    response = owner_client.post(reverse("admin:tools_app_mcpinstance_add"), data)
+    # then
+    assert response.status_code == 302
+    instance = McpInstance.objects.get(slug="crm")
+    assert instance.owner == owner
+    assert list(Prompt.objects.values_list("mcp_instance", "name")) == [(instance.pk, "hello")]
