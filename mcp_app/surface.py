@@ -10,11 +10,14 @@ more than its tool would: a list over the instance's max_result_bytes comes in p
 or write tool uses is not a resource: its data is not otherwise readable over MCP.
 
 Prompts. `usage_guide` is the registry's usage guide (tools_app.registry.usage_guide) of the instance's
-tools, with the optional arguments `tool_names` (comma-separated) and `category`.
+tools, with the optional arguments `tool_names` (comma-separated) and `category`. After it come the owner's
+enabled prompts (tools_app.models.Prompt), by name ignoring case: getting one renders its template with the
+caller's values (Prompt.render), and arguments it cannot render with are INVALID_PARAMS naming them.
 
 Completion. The prompt's `tool_names` (the last name being typed) and `category`, and the `key` of a record
 template (keys of the mount's records, compared as strings) when the mount is also a resource (a bound tool
-reads it whole: completion lists nothing a tool would not show). Anything else completes to nothing.
+reads it whole: completion lists nothing a tool would not show). Anything else, the arguments of the owner's
+prompts included (free text), completes to nothing.
 
 Every function here runs in one database hop (mcp_app.hops) and starts with the re-check of the key and the
 instance, as every handler does (mcp_app.handlers).
@@ -32,10 +35,11 @@ from tools_app.calls import run_tool_call
 from tools_app.choices import ToolType
 from tools_app.data_access.operations import Mount
 from tools_app.errors import ToolError
-from tools_app.models import Binding, McpInstance
+from tools_app.models import Binding, McpInstance, Prompt, PromptArgumentsError
 from tools_app.registry import get_index, usage_guide
 from tools_app.registry.instance_scope import InstanceScope
 from tools_app.services import table_data
+from tools_app.validators import MAX_PROMPT_ARGUMENT
 
 from .handlers import (
     RequestState,
@@ -61,7 +65,6 @@ RESOURCE_NOT_FOUND = -32002  # MCP: resources/read of a URI the server does not 
 SCHEME = "toolhub://tables/"
 MIME = "application/json"
 MAX_URI = 2_000
-MAX_PROMPT_ARGUMENT = 10_000
 MAX_COMPLETION_VALUE = 1_000
 MAX_COMPLETIONS = 100  # the protocol's cap on values per completion
 # The tool types that already return a whole mount, and the arguments that make them do it.
@@ -269,18 +272,62 @@ PROMPT: dict[str, Any] = {
 }
 
 
+def _listed(prompt: Prompt) -> dict[str, Any]:
+    """An owner's prompt as prompts/list shows it (MCP Prompt: name, title, description, arguments)."""
+    entry: dict[str, Any] = {"name": prompt.name}
+    if prompt.title:
+        entry["title"] = prompt.title
+    if prompt.description:
+        entry["description"] = prompt.description
+    entry["arguments"] = [
+        {
+            "name": item["name"],
+            **({"description": item["description"]} if item.get("description") else {}),
+            "required": bool(item.get("required")),
+        }
+        for item in prompt.arguments
+    ]
+    return entry
+
+
 def list_prompts_sync(state: RequestState, cursor: str | None) -> dict[str, Any]:
-    _current_instance(state)
-    if cursor:
-        _decode_cursor(cursor)
-        return {"prompts": []}
-    return {"prompts": [PROMPT]}
+    """`usage_guide`, then the instance's enabled prompts by name ignoring case; keyset pages as tools/list.
+
+    Names are unique per instance ignoring case, so the lower-cased name is the page key ("" for usage_guide,
+    which no owner's prompt can be named).
+    """
+    instance = _current_instance(state)
+    prompts = Prompt.objects.enabled_for(instance).only("name", "title", "description", "arguments")
+    entries: list[tuple[str, Any]] = [("", PROMPT)]
+    entries += sorted(((prompt.name.lower(), _listed(prompt)) for prompt in prompts), key=lambda entry: entry[0])
+    listed, next_cursor = _page(entries, cursor)
+    result: dict[str, Any] = {"prompts": listed}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+def _owner_prompt(instance: McpInstance, name: str, arguments: dict[str, str] | None) -> dict[str, Any]:
+    """prompts/get of one of the owner's prompts: its template rendered with the caller's values."""
+    prompt = Prompt.objects.enabled_for(instance).filter(name=name).first()
+    if prompt is None:
+        raise MCPError(
+            types.INVALID_PARAMS, f"Unknown prompt {name[:80]!r}: prompts/list names the prompts of this server."
+        )
+    try:
+        text = prompt.render(arguments)
+    except PromptArgumentsError as exc:
+        raise MCPError(types.INVALID_PARAMS, str(exc)) from None
+    return {
+        "description": prompt.description or prompt.title or f"The prompt {prompt.name} of {instance.name}.",
+        "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
+    }
 
 
 def get_prompt_sync(state: RequestState, name: str, arguments: dict[str, str] | None) -> dict[str, Any]:
     instance = _current_instance(state)
     if name != PROMPT_NAME:
-        raise MCPError(types.INVALID_PARAMS, f"Unknown prompt {name[:80]!r}: this server has {PROMPT_NAME!r}.")
+        return _owner_prompt(instance, name, arguments)
     arguments = arguments or {}
     unknown = sorted(set(arguments) - {"tool_names", "category"})
     if unknown:

@@ -14,6 +14,7 @@ WATCHED_MODELS = (
     "tools_app.McpInstance",
     "tools_app.ApiKey",
     "tools_app.Binding",
+    "tools_app.Prompt",
     "tools_app.CallLog",
     "tools_app.ApiToken",
     "admin.LogEntry",

@@ -162,6 +162,12 @@ def test_call_body_refuses_unknown_fields(schema):
         ("/api/bindings/{id}/", "patch", {"200", "400", "401", "403", "404", "409", "413", "429"}),
         ("/api/tables/", "get", {"200", "400", "401", "404", "429"}),
         ("/api/auth/token/", "post", {"200", "400", "404", "409", "413", "429"}),
+        ("/api/mcp-instances/{instance_pk}/prompts/", "post", {"201", "400", "401", "403", "404", "409", "413", "429"}),
+        (
+            "/api/mcp-instances/{instance_pk}/prompts/{id}/",
+            "put",
+            {"200", "400", "401", "403", "404", "409", "413", "429"},
+        ),
     ],
 )
 def test_every_answer_is_documented_with_the_error_shape(schema, path, method, statuses):
@@ -208,6 +214,33 @@ def test_links_follow_table_tools_instance_binding_key(schema):
     for path, method, operation in operations(schema):
         for link in operation["responses"].get("201", {}).get("links", {}).values():
             assert link["operationId"] in targets, (path, method)
+
+
+def test_prompt_operations_state_their_rules_and_links(schema):
+    """Issue 15: the prompt body refuses unknown fields, names follow the tool-name pattern, arguments are a bounded
+    list of strict objects, the 409 is NAME_CONFLICT, and a new prompt links to reading, changing and deleting it."""
+    body = component(schema, "PromptRequest")
+    arguments = body["properties"]["arguments"]
+    responses = schema["paths"]["/api/mcp-instances/{instance_pk}/prompts/"]["post"]["responses"]
+    assert body["additionalProperties"] is False
+    assert body["required"] == ["name", "template"]
+    assert matches(body["properties"]["name"]["pattern"], "weekly_report")
+    assert not matches(body["properties"]["name"]["pattern"], "weekly report")
+    assert (arguments["type"], arguments["maxItems"]) == ("array", 20)
+    assert arguments["items"]["additionalProperties"] is False
+    assert arguments["items"]["required"] == ["name"]
+    assert not matches(arguments["items"]["properties"]["name"]["pattern"], "2x")
+    assert responses["409"]["description"].startswith("NAME_CONFLICT: a prompt of the instance already has that name")
+    assert sorted(responses["201"]["links"]) == ["DeletePrompt", "GetPrompt", "UpdatePrompt"]
+    assert responses["201"]["links"]["GetPrompt"]["parameters"] == {
+        "instance_pk": "$request.path.instance_pk",
+        "id": "$response.body#/id",
+    }
+    instance_links = schema["paths"]["/api/mcp-instances/"]["post"]["responses"]["201"]["links"]
+    assert instance_links["AddPrompt"] == {
+        "operationId": "mcp_instances_prompts_create",
+        "parameters": {"instance_pk": "$response.body#/id"},
+    }
 
 
 #

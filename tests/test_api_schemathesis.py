@@ -22,7 +22,8 @@ What a schema cannot state is handled here, once, in the open:
 - DOCUMENTED_REFUSALS: 400s of schema-valid requests that the schema documents in words because they depend
   on stored data or on another parameter's value (wrong credentials; a regex that does not compile; a
   category no tool has; a tool change whose result breaks its type's rules; an imported file whose content
-  does not parse in its format; a mount or preview keys not in the table's data). Each is matched narrowly.
+  does not parse in its format; a mount or preview keys not in the table's data; a prompt whose template
+  uses an undeclared argument, whose arguments repeat a name, or named usage_guide). Each is matched narrowly.
 """
 
 import json
@@ -84,6 +85,12 @@ class Objects:
         self.instance = services.instance_create(owner=owner, name="Shop", slug="shop")
         self.binding = services.binding_create(mcp_instance=self.instance, tool=self.tool)
         self.key = services.api_key_issue(mcp_instance=self.instance, label="k")[0]
+        self.prompt = services.prompt_create(
+            mcp_instance=self.instance,
+            name="brief",
+            arguments=[{"name": "topic", "required": True}],
+            template="A brief on {{topic}}.",
+        )
         self.api_token, plaintext = services.api_token_issue(user=owner)
         self.headers = {"Authorization": f"Token {plaintext}"}
 
@@ -92,6 +99,8 @@ class Objects:
             return self.instance.pk
         if "/keys/" in path:
             return self.key.pk
+        if "/prompts/" in path:
+            return self.prompt.pk
         if parameter == "table_id" or path.startswith("/api/tables/"):
             return self.table.pk
         if path == "/api/tools/{id}/call/":
@@ -203,6 +212,23 @@ def _error(response) -> tuple[str, dict]:
     return body.get("error", ""), body.get("fields", {})
 
 
+PROMPT_WRITES = ("mcp_instances_prompts_create", "mcp_instances_prompts_update", "mcp_instances_prompts_partial_update")
+# The prompt rules that span fields or values (tools_app.models.Prompt), by the words of their messages.
+PROMPT_RULES = {
+    "template": "not declared in arguments",
+    "arguments": "Argument names must be distinct",
+    "name": "is the name of the built-in prompt",
+}
+
+
+def _prompt_rule(fields: dict) -> bool:
+    """Whether every refused field of a prompt write is refused by one of PROMPT_RULES."""
+    return bool(fields) and all(
+        name in PROMPT_RULES and all(PROMPT_RULES[name] in message for message in messages)
+        for name, messages in fields.items()
+    )
+
+
 def documented_refusal(case, response, schema_document: dict) -> str | None:
     """Why a 400 to this schema-valid request is one the schema documents, or None."""
     code, fields = _error(response)
@@ -218,6 +244,8 @@ def documented_refusal(case, response, schema_document: dict) -> str | None:
             return "json_path must lead to data in the table, preview_keys name its fields (documented)"
     if operation == "tables_import_create" and code == "VALIDATION_ERROR" and set(fields) <= {"file", "format"}:
         return "the file must parse in its format, given or from its name (documented on the operation)"
+    if operation in PROMPT_WRITES and code == "VALIDATION_ERROR" and _prompt_rule(fields):
+        return "placeholders are declared arguments, argument names distinct, usage_guide reserved (documented)"
     if operation in ("tools_update", "tools_partial_update") and code == "VALIDATION_ERROR":
         if _breaks_type_rules(_tool_after_change(case), schema_document):
             return "the changed tool breaks its type's rules (documented on the operation)"

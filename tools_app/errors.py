@@ -50,7 +50,9 @@ ERROR_CODES: dict[ErrorCode, ErrorMeaning] = {
     ErrorCode.VALIDATION_ERROR: ErrorMeaning(400, "The request's fields are invalid; `fields` names each one."),
     ErrorCode.NOT_FOUND: ErrorMeaning(404, "No such object, or not the caller's (SPEC §2: it behaves as absent)."),
     ErrorCode.NAME_CONFLICT: ErrorMeaning(
-        409, "A tool's effective name is already used on an instance; the message names the tool and the instance."
+        409,
+        "A tool's effective name, or a prompt's name, is already used on an instance (ignoring case); the message "
+        "names the tool or prompt and the instance.",
     ),
     ErrorCode.TOOL_NOT_FOUND: ErrorMeaning(
         400, "No enabled tool of that name where it was called (an MCP instance, or a registry scope)."

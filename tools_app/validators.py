@@ -386,3 +386,88 @@ def validate_rate(value: str) -> None:
         parse_rate(value)
     except ValueError as exc:
         raise ValidationError(str(exc), code="invalid_rate") from None
+
+
+#
+# Prompts (issue 15): owner-defined prompt templates of an MCP instance
+#
+
+# The built-in prompt every instance serves (mcp_app.surface): no owner-defined prompt may take its name.
+BUILTIN_PROMPT_NAME = "usage_guide"
+PROMPT_ARGUMENT_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+# `{{name}}`, spaces allowed inside the braces; anything else between braces is text.
+PROMPT_PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]{0,63})\s*\}\}")
+MAX_PROMPT_ARGUMENTS = 20
+MAX_PROMPT_ARGUMENT_DESCRIPTION = 1024
+MAX_PROMPT_TEMPLATE = 20_000
+MAX_PROMPT_ARGUMENT = 10_000  # one argument value of prompts/get, in characters
+MAX_PROMPT_RENDERED = 200_000  # the text a prompt renders to, in characters
+PROMPT_ARGUMENT_KEYS = ("name", "description", "required")
+
+
+def validate_prompt_name(value: str) -> None:
+    """A prompt's name: a tool name's rules (SPEC §2.2), and not the built-in prompt's (ignoring case)."""
+    validate_tool_name(value)
+    if value.lower() == BUILTIN_PROMPT_NAME:
+        raise ValidationError(
+            "%(value)r is the name of the built-in prompt every instance serves; choose another name.",
+            code="reserved_name",
+            params={"value": value},
+        )
+
+
+def _argument_problem(index: int, argument: Any) -> str | None:
+    """Why arguments[index] is not a `{"name", "description", "required"}` object, or None."""
+    where = f"arguments[{index}]"
+    if not isinstance(argument, dict):
+        return f'{where} must be an object {{"name", "description", "required"}}.'
+    unknown = sorted(str(key) for key in argument if key not in PROMPT_ARGUMENT_KEYS)
+    if unknown:
+        return f"{where} has unknown keys {unknown}: an argument has name, description and required."
+    name = argument.get("name")
+    if not isinstance(name, str) or not PROMPT_ARGUMENT_NAME_RE.fullmatch(name):
+        return (
+            f"{where}.name must be an identifier: 1-64 letters, digits and '_', not starting with a digit "
+            f"(got {name!r})."
+        )
+    description = argument.get("description", "")
+    if not isinstance(description, str):
+        return f"{where}.description ({name!r}) must be a string."
+    if len(description) > MAX_PROMPT_ARGUMENT_DESCRIPTION:
+        return f"{where}.description ({name!r}) is at most {MAX_PROMPT_ARGUMENT_DESCRIPTION} characters."
+    if "\x00" in description:
+        return f"{where}.description ({name!r}) must not contain U+0000."
+    if not isinstance(argument.get("required", False), bool):
+        return f"{where}.required ({name!r}) must be true or false."
+    return None
+
+
+def validate_prompt_arguments(value: Any) -> None:
+    """A prompt's arguments: a list of at most MAX_PROMPT_ARGUMENTS `{"name", "description", "required"}`
+    objects whose names are distinct identifiers; description (a string) and required (a boolean) are optional."""
+    if not isinstance(value, list):
+        raise ValidationError(
+            'The arguments are a list of {"name", "description", "required"} objects.', code="invalid_arguments"
+        )
+    if len(value) > MAX_PROMPT_ARGUMENTS:
+        raise ValidationError(
+            "A prompt has at most %(max)d arguments (got %(count)d).",
+            code="invalid_arguments",
+            params={"max": MAX_PROMPT_ARGUMENTS, "count": len(value)},
+        )
+    problems = [problem for index, item in enumerate(value) if (problem := _argument_problem(index, item))]
+    if problems:
+        raise ValidationError([ValidationError(problem, code="invalid_arguments") for problem in problems])
+    names = [item["name"] for item in value]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValidationError(
+            "Argument names must be distinct: %(names)s repeated.",
+            code="invalid_arguments",
+            params={"names": ", ".join(repr(name) for name in repeated)},
+        )
+
+
+def prompt_placeholders(template: str) -> list[str]:
+    """The argument names a template's `{{name}}` placeholders use, in order of first use."""
+    return list(dict.fromkeys(PROMPT_PLACEHOLDER_RE.findall(template)))

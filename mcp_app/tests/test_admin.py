@@ -33,8 +33,11 @@ def bound(owner, table, make_tool, instance, bind):
     return bind(instance, query), bind(instance, everything)
 
 
-def instance_form(instance, bindings=(), extra_rows=(), **overrides):
-    """The instance change form as the browser posts it, with the binding inline formset."""
+def instance_form(instance, bindings=(), extra_rows=(), prompts=(), prompt_rows=(), **overrides):
+    """The instance change form as the browser posts it, with the binding and prompt inline formsets.
+
+    `prompts` are existing Prompt rows, `prompt_rows` the new rows' fields (issue 15).
+    """
     data = {
         "name": instance.name,
         "slug": instance.slug,
@@ -47,6 +50,10 @@ def instance_form(instance, bindings=(), extra_rows=(), **overrides):
         "bindings-INITIAL_FORMS": len(bindings),
         "bindings-MIN_NUM_FORMS": 0,
         "bindings-MAX_NUM_FORMS": 1000,
+        "prompts-TOTAL_FORMS": len(prompts) + len(prompt_rows),
+        "prompts-INITIAL_FORMS": len(prompts),
+        "prompts-MIN_NUM_FORMS": 0,
+        "prompts-MAX_NUM_FORMS": 1000,
     }
     if instance.enabled:
         data["enabled"] = "on"
@@ -68,6 +75,26 @@ def instance_form(instance, bindings=(), extra_rows=(), **overrides):
                     data[f"bindings-{index}-{key}"] = "on"
             else:
                 data[f"bindings-{index}-{key}"] = value
+    prompt_data = [
+        {
+            "id": p.pk,
+            "mcp_instance": instance.pk,
+            "name": p.name,
+            "title": p.title,
+            "description": p.description,
+            "arguments": json.dumps(p.arguments),
+            "template": p.template,
+            "enabled": p.enabled,
+        }
+        for p in prompts
+    ] + [{"mcp_instance": instance.pk, "enabled": True, **row} for row in prompt_rows]
+    for index, row in enumerate(prompt_data):
+        for key, value in row.items():
+            if key in ("enabled", "DELETE"):
+                if value:
+                    data[f"prompts-{index}-{key}"] = "on"
+            else:
+                data[f"prompts-{index}-{key}"] = value
     data.update(overrides)
     return data
 

@@ -1,4 +1,4 @@
-"""Admin forms for instances, bindings and API keys, and the copy-paste client configurations.
+"""Admin forms for instances, bindings, prompts and API keys, and the copy-paste client configurations.
 
 The binding forms pre-check name collisions (SPEC §2.4) so they show as form errors; the services'
 lock and the unique constraint remain the guarantee.
@@ -10,9 +10,9 @@ from typing import Any
 from django import forms
 from django.core.validators import MinValueValidator
 
-from tools_app.admin.tool_forms import ModelMessagesForm, OwnerAwareModelForm
+from tools_app.admin.tool_forms import ModelMessagesForm, OwnerAwareModelForm, PrettyJSONField
 from tools_app.budgets import default_limits
-from tools_app.models import ApiKey, Binding, McpInstance, NameClash, name_conflict_error
+from tools_app.models import ApiKey, Binding, McpInstance, NameClash, Prompt, name_conflict_error, prompt_name_conflict
 from tools_app.selectors import name_clashes
 
 KEY_PLACEHOLDER = "<YOUR_API_KEY>"
@@ -109,6 +109,50 @@ class BindingInlineForm(ModelMessagesForm):
             "description_override": forms.Textarea(attrs={"rows": 1, "cols": 40}),
             "name_override": forms.TextInput(attrs={"size": 20}),
         }
+
+
+class PromptInlineForm(ModelMessagesForm):
+    """One prompt of the instance (issue 15): its arguments as readable JSON, its template kept as typed."""
+
+    arguments = PrettyJSONField(
+        required=False,
+        label_for_errors="JSON in the arguments",
+        help_text='A list of {"name": ..., "description": ..., "required": true|false}; empty: no arguments. '
+        "Each {{name}} of the template must be one of them.",
+    )
+    template = forms.CharField(strip=False, widget=forms.Textarea(attrs={"rows": 6, "cols": 80}))
+
+    class Meta:
+        model = Prompt
+        fields = ["name", "title", "description", "arguments", "template", "enabled"]
+        widgets = {"description": forms.Textarea(attrs={"rows": 2, "cols": 80})}
+
+    def clean_arguments(self):
+        value = self.cleaned_data.get("arguments")
+        return [] if value is None else value
+
+
+class PromptInlineFormSet(forms.BaseInlineFormSet):
+    """Prompt names are unique per instance ignoring case (issue 15), judged on what the instance will hold after
+    the submit: deleted rows free their names. The prompt services decide again under the instance's lock."""
+
+    def clean(self):
+        super().clean()
+        if any(self.errors):
+            return
+        in_formset = [form.instance.pk for form in self.forms if form.instance.pk is not None]
+        taken: set[str] = set()
+        if self.instance.pk is not None:
+            others = Prompt.objects.filter(mcp_instance=self.instance).exclude(pk__in=in_formset)
+            taken = {name.lower() for name in others.values_list("name", flat=True)}
+        for form in self.forms:
+            name = (getattr(form, "cleaned_data", None) or {}).get("name")
+            if not name or (self.can_delete and self._should_delete_form(form)):
+                continue
+            if name.lower() in taken:
+                error = prompt_name_conflict(name, self.instance.name or "this instance")
+                form.add_error("name", error.error_dict["name"])
+            taken.add(name.lower())
 
 
 class BindingInlineFormSet(forms.BaseInlineFormSet):

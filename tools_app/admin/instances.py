@@ -1,4 +1,5 @@
-"""Admin for MCP instances, bindings, API keys and the call log (SPEC §7, issue 6).
+"""Admin for MCP instances (with their bindings and prompts inline), bindings, API keys and the call log
+(SPEC §7, issue 6; prompts: issue 15).
 
 Built on tools_app.admin.OwnedAdmin (SPEC §2 ownership). Writes go through mcp_app.services; the
 API key's plaintext is rendered once in the response to its creation and stored nowhere. The tool
@@ -31,12 +32,14 @@ from tools_app.admin.instance_forms import (
     BindingInlineForm,
     BindingInlineFormSet,
     McpInstanceAdminForm,
+    PromptInlineForm,
+    PromptInlineFormSet,
     client_configs,
 )
 from tools_app.admin.stats import call_stats
 from tools_app.admin.tools import DeletedWithParentMixin, OwnedAdmin, ToolPanel, register_tool_panel
 from tools_app.choices import REGISTRY_TYPES
-from tools_app.models import ApiKey, Binding, CallLog, Discovery, McpInstance, Tool
+from tools_app.models import ApiKey, Binding, CallLog, Discovery, McpInstance, Prompt, Tool
 
 logger = logging.getLogger(__name__)
 
@@ -134,9 +137,22 @@ class BindingInline(admin.TabularInline):
         return obj.tool.get_type_display() if obj.pk else ""
 
 
+class PromptInline(admin.StackedInline):
+    """The instance's own prompts (issue 15), served over MCP besides usage_guide. The instance page is the
+    owner's (OwnedAdmin), so its prompts are too; writes go through the prompt services."""
+
+    model = Prompt
+    form = PromptInlineForm
+    formset = PromptInlineFormSet
+    fields = ["name", "title", "description", "arguments", "template", "enabled"]
+    extra = 0
+    verbose_name = "prompt"
+    verbose_name_plural = "Prompts (served to MCP clients besides usage_guide; {{argument}} placeholders)"
+
+
 class McpInstanceAdmin(OwnedAdmin):
     form = McpInstanceAdminForm
-    inlines = [BindingInline]
+    inlines = [BindingInline, PromptInline]
     list_display = ["name", "slug", "endpoint", "enabled", "discovery", "binding_count", "key_count"]
     list_filter = ["enabled", "discovery"]
     search_fields = ["name", "slug", "description"]
@@ -199,6 +215,8 @@ class McpInstanceAdmin(OwnedAdmin):
         services.instance_delete_many(instances=queryset)
 
     def save_formset(self, request, form, formset, change):
+        if formset.model is Prompt:
+            return self.save_prompts(form, formset)
         if formset.model is not Binding:
             return super().save_formset(request, form, formset, change)
         saved = formset.save(commit=False)
@@ -228,6 +246,19 @@ class McpInstanceAdmin(OwnedAdmin):
                     **fields,
                 )
         return None
+
+    def save_prompts(self, form, formset) -> None:
+        """The prompt rows through the services; deleted rows first, so their names are free for the others."""
+        saved = formset.save(commit=False)
+        for prompt in formset.deleted_objects:
+            services.prompt_delete(prompt=prompt)
+        for prompt in saved:
+            fields = {name: getattr(prompt, name) for name in services.PROMPT_FIELDS}
+            prefix = f"Prompt {prompt.name!r}: "
+            if prompt.pk is None:
+                self.service(services.prompt_create, prefix=prefix, mcp_instance=form.instance, **fields)
+            else:
+                self.service(services.prompt_update, prefix=prefix, prompt=prompt, **fields)
 
     def get_urls(self):
         view = self.admin_site.admin_view

@@ -9,7 +9,10 @@ from rest_framework import serializers
 
 from tools_app import services
 from tools_app.api.serializers import FullCleanModelSerializer, OwnedPrimaryKeyRelatedField, StrictSerializerMixin
-from tools_app.models import ApiKey, Binding, McpInstance, Tool
+from tools_app.models import ApiKey, Binding, McpInstance, Prompt, Tool
+from tools_app.validators import MAX_PROMPT_ARGUMENT_DESCRIPTION, MAX_PROMPT_ARGUMENTS, PROMPT_ARGUMENT_NAME_RE
+
+from .schema import NO_NUL
 
 __all__ = [
     "ApiKeyCreatedSerializer",
@@ -17,6 +20,7 @@ __all__ = [
     "ApiKeySerializer",
     "BindingSerializer",
     "McpInstanceSerializer",
+    "PromptSerializer",
     "endpoint_url",
 ]
 
@@ -171,3 +175,72 @@ class BindingSerializer(FullCleanModelSerializer):
 
     def update(self, instance, validated_data):
         return services.binding_update(binding=instance, **validated_data)
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "maxItems": MAX_PROMPT_ARGUMENTS,
+        "description": "The prompt's arguments (at most 20, names distinct); each is a `{{name}}` of the template.",
+        "items": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["name"],
+            "properties": {
+                "name": {"type": "string", "pattern": PROMPT_ARGUMENT_NAME_RE.pattern},
+                "description": {"type": "string", "maxLength": MAX_PROMPT_ARGUMENT_DESCRIPTION, "pattern": NO_NUL},
+                "required": {"type": "boolean", "default": False},
+            },
+        },
+    }
+)
+class PromptArgumentsField(serializers.JSONField):
+    """A prompt's arguments as JSON; checked by the model (tools_app.validators.validate_prompt_arguments)."""
+
+
+class PromptSerializer(FullCleanModelSerializer):
+    """A prompt template an MCP instance serves to MCP clients (prompts/list, prompts/get) besides the built-in
+    `usage_guide`. `{{name}}` in the template is replaced by the value of the argument `name`; every placeholder
+    must be a declared argument. Names are unique per instance ignoring case (a duplicate is a 409 NAME_CONFLICT)
+    and cannot be `usage_guide`.
+    """
+
+    full_clean_kwargs = {"validate_constraints": False}
+    refuse_unknown_fields = True
+    request_examples = {
+        "weekly report": {
+            "name": "weekly_report",
+            "title": "Weekly report",
+            "description": "Draft the weekly sales report of one region.",
+            "arguments": [{"name": "region", "description": "Region name, e.g. EMEA.", "required": True}],
+            "template": "Write the weekly sales report for {{region}}, using the orders tools of this server.",
+        }
+    }
+    patch_examples = {"disable": {"enabled": False}}
+
+    arguments = PromptArgumentsField(required=False)
+
+    class Meta:
+        model = Prompt
+        fields = [
+            "id",
+            "mcp_instance",
+            "name",
+            "title",
+            "description",
+            "arguments",
+            "template",
+            "enabled",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = ["id", "mcp_instance", "created_at", "updated_at"]
+        extra_kwargs = {"template": {"trim_whitespace": False}}
+        # Names are checked by Prompt.clean() and the service (NAME_CONFLICT, ignoring case).
+        validators = []
+
+    def create(self, validated_data):
+        return services.prompt_create(**validated_data)
+
+    def update(self, instance, validated_data):
+        return services.prompt_update(prompt=instance, **validated_data)

@@ -1,4 +1,4 @@
-"""API views for MCP instances, their API keys (nested under the instance) and bindings (SPEC §6)."""
+"""API views for MCP instances, their API keys and prompts (nested under the instance) and bindings (SPEC §6)."""
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
@@ -7,7 +7,7 @@ from rest_framework.response import Response
 
 from tools_app import services
 from tools_app.api.views import OwnedViewSetMixin, get_owned_or_404
-from tools_app.models import ApiKey, Binding, McpInstance
+from tools_app.models import ApiKey, Binding, McpInstance, Prompt
 
 from .instance_filtersets import BindingFilterSet, McpInstanceFilterSet
 from .instance_serializers import (
@@ -16,10 +16,11 @@ from .instance_serializers import (
     ApiKeySerializer,
     BindingSerializer,
     McpInstanceSerializer,
+    PromptSerializer,
 )
 from .schema import ErrorSerializer
 
-__all__ = ["ApiKeyViewSet", "BindingViewSet", "McpInstanceViewSet"]
+__all__ = ["ApiKeyViewSet", "BindingViewSet", "McpInstanceViewSet", "PromptViewSet"]
 
 
 # SPEC §6 answers, stated on the operations that give them (issue 19).
@@ -153,3 +154,63 @@ class BindingViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
 
     def perform_destroy(self, instance: Binding):
         services.binding_delete(binding=instance)
+
+
+PROMPT_REFUSALS = {
+    400: OpenApiResponse(
+        ErrorSerializer,
+        description="VALIDATION_ERROR naming the field: also a template placeholder that is not a declared argument "
+        "(naming `template`), two arguments of one name (naming `arguments`), or the name `usage_guide` in any case "
+        "(naming `name`).",
+    ),
+    409: OpenApiResponse(
+        ErrorSerializer,
+        description="NAME_CONFLICT: a prompt of the instance already has that name (ignoring case); the message "
+        "names the instance.",
+    ),
+}
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List an instance's prompts", parameters=[INSTANCE_PK]),
+    retrieve=extend_schema(summary="Get one prompt of an instance", parameters=[INSTANCE_PK]),
+    create=extend_schema(
+        summary="Add a prompt to an instance (served over MCP besides usage_guide)",
+        parameters=[INSTANCE_PK],
+        responses={201: PromptSerializer, **PROMPT_REFUSALS},
+    ),
+    update=extend_schema(
+        summary="Replace a prompt of an instance",
+        parameters=[INSTANCE_PK],
+        responses={200: PromptSerializer, **PROMPT_REFUSALS},
+    ),
+    partial_update=extend_schema(
+        summary="Change a prompt of an instance",
+        parameters=[INSTANCE_PK],
+        responses={200: PromptSerializer, **PROMPT_REFUSALS},
+    ),
+    destroy=extend_schema(summary="Delete a prompt of an instance", parameters=[INSTANCE_PK]),
+)
+class PromptViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
+    """The prompts one of your MCP instances serves to MCP clients (issue 15), besides the built-in usage_guide."""
+
+    queryset = Prompt.objects.all()
+    serializer_class = PromptSerializer
+    filter_backends = []
+
+    def get_instance(self) -> McpInstance:
+        """The instance in the URL: the caller's own (any for a superuser), else 404."""
+        if not hasattr(self, "_instance"):
+            self._instance = get_owned_or_404(McpInstance, self.request.user, self.kwargs.get("instance_pk"))
+        return self._instance
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return Prompt.objects.none()
+        return super().get_queryset().filter(mcp_instance=self.get_instance())
+
+    def perform_create(self, serializer):
+        serializer.save(mcp_instance=self.get_instance())
+
+    def perform_destroy(self, instance: Prompt):
+        services.prompt_delete(prompt=instance)

@@ -117,10 +117,12 @@ RATE_PATTERN = f"^{WS}*{_COUNT}{WS}*(?:/|{WS}*[Pp][Ee][Rr]{WS}*){WS}*(?:{_COUNT}
 
 def _validator_patterns() -> dict[Any, tuple[str, str]]:
     """Field validators the schema states as a pattern: validator -> (pattern, format name)."""
-    from tools_app.validators import validate_json_pointer, validate_rate, validate_tool_name
+    from tools_app.validators import validate_json_pointer, validate_prompt_name, validate_rate, validate_tool_name
 
     return {
         validate_tool_name: (TOOL_NAME_PATTERN, ""),
+        # A prompt's name is a tool name that is not `usage_guide` (the schema's description says so).
+        validate_prompt_name: (TOOL_NAME_PATTERN, ""),
         validate_json_pointer: (JSON_POINTER_PATTERN, "json-pointer"),
         validate_rate: (RATE_PATTERN, ""),
     }
@@ -431,6 +433,7 @@ _LINKS = {
         "InstanceGuide": ("mcp_instance_guide", {"pk": "$response.body#/id"}),
         "InstanceExport": ("mcp_instance_export", {"pk": "$response.body#/id"}),
         "UpdateInstance": ("mcp_instances_partial_update", {"id": "$response.body#/id"}),
+        "AddPrompt": ("mcp_instances_prompts_create", {"instance_pk": "$response.body#/id"}),
     },
     "bindings_create": {
         "GetBinding": ("bindings_retrieve", {"id": "$response.body#/id"}),
@@ -438,6 +441,20 @@ _LINKS = {
         "GetInstance": ("mcp_instances_retrieve", {"id": "$response.body#/mcp_instance"}),
         "GetTool": ("tools_retrieve", {"id": "$response.body#/tool"}),
         "DeleteBinding": ("bindings_destroy", {"id": "$response.body#/id"}),
+    },
+    "mcp_instances_prompts_create": {
+        "GetPrompt": (
+            "mcp_instances_prompts_retrieve",
+            {"instance_pk": "$request.path.instance_pk", "id": "$response.body#/id"},
+        ),
+        "UpdatePrompt": (
+            "mcp_instances_prompts_partial_update",
+            {"instance_pk": "$request.path.instance_pk", "id": "$response.body#/id"},
+        ),
+        "DeletePrompt": (
+            "mcp_instances_prompts_destroy",
+            {"instance_pk": "$request.path.instance_pk", "id": "$response.body#/id"},
+        ),
     },
     "mcp_instances_keys_create": {
         "GetKey": (

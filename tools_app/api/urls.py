@@ -1,11 +1,11 @@
-"""/api/ routes of the resources: tables, tools (with by-table and call), MCP instances, their keys
-(nested) and bindings, and the token endpoint."""
+"""/api/ routes of the resources: tables, tools (with by-table and call), MCP instances, their keys and
+prompts (nested) and bindings, and the token endpoint."""
 
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
 from .data_tools import BulkBindingView, GenerateToolsView, TableImportView
-from .instance_views import ApiKeyViewSet, BindingViewSet, McpInstanceViewSet
+from .instance_views import ApiKeyViewSet, BindingViewSet, McpInstanceViewSet, PromptViewSet
 from .views import ApiTokenViewSet, AuthTokenView, TableViewSet, ToolViewSet
 
 router = SimpleRouter()
@@ -32,6 +32,17 @@ urlpatterns = [
         r"^mcp-instances/(?P<instance_pk>[^/]+)/keys/(?P<pk>[^/]+)/$",
         ApiKeyViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
         name="mcp-instance-key-detail",
+    ),
+    # Issue 15: the owner's prompts of an instance.
+    re_path(
+        r"^mcp-instances/(?P<instance_pk>[^/]+)/prompts/$",
+        PromptViewSet.as_view({"get": "list", "post": "create"}),
+        name="mcp-instance-prompt-list",
+    ),
+    re_path(
+        r"^mcp-instances/(?P<instance_pk>[^/]+)/prompts/(?P<pk>[^/]+)/$",
+        PromptViewSet.as_view({"get": "retrieve", "put": "update", "patch": "partial_update", "delete": "destroy"}),
+        name="mcp-instance-prompt-detail",
     ),
 ]
 

@@ -12,6 +12,7 @@ from .binding import Binding
 from .call import CallLog, CallStatus, Surface
 from .embedding import EmbeddingVector
 from .instance import Discovery, McpInstance
+from .prompt import Prompt, PromptArgumentsError, PromptQuerySet, prompt_name_conflict
 from .table import Table, TableSnapshot
 from .table_change import TableChange
 from .tool import NameClash, Tool, ToolQuerySet, name_conflict_error
@@ -29,6 +30,9 @@ __all__ = [
     "McpInstance",
     "NameClash",
     "OwnedModel",
+    "Prompt",
+    "PromptArgumentsError",
+    "PromptQuerySet",
     "Surface",
     "Table",
     "TableChange",
@@ -36,4 +40,5 @@ __all__ = [
     "Tool",
     "ToolQuerySet",
     "name_conflict_error",
+    "prompt_name_conflict",
 ]

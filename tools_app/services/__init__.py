@@ -8,6 +8,7 @@ constraints, never by a pre-check alone.
 - tables.py: tables and tools (create, update, delete)
 - table_log.py: the table write path, its change log and audit, cached reads, versions, restore, compaction
 - instances.py: MCP instances, bindings and API keys
+- prompts.py: the prompts of an MCP instance (issue 15)
 - locks.py: the row-lock helpers both use
 - tokens.py: API tokens (issue, revoke)
 - history.py: the admin history (LogEntry) of writes made outside the admin
@@ -35,6 +36,7 @@ from .instances import (
     instance_update,
 )
 from .locks import key_share, lock_rows
+from .prompts import PROMPT_FIELDS, prompt_create, prompt_delete, prompt_update
 from .table_log import (
     SafeWrite,
     WriteAudit,
@@ -66,6 +68,7 @@ from .tokens import api_token_issue, api_token_revoke, api_token_ttl
 __all__ = [
     "IMPORT_FORMATS",
     "INSTANCE_FIELDS",
+    "PROMPT_FIELDS",
     "SafeWrite",
     "WriteAudit",
     "Written",
@@ -94,6 +97,9 @@ __all__ = [
     "history_record",
     "import_format",
     "parse_table_file",
+    "prompt_create",
+    "prompt_delete",
+    "prompt_update",
     "instance_update",
     "key_share",
     "lock_rows",

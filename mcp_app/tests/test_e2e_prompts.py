@@ -1,0 +1,101 @@
+"""Issue 15 end to end: an owner's prompts through the SDK client over a real socket (uvicorn on a loopback
+port), in both eras: listed after usage_guide, got with arguments, refused naming a missing argument."""
+
+import json
+
+import httpx2
+import pytest
+from asgiref.sync import async_to_sync
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, PromptReference
+
+from tests.live_server import Uvicorn, run_python, server_database
+
+pytestmark = pytest.mark.e2e
+
+ERAS = [("legacy", "2025-11-25"), ("auto", "2026-07-28")]
+
+SEED = """
+from django.contrib.auth import get_user_model
+from tools_app import services
+owner = get_user_model().objects.create_user("prompter", password="pw-123456!")
+instance = services.instance_create(owner=owner, name="Reports", slug="reports")
+services.prompt_create(mcp_instance=instance, name="test_simple_prompt", template="This is a simple prompt.")
+services.prompt_create(
+    mcp_instance=instance,
+    name="weekly_report",
+    title="Weekly report",
+    description="Draft the weekly report of one region.",
+    arguments=[{"name": "region", "description": "Region name.", "required": True}, {"name": "week"}],
+    template="Write the weekly report for {{region}}, week {{week}}.",
+)
+_, key = services.api_key_issue(mcp_instance=instance, label="e2e")
+print(json.dumps({"key": key}))
+"""
+
+
+@pytest.fixture(scope="module")
+def server_db(tmp_path_factory):
+    with server_database("b_prompts", tmp_path_factory.mktemp("prompts"), secret="prompts-secret") as env:
+        seeded = run_python(env, SEED)
+        yield {"env": env, "key": json.loads(seeded)["key"]}
+
+
+@pytest.fixture(scope="module")
+def uvicorn(server_db):
+    server = Uvicorn(server_db["env"])
+    yield server
+    server.stop()
+
+
+def session(url: str, key: str, mode: str, scenario):
+    async def run():
+        async with httpx2.AsyncClient(headers={"authorization": f"Bearer {key}"}, timeout=30) as http:
+            async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as client:
+                return await scenario(client)
+
+    return async_to_sync(run)()
+
+
+@pytest.mark.parametrize(("mode", "version"), ERAS)
+def test_sdk_client_lists_and_gets_an_owner_prompt_with_arguments(server_db, uvicorn, mode, version):
+    # given
+    async def scenario(client):
+        listed = await client.list_prompts()
+        got = await client.get_prompt("weekly_report", {"region": "EMEA", "week": "48"})
+        completion = await client.complete(
+            PromptReference(type="ref/prompt", name="weekly_report"), {"name": "region", "value": "E"}
+        )
+        try:
+            await client.get_prompt("weekly_report", {"week": "48"})
+        except MCPError as exc:
+            refused = exc
+        else:
+            refused = None
+        return client.session.protocol_version, listed, got, completion, refused
+
+    # when
+    negotiated, listed, got, completion, refused = session(
+        f"{uvicorn.base}/mcp/reports/", server_db["key"], mode, scenario
+    )
+    # then
+    assert negotiated == version
+    assert [prompt.name for prompt in listed.prompts] == ["usage_guide", "test_simple_prompt", "weekly_report"]
+    weekly = listed.prompts[2]
+    assert (weekly.title, weekly.description) == ("Weekly report", "Draft the weekly report of one region.")
+    assert [(a.name, a.description, a.required) for a in weekly.arguments] == [
+        ("region", "Region name.", True),
+        ("week", None, False),
+    ]
+    assert got.description == "Draft the weekly report of one region."
+    assert [(message.role, message.content.type, message.content.text) for message in got.messages] == [
+        ("user", "text", "Write the weekly report for EMEA, week 48.")
+    ]
+    assert (completion.completion.values, completion.completion.total) == ([], 0)
+    assert refused is not None
+    assert (refused.error.code, refused.error.message) == (
+        INVALID_PARAMS,
+        "The prompt 'weekly_report' needs the argument 'region'.",
+    )
