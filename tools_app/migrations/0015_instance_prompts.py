@@ -25,7 +25,7 @@ def add_permissions_to_group(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools_app', '0013_table_history'),
+        ('tools_app', '0014_tablechange_oauth_client'),
         ('auth', '0012_alter_user_first_name_max_length'),
         ('contenttypes', '0002_remove_content_type_name'),
     ]
