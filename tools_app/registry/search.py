@@ -57,6 +57,23 @@ B = 0.75
 # its order is evidence for that tool over tools that merely contain both words somewhere. Weight of a pair match
 # against a word match, chosen on the outside set's tuning split (bench/registry/README.md).
 NAME_PAIR_WEIGHT = 0.6
+# Requests for several tools at once ("convert 20 euros to yen, and then send the result to Bob"): the request is
+# split into parts at sentence ends and at joining words; a part that carries at least MULTI_PART_SHARE of the
+# request's keyword weight (idf) and MULTI_PART_TERMS known words is a request of its own. The whole request's
+# first MULTI_LEAD tools keep their places, then each part's best tool not yet placed (scored on the part, with
+# the whole request as context) gets the next place, then the whole request's order goes on. (Taking a part's
+# best only when it is not placed yet did worse on tuning: a second tool of the same kind is often the right
+# one.) At most MULTI_MAX_PARTS parts are scored (the heaviest), so a pasted text with thousands of "and then"
+# costs at most that many small searches. Chosen on the outside set's tuning split (bench/registry/README.md).
+_PART_SPLIT = re.compile(
+    r"(?<=[.!?;])\s+|\n+|,?\s+\b(?:and then|and also|then|also|additionally|as well as|after that|followed by)\b\s+"
+    r"|,\s+and\s+",
+    re.IGNORECASE,
+)
+MULTI_PART_SHARE = 0.3
+MULTI_PART_TERMS = 2
+MULTI_LEAD = 3
+MULTI_MAX_PARTS = 8
 
 # Characters of a query the embedding model reads (its window: embedding.MAX_TOKENS word pieces, ~4
 # characters each); Index.request_part picks them from a longer query.
@@ -339,14 +356,58 @@ class Index:
         parts = [f"{', '.join(_distinct(words))} in {name}" for name, words in found.items()]
         return "keywords: " + "; ".join(parts)
 
-    def bm25(self, query: str, limit: int) -> list[Hit]:
-        scores, known, best = self._bm25_raw(query)
+    def _top(self, scores: dict[int, float], count: int) -> list[int]:
+        """The `count` best positions; ties broken by name (a margin by score alone, then the few fully)."""
         docs = self.docs
-        # Ties are broken by name: take a margin by score alone, then order the few candidates fully.
-        candidates = heapq.nlargest(limit * 2, scores.items(), key=itemgetter(1))
-        top = sorted(candidates, key=lambda item: (-item[1], docs[item[0]].name))[:limit]
+        candidates = heapq.nlargest(count * 2, scores.items(), key=itemgetter(1))
+        return [p for p, _score in sorted(candidates, key=lambda item: (-item[1], docs[item[0]].name))[:count]]
+
+    def request_parts(self, query: str, best: float) -> list[str]:
+        """The parts of a request for several tools (see _PART_SPLIT): none for a request for one tool."""
+        if not MULTI_LEAD or best <= 0:
+            return []
+        weighed = []
+        for number, part in enumerate(_PART_SPLIT.split(query)):
+            known = {word for word in terms(part or "") if word in self._idf}
+            weight = sum(self._idf[word] for word in known) * (K1 + 1)
+            if len(known) >= MULTI_PART_TERMS and MULTI_PART_SHARE * best <= weight < 0.999 * best:
+                weighed.append((weight, number, part.strip()))
+        if len(weighed) < 2:
+            return []
+        heaviest = heapq.nlargest(MULTI_MAX_PARTS, weighed)
+        return [part for _weight, _number, part in sorted(heaviest, key=itemgetter(1))]
+
+    def ranked(self, query: str, limit: int) -> tuple[list[int], dict[int, float], list[str], float, dict[int, str]]:
+        """bm25 order of positions for the query, its raw scores, known terms and best score, and for positions
+        placed by a part of a multi-part request that part."""
+        scores, known, best = self._bm25_raw(query)
+        order = self._top(scores, limit)
+        placed: dict[int, str] = {}
+        parts = self.request_parts(query, best) if len(order) > MULTI_LEAD else []
+        if parts:
+            out = order[:MULTI_LEAD]
+            for part in parts:
+                part_scores, _part_known, part_best = self._bm25_raw(part)
+                context = {p: s / part_best + scores.get(p, 0.0) / best for p, s in part_scores.items()}
+                pick = next((p for p in self._top(context, MULTI_LEAD + len(parts)) if p not in out), None)
+                if pick is not None and len(out) < limit:
+                    out.append(pick)
+                    placed[pick] = part
+            out.extend(p for p in self._top(scores, limit + len(out)) if p not in out)
+            order = out[:limit]
+        return order, scores, known, best, placed
+
+    def bm25(self, query: str, limit: int) -> list[Hit]:
+        order, scores, known, best, placed = self.ranked(query, limit)
+        docs = self.docs
         shown = query_words(query)
-        return [Hit(docs[p], min(score / best, 1.0), self._bm25_reason(p, known, shown)) for p, score in top]
+        hits = []
+        for p in order:
+            reason = self._bm25_reason(p, known, shown)
+            if p in placed:
+                reason += f'; best for the part "{_excerpt(placed[p])}"'
+            hits.append(Hit(docs[p], min(scores.get(p, 0.0) / best, 1.0), reason))
+        return hits
 
     def _regex_texts(self) -> tuple[list[list[tuple[str, bytes]]], list[bytes]]:
         """Per document its non-empty fields, and its name, as UTF-8: RE2 matches bytes without converting
@@ -475,6 +536,10 @@ class Index:
         if method in ("embedding", "hybrid"):
             embedding.require(method)
         return getattr(self, method)(query, limit)
+
+
+def _excerpt(text: str, size: int = 60) -> str:
+    return text if len(text) <= size else text[: size - 1] + "…"
 
 
 def _pairs(words: list[str]) -> list[str]:
