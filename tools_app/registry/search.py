@@ -383,19 +383,31 @@ class Index:
         scores, known, best = self._bm25_raw(query)
         order = self._top(scores, limit)
         placed: dict[int, str] = {}
-        parts = self.request_parts(query, best) if len(order) > MULTI_LEAD else []
-        if parts:
-            out = order[:MULTI_LEAD]
-            for part in parts:
-                part_scores, _part_known, part_best = self._bm25_raw(part)
-                context = {p: s / part_best + scores.get(p, 0.0) / best for p, s in part_scores.items()}
-                pick = next((p for p in self._top(context, MULTI_LEAD + len(parts)) if p not in out), None)
-                if pick is not None and len(out) < limit:
-                    out.append(pick)
-                    placed[pick] = part
-            out.extend(p for p in self._top(scores, limit + len(out)) if p not in out)
-            order = out[:limit]
+        if len(order) > MULTI_LEAD:
+            whole = {p: s / best for p, s in scores.items()}
+            order, placed = self._place_parts(query, best, whole, order, limit)
         return order, scores, known, best, placed
+
+    def _place_parts(
+        self, query: str, best: float, whole: Any, order: list[int], limit: int
+    ) -> tuple[list[int], dict[int, str]]:
+        """`order` (the whole request's ranking, `whole` its 0-1 scores by position) with each part's best tool
+        not yet placed after the first MULTI_LEAD; a part's tools are scored by their bm25 score for the part
+        (0-1) plus their score for the whole request, its context."""
+        parts = self.request_parts(query, best)
+        if not parts:
+            return order, {}
+        out = order[:MULTI_LEAD]
+        placed: dict[int, str] = {}
+        for part in parts:
+            part_scores, _part_known, part_best = self._bm25_raw(part)
+            context = {p: s / part_best + float(whole[p]) for p, s in part_scores.items()}
+            pick = next((p for p in self._top(context, MULTI_LEAD + len(parts)) if p not in out), None)
+            if pick is not None and len(out) < limit:
+                out.append(pick)
+                placed[pick] = part
+        out.extend(p for p in order if p not in out)
+        return out[:limit], placed
 
     def bm25(self, query: str, limit: int) -> list[Hit]:
         order, scores, known, best, placed = self.ranked(query, limit)
@@ -516,20 +528,28 @@ class Index:
 
     def hybrid(self, query: str, limit: int) -> list[Hit]:
         semantic = self.embedding_scores(query)
-        keyword, known = self.bm25_scores(query)
+        scores, known, best = self._bm25_raw(query)
+        keyword = {position: min(score / best, 1.0) for position, score in scores.items()}
         combined = [
             (p, HYBRID_WEIGHT * keyword.get(p, 0.0) + (1 - HYBRID_WEIGHT) * float(semantic[p]))
             for p in range(len(self.docs))
         ]
         combined.sort(key=lambda item: (-item[1], self.docs[item[0]].name))
+        ranking = [p for p, score in combined[:limit] if score > 0]
+        total = dict(combined)
+        placed: dict[int, str] = {}
+        if len(ranking) > MULTI_LEAD:
+            # A multi-part request: each part's tools by bm25 on the part, in the context of the hybrid score.
+            ranking, placed = self._place_parts(query, best, total, ranking, limit)
         hits = []
-        for position, score in combined[:limit]:
-            if score <= 0:
-                break
+        shown = query_words(query)
+        for position in ranking:
             reason = f"semantic similarity {float(semantic[position]):.2f}"
             if position in keyword:
-                reason += "; " + self._bm25_reason(position, known, query_words(query))
-            hits.append(Hit(self.docs[position], score, reason))
+                reason += "; " + self._bm25_reason(position, known, shown)
+            if position in placed:
+                reason += f'; best for the part "{_excerpt(placed[position])}"'
+            hits.append(Hit(self.docs[position], total[position], reason))
         return hits
 
     def search(self, query: str, method: str, limit: int) -> list[Hit]:

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from tools_app.models import Tool
-from tools_app.registry import search
+from tools_app.registry import embedding, search
 from tools_app.registry.scope import CatalogEntry
 from tools_app.registry.search import build_index
 
@@ -157,3 +157,20 @@ def test_a_request_of_thousands_of_parts_scores_at_most_the_cap(monkeypatch):
     assert max(calls[1:]) < 40
     assert len(hits) == len(MONEY_AND_TEXTS) - 1  # every tool but calendar.add shares a word
     assert elapsed < 1.0
+
+
+@pytest.mark.parametrize(("lead", "fifth"), [(3, "sms.send"), (0, "fx.quote")])
+def test_hybrid_places_each_part_of_a_request_too(db, monkeypatch, lead, fifth):
+    """hybrid ranks by its own score, and places the parts' tools the same way (parts scored by bm25, in the
+    context of the hybrid score: no further query vectors)."""
+    if not embedding.available():
+        pytest.skip("the embedding extra is not installed (pip install -r requirements-embedding.txt)")
+    monkeypatch.setattr(search, "MULTI_LEAD", lead)
+    # when
+    hits = index_of(MONEY_AND_TEXTS).hybrid(TWO_REQUESTS, 5)
+    # then
+    assert [hit.doc.name for hit in hits[:3]] == ["account.convert_balance", "currency.convert", "bank.exchange"]
+    assert hits[4].doc.name == fifth
+    assert "sms.send" not in [hit.doc.name for hit in hits[:4]]
+    if lead:
+        assert hits[4].match_reason.endswith('; best for the part "Then text the amount to my phone."')
