@@ -11,12 +11,16 @@ Scores are normalised to 0–1:
 - regex: the weight of the best field the pattern matches (name 1.0 … parameter descriptions 0.5),
   plus 0.05 per further field, 1.0 when it matches the whole name. Patterns have Python's re syntax and
   results but are matched by RE2 in linear time (patterns.py): no pattern can backtrack exponentially;
-- bm25: BM25F (k1=1.2, b=0.75) over weighted fields, divided by the largest score the query's known
-  terms could reach (idf × (k1 + 1) each), so a tool matching every term strongly approaches 1;
+- bm25: BM25F (k1=1.2, b=0.75) over weighted fields, plus the name's adjacent word pairs that the query says
+  in order (NAME_PAIR_WEIGHT), divided by the largest score the query's known terms and pairs could reach
+  (idf × (k1 + 1) each), so a tool matching every term strongly approaches 1;
 - embedding: cosine similarity of all-MiniLM-L6-v2 sentence vectors, clipped at 0;
 - hybrid: HYBRID_WEIGHT × bm25 + (1 − HYBRID_WEIGHT) × embedding. Hybrid needs the embedding extra
   and answers SEARCH_UNAVAILABLE without it, like `embedding`: a keyword-only answer under a semantic
   method's name would mislead the caller.
+bm25 and hybrid place the tools of a request for several tools (MULTI_LEAD, Index._place_parts): such a hit
+keeps its score for the whole request, so scores are not always in descending order, and its match reason
+names the part it answers.
 """
 
 import copy
