@@ -11,12 +11,16 @@ Scores are normalised to 0–1:
 - regex: the weight of the best field the pattern matches (name 1.0 … parameter descriptions 0.5),
   plus 0.05 per further field, 1.0 when it matches the whole name. Patterns have Python's re syntax and
   results but are matched by RE2 in linear time (patterns.py): no pattern can backtrack exponentially;
-- bm25: BM25F (k1=1.2, b=0.75) over weighted fields, divided by the largest score the query's known
-  terms could reach (idf × (k1 + 1) each), so a tool matching every term strongly approaches 1;
+- bm25: BM25F (k1=1.2, b=0.75) over weighted fields, plus the name's adjacent word pairs that the query says
+  in order (NAME_PAIR_WEIGHT), divided by the largest score the query's known terms and pairs could reach
+  (idf × (k1 + 1) each), so a tool matching every term strongly approaches 1;
 - embedding: cosine similarity of all-MiniLM-L6-v2 sentence vectors, clipped at 0;
 - hybrid: HYBRID_WEIGHT × bm25 + (1 − HYBRID_WEIGHT) × embedding. Hybrid needs the embedding extra
   and answers SEARCH_UNAVAILABLE without it, like `embedding`: a keyword-only answer under a semantic
   method's name would mislead the caller.
+bm25 and hybrid place the tools of a request for several tools (MULTI_LEAD, Index._place_parts): such a hit
+keeps its score for the whole request, so scores are not always in descending order, and its match reason
+names the part it answers.
 """
 
 import copy
@@ -52,6 +56,28 @@ MAX_REGEX_LENGTH = 200
 HYBRID_WEIGHT = 0.6
 K1 = 1.2
 B = 0.75
+# Pairs of adjacent words of a tool's name ("time zone" in `WeatherAPI.com_Time_Zone_API`) are indexed as terms
+# of their own, and a query's adjacent words are looked up among them: a request that says two words of a name in
+# its order is evidence for that tool over tools that merely contain both words somewhere. Weight of a pair match
+# against a word match, chosen on the outside set's tuning split (bench/registry/README.md).
+NAME_PAIR_WEIGHT = 0.6
+# Requests for several tools at once ("convert 20 euros to yen, and then send the result to Bob"): the request is
+# split into parts at sentence ends and at joining words; a part that carries at least MULTI_PART_SHARE of the
+# request's keyword weight (idf) and MULTI_PART_TERMS known words is a request of its own. The whole request's
+# first MULTI_LEAD tools keep their places, then each part's best tool not yet placed (scored on the part, with
+# the whole request as context) gets the next place, then the whole request's order goes on. (Taking a part's
+# best only when it is not placed yet did worse on tuning: a second tool of the same kind is often the right
+# one.) At most MULTI_MAX_PARTS parts are scored (the heaviest), so a pasted text with thousands of "and then"
+# costs at most that many small searches. Chosen on the outside set's tuning split (bench/registry/README.md).
+_PART_SPLIT = re.compile(
+    r"(?<=[.!?;])\s+|\n+|,?\s+\b(?:and then|and also|then|also|additionally|as well as|after that|followed by)\b\s+"
+    r"|,\s+and\s+",
+    re.IGNORECASE,
+)
+MULTI_PART_SHARE = 0.3
+MULTI_PART_TERMS = 2
+MULTI_LEAD = 3
+MULTI_MAX_PARTS = 8
 
 # Characters of a query the embedding model reads (its window: embedding.MAX_TOKENS word pieces, ~4
 # characters each); Index.request_part picks them from a longer query.
@@ -261,6 +287,26 @@ class Index:
         self._idf = {
             word: math.log(1 + (count - len(items) + 0.5) / (len(items) + 0.5)) for word, items in positions.items()
         }
+        self._build_name_pairs()
+
+    def _build_name_pairs(self) -> None:
+        """BM25 postings of the name's adjacent word pairs (their own lengths and idf)."""
+        doc_pairs = [Counter(_pairs(terms(doc.fields["name"]))) for doc in self.docs]
+        lengths = [sum(pairs.values()) for pairs in doc_pairs]
+        count = len(self.docs)
+        average = (sum(lengths) / count) if count else 1.0
+        positions: dict[str, list[int]] = {}
+        parts: dict[str, list[float]] = {}
+        for position, pairs in enumerate(doc_pairs):
+            norm = K1 * (1 - B + B * lengths[position] / (average or 1.0))
+            for pair, tf in pairs.items():
+                positions.setdefault(pair, []).append(position)
+                parts.setdefault(pair, []).append(tf * (K1 + 1) / (tf + norm))
+        self._pair_positions = positions
+        self._pair_parts = parts
+        self._pair_idf = {
+            pair: math.log(1 + (count - len(items) + 0.5) / (len(items) + 0.5)) for pair, items in positions.items()
+        }
 
     def find(self, name: str) -> ToolDoc | None:
         """The tool called `name`: exact spelling first, then ignoring case (names are unique that way)."""
@@ -276,15 +322,23 @@ class Index:
 
     def _bm25_raw(self, query: str) -> tuple[dict[int, float], list[str], float]:
         """Raw scores by position, the query's known terms, and the best score they could reach."""
-        known = [word for word in dict.fromkeys(terms(query)) if word in self._positions]
+        query_terms = terms(query)
+        known = [word for word in dict.fromkeys(query_terms) if word in self._positions]
         scores: dict[int, float] = {}
         get = scores.get
         for word in known:
             idf = self._idf[word]
             for position, part in zip(self._positions[word], self._parts[word], strict=True):
                 scores[position] = get(position, 0.0) + idf * part
-        best = sum(self._idf[word] for word in known) * (K1 + 1)
-        return scores, known, best
+        best = sum(self._idf[word] for word in known)
+        if NAME_PAIR_WEIGHT:
+            pairs = [pair for pair in dict.fromkeys(_pairs(query_terms)) if pair in self._pair_positions]
+            for pair in pairs:
+                weight = NAME_PAIR_WEIGHT * self._pair_idf[pair]
+                for position, part in zip(self._pair_positions[pair], self._pair_parts[pair], strict=True):
+                    scores[position] = get(position, 0.0) + weight * part
+                best += weight
+        return scores, known, best * (K1 + 1)
 
     def bm25_scores(self, query: str) -> tuple[dict[int, float], list[str]]:
         """Normalised (0–1) scores by position, and the query's known terms."""
@@ -306,14 +360,70 @@ class Index:
         parts = [f"{', '.join(_distinct(words))} in {name}" for name, words in found.items()]
         return "keywords: " + "; ".join(parts)
 
-    def bm25(self, query: str, limit: int) -> list[Hit]:
-        scores, known, best = self._bm25_raw(query)
+    def _top(self, scores: dict[int, float], count: int) -> list[int]:
+        """The `count` best positions; ties broken by name (a margin by score alone, then the few fully)."""
         docs = self.docs
-        # Ties are broken by name: take a margin by score alone, then order the few candidates fully.
-        candidates = heapq.nlargest(limit * 2, scores.items(), key=itemgetter(1))
-        top = sorted(candidates, key=lambda item: (-item[1], docs[item[0]].name))[:limit]
+        candidates = heapq.nlargest(count * 2, scores.items(), key=itemgetter(1))
+        return [p for p, _score in sorted(candidates, key=lambda item: (-item[1], docs[item[0]].name))[:count]]
+
+    def request_parts(self, query: str, best: float) -> list[str]:
+        """The parts of a request for several tools (see _PART_SPLIT): none for a request for one tool."""
+        if not MULTI_LEAD or best <= 0:
+            return []
+        weighed = []
+        for number, part in enumerate(_PART_SPLIT.split(query)):
+            known = {word for word in terms(part or "") if word in self._idf}
+            weight = sum(self._idf[word] for word in known) * (K1 + 1)
+            if len(known) >= MULTI_PART_TERMS and MULTI_PART_SHARE * best <= weight < 0.999 * best:
+                weighed.append((weight, number, part.strip()))
+        if len(weighed) < 2:
+            return []
+        heaviest = heapq.nlargest(MULTI_MAX_PARTS, weighed)
+        return [part for _weight, _number, part in sorted(heaviest, key=itemgetter(1))]
+
+    def ranked(self, query: str, limit: int) -> tuple[list[int], dict[int, float], list[str], float, dict[int, str]]:
+        """bm25 order of positions for the query, its raw scores, known terms and best score, and for positions
+        placed by a part of a multi-part request that part."""
+        scores, known, best = self._bm25_raw(query)
+        order = self._top(scores, limit)
+        placed: dict[int, str] = {}
+        if len(order) > MULTI_LEAD:
+            whole = {p: s / best for p, s in scores.items()}
+            order, placed = self._place_parts(query, best, whole, order, limit)
+        return order, scores, known, best, placed
+
+    def _place_parts(
+        self, query: str, best: float, whole: Any, order: list[int], limit: int
+    ) -> tuple[list[int], dict[int, str]]:
+        """`order` (the whole request's ranking, `whole` its 0-1 scores by position) with each part's best tool
+        not yet placed after the first MULTI_LEAD; a part's tools are scored by their bm25 score for the part
+        (0-1) plus their score for the whole request, its context."""
+        parts = self.request_parts(query, best)
+        if not parts:
+            return order, {}
+        out = order[:MULTI_LEAD]
+        placed: dict[int, str] = {}
+        for part in parts:
+            part_scores, _part_known, part_best = self._bm25_raw(part)
+            context = {p: s / part_best + float(whole[p]) for p, s in part_scores.items()}
+            pick = next((p for p in self._top(context, MULTI_LEAD + len(parts)) if p not in out), None)
+            if pick is not None and len(out) < limit:
+                out.append(pick)
+                placed[pick] = part
+        out.extend(p for p in order if p not in out)
+        return out[:limit], placed
+
+    def bm25(self, query: str, limit: int) -> list[Hit]:
+        order, scores, known, best, placed = self.ranked(query, limit)
+        docs = self.docs
         shown = query_words(query)
-        return [Hit(docs[p], min(score / best, 1.0), self._bm25_reason(p, known, shown)) for p, score in top]
+        hits = []
+        for p in order:
+            reason = self._bm25_reason(p, known, shown)
+            if p in placed:
+                reason += f'; best for the part "{_excerpt(placed[p])}"'
+            hits.append(Hit(docs[p], min(scores.get(p, 0.0) / best, 1.0), reason))
+        return hits
 
     def _regex_texts(self) -> tuple[list[list[tuple[str, bytes]]], list[bytes]]:
         """Per document its non-empty fields, and its name, as UTF-8: RE2 matches bytes without converting
@@ -422,26 +532,43 @@ class Index:
 
     def hybrid(self, query: str, limit: int) -> list[Hit]:
         semantic = self.embedding_scores(query)
-        keyword, known = self.bm25_scores(query)
+        scores, known, best = self._bm25_raw(query)
+        keyword = {position: min(score / best, 1.0) for position, score in scores.items()}
         combined = [
             (p, HYBRID_WEIGHT * keyword.get(p, 0.0) + (1 - HYBRID_WEIGHT) * float(semantic[p]))
             for p in range(len(self.docs))
         ]
         combined.sort(key=lambda item: (-item[1], self.docs[item[0]].name))
+        ranking = [p for p, score in combined[:limit] if score > 0]
+        total = dict(combined)
+        placed: dict[int, str] = {}
+        if len(ranking) > MULTI_LEAD:
+            # A multi-part request: each part's tools by bm25 on the part, in the context of the hybrid score.
+            ranking, placed = self._place_parts(query, best, total, ranking, limit)
         hits = []
-        for position, score in combined[:limit]:
-            if score <= 0:
-                break
+        shown = query_words(query)
+        for position in ranking:
             reason = f"semantic similarity {float(semantic[position]):.2f}"
             if position in keyword:
-                reason += "; " + self._bm25_reason(position, known, query_words(query))
-            hits.append(Hit(self.docs[position], score, reason))
+                reason += "; " + self._bm25_reason(position, known, shown)
+            if position in placed:
+                reason += f'; best for the part "{_excerpt(placed[position])}"'
+            hits.append(Hit(self.docs[position], total[position], reason))
         return hits
 
     def search(self, query: str, method: str, limit: int) -> list[Hit]:
         if method in ("embedding", "hybrid"):
             embedding.require(method)
         return getattr(self, method)(query, limit)
+
+
+def _excerpt(text: str, size: int = 60) -> str:
+    return text if len(text) <= size else text[: size - 1] + "…"
+
+
+def _pairs(words: list[str]) -> list[str]:
+    """Adjacent words as one term ("time zone"): a space never occurs inside a term."""
+    return [f"{first} {second}" for first, second in zip(words, words[1:], strict=False)]
 
 
 def query_words(query: str) -> dict[str, str]:

@@ -265,3 +265,25 @@ def test_workers_indexing_the_same_cold_catalogue_share_the_work(postgres_db, ow
     assert EmbeddingVector.objects.count() == 41
     assert EmbeddingVector.objects.values("text_hash").distinct().count() == 41
     assert 41 <= sum(encoded) < 4 * 41
+
+
+def test_texts_run_in_batches_of_similar_length_within_the_token_budget(monkeypatch):
+    """Tool texts are sorted by token length and padded per batch to its longest, at most BATCH_TOKENS positions
+    a batch; a text's vector does not depend on the batch it ran in (issue 17: the cold build's cost)."""
+    encoder = embedding.encoder()
+    monkeypatch.setattr(embedding, "BATCH_TOKENS", 64)
+    shapes = []
+    run = encoder._session.run
+    monkeypatch.setattr(
+        encoder._session, "run", lambda names, feeds: shapes.append(feeds["input_ids"].shape) or run(names, feeds)
+    )
+    texts = ["weather " * n for n in (40, 1, 3, 12, 2, 30, 5)]
+    # when
+    together = encoder.encode(texts)
+    alone = np.stack([encoder.encode([text])[0] for text in texts])
+    # then
+    batched = shapes[: len(shapes) - len(texts)]
+    # 3, 4, 5, 7, 14, 32 and 42 word pieces ([CLS] and [SEP] included): 4 × 7, then 2 × 32 (14 padded), then 42
+    assert batched == [(4, 7), (2, 32), (1, 42)]
+    assert all(rows * width <= 64 for rows, width in batched)
+    assert np.abs(together - alone).max() < 1e-5
