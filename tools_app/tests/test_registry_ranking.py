@@ -1,8 +1,6 @@
 """Registry ranking choices of issue 17, on small built indexes (no database): word pairs of names, and requests
 that ask for several tools at once. The figures behind them are in bench/registry/README.md."""
 
-import time
-
 import pytest
 
 from tools_app.models import Tool
@@ -139,7 +137,7 @@ def test_requests_that_are_not_split(query):
 
 def test_a_request_of_thousands_of_parts_scores_at_most_the_cap(monkeypatch):
     """An attacker's 10,000 characters of "and then" parts: the whole request plus at most MULTI_MAX_PARTS parts
-    are scored, and the answer stays fast."""
+    are scored (the work is counted, not timed: timings flake on a shared machine)."""
     index = index_of(MONEY_AND_TEXTS)
     calls = []
     original = index._bm25_raw
@@ -148,15 +146,12 @@ def test_a_request_of_thousands_of_parts_scores_at_most_the_cap(monkeypatch):
     assert len(query) == search.MAX_QUERY_LENGTH
     assert len(search._PART_SPLIT.split(query)) > 300
     # when
-    started = time.perf_counter()
     hits = index.bm25(query, 50)
-    elapsed = time.perf_counter() - started
     # then
     assert len(calls) == 1 + search.MULTI_MAX_PARTS == 9
     assert calls[0] == search.MAX_QUERY_LENGTH
     assert max(calls[1:]) < 40
     assert len(hits) == len(MONEY_AND_TEXTS) - 1  # every tool but calendar.add shares a word
-    assert elapsed < 1.0
 
 
 @pytest.mark.parametrize(("lead", "fifth"), [(3, "sms.send"), (0, "fx.quote")])
