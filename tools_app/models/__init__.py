@@ -11,7 +11,7 @@ from .base import OwnedModel
 from .binding import Binding
 from .call import CallLog, CallStatus, Surface
 from .embedding import EmbeddingVector
-from .instance import Discovery, McpInstance
+from .instance import Discovery, LogLevel, McpInstance
 from .table import Table, TableSnapshot
 from .table_change import TableChange
 from .tool import NameClash, Tool, ToolQuerySet, name_conflict_error
@@ -26,6 +26,7 @@ __all__ = [
     "CallStatus",
     "Discovery",
     "EmbeddingVector",
+    "LogLevel",
     "McpInstance",
     "NameClash",
     "OwnedModel",
