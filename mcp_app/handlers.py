@@ -440,6 +440,7 @@ class _Notifier:
         self.loop = asyncio.get_running_loop()
         self.queue: asyncio.Queue[str | None] = asyncio.Queue()
         self.step = 0
+        self.pending: str | None = None
         self.task: asyncio.Task | None = None
         self.modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         # What ctx.log would send (the SDK's per-request gate), without its deprecation warning per call.
@@ -453,10 +454,11 @@ class _Notifier:
     def from_thread(self, message: str) -> None:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, message)
 
-    async def _send(self, message: str, *, step: int, level: types.LoggingLevel) -> None:
+    async def _send(self, message: str, *, step: int | None, level: types.LoggingLevel) -> None:
         try:
             session = self.ctx.session
-            await session.report_progress(step, self.TOTAL, message)  # a no-op without a progress token
+            if step is not None:
+                await session.report_progress(step, self.TOTAL, message)  # a no-op without a progress token
             if level in self.levels():
                 params = types.LoggingMessageNotificationParams(
                     level=level, logger="toolhub", data={"tool": self.name, "message": message}
@@ -466,19 +468,32 @@ class _Notifier:
         except Exception:  # a client gone mid-call: the call still finishes and is recorded
             logger.debug("Could not send a notification for %r", self.name, exc_info=True)
 
+    async def _flush(self) -> None:
+        # The first log message waits until the call's own query has read the instance's log level (the
+        # thread's first report, or the end), so that no message follows a stale hint.
+        if self.pending is not None:
+            message, self.pending = self.pending, None
+            await self._send(message, step=None, level="debug")
+
     async def _drain(self) -> None:
         while (message := await self.queue.get()) is not None:
+            await self._flush()
             self.step = min(self.step + 1, self.TOTAL - 1)
             await self._send(message, step=self.step, level="debug")
 
     async def start(self) -> None:
-        await self._send(f"calling {self.name}", step=0, level="debug")
+        self.pending = f"calling {self.name}"
+        try:
+            await self.ctx.session.report_progress(0, self.TOTAL, self.pending)
+        except Exception:
+            logger.debug("Could not send a notification for %r", self.name, exc_info=True)
         self.task = asyncio.create_task(self._drain())
 
     async def finish(self, result: dict[str, Any] | None) -> None:
         self.queue.put_nowait(None)
         if self.task is not None:
             await self.task
+        await self._flush()
         failed = result is None or result.get("isError")
         text = (result or {}).get("content") or [{}]
         summary = f"{self.name} failed: {str(text[0].get('text', ''))[:200]}" if failed else f"{self.name} done"
