@@ -9,12 +9,18 @@ more than its tool would: a list over the instance's max_result_bytes comes in p
 `<uri>{?key}`: one record by its key, read through the `select` tool. A table that only a schema, preview
 or write tool uses is not a resource: its data is not otherwise readable over MCP.
 
+Owner-chosen URIs (issue 15, Binding.resource_uri, rules in tools_app.resource_uris): a reader binding with
+one serves its mount at that fixed URI, a `select` binding with one serves records through that template,
+its one variable standing for the key (percent-decoded). Fixed URIs are looked up first, then templates in
+resource_uris.ordered order; the default URIs keep working alongside for bindings without one.
+
 Prompts. `usage_guide` is the registry's usage guide (tools_app.registry.usage_guide) of the instance's
 tools, with the optional arguments `tool_names` (comma-separated) and `category`.
 
-Completion. The prompt's `tool_names` (the last name being typed) and `category`, and the `key` of a record
-template (keys of the mount's records, compared as strings) when the mount is also a resource (a bound tool
-reads it whole: completion lists nothing a tool would not show). Anything else completes to nothing.
+Completion. The prompt's `tool_names` (the last name being typed) and `category`, and the variable of a
+record template (`key` of a default one, the named variable of an owner-chosen one: keys of the mount's
+records, compared as strings) when a bound tool reads the mount whole (completion lists nothing a tool would
+not show). Anything else completes to nothing.
 
 Every function here runs in one database hop (mcp_app.hops) and starts with the re-check of the key and the
 instance, as every handler does (mcp_app.handlers).

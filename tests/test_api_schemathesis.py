@@ -22,7 +22,8 @@ What a schema cannot state is handled here, once, in the open:
 - DOCUMENTED_REFUSALS: 400s of schema-valid requests that the schema documents in words because they depend
   on stored data or on another parameter's value (wrong credentials; a regex that does not compile; a
   category no tool has; a tool change whose result breaks its type's rules; an imported file whose content
-  does not parse in its format; a mount or preview keys not in the table's data). Each is matched narrowly.
+  does not parse in its format; a mount or preview keys not in the table's data; a binding's resource URI
+  that does not suit its tool's type or clashes on the instance). Each is matched narrowly.
 """
 
 import json
@@ -218,6 +219,9 @@ def documented_refusal(case, response, schema_document: dict) -> str | None:
             return "json_path must lead to data in the table, preview_keys name its fields (documented)"
     if operation == "tables_import_create" and code == "VALIDATION_ERROR" and set(fields) <= {"file", "format"}:
         return "the file must parse in its format, given or from its name (documented on the operation)"
+    if operation in ("bindings_create", "bindings_partial_update") and code == "VALIDATION_ERROR":
+        if set(fields) == {"resource_uri"}:
+            return "a resource URI must suit the tool's type and be unique on the instance (documented on the field)"
     if operation in ("tools_update", "tools_partial_update") and code == "VALIDATION_ERROR":
         if _breaks_type_rules(_tool_after_change(case), schema_document):
             return "the changed tool breaks its type's rules (documented on the operation)"

@@ -49,8 +49,9 @@ class Binding(models.Model):
         validators=[validate_resource_uri],
         help_text="Optional. On a get_all_data or query_data tool: the URI the whole mount is read at as an MCP "
         "resource (e.g. 'orders://all'). On a select tool: a record template with one variable for the key "
-        "(e.g. 'orders://order/{id}'). Unique on the instance; the toolhub: scheme is reserved. "
-        "Blank: toolhub://tables/<id>[/<path>].",
+        "(e.g. 'orders://order/{id}'). Other tool types take none. Unique on the instance (a template may "
+        "not match another binding's URI there); the toolhub: scheme is reserved. Blank: "
+        "toolhub://tables/<id>[/<path>].",
     )
     # SPEC §2.4: lower-cased effective name, kept by the services so the database itself refuses
     # two bindings of one instance with the same name (race-proof on every backend).
