@@ -212,14 +212,18 @@ def list_resources_sync(state: RequestState, cursor: str | None) -> dict[str, An
     return result
 
 
-def _template_entry(uri_template: str, mount: _Mount, selector: str, key_field: str, variable: str) -> dict[str, Any]:
+def _template_entry(
+    uri_template: str, mount: _Mount, selector: str, key_field: str, variable: str | None
+) -> dict[str, Any]:
+    """A template's listing; `variable` None for a default `{?key}` template (worded as before issue 15's URIs)."""
+    key = f"{variable} = the record's {key_field!r}" if variable is not None else repr(key_field)
     return {
         "uriTemplate": uri_template,
         "name": f"{mount.name} record",
         "title": f"One record of {mount.table_name}" + (f" at {mount.json_path}" if mount.json_path else ""),
         "description": (
-            f"One record by its key ({variable} = the record's {key_field!r}, compared as a string), as JSON: "
-            f"what the tool {selector} returns for that key."
+            f"One record by its key ({key}, compared as a string), as JSON: what the tool {selector} returns for "
+            "that key."
         ),
         "mimeType": MIME,
     }
@@ -229,7 +233,8 @@ def list_resource_templates_sync(state: RequestState, cursor: str | None) -> dic
     instance = _current_instance(state)
     surface = _surface(instance)
     entries = [
-        (uri + "{?key}", _template_entry(uri + "{?key}", m, m.selector, m.key_field, "key"))
+        # Paged by the mount's URI, as before issue 15's URIs (the same order and cursors).
+        (uri, _template_entry(uri + "{?key}", m, m.selector, m.key_field, None))
         for uri, m in surface.mounts.items()
         if m.selector is not None
     ]
