@@ -6,6 +6,7 @@ import json
 import pytest
 
 from mcp_app.tests.mcp_harness import ERAS, LEGACY, MODERN, Harness, rpc_body
+from mcp_app.tests.test_concurrency import _in_threads, postgres_db  # noqa: F401 (fixture)
 from tools_app.models import CallLog
 from tools_app.services import binding_update, instance_update
 
@@ -312,3 +313,39 @@ def test_set_level_is_still_answered(site):
     reply = rpc(site, "logging/setLevel", {"level": "debug"})
     # then
     assert reply["result"] == {}
+
+
+#
+# under concurrency (PostgreSQL)
+#
+
+
+@pytest.mark.postgres
+@pytest.mark.usefixtures("postgres_db")
+def test_concurrent_binds_of_one_uri_let_exactly_one_through(owner, table, make_tool, instance):
+    """8 threads bind 8 readers with one resource URI to one instance: 1 wins, 7 are refused on resource_uri."""
+    from django.core.exceptions import ValidationError
+
+    from tools_app.models import Binding, McpInstance, Tool
+    from tools_app.services import binding_create
+
+    # given
+    tool_ids = [make_tool(owner, table, type="get_all_data", name=f"reader_{n}").pk for n in range(8)]
+
+    # when
+    def worker(index: int):
+        tool = Tool.objects.get(pk=tool_ids[index])
+        mcp_instance = McpInstance.objects.get(pk=instance.pk)
+        return binding_create(mcp_instance=mcp_instance, tool=tool, resource_uri="orders://all").pk
+
+    results = _in_threads(8, worker)
+
+    # then
+    winners = [result for result in results if isinstance(result, int)]
+    refusals = [result for result in results if isinstance(result, ValidationError)]
+    assert len(winners) == 1
+    assert len(refusals) == 7
+    assert all(list(refusal.message_dict) == ["resource_uri"] for refusal in refusals)
+    assert list(Binding.objects.filter(mcp_instance=instance).values_list("pk", "resource_uri")) == [
+        (winners[0], "orders://all")
+    ]
