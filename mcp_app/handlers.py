@@ -34,7 +34,7 @@ from tools_app import telemetry
 from tools_app.calls import Caller, CallOutcome, CallTarget, run_tool_call, tool_cache, touch_key
 from tools_app.choices import REGISTRY_TYPES, ToolType
 from tools_app.errors import ErrorCode, ToolError
-from tools_app.models import Binding, Discovery, McpInstance, Surface, Tool
+from tools_app.models import Binding, Discovery, LogLevel, McpInstance, Surface, Tool
 from tools_app.oauth import scope_allows
 from tools_app.registry import PROXY_NAME
 from tools_app.registry.export import tool_entry
@@ -91,12 +91,14 @@ def _deny(state: RequestState, denied: Denied) -> _RequestDenied:
     return _RequestDenied(DENIED_CODE, denied.message)
 
 
-def _follow_rate(state: RequestState, key_rate_limit: str) -> None:
-    """The endpoint counted this request with the rate its auth hint held (mcp_app.rate_limit); when the
-    instance's rate changed since, the hint follows, so this worker's next request counts in the new rate."""
+def _follow_instance(state: RequestState, key_rate_limit: str, log_level: str) -> None:
+    """The endpoint counted this request with the rate its auth hint held (mcp_app.rate_limit), and chose a
+    JSON or a streamed answer by the log level it held (transport); when the instance's rate or log level
+    changed since, the hint follows, so this worker's next request uses the new values. The log messages of
+    this request already follow the level just read (_Notifier reads state.caller)."""
     caller = state.caller
-    if caller.key_rate_limit != key_rate_limit:
-        state.caller = dataclasses.replace(caller, key_rate_limit=key_rate_limit)
+    if caller.key_rate_limit != key_rate_limit or caller.log_level != log_level:
+        state.caller = dataclasses.replace(caller, key_rate_limit=key_rate_limit, log_level=log_level)
         if state.key_hash is not None:
             auth_cache.put(caller.slug, state.key_hash, state.caller)
 
@@ -116,7 +118,7 @@ def _current_instance(state: RequestState) -> McpInstance:
             if caller.api_key_id is not None:
                 touch_key(caller.api_key_id)
             state.verified = True
-            _follow_rate(state, instance.key_rate_limit)
+            _follow_instance(state, instance.key_rate_limit, instance.log_level)
             return instance
         auth_cache.discard(caller)
         try:
@@ -248,7 +250,7 @@ def _call_target(state: RequestState, name: str) -> CallTarget:
         )
         if target is not None:
             state.verified = True
-            _follow_rate(state, target.key_rate_limit or "")
+            _follow_instance(state, target.key_rate_limit or "", target.log_level or "")
             return target
         _current_instance(state)  # re-authenticates a stale cached caller, or raises the denial
     raise _deny(state, not_found(state.caller.slug))
@@ -414,35 +416,50 @@ async def _on_list_tools(hops: DatabaseHops, ctx: Any, params: types.PaginatedRe
 class _Notifier:
     """Progress and log notifications for one streamed tools/call (issue 15, item 4).
 
-    Only a request that asked for them gets them (a progress token, or on 2026-07-28 a log level in its
-    `_meta`): the transport then answers it with a stream (mcp_app.transport), and nothing is held beyond
-    the request. The pipeline reports from the database thread; the reports are queued to the event loop
-    and sent in order. Progress goes up 0 (received), 1 (running), 2 (ran, being recorded), 3 (done).
-    Logs (notifications/message): 2025-11-25 sends them on such a stream (a level set with
-    logging/setLevel cannot outlive its request here); 2026-07-28 sends those at or above the level the
-    request's `_meta` names (the SDK's gate).
+    A call is streamed (mcp_app.transport) when it asks for notifications (a progress token; on 2026-07-28
+    a log level in its `_meta`), or when its instance has a log level (McpInstance.log_level) and the client
+    is of the handshake era (2025-11-25 and before) and accepts a stream. Nothing is held beyond the request.
+    The pipeline reports from the database thread; the reports are queued to the event loop and sent in
+    order. Progress goes up 0 (received), 1 (running), 2 (ran, being recorded), 3 (done).
+
+    Log messages (notifications/message, logger "toolhub"): each step at `debug` (calling, running, ran), the
+    end at `info` ("<name> done") or, for a call that failed, at `warning`. Which are sent:
+    - 2026-07-28: those at or above the level the request's own `_meta` names, and none without one (that
+      revision forbids logs a request did not ask for; the instance's level does not apply);
+    - 2025-11-25 and before: those at or above the instance's log level, read with the key's re-check in
+      the call's own query (a client's logging/setLevel cannot outlive its request on a stateless server);
+      with no instance level, every message of a call streamed for its progress token, as before.
     """
 
     TOTAL = 3
 
-    def __init__(self, ctx: Any, name: str) -> None:
+    def __init__(self, ctx: Any, name: str, state: RequestState) -> None:
         self.ctx = ctx
         self.name = name
+        self.state = state
         self.loop = asyncio.get_running_loop()
         self.queue: asyncio.Queue[str | None] = asyncio.Queue()
         self.step = 0
+        self.pending: str | None = None
         self.task: asyncio.Task | None = None
+        self.modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         # What ctx.log would send (the SDK's per-request gate), without its deprecation warning per call.
-        self.levels = allowed_log_levels(ctx.protocol_version, ctx.meta)
+        self.requested = allowed_log_levels(ctx.protocol_version, ctx.meta)
+
+    def levels(self) -> frozenset[str]:
+        if self.modern:
+            return self.requested
+        return levels_from(self.state.caller.log_level) or self.requested
 
     def from_thread(self, message: str) -> None:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, message)
 
-    async def _send(self, message: str, *, step: int, level: types.LoggingLevel = "info") -> None:
+    async def _send(self, message: str, *, step: int | None, level: types.LoggingLevel) -> None:
         try:
             session = self.ctx.session
-            await session.report_progress(step, self.TOTAL, message)  # a no-op without a progress token
-            if level in self.levels:
+            if step is not None:
+                await session.report_progress(step, self.TOTAL, message)  # a no-op without a progress token
+            if level in self.levels():
                 params = types.LoggingMessageNotificationParams(
                     level=level, logger="toolhub", data={"tool": self.name, "message": message}
                 )
@@ -451,29 +468,52 @@ class _Notifier:
         except Exception:  # a client gone mid-call: the call still finishes and is recorded
             logger.debug("Could not send a notification for %r", self.name, exc_info=True)
 
+    async def _flush(self) -> None:
+        # The first log message waits until the call's own query has read the instance's log level (the
+        # thread's first report, or the end), so that no message follows a stale hint.
+        if self.pending is not None:
+            message, self.pending = self.pending, None
+            await self._send(message, step=None, level="debug")
+
     async def _drain(self) -> None:
         while (message := await self.queue.get()) is not None:
+            await self._flush()
             self.step = min(self.step + 1, self.TOTAL - 1)
-            await self._send(message, step=self.step)
+            await self._send(message, step=self.step, level="debug")
 
     async def start(self) -> None:
-        await self._send(f"calling {self.name}", step=0)
+        self.pending = f"calling {self.name}"
+        try:
+            await self.ctx.session.report_progress(0, self.TOTAL, self.pending)
+        except Exception:
+            logger.debug("Could not send a notification for %r", self.name, exc_info=True)
         self.task = asyncio.create_task(self._drain())
 
     async def finish(self, result: dict[str, Any] | None) -> None:
         self.queue.put_nowait(None)
         if self.task is not None:
             await self.task
+        await self._flush()
         failed = result is None or result.get("isError")
         text = (result or {}).get("content") or [{}]
         summary = f"{self.name} failed: {str(text[0].get('text', ''))[:200]}" if failed else f"{self.name} done"
         await self._send(summary, step=self.TOTAL, level="warning" if failed else "info")
 
 
+def levels_from(level: str) -> frozenset[str]:
+    """The MCP logging levels at or above `level` (none for "": off)."""
+    if level not in LOG_LEVELS:
+        return frozenset()
+    return frozenset(LOG_LEVELS[LOG_LEVELS.index(level) :])
+
+
+LOG_LEVELS: tuple[str, ...] = tuple(LogLevel.values)
+
+
 async def _on_call_tool(hops: DatabaseHops, ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
     # No exception may escape: the SDK would send its text as a code-0 error (MCP_SDK_NOTES).
     state = _state(ctx)
-    notifier = _Notifier(ctx, params.name[:80]) if state.streamed else None
+    notifier = _Notifier(ctx, params.name[:80], state) if state.streamed else None
     result: dict[str, Any] | None = None
     try:
         if notifier is None:
@@ -542,7 +582,8 @@ def _plain(value: Any) -> Any:
 
 async def _on_set_level(hops: DatabaseHops, ctx: Any, params: types.SetLevelRequestParams) -> dict[str, Any]:
     """2025-11-25 logging/setLevel: accepted (the key and instance re-checked by the middleware). A level
-    cannot outlive this request on a stateless server; a streamed call sends its logs (_Notifier)."""
+    cannot outlive this request on a stateless server: the owner sets the instance's log level instead
+    (McpInstance.log_level), and calls send their logs at that level (_Notifier)."""
     return {}
 
 

@@ -93,4 +93,15 @@ def wants_stream(body: bytes) -> bool:
     return any(marker in body for marker in _STREAM_MARKERS)
 
 
-__all__ = ["NOTIFICATION", "REQUEST", "Problem", "classify", "wants_stream"]
+def is_tool_call(body: bytes) -> bool:
+    """Whether the body is a tools/call request (parsed: asked only for instances with a log level)."""
+    if b'"tools/call"' not in body:
+        return False
+    try:
+        message = json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(message, dict) and message.get("method") == "tools/call" and "id" in message
+
+
+__all__ = ["NOTIFICATION", "REQUEST", "Problem", "classify", "is_tool_call", "wants_stream"]

@@ -9,24 +9,30 @@ more than its tool would: a list over the instance's max_result_bytes comes in p
 `<uri>{?key}`: one record by its key, read through the `select` tool. A table that only a schema, preview
 or write tool uses is not a resource: its data is not otherwise readable over MCP.
 
+Owner-chosen URIs (issue 15, Binding.resource_uri, rules in tools_app.resource_uris): a reader binding with
+one serves its mount at that fixed URI, a `select` binding with one serves records through that template,
+its one variable standing for the key (percent-decoded). Fixed URIs are looked up first, then templates in
+resource_uris.ordered order; the default URIs keep working alongside for bindings without one.
+
 Prompts. `usage_guide` is the registry's usage guide (tools_app.registry.usage_guide) of the instance's
 tools, with the optional arguments `tool_names` (comma-separated) and `category`. After it come the owner's
 enabled prompts (tools_app.models.Prompt), by name ignoring case: getting one renders its template with the
 caller's values (Prompt.render), and arguments it cannot render with are INVALID_PARAMS naming them.
 
-Completion. The prompt's `tool_names` (the last name being typed) and `category`, and the `key` of a record
-template (keys of the mount's records, compared as strings) when the mount is also a resource (a bound tool
-reads it whole: completion lists nothing a tool would not show). Anything else, the arguments of the owner's
-prompts included (free text), completes to nothing.
+Completion. The prompt's `tool_names` (the last name being typed) and `category`, and the variable of a
+record template (`key` of a default one, the named variable of an owner-chosen one: keys of the mount's
+records, compared as strings) when a bound tool reads the mount whole (completion lists nothing a tool would
+not show). Anything else, the arguments of the owner's prompts included (free text), completes to nothing.
 
 Every function here runs in one database hop (mcp_app.hops) and starts with the re-check of the key and the
 instance, as every handler does (mcp_app.handlers).
 """
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from mcp import types
 from mcp.shared.exceptions import MCPError
@@ -38,6 +44,7 @@ from tools_app.errors import ToolError
 from tools_app.models import Binding, McpInstance, Prompt, PromptArgumentsError
 from tools_app.registry import get_index, usage_guide
 from tools_app.registry.instance_scope import InstanceScope
+from tools_app.resource_uris import MAX_URI, RESERVED_SCHEME, Template, ordered, parse_template, resource_uri_problem
 from tools_app.services import table_data
 from tools_app.validators import MAX_PROMPT_ARGUMENT
 
@@ -64,7 +71,6 @@ __all__ = [
 RESOURCE_NOT_FOUND = -32002  # MCP: resources/read of a URI the server does not serve
 SCHEME = "toolhub://tables/"
 MIME = "application/json"
-MAX_URI = 2_000
 MAX_COMPLETION_VALUE = 1_000
 MAX_COMPLETIONS = 100  # the protocol's cap on values per completion
 # The tool types that already return a whole mount, and the arguments that make them do it.
@@ -78,10 +84,11 @@ class _Mount:
     table_name: str
     table_description: str
     json_path: str
-    reader: str | None = None  # the effective name of the binding a read runs
+    reader: str | None = None  # the effective name of the binding a read of the default URI runs
     reader_type: str | None = None
-    selector: str | None = None  # the effective name of the `select` binding a record read runs
+    selector: str | None = None  # the effective name of the `select` binding the default template runs
     key_field: str = "id"
+    readable: bool = False  # an enabled reader binding reads it whole, at any URI (the completion rule)
 
     @property
     def uri(self) -> str:
@@ -93,8 +100,32 @@ class _Mount:
         return self.table_name + (self.json_path if self.json_path else "")
 
 
-def _mounts(instance: McpInstance) -> dict[str, _Mount]:
-    """The instance's mounts that are resources or have a record template, by URI (sorted)."""
+@dataclass(slots=True)
+class _Custom:
+    """A binding's own resource URI (Binding.resource_uri): a fixed URI on a reader, a template on a select."""
+
+    uri: str
+    mount: _Mount
+    binding: str  # its effective name
+    tool_type: str
+    key_field: str
+    template: Template | None
+
+
+@dataclass(slots=True)
+class _Surface:
+    mounts: dict[str, _Mount]  # by default URI, sorted
+    resources: dict[str, _Custom]  # fixed custom URIs
+    templates: list[_Custom]  # custom record templates, in the order they are tried (resource_uris.ordered)
+
+
+def _surface(instance: McpInstance) -> _Surface:
+    """The instance's resources and record templates: default URIs by mount, and the bindings' own URIs.
+
+    A binding with a resource_uri serves its mount at that URI; the mount keeps its default URI (or
+    template) while another binding without one reads it. A resource_uri that no longer suits its tool's
+    type (the tool's type changed since) is ignored: the binding serves at the default URI.
+    """
     rows = (
         Binding.objects.filter(
             mcp_instance_id=instance.pk,
@@ -105,6 +136,7 @@ def _mounts(instance: McpInstance) -> dict[str, _Mount]:
         .order_by("name_key", "id")
         .values_list(
             "name_override",
+            "resource_uri",
             "tool__name",
             "tool__type",
             "tool__json_path",
@@ -115,22 +147,36 @@ def _mounts(instance: McpInstance) -> dict[str, _Mount]:
         )
     )
     mounts: dict[tuple[int, str], _Mount] = {}
-    for override, tool_name, tool_type, json_path, metadata, table_id, table_name, description in rows:
+    resources: dict[str, _Custom] = {}
+    templates: dict[str, _Custom] = {}
+    for override, resource_uri, tool_name, tool_type, json_path, metadata, table_id, table_name, description in rows:
         mount = mounts.setdefault(
             (table_id, json_path or ""), _Mount(table_id, table_name, description or "", json_path or "")
         )
         name = override or tool_name
-        if tool_type == RECORD_TYPE:
+        record = tool_type == RECORD_TYPE
+        key_field = ((metadata or {}).get("key_field") or "id") if record else "id"
+        if not record:
+            mount.readable = True
+        if resource_uri and resource_uri_problem(resource_uri, record=record) is None:
+            custom = _Custom(resource_uri, mount, name, tool_type, key_field, parse_template(resource_uri))
+            (templates if record else resources).setdefault(resource_uri, custom)
+        elif record:
             if mount.selector is None:
-                mount.selector = name
-                mount.key_field = (metadata or {}).get("key_field") or "id"
+                mount.selector, mount.key_field = name, key_field
         elif mount.reader is None or (tool_type == ToolType.GET_ALL_DATA != mount.reader_type):
             mount.reader, mount.reader_type = name, tool_type
-    return {mount.uri: mount for mount in sorted(mounts.values(), key=lambda m: m.uri)}
+    by_template = {custom.template: custom for custom in templates.values() if custom.template is not None}
+    return _Surface(
+        mounts={mount.uri: mount for mount in sorted(mounts.values(), key=lambda m: m.uri)},
+        resources=resources,
+        templates=[by_template[template] for template in ordered(list(by_template))],
+    )
 
 
 def _page(items: list[tuple[str, Any]], cursor: str | None) -> tuple[list[Any], str | None]:
-    """Keyset paging over (uri, entry) pairs sorted by uri, as tools/list pages by name."""
+    """Keyset paging over (uri, entry) pairs, sorted here by uri, as tools/list pages by name."""
+    items = sorted(items, key=lambda item: item[0])
     if cursor:
         after = _decode_cursor(cursor)
         items = [(uri, entry) for uri, entry in items if uri > after]
@@ -144,22 +190,23 @@ def _page(items: list[tuple[str, Any]], cursor: str | None) -> tuple[list[Any], 
 #
 
 
+def _resource_entry(uri: str, mount: _Mount, reader: str) -> dict[str, Any]:
+    described = mount.table_description or f"The data of table {mount.table_name!r}"
+    where = f" at {mount.json_path}" if mount.json_path else ""
+    return {
+        "uri": uri,
+        "name": mount.name,
+        "title": f"{mount.table_name}{where}",
+        "description": f"{described}{where}, as JSON (what the tool {reader} returns).",
+        "mimeType": MIME,
+    }
+
+
 def list_resources_sync(state: RequestState, cursor: str | None) -> dict[str, Any]:
     instance = _current_instance(state)
-    entries = []
-    for uri, mount in _mounts(instance).items():
-        if mount.reader is None:
-            continue
-        described = mount.table_description or f"The data of table {mount.table_name!r}"
-        where = f" at {mount.json_path}" if mount.json_path else ""
-        resource = {
-            "uri": uri,
-            "name": mount.name,
-            "title": f"{mount.table_name}{where}",
-            "description": f"{described}{where}, as JSON (what the tool {mount.reader} returns).",
-            "mimeType": MIME,
-        }
-        entries.append((uri, resource))
+    surface = _surface(instance)
+    entries = [(uri, _resource_entry(uri, m, m.reader)) for uri, m in surface.mounts.items() if m.reader is not None]
+    entries += [(uri, _resource_entry(uri, c.mount, c.binding)) for uri, c in surface.resources.items()]
     resources, next_cursor = _page(entries, cursor)
     result: dict[str, Any] = {"resources": resources}
     if next_cursor is not None:
@@ -167,23 +214,37 @@ def list_resources_sync(state: RequestState, cursor: str | None) -> dict[str, An
     return result
 
 
+def _template_entry(
+    uri_template: str, mount: _Mount, selector: str, key_field: str, variable: str | None
+) -> dict[str, Any]:
+    """A template's listing; `variable` None for a default `{?key}` template (worded as before issue 15's URIs)."""
+    key = f"{variable} = the record's {key_field!r}" if variable is not None else repr(key_field)
+    return {
+        "uriTemplate": uri_template,
+        "name": f"{mount.name} record",
+        "title": f"One record of {mount.table_name}" + (f" at {mount.json_path}" if mount.json_path else ""),
+        "description": (
+            f"One record by its key ({key}, compared as a string), as JSON: what the tool {selector} returns for "
+            "that key."
+        ),
+        "mimeType": MIME,
+    }
+
+
 def list_resource_templates_sync(state: RequestState, cursor: str | None) -> dict[str, Any]:
     instance = _current_instance(state)
-    entries = []
-    for uri, mount in _mounts(instance).items():
-        if mount.selector is None:
-            continue
-        template = {
-            "uriTemplate": uri + "{?key}",
-            "name": f"{mount.name} record",
-            "title": f"One record of {mount.table_name}" + (f" at {mount.json_path}" if mount.json_path else ""),
-            "description": (
-                f"One record by its key ({mount.key_field!r}, compared as a string), as JSON: what the tool "
-                f"{mount.selector} returns for that key."
-            ),
-            "mimeType": MIME,
-        }
-        entries.append((uri, template))
+    surface = _surface(instance)
+    entries = [
+        # Paged by the mount's URI, as before issue 15's URIs (the same order and cursors).
+        (uri, _template_entry(uri + "{?key}", m, m.selector, m.key_field, None))
+        for uri, m in surface.mounts.items()
+        if m.selector is not None
+    ]
+    entries += [
+        (c.uri, _template_entry(c.uri, c.mount, c.binding, c.key_field, c.template.variable))
+        for c in surface.templates
+        if c.template is not None
+    ]
     templates, next_cursor = _page(entries, cursor)
     result: dict[str, Any] = {"resourceTemplates": templates}
     if next_cursor is not None:
@@ -197,11 +258,7 @@ def _not_found(uri: str, why: str) -> MCPError:
 
 
 def _split(uri: str) -> tuple[str, dict[str, str]]:
-    """The resource's base URI and its query (`key` or `cursor`), refusing anything else."""
-    if len(uri) > MAX_URI:
-        raise MCPError(types.INVALID_PARAMS, f"The URI is over {MAX_URI} characters.")
-    if not uri.startswith(SCHEME):
-        raise _not_found(uri, f"this server's resources start with {SCHEME}")
+    """A default resource's base URI and its query (`key` or `cursor`), refusing anything else."""
     parts = urlsplit(uri)
     query = {name: values[-1] for name, values in parse_qs(parts.query, keep_blank_values=True).items()}
     unknown = sorted(set(query) - {"key", "cursor"})
@@ -224,36 +281,79 @@ def _pipeline_error(error: ToolError) -> MCPError:
     return MCPError(types.INVALID_PARAMS, f"{error.code}: {error.message}", error.as_dict())
 
 
-def read_resource_sync(state: RequestState, uri: str) -> dict[str, Any]:
-    base, query = _split(uri)
-    instance = _current_instance(state)
-    mount = _mounts(instance).get(base)
-    if mount is None:
-        raise _not_found(uri, "no enabled tool of this instance reads that table and path")
-    if "key" in query:
-        if mount.selector is None:
-            raise _not_found(uri, "records of this mount are not served by key: no select tool is bound")
-        outcome = _run(state, mount.selector, {"keys": [query["key"]]})
-        items = outcome.value.get("items") if isinstance(outcome.value, dict) else None
-        if not items:
-            raise _not_found(uri, f"no record has the key {query['key'][:100]!r}")
-        text = json.dumps(items[0], ensure_ascii=False, separators=(",", ":"))
-        return {"contents": [{"uri": uri, "mimeType": MIME, "text": text}]}
-    if mount.reader is None:
-        raise _not_found(uri, "only single records of this mount are served (add ?key=<key>)")
-    assert mount.reader_type is not None
-    arguments = dict(READERS[mount.reader_type])
-    if "cursor" in query:
-        arguments["cursor"] = query["cursor"]
-    outcome = _run(state, mount.reader, arguments)
+def _read_record(state: RequestState, uri: str, selector: str, key: str) -> dict[str, Any]:
+    outcome = _run(state, selector, {"keys": [key]})
+    items = outcome.value.get("items") if isinstance(outcome.value, dict) else None
+    if not items:
+        raise _not_found(uri, f"no record has the key {key[:100]!r}")
+    text = json.dumps(items[0], ensure_ascii=False, separators=(",", ":"))
+    return {"contents": [{"uri": uri, "mimeType": MIME, "text": text}]}
+
+
+def _read_whole(
+    state: RequestState, uri: str, reader: str, reader_type: str, cursor: str | None, next_page: Any
+) -> dict[str, Any]:
+    arguments = dict(READERS[reader_type])
+    if cursor is not None:
+        arguments["cursor"] = cursor
+    outcome = _run(state, reader, arguments)
     content: dict[str, Any] = {"uri": uri, "mimeType": MIME, "text": outcome.text}
     if outcome.page is not None:
         next_cursor = outcome.value.get("next_cursor") if isinstance(outcome.value, dict) else None
         # A page of a list over the budget (docs/paging.md): where the next one is.
         content["_meta"] = {"toolhub/page": outcome.page.note}
         if next_cursor:
-            content["_meta"]["toolhub/next"] = f"{base}?cursor={quote(next_cursor, safe='')}"
+            content["_meta"]["toolhub/next"] = next_page(quote(next_cursor, safe=""))
     return {"contents": [content]}
+
+
+def _read_default(state: RequestState, surface: _Surface, uri: str) -> dict[str, Any]:
+    base, query = _split(uri)
+    mount = surface.mounts.get(base)
+    if mount is None:
+        raise _not_found(uri, "no enabled tool of this instance reads that table and path")
+    if "key" in query:
+        if mount.selector is None:
+            raise _not_found(uri, "records of this mount are not served by key: no select tool is bound")
+        return _read_record(state, uri, mount.selector, query["key"])
+    if mount.reader is None:
+        raise _not_found(uri, "only single records of this mount are served (add ?key=<key>)")
+    assert mount.reader_type is not None
+    return _read_whole(
+        state, uri, mount.reader, mount.reader_type, query.get("cursor"), lambda cursor: f"{base}?cursor={cursor}"
+    )
+
+
+CUSTOM_CURSOR = re.compile(r"^(?P<base>.+)[?&]cursor=(?P<cursor>[^&#]*)$")
+
+
+def read_resource_sync(state: RequestState, uri: str) -> dict[str, Any]:
+    if len(uri) > MAX_URI:
+        raise MCPError(types.INVALID_PARAMS, f"The URI is over {MAX_URI} characters.")
+    instance = _current_instance(state)
+    surface = _surface(instance)
+    if uri.startswith(SCHEME):
+        return _read_default(state, surface, uri)
+    # A binding's own URI (issue 15): a fixed one, a page of one (<uri>?cursor=...), or a record template's.
+    cursor = None
+    custom = surface.resources.get(uri)
+    if custom is None and (paged := CUSTOM_CURSOR.match(uri)) is not None:
+        custom = surface.resources.get(paged["base"])
+        cursor = unquote(paged["cursor"]) if custom is not None else None
+    if custom is not None:
+        base = custom.uri
+        separator = "&" if "?" in base else "?"
+        return _read_whole(
+            state, uri, custom.binding, custom.tool_type, cursor, lambda c: f"{base}{separator}cursor={c}"
+        )
+    for custom in surface.templates:
+        assert custom.template is not None
+        key = custom.template.match(uri)
+        if key is not None:
+            return _read_record(state, uri, custom.binding, key)
+    if uri.startswith(f"{RESERVED_SCHEME}:"):
+        raise _not_found(uri, f"this server's default resources start with {SCHEME}")
+    raise _not_found(uri, "no enabled tool of this instance is served at that URI")
 
 
 #
@@ -367,16 +467,34 @@ def _prefixed(candidates: Any, typed: str) -> list[str]:
     return sorted({str(c) for c in candidates if str(c).lower().startswith(folded)}, key=lambda c: (c.lower(), c))
 
 
-def _record_keys(mount: _Mount) -> list[Any]:
+def _record_keys(mount: _Mount, key_field: str) -> list[Any]:
     _, data = table_data(mount.table_id)
     try:
-        collection = Mount(mount.json_path, mount.key_field).collection(data)
+        collection = Mount(mount.json_path, key_field).collection(data)
     except ToolError:
         return []
     if isinstance(collection, dict):
         return list(collection)
-    keys = [record.get(mount.key_field) for record in collection if isinstance(record, dict)]
+    keys = [record.get(key_field) for record in collection if isinstance(record, dict)]
     return [key for key in keys if isinstance(key, str | int | float) and not isinstance(key, bool)]
+
+
+def _template_keys(instance: McpInstance, uri: Any, name: Any) -> list[Any] | None:
+    """The keys a record template's variable completes to, or None when `uri` and `name` are no template's
+    variable. Keys are offered only where a bound tool already reads the mount whole: a select-only mount
+    answers for a key the caller knows, and completion must not list what no tool would."""
+    if not isinstance(uri, str) or not isinstance(name, str):
+        return None
+    surface = _surface(instance)
+    if uri.endswith("{?key}") and name == "key":
+        mount = surface.mounts.get(uri[: -len("{?key}")])
+        if mount is not None and mount.selector is not None:
+            return _record_keys(mount, mount.key_field) if mount.readable else []
+        return None
+    for custom in surface.templates:
+        if custom.uri == uri and custom.template is not None and custom.template.variable == name:
+            return _record_keys(custom.mount, custom.key_field) if custom.mount.readable else []
+    return None
 
 
 def complete_sync(state: RequestState, ref: dict[str, Any], argument: dict[str, Any]) -> dict[str, Any]:
@@ -395,12 +513,8 @@ def complete_sync(state: RequestState, ref: dict[str, Any], argument: dict[str, 
             names = [doc.name for doc in index.docs if doc.name.lower() not in chosen]
             return _completion([head + found for found in _prefixed(names, last.strip())])
         return _completion([])
-    if ref.get("type") == "ref/resource" and name == "key":
-        uri = ref.get("uri")
-        if isinstance(uri, str) and uri.endswith("{?key}"):
-            mount = _mounts(instance).get(uri[: -len("{?key}")])
-            # Keys are offered only where a bound tool already reads the mount whole: a select-only mount
-            # answers for a key the caller knows, and completion must not list what no tool would.
-            if mount is not None and mount.selector is not None and mount.reader is not None:
-                return _completion(_prefixed(_record_keys(mount), typed))
+    if ref.get("type") == "ref/resource":
+        keys = _template_keys(instance, ref.get("uri"), name)
+        if keys:
+            return _completion(_prefixed(keys, typed))
     return _completion([])

@@ -8,8 +8,9 @@ Request path (McpEndpoint.__call__):
    after a fresh key check.
 2. The SDK's StreamableHTTPSessionManager (stateless, JSON responses) serves both protocol eras:
    the 2025-11-25 handshake and the session-less 2026-07-28 revision. A request that asks for progress or
-   log notifications (a progress token, a log level in `_meta`) goes to a second, streaming manager: its
-   answer is an SSE stream carrying them, ended by the result (issue 15; nothing outlives the request).
+   log notifications (a progress token, a log level in `_meta`), and a 2025-11-25 tools/call on an instance
+   with a log level (McpInstance.log_level), go to a second, streaming manager: the answer is an SSE stream
+   carrying them, ended by the result (issue 15; nothing outlives the request).
 3. The protocol handlers (mcp_app.handlers) re-check the key and the instance in their database hop. An
    answer the SDK gives without reaching a handler (a refused header, params that fail its validation)
    goes out only after a fresh key check too (_guard_send).
@@ -26,6 +27,7 @@ from typing import Any
 from django.conf import settings
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tools_app import telemetry
 from tools_app.oauth import SCOPE_ALL, public_base
@@ -40,7 +42,7 @@ from .auth import (
 )
 from .handlers import STATE_KEY, RequestState, build_server
 from .hops import DatabaseHops
-from .messages import REQUEST, Problem, classify, wants_stream
+from .messages import REQUEST, Problem, classify, is_tool_call, wants_stream
 from .rate_limit import refuse_over_rate
 
 logger = logging.getLogger(__name__)
@@ -58,6 +60,23 @@ def _header(scope: dict, name: bytes) -> str | None:
         if key == name:
             return value.decode("latin-1")
     return None
+
+
+def _logs_every_call(caller: Any, scope: dict, body: bytes) -> bool:
+    """Issue 15: a tools/call of a handshake-era client (2025-11-25 and before) that accepts a stream, on an
+    instance with a log level: answered with a stream carrying the call's log messages (handlers._Notifier).
+
+    By the caller's hint (auth_cache): the handler re-reads the level in the call's own query and sends what
+    it says, so a stale hint only changes the answer's form, for one request of this worker. 2026-07-28
+    requests are left out: that revision sends logs only to a request that asks in its `_meta` (wants_stream).
+    """
+    if not caller.log_level:
+        return False
+    if (_header(scope, b"mcp-protocol-version") or "") in MODERN_PROTOCOL_VERSIONS:
+        return False
+    if "text/event-stream" not in (_header(scope, b"accept") or ""):
+        return False
+    return is_tool_call(body)
 
 
 async def send_denied(send: Any, denied: Denied) -> None:
@@ -324,7 +343,7 @@ class McpEndpoint:
         if self._manager is None:
             await send_denied(send, Denied(503, "The MCP endpoint is not running (start the ASGI lifespan)."))
             return
-        streamed = self._streaming is not None and wants_stream(body)
+        streamed = self._streaming is not None and (wants_stream(body) or _logs_every_call(caller, scope, body))
         state = RequestState(caller=caller, key_hash=key_hash, verified=verified, streamed=streamed)
         scope = {**scope, STATE_KEY: state}
         manager = self._streaming if streamed and self._streaming is not None else self._manager

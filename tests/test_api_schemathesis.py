@@ -23,7 +23,8 @@ What a schema cannot state is handled here, once, in the open:
   on stored data or on another parameter's value (wrong credentials; a regex that does not compile; a
   category no tool has; a tool change whose result breaks its type's rules; an imported file whose content
   does not parse in its format; a mount or preview keys not in the table's data; a prompt whose template
-  uses an undeclared argument, whose arguments repeat a name, or named usage_guide). Each is matched narrowly.
+  uses an undeclared argument, whose arguments repeat a name, or named usage_guide; a binding's resource URI
+  that does not suit its tool's type or clashes on the instance). Each is matched narrowly.
 """
 
 import json
@@ -246,6 +247,9 @@ def documented_refusal(case, response, schema_document: dict) -> str | None:
         return "the file must parse in its format, given or from its name (documented on the operation)"
     if operation in PROMPT_WRITES and code == "VALIDATION_ERROR" and _prompt_rule(fields):
         return "placeholders are declared arguments, argument names distinct, usage_guide reserved (documented)"
+    if operation in ("bindings_create", "bindings_partial_update") and code == "VALIDATION_ERROR":
+        if set(fields) == {"resource_uri"}:
+            return "a resource URI must suit the tool's type and be unique on the instance (documented on the field)"
     if operation in ("tools_update", "tools_partial_update") and code == "VALIDATION_ERROR":
         if _breaks_type_rules(_tool_after_change(case), schema_document):
             return "the changed tool breaks its type's rules (documented on the operation)"

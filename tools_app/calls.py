@@ -137,6 +137,7 @@ class CallTarget:
     key_rate_limit: str | None = None  # over MCP: the instance's rate per key, as read now (issue 13)
     instance_slug: str = ""  # over MCP: the instance's slug, the metrics' `instance` label (issue 18)
     discovery: str | None = None  # over MCP: the instance's discovery mode (the call_tool proxy, issue 15)
+    log_level: str | None = None  # over MCP: the instance's log level, as read now (issue 15); "" = off
 
     @property
     def found(self) -> bool:

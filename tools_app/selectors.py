@@ -3,6 +3,7 @@
 - binding_call_target: what an MCP tools/call resolves to, in one statement.
 - name_clashes: SPEC §2.4's cross-row rule, the one place that says which bindings hold a name on an
   instance; model validation, the services and the admin forms all ask it.
+- resource_uri_clash: the same for custom resource URIs (issue 15, tools_app.resource_uris).
 """
 
 import functools
@@ -16,8 +17,9 @@ from oauth2_provider.models import get_access_token_model
 
 from . import calls  # calls -> services -> selectors: CallTarget is looked up when used
 from .models import ApiKey, Binding, McpInstance, NameClash, Table, Tool
+from .resource_uris import conflict
 
-__all__ = ["binding_call_target", "name_clashes"]
+__all__ = ["binding_call_target", "name_clashes", "resource_uri_clash"]
 
 
 def name_clashes(
@@ -33,6 +35,21 @@ def name_clashes(
     if exclude_tool is not None:
         clashes = clashes.exclude(tool_id=exclude_tool)
     return [NameClash.of(binding) for binding in clashes.select_related("mcp_instance", "tool").order_by("pk")]
+
+
+def resource_uri_clash(*, instance_id: int, uri: str, exclude_binding: int | None = None) -> str | None:
+    """Why `uri` cannot be a resource URI of instance `instance_id` next to its other bindings' custom URIs
+    (tools_app.resource_uris.conflict: unique; a template the same as another or matching a fixed URI), or
+    None. Binding.clean asks it; the binding services ask again under the instance's lock."""
+    others = Binding.objects.with_resource_uri(instance_id).select_related("tool", "mcp_instance").order_by("pk")
+    if exclude_binding is not None:
+        others = others.exclude(pk=exclude_binding)
+    for other in others:
+        problem = conflict(uri, other.resource_uri)
+        if problem is not None:
+            where = f"of the tool {other.effective_name!r} on the instance {other.mcp_instance.name!r}"
+            return problem.replace("{where}", where)
+    return None
 
 
 @functools.cache
@@ -65,6 +82,7 @@ def _call_target_sql(vendor: str, oauth: bool = False) -> str:
         col("v", v, "version"),
         col("i", i, "key_rate_limit"),
         col("i", i, "discovery"),
+        col("i", i, "log_level"),
     ]
     if oauth:
         # The access token (issue 16) in place of the key: its audience and user were checked when the
@@ -129,6 +147,7 @@ def binding_call_target(
         table_version,
         key_rate_limit,
         discovery,
+        log_level,
     ) = row[1:]
     return calls.CallTarget(
         owner_id=owner_id,
@@ -148,4 +167,5 @@ def binding_call_target(
         key_rate_limit=key_rate_limit,
         instance_slug=slug,
         discovery=discovery,
+        log_level=log_level,
     )

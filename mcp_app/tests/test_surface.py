@@ -341,7 +341,7 @@ def test_set_level_is_accepted_in_the_handshake_era(shop):
     assert reply["result"] == {}
 
 
-@pytest.mark.parametrize(("mode", "log_level"), [("legacy", None), ("auto", "info")])
+@pytest.mark.parametrize(("mode", "log_level"), [("legacy", None), ("auto", "debug")])
 def test_sdk_client_gets_progress_and_logs_on_the_call_that_asked(shop, mode, log_level):
     # given
     progress, logs = [], []
@@ -369,6 +369,7 @@ def test_sdk_client_gets_progress_and_logs_on_the_call_that_asked(shop, mode, lo
         (3, 3, "orders_query done"),
     ]
     assert [log.data["message"] for log in logs][-4:] == [message for _, _, message in progress]
+    assert [log.level for log in logs][-4:] == ["debug", "debug", "debug", "info"]
 
 
 @pytest.mark.parametrize("era", ERAS)

@@ -8,11 +8,13 @@ import json
 from typing import Any
 
 from django import forms
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 
 from tools_app.admin.tool_forms import ModelMessagesForm, OwnerAwareModelForm, PrettyJSONField
 from tools_app.budgets import default_limits
 from tools_app.models import ApiKey, Binding, McpInstance, NameClash, Prompt, name_conflict_error, prompt_name_conflict
+from tools_app.resource_uris import conflict
 from tools_app.selectors import name_clashes
 
 KEY_PLACEHOLDER = "<YOUR_API_KEY>"
@@ -34,6 +36,7 @@ class McpInstanceAdminForm(OwnerAwareModelForm):
             "query_max_elements",
             "query_max_bytes",
             "key_rate_limit",
+            "log_level",
         ]
         widgets = {
             "description": forms.Textarea(attrs={"rows": 3}),
@@ -85,7 +88,7 @@ class BindingAdminForm(ModelMessagesForm):
 
     class Meta:
         model = Binding
-        fields = ["mcp_instance", "tool", "enabled", "name_override", "description_override"]
+        fields = ["mcp_instance", "tool", "enabled", "name_override", "description_override", "resource_uri"]
         widgets = {"description_override": forms.Textarea(attrs={"rows": 3})}
 
     def _post_clean(self):
@@ -104,10 +107,11 @@ class BindingAdminForm(ModelMessagesForm):
 class BindingInlineForm(ModelMessagesForm):
     class Meta:
         model = Binding
-        fields = ["tool", "enabled", "name_override", "description_override"]
+        fields = ["tool", "enabled", "name_override", "description_override", "resource_uri"]
         widgets = {
             "description_override": forms.Textarea(attrs={"rows": 1, "cols": 40}),
             "name_override": forms.TextInput(attrs={"size": 20}),
+            "resource_uri": forms.TextInput(attrs={"size": 24}),
         }
 
 
@@ -193,6 +197,25 @@ class BindingInlineFormSet(forms.BaseInlineFormSet):
                 form.add_error(None, name_conflict_error(field, name, [seen[key]]))
             else:
                 seen[key] = NameClash(label, form.cleaned_data["tool"].name, name)
+        self._check_resource_uris([form for form, _, _ in checks], label)
+
+    def _check_resource_uris(self, forms_kept: list, label: str) -> None:
+        """Issue 15 across the rows of one submit: their resource URIs may not clash with each other (each
+        row was checked against the stored bindings by Binding.clean; the service re-checks under lock)."""
+        earlier: list[tuple[str, str]] = []
+        for form in forms_kept:
+            uri = form.cleaned_data.get("resource_uri") or ""
+            if not uri:
+                continue
+            name = form.cleaned_data.get("name_override") or form.cleaned_data["tool"].name
+            for other, other_name in earlier:
+                problem = conflict(uri, other)
+                if problem is not None:
+                    where = f"of the tool {other_name!r} on the instance {label!r}"
+                    form.add_error("resource_uri", ValidationError(problem.replace("{where}", where), code="unique"))
+                    break
+            else:
+                earlier.append((uri, name))
 
 
 class ApiKeyAdminForm(ModelMessagesForm):

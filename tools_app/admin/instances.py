@@ -110,7 +110,7 @@ class BindingInline(admin.TabularInline):
     model = Binding
     form = BindingInlineForm
     formset = BindingInlineFormSet
-    fields = ["tool", "tool_type", "enabled", "name_override", "description_override"]
+    fields = ["tool", "tool_type", "enabled", "name_override", "description_override", "resource_uri"]
     readonly_fields = ["tool_type"]
     extra = 1
     verbose_name = "bound tool"
@@ -171,6 +171,14 @@ class McpInstanceAdmin(OwnedAdmin):
             },
         ),
         ("Limits", {"fields": ["key_rate_limit"]}),
+        (
+            "Logging",
+            {
+                "fields": ["log_level"],
+                "description": "Log messages of every tool call, for MCP clients that cannot keep a level between "
+                "requests (docs/mcp-clients.md, Progress and logs).",
+            },
+        ),
     ]
 
     class Media:
@@ -228,6 +236,7 @@ class McpInstanceAdmin(OwnedAdmin):
                 "enabled": binding.enabled,
                 "name_override": binding.name_override,
                 "description_override": binding.description_override,
+                "resource_uri": binding.resource_uri,
             }
             if binding.pk is None:
                 self.service(
@@ -405,6 +414,7 @@ class BindingAdmin(InstanceColumn, OwnedAdmin):
             "enabled": obj.enabled,
             "name_override": obj.name_override,
             "description_override": obj.description_override,
+            "resource_uri": obj.resource_uri,
         }
         if change:
             self.service(services.binding_update, binding=obj, tool=obj.tool, mcp_instance=obj.mcp_instance, **fields)

@@ -9,7 +9,7 @@ from rest_framework import serializers
 
 from tools_app import services
 from tools_app.api.serializers import FullCleanModelSerializer, OwnedPrimaryKeyRelatedField, StrictSerializerMixin
-from tools_app.models import ApiKey, Binding, McpInstance, Prompt, Tool
+from tools_app.models import ApiKey, Binding, LogLevel, McpInstance, Prompt, Tool
 from tools_app.validators import MAX_PROMPT_ARGUMENT_DESCRIPTION, MAX_PROMPT_ARGUMENTS, PROMPT_ARGUMENT_NAME_RE
 
 from .schema import NO_NUL
@@ -53,6 +53,15 @@ class McpInstanceSerializer(FullCleanModelSerializer):
 
     owner = serializers.CharField(source="owner.username", read_only=True)
     endpoint_url = serializers.SerializerMethodField(help_text="Absolute URL of the MCP endpoint /mcp/<slug>/.")
+    log_level = serializers.ChoiceField(
+        choices=LogLevel.choices,
+        allow_blank=True,
+        allow_null=True,
+        required=False,
+        help_text="Issue 15: send MCP clients log messages (notifications/message) of every tool call at this level "
+        "and above, on a streamed answer (debug: each step; info: the end; warning: failures). Empty or null: "
+        "off, answered as an empty string. See docs/mcp-clients.md.",
+    )
 
     class Meta:
         model = McpInstance
@@ -70,6 +79,7 @@ class McpInstanceSerializer(FullCleanModelSerializer):
             "query_max_elements",
             "query_max_bytes",
             "key_rate_limit",
+            "log_level",
             "endpoint_url",
             "owner",
             "created_at",
@@ -80,6 +90,9 @@ class McpInstanceSerializer(FullCleanModelSerializer):
     @extend_schema_field(serializers.URLField())
     def get_endpoint_url(self, instance) -> str:
         return endpoint_url(instance, self.context.get("request"))
+
+    def validate_log_level(self, value: str | None) -> str:
+        return value or ""  # null and "" both mean off
 
     def create(self, validated_data):
         return services.instance_create(owner=self.owner(), **validated_data)
@@ -129,7 +142,7 @@ class BindingSerializer(FullCleanModelSerializer):
     # collision is reported as NAME_CONFLICT (409) rather than as a generic unique-constraint error.
     full_clean_kwargs = {"validate_constraints": False}
     request_examples = {"bind": {"mcp_instance": 1, "tool": 1, "enabled": True, "name_override": "find_orders"}}
-    patch_examples = {"rename": {"name_override": "orders_lookup"}}
+    patch_examples = {"rename": {"name_override": "orders_lookup"}, "resource_uri": {"resource_uri": "orders://all"}}
 
     mcp_instance = OwnedPrimaryKeyRelatedField(McpInstance, help_text="Id of one of your MCP instances.")
     tool = OwnedPrimaryKeyRelatedField(Tool, help_text="Id of one of your tools.")
@@ -145,6 +158,7 @@ class BindingSerializer(FullCleanModelSerializer):
             "enabled",
             "name_override",
             "description_override",
+            "resource_uri",
             "effective_name",
             "effective_description",
             "created_at",

@@ -115,8 +115,16 @@ _COUNT = "0*[1-9][0-9]*"
 RATE_PATTERN = f"^{WS}*{_COUNT}{WS}*(?:/|{WS}*[Pp][Ee][Rr]{WS}*){WS}*(?:{_COUNT})?{WS}*{_GRANULARITY}{WS}*$"
 
 
+# A binding's resource_uri (issue 15, tools_app.resource_uris.validate_resource_uri): a scheme, then no
+# whitespace and no control character. What depends on the tool's type and the instance (a fixed URI or a
+# template, the reserved toolhub: scheme, uniqueness) is documented on the field.
+_CONTROLS = "".join(chr(code) for code in (*range(0x20), *range(0x7F, 0xA0)))
+RESOURCE_URI_PATTERN = f"^[a-z][a-z0-9+.-]*:[^{_char_class(''.join(sorted(set(_WHITESPACE + _CONTROLS))))}]*$"
+
+
 def _validator_patterns() -> dict[Any, tuple[str, str]]:
     """Field validators the schema states as a pattern: validator -> (pattern, format name)."""
+    from tools_app.resource_uris import validate_resource_uri
     from tools_app.validators import validate_json_pointer, validate_prompt_name, validate_rate, validate_tool_name
 
     return {
@@ -125,6 +133,7 @@ def _validator_patterns() -> dict[Any, tuple[str, str]]:
         validate_prompt_name: (TOOL_NAME_PATTERN, ""),
         validate_json_pointer: (JSON_POINTER_PATTERN, "json-pointer"),
         validate_rate: (RATE_PATTERN, ""),
+        validate_resource_uri: (RESOURCE_URI_PATTERN, ""),
     }
 
 

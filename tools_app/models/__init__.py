@@ -11,7 +11,7 @@ from .base import OwnedModel
 from .binding import Binding
 from .call import CallLog, CallStatus, Surface
 from .embedding import EmbeddingVector
-from .instance import Discovery, McpInstance
+from .instance import Discovery, LogLevel, McpInstance
 from .prompt import Prompt, PromptArgumentsError, PromptQuerySet, prompt_name_conflict
 from .table import Table, TableSnapshot
 from .table_change import TableChange
@@ -27,6 +27,7 @@ __all__ = [
     "CallStatus",
     "Discovery",
     "EmbeddingVector",
+    "LogLevel",
     "McpInstance",
     "NameClash",
     "OwnedModel",

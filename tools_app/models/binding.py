@@ -3,12 +3,19 @@
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from ..choices import ToolType
+from ..resource_uris import MAX_URI, resource_uri_problem, validate_resource_uri
 from ..validators import MAX_DESCRIPTION, validate_tool_name
 from .instance import McpInstance, OwnedThroughInstanceQuerySet
 from .tool import Tool
 
 
 class BindingQuerySet(OwnedThroughInstanceQuerySet):
+    def with_resource_uri(self, instance_id: int) -> "BindingQuerySet":
+        """The bindings of an instance that name a custom resource URI (enabled or not: a disabled one keeps
+        its URI for when it is enabled again)."""
+        return self.filter(mcp_instance_id=instance_id).exclude(resource_uri="")
+
     def enabled_for(self, instance: McpInstance) -> "BindingQuerySet":
         """SPEC §2.4: the enabled bindings of an instance, the only source of what it exposes."""
         return self.filter(mcp_instance=instance, enabled=True).select_related("tool")
@@ -33,6 +40,19 @@ class Binding(models.Model):
     enabled = models.BooleanField(default=True)
     name_override = models.CharField(max_length=64, blank=True, validators=[validate_tool_name])
     description_override = models.TextField(blank=True, max_length=MAX_DESCRIPTION)
+    # Issue 15 (tools_app.resource_uris): where MCP clients read this binding's mount instead of the default
+    # toolhub://tables/<id>[/<path>] URI. Blank: the default.
+    resource_uri = models.CharField(
+        "resource URI",
+        max_length=MAX_URI,
+        blank=True,
+        validators=[validate_resource_uri],
+        help_text="Optional. On a get_all_data or query_data tool: the URI the whole mount is read at as an MCP "
+        "resource (e.g. 'orders://all'). On a select tool: a record template with one variable for the key "
+        "(e.g. 'orders://order/{id}'). Other tool types take none. Unique on the instance (a template may "
+        "not match another binding's URI there); the toolhub: scheme is reserved. Blank: "
+        "toolhub://tables/<id>[/<path>].",
+    )
     # SPEC §2.4: lower-cased effective name, kept by the services so the database itself refuses
     # two bindings of one instance with the same name (race-proof on every backend).
     name_key = models.CharField(max_length=64, editable=False)
@@ -76,3 +96,29 @@ class Binding(models.Model):
                 )
         if self.tool_id:
             self.name_key = self.effective_name.lower()
+        if self.resource_uri and self.tool_id:
+            self._check_resource_uri()
+
+    def _check_resource_uri(self) -> None:
+        """Issue 15: a fixed URI on a reader, a record template on a select, nothing on other types; unique on
+        the instance (a friendly pre-check: services.instances re-checks it under the instance's lock)."""
+        tool_type = self.tool.type
+        if tool_type not in RESOURCE_URI_TYPES:
+            message = (
+                f"Only get_all_data, query_data and select tools are MCP resources; a {tool_type} tool has no "
+                "resource URI. Leave it blank."
+            )
+            raise ValidationError({"resource_uri": ValidationError(message, code="invalid")})
+        problem = resource_uri_problem(self.resource_uri, record=tool_type == ToolType.SELECT)
+        if problem is not None:
+            raise ValidationError({"resource_uri": ValidationError(problem, code="invalid")})
+        if self.mcp_instance_id:
+            from ..selectors import resource_uri_clash  # selectors read the models: imported when checked
+
+            clash = resource_uri_clash(instance_id=self.mcp_instance_id, uri=self.resource_uri, exclude_binding=self.pk)
+            if clash is not None:
+                raise ValidationError({"resource_uri": ValidationError(clash, code="unique")})
+
+
+# The tool types whose bindings may name a resource URI (mcp_app.surface serves them).
+RESOURCE_URI_TYPES = frozenset({ToolType.GET_ALL_DATA, ToolType.QUERY_DATA, ToolType.SELECT})

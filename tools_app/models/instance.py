@@ -13,6 +13,19 @@ class Discovery(models.TextChoices):
     SEARCH = "search", "Search (list only registry tools)"
 
 
+class LogLevel(models.TextChoices):
+    """The MCP logging levels (RFC 5424 severities), lowest first."""
+
+    DEBUG = "debug", "debug"
+    INFO = "info", "info"
+    NOTICE = "notice", "notice"
+    WARNING = "warning", "warning"
+    ERROR = "error", "error"
+    CRITICAL = "critical", "critical"
+    ALERT = "alert", "alert"
+    EMERGENCY = "emergency", "emergency"
+
+
 class McpInstance(OwnedModel):
     """One MCP endpoint, /mcp/<slug>/, exposing the tools of its enabled bindings."""
 
@@ -57,6 +70,17 @@ class McpInstance(OwnedModel):
         validators=[validate_rate],
         help_text="Requests each API key may send to this endpoint, as <count>/<period> (e.g. '120/minute', "
         "'10/second', '100/5 minutes'). Empty: the server's default (TOOLHUB_RATE_LIMIT_MCP_KEY, 600/minute).",
+    )
+
+    # Issue 15: log messages (notifications/message) on every tools/call, for clients that cannot keep a level
+    # between requests on a stateless server (docs/mcp-clients.md, "Progress and logs"). Empty: off.
+    log_level = models.CharField(
+        max_length=9,
+        blank=True,
+        choices=LogLevel.choices,
+        help_text="Send MCP clients log messages of every tool call at this level and above (debug: each step "
+        "of the call; info: its end; warning: failures), on a streamed answer. Empty: off (clients still get "
+        "them on calls that ask: a progress token, or a log level in the request on 2026-07-28).",
     )
 
     class Meta:

@@ -8,7 +8,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from ..models import API_KEY_PREFIX, ApiKey, Binding, McpInstance, Tool, name_conflict_error
-from ..selectors import name_clashes
+from ..selectors import name_clashes, resource_uri_clash
 from .history import ADDITION, CHANGE, history_record
 from .locks import key_share, lock_rows
 
@@ -25,6 +25,7 @@ INSTANCE_FIELDS = (
     "query_max_elements",
     "query_max_bytes",
     "key_rate_limit",
+    "log_level",
 )
 
 
@@ -73,6 +74,13 @@ def _refusal(binding: Binding, field: str) -> ValidationError | None:
     )
     if clashes:
         return name_conflict_error(field, binding.effective_name, clashes[:1])
+    if binding.resource_uri:
+        # Issue 15: exact under the instance's lock (Binding.clean only pre-checked it).
+        clash = resource_uri_clash(
+            instance_id=binding.mcp_instance_id, uri=binding.resource_uri, exclude_binding=binding.pk
+        )
+        if clash is not None:
+            return ValidationError({"resource_uri": ValidationError(clash, code="unique")})
     return None
 
 
@@ -136,14 +144,17 @@ def binding_create(
     enabled: bool = True,
     name_override: str = "",
     description_override: str = "",
+    resource_uri: str = "",
 ) -> Binding:
-    """Bind a tool to an instance. Refused (NAME_CONFLICT) when its effective name is taken there."""
+    """Bind a tool to an instance. Refused (NAME_CONFLICT) when its effective name is taken there, and on
+    `resource_uri` when that URI does not suit the tool's type or clashes with another of the instance's."""
     binding = Binding(
         mcp_instance=mcp_instance,
         tool=tool,
         enabled=enabled,
         name_override=name_override or "",
         description_override=description_override or "",
+        resource_uri=resource_uri or "",
     )
     return _save_binding(binding, "name_override" if name_override else "tool")
 
@@ -172,12 +183,14 @@ def binding_create_many(*, mcp_instance: McpInstance, tools: list[Tool], enabled
 
 
 def binding_update(*, binding: Binding, **fields: Any) -> Binding:
-    """Change enabled/overrides (or the tool); an override into a collision is refused (NAME_CONFLICT)."""
-    allowed = {"enabled", "name_override", "description_override", "tool", "mcp_instance"}
+    """Change enabled/overrides/resource URI (or the tool); an override into a collision is refused
+    (NAME_CONFLICT), a resource URI that clashes on `resource_uri`."""
+    allowed = {"enabled", "name_override", "description_override", "resource_uri", "tool", "mcp_instance"}
     for key, value in fields.items():
         if key not in allowed:
             raise TypeError(f"binding_update got an unexpected field {key!r}")
-        setattr(binding, key, "" if value is None and key.endswith("_override") else value)
+        blank_if_none = key.endswith("_override") or key == "resource_uri"
+        setattr(binding, key, "" if value is None and blank_if_none else value)
     return _save_binding(binding, "name_override" if binding.name_override else "tool")
 
 
