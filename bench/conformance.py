@@ -6,7 +6,8 @@ Installs @modelcontextprotocol/conformance@0.1.16 and a node 22 binary (npm pack
 into bench/conformance/ on first use, migrates a temporary SQLite database, creates a dedicated
 instance whose tools carry the fixed names the scenarios call (test_simple_text, test_error_handling,
 json_schema_2020_12_tool, ...), whose bindings name the resource URIs the resource scenarios read
-(test://static-text, test://template/{id}/data) and whose log level is debug, serves toolhub with uvicorn on
+(test://static-text, test://template/{id}/data), whose prompts are the ones the prompt scenarios get
+(test_simple_prompt, test_prompt_with_arguments) and whose log level is debug, serves toolhub with uvicorn on
 a free loopback port, and runs the suite.
 
 The suite cannot send an API key, so it talks to a small loopback proxy that adds
@@ -87,6 +88,15 @@ binding_create(mcp_instance=instance, tool=static_text, resource_uri="test://sta
 record = services.tool_create(owner=user, name="record_by_id", type="select", table=records,
                               description="Records by id.")
 binding_create(mcp_instance=instance, tool=record, resource_uri="test://template/{id}/data")
+# Issue 15: the owner's own prompts, one without arguments and one whose two arguments fill its template.
+services.prompt_create(mcp_instance=instance, name="test_simple_prompt", description="A prompt without arguments",
+                       template="This is a simple prompt for testing.")
+services.prompt_create(
+    mcp_instance=instance, name="test_prompt_with_arguments", description="A prompt with required arguments",
+    arguments=[{"name": "arg1", "description": "First test argument", "required": True},
+               {"name": "arg2", "description": "Second test argument", "required": True}],
+    template="Prompt with arguments: arg1='{{arg1}}', arg2='{{arg2}}'",
+)
 _, key = api_key_issue(mcp_instance=instance, label="conformance")
 print(json.dumps({"key": key}))
 """
