@@ -11,6 +11,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 
+from tools_app import services
 from tools_app.admin.tool_forms import ModelMessagesForm, OwnerAwareModelForm, PrettyJSONField
 from tools_app.budgets import default_limits
 from tools_app.models import ApiKey, Binding, McpInstance, NameClash, Prompt, name_conflict_error, prompt_name_conflict
@@ -23,21 +24,7 @@ KEY_PLACEHOLDER = "<YOUR_API_KEY>"
 class McpInstanceAdminForm(OwnerAwareModelForm):
     class Meta:
         model = McpInstance
-        fields = [
-            "name",
-            "slug",
-            "description",
-            "instructions",
-            "enabled",
-            "discovery",
-            "allow_registration",
-            "max_result_bytes",
-            "query_cpu_ms",
-            "query_max_elements",
-            "query_max_bytes",
-            "key_rate_limit",
-            "log_level",
-        ]
+        fields = list(services.INSTANCE_FIELDS)  # what the instance services write, and nothing else
         widgets = {
             "description": forms.Textarea(attrs={"rows": 3}),
             "instructions": forms.Textarea(attrs={"rows": 4}),

@@ -67,19 +67,7 @@ class McpInstanceSerializer(FullCleanModelSerializer):
         model = McpInstance
         fields = [
             "id",
-            "name",
-            "slug",
-            "description",
-            "instructions",
-            "enabled",
-            "discovery",
-            "allow_registration",
-            "max_result_bytes",
-            "query_cpu_ms",
-            "query_max_elements",
-            "query_max_bytes",
-            "key_rate_limit",
-            "log_level",
+            *services.INSTANCE_FIELDS,  # what the instance services write
             "endpoint_url",
             "owner",
             "created_at",
