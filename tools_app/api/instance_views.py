@@ -71,6 +71,21 @@ class McpInstanceViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
 INSTANCE_PK = OpenApiParameter("instance_pk", OpenApiTypes.INT, OpenApiParameter.PATH, description="Instance id.")
 
 
+class OfInstanceMixin(OwnedViewSetMixin):
+    """A view set of what belongs to the instance in the URL (`instance_pk`): its keys, its prompts."""
+
+    def get_instance(self) -> McpInstance:
+        """The instance in the URL: the caller's own (any for a superuser), else 404."""
+        if not hasattr(self, "_instance"):
+            self._instance = get_owned_or_404(McpInstance, self.request.user, self.kwargs.get("instance_pk"))
+        return self._instance
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return self.queryset.none()
+        return super().get_queryset().filter(mcp_instance=self.get_instance())
+
+
 @extend_schema_view(
     list=extend_schema(summary="List an instance's API keys (never their secrets)", parameters=[INSTANCE_PK]),
     retrieve=extend_schema(summary="Get one API key (never its secret)", parameters=[INSTANCE_PK]),
@@ -90,7 +105,7 @@ class ApiKeyViewSet(
     mixins.RetrieveModelMixin,
     mixins.CreateModelMixin,
     mixins.DestroyModelMixin,
-    OwnedViewSetMixin,
+    OfInstanceMixin,
     viewsets.GenericViewSet,
 ):
     """The API keys of one of your MCP instances. A key's secret is shown once, in the response that issues it."""
@@ -98,17 +113,6 @@ class ApiKeyViewSet(
     queryset = ApiKey.objects.all()
     serializer_class = ApiKeySerializer
     filter_backends = []
-
-    def get_instance(self) -> McpInstance:
-        """The instance in the URL: the caller's own (any for a superuser), else 404."""
-        if not hasattr(self, "_instance"):
-            self._instance = get_owned_or_404(McpInstance, self.request.user, self.kwargs.get("instance_pk"))
-        return self._instance
-
-    def get_queryset(self):
-        if getattr(self, "swagger_fake_view", False):
-            return ApiKey.objects.none()
-        return super().get_queryset().filter(mcp_instance=self.get_instance())
 
     def get_serializer_class(self):
         return ApiKeyCreateSerializer if self.action == "create" else ApiKeySerializer
@@ -191,23 +195,12 @@ PROMPT_REFUSALS = {
     ),
     destroy=extend_schema(summary="Delete a prompt of an instance", parameters=[INSTANCE_PK]),
 )
-class PromptViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
+class PromptViewSet(OfInstanceMixin, viewsets.ModelViewSet):
     """The prompts one of your MCP instances serves to MCP clients (issue 15), besides the built-in usage_guide."""
 
     queryset = Prompt.objects.all()
     serializer_class = PromptSerializer
     filter_backends = []
-
-    def get_instance(self) -> McpInstance:
-        """The instance in the URL: the caller's own (any for a superuser), else 404."""
-        if not hasattr(self, "_instance"):
-            self._instance = get_owned_or_404(McpInstance, self.request.user, self.kwargs.get("instance_pk"))
-        return self._instance
-
-    def get_queryset(self):
-        if getattr(self, "swagger_fake_view", False):
-            return Prompt.objects.none()
-        return super().get_queryset().filter(mcp_instance=self.get_instance())
 
     def perform_create(self, serializer):
         serializer.save(mcp_instance=self.get_instance())
