@@ -18,6 +18,7 @@ refusals may be that old, never a grant.
 
 import time
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -202,16 +203,7 @@ def authenticate(slug: str, key_hash: str | None, base: str = "") -> Caller:
     if not instance["owner__is_active"]:
         auth_cache.forget(slug, key_hash)
         raise unauthorized(INACTIVE_OWNER_MESSAGE, invalid=True)
-    caller = Caller(
-        instance_id=instance["pk"],
-        slug=slug,
-        api_key_id=key["pk"],
-        owner_id=instance["owner_id"],
-        key_rate_limit=instance["key_rate_limit"],
-        log_level=instance["log_level"],
-    )
-    auth_cache.put(slug, key_hash, caller)
-    return caller
+    return _admitted(slug, key_hash, instance, api_key_id=key["pk"])
 
 
 def _authenticate_token(slug: str, key_hash: str, base: str, instance: dict) -> Caller:
@@ -246,18 +238,28 @@ def _authenticate_token(slug: str, key_hash: str, base: str, instance: dict) -> 
     if not instance["owner__is_active"]:
         auth_cache.forget(slug, key_hash)
         raise unauthorized(INACTIVE_OWNER_MESSAGE, invalid=True)
-    caller = Caller(
-        instance_id=instance["pk"],
-        slug=slug,
+    return _admitted(
+        slug,
+        key_hash,
+        instance,
         api_key_id=None,
-        owner_id=instance["owner_id"],
-        key_rate_limit=instance["key_rate_limit"],
-        log_level=instance["log_level"],
         oauth_token_id=token["pk"],
         oauth_user_id=token["user_id"],
         oauth_client=token["application__client_id"] or "",
         scopes=frozenset((token["scope"] or "").split()),
         base=base,
+    )
+
+
+def _admitted(slug: str, key_hash: str, instance: dict, **credential: Any) -> Caller:
+    """The caller of an admitted key or token (`credential`: what identifies it), remembered in auth_cache."""
+    caller = Caller(
+        instance_id=instance["pk"],
+        slug=slug,
+        owner_id=instance["owner_id"],
+        key_rate_limit=instance["key_rate_limit"],
+        log_level=instance["log_level"],
+        **credential,
     )
     auth_cache.put(slug, key_hash, caller)
     return caller
