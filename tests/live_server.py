@@ -12,12 +12,13 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 
-__all__ = ["PYTHON", "ROOT", "Uvicorn", "free_port", "run_python", "server_database"]
+__all__ = ["PYTHON", "ROOT", "Uvicorn", "free_port", "run_python", "sdk_session", "server_database"]
 
 
 def free_port() -> int:
@@ -111,3 +112,20 @@ class Uvicorn:
             self.process.kill()
             out, _ = self.process.communicate()
         return out.decode()
+
+
+def sdk_session(url: str, key: str, mode: str, scenario: Any, **options: Any) -> Any:
+    """`await scenario(client)` with the SDK's MCP client over a real socket to `url`, `key` as the bearer token;
+    `mode` "legacy" (the 2025-11-25 handshake) or "auto" (2026-07-28 when the server offers it); `options` go
+    to the Client (say, logging_callback). Returns what the scenario returns."""
+    import httpx2
+    from asgiref.sync import async_to_sync
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def run():
+        async with httpx2.AsyncClient(headers={"authorization": f"Bearer {key}"}, timeout=30) as http:
+            async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None, **options) as c:
+                return await scenario(c)
+
+    return async_to_sync(run)()

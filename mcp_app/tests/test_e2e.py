@@ -10,12 +10,9 @@ import subprocess
 
 import httpx2
 import pytest
-from asgiref.sync import async_to_sync
 from django.db import connection
-from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
 
-from tests.live_server import PYTHON, ROOT, Uvicorn, run_python, server_database
+from tests.live_server import PYTHON, ROOT, Uvicorn, run_python, sdk_session, server_database
 
 pytestmark = pytest.mark.e2e
 
@@ -42,15 +39,6 @@ def uvicorn(server_db):
     server = Uvicorn(server_db["env"])
     yield server
     server.stop()
-
-
-def sdk_session(url: str, key: str, mode: str, scenario):
-    async def run():
-        async with httpx2.AsyncClient(headers={"authorization": f"Bearer {key}"}, timeout=30) as http:
-            async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as client:
-                return await scenario(client)
-
-    return async_to_sync(run)()
 
 
 @pytest.mark.parametrize(("mode", "version"), [("legacy", "2025-11-25"), ("auto", "2026-07-28")])

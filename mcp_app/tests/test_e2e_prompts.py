@@ -3,15 +3,11 @@ port), in both eras: listed after usage_guide, got with arguments, refused namin
 
 import json
 
-import httpx2
 import pytest
-from asgiref.sync import async_to_sync
-from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS, PromptReference
 
-from tests.live_server import Uvicorn, run_python, server_database
+from tests.live_server import Uvicorn, run_python, sdk_session, server_database
 
 pytestmark = pytest.mark.e2e
 
@@ -50,15 +46,6 @@ def uvicorn(server_db):
     server.stop()
 
 
-def session(url: str, key: str, mode: str, scenario):
-    async def run():
-        async with httpx2.AsyncClient(headers={"authorization": f"Bearer {key}"}, timeout=30) as http:
-            async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as client:
-                return await scenario(client)
-
-    return async_to_sync(run)()
-
-
 @pytest.mark.parametrize(("mode", "version"), ERAS)
 def test_sdk_client_lists_and_gets_an_owner_prompt_with_arguments(server_db, uvicorn, mode, version):
     # given
@@ -77,7 +64,7 @@ def test_sdk_client_lists_and_gets_an_owner_prompt_with_arguments(server_db, uvi
         return client.session.protocol_version, listed, got, completion, refused
 
     # when
-    negotiated, listed, got, completion, refused = session(
+    negotiated, listed, got, completion, refused = sdk_session(
         f"{uvicorn.base}/mcp/reports/", server_db["key"], mode, scenario
     )
     # then

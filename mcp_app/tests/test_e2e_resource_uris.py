@@ -10,12 +10,9 @@ import json
 
 import httpx2
 import pytest
-from asgiref.sync import async_to_sync
-from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ResourceTemplateReference
 
-from tests.live_server import Uvicorn, run_python, server_database
+from tests.live_server import Uvicorn, run_python, sdk_session, server_database
 
 pytestmark = pytest.mark.e2e
 
@@ -56,14 +53,7 @@ def server(tmp_path_factory):
 
 
 def session(server, slug: str, mode: str, scenario, **options):
-    async def run():
-        headers = {"authorization": f"Bearer {server['keys'][slug]}"}
-        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
-            url = f"{server['base']}/mcp/{slug}/"
-            async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None, **options) as c:
-                return await scenario(c)
-
-    return async_to_sync(run)()
+    return sdk_session(f"{server['base']}/mcp/{slug}/", server["keys"][slug], mode, scenario, **options)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

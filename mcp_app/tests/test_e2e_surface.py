@@ -9,13 +9,10 @@ import subprocess
 
 import httpx2
 import pytest
-from asgiref.sync import async_to_sync
-from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import PromptReference, ResourceTemplateReference
 
-from tests.live_server import PYTHON, ROOT, Uvicorn, run_python, server_database
+from tests.live_server import PYTHON, ROOT, Uvicorn, run_python, sdk_session, server_database
 from tools_app.models import Discovery
 
 pytestmark = pytest.mark.e2e
@@ -60,15 +57,6 @@ def uvicorn(server_db):
     server.stop()
 
 
-def session(url: str, key: str, mode: str, scenario, **options):
-    async def run():
-        async with httpx2.AsyncClient(headers={"authorization": f"Bearer {key}"}, timeout=30) as http:
-            async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None, **options) as c:
-                return await scenario(c)
-
-    return async_to_sync(run)()
-
-
 @pytest.mark.parametrize(("mode", "version"), ERAS)
 def test_search_then_call_tool_over_http(server_db, uvicorn, mode, version):
     # given
@@ -83,7 +71,7 @@ def test_search_then_call_tool_over_http(server_db, uvicorn, mode, version):
         return client.session.protocol_version, listed, found, called, missing
 
     # when
-    negotiated, listed, found, called, missing = session(
+    negotiated, listed, found, called, missing = sdk_session(
         f"{uvicorn.base}/mcp/surface/", server_db["key"], mode, scenario
     )
     # then
@@ -117,7 +105,7 @@ def test_resources_prompts_and_completion_over_http(server_db, uvicorn, mode, ve
         return resources, templates, whole, record, prompts, guide, names, keys
 
     # when
-    resources, templates, whole, record, prompts, guide, names, keys = session(
+    resources, templates, whole, record, prompts, guide, names, keys = sdk_session(
         f"{uvicorn.base}/mcp/surface/", server_db["key"], mode, scenario
     )
     # then
@@ -150,7 +138,7 @@ def test_progress_and_logs_over_http(server_db, uvicorn, mode, log_level):
         )
 
     # when
-    result = session(
+    result = sdk_session(
         f"{uvicorn.base}/mcp/surface/", server_db["key"], mode, scenario, logging_callback=on_log, log_level=log_level
     )
     # then
@@ -172,7 +160,7 @@ def test_wrong_key_is_a_json_rpc_error_the_sdk_shows(server_db, uvicorn, mode):
 
     # when
     with pytest.raises(BaseException) as raised:
-        session(f"{uvicorn.base}/mcp/surface/", "th_wrong", mode, scenario)
+        sdk_session(f"{uvicorn.base}/mcp/surface/", "th_wrong", mode, scenario)
     raw = httpx2.post(
         f"{uvicorn.base}/mcp/surface/",
         json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
