@@ -643,7 +643,7 @@ def test_slug_help_text_shows_the_endpoint_pattern(owner_client):
     response = owner_client.get(reverse("admin:tools_app_mcpinstance_add"))
     # then
     html = response.content.decode()
-    assert "URL segment of the endpoint /mcp/{slug}/: letters, digits, '-' and '_'." in html
+    assert "URL segment of the endpoint /mcp/{slug}/: letters, digits, &#x27;-&#x27; and &#x27;_&#x27;." in html
     assert "<slug>" not in html
 
 
@@ -739,3 +739,15 @@ def test_instance_bad_key_rate_limit_is_a_form_error(owner_client, instance, val
     assert response.context["adminform"].form.errors["key_rate_limit"] == [message]
     instance.refresh_from_db()
     assert (instance.name, instance.key_rate_limit) == ("Shop", "")
+
+
+def test_help_texts_with_angle_brackets_read_as_written(client, owner, bound, instance):
+    """The admin puts help texts into the page as HTML: toolhub's are plain text and show their <...> parts."""
+    # given
+    client.force_login(owner)
+    # when
+    page = client.get(change_url(instance)).content.decode()
+    # then
+    assert "as &lt;count&gt;/&lt;period&gt;: &#x27;120/minute&#x27;" in page
+    assert "Blank: toolhub://tables/&lt;id&gt;[/&lt;path&gt;]." in page
+    assert "toolhub://tables/[/]" not in page

@@ -14,13 +14,14 @@ from django.db import transaction
 from django.template.response import TemplateResponse
 
 from tools_app import services
+from tools_app.admin.tool_forms import PlainHelpTexts
 from tools_app.models import McpInstance
 from tools_app.toolsets import MAX_PREFIX, generate_tools
 
 __all__ = ["bind_to_instance", "generate_tools_action"]
 
 
-class InstanceChoiceForm(forms.Form):
+class InstanceChoiceForm(PlainHelpTexts, forms.Form):
     def __init__(self, *args, user=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["mcp_instance"].queryset = McpInstance.objects.for_user(user).order_by("name")

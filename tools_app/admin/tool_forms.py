@@ -9,6 +9,7 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.utils.html import escape
 
 from tools_app import services
 from tools_app.models import Table, Tool
@@ -107,7 +108,18 @@ class PrettyJSONField(forms.JSONField):
         return new != initial
 
 
-class ModelMessagesForm(forms.ModelForm):
+class PlainHelpTexts:
+    """Help texts shown as written: the admin puts a field's help text into the page as HTML, and toolhub's are
+    plain text ("as <count>/<period>", "toolhub://tables/<id>"), so each is escaped once here."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():  # type: ignore[attr-defined]
+            if field.help_text:
+                field.help_text = escape(field.help_text)
+
+
+class ModelMessagesForm(PlainHelpTexts, forms.ModelForm):
     """A ModelForm that shows the model's own validation messages.
 
     Django replaces the message of an error raised by full_clean() with the form field's generic text when
