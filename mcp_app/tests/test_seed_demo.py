@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 
 from mcp_app.tests.mcp_harness import Harness
 from tools_app.choices import DATA_TYPES, READ_ONLY_REGISTRY_TYPES
-from tools_app.models import ApiKey, Binding, McpInstance, Table, Tool
+from tools_app.models import ApiKey, Binding, McpInstance, Prompt, Table, Tool
 from tools_app.tool_types.execute import execute
 
 pytestmark = pytest.mark.django_db
@@ -61,6 +61,28 @@ def test_seed_creates_the_demo_objects():
     instance = McpInstance.objects.get(slug="demo")
     assert instance.owner_id == demo.pk
     assert Binding.objects.filter(mcp_instance=instance, enabled=True).count() == 17
+    assert list(instance.prompts.values_list("name", flat=True)) == ["customer_report"]
+
+
+def test_seeded_prompt_renders_over_mcp():
+    """The demo's own prompt answers prompts/get with the customer filled in."""
+    # given
+    key = KEY_LINE.search(_seed()).group(1)
+    body = {"jsonrpc": "2.0", "id": 1, "method": "prompts/get"}
+    body["params"] = {"name": "customer_report", "arguments": {"customer": "Ada"}}
+    # when
+    reply = Harness().post("demo", body, key=key).json()
+    # then
+    assert reply["result"]["messages"] == [
+        {
+            "role": "user",
+            "content": {
+                "type": "text",
+                "text": "Using orders_schema and orders_query, write a short report on the orders of Ada: how many, "
+                "their total, and which are not shipped yet.",
+            },
+        }
+    ]
 
 
 def test_seeded_registry_tools_answer_over_mcp():
@@ -86,6 +108,7 @@ def test_seed_is_idempotent_and_prints_a_fresh_key_each_time():
     # then
     assert _counts() == counts
     assert sorted(Tool.objects.values_list("pk", flat=True)) == ids
+    assert Prompt.objects.count() == 1
     keys = [KEY_LINE.search(first).group(1), KEY_LINE.search(second).group(1)]
     assert keys[0] != keys[1]
     assert sorted(ApiKey.objects.values_list("key_hash", flat=True)) == sorted(ApiKey.hash_key(k) for k in keys)

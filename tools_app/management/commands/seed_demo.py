@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from tools_app import services
-from tools_app.models import ApiKey, Binding, McpInstance, Table, Tool
+from tools_app.models import ApiKey, Binding, McpInstance, Prompt, Table, Tool
 
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo-password"
@@ -158,6 +158,8 @@ class Command(BaseCommand):
         for tool in tools:
             if not Binding.objects.filter(mcp_instance=instance, tool=tool).exists():
                 services.binding_create(mcp_instance=instance, tool=tool)
+        if not Prompt.objects.filter(mcp_instance=instance, name=DEMO_PROMPT["name"]).exists():
+            services.prompt_create(mcp_instance=instance, **DEMO_PROMPT)
 
         self.stdout.write(self.style.SUCCESS(f"Demo data ready: {len(tools)} tools on instance '{instance.slug}'."))
         if instance.slug != DEMO_SLUG:
@@ -178,6 +180,17 @@ class Command(BaseCommand):
                 self.stdout.write(f"API key (new; kept in {options['key_file']} for the next runs): {plaintext}")
             else:
                 self.stdout.write(f"API key (shown once): {plaintext}")
+
+
+# An owner's prompt (issue 15), served over MCP beside usage_guide.
+DEMO_PROMPT = {
+    "name": "customer_report",
+    "title": "Report on one customer",
+    "description": "Asks for a short report on one customer's orders, using the demo's tools.",
+    "arguments": [{"name": "customer", "description": "The customer's name, e.g. Ada.", "required": True}],
+    "template": "Using orders_schema and orders_query, write a short report on the orders of {{customer}}: how "
+    "many, their total, and which are not shipped yet.",
+}
 
 
 def kept_key(instance: McpInstance, path: str) -> str | None:
