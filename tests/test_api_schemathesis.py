@@ -219,6 +219,7 @@ PROMPT_RULES = {
     "template": "not declared in arguments",
     "arguments": "Argument names must be distinct",
     "name": "is the name of the built-in prompt",
+    "mcp_instance": "the most one instance serves",
 }
 
 

@@ -386,6 +386,8 @@ CONTENT_SECURITY_POLICY = {
 # register_tool (the registry tool agents call over MCP) refuses to take an owner past this many tools,
 # of any type (REGISTRATION_FAILED naming the quota).
 TOOLHUB_MAX_TOOLS_PER_OWNER = env_int("TOOLHUB_MAX_TOOLS_PER_OWNER", 1000)
+# An MCP instance serves at most this many prompts of its owner's (issue 15): prompts/list reads them all.
+TOOLHUB_MAX_PROMPTS_PER_INSTANCE = env_int("TOOLHUB_MAX_PROMPTS_PER_INSTANCE", 100)
 
 # Per-call evaluation budgets (issue 12; docs/budgets.md has why each default): an MCP instance may override
 # the first three (McpInstance.query_cpu_ms, query_max_elements, query_max_bytes); API and admin calls use these.

@@ -214,3 +214,21 @@ def test_malformed_or_missing_ids_are_json_404s(owner, instance, path):
     missing_instance = client_for(owner).get(f"/api/mcp-instances/{path}/prompts/")
     assert (response.status_code, response.json()["error"]) == (404, "NOT_FOUND")
     assert (missing_instance.status_code, missing_instance.json()["error"]) == (404, "NOT_FOUND")
+
+
+def test_a_prompt_past_the_instances_quota_is_refused_and_nothing_is_written(owner, instance, weekly, settings):
+    # given
+    settings.TOOLHUB_MAX_PROMPTS_PER_INSTANCE = 1
+    before = db_snapshot()
+    # when
+    response = client_for(owner).post(url(instance), {**WEEKLY, "name": "monthly_report"}, format="json")
+    # then
+    assert response.status_code == 400
+    assert response.json()["error"] == "VALIDATION_ERROR"
+    assert response.json()["fields"] == {
+        "mcp_instance": [
+            "The instance already has 1 prompts, the most one instance serves (TOOLHUB_MAX_PROMPTS_PER_INSTANCE = "
+            "1): delete one first."
+        ]
+    }
+    assert db_snapshot() == before

@@ -164,8 +164,9 @@ PROMPT_REFUSALS = {
     400: OpenApiResponse(
         ErrorSerializer,
         description="VALIDATION_ERROR naming the field: also a template placeholder that is not a declared argument "
-        "(naming `template`), two arguments of one name (naming `arguments`), or the name `usage_guide` in any case "
-        "(naming `name`).",
+        "(naming `template`), two arguments of one name (naming `arguments`), the name `usage_guide` in any case "
+        "(naming `name`), or a new prompt on an instance that already has TOOLHUB_MAX_PROMPTS_PER_INSTANCE (100) "
+        "(naming `mcp_instance`).",
     ),
     409: OpenApiResponse(
         ErrorSerializer,

@@ -7,6 +7,7 @@ get_owned_or_404, the admin's scoped instance page), as for bindings.
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
@@ -32,12 +33,30 @@ def _name_taken(prompt: Prompt) -> bool:
     return others.exclude(pk=prompt.pk).exists() if prompt.pk is not None else others.exists()
 
 
+def _check_quota(prompt: Prompt) -> None:
+    """A new prompt may not take its instance past TOOLHUB_MAX_PROMPTS_PER_INSTANCE (the caller holds the lock)."""
+    quota = settings.TOOLHUB_MAX_PROMPTS_PER_INSTANCE
+    count = Prompt.objects.filter(mcp_instance_id=prompt.mcp_instance_id).count()
+    if count >= quota:
+        raise ValidationError(
+            {
+                "mcp_instance": ValidationError(
+                    "The instance already has %(count)d prompts, the most one instance serves "
+                    "(TOOLHUB_MAX_PROMPTS_PER_INSTANCE = %(quota)d): delete one first.",
+                    code="quota",
+                    params={"count": count, "quota": quota},
+                )
+            }
+        )
+
+
 def _save_prompt(prompt: Prompt) -> Prompt:
     """full_clean() then save under the instance's row lock (FOR NO KEY UPDATE, as a bind takes it).
 
     Refused with nothing written: any invalid field (ValidationError naming it), a name already used by a
-    prompt of the instance, ignoring case (NAME_CONFLICT on `name`), an instance deleted meanwhile. The
-    lock makes the name check exact; the unique index is the guarantee.
+    prompt of the instance, ignoring case (NAME_CONFLICT on `name`), a new prompt on an instance that has
+    TOOLHUB_MAX_PROMPTS_PER_INSTANCE already (on `mcp_instance`), an instance deleted meanwhile. The lock makes
+    the name and quota checks exact; the unique index is the guarantee for names.
     """
     try:
         with transaction.atomic():
@@ -49,6 +68,8 @@ def _save_prompt(prompt: Prompt) -> Prompt:
             prompt.full_clean(validate_constraints=False)
             if _name_taken(prompt):
                 raise prompt_name_conflict(prompt.name, prompt.mcp_instance.name)
+            if prompt.pk is None:
+                _check_quota(prompt)
             prompt.save(force_update=not prompt._state.adding)
     except IntegrityError as exc:
         raise prompt_name_conflict(prompt.name, prompt.mcp_instance.name) from exc

@@ -191,6 +191,27 @@ def test_the_index_refuses_a_duplicate_that_skips_validation(make_prompt, instan
     assert Prompt.objects.count() == 1
 
 
+def test_an_instance_serves_at_most_the_quota_of_prompts(make_prompt, make_instance, owner, settings):
+    """TOOLHUB_MAX_PROMPTS_PER_INSTANCE bounds what prompts/list reads: the next one is refused, nothing written;
+    an edit of an existing prompt and a prompt on another instance still go through."""
+    # given
+    settings.TOOLHUB_MAX_PROMPTS_PER_INSTANCE = 2
+    first = make_prompt(name="one")
+    make_prompt(name="two")
+    # when
+    refused = refusal(make_prompt, name="three")
+    # then
+    assert refused == {
+        "mcp_instance": [
+            "The instance already has 2 prompts, the most one instance serves (TOOLHUB_MAX_PROMPTS_PER_INSTANCE = "
+            "2): delete one first."
+        ]
+    }
+    services.prompt_update(prompt=first, description="still editable")
+    assert Prompt.objects.get(pk=first.pk).description == "still editable"
+    assert make_prompt(name="three", mcp_instance=make_instance(owner, slug="other")).name == "three"
+
+
 def test_update_revalidates_placeholders_and_keeps_the_row_on_refusal(make_prompt):
     # given
     prompt = make_prompt()
