@@ -115,7 +115,7 @@ class PromptInlineForm(ModelMessagesForm):
 
     class Meta:
         model = Prompt
-        fields = ["name", "title", "description", "arguments", "template", "enabled"]
+        fields = list(services.PROMPT_FIELDS)
         widgets = {"description": forms.Textarea(attrs={"rows": 2, "cols": 80})}
 
     def clean_arguments(self):

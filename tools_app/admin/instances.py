@@ -144,7 +144,7 @@ class PromptInline(admin.StackedInline):
     model = Prompt
     form = PromptInlineForm
     formset = PromptInlineFormSet
-    fields = ["name", "title", "description", "arguments", "template", "enabled"]
+    fields = list(services.PROMPT_FIELDS)
     extra = 0
     verbose_name = "prompt"
     verbose_name_plural = "Prompts (served to MCP clients besides usage_guide; {{argument}} placeholders)"
@@ -232,12 +232,7 @@ class McpInstanceAdmin(OwnedAdmin):
         for binding in formset.deleted_objects:
             services.binding_delete(binding=binding)
         for binding in saved:
-            fields = {
-                "enabled": binding.enabled,
-                "name_override": binding.name_override,
-                "description_override": binding.description_override,
-                "resource_uri": binding.resource_uri,
-            }
+            fields = {name: getattr(binding, name) for name in services.BINDING_FIELDS}
             if binding.pk is None:
                 self.service(
                     services.binding_create,
@@ -410,12 +405,7 @@ class BindingAdmin(InstanceColumn, OwnedAdmin):
         return obj.tool.type
 
     def save_model(self, request, obj, form, change):
-        fields = {
-            "enabled": obj.enabled,
-            "name_override": obj.name_override,
-            "description_override": obj.description_override,
-            "resource_uri": obj.resource_uri,
-        }
+        fields = {name: getattr(obj, name) for name in services.BINDING_FIELDS}
         if change:
             self.service(services.binding_update, binding=obj, tool=obj.tool, mcp_instance=obj.mcp_instance, **fields)
         else:

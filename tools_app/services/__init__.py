@@ -20,6 +20,7 @@ from .generate import tool_set_create
 from .history import history_record
 from .imports import IMPORT_FORMATS, import_format, parse_table_file, table_import
 from .instances import (
+    BINDING_FIELDS,
     INSTANCE_FIELDS,
     api_key_delete,
     api_key_delete_many,
@@ -66,6 +67,7 @@ from .tables import (
 from .tokens import api_token_issue, api_token_revoke, api_token_ttl
 
 __all__ = [
+    "BINDING_FIELDS",
     "IMPORT_FORMATS",
     "INSTANCE_FIELDS",
     "PROMPT_FIELDS",

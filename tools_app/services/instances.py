@@ -137,6 +137,10 @@ def _save_binding(binding: Binding, field: str) -> Binding:
     return binding
 
 
+# What a binding's owner sets on it (besides the tool and the instance): the admin's forms pass these through.
+BINDING_FIELDS = ("enabled", "name_override", "description_override", "resource_uri")
+
+
 def binding_create(
     *,
     mcp_instance: McpInstance,
@@ -185,7 +189,7 @@ def binding_create_many(*, mcp_instance: McpInstance, tools: list[Tool], enabled
 def binding_update(*, binding: Binding, **fields: Any) -> Binding:
     """Change enabled/overrides/resource URI (or the tool); an override into a collision is refused
     (NAME_CONFLICT), a resource URI that clashes on `resource_uri`."""
-    allowed = {"enabled", "name_override", "description_override", "resource_uri", "tool", "mcp_instance"}
+    allowed = {*BINDING_FIELDS, "tool", "mcp_instance"}
     for key, value in fields.items():
         if key not in allowed:
             raise TypeError(f"binding_update got an unexpected field {key!r}")
