@@ -167,12 +167,16 @@ def login_lockout_off(settings):
 
 @pytest.fixture(autouse=True)
 def _clear_table_cache():
-    """Each test starts with an empty per-process data cache (test databases reuse ids)."""
+    """Each test starts with an empty per-process data cache and no remembered heavy callers (test databases
+    reuse ids)."""
+    from tools_app.budgets import call_slots
     from tools_app.services.table_cache import table_cache
 
     table_cache.clear()
+    call_slots.forget_heavy_callers()
     yield
     table_cache.clear()
+    call_slots.forget_heavy_callers()
 
 
 def pytest_runtest_setup(item):

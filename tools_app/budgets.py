@@ -11,6 +11,11 @@
   their throughput); over the limit it waits up to TOOLHUB_CONCURRENCY_WAIT_MS for a slot, then is refused
   with RATE_LIMITED naming the limit. Wired by the call pipeline into every call's budget, so it holds on
   MCP, the API and the admin alike.
+- Heavy callers (`CallSlots.yield_after_ms`): a caller (its API key, else its user) one of whose calls became
+  heavy or went over its budget within the last HEAVY_MEMORY_SECONDS is a heavy caller: its evaluations are
+  heavy after data_access.budget.SUSPECT_YIELD_AFTER_MS of CPU instead of YIELD_AFTER_MS, so a flooding
+  caller's expensive queries leave the server's interpreter for the heavy worker (tools_app.heavy) within
+  ~2 ms while every other caller keeps the long threshold (docs/budgets.md has the measurements).
 
 The result budget sent to clients (max_result_bytes, RESULT_TOO_LARGE, paging) and request rates are not
 here: they are the pipeline's classification and the transports' throttles.
@@ -25,10 +30,15 @@ from typing import Any
 from django.conf import settings
 
 from . import telemetry
-from .data_access.budget import Limits, waiting
+from .data_access.budget import SUSPECT_YIELD_AFTER_MS, Limits, waiting
 from .errors import ErrorCode, ToolError
 
-__all__ = ["CallSlots", "call_slots", "default_limits", "limits_for"]
+__all__ = ["HEAVY_MEMORY_SECONDS", "CallSlots", "call_slots", "default_limits", "limits_for"]
+
+HEAVY_MEMORY_SECONDS = 10.0  # how long a caller counts as heavy after one of its calls was
+MAX_HEAVY_CALLERS = 10_000  # heavy callers remembered at once (the oldest is forgotten first)
+
+_clock = time.monotonic
 
 
 def default_limits() -> Limits:
@@ -65,6 +75,42 @@ class CallSlots:
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._running: dict[tuple[str, int], int] = {}
+        self._heavy_lock = threading.Lock()
+        self._heavy_until: dict[tuple[str, int], float] = {}  # insertion order is expiry order
+
+    @staticmethod
+    def _caller(user_id: int | None, api_key_id: int | None) -> tuple[str, int] | None:
+        if api_key_id is not None:
+            return ("api_key", api_key_id)
+        if user_id is not None:
+            return ("user", user_id)
+        return None
+
+    def remember_heavy(self, *, user_id: int | None, api_key_id: int | None) -> None:
+        """Count the caller as heavy for HEAVY_MEMORY_SECONDS: one of its calls became heavy or went over budget."""
+        caller = self._caller(user_id, api_key_id)
+        if caller is None:
+            return
+        now = _clock()
+        with self._heavy_lock:
+            remembered = self._heavy_until
+            remembered.pop(caller, None)
+            while remembered and (len(remembered) >= MAX_HEAVY_CALLERS or next(iter(remembered.values())) < now):
+                del remembered[next(iter(remembered))]
+            remembered[caller] = now + HEAVY_MEMORY_SECONDS
+
+    def forget_heavy_callers(self) -> None:
+        with self._heavy_lock:
+            self._heavy_until.clear()
+
+    def yield_after_ms(self, *, user_id: int | None, api_key_id: int | None) -> float | None:
+        """The CPU time after which this caller's evaluations are heavy: SUSPECT_YIELD_AFTER_MS for a heavy
+        caller (remember_heavy), else None (the budget's default, YIELD_AFTER_MS)."""
+        caller = self._caller(user_id, api_key_id)
+        until = self._heavy_until.get(caller) if caller is not None else None
+        if until is None or until < _clock():
+            return None
+        return SUSPECT_YIELD_AFTER_MS
 
     @staticmethod
     def _wanted(user_id: int | None, api_key_id: int | None) -> list[tuple[str, int, int]]:
@@ -80,6 +126,7 @@ class CallSlots:
         RATE_LIMITED after the wait); returns what gives them back."""
 
         def take() -> Callable[[], None]:
+            self.remember_heavy(user_id=user_id, api_key_id=api_key_id)
             slot = self.held(user_id=user_id, api_key_id=api_key_id)
             slot.__enter__()
 

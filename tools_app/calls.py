@@ -443,12 +443,19 @@ def _execute(caller: Caller, target: CallTarget, name: str, arguments: Any, bega
     try:
         tool = _tool(target)
         scope = _scope(caller, target) if tool.type in REGISTRY_TYPES else None
-        # The call's budget, and its concurrency slot once it turns out expensive (RATE_LIMITED when none).
+        # The call's budget, and its concurrency slot once it turns out expensive (RATE_LIMITED when none);
+        # a caller whose calls were heavy a moment ago turns heavy sooner (budgets module docstring).
         slot = call_slots.on_heavy(user_id=caller.user_id, api_key_id=caller.api_key_id)
-        with span("toolhub.call.execute"), enforced(limits_for(target), since=began, on_heavy=slot):
+        yield_after = call_slots.yield_after_ms(user_id=caller.user_id, api_key_id=caller.api_key_id)
+        with (
+            span("toolhub.call.execute"),
+            enforced(limits_for(target), since=began, on_heavy=slot, yield_after_ms=yield_after),
+        ):
             value = execute(tool=tool, arguments=arguments, scope=scope)
         return CallOutcome(name=name, tool_type=tool.type, value=value)
     except ToolError as exc:
+        if exc.code == ErrorCode.QUERY_TOO_EXPENSIVE:
+            call_slots.remember_heavy(user_id=caller.user_id, api_key_id=caller.api_key_id)
         return CallOutcome(name=name, tool_type=target.tool_type, error=exc)
     except Exception:
         logger.exception(

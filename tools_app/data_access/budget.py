@@ -20,7 +20,8 @@ times its input once walked. `measure` sizes such a graph in time linear in its 
 (memoized by id) and stops as soon as it is over the limit, before any C function (json.dumps, sorted,
 list equality) gets to walk it uninterruptibly.
 
-Isolation (issue 12 item 2): an evaluation that has used YIELD_AFTER_MS of CPU is heavy. Becoming heavy
+Isolation (issue 12 item 2): an evaluation that has used YIELD_AFTER_MS of CPU is heavy (a caller whose
+calls were heavy a moment ago: SUSPECT_YIELD_AFTER_MS, tools_app.budgets decides). Becoming heavy
 calls the budget's `on_heavy` hook once (the pipeline's concurrency slot of the caller, which may refuse
 with RATE_LIMITED), and from then on it runs only while it holds the one heavy lane of the process,
 giving it up (and the GIL: sleep(HEAVY_PAUSE)) every TURN_MS of CPU. So however many heavy calls run at
@@ -58,6 +59,7 @@ CHECK_EVERY = 5_000  # units of work between two looks at the clocks (one look c
 DEFAULT_QUERY_LENGTH = 10_000  # characters of a JMESPath expression
 DEFAULT_QUERY_DEPTH = 100  # levels of its parsed tree
 YIELD_AFTER_MS = 20.0  # an evaluation that has run this long releases the GIL at every check
+SUSPECT_YIELD_AFTER_MS = 2.0  # the same for a caller whose calls were heavy just before (tools_app.budgets)
 WALL_GRACE = 0.25  # seconds of elapsed time a call may take beyond its CPU budget (waits, a busy machine)
 TURN_MS = 5.0  # CPU milliseconds a heavy evaluation runs before it takes its turn in the heavy lane
 HEAVY_PAUSE = 0.0  # sleep(0): releases the GIL to waiting threads without giving up the CPU (docs/budgets.md)
@@ -115,6 +117,7 @@ class QueryBudget:
         "_release",
         "_movable",
         "_cpu_before",
+        "_yield_after",
     )
 
     def __init__(
@@ -124,6 +127,7 @@ class QueryBudget:
         since: float | None = None,
         on_heavy: Callable[[], Callable[[], None]] | None = None,
         cpu_used_ms: float = 0.0,
+        yield_after_ms: float | None = None,
     ) -> None:
         self.limits = limits
         self.spent = 0
@@ -135,7 +139,9 @@ class QueryBudget:
         self._cpu_deadline = self._started + limits.cpu_ms / 1000 - self._cpu_before
         self._wall_started = _monotonic() if since is None else since
         self._wall_deadline = self._wall_started + limits.cpu_ms / 1000 + WALL_GRACE
-        self._yield_at = self._started + YIELD_AFTER_MS / 1000
+        yield_after = YIELD_AFTER_MS if yield_after_ms is None else min(YIELD_AFTER_MS, yield_after_ms)
+        self._yield_after = yield_after / 1000
+        self._yield_at = self._started + self._yield_after
         self._in_lane = False
         self._on_heavy = on_heavy
         self._release: Callable[[], None] | None = None
@@ -147,7 +153,7 @@ class QueryBudget:
         self._started, self._wall_started = started, wall
         self._cpu_deadline = started + self.limits.cpu_ms / 1000 - self._cpu_before
         self._wall_deadline = wall + self.limits.cpu_ms / 1000 + WALL_GRACE
-        self._yield_at = started + YIELD_AFTER_MS / 1000
+        self._yield_at = started + self._yield_after
 
     def charge(self, elements: int) -> None:
         """Count `elements` built; over max_elements, or out of CPU time at a check, is QUERY_TOO_EXPENSIVE."""
@@ -173,7 +179,7 @@ class QueryBudget:
 
     def check_time(self) -> None:
         """QUERY_TOO_EXPENSIVE once the thread's CPU time, or the time since the call began, is over cpu_ms;
-        after YIELD_AFTER_MS of CPU, take a turn in the heavy lane every TURN_MS."""
+        after its yield threshold (YIELD_AFTER_MS) of CPU, take a turn in the heavy lane every TURN_MS."""
         self._next_check = self._work + CHECK_EVERY
         now = _thread_time()
         wall = _monotonic()
@@ -300,13 +306,15 @@ def enforced(
     since: float | None = None,
     on_heavy: Callable[[], Callable[[], None]] | None = None,
     cpu_used_ms: float = 0.0,
+    yield_after_ms: float | None = None,
 ) -> Iterator[QueryBudget]:
     """Enter a budget for the calls made on this thread inside the block; the outer one is restored after.
     `since` (time.monotonic()) is when the call began, if earlier: its wall-clock time counts from then.
     `on_heavy` is called once if the evaluation becomes heavy; what it returns is called when the block ends.
-    `cpu_used_ms`: CPU time the call already spent elsewhere (another process), deducted from its budget."""
+    `cpu_used_ms`: CPU time the call already spent elsewhere (another process), deducted from its budget.
+    `yield_after_ms`: CPU time after which the evaluation is heavy, if shorter than YIELD_AFTER_MS."""
     outer = _active.budget
-    budget = QueryBudget(limits, since=since, on_heavy=on_heavy, cpu_used_ms=cpu_used_ms)
+    budget = QueryBudget(limits, since=since, on_heavy=on_heavy, cpu_used_ms=cpu_used_ms, yield_after_ms=yield_after_ms)
     _active.budget = budget
     try:
         yield budget

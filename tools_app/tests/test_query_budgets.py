@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from mcp_app.tests.mcp_harness import Harness
 from tests.api_helpers import client_for, fast_passwords  # noqa: F401 (fixture)
+from tools_app import budgets as budgets_module
 from tools_app.budgets import call_slots, default_limits, limits_for
 from tools_app.calls import CallTarget
 from tools_app.data_access import budget as budget_module
@@ -423,3 +424,108 @@ def test_mcp_expensive_call_over_the_key_limit(
     assert reply["result"]["isError"] is True
     assert text.startswith("RATE_LIMITED: Too many expensive calls at once for this API key")
     assert CallLog.objects.get().error_code == "RATE_LIMITED"
+
+
+#
+# Heavy callers: a caller whose call was heavy or over budget turns heavy sooner for a while
+#
+
+
+def test_a_heavy_caller_is_remembered_for_a_while(monkeypatch):
+    """remember_heavy: that key (or, without a key, that user) gets the short threshold for
+    HEAVY_MEMORY_SECONDS; other callers keep the default (None)."""
+    # given
+    now = [1_000.0]
+    monkeypatch.setattr(budgets_module, "_clock", lambda: now[0])
+    # when
+    call_slots.remember_heavy(user_id=1, api_key_id=7)
+    call_slots.remember_heavy(user_id=2, api_key_id=None)
+    # then
+    assert call_slots.yield_after_ms(user_id=1, api_key_id=7) == budget_module.SUSPECT_YIELD_AFTER_MS == 2.0
+    assert call_slots.yield_after_ms(user_id=1, api_key_id=8) is None
+    assert call_slots.yield_after_ms(user_id=1, api_key_id=None) is None
+    assert call_slots.yield_after_ms(user_id=2, api_key_id=None) == 2.0
+    assert call_slots.yield_after_ms(user_id=None, api_key_id=None) is None
+    now[0] += budgets_module.HEAVY_MEMORY_SECONDS
+    assert call_slots.yield_after_ms(user_id=1, api_key_id=7) == 2.0
+    now[0] += 0.001
+    assert call_slots.yield_after_ms(user_id=1, api_key_id=7) is None
+
+
+def test_heavy_callers_remembered_are_bounded(monkeypatch):
+    """At most MAX_HEAVY_CALLERS are remembered: the one remembered longest ago is forgotten first; expired
+    ones are dropped when another is remembered."""
+    # given
+    now = [1_000.0]
+    monkeypatch.setattr(budgets_module, "_clock", lambda: now[0])
+    monkeypatch.setattr(budgets_module, "MAX_HEAVY_CALLERS", 3)
+    for key in (1, 2, 3):
+        call_slots.remember_heavy(user_id=None, api_key_id=key)
+    # when
+    call_slots.remember_heavy(user_id=None, api_key_id=1)  # 1 again: now the latest
+    call_slots.remember_heavy(user_id=None, api_key_id=4)
+    # then
+    assert call_slots._heavy_until == {("api_key", 3): 1_010.0, ("api_key", 1): 1_010.0, ("api_key", 4): 1_010.0}
+    now[0] += 5
+    call_slots.remember_heavy(user_id=None, api_key_id=5)
+    now[0] += 6  # 3, 1 and 4 expired
+    call_slots.remember_heavy(user_id=None, api_key_id=6)
+    assert call_slots._heavy_until == {("api_key", 5): 1_015.0, ("api_key", 6): 1_021.0}
+
+
+@pytest.fixture
+def heavy_only_when_remembered(monkeypatch):
+    """No evaluation is heavy by YIELD_AFTER_MS; a remembered heavy caller's is heavy at its first check."""
+    monkeypatch.setattr(budget_module, "YIELD_AFTER_MS", 10_000.0)
+    monkeypatch.setattr(budgets_module, "SUSPECT_YIELD_AFTER_MS", 0.0)
+
+
+def test_mcp_key_over_budget_turns_heavy_sooner(
+    owner, doubling_tool, wide_tool, instance, bind, make_api_key, settings, heavy_only_when_remembered
+):
+    """Over MCP: after a call over budget, the same key's next evaluation is heavy at once (so it needs the
+    key's slot: RATE_LIMITED while the slot is held), while another key's same call stays light."""
+    # given
+    settings.TOOLHUB_CONCURRENCY_WAIT_MS = 10
+    bind(instance, doubling_tool)
+    bind(instance, wide_tool)
+    (flooder, flooder_key), (other, other_key) = make_api_key(instance), make_api_key(instance)
+    over = Harness().call("shop", flooder_key, "orders_query", {"query": DOUBLING})
+    assert over["result"]["content"][0]["text"].startswith("QUERY_TOO_EXPENSIVE: ")
+    # when
+    with call_slots.held(user_id=None, api_key_id=flooder.pk), call_slots.held(user_id=None, api_key_id=other.pk):
+        flooder_reply = Harness().call("shop", flooder_key, "wide_query", {"query": "[*].id | length(@)"})
+        other_reply = Harness().call("shop", other_key, "wide_query", {"query": "[*].id | length(@)"})
+    # then
+    assert flooder_reply["result"]["isError"] is True
+    assert flooder_reply["result"]["content"][0]["text"].startswith("RATE_LIMITED: Too many expensive calls")
+    assert other_reply["result"]["isError"] is False
+    assert other_reply["result"]["structuredContent"] == {"result": 6_000}
+    assert list(CallLog.objects.order_by("pk").values_list("api_key_id", "error_code")) == [
+        (flooder.pk, "QUERY_TOO_EXPENSIVE"),
+        (flooder.pk, "RATE_LIMITED"),
+        (other.pk, ""),
+    ]
+
+
+def test_api_user_turns_heavy_sooner_after_a_heavy_call(owner, wide_tool, settings, monkeypatch):
+    """Over the API (no key: the user is the caller): a call that became heavy marks its user, whose next
+    evaluation is heavy at once even with the default threshold back (429 while the user's slot is held)."""
+    # given
+    settings.TOOLHUB_CONCURRENT_CALLS_PER_USER = 1
+    settings.TOOLHUB_CONCURRENCY_WAIT_MS = 10
+    api = client_for(owner)
+    url = f"/api/tools/{wide_tool.pk}/call/"
+    monkeypatch.setattr(budget_module, "YIELD_AFTER_MS", 0.0)
+    assert api.post(url, {"arguments": {"query": "[*].id | length(@)"}}, format="json").status_code == 200
+    monkeypatch.setattr(budget_module, "YIELD_AFTER_MS", 10_000.0)
+    monkeypatch.setattr(budgets_module, "SUSPECT_YIELD_AFTER_MS", 0.0)
+    # when
+    with call_slots.held(user_id=owner.pk, api_key_id=None):
+        response = api.post(url, {"arguments": {"query": "[*].id | max(@)"}}, format="json")  # not cached
+    # then
+    assert (response.status_code, response.json()["error"]) == (429, "RATE_LIMITED")
+    assert list(CallLog.objects.order_by("pk").values_list("status", "error_code")) == [
+        ("ok", ""),
+        ("error", "RATE_LIMITED"),
+    ]
