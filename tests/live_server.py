@@ -2,6 +2,7 @@
 serving `toolhub.asgi:application` on a free loopback port in a subprocess, and Django code run against that
 database in short subprocesses ("another process")."""
 
+import json
 import os
 import socket
 import subprocess
@@ -18,7 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 
-__all__ = ["PYTHON", "ROOT", "Uvicorn", "free_port", "run_python", "sdk_session", "server_database"]
+__all__ = ["PYTHON", "ROOT", "Uvicorn", "free_port", "run_python", "sdk_session", "seed_mcp", "server_database"]
 
 
 def free_port() -> int:
@@ -37,6 +38,21 @@ def run_python(env: dict, code: str) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+
+
+def seed_mcp(env: dict, *, slug: str, rows: int, user: str) -> dict:
+    """bench/seed_mcp.py on the server's database: an instance `slug` of `user` over `rows` orders; its JSON
+    line ({"slug", "key", "instance_id", "tools", "table_id"})."""
+    seeded = subprocess.run(
+        [PYTHON, "bench/seed_mcp.py", "--slug", slug, "--rows", str(rows), "--user", user],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return json.loads(seeded.stdout.strip().splitlines()[-1])
 
 
 @contextmanager
@@ -68,7 +84,8 @@ def server_database(tag: str, directory: Path, *, secret: str) -> Iterator[dict]
 
 
 class Uvicorn:
-    """uvicorn serving toolhub on a free loopback port; the constructor returns once it answers HTTP."""
+    """uvicorn serving toolhub on a free loopback port; the constructor returns once it answers HTTP.
+    As a context manager (`with Uvicorn(env) as server:`), stopped when the block ends."""
 
     def __init__(self, env: dict, workers: int = 1):
         self.port = free_port()
@@ -102,6 +119,12 @@ class Uvicorn:
             except OSError:
                 time.sleep(0.2)
         raise AssertionError("uvicorn did not start")
+
+    def __enter__(self) -> "Uvicorn":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
     def stop(self) -> str:
         """Stop the server; return what it printed."""

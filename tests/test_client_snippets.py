@@ -50,11 +50,8 @@ def live(tmp_path_factory):
             text=True,
         )
         key = re.search(r"^API key \(.*\): (thk_\S+)$", seeded.stdout, re.MULTILINE).group(1)
-        server = Uvicorn(env)
-        try:
+        with Uvicorn(env) as server:
             yield {"base": server.base, "key": key}
-        finally:
-            server.stop()
 
 
 def localise(text: str, live: dict) -> str:

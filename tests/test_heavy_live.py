@@ -5,9 +5,7 @@ MCP database thread — the waiting expensive call lends it (mcp_app.hops, tools
 The SDK's client over uvicorn, on the suite's database (an SQLite file, or PostgreSQL).
 """
 
-import json
 import os
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -18,7 +16,7 @@ from asgiref.sync import async_to_sync
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.live_server import PYTHON, ROOT, Uvicorn, run_python, server_database
+from tests.live_server import Uvicorn, run_python, seed_mcp, server_database
 
 pytestmark = pytest.mark.e2e
 
@@ -41,24 +39,11 @@ def server(tmp_path_factory):
             "TOOLHUB_QUERY_MAX_BYTES": str(1024**3),
         }
 
-        def seed(slug: str, user: str) -> dict:
-            out = subprocess.run(
-                [PYTHON, "bench/seed_mcp.py", "--slug", slug, "--rows", "1000", "--user", user],
-                cwd=ROOT,
-                env=env,
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            return json.loads(out.stdout.strip().splitlines()[-1])
-
-        heavy, light = seed("heavy", "heavy-user"), seed("light", "light-user")
+        heavy = seed_mcp(env, slug="heavy", rows=1000, user="heavy-user")
+        light = seed_mcp(env, slug="light", rows=1000, user="light-user")
         assert run_python(env, "from tools_app.models import Table; print(Table.objects.count())") == "2"
-        uvicorn = Uvicorn(env)
-        try:
+        with Uvicorn(env) as uvicorn:
             yield {"uvicorn": uvicorn, "heavy": heavy, "light": light}
-        finally:
-            uvicorn.stop()
 
 
 def call(base: str, seeded: dict, query: str) -> tuple[object, float]:

@@ -218,11 +218,8 @@ def live(tmp_path_factory):
             "i = services.instance_create(owner=u, slug='live', name='Live')\n"
             "print(services.api_key_issue(mcp_instance=i, label='t')[1])",
         )
-        server = Uvicorn(env)
-        try:
+        with Uvicorn(env) as server:
             yield {"server": server, "key": key, "env": env}
-        finally:
-            server.stop()
 
 
 def raw_exchange(port: int, head: bytes, body_chunks: list[bytes]) -> bytes:

@@ -12,7 +12,7 @@ import httpx2
 import pytest
 from django.db import connection
 
-from tests.live_server import PYTHON, ROOT, Uvicorn, run_python, sdk_session, server_database
+from tests.live_server import ROOT, Uvicorn, run_python, sdk_session, seed_mcp, server_database
 
 pytestmark = pytest.mark.e2e
 
@@ -23,22 +23,13 @@ INSPECTOR = ROOT / "node_modules" / ".bin" / "mcp-inspector"
 def server_db(tmp_path_factory):
     """A migrated database for the server subprocesses, with the seeded 'e2e' instance; dropped afterwards."""
     with server_database("b_e2e", tmp_path_factory.mktemp("e2e"), secret="e2e-secret") as env:
-        seeded = subprocess.run(
-            [PYTHON, "bench/seed_mcp.py", "--slug", "e2e", "--rows", "50", "--user", "e2e"],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        yield {"env": env, **json.loads(seeded.stdout.strip().splitlines()[-1])}
+        yield {"env": env, **seed_mcp(env, slug="e2e", rows=50, user="e2e")}
 
 
 @pytest.fixture
 def uvicorn(server_db):
-    server = Uvicorn(server_db["env"])
-    yield server
-    server.stop()
+    with Uvicorn(server_db["env"]) as server:
+        yield server
 
 
 @pytest.mark.parametrize(("mode", "version"), [("legacy", "2025-11-25"), ("auto", "2026-07-28")])

@@ -41,9 +41,8 @@ def server_db(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def uvicorn(server_db):
-    server = Uvicorn(server_db["env"])
-    yield server
-    server.stop()
+    with Uvicorn(server_db["env"]) as server:
+        yield server
 
 
 @pytest.mark.parametrize(("mode", "version"), ERAS)

@@ -45,11 +45,8 @@ print(json.dumps(keys))
 def server(tmp_path_factory):
     with server_database("b_uris", tmp_path_factory.mktemp("uris"), secret="uris-secret") as env:
         keys = json.loads(run_python(env, SEED))
-        uvicorn = Uvicorn(env)
-        try:
+        with Uvicorn(env) as uvicorn:
             yield {"base": uvicorn.base, "keys": keys}
-        finally:
-            uvicorn.stop()
 
 
 def session(server, slug: str, mode: str, scenario, **options):

@@ -12,7 +12,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_types import PromptReference, ResourceTemplateReference
 
-from tests.live_server import PYTHON, ROOT, Uvicorn, run_python, sdk_session, server_database
+from tests.live_server import ROOT, Uvicorn, run_python, sdk_session, seed_mcp, server_database
 from tools_app.models import Discovery
 
 pytestmark = pytest.mark.e2e
@@ -38,23 +38,15 @@ print(json.dumps({"search": Discovery}))
 @pytest.fixture(scope="module")
 def server_db(tmp_path_factory):
     with server_database("b_surface", tmp_path_factory.mktemp("surface"), secret="surface-secret") as env:
-        seeded = subprocess.run(
-            [PYTHON, "bench/seed_mcp.py", "--slug", "surface", "--rows", "30", "--user", "surface"],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
+        seeded = seed_mcp(env, slug="surface", rows=30, user="surface")
         run_python(env, SEARCH_INSTANCE)
-        yield {"env": env, **json.loads(seeded.stdout.strip().splitlines()[-1])}
+        yield {"env": env, **seeded}
 
 
 @pytest.fixture(scope="module")
 def uvicorn(server_db):
-    server = Uvicorn(server_db["env"])
-    yield server
-    server.stop()
+    with Uvicorn(server_db["env"]) as server:
+        yield server
 
 
 @pytest.mark.parametrize(("mode", "version"), ERAS)

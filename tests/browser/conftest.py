@@ -22,11 +22,8 @@ def server(tmp_path_factory):
             f"    user = User.objects.create_user(name, password={PASSWORD!r}, is_staff=True)\n"
             "    user.groups.add(group)\n",
         )
-        uvicorn = Uvicorn(env)
-        try:
+        with Uvicorn(env) as uvicorn:
             yield {"base": uvicorn.base, "env": env}
-        finally:
-            uvicorn.stop()
 
 
 @pytest.fixture(scope="module")

@@ -34,11 +34,8 @@ def server(tmp_path_factory):
     require_browser()
     with server_database("e_ops", tmp_path_factory.mktemp("ops_browser"), secret="ops-browser-secret") as env:
         key = run_python(env, SETUP)
-        uvicorn = Uvicorn(env)
-        try:
+        with Uvicorn(env) as uvicorn:
             yield {"base": uvicorn.base, "env": env, "key": key}
-        finally:
-            uvicorn.stop()
 
 
 def mcp_call(server, name: str, query: str) -> dict:
