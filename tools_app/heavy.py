@@ -2,7 +2,8 @@
 
 A read (query_data, select, preview, get_all_data, get_data_schema) starts where it is called, under its
 call's budget. Most finish within a few milliseconds. One that becomes heavy (data_access.budget:
-YIELD_AFTER_MS of CPU, after it took its caller's concurrency slot) is stopped there (MoveElsewhere) and run
+YIELD_AFTER_MS of CPU, or SUSPECT_YIELD_AFTER_MS for a caller that was heavy a moment ago (tools_app.budgets),
+after it took its caller's concurrency slot) is stopped there (MoveElsewhere) and run
 again from the start in a **heavy worker**: a separate process, started with the server, that reads the
 table itself (at the same version) and evaluates under the rest of the same budget. So an expensive query
 no longer shares the server's interpreter lock with light calls: while it runs, the thread that asked waits
