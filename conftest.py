@@ -166,7 +166,7 @@ def login_lockout_off(settings):
 
 
 @pytest.fixture(autouse=True)
-def _clear_table_cache():
+def _clear_process_state():
     """Each test starts with an empty per-process data cache and no remembered heavy callers (test databases
     reuse ids)."""
     from tools_app.budgets import call_slots
