@@ -9,9 +9,7 @@ ratio. Rate limits are off so that only authentication differs.
 """
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx2  # noqa: E402
 
-from tests.live_server import PYTHON, ROOT, Uvicorn, run_python, server_database  # noqa: E402
+from tests.live_server import Uvicorn, run_python, seed_mcp, server_database  # noqa: E402
 
 TOKEN = "tho_" + "B" * 43
 
@@ -52,15 +50,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as directory, server_database("oauthb", Path(directory), secret="b") as env:
-        seeded = subprocess.run(
-            [PYTHON, "bench/seed_mcp.py", "--slug", "oauthbench", "--rows", "100", "--user", "bench"],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        key = json.loads(seeded.stdout.strip().splitlines()[-1])["key"]
+        key = seed_mcp(env, slug="oauthbench", rows=100, user="bench")["key"]
         server = Uvicorn({**env, "TOOLHUB_RATE_LIMITS_ENABLED": "false"})
         try:
             run_python(env, MAKE_TOKEN.format(base=server.base, token=TOKEN))

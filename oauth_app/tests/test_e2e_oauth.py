@@ -10,7 +10,6 @@ revocation -> 401.
 import html
 import json
 import re
-import subprocess
 from urllib.parse import parse_qs, urlsplit
 
 import httpx2
@@ -22,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
 from oauth_app.tests.support import DocumentServer, make_certificate
-from tests.live_server import PYTHON, ROOT, Uvicorn, run_python, server_database
+from tests.live_server import Uvicorn, run_python, seed_mcp, server_database
 
 pytestmark = pytest.mark.e2e
 
@@ -36,17 +35,7 @@ def world(tmp_path_factory):
     cert_file, key_file = make_certificate(directory)
     documents = DocumentServer(cert_file, key_file)
     with server_database("oauth", directory, secret="oauth-e2e-secret") as env:
-        seeds = {}
-        for slug in ("oa", "ob"):
-            done = subprocess.run(
-                [PYTHON, "bench/seed_mcp.py", "--slug", slug, "--rows", "5", "--user", "owner"],
-                cwd=ROOT,
-                env=env,
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            seeds[slug] = json.loads(done.stdout.strip().splitlines()[-1])
+        seeds = {slug: seed_mcp(env, slug=slug, rows=5, user="owner") for slug in ("oa", "ob")}
         run_python(
             env,
             "from django.contrib.auth import get_user_model\n"
