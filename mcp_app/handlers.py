@@ -29,6 +29,9 @@ from mcp.server.connection import allowed_log_levels
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from mcp_app.auth import Caller as KeyHolder
+from mcp_app.auth import Denied, auth_cache, authenticate, insufficient_scope, not_found, oauth_token_live
+from mcp_app.hops import DatabaseHops
 from tools_app import __version__ as tools_version
 from tools_app import telemetry
 from tools_app.calls import Caller, CallOutcome, CallTarget, run_tool_call, tool_cache, touch_key
@@ -41,10 +44,6 @@ from tools_app.registry.export import tool_entry
 from tools_app.selectors import binding_call_target
 from tools_app.tool_types import TOOL_TYPES
 from tools_app.validators import TOOL_NAME_RE
-
-from .auth import Caller as KeyHolder
-from .auth import Denied, auth_cache, authenticate, insufficient_scope, not_found, oauth_token_live
-from .hops import DatabaseHops
 
 logger = logging.getLogger(__name__)
 
@@ -653,7 +652,7 @@ def _no_header_parameters(name: str) -> None:
 
 
 def build_server(hops: DatabaseHops) -> Server:
-    from . import surface
+    from mcp_app import surface
 
     def bound(handler: Any) -> Any:
         return functools.partial(handler, hops)

@@ -13,9 +13,8 @@ the endpoint's other HTTP-level refusals are answered before any MCP processing:
 import json
 from typing import Any
 
+from mcp_app.auth import Caller
 from tools_app import rate_limits, telemetry
-
-from .auth import Caller
 
 # JSON-RPC leaves -32000..-32099 to the server; -32029 is toolhub's "rate limited" (429).
 RATE_LIMITED_RPC_CODE = -32029

@@ -37,6 +37,15 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
+from mcp_app.handlers import (
+    RequestState,
+    _call_target,
+    _current_instance,
+    _decode_cursor,
+    _encode_cursor,
+    _page_size,
+    caller_for,
+)
 from tools_app.calls import run_tool_call
 from tools_app.choices import ToolType
 from tools_app.data_access.operations import Mount
@@ -47,16 +56,6 @@ from tools_app.registry.instance_scope import InstanceScope
 from tools_app.resource_uris import MAX_URI, RESERVED_SCHEME, Template, ordered, parse_template, resource_uri_problem
 from tools_app.services import table_data
 from tools_app.validators import MAX_PROMPT_ARGUMENT
-
-from .handlers import (
-    RequestState,
-    _call_target,
-    _current_instance,
-    _decode_cursor,
-    _encode_cursor,
-    _page_size,
-    caller_for,
-)
 
 __all__ = [
     "PROMPT_NAME",

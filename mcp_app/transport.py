@@ -29,10 +29,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from tools_app import telemetry
-from tools_app.oauth import SCOPE_ALL, public_base
-
-from .auth import (
+from mcp_app.auth import (
     Denied,
     auth_cache,
     authenticate,
@@ -40,10 +37,12 @@ from .auth import (
     key_hash_from_header,
     refusal_without_database,
 )
-from .handlers import STATE_KEY, RequestState, build_server
-from .hops import DatabaseHops
-from .messages import REQUEST, Problem, classify, is_tool_call, wants_stream
-from .rate_limit import refuse_over_rate
+from mcp_app.handlers import STATE_KEY, RequestState, build_server
+from mcp_app.hops import DatabaseHops
+from mcp_app.messages import REQUEST, Problem, classify, is_tool_call, wants_stream
+from mcp_app.rate_limit import refuse_over_rate
+from tools_app import telemetry
+from tools_app.oauth import SCOPE_ALL, public_base
 
 logger = logging.getLogger(__name__)
 

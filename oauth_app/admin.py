@@ -8,9 +8,8 @@ its refresh token and its access token stop working on the next request, on ever
 from django.contrib import admin
 from django.db.models import Q
 
+from oauth_app.models import AuthorizedClient, ClientDocument
 from tools_app.models import McpInstance
-
-from .models import AuthorizedClient, ClientDocument
 
 
 def _resource_slugs(resources) -> list[str]:

@@ -18,7 +18,7 @@ from django.conf import settings
 from oauth2_provider import cimd as library
 from oauth2_provider.settings import oauth2_settings
 
-from .models import ClientDocument
+from oauth_app.models import ClientDocument
 
 MAX_URI_LENGTH = 2000
 

@@ -5,7 +5,7 @@ Included at the root by toolhub.urls: the well-known documents must be at the or
 
 from django.urls import path, re_path
 
-from . import views
+from oauth_app import views
 
 app_name = "oauth2_provider"
 

@@ -22,11 +22,10 @@ from oauth2_provider import views as library
 from oauth2_provider.http import OAuth2ResponseRedirect
 from oauth2_provider.settings import oauth2_settings
 
+from oauth_app.models import REDIRECT_SCHEMES, ClientDocument
 from tools_app import rate_limits
 from tools_app.models import McpInstance
 from tools_app.oauth import SCOPE_ALL, SCOPE_READ, may_authorize, public_base, resource_url, slug_of_resource
-
-from .models import REDIRECT_SCHEMES, ClientDocument
 
 
 def oauth_enabled() -> bool:

@@ -3,7 +3,7 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from .views import ApiRootView
+from toolhub.views import ApiRootView
 
 app_name = "api"
 

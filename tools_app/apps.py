@@ -10,8 +10,8 @@ class ToolsAppConfig(AppConfig):
         from django.contrib.auth.signals import user_login_failed
         from django.core import checks
 
-        from . import telemetry
-        from .rate_limits import check_settings
+        from tools_app import telemetry
+        from tools_app.rate_limits import check_settings
 
         checks.register(check_settings)
         # Issue 18 (docs/operations.md): JSON log lines when asked, traces when an OTLP endpoint is set.
@@ -21,6 +21,6 @@ class ToolsAppConfig(AppConfig):
 
 
 def _login_failed(sender, **kwargs) -> None:
-    from . import telemetry
+    from tools_app import telemetry
 
     telemetry.auth_failed("login")

@@ -29,9 +29,9 @@ from typing import Any
 
 from django.conf import settings
 
-from . import telemetry
-from .data_access.budget import SUSPECT_YIELD_AFTER_MS, Limits, waiting
-from .errors import ErrorCode, ToolError
+from tools_app import telemetry
+from tools_app.data_access.budget import SUSPECT_YIELD_AFTER_MS, Limits, waiting
+from tools_app.errors import ErrorCode, ToolError
 
 __all__ = ["HEAVY_MEMORY_SECONDS", "CallSlots", "call_slots", "default_limits", "limits_for"]
 

@@ -44,13 +44,13 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from .budgets import call_slots, limits_for
-from .caches import LruCache
-from .choices import READ_TYPES, REGISTRY_TYPES, ToolType
-from .data_access.budget import enforced
-from .errors import ErrorCode, ToolError
-from .models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Table, Tool
-from .paging import (
+from tools_app.budgets import call_slots, limits_for
+from tools_app.caches import LruCache
+from tools_app.choices import READ_TYPES, REGISTRY_TYPES, ToolType
+from tools_app.data_access.budget import enforced
+from tools_app.errors import ErrorCode, ToolError
+from tools_app.models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Table, Tool
+from tools_app.paging import (
     CURSOR,
     MEASURE_FACTOR,
     Page,
@@ -63,11 +63,11 @@ from .paging import (
     tool_binding,
     utf8_size,
 )
-from .services.locks import key_share
-from .services.table_log import WriteAudit, write_audit
-from .telemetry import call_finished, call_span, span
-from .tool_types import TOOL_TYPES, external
-from .tool_types.execute import execute
+from tools_app.services.locks import key_share
+from tools_app.services.table_log import WriteAudit, write_audit
+from tools_app.telemetry import call_finished, call_span, span
+from tools_app.tool_types import TOOL_TYPES, external
+from tools_app.tool_types.execute import execute
 
 logger = logging.getLogger(__name__)
 
@@ -334,8 +334,8 @@ def _not_found(name: str, target: CallTarget) -> ToolError:
 
 def _scope(caller: Caller, target: CallTarget) -> Any:
     """What a registry tool works over (SPEC §5): the instance's bindings over MCP, the caller's tools else."""
-    from .registry.instance_scope import InstanceScope
-    from .registry.scope import UserScope
+    from tools_app.registry.instance_scope import InstanceScope
+    from tools_app.registry.scope import UserScope
 
     if target.instance_id is not None:
         return InstanceScope(McpInstance.objects.select_related("owner").get(pk=target.instance_id))

@@ -2,7 +2,7 @@
 
 from django.db import models
 
-from .tool_types import READ, REGISTRY, TOOL_TYPES, WRITE, types_of_kind
+from tools_app.tool_types import READ, REGISTRY, TOOL_TYPES, WRITE, types_of_kind
 
 
 class ToolType(models.TextChoices):

@@ -39,10 +39,10 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from .data_access import budget, operations
-from .data_access.budget import Limits, too_expensive
-from .data_access.operations import Mount
-from .errors import ErrorCode, ToolError
+from tools_app.data_access import budget, operations
+from tools_app.data_access.budget import Limits, too_expensive
+from tools_app.data_access.operations import Mount
+from tools_app.errors import ErrorCode, ToolError
 
 __all__ = ["HeavyWorkers", "read", "workers"]
 
@@ -319,7 +319,7 @@ def run_job(job: Job, loaded: Callable[[float], None] = lambda seconds: None) ->
     """One job, as `serve` runs it: ("ok", value), ("error", code, message, details), or ("elsewhere",).
     Loading the table (a parse when this worker has not seen its version yet) is not charged to the call:
     its elapsed time is added to the deadline, and told to the server through `loaded`."""
-    from . import services
+    from tools_app import services
 
     started = time.monotonic()
     try:

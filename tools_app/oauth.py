@@ -21,7 +21,7 @@ from typing import Any
 
 from django.conf import settings
 
-from .tool_types import TOOL_TYPES
+from tools_app.tool_types import TOOL_TYPES
 
 __all__ = [
     "ACCESS_TOKEN_PREFIX",

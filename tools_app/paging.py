@@ -19,8 +19,8 @@ from typing import Any
 from django.conf import settings
 from django.core import signing
 
-from .errors import ErrorCode, ToolError
-from .validators import on_fresh_stack
+from tools_app.errors import ErrorCode, ToolError
+from tools_app.validators import on_fresh_stack
 
 __all__ = [
     "CURSOR",

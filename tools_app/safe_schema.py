@@ -29,7 +29,7 @@ from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
 from referencing.jsonschema import DRAFT202012
 
-from .patterns import PatternError, compile_pattern
+from tools_app.patterns import PatternError, compile_pattern
 
 __all__ = ["DIALECT", "UnsafeSchema", "schema_problems", "validator_for"]
 

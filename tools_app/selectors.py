@@ -15,9 +15,9 @@ from django.db import connection
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model
 
-from . import calls  # calls -> services -> selectors: CallTarget is looked up when used
-from .models import ApiKey, Binding, McpInstance, NameClash, Table, Tool
-from .resource_uris import conflict
+from tools_app import calls  # calls -> services -> selectors: CallTarget is looked up when used
+from tools_app.models import ApiKey, Binding, McpInstance, NameClash, Table, Tool
+from tools_app.resource_uris import conflict
 
 __all__ = ["binding_call_target", "name_clashes", "resource_uri_clash"]
 

@@ -3,8 +3,8 @@
 import copy
 from typing import Any
 
-from .choices import ToolType
-from .tool_types import TOOL_TYPES
+from tools_app.choices import ToolType
+from tools_app.tool_types import TOOL_TYPES
 
 # The defaults from the tool types' registry; the same objects as the specs' schemas.
 DEFAULT_INPUT_SCHEMAS: dict[str, dict[str, Any]] = {value: spec.input_schema for value, spec in TOOL_TYPES.items()}

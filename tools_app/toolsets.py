@@ -15,12 +15,12 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from . import services
-from .data_access import operations, pointer
-from .data_access.shape import describe, json_type
-from .errors import ToolError
-from .models import Binding, McpInstance, Table, Tool
-from .validators import MAX_DESCRIPTION, validate_json_pointer
+from tools_app import services
+from tools_app.data_access import operations, pointer
+from tools_app.data_access.shape import describe, json_type
+from tools_app.errors import ToolError
+from tools_app.models import Binding, McpInstance, Table, Tool
+from tools_app.validators import MAX_DESCRIPTION, validate_json_pointer
 
 __all__ = ["GeneratedTools", "STANDARD_TOOLS", "default_prefix", "generate_tools", "tool_names_for"]
 

@@ -12,8 +12,8 @@ from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from .rate_limits import parse_rate
-from .safe_schema import schema_problems
+from tools_app.rate_limits import parse_rate
+from tools_app.safe_schema import schema_problems
 
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 CATEGORY_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,49}$")

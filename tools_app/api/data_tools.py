@@ -12,15 +12,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tools_app import services
+from tools_app.api.instance_serializers import BindingSerializer
+from tools_app.api.parsers import JSONParser
+from tools_app.api.serializers import OwnedPrimaryKeyRelatedField, TableSerializer, ToolSerializer
+from tools_app.api.serializers import StrictSerializer as SharedStrictSerializer
+from tools_app.api.views import get_owned_or_404
 from tools_app.models import McpInstance, Table, Tool
 from tools_app.toolsets import MAX_PREFIX, generate_tools
 from tools_app.validators import validate_json_pointer
-
-from .instance_serializers import BindingSerializer
-from .parsers import JSONParser
-from .serializers import OwnedPrimaryKeyRelatedField, TableSerializer, ToolSerializer
-from .serializers import StrictSerializer as SharedStrictSerializer
-from .views import get_owned_or_404
 
 __all__ = ["BulkBindingView", "GenerateToolsView", "TableImportView"]
 

@@ -11,9 +11,9 @@ from django.db.models.constants import LOOKUP_SEP
 from django.db.models.expressions import RawSQL
 from django_filters import rest_framework as filters
 
-from ..choices import ToolType, default_category
-from ..models import Table, Tool
-from .filters import StrictFilterSet
+from tools_app.api.filters import StrictFilterSet
+from tools_app.choices import ToolType, default_category
+from tools_app.models import Table, Tool
 
 __all__ = ["ToolFilterSet", "category_q", "tag_filter"]
 

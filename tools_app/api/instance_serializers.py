@@ -8,11 +8,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from tools_app import services
+from tools_app.api.schema import NO_NUL
 from tools_app.api.serializers import FullCleanModelSerializer, OwnedPrimaryKeyRelatedField, StrictSerializerMixin
 from tools_app.models import ApiKey, Binding, LogLevel, McpInstance, Prompt, Tool
 from tools_app.validators import MAX_PROMPT_ARGUMENT_DESCRIPTION, MAX_PROMPT_ARGUMENTS, PROMPT_ARGUMENT_NAME_RE
-
-from .schema import NO_NUL
 
 __all__ = [
     "ApiKeyCreatedSerializer",

@@ -6,11 +6,8 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.response import Response
 
 from tools_app import services
-from tools_app.api.views import OwnedViewSetMixin, get_owned_or_404
-from tools_app.models import ApiKey, Binding, McpInstance, Prompt
-
-from .instance_filtersets import BindingFilterSet, McpInstanceFilterSet
-from .instance_serializers import (
+from tools_app.api.instance_filtersets import BindingFilterSet, McpInstanceFilterSet
+from tools_app.api.instance_serializers import (
     ApiKeyCreatedSerializer,
     ApiKeyCreateSerializer,
     ApiKeySerializer,
@@ -18,7 +15,9 @@ from .instance_serializers import (
     McpInstanceSerializer,
     PromptSerializer,
 )
-from .schema import ErrorSerializer
+from tools_app.api.schema import ErrorSerializer
+from tools_app.api.views import OwnedViewSetMixin, get_owned_or_404
+from tools_app.models import ApiKey, Binding, McpInstance, Prompt
 
 __all__ = ["ApiKeyViewSet", "BindingViewSet", "McpInstanceViewSet", "PromptViewSet"]
 

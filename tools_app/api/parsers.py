@@ -6,7 +6,7 @@ tools_app.api.renderers.JSONRenderer keeps that form from failing on a stored lo
 
 from rest_framework import parsers
 
-from .renderers import JSONRenderer
+from tools_app.api.renderers import JSONRenderer
 
 __all__ = ["JSONParser"]
 

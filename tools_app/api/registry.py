@@ -16,9 +16,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tools_app import registry
+from tools_app.api.views import get_owned_or_404
 from tools_app.models import Tool
-
-from .views import get_owned_or_404
 
 __all__ = [
     "EXPORT_RESPONSE",

@@ -4,9 +4,9 @@ prompts (nested) and bindings, and the token endpoint."""
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
-from .data_tools import BulkBindingView, GenerateToolsView, TableImportView
-from .instance_views import ApiKeyViewSet, BindingViewSet, McpInstanceViewSet, PromptViewSet
-from .views import ApiTokenViewSet, AuthTokenView, TableViewSet, ToolViewSet
+from tools_app.api.data_tools import BulkBindingView, GenerateToolsView, TableImportView
+from tools_app.api.instance_views import ApiKeyViewSet, BindingViewSet, McpInstanceViewSet, PromptViewSet
+from tools_app.api.views import ApiTokenViewSet, AuthTokenView, TableViewSet, ToolViewSet
 
 router = SimpleRouter()
 router.register("tables", TableViewSet, basename="table")

@@ -23,14 +23,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tools_app import services
-from tools_app.calls import Caller, run_tool_call, target_of_tool
-from tools_app.models import ApiToken, Surface, Table, TableChange, Tool
-
-from .filters import OrderingFilter
-from .filtersets import ToolFilterSet
-from .renderers import JSONRenderer
-from .schema import ErrorSerializer
-from .serializers import (
+from tools_app.api.filters import OrderingFilter
+from tools_app.api.filtersets import ToolFilterSet
+from tools_app.api.renderers import JSONRenderer
+from tools_app.api.schema import ErrorSerializer
+from tools_app.api.serializers import (
     ApiTokenSerializer,
     AuthTokenRequestSerializer,
     TableChangeSerializer,
@@ -41,7 +38,9 @@ from .serializers import (
     ToolCallSerializer,
     ToolSerializer,
 )
-from .throttles import TokenRateThrottle
+from tools_app.api.throttles import TokenRateThrottle
+from tools_app.calls import Caller, run_tool_call, target_of_tool
+from tools_app.models import ApiToken, Surface, Table, TableChange, Tool
 
 __all__ = [
     "ApiTokenViewSet",

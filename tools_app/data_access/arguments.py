@@ -9,9 +9,9 @@ from typing import Any
 
 from referencing.exceptions import Unresolvable
 
-from ..errors import ErrorCode, ToolError
-from ..safe_schema import UnsafeSchema, validator_for
-from ..validators import (
+from tools_app.errors import ErrorCode, ToolError
+from tools_app.safe_schema import UnsafeSchema, validator_for
+from tools_app.validators import (
     describe_path,
     find_surrogate,
     json_dumps_checked,

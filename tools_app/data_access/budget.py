@@ -38,7 +38,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ErrorCode, ToolError
+from tools_app.errors import ErrorCode, ToolError
 
 __all__ = [
     "DEFAULT_QUERY_DEPTH",

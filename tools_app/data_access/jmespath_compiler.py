@@ -37,8 +37,8 @@ from jmespath import functions as jmespath_functions
 from jmespath import visitor
 from jmespath.parser import Parser
 
-from .budget import QueryBudget, measure
-from .budget import _active as _budget_state
+from tools_app.data_access.budget import QueryBudget, measure
+from tools_app.data_access.budget import _active as _budget_state
 
 __all__ = ["CompiledExpression", "compile_ast", "compile_query"]
 

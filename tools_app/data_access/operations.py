@@ -9,12 +9,12 @@ key and are exchanged as {"key", "content"} pairs. Keys compare as strings (SPEC
 import bisect
 from typing import Any
 
-from .. import json_patch
-from ..errors import ErrorCode, ToolError
-from . import pointer
-from .budget import charge
-from .query import run_query
-from .shape import describe, json_type
+from tools_app import json_patch
+from tools_app.data_access import pointer
+from tools_app.data_access.budget import charge
+from tools_app.data_access.query import run_query
+from tools_app.data_access.shape import describe, json_type
+from tools_app.errors import ErrorCode, ToolError
 
 
 class Mount:

@@ -17,10 +17,10 @@ from typing import Any
 from jmespath import exceptions as jmespath_errors
 from jmespath import visitor
 
-from ..errors import ErrorCode, ToolError
-from ..telemetry import span
-from .budget import DEFAULT_QUERY_DEPTH, active, measure, too_expensive
-from .jmespath_compiler import CompiledExpression, compile_query
+from tools_app.data_access.budget import DEFAULT_QUERY_DEPTH, active, measure, too_expensive
+from tools_app.data_access.jmespath_compiler import CompiledExpression, compile_query
+from tools_app.errors import ErrorCode, ToolError
+from tools_app.telemetry import span
 
 __all__ = ["CompiledExpression", "compile_expression", "run_query"]
 

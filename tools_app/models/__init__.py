@@ -5,17 +5,17 @@ their tables (db_table keeps the old names, tools_app migration 0005), so the do
 and the MCP endpoint, the API and the admin are interfaces over it.
 """
 
-from .api_key import API_KEY_PREFIX, ApiKey
-from .api_token import API_TOKEN_PREFIX, ApiToken
-from .base import OwnedModel
-from .binding import Binding
-from .call import CallLog, CallStatus, Surface
-from .embedding import EmbeddingVector
-from .instance import Discovery, LogLevel, McpInstance
-from .prompt import Prompt, PromptArgumentsError, PromptQuerySet, prompt_name_conflict
-from .table import Table, TableSnapshot
-from .table_change import TableChange
-from .tool import NameClash, Tool, ToolQuerySet, name_conflict_error
+from tools_app.models.api_key import API_KEY_PREFIX, ApiKey
+from tools_app.models.api_token import API_TOKEN_PREFIX, ApiToken
+from tools_app.models.base import OwnedModel
+from tools_app.models.binding import Binding
+from tools_app.models.call import CallLog, CallStatus, Surface
+from tools_app.models.embedding import EmbeddingVector
+from tools_app.models.instance import Discovery, LogLevel, McpInstance
+from tools_app.models.prompt import Prompt, PromptArgumentsError, PromptQuerySet, prompt_name_conflict
+from tools_app.models.table import Table, TableSnapshot
+from tools_app.models.table_change import TableChange
+from tools_app.models.tool import NameClash, Tool, ToolQuerySet, name_conflict_error
 
 __all__ = [
     "API_KEY_PREFIX",

@@ -6,7 +6,7 @@ import secrets
 
 from django.db import models
 
-from .instance import McpInstance, OwnedThroughInstanceQuerySet
+from tools_app.models.instance import McpInstance, OwnedThroughInstanceQuerySet
 
 API_KEY_PREFIX = "thk_"
 # What generate() makes: the prefix and 32 random bytes in URL-safe base64 (43 characters). Anything else

@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.db import models
 
-from ..permissions import OwnedQuerySet
+from tools_app.permissions import OwnedQuerySet
 
 
 class OwnedModel(models.Model):

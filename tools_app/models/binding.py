@@ -3,11 +3,11 @@
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from ..choices import ToolType
-from ..resource_uris import MAX_URI, resource_uri_problem, validate_resource_uri
-from ..validators import MAX_DESCRIPTION, validate_tool_name
-from .instance import McpInstance, OwnedThroughInstanceQuerySet
-from .tool import Tool
+from tools_app.choices import ToolType
+from tools_app.models.instance import McpInstance, OwnedThroughInstanceQuerySet
+from tools_app.models.tool import Tool
+from tools_app.resource_uris import MAX_URI, resource_uri_problem, validate_resource_uri
+from tools_app.validators import MAX_DESCRIPTION, validate_tool_name
 
 
 class BindingQuerySet(OwnedThroughInstanceQuerySet):
@@ -113,7 +113,7 @@ class Binding(models.Model):
         if problem is not None:
             raise ValidationError({"resource_uri": ValidationError(problem, code="invalid")})
         if self.mcp_instance_id:
-            from ..selectors import resource_uri_clash  # selectors read the models: imported when checked
+            from tools_app.selectors import resource_uri_clash  # selectors read the models: imported when checked
 
             clash = resource_uri_clash(instance_id=self.mcp_instance_id, uri=self.resource_uri, exclude_binding=self.pk)
             if clash is not None:

@@ -4,10 +4,10 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from ..permissions import OwnedQuerySet
-from .api_key import ApiKey
-from .instance import McpInstance
-from .tool import Tool
+from tools_app.models.api_key import ApiKey
+from tools_app.models.instance import McpInstance
+from tools_app.models.tool import Tool
+from tools_app.permissions import OwnedQuerySet
 
 
 class Surface(models.TextChoices):

@@ -3,9 +3,9 @@
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from ..permissions import OwnedQuerySet
-from ..validators import validate_rate
-from .base import OwnedModel
+from tools_app.models.base import OwnedModel
+from tools_app.permissions import OwnedQuerySet
+from tools_app.validators import validate_rate
 
 
 class Discovery(models.TextChoices):

@@ -13,8 +13,9 @@ from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.db.models.functions import Lower
 
-from ..errors import ErrorCode
-from ..validators import (
+from tools_app.errors import ErrorCode
+from tools_app.models.instance import McpInstance, OwnedThroughInstanceQuerySet
+from tools_app.validators import (
     MAX_DESCRIPTION,
     MAX_PROMPT_ARGUMENT,
     MAX_PROMPT_RENDERED,
@@ -24,7 +25,6 @@ from ..validators import (
     validate_prompt_arguments,
     validate_prompt_name,
 )
-from .instance import McpInstance, OwnedThroughInstanceQuerySet
 
 __all__ = ["Prompt", "PromptArgumentsError", "PromptQuerySet", "prompt_name_conflict"]
 

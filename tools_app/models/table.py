@@ -5,8 +5,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from ..validators import TableDocumentDecoder, TableDocumentEncoder, validate_json_value, validate_table_depth
-from .base import OwnedModel
+from tools_app.models.base import OwnedModel
+from tools_app.validators import TableDocumentDecoder, TableDocumentEncoder, validate_json_value, validate_table_depth
 
 _UNSET: Any = object()
 
@@ -55,7 +55,7 @@ class Table(OwnedModel):
         if self._document is _UNSET:
             if self.pk is None:
                 return {}
-            from ..services.table_log import document  # the log's reader; models load before services
+            from tools_app.services.table_log import document  # the log's reader; models load before services
 
             self._document = document(self.pk, self.version).data
             self._document_pending = False

@@ -11,12 +11,12 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from .api_key import ApiKey
-from .api_token import ApiToken
-from .call import Surface
-from .instance import McpInstance
-from .table import Table
-from .tool import Tool
+from tools_app.models.api_key import ApiKey
+from tools_app.models.api_token import ApiToken
+from tools_app.models.call import Surface
+from tools_app.models.instance import McpInstance
+from tools_app.models.table import Table
+from tools_app.models.tool import Tool
 
 
 class TableChange(models.Model):

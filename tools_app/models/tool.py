@@ -10,12 +10,14 @@ from typing import NamedTuple
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from ..choices import ToolType, default_category
-from ..errors import ErrorCode
-from ..permissions import OwnedQuerySet
-from ..tool_schemas import default_input_schema, is_other_types_default
-from ..tool_types import DATA_KINDS, EXTERNAL, TOOL_TYPES, WRITE, ToolTypeSpec, check_arguments, check_tool
-from ..validators import (
+from tools_app.choices import ToolType, default_category
+from tools_app.errors import ErrorCode
+from tools_app.models.base import OwnedModel
+from tools_app.models.table import Table
+from tools_app.permissions import OwnedQuerySet
+from tools_app.tool_schemas import default_input_schema, is_other_types_default
+from tools_app.tool_types import DATA_KINDS, EXTERNAL, TOOL_TYPES, WRITE, ToolTypeSpec, check_arguments, check_tool
+from tools_app.validators import (
     MAX_DESCRIPTION,
     validate_input_schema,
     validate_json_pointer,
@@ -24,8 +26,6 @@ from ..validators import (
     validate_metadata,
     validate_tool_name,
 )
-from .base import OwnedModel
-from .table import Table
 
 
 class ToolQuerySet(OwnedQuerySet):
@@ -116,7 +116,7 @@ class Tool(OwnedModel):
         """
         if self.pk is None:
             return []
-        from ..selectors import name_clashes  # selectors read the models: imported when a tool is checked
+        from tools_app.selectors import name_clashes  # selectors read the models: imported when a tool is checked
 
         own = self.bindings.filter(name_override="").values_list("mcp_instance_id", flat=True)
         return name_clashes(instance_ids=own, name=new_name, exclude_tool=self.pk)

@@ -14,15 +14,14 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from .. import services, telemetry
-from ..choices import ToolType
-from ..data_access.budget import active, charge, too_expensive
-from ..errors import ErrorCode, ToolError, ToolhubError
-from ..models import Discovery, Tool
-from ..tool_types import REGISTRY, TOOL_TYPES
-from .export import FORMATS, export_tool, export_tools
-from .guide import PENDING, code_span, usage_guide
-from .search import (
+from tools_app import services, telemetry
+from tools_app.choices import ToolType
+from tools_app.data_access.budget import active, charge, too_expensive
+from tools_app.errors import ErrorCode, ToolError, ToolhubError
+from tools_app.models import Discovery, Tool
+from tools_app.registry.export import FORMATS, export_tool, export_tools
+from tools_app.registry.guide import PENDING, code_span, usage_guide
+from tools_app.registry.search import (
     MAX_LIMIT,
     MAX_QUERY_LENGTH,
     METHODS,
@@ -33,6 +32,7 @@ from .search import (
     index_cache,
     validate_method,
 )
+from tools_app.tool_types import REGISTRY, TOOL_TYPES
 
 __all__ = [
     "PROXY_HINT",

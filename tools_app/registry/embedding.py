@@ -32,8 +32,8 @@ from typing import Any
 
 from django.db import DatabaseError, transaction
 
-from ..caches import LruCache
-from ..errors import ErrorCode, ToolError
+from tools_app.caches import LruCache
+from tools_app.errors import ErrorCode, ToolError
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ def _decode(raw: Any) -> Any:
 
 def load_vectors(model_id: str, keys: list[str]) -> dict[str, Any]:
     """Stored vectors of `keys` under `model_id` (a database failure reads as "none stored")."""
-    from ..models import EmbeddingVector
+    from tools_app.models import EmbeddingVector
 
     found: dict[str, Any] = {}
     broken: list[str] = []
@@ -205,7 +205,7 @@ def save_vectors(model_id: str, vectors: dict[str, Any]) -> None:
 
     A database failure is logged and ignored: the vectors are still good for this process.
     """
-    from ..models import EmbeddingVector
+    from tools_app.models import EmbeddingVector
 
     rows = [
         EmbeddingVector(model_id=model_id, text_hash=key, vector=vector.astype("<f4").tobytes())

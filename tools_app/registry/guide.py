@@ -25,8 +25,8 @@ from typing import Any
 
 from django.utils import timezone
 
-from ..tool_types import TOOL_TYPES
-from .search import ToolDoc
+from tools_app.registry.search import ToolDoc
+from tools_app.tool_types import TOOL_TYPES
 
 MAX_BYTES = 50 * 1024
 PENDING = "[Description pending]"
@@ -182,7 +182,7 @@ def usage_guide(*, scope: Any, tool_names: Any = None, category: str | None = No
     `tool_names` is a list (or a comma-separated string); `category` filters further. Never raises for
     unknown names or categories: they become warnings.
     """
-    from . import PROXY_HINT, get_index, through_proxy
+    from tools_app.registry import PROXY_HINT, get_index, through_proxy
 
     started = time.perf_counter()
     index = get_index(scope)

@@ -2,8 +2,8 @@
 
 from django.db.models import Count, Max
 
-from ..models import Binding, McpInstance, Tool
-from .scope import CatalogEntry
+from tools_app.models import Binding, McpInstance, Tool
+from tools_app.registry.scope import CatalogEntry
 
 
 class InstanceScope:
@@ -28,6 +28,6 @@ class InstanceScope:
         return ("instance", self.instance.pk, stats["count"], stats["bindings_changed"], stats["tools_changed"])
 
     def register(self, tool: Tool) -> None:
-        from ..services import binding_create
+        from tools_app.services import binding_create
 
         binding_create(mcp_instance=self.instance, tool=tool)

@@ -7,7 +7,7 @@ with the same interface.
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..models import Tool
+from tools_app.models import Tool
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,6 @@ class UserScope:
         return ("user", getattr(self.owner, "pk", None), stats["count"], stats["changed"])
 
     def register(self, tool: Tool) -> None:
-        from ..errors import ErrorCode, ToolError
+        from tools_app.errors import ErrorCode, ToolError
 
         raise ToolError(ErrorCode.REGISTRATION_FAILED, self.registration_refusal, {"reason": "no_instance"})

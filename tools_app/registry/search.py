@@ -35,15 +35,15 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from ..caches import LruCache
-from ..data_access.budget import charge
-from ..errors import ErrorCode, ToolError
-from ..paging import paged_input_schema, paged_output_schema
-from ..patterns import PatternError, compile_pattern
-from ..tool_types import TOOL_TYPES
-from ..tool_types.search_tools import MAX_QUERY_LENGTH
-from . import embedding
-from .text import is_cjk, readable_name, terms
+from tools_app.caches import LruCache
+from tools_app.data_access.budget import charge
+from tools_app.errors import ErrorCode, ToolError
+from tools_app.paging import paged_input_schema, paged_output_schema
+from tools_app.patterns import PatternError, compile_pattern
+from tools_app.registry import embedding
+from tools_app.registry.text import is_cjk, readable_name, terms
+from tools_app.tool_types import TOOL_TYPES
+from tools_app.tool_types.search_tools import MAX_QUERY_LENGTH
 
 __all__ = ["MAX_QUERY_LENGTH", "METHODS", "Index", "ToolDoc", "build_index"]
 

@@ -24,9 +24,9 @@ from typing import Any
 import yaml
 from django.core.exceptions import ValidationError
 
-from .. import services
-from ..models import Tool
-from ..validators import validate_examples
+from tools_app import services
+from tools_app.models import Tool
+from tools_app.validators import validate_examples
 
 DESCRIPTIONS_FILE = "tool_descriptions.yaml"
 EXAMPLES_FILE = "tool_examples.yaml"

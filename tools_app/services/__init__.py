@@ -16,10 +16,10 @@ constraints, never by a pre-check alone.
 - generate.py: a planned set of tools (tools_app.toolsets) created and bound all or nothing (issue 15)
 """
 
-from .generate import tool_set_create
-from .history import history_record
-from .imports import IMPORT_FORMATS, import_format, parse_table_file, table_import
-from .instances import (
+from tools_app.services.generate import tool_set_create
+from tools_app.services.history import history_record
+from tools_app.services.imports import IMPORT_FORMATS, import_format, parse_table_file, table_import
+from tools_app.services.instances import (
     BINDING_FIELDS,
     INSTANCE_FIELDS,
     api_key_delete,
@@ -36,9 +36,9 @@ from .instances import (
     instance_delete_many,
     instance_update,
 )
-from .locks import key_share, lock_rows
-from .prompts import PROMPT_FIELDS, prompt_create, prompt_delete, prompt_update
-from .table_log import (
+from tools_app.services.locks import key_share, lock_rows
+from tools_app.services.prompts import PROMPT_FIELDS, prompt_create, prompt_delete, prompt_update
+from tools_app.services.table_log import (
     SafeWrite,
     WriteAudit,
     Written,
@@ -51,7 +51,7 @@ from .table_log import (
     table_write,
     write_audit,
 )
-from .tables import (
+from tools_app.services.tables import (
     TOOL_FIELDS,
     table_create,
     table_delete,
@@ -64,7 +64,7 @@ from .tables import (
     tool_update,
     tool_use_record,
 )
-from .tokens import api_token_issue, api_token_revoke, api_token_ttl
+from tools_app.services.tokens import api_token_issue, api_token_revoke, api_token_ttl
 
 __all__ = [
     "BINDING_FIELDS",

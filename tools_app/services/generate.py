@@ -12,12 +12,12 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from ..errors import ErrorCode
-from ..models import Binding, McpInstance, Tool
-from ..selectors import name_clashes
-from .instances import binding_create
-from .locks import lock_rows_no_key
-from .tables import tool_create
+from tools_app.errors import ErrorCode
+from tools_app.models import Binding, McpInstance, Tool
+from tools_app.selectors import name_clashes
+from tools_app.services.instances import binding_create
+from tools_app.services.locks import lock_rows_no_key
+from tools_app.services.tables import tool_create
 
 __all__ = ["tool_set_create"]
 

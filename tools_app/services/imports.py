@@ -26,9 +26,9 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from ..models import Table
-from ..validators import max_table_bytes
-from .tables import table_create
+from tools_app.models import Table
+from tools_app.services.tables import table_create
+from tools_app.validators import max_table_bytes
 
 __all__ = ["IMPORT_FORMATS", "import_format", "parse_table_file", "table_import"]
 

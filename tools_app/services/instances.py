@@ -7,10 +7,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from ..models import API_KEY_PREFIX, ApiKey, Binding, McpInstance, Tool, name_conflict_error
-from ..selectors import name_clashes, resource_uri_clash
-from .history import ADDITION, CHANGE, history_record
-from .locks import key_share, lock_rows
+from tools_app.models import API_KEY_PREFIX, ApiKey, Binding, McpInstance, Tool, name_conflict_error
+from tools_app.selectors import name_clashes, resource_uri_clash
+from tools_app.services.history import ADDITION, CHANGE, history_record
+from tools_app.services.locks import key_share, lock_rows
 
 INSTANCE_FIELDS = (
     "name",

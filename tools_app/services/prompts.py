@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from ..models import McpInstance, Prompt, prompt_name_conflict
+from tools_app.models import McpInstance, Prompt, prompt_name_conflict
 
 __all__ = ["PROMPT_FIELDS", "prompt_create", "prompt_delete", "prompt_update"]
 

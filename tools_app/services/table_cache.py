@@ -12,7 +12,7 @@ from typing import Any
 
 from django.conf import settings
 
-from ..caches import LruCache
+from tools_app.caches import LruCache
 
 
 @dataclass

@@ -31,11 +31,11 @@ from django.db import transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
-from .. import json_patch, telemetry
-from ..errors import ErrorCode, ToolError
-from ..models import Table, TableChange, TableSnapshot
-from ..validators import max_table_bytes, table_too_large
-from .table_cache import CachedTable, table_cache
+from tools_app import json_patch, telemetry
+from tools_app.errors import ErrorCode, ToolError
+from tools_app.models import Table, TableChange, TableSnapshot
+from tools_app.services.table_cache import CachedTable, table_cache
+from tools_app.validators import max_table_bytes, table_too_large
 
 logger = logging.getLogger(__name__)
 
@@ -296,7 +296,7 @@ def document(table_id: int, version: int) -> CachedTable:
                 return table_cache.put(table_id, version, _applied(held.data, patches))
             except json_patch.PatchError:  # never expected; the snapshot and the log are the truth
                 logger.exception("Catching table %s up from version %s failed; loading it.", table_id, held.version)
-    from .tables import collector_paused
+    from tools_app.services.tables import collector_paused
 
     for _ in range(3):
         with collector_paused():

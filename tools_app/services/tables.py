@@ -12,11 +12,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from ..errors import ErrorCode, ToolhubError
-from ..models import Table, Tool, name_conflict_error
-from . import table_log
-from .locks import lock_rows
-from .table_cache import table_cache
+from tools_app.errors import ErrorCode, ToolhubError
+from tools_app.models import Table, Tool, name_conflict_error
+from tools_app.services import table_log
+from tools_app.services.locks import lock_rows
+from tools_app.services.table_cache import table_cache
 
 TOOL_FIELDS = (
     "name",

@@ -9,8 +9,7 @@ from django.utils import timezone
 
 from tools_app.models import ApiToken
 from tools_app.models.api_token import TOKEN_KEY_LENGTH
-
-from .history import ADDITION, DELETION, history_record
+from tools_app.services.history import ADDITION, DELETION, history_record
 
 __all__ = ["api_token_issue", "api_token_revoke", "api_token_ttl"]
 

@@ -20,7 +20,7 @@ writes and the surfaces' authentication report their own events through the smal
 Domain module: no DRF, no admin, no MCP SDK.
 """
 
-from .context import (
+from tools_app.telemetry.context import (
     REQUEST,
     RequestInfo,
     error_request_id,
@@ -29,7 +29,7 @@ from .context import (
     new_request_id,
     request_id,
 )
-from .metrics import (
+from tools_app.telemetry.metrics import (
     auth_failed,
     call_finished,
     metrics_registry,
@@ -38,8 +38,8 @@ from .metrics import (
     table_write_timer,
     update_pool_gauges,
 )
-from .summary import remember_totals, summary
-from .tracing import (
+from tools_app.telemetry.summary import remember_totals, summary
+from tools_app.telemetry.tracing import (
     call_span,
     database_span_wrapper,
     enable_tracing,

@@ -9,9 +9,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import multiprocess as prometheus_multiprocess
 
-from . import context
-from .context import REQUEST, emit
-from .tracing import span
+from tools_app.telemetry import context
+from tools_app.telemetry.context import REQUEST, emit
+from tools_app.telemetry.tracing import span
 
 STARTED = time.time()  # when this process began counting
 

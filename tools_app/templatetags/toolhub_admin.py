@@ -100,7 +100,7 @@ def toolhub_demo_login():
     """First run (issue 6): in development, say how to log in when the demo user still has its default password."""
     from django.contrib.auth import get_user_model
 
-    from ..management.commands.seed_demo import DEMO_PASSWORD, DEMO_USERNAME, is_development
+    from tools_app.management.commands.seed_demo import DEMO_PASSWORD, DEMO_USERNAME, is_development
 
     if not is_development():
         return {"show": False}

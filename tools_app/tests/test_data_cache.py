@@ -16,9 +16,8 @@ from tools_app import services
 from tools_app.data_access import operations
 from tools_app.errors import ErrorCode, ToolError
 from tools_app.services.table_cache import table_cache
+from tools_app.tests.history_helpers import write_elsewhere
 from tools_app.tool_types.execute import execute
-
-from .history_helpers import write_elsewhere
 
 RECORDS = [
     {"id": 1, "status": "paid", "total": 10},

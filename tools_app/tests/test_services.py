@@ -7,9 +7,8 @@ from django.db import connection
 from tools_app import services
 from tools_app.errors import ErrorCode
 from tools_app.models import Binding, Table, TableChange, Tool
+from tools_app.tests.history_helpers import write_elsewhere
 from tools_app.tool_schemas import DEFAULT_INPUT_SCHEMAS
-
-from .history_helpers import write_elsewhere
 
 pytestmark = pytest.mark.django_db
 

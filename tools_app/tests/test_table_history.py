@@ -18,9 +18,8 @@ from tools_app.errors import ErrorCode, ToolError
 from tools_app.models import CallLog, Surface, Table, TableChange, TableSnapshot
 from tools_app.services import table_log
 from tools_app.services.table_cache import table_cache
+from tools_app.tests.history_helpers import write_elsewhere
 from tools_app.tool_types.execute import execute
-
-from .history_helpers import write_elsewhere
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 

@@ -8,7 +8,7 @@ its ToolType choice, which a test checks against this registry).
 
 from typing import Any
 
-from . import (
+from tools_app.tool_types import (
     create,
     delete,
     external,
@@ -24,8 +24,18 @@ from . import (
     select,
     update,
 )
-from .base import DATA_KINDS, EXTERNAL, KINDS, READ, REGISTRY, WRITE, Problem, ToolTypeSpec, description_problems
-from .base import table_problems as _table_problems
+from tools_app.tool_types.base import (
+    DATA_KINDS,
+    EXTERNAL,
+    KINDS,
+    READ,
+    REGISTRY,
+    WRITE,
+    Problem,
+    ToolTypeSpec,
+    description_problems,
+)
+from tools_app.tool_types.base import table_problems as _table_problems
 
 _MODULES = (
     get_data_schema,

@@ -103,7 +103,7 @@ def table_problems(tool: Any, *, needs_table: bool) -> list[Problem]:
         if tool.table_id is None:
             problems.append(("table", "A %(type)s tool needs a table.", "required", params))
         elif tool.owner_id is not None:
-            from ..models import Table  # the models import this package
+            from tools_app.models import Table  # the models import this package
 
             # SPEC §2: a tool only mounts a table of its own owner.
             owner = Table.objects.filter(pk=tool.table_id).values_list("owner_id", flat=True).first()

@@ -1,7 +1,15 @@
 """delete: removes the elements with the given keys."""
 
-from .base import DESTRUCTIVE, WRITE, ToolTypeSpec
-from .data import JSON_PATH_HELP, KEY, KEY_FIELD_HELP, SAFE_WRITE_HELP, SAFE_WRITE_PROPERTIES, keys_example, writer
+from tools_app.tool_types.base import DESTRUCTIVE, WRITE, ToolTypeSpec
+from tools_app.tool_types.data import (
+    JSON_PATH_HELP,
+    KEY,
+    KEY_FIELD_HELP,
+    SAFE_WRITE_HELP,
+    SAFE_WRITE_PROPERTIES,
+    keys_example,
+    writer,
+)
 
 SPEC = ToolTypeSpec(
     value="delete",

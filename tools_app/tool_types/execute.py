@@ -10,16 +10,16 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from ..budgets import default_limits
-from ..data_access import budget, pointer
-from ..data_access.arguments import validate_arguments
-from ..data_access.operations import Mount
-from ..errors import ErrorCode, ToolError
-from ..models import Table, Tool
-from ..validators import describe_path, max_table_depth, nesting_beyond
-from . import EXTERNAL, TOOL_TYPES
-from .base import WRITE
-from .data import SAFE_WRITE_PROPERTIES
+from tools_app.budgets import default_limits
+from tools_app.data_access import budget, pointer
+from tools_app.data_access.arguments import validate_arguments
+from tools_app.data_access.operations import Mount
+from tools_app.errors import ErrorCode, ToolError
+from tools_app.models import Table, Tool
+from tools_app.tool_types import EXTERNAL, TOOL_TYPES
+from tools_app.tool_types.base import WRITE
+from tools_app.tool_types.data import SAFE_WRITE_PROPERTIES
+from tools_app.validators import describe_path, max_table_depth, nesting_beyond
 
 MAX_IDEMPOTENCY_KEY = 200
 
@@ -60,7 +60,7 @@ SAFE_WRITE = ("toolhub", "safe-write")
 def safe_write_options(tool: Tool, arguments: Any) -> tuple[Any, Any]:
     """A write's arguments without its safe-write options (issue 14), and those options as a services.SafeWrite:
     taken out before the arguments are checked against the tool's own schema, which need not declare them."""
-    from .. import services
+    from tools_app import services
 
     if not isinstance(arguments, dict) or not any(name in arguments for name in SAFE_WRITE_PROPERTIES):
         return arguments, services.SafeWrite()
@@ -103,7 +103,7 @@ def _table_gone(tool: Tool, exc: Exception) -> ToolError:
 
 def read_mount(tool: Tool) -> tuple[Mount, int, Any]:
     """A data tool's mount with its table's current version and data."""
-    from .. import services  # services -> selectors -> calls -> this module: imported when a tool runs
+    from tools_app import services  # services -> selectors -> calls -> this module: imported when a tool runs
 
     mount, table_id = _mount(tool)
     try:
@@ -119,7 +119,7 @@ def read_mount(tool: Tool) -> tuple[Mount, int, Any]:
 def run_read(tool: Tool, operation: str, arguments: dict, *extra: Any) -> Any:
     """A read operation of data_access.operations over the tool's mount; moved to a heavy worker process if
     it turns expensive (tools_app.heavy)."""
-    from .. import heavy
+    from tools_app import heavy
 
     mount, version, data = read_mount(tool)
     assert tool.table_id is not None  # read_mount refused a tool without a table
@@ -132,7 +132,7 @@ def write_mount(tool: Tool, build: Callable[[Mount, dict], Any], arguments: dict
     """Apply the change `build(mount, arguments)` under the table's lock: {verb: count, "version": new}; with
     dry_run, {"dry_run": true, "version": <would be>, "patch": [...]}; a repeated idempotency key, the first
     answer (services.table_write)."""
-    from .. import services
+    from tools_app import services
 
     safe = arguments.get(SAFE_WRITE)  # type: ignore[call-overload]
     arguments = {name: value for name, value in arguments.items() if name != SAFE_WRITE}

@@ -2,13 +2,13 @@
 
 from typing import Any
 
-from .base import ADDITIVE, EXTERNAL, ToolTypeSpec
+from tools_app.tool_types.base import ADDITIVE, EXTERNAL, ToolTypeSpec
 
 
 def refusal(tool: Any, name: str | None = None) -> Any:
     """TOOL_NOT_CALLABLE naming where the tool is served; `name` is the one it was called by (an MCP
     binding's override), the tool's own name by default. The call pipeline refuses with it too."""
-    from ..errors import ErrorCode, ToolError
+    from tools_app.errors import ErrorCode, ToolError
 
     where = (tool.metadata or {}).get("mcp_server") or "another MCP server"
     return ToolError(
@@ -24,7 +24,7 @@ def execute(*, tool: Any, arguments: Any, scope: Any = None) -> Any:
 
 
 def example(tool: Any, mount: Any) -> dict[str, Any]:
-    from .examples import from_schema
+    from tools_app.tool_types.examples import from_schema
 
     return from_schema(tool.input_schema or {})
 

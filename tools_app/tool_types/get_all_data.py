@@ -1,7 +1,7 @@
 """get_all_data: the whole value at the mount."""
 
-from .base import NO_ARGUMENTS, READ, READ_ONLY, ToolTypeSpec
-from .data import JSON_PATH_HELP, no_arguments_example, run_reader
+from tools_app.tool_types.base import NO_ARGUMENTS, READ, READ_ONLY, ToolTypeSpec
+from tools_app.tool_types.data import JSON_PATH_HELP, no_arguments_example, run_reader
 
 SPEC = ToolTypeSpec(
     value="get_all_data",

@@ -2,14 +2,14 @@
 
 from typing import Any
 
-from .base import NO_ARGUMENTS, READ, READ_ONLY, ToolTypeSpec
-from .data import JSON_PATH_HELP, no_arguments_example
+from tools_app.tool_types.base import NO_ARGUMENTS, READ, READ_ONLY, ToolTypeSpec
+from tools_app.tool_types.data import JSON_PATH_HELP, no_arguments_example
 
 
 def execute(*, tool: Any, arguments: dict[str, Any], scope: Any = None) -> Any:
-    from .. import services
-    from ..data_access import operations
-    from .execute import read_mount
+    from tools_app import services
+    from tools_app.data_access import operations
+    from tools_app.tool_types.execute import read_mount
 
     mount, version, data = read_mount(tool)
     # The shape only changes with the data: cached per table version and mount.

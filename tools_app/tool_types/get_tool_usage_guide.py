@@ -2,12 +2,12 @@
 
 from typing import Any
 
-from .base import READ_ONLY, REGISTRY, ToolTypeSpec
-from .registry_family import REGISTRY_HELP, require_scope
+from tools_app.tool_types.base import READ_ONLY, REGISTRY, ToolTypeSpec
+from tools_app.tool_types.registry_family import REGISTRY_HELP, require_scope
 
 
 def execute(*, tool: Any, arguments: dict[str, Any], scope: Any) -> Any:
-    from ..registry import usage_guide
+    from tools_app.registry import usage_guide
 
     return usage_guide(
         scope=require_scope(tool, scope), tool_names=arguments.get("tool_names"), category=arguments.get("category")

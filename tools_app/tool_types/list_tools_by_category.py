@@ -2,12 +2,12 @@
 
 from typing import Any
 
-from .base import READ_ONLY, REGISTRY, ToolTypeSpec
-from .registry_family import REGISTRY_HELP, markdown_field, require_scope
+from tools_app.tool_types.base import READ_ONLY, REGISTRY, ToolTypeSpec
+from tools_app.tool_types.registry_family import REGISTRY_HELP, markdown_field, require_scope
 
 
 def execute(*, tool: Any, arguments: dict[str, Any], scope: Any) -> Any:
-    from ..registry import tools_by_category
+    from tools_app.registry import tools_by_category
 
     return tools_by_category(
         scope=require_scope(tool, scope), category=arguments["category"], limit=arguments.get("limit", 20)

@@ -2,12 +2,12 @@
 
 from typing import Any
 
-from .base import READ, READ_ONLY, ToolTypeSpec
-from .data import JSON_PATH_HELP, PREVIEW_KEYS_HELP
+from tools_app.tool_types.base import READ, READ_ONLY, ToolTypeSpec
+from tools_app.tool_types.data import JSON_PATH_HELP, PREVIEW_KEYS_HELP
 
 
 def execute(*, tool: Any, arguments: dict[str, Any], scope: Any = None) -> Any:
-    from .execute import run_read
+    from tools_app.tool_types.execute import run_read
 
     return run_read(tool, "preview", arguments, (tool.metadata or {}).get("preview_keys"))
 

@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from .base import READ, READ_ONLY, ToolTypeSpec
-from .data import JSON_PATH_HELP, MountSample, run_reader
+from tools_app.tool_types.base import READ, READ_ONLY, ToolTypeSpec
+from tools_app.tool_types.data import JSON_PATH_HELP, MountSample, run_reader
 
 
 def example(tool: Any, mount: Any) -> dict[str, Any]:

@@ -2,12 +2,12 @@
 
 from typing import Any
 
-from .base import ADDITIVE, REGISTRY, ToolTypeSpec
-from .registry_family import REGISTRY_HELP, markdown_field, require_scope
+from tools_app.tool_types.base import ADDITIVE, REGISTRY, ToolTypeSpec
+from tools_app.tool_types.registry_family import REGISTRY_HELP, markdown_field, require_scope
 
 
 def execute(*, tool: Any, arguments: dict[str, Any], scope: Any) -> Any:
-    from ..registry import register_tool
+    from tools_app.registry import register_tool
 
     return register_tool(
         scope=require_scope(tool, scope),

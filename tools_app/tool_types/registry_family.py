@@ -13,7 +13,7 @@ REGISTRY_HELP = {
 
 def require_scope(tool: Any, scope: Any) -> Any:
     if scope is None:
-        from ..errors import ErrorCode, ToolError
+        from tools_app.errors import ErrorCode, ToolError
 
         raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, f"The registry tool {tool.name!r} needs a scope to work over.")
     return scope

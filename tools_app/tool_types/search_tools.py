@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from .base import READ_ONLY, REGISTRY, ToolTypeSpec
-from .registry_family import REGISTRY_HELP, markdown_field, require_scope
+from tools_app.tool_types.base import READ_ONLY, REGISTRY, ToolTypeSpec
+from tools_app.tool_types.registry_family import REGISTRY_HELP, markdown_field, require_scope
 
 # Characters of a search query on every surface (issue 17): agents paste whole user messages, which quote
 # documents, code and data. bm25 reads all of it; the embedding model the sentences that carry the request.
@@ -12,7 +12,7 @@ MAX_QUERY_LENGTH = 10_000
 
 
 def execute(*, tool: Any, arguments: dict[str, Any], scope: Any) -> Any:
-    from ..registry import search_tools
+    from tools_app.registry import search_tools
 
     return search_tools(
         scope=require_scope(tool, scope),

@@ -1,7 +1,7 @@
 """select: the full elements whose key is in `keys`."""
 
-from .base import READ, READ_ONLY, ToolTypeSpec
-from .data import JSON_PATH_HELP, KEY, KEY_FIELD_HELP, keys_example, run_reader
+from tools_app.tool_types.base import READ, READ_ONLY, ToolTypeSpec
+from tools_app.tool_types.data import JSON_PATH_HELP, KEY, KEY_FIELD_HELP, keys_example, run_reader
 
 SPEC = ToolTypeSpec(
     value="select",

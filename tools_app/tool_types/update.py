@@ -2,8 +2,15 @@
 
 from typing import Any
 
-from .base import DESTRUCTIVE, WRITE, ToolTypeSpec
-from .data import JSON_PATH_HELP, KEY_FIELD_HELP, SAFE_WRITE_HELP, SAFE_WRITE_PROPERTIES, MountSample, writer
+from tools_app.tool_types.base import DESTRUCTIVE, WRITE, ToolTypeSpec
+from tools_app.tool_types.data import (
+    JSON_PATH_HELP,
+    KEY_FIELD_HELP,
+    SAFE_WRITE_HELP,
+    SAFE_WRITE_PROPERTIES,
+    MountSample,
+    writer,
+)
 
 
 def example(tool: Any, mount: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
-from .seed_demo import public_base_url
+from tools_app.management.commands.seed_demo import public_base_url
 
 GROUP = "toolhub users"
 PASSWORD_ENV = "TOOLHUB_USER_PASSWORD"
