@@ -32,8 +32,10 @@ from tools_app.oauth import SCOPE_ALL, is_access_token, resource_url, token_chec
 
 
 @dataclass(frozen=True, slots=True)
-class Caller:
-    """An authenticated request: the instance (by id and slug) and the key that opened it."""
+class Credential:
+    """What opened an authenticated request: the instance (by id and slug) and the API key or OAuth token.
+
+    Not the pipeline's tools_app.execution Caller (who a call is recorded as): handlers derive that from this."""
 
     instance_id: int
     slug: str
@@ -41,7 +43,7 @@ class Caller:
     owner_id: int
     key_rate_limit: str = ""  # the instance's rate per key (issue 13); empty: the default
     # The instance's log level (issue 15) as last read: a hint for the transport's choice of a streamed answer;
-    # the handler re-reads it with the key's re-check and follows it (mcp_app.handlers._follow_instance).
+    # the handler re-reads it with the key's re-check and follows it (mcp_app.requests.follow_instance).
     log_level: str = ""
     # OAuth (issue 16): the access token, the user who authorized it, its client and scopes, and the origin
     # its audience was checked against.
@@ -168,7 +170,7 @@ def refusal_without_database(slug: str, key_hash: str | None) -> Denied | None:
     return unauthorized(INVALID_KEY_MESSAGE, invalid=True)
 
 
-def authenticate(slug: str, key_hash: str | None, base: str = "") -> Caller:
+def authenticate(slug: str, key_hash: str | None, base: str = "") -> Credential:
     """Resolve (slug, key) against the database; raise Denied (404 before 401, SPEC §8).
 
     A key of a deactivated owner's instance is refused (401) like a revoked one (issue 13). A denied pair
@@ -206,7 +208,7 @@ def authenticate(slug: str, key_hash: str | None, base: str = "") -> Caller:
     return _admitted(slug, key_hash, instance, api_key_id=key["pk"])
 
 
-def _authenticate_token(slug: str, key_hash: str, base: str, instance: dict) -> Caller:
+def _authenticate_token(slug: str, key_hash: str, base: str, instance: dict) -> Credential:
     """An OAuth access token (issue 16): known, not expired, issued for this instance's endpoint on this
     server (its audience, RFC 8707), by a user who may still authorize access to the instance."""
     token = (
@@ -251,9 +253,9 @@ def _authenticate_token(slug: str, key_hash: str, base: str, instance: dict) -> 
     )
 
 
-def _admitted(slug: str, key_hash: str, instance: dict, **credential: Any) -> Caller:
+def _admitted(slug: str, key_hash: str, instance: dict, **credential: Any) -> Credential:
     """The caller of an admitted key or token (`credential`: what identifies it), remembered in auth_cache."""
-    caller = Caller(
+    caller = Credential(
         instance_id=instance["pk"],
         slug=slug,
         owner_id=instance["owner_id"],
@@ -265,7 +267,7 @@ def _admitted(slug: str, key_hash: str, instance: dict, **credential: Any) -> Ca
     return caller
 
 
-def oauth_token_live(caller: Caller) -> bool:
+def oauth_token_live(caller: Credential) -> bool:
     """Whether the caller's access token is still there (not revoked), not expired, and its user active: the
     re-check of a request opened by a token, as the key's is for an API key (SPEC §1)."""
     tokens = get_access_token_model().objects
@@ -279,28 +281,28 @@ def _slug_seconds() -> float:
 class AuthCache:
     """What this process remembers about keys, all bounded (least recently used goes first):
 
-    - (slug, key hash) -> Caller for keys seen valid: a hint only, re-checked by the request's own query;
+    - (slug, key hash) -> Credential for keys seen valid: a hint only, re-checked by the request's own query;
     - key hashes that match no key row (and MALFORMED_KEY): refused without a lookup;
     - slug -> whether it was served (exists and enabled) when last read, for TOOLHUB_AUTH_CACHE_SECONDS:
       only used to choose 404 or 401 for a key refused without a lookup.
     """
 
     def __init__(self, capacity: int = 4096, unknown_capacity: int = 10_000):
-        self._store: LruCache[tuple[str, str], Caller] = LruCache("mcp-auth", capacity=capacity)
+        self._store: LruCache[tuple[str, str], Credential] = LruCache("mcp-auth", capacity=capacity)
         self._unknown: LruCache[str, bool] = LruCache("mcp-auth-unknown-keys", capacity=unknown_capacity)
         self._slugs: LruCache[str, tuple[float, bool]] = LruCache("mcp-auth-slugs", capacity=unknown_capacity)
 
-    def get(self, slug: str, key_hash: str | None) -> Caller | None:
+    def get(self, slug: str, key_hash: str | None) -> Credential | None:
         return None if key_hash is None else self._store.get((slug, key_hash))
 
-    def put(self, slug: str, key_hash: str, caller: Caller) -> None:
+    def put(self, slug: str, key_hash: str, caller: Credential) -> None:
         self._store.put((slug, key_hash), caller)
 
     def forget(self, slug: str, key_hash: str | None) -> None:
         if key_hash is not None:
             self._store.pop((slug, key_hash))
 
-    def discard(self, caller: Caller) -> None:
+    def discard(self, caller: Credential) -> None:
         self._store.discard_where(lambda key, value: value == caller)
 
     def is_unknown_key(self, key_hash: str) -> bool:
@@ -333,7 +335,7 @@ auth_cache = AuthCache()
 
 __all__ = [
     "AuthCache",
-    "Caller",
+    "Credential",
     "Denied",
     "auth_cache",
     "authenticate",

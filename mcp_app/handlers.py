@@ -10,146 +10,52 @@ request, SPEC §1): for tools/call that is the one statement of tools_app.select
 """
 
 import asyncio
-import base64
-import binascii
-import dataclasses
 import difflib
 import functools
-import json
 import logging
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from mcp import types
 from mcp.server import Server
 from mcp.server.connection import allowed_log_levels
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from mcp_app.auth import Caller as KeyHolder
-from mcp_app.auth import Denied, auth_cache, authenticate, insufficient_scope, not_found, oauth_token_live
+from mcp_app import features
 from mcp_app.hops import DatabaseHops
+from mcp_app.requests import (
+    RequestState,
+    call_target,
+    caller_for,
+    current_instance,
+    decode_cursor,
+    encode_cursor,
+    page_size,
+    request_state,
+)
 from tools_app import __version__ as tools_version
 from tools_app import telemetry
-from tools_app.calls import Caller, CallOutcome, CallTarget, run_tool_call, tool_cache, touch_key
+from tools_app.calls import CallOutcome, CallTarget, run_tool_call, tool_cache
 from tools_app.choices import REGISTRY_TYPES, ToolType
 from tools_app.errors import ErrorCode, ToolError
-from tools_app.models import Binding, Discovery, LogLevel, McpInstance, Surface, Tool
-from tools_app.oauth import scope_allows
+from tools_app.models import Binding, Discovery, LogLevel, Tool
 from tools_app.registry import PROXY_NAME
 from tools_app.registry.export import tool_entry
-from tools_app.selectors import binding_call_target
 from tools_app.tool_types import TOOL_TYPES
 from tools_app.validators import TOOL_NAME_RE
 
 logger = logging.getLogger(__name__)
-
-STATE_KEY = "toolhub.mcp"
-DENIED_CODE = -32001  # the JSON-RPC error a denied request raises inside the SDK; never sent (transport)
-
-
-def _page_size() -> int:
-    return int(getattr(settings, "TOOLHUB_MCP_PAGE_SIZE", 100))
-
-
-#
-# Per-request state, carried in the ASGI scope (reaches the handlers as ctx.request.scope on both eras)
-#
-
-
-@dataclass(slots=True)
-class RequestState:
-    """`verified`: the key and the instance were read from the database during this request (by the
-    endpoint, or by a handler's re-check). An answer sent without it is checked first (_guard_send)."""
-
-    caller: KeyHolder  # the instance and the key that opened the request (mcp_app.auth)
-    key_hash: str | None
-    denied: Denied | None = None
-    verified: bool = False
-    # The request asked for progress or log notifications, so its answer may be a stream (transport).
-    streamed: bool = False
-
-
-def _state(ctx: Any) -> RequestState:
-    request = getattr(ctx, "request", None)
-    state = request.scope.get(STATE_KEY) if request is not None else None
-    if state is None:
-        raise MCPError(types.INTERNAL_ERROR, "This server only answers through toolhub's MCP endpoint.")
-    return state
-
-
-class _RequestDenied(MCPError):
-    """Raised inside the SDK when the re-check fails; the HTTP answer is replaced by the denial."""
-
-
-def _deny(state: RequestState, denied: Denied) -> _RequestDenied:
-    state.denied = denied
-    return _RequestDenied(DENIED_CODE, denied.message)
-
-
-def _follow_instance(state: RequestState, key_rate_limit: str, log_level: str) -> None:
-    """The endpoint counted this request with the rate its auth hint held (mcp_app.rate_limit), and chose a
-    JSON or a streamed answer by the log level it held (transport); when the instance's rate or log level
-    changed since, the hint follows, so this worker's next request uses the new values. The log messages of
-    this request already follow the level just read (_Notifier reads state.caller)."""
-    caller = state.caller
-    if caller.key_rate_limit != key_rate_limit or caller.log_level != log_level:
-        state.caller = dataclasses.replace(caller, key_rate_limit=key_rate_limit, log_level=log_level)
-        if state.key_hash is not None:
-            auth_cache.put(caller.slug, state.key_hash, state.caller)
-
-
-def _current_instance(state: RequestState) -> McpInstance:
-    """The caller's instance, fresh from the database, if the key and the instance are still valid."""
-    for _attempt in range(2):
-        caller = state.caller
-        checks: dict[str, Any] = {"pk": caller.instance_id, "slug": caller.slug, "enabled": True}
-        checks["owner__is_active"] = True  # issue 13: a deactivated owner's keys stop working
-        if caller.api_key_id is not None:
-            checks.update(api_keys__pk=caller.api_key_id, api_keys__revoked_at__isnull=True)
-        instance = McpInstance.objects.select_related("owner").filter(**checks).first()
-        if instance is not None and caller.oauth_token_id is not None and not oauth_token_live(caller):
-            instance = None  # issue 16: the access token was revoked or expired since
-        if instance is not None:
-            if caller.api_key_id is not None:
-                touch_key(caller.api_key_id)
-            state.verified = True
-            _follow_instance(state, instance.key_rate_limit, instance.log_level)
-            return instance
-        auth_cache.discard(caller)
-        try:
-            state.caller = authenticate(caller.slug, state.key_hash, caller.base)
-        except Denied as denied:
-            raise _deny(state, denied) from None
-    raise _deny(state, not_found(state.caller.slug))
-
 
 #
 # tools/list (SPEC §4.3, §4.5)
 #
 
 
-def _encode_cursor(name_key: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"after": name_key}).encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> str:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        after = json.loads(base64.urlsafe_b64decode(padded.encode()))["after"]
-    except (ValueError, KeyError, TypeError, binascii.Error):
-        after = None
-    if not isinstance(after, str):
-        raise MCPError(types.INVALID_PARAMS, "Invalid cursor: pass the nextCursor of a previous tools/list result.")
-    return after
-
-
 def list_tools_sync(state: RequestState, cursor: str | None) -> dict[str, Any]:
     """A page of the instance's tools, ordered by name; keyset pagination, so edits never repeat a page."""
-    instance = _current_instance(state)
+    instance = current_instance(state)
     bindings = (
         Binding.objects.filter(mcp_instance_id=instance.pk, enabled=True)
         .exclude(tool__type=ToolType.EXTERNAL)
@@ -162,14 +68,14 @@ def list_tools_sync(state: RequestState, cursor: str | None) -> dict[str, Any]:
         # through call_tool for clients that only call what they listed (issue 15).
         bindings = bindings.filter(tool__type__in=REGISTRY_TYPES).exclude(name_key=PROXY_NAME)
     if cursor:
-        bindings = bindings.filter(name_key__gt=_decode_cursor(cursor))
-    size = _page_size()
+        bindings = bindings.filter(name_key__gt=decode_cursor(cursor))
+    size = page_size()
     rows = list(bindings[: size + 1])
     result: dict[str, Any] = {"tools": [tool_entry(binding) for binding in rows[:size]]}
     if search and not cursor:
         result["tools"].insert(0, PROXY_ENTRY)
     if len(rows) > size:
-        result["nextCursor"] = _encode_cursor(rows[size - 1].name_key)
+        result["nextCursor"] = encode_cursor(rows[size - 1].name_key)
     return result
 
 
@@ -235,26 +141,6 @@ def _declares_output_schema(target: "CallTarget") -> bool:
 #
 
 
-def _call_target(state: RequestState, name: str) -> CallTarget:
-    """The binding named `name` (any state; SPEC §2.4 names compare case-insensitively), with the re-check
-    of key and instance in the same round trip. Raises the denial when the key or the instance is gone."""
-    for _attempt in range(2):
-        caller = state.caller
-        target = binding_call_target(
-            instance_id=caller.instance_id,
-            slug=caller.slug,
-            api_key_id=caller.api_key_id,
-            oauth_token_id=caller.oauth_token_id,
-            name=name,
-        )
-        if target is not None:
-            state.verified = True
-            _follow_instance(state, target.key_rate_limit or "", target.log_level or "")
-            return target
-        _current_instance(state)  # re-authenticates a stale cached caller, or raises the denial
-    raise _deny(state, not_found(state.caller.slug))
-
-
 INVALID_NAME = " Tool names are 1 to 64 characters from A-Z, a-z, 0-9, '_', '.' and '-'."
 
 #
@@ -311,21 +197,6 @@ def nearest_names(instance_id: int, name: str) -> list[str]:
     return [folded[match] for match in close]
 
 
-def caller_for(state: RequestState, target: CallTarget, name: str) -> Caller:
-    """Who calls `target` (named `name`) in the pipeline: the key's instance owner, or the user who authorized
-    the OAuth token (issue 16). A token whose scope does not cover the tool: HTTP 403 insufficient_scope,
-    nothing run or recorded."""
-    holder = state.caller
-    if holder.oauth_token_id is not None and target.enabled and not scope_allows(holder.scopes, target.tool_type):
-        raise _deny(state, insufficient_scope(name))
-    return Caller(
-        surface=Surface.MCP,
-        user_id=holder.oauth_user_id if holder.oauth_user_id is not None else target.owner_id,
-        api_key_id=holder.api_key_id,
-        oauth_client=holder.oauth_client,
-    )
-
-
 def _proxy_call(
     state: RequestState, instance_id: int, arguments: Any, progress: Callable[[str], None] | None
 ) -> dict[str, Any]:
@@ -336,7 +207,7 @@ def _proxy_call(
     if TOOL_NAME_RE.fullmatch(tool_name) is None:
         target = CallTarget(owner_id=state.caller.owner_id, instance_id=instance_id)
     else:
-        target = _call_target(state, tool_name)
+        target = call_target(state, tool_name)
     caller = caller_for(state, target, tool_name)  # the proxied tool's scope, as if called by its name
     outcome = run_tool_call(
         caller=caller, target=target, name=tool_name, arguments=arguments.get("arguments") or {}, progress=progress
@@ -360,13 +231,13 @@ def call_tool_sync(
     """Resolve `name` among the instance's bindings and run it through the pipeline; translate the outcome."""
     valid_name = TOOL_NAME_RE.fullmatch(name) is not None
     if valid_name:
-        target = _call_target(state, name)
+        target = call_target(state, name)
         if name == PROXY_NAME and target.discovery == Discovery.SEARCH:
             assert target.instance_id is not None
             return _proxy_call(state, target.instance_id, arguments, progress)
     else:
         # Cannot be a binding's name (SPEC §2.2): never sent to SQL (PostgreSQL refuses a NUL in text).
-        instance = _current_instance(state)
+        instance = current_instance(state)
         target = CallTarget(
             owner_id=instance.owner_id,
             instance_id=instance.pk,
@@ -398,7 +269,7 @@ def _for_era(ctx: Any, result: dict[str, Any], **modern_fields: Any) -> dict[str
 
 
 async def _on_list_tools(hops: DatabaseHops, ctx: Any, params: types.PaginatedRequestParams | None) -> dict[str, Any]:
-    state = _state(ctx)
+    state = request_state(ctx)
     try:
         result = await hops.run(list_tools_sync, state, params.cursor if params is not None else None)
         # Never cached by clients: an edit through any worker must show on the next list (SPEC §1).
@@ -511,7 +382,7 @@ LOG_LEVELS: tuple[str, ...] = tuple(LogLevel.values)
 
 async def _on_call_tool(hops: DatabaseHops, ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
     # No exception may escape: the SDK would send its text as a code-0 error (MCP_SDK_NOTES).
-    state = _state(ctx)
+    state = request_state(ctx)
     notifier = _Notifier(ctx, params.name[:80], state) if state.streamed else None
     result: dict[str, Any] | None = None
     try:
@@ -539,7 +410,7 @@ def _listing(name: str, sync: Any) -> Any:
     """An async handler for a paginated list (resources, templates, prompts): one hop, never cached."""
 
     async def handler(hops: DatabaseHops, ctx: Any, params: types.PaginatedRequestParams | None) -> dict[str, Any]:
-        state = _state(ctx)
+        state = request_state(ctx)
         try:
             result = await hops.run(sync, state, params.cursor if params is not None else None)
         except MCPError:
@@ -556,7 +427,7 @@ def _single(name: str, sync: Any, *fields: str) -> Any:
     """An async handler running `sync(state, *params.<fields>)` in one hop (resources/read, prompts/get, ...)."""
 
     async def handler(hops: DatabaseHops, ctx: Any, params: Any) -> dict[str, Any]:
-        state = _state(ctx)
+        state = request_state(ctx)
         try:
             values = [_plain(getattr(params, field)) for field in fields]
             result = await hops.run(sync, state, *values)
@@ -611,9 +482,9 @@ class InstanceMiddleware:
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         if ctx.request_id is None or ctx.method in SELF_CHECKING:
             return await call_next(ctx)
-        state = _state(ctx)
+        state = request_state(ctx)
         try:
-            instance = await self.hops.run(_current_instance, state)
+            instance = await self.hops.run(current_instance, state)
         except MCPError:
             raise
         except Exception:
@@ -652,8 +523,6 @@ def _no_header_parameters(name: str) -> None:
 
 
 def build_server(hops: DatabaseHops) -> Server:
-    from mcp_app import surface
-
     def bound(handler: Any) -> Any:
         return functools.partial(handler, hops)
 
@@ -666,14 +535,14 @@ def build_server(hops: DatabaseHops) -> Server:
             title="toolhub",
             on_list_tools=bound(_on_list_tools),
             on_call_tool=bound(_on_call_tool),
-            on_list_resources=bound(_listing("resources/list", surface.list_resources_sync)),
+            on_list_resources=bound(_listing("resources/list", features.list_resources_sync)),
             on_list_resource_templates=bound(
-                _listing("resources/templates/list", surface.list_resource_templates_sync)
+                _listing("resources/templates/list", features.list_resource_templates_sync)
             ),
-            on_read_resource=bound(_single("resources/read", surface.read_resource_sync, "uri")),
-            on_list_prompts=bound(_listing("prompts/list", surface.list_prompts_sync)),
-            on_get_prompt=bound(_single("prompts/get", surface.get_prompt_sync, "name", "arguments")),
-            on_completion=bound(_single("completion/complete", surface.complete_sync, "ref", "argument")),
+            on_read_resource=bound(_single("resources/read", features.read_resource_sync, "uri")),
+            on_list_prompts=bound(_listing("prompts/list", features.list_prompts_sync)),
+            on_get_prompt=bound(_single("prompts/get", features.get_prompt_sync, "name", "arguments")),
+            on_completion=bound(_single("completion/complete", features.complete_sync, "ref", "argument")),
             on_set_logging_level=bound(_on_set_level),
             get_tool_input_schema=_no_header_parameters,
         )
@@ -683,4 +552,4 @@ def build_server(hops: DatabaseHops) -> Server:
     return server
 
 
-__all__ = ["RequestState", "build_server", "call_tool_sync", "caller_for", "list_tools_sync"]
+__all__ = ["build_server", "call_tool_sync", "list_tools_sync"]

@@ -13,7 +13,7 @@ the endpoint's other HTTP-level refusals are answered before any MCP processing:
 import json
 from typing import Any
 
-from mcp_app.auth import Caller
+from mcp_app.auth import Credential
 from tools_app import rate_limits, telemetry
 
 # JSON-RPC leaves -32000..-32099 to the server; -32029 is toolhub's "rate limited" (429).
@@ -47,7 +47,7 @@ async def send_rate_limited(send: Any, limited: rate_limits.RateLimited, request
     await send({"type": "http.response.body", "body": body})
 
 
-async def refuse_over_rate(caller: Caller, body: bytes, send: Any) -> bool:
+async def refuse_over_rate(caller: Credential, body: bytes, send: Any) -> bool:
     """Count this request against the caller's key; over its rate, answer 429 and return True."""
     rate = rate_limits.mcp_key_rate(caller.key_rate_limit)
     try:

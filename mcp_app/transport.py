@@ -37,10 +37,11 @@ from mcp_app.auth import (
     key_hash_from_header,
     refusal_without_database,
 )
-from mcp_app.handlers import STATE_KEY, RequestState, build_server
+from mcp_app.handlers import build_server
 from mcp_app.hops import DatabaseHops
 from mcp_app.messages import REQUEST, Problem, classify, is_tool_call, wants_stream
 from mcp_app.rate_limit import refuse_over_rate
+from mcp_app.requests import STATE_KEY, RequestState
 from tools_app import telemetry
 from tools_app.oauth import SCOPE_ALL, public_base
 

@@ -392,7 +392,7 @@ def validate_rate(value: str) -> None:
 # Prompts (issue 15): owner-defined prompt templates of an MCP instance
 #
 
-# The built-in prompt every instance serves (mcp_app.surface): no owner-defined prompt may take its name.
+# The built-in prompt every instance serves (mcp_app.features): no owner-defined prompt may take its name.
 BUILTIN_PROMPT_NAME = "usage_guide"
 PROMPT_ARGUMENT_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 # `{{name}}`, spaces allowed inside the braces; anything else between braces is text.

@@ -120,5 +120,5 @@ class Binding(models.Model):
                 raise ValidationError({"resource_uri": ValidationError(clash, code="unique")})
 
 
-# The tool types whose bindings may name a resource URI (mcp_app.surface serves them).
+# The tool types whose bindings may name a resource URI (mcp_app.features serves them).
 RESOURCE_URI_TYPES = frozenset({ToolType.GET_ALL_DATA, ToolType.QUERY_DATA, ToolType.SELECT})

@@ -37,14 +37,14 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
-from mcp_app.handlers import (
+from mcp_app.requests import (
     RequestState,
-    _call_target,
-    _current_instance,
-    _decode_cursor,
-    _encode_cursor,
-    _page_size,
+    call_target,
     caller_for,
+    current_instance,
+    decode_cursor,
+    encode_cursor,
+    page_size,
 )
 from tools_app.calls import run_tool_call
 from tools_app.choices import ToolType
@@ -177,11 +177,11 @@ def _page(items: list[tuple[str, Any]], cursor: str | None) -> tuple[list[Any], 
     """Keyset paging over (uri, entry) pairs, sorted here by uri, as tools/list pages by name."""
     items = sorted(items, key=lambda item: item[0])
     if cursor:
-        after = _decode_cursor(cursor)
+        after = decode_cursor(cursor)
         items = [(uri, entry) for uri, entry in items if uri > after]
-    size = _page_size()
+    size = page_size()
     page = items[:size]
-    return [entry for _, entry in page], _encode_cursor(page[-1][0]) if len(items) > size else None
+    return [entry for _, entry in page], encode_cursor(page[-1][0]) if len(items) > size else None
 
 
 #
@@ -202,7 +202,7 @@ def _resource_entry(uri: str, mount: _Mount, reader: str) -> dict[str, Any]:
 
 
 def list_resources_sync(state: RequestState, cursor: str | None) -> dict[str, Any]:
-    instance = _current_instance(state)
+    instance = current_instance(state)
     surface = _surface(instance)
     entries = [(uri, _resource_entry(uri, m, m.reader)) for uri, m in surface.mounts.items() if m.reader is not None]
     entries += [(uri, _resource_entry(uri, c.mount, c.binding)) for uri, c in surface.resources.items()]
@@ -231,7 +231,7 @@ def _template_entry(
 
 
 def list_resource_templates_sync(state: RequestState, cursor: str | None) -> dict[str, Any]:
-    instance = _current_instance(state)
+    instance = current_instance(state)
     surface = _surface(instance)
     entries = [
         # Paged by the mount's URI, as before issue 15's URIs (the same order and cursors).
@@ -269,7 +269,7 @@ def _split(uri: str) -> tuple[str, dict[str, str]]:
 
 def _run(state: RequestState, name: str, arguments: dict[str, Any]) -> Any:
     """Run the binding `name` through the pipeline; its value, or MCPError naming the pipeline's error."""
-    target = _call_target(state, name)
+    target = call_target(state, name)
     outcome = run_tool_call(caller=caller_for(state, target, name), target=target, name=name, arguments=arguments)
     if outcome.error is not None:
         raise _pipeline_error(outcome.error)
@@ -329,7 +329,7 @@ CUSTOM_CURSOR = re.compile(r"^(?P<base>.+)[?&]cursor=(?P<cursor>[^&#]*)$")
 def read_resource_sync(state: RequestState, uri: str) -> dict[str, Any]:
     if len(uri) > MAX_URI:
         raise MCPError(types.INVALID_PARAMS, f"The URI is over {MAX_URI} characters.")
-    instance = _current_instance(state)
+    instance = current_instance(state)
     surface = _surface(instance)
     if uri.startswith(SCHEME):
         return _read_default(state, surface, uri)
@@ -395,7 +395,7 @@ def list_prompts_sync(state: RequestState, cursor: str | None) -> dict[str, Any]
     Names are unique per instance ignoring case, so the lower-cased name is the page key ("" for usage_guide,
     which no owner's prompt can be named).
     """
-    instance = _current_instance(state)
+    instance = current_instance(state)
     prompts = Prompt.objects.enabled_for(instance).only("name", "title", "description", "arguments")
     entries: list[tuple[str, Any]] = [("", PROMPT)]
     entries += sorted(((prompt.name.lower(), _listed(prompt)) for prompt in prompts), key=lambda entry: entry[0])
@@ -424,7 +424,7 @@ def _owner_prompt(instance: McpInstance, name: str, arguments: dict[str, str] | 
 
 
 def get_prompt_sync(state: RequestState, name: str, arguments: dict[str, str] | None) -> dict[str, Any]:
-    instance = _current_instance(state)
+    instance = current_instance(state)
     if name != PROMPT_NAME:
         return _owner_prompt(instance, name, arguments)
     arguments = arguments or {}
@@ -497,7 +497,7 @@ def _template_keys(instance: McpInstance, uri: Any, name: Any) -> list[Any] | No
 
 
 def complete_sync(state: RequestState, ref: dict[str, Any], argument: dict[str, Any]) -> dict[str, Any]:
-    instance = _current_instance(state)
+    instance = current_instance(state)
     name, typed = argument.get("name"), argument.get("value") or ""
     if not isinstance(typed, str) or len(typed) > MAX_COMPLETION_VALUE:
         return _completion([])
