@@ -130,7 +130,7 @@ def _no_rate_limits(settings):
 def rate_limited(settings):
     """Rate limits on, counted in this process's memory from zero: set(**rates) sets the default rates
     (keys of TOOLHUB_RATE_LIMITS: mcp_key, user, anon, token)."""
-    from tools_app import rate_limits
+    from tools_app.kernel import rate_limits
 
     settings.TOOLHUB_RATE_LIMITS_ENABLED = True
     settings.REDIS_URL = ""
@@ -169,7 +169,7 @@ def login_lockout_off(settings):
 def _clear_process_state():
     """Each test starts with an empty per-process data cache and no remembered heavy callers (test databases
     reuse ids)."""
-    from tools_app.budgets import call_slots
+    from tools_app.execution.call_limits import call_slots
     from tools_app.services.table_cache import table_cache
 
     table_cache.clear()

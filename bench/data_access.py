@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark of the data-access layer (issue 2): one table of N records (default 100,000, ~30 MB).
 
-Measures, through the real entry point `tools_app.tool_types.execute.execute`: get_data_schema, query_data
+Measures, through the real entry point `tools_app.execution.executors.execute`: get_data_schema, query_data
 with a filter, preview (with preview_keys), select of 10 keys, create of one element, and (through
 services.table_update) a rename of the table as the admin saves it; each cold (first call after the
 per-process cache was emptied, as after another worker's write) and warm; p50/p95 over repeated
@@ -230,9 +230,9 @@ def run(args: argparse.Namespace, database: ThrowawayDatabase) -> int:
 
     from tools_app import services
     from tools_app.data_access.query import compile_expression
+    from tools_app.execution.executors import execute
     from tools_app.models import Table
     from tools_app.services.table_cache import table_cache
-    from tools_app.tool_types.execute import execute
 
     print(f"toolhub data-access benchmark — {database.label}")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
@@ -389,7 +389,7 @@ sys.path.insert(0, sys.argv[1])
 import django
 django.setup()
 from tools_app.models import Tool
-from tools_app.tool_types.execute import execute
+from tools_app.execution.executors import execute
 tool = Tool.objects.get(pk=int(sys.argv[2]))
 arguments = {"offset": 10, "limit": 50}
 execute(tool=tool, arguments=arguments)

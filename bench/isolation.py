@@ -57,7 +57,7 @@ def free_port() -> int:
 
 
 def rss_mib(pid: int, processes: list[int] | None = None) -> float:
-    """VmRSS of the server and of its child processes (the heavy workers, tools_app/heavy.py), in MiB."""
+    """VmRSS of the server and of its child processes (the heavy workers, tools_app/execution/heavy.py), in MiB."""
     total = 0.0
     for process in [pid, *(children(pid) if processes is None else processes)]:
         try:

@@ -5,7 +5,7 @@ metrics report switched off, in one process, interleaved.
 
 A fresh SQLite database (a temporary file) with a 1,000-row table, a query_data tool bound to an MCP instance;
 each call resolves its target as tools/call does (selectors.binding_call_target) and runs
-tools_app.calls.run_tool_call (the result cache answers, so what is left is resolving, recording and the
+tools_app.execution.pipeline.run_tool_call (the result cache answers, so what is left is resolving, recording and the
 metrics). Blocks of calls alternate between "metrics on" (as served, multiprocess mode: PROMETHEUS_MULTIPROC_DIR
 is set to a temporary directory, the costlier mode) and "metrics off" (calls.call_finished replaced by a
 function that does nothing); tracing is off in both. Prints the median time per call of each and their ratio.
@@ -43,7 +43,9 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from tools_app import calls, services, telemetry
+    from tools_app import services
+    from tools_app.execution import pipeline as calls
+    from tools_app.kernel import telemetry
     from tools_app.models import Surface
     from tools_app.selectors import binding_call_target
 

@@ -36,8 +36,8 @@ def main() -> int:
     from tools_app.data_access.query import run_query
 
     try:
-        from tools_app.budgets import default_limits
         from tools_app.data_access.budget import enforced
+        from tools_app.execution.call_limits import default_limits
 
         def budgeted():
             return enforced(default_limits())

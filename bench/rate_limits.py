@@ -1,4 +1,4 @@
-"""What counting one request costs (issue 13): tools_app.rate_limits.hit / ahit, per store.
+"""What counting one request costs (issue 13): tools_app.kernel.rate_limits.hit / ahit, per store.
 
     .venv/bin/python bench/rate_limits.py [--hits 20000] [--rounds 5] [--redis-url redis://127.0.0.1:6379/5]
 
@@ -27,7 +27,7 @@ django.setup()
 import redis  # noqa: E402
 from django.conf import settings  # noqa: E402
 
-from tools_app import rate_limits  # noqa: E402
+from tools_app.kernel import rate_limits  # noqa: E402
 
 
 def per_hit_sync(count: int) -> float:

@@ -26,7 +26,7 @@ from django.http.request import split_domain_port, validate_host
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model
 
-from tools_app.caches import LruCache
+from tools_app.kernel.caches import LruCache
 from tools_app.models import ApiKey, McpInstance
 from tools_app.oauth import SCOPE_ALL, is_access_token, resource_url, token_checksum
 

@@ -3,7 +3,7 @@
 Resources. A mount (a table and a JSON path) is a resource when an enabled binding of the instance can
 already return all of it: a `get_all_data` or a `query_data` tool. Its URI is `toolhub://tables/<table id>`
 followed by the JSON path (each token percent-encoded). Reading it runs that binding's tool through the one
-call pipeline (tools_app.calls.run_tool_call: budget, paging, cache, call log), so a resource never shows
+call pipeline (tools_app.execution.pipeline.run_tool_call: budget, paging, cache, call log), so a resource never shows
 more than its tool would: a list over the instance's max_result_bytes comes in pages, the next one at
 `<uri>?cursor=<next_cursor>`. A mount that also has an enabled `select` binding offers a resource template,
 `<uri>{?key}`: one record by its key, read through the `select` tool. A table that only a schema, preview
@@ -46,10 +46,10 @@ from mcp_app.requests import (
     encode_cursor,
     page_size,
 )
-from tools_app.calls import run_tool_call
 from tools_app.choices import ToolType
 from tools_app.data_access.operations import Mount
-from tools_app.errors import ToolError
+from tools_app.execution.pipeline import run_tool_call
+from tools_app.kernel.errors import ToolError
 from tools_app.models import Binding, McpInstance, Prompt, PromptArgumentsError
 from tools_app.registry import get_index, usage_guide
 from tools_app.registry.instance_scope import InstanceScope

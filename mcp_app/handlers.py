@@ -1,6 +1,6 @@
 """The MCP protocol handlers (SPEC §4.3-§4.5): tools/list, tools/call and the middleware for every other
 method, on the SDK's low-level Server. No business rules live here: a call runs through the one pipeline
-(tools_app.calls.run_tool_call) and this module only translates its outcome into MCP (SPEC §4.4):
+(tools_app.execution.pipeline.run_tool_call) and this module only translates its outcome into MCP (SPEC §4.4):
 TOOL_NOT_FOUND and an external tool are JSON-RPC -32602 errors, other failures isError results whose text
 starts with the code, successes the JSON as text and as structuredContent.
 
@@ -36,10 +36,10 @@ from mcp_app.requests import (
     request_state,
 )
 from tools_app import __version__ as tools_version
-from tools_app import telemetry
-from tools_app.calls import CallOutcome, CallTarget, run_tool_call, tool_cache
 from tools_app.choices import REGISTRY_TYPES, ToolType
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.execution.pipeline import CallOutcome, CallTarget, run_tool_call, tool_cache
+from tools_app.kernel import telemetry
+from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import Binding, Discovery, LogLevel, Tool
 from tools_app.registry import PROXY_NAME
 from tools_app.registry.export import tool_entry
@@ -502,7 +502,7 @@ class InstanceMiddleware:
 
 
 class TracingMiddleware:
-    """The SDK's OpenTelemetryMiddleware when tracing is on (tools_app.telemetry); a plain pass-through
+    """The SDK's OpenTelemetryMiddleware when tracing is on (tools_app.kernel.telemetry); a plain pass-through
     otherwise, so that tracing off costs one check per message."""
 
     def __init__(self) -> None:

@@ -55,7 +55,7 @@ class _HopThreads:
 
     Like concurrent.futures.ThreadPoolExecutor (threads start when work comes and no thread is idle, up to
     `size`), except that a thread blocked in `waiting()` — a call waiting for its concurrency slot, the heavy
-    lane or a heavy worker (tools_app.heavy) — does not count: while it waits, another thread may start, so
+    lane or a heavy worker (tools_app.execution.heavy) — does not count: while it waits, another thread may start, so
     that `size` threads stay free for light calls however many expensive calls wait (docs/budgets.md). A lent
     thread ends when it finds more than `size` threads unblocked after its task. At most `cap` threads.
     """
@@ -183,6 +183,6 @@ class DatabaseHops:
         pool = self._pool
         if pool is None:
             return await self._shared_thread(fn, *args)
-        # The hop runs in the request's context (its id and span: tools_app.telemetry), as asgiref's would.
+        # The hop runs in the request's context (its id and span: tools_app.kernel.telemetry), as asgiref's would.
         context = contextvars.copy_context()
         return await asyncio.wrap_future(pool.submit(context.run, _hop, fn, *args))

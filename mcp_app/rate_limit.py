@@ -2,7 +2,7 @@
 
 Called by the endpoint (mcp_app.transport) once the key is known and before the SDK sees the request, so a
 refused request runs nothing and writes nothing (no call log row, no use count, no key last-use). The rule,
-the store and the message are tools_app.rate_limits', shared with the API's throttles.
+the store and the message are tools_app.kernel.rate_limits', shared with the API's throttles.
 
 Over the limit the answer is HTTP 429 with `Retry-After` (whole seconds) and a JSON-RPC error body, as
 the endpoint's other HTTP-level refusals are answered before any MCP processing:
@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from mcp_app.auth import Credential
-from tools_app import rate_limits, telemetry
+from tools_app.kernel import rate_limits, telemetry
 
 # JSON-RPC leaves -32000..-32099 to the server; -32029 is toolhub's "rate limited" (429).
 RATE_LIMITED_RPC_CODE = -32029

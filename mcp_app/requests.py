@@ -17,7 +17,7 @@ from mcp import types
 from mcp.shared.exceptions import MCPError
 
 from mcp_app.auth import Credential, Denied, auth_cache, authenticate, insufficient_scope, not_found, oauth_token_live
-from tools_app.calls import Caller, CallTarget, touch_key
+from tools_app.execution.pipeline import Caller, CallTarget, touch_key
 from tools_app.models import McpInstance, Surface
 from tools_app.oauth import scope_allows
 from tools_app.selectors import binding_call_target

@@ -42,7 +42,7 @@ from mcp_app.hops import DatabaseHops
 from mcp_app.messages import REQUEST, Problem, classify, is_tool_call, wants_stream
 from mcp_app.rate_limit import refuse_over_rate
 from mcp_app.requests import STATE_KEY, RequestState
-from tools_app import telemetry
+from tools_app.kernel import telemetry
 from tools_app.oauth import SCOPE_ALL, public_base
 
 logger = logging.getLogger(__name__)

@@ -5,7 +5,7 @@
 - /oauth/authorize/   consent, in the admin's look: only the instance's owner or a superuser, one instance
                       (the `resource`, RFC 8707) per authorization; PKCE S256 and `iss` (RFC 9207) by the library
 - /oauth/token/, /oauth/revoke/, /oauth/register/   token, revocation (RFC 7009), dynamic registration
-                      (RFC 7591): counted per client address in the `token` rate (tools_app.rate_limits)
+                      (RFC 7591): counted per client address in the `token` rate (tools_app.kernel.rate_limits)
 
 TOOLHUB_OAUTH_ENABLED=false answers 404 on all of them.
 """
@@ -23,7 +23,7 @@ from oauth2_provider.http import OAuth2ResponseRedirect
 from oauth2_provider.settings import oauth2_settings
 
 from oauth_app.models import REDIRECT_SCHEMES, ClientDocument
-from tools_app import rate_limits
+from tools_app.kernel import rate_limits
 from tools_app.models import McpInstance
 from tools_app.oauth import SCOPE_ALL, SCOPE_READ, may_authorize, public_base, resource_url, slug_of_resource
 

@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
 from tools_app.api.errors import exception_handler
-from tools_app.errors import ErrorCode, ToolhubError
+from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.models import ApiToken
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]

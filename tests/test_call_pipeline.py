@@ -9,8 +9,8 @@ from django.urls import reverse
 
 from mcp_app.tests.mcp_harness import Harness
 from tests.api_helpers import client_for
-from tools_app import calls
 from tools_app.data_access import operations
+from tools_app.execution import pipeline as calls
 from tools_app.models import CallLog, Table, Tool
 
 pytestmark = pytest.mark.django_db
@@ -152,10 +152,10 @@ def test_a_read_whose_record_fails_says_so(surface, shop, owner, monkeypatch, ca
 
 
 def test_every_error_code_is_documented_with_its_meaning():
-    """docs/errors.md lists exactly the codes of tools_app.errors, each with its HTTP status and meaning."""
+    """docs/errors.md lists exactly the codes of tools_app.kernel.errors, each with its HTTP status and meaning."""
     from pathlib import Path
 
-    from tools_app.errors import ERROR_CODES
+    from tools_app.kernel.errors import ERROR_CODES
 
     # given
     doc = (Path(__file__).resolve().parents[1] / "docs" / "errors.md").read_text()

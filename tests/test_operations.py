@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_app.tests.mcp_harness import Harness
 from tests.api_helpers import client_for, db_snapshot
-from tools_app import health, rate_limits, telemetry
+from tools_app.kernel import health, rate_limits, telemetry
 from tools_app.models import CallLog
 
 QUERY = {"query": "[?status=='paid'].id"}

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from prometheus_client import REGISTRY
 
-from tools_app import telemetry  # noqa: F401  (registers the metrics)
+from tools_app.kernel import telemetry  # noqa: F401  (registers the metrics)
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "operations.md").read_text()
@@ -54,7 +54,7 @@ def test_every_metric_the_doc_names_is_served_and_every_served_one_is_documented
 
 
 def test_every_variable_the_doc_lists_is_read_by_toolhub():
-    paths = ["toolhub/settings.py", "tools_app/health.py", *(ROOT / "tools_app" / "telemetry").glob("*.py")]
+    paths = ["toolhub/settings.py", "tools_app/kernel/health.py", *(ROOT / "tools_app" / "telemetry").glob("*.py")]
     sources = "".join((ROOT / path).read_text() for path in paths)
     listed = re.findall(r"^\| `([A-Z_]+)`", DOC, re.M)
     assert "TOOLHUB_METRICS_TOKEN" in listed

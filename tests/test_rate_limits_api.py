@@ -1,5 +1,5 @@
 """Rate limits on the JSON API (issue 13): per user, per IP on the token endpoint; 429 RATE_LIMITED with
-Retry-After, and nothing done by the refused request. The rule itself: tools_app.rate_limits."""
+Retry-After, and nothing done by the refused request. The rule itself: tools_app.kernel.rate_limits."""
 
 import time
 from pathlib import Path
@@ -9,8 +9,8 @@ from django.core.exceptions import ValidationError
 from rest_framework import exceptions
 
 from tests.api_helpers import client_for, db_snapshot
-from tools_app import rate_limits
 from tools_app.api.errors import exception_handler
+from tools_app.kernel import rate_limits
 from tools_app.models import CallLog, McpInstance, Table
 from tools_app.validators import validate_rate
 

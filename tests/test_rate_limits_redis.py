@@ -16,7 +16,7 @@ import redis
 from mcp_app.tests.mcp_harness import Harness, rpc_body
 from tests.api_helpers import client_for
 from tests.live_server import Uvicorn, run_python, server_database
-from tools_app import rate_limits
+from tools_app.kernel import rate_limits
 
 REDIS_URL = "redis://127.0.0.1:6379/5"
 

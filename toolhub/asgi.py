@@ -26,7 +26,7 @@ if settings.TOOLHUB_GIL_SWITCH_INTERVAL_MS > 0:
     sys.setswitchinterval(settings.TOOLHUB_GIL_SWITCH_INTERVAL_MS / 1000)
 
 from mcp_app.transport import McpEndpoint  # noqa: E402  (after Django is set up)
-from tools_app import heavy  # noqa: E402
+from tools_app.execution import heavy  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ mcp_endpoint = McpEndpoint()
 
 
 async def lifespan(receive, send) -> None:
-    """Run the MCP session manager, and the heavy workers (tools_app.heavy), from startup to shutdown."""
+    """Run the MCP session manager, and the heavy workers (tools_app.execution.heavy), from startup to shutdown."""
     await receive()  # lifespan.startup
     started = False
     try:

@@ -7,8 +7,8 @@ login: HTTP 429 with a short page. Both carry `Retry-After` (seconds until the l
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.html import escape
 
-from tools_app import telemetry
-from tools_app.errors import ErrorCode
+from tools_app.kernel import telemetry
+from tools_app.kernel.errors import ErrorCode
 
 __all__ = ["lockout_response"]
 

@@ -22,8 +22,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from tools_app import telemetry
-from tools_app.health import readiness
+from tools_app.kernel import telemetry
+from tools_app.kernel.health import readiness
 
 __all__ = ["RequestMiddleware", "healthz", "metrics", "readyz"]
 

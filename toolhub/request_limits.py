@@ -19,8 +19,8 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpResponse
 
-from tools_app import telemetry
-from tools_app.errors import ErrorCode
+from tools_app.kernel import telemetry
+from tools_app.kernel.errors import ErrorCode
 
 __all__ = ["RequestSizeLimitMiddleware", "cap_request_body", "max_request_bytes", "too_large"]
 

@@ -215,12 +215,12 @@ TOOLHUB_HISTORY_VERSIONS = int(os.environ.get("TOOLHUB_HISTORY_VERSIONS", 1000))
 # Django's own cap on a body it reads into memory (a chunked body, which declares no length): the same limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = TOOLHUB_MAX_REQUEST_BYTES
 
-# Rate limits (issue 13, docs/rate-limits.md): requests per window, counted by tools_app.rate_limits.
+# Rate limits (issue 13, docs/rate-limits.md): requests per window, counted by tools_app.kernel.rate_limits.
 # REDIS_URL set: counted in Redis, shared by every worker and machine; unset: in each worker's memory.
 REDIS_URL = os.environ.get("REDIS_URL", "").strip()
 TOOLHUB_RATE_LIMITS_ENABLED = env_bool("TOOLHUB_RATE_LIMITS_ENABLED", True)
 TOOLHUB_RATE_LIMIT_KEY_PREFIX = os.environ.get("TOOLHUB_RATE_LIMIT_KEY_PREFIX", "").strip() or "toolhub-rate"
-# The rate per scope, '<count>/<period>'; empty: the default in tools_app.rate_limits.DEFAULT_RATES
+# The rate per scope, '<count>/<period>'; empty: the default in tools_app.kernel.rate_limits.DEFAULT_RATES
 # (mcp_key and user 600/minute, token 10/minute, anon 60/minute). An MCP instance's `key_rate_limit`
 # overrides `mcp_key` for its keys.
 TOOLHUB_RATE_LIMITS = {
@@ -401,7 +401,7 @@ TOOLHUB_QUERY_MAX_DEPTH = env_int("TOOLHUB_QUERY_MAX_DEPTH", 100)
 TOOLHUB_CONCURRENT_CALLS_PER_KEY = env_int("TOOLHUB_CONCURRENT_CALLS_PER_KEY", 1)
 TOOLHUB_CONCURRENT_CALLS_PER_USER = env_int("TOOLHUB_CONCURRENT_CALLS_PER_USER", 2)
 TOOLHUB_CONCURRENCY_WAIT_MS = env_int("TOOLHUB_CONCURRENCY_WAIT_MS", 100)
-# Processes per server process that run reads once they turn expensive (tools_app/heavy.py), so that they do
+# Processes per server process that run reads once they turn expensive (tools_app/execution/heavy.py), so that they do
 # not share the server's interpreter lock with light calls; 0 keeps them in the server process. Each worker's
 # address space is capped at TOOLHUB_HEAVY_WORKER_MEMORY_MB (0: no cap). docs/budgets.md.
 TOOLHUB_MCP_DB_THREADS = env_int("TOOLHUB_MCP_DB_THREADS", 4)
@@ -424,7 +424,7 @@ LOGGING = {
 #
 # TOOLHUB_JSON_LOGS: one JSON line per request (logger toolhub.requests) and per tool call (toolhub.calls)
 # on standard error. TOOLHUB_METRICS_TOKEN: the bearer token a Prometheus scraper sends to /metrics (unset:
-# only a superuser's session reads it). Traces: the standard OTEL_* variables (tools_app.telemetry).
+# only a superuser's session reads it). Traces: the standard OTEL_* variables (tools_app.kernel.telemetry).
 TOOLHUB_JSON_LOGS = env_bool("TOOLHUB_JSON_LOGS", False)
 TOOLHUB_METRICS_TOKEN = os.environ.get("TOOLHUB_METRICS_TOKEN", "").strip()
 # Error bodies carry the request's id as `request_id` (API errors, MCP error data); the X-Request-ID header is

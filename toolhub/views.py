@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from tools_app import telemetry
+from tools_app.kernel import telemetry
 
 
 @extend_schema(exclude=True)

@@ -1,4 +1,10 @@
 from django.apps import AppConfig
+from django.conf import settings
+from django.contrib.auth.signals import user_login_failed
+from django.core import checks
+
+from tools_app.kernel import telemetry
+from tools_app.kernel.rate_limits import check_settings
 
 
 class ToolsAppConfig(AppConfig):
@@ -6,12 +12,9 @@ class ToolsAppConfig(AppConfig):
     verbose_name = "Tools"
 
     def ready(self) -> None:
-        from django.conf import settings
-        from django.contrib.auth.signals import user_login_failed
-        from django.core import checks
-
-        from tools_app import telemetry
-        from tools_app.rate_limits import check_settings
+        # The services plug Table's document reader in (tools_app.models.table); they import the models, so
+        # they can only load once the app registry is ready.
+        import tools_app.services  # noqa: F401
 
         checks.register(check_settings)
         # Issue 18 (docs/operations.md): JSON log lines when asked, traces when an OTLP endpoint is set.
@@ -21,6 +24,4 @@ class ToolsAppConfig(AppConfig):
 
 
 def _login_failed(sender, **kwargs) -> None:
-    from tools_app import telemetry
-
     telemetry.auth_failed("login")

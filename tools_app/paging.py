@@ -7,7 +7,7 @@ budget; the cursor is signed (django.core.signing) and names only the offset of 
 version and a digest of the tool and its arguments, so it cannot be forged into another tool's data, and
 a write to the table expires it (CURSOR_EXPIRED).
 
-Only the pipeline (tools_app.calls) calls this module; nothing here reads the database or knows a surface.
+Only the pipeline (tools_app.execution.pipeline) calls this module; nothing here reads the database or knows a surface.
 """
 
 import hashlib
@@ -19,7 +19,7 @@ from typing import Any
 from django.conf import settings
 from django.core import signing
 
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.validators import on_fresh_stack
 
 __all__ = [

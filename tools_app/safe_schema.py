@@ -7,7 +7,7 @@ matches `pattern` with Python's backtracking `re`. So:
 - `schema_problems` is the save-time check (tools_app.validators.validate_json_schema, so every surface
   that saves a tool): `$ref` / `$dynamicRef` only point inside the schema (`#...`) and resolve there;
   `$schema` only names Draft 2020-12, at the root; `$id` only at the root (no embedded resources);
-  every `pattern` and `patternProperties` key is one the linear-time engine runs (tools_app.patterns);
+  every `pattern` and `patternProperties` key is one the linear-time engine runs (tools_app.kernel.patterns);
   `unevaluatedProperties` is not combined with `patternProperties` (jsonschema matches those with `re`).
 - `validator_for` builds the one validator used at call time. Its registry retrieves nothing (a
   reference outside the schema is unresolvable, never fetched), its pattern keywords run on RE2,
@@ -29,7 +29,7 @@ from referencing import Registry
 from referencing.exceptions import NoSuchResource, Unresolvable
 from referencing.jsonschema import DRAFT202012
 
-from tools_app.patterns import PatternError, compile_pattern
+from tools_app.kernel.patterns import PatternError, compile_pattern
 
 __all__ = ["DIALECT", "UnsafeSchema", "schema_problems", "validator_for"]
 

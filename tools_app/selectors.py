@@ -1,13 +1,14 @@
 """Reads that several surfaces share and that judge more than one row (HackSoft's selectors).
 
-- binding_call_target: what an MCP tools/call resolves to, in one statement.
-- name_clashes: SPEC §2.4's cross-row rule, the one place that says which bindings hold a name on an
-  instance; model validation, the services and the admin forms all ask it.
-- resource_uri_clash: the same for custom resource URIs (issue 15, tools_app.resource_uris).
+- binding_call_target: what an MCP tools/call resolves to, in one statement, as a CallTarget (the row type
+  the call pipeline runs).
+
+The cross-row name rules (SPEC §2.4's names, custom resource URIs) are the binding queryset's
+(Binding.objects.name_clashes, .resource_uri_clash): model validation asks them too.
 """
 
 import functools
-from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -15,41 +16,48 @@ from django.db import connection
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model
 
-from tools_app import calls  # calls -> services -> selectors: CallTarget is looked up when used
-from tools_app.models import ApiKey, Binding, McpInstance, NameClash, Table, Tool
-from tools_app.resource_uris import conflict
+from tools_app.models import ApiKey, Binding, McpInstance, Table, Tool
 
-__all__ = ["binding_call_target", "name_clashes", "resource_uri_clash"]
+__all__ = ["CallTarget", "binding_call_target"]
 
 
-def name_clashes(
-    *, instance_ids: Iterable[int], name: str, exclude_binding: int | None = None, exclude_tool: int | None = None
-) -> list[NameClash]:
-    """SPEC §2.4, THE name rule: the bindings of `instance_ids` whose effective name is `name`, ignoring case
-    (other than the binding or the tool being saved). Model validation (a tool's rename), the binding
-    services and the admin's binding forms all ask this; the unique constraint on (instance, name_key) is
-    the guarantee under concurrency, this the friendly answer naming the tool and the instance."""
-    clashes = Binding.objects.filter(mcp_instance_id__in=list(instance_ids), name_key=name.lower())
-    if exclude_binding is not None:
-        clashes = clashes.exclude(pk=exclude_binding)
-    if exclude_tool is not None:
-        clashes = clashes.exclude(tool_id=exclude_tool)
-    return [NameClash.of(binding) for binding in clashes.select_related("mcp_instance", "tool").order_by("pk")]
+@dataclass(frozen=True, slots=True)
+class CallTarget:
+    """What a call resolved to. Over MCP: the instance, and the binding's and tool's columns (None when no
+    binding has the name). Over the API and the admin: the tool, with no instance.
 
+    `tool_changed` is the tool's updated_at as the database driver returned it: only compared with values
+    from the same query (a cache key), so it is not converted.
+    """
 
-def resource_uri_clash(*, instance_id: int, uri: str, exclude_binding: int | None = None) -> str | None:
-    """Why `uri` cannot be a resource URI of instance `instance_id` next to its other bindings' custom URIs
-    (tools_app.resource_uris.conflict: unique; a template the same as another or matching a fixed URI), or
-    None. Binding.clean asks it; the binding services ask again under the instance's lock."""
-    others = Binding.objects.with_resource_uri(instance_id).select_related("tool", "mcp_instance").order_by("pk")
-    if exclude_binding is not None:
-        others = others.exclude(pk=exclude_binding)
-    for other in others:
-        problem = conflict(uri, other.resource_uri)
-        if problem is not None:
-            where = f"of the tool {other.effective_name!r} on the instance {other.mcp_instance.name!r}"
-            return problem.replace("{where}", where)
-    return None
+    owner_id: int
+    instance_id: int | None = None
+    max_result_bytes: int | None = None
+    # The instance's evaluation budgets (None: the server default; tools_app.execution.call_limits.limits_for).
+    query_cpu_ms: int | None = None
+    query_max_elements: int | None = None
+    query_max_bytes: int | None = None
+    enabled: bool | None = None
+    name_override: str | None = None
+    tool_id: int | None = None
+    tool_name: str | None = None
+    tool_type: str | None = None
+    tool_changed: Any = None
+    table_id: int | None = None
+    table_version: int | None = None
+    tool: Tool | None = None
+    key_rate_limit: str | None = None  # over MCP: the instance's rate per key, as read now (issue 13)
+    instance_slug: str = ""  # over MCP: the instance's slug, the metrics' `instance` label (issue 18)
+    discovery: str | None = None  # over MCP: the instance's discovery mode (the call_tool proxy, issue 15)
+    log_level: str | None = None  # over MCP: the instance's log level, as read now (issue 15); "" = off
+
+    @property
+    def found(self) -> bool:
+        return self.tool_id is not None
+
+    @property
+    def effective_name(self) -> str:
+        return self.name_override or self.tool_name or ""
 
 
 @functools.cache
@@ -113,7 +121,7 @@ def _call_target_sql(vendor: str, oauth: bool = False) -> str:
 
 def binding_call_target(
     *, instance_id: int, slug: str, api_key_id: int | None, name: str, oauth_token_id: int | None = None
-) -> "calls.CallTarget | None":
+) -> CallTarget | None:
     """The binding of instance `instance_id` whose effective name is `name` ignoring case (SPEC §2.4), with
     its tool and the tool's table version, as a CallTarget (binding columns None when no binding has the
     name); None when the instance is gone or disabled, its slug changed, its owner is deactivated, or the key
@@ -149,7 +157,7 @@ def binding_call_target(
         discovery,
         log_level,
     ) = row[1:]
-    return calls.CallTarget(
+    return CallTarget(
         owner_id=owner_id,
         instance_id=row[0],
         max_result_bytes=max_result_bytes,

@@ -18,7 +18,7 @@ from django.core.exceptions import ValidationError
 from tools_app import services
 from tools_app.data_access import operations, pointer
 from tools_app.data_access.shape import describe, json_type
-from tools_app.errors import ToolError
+from tools_app.kernel.errors import ToolError
 from tools_app.models import Binding, McpInstance, Table, Tool
 from tools_app.validators import MAX_DESCRIPTION, validate_json_pointer
 

@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from tools_app.rate_limits import parse_rate
+from tools_app.kernel.rate_limits import parse_rate
 from tools_app.safe_schema import schema_problems
 
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -379,7 +379,7 @@ def validate_metadata(value: Any) -> None:
 
 def validate_rate(value: str) -> None:
     """A rate limit field (McpInstance.key_rate_limit): empty means the default; else one
-    `<count>/<period>` rate (tools_app.rate_limits.parse_rate says what is wrong)."""
+    `<count>/<period>` rate (tools_app.kernel.rate_limits.parse_rate says what is wrong)."""
     if not value:
         return
     try:

@@ -102,7 +102,7 @@ django.setup()
 
 from django.core.management import call_command  # noqa: E402
 
-from tools_app.errors import ToolError  # noqa: E402
+from tools_app.kernel.errors import ToolError  # noqa: E402
 from tools_app.models import EmbeddingVector, Tool  # noqa: E402
 from tools_app.registry import embedding, search  # noqa: E402
 from tools_app.registry.guide import usage_guide  # noqa: E402

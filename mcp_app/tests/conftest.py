@@ -3,7 +3,7 @@
 import pytest
 
 from mcp_app.auth import auth_cache
-from tools_app import calls
+from tools_app.execution import pipeline as calls
 from tools_app.registry.search import index_cache
 
 

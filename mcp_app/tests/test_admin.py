@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from tools_app.admin.stats import call_stats, percentile
-from tools_app.errors import ErrorCode
+from tools_app.kernel.errors import ErrorCode
 from tools_app.models import ApiKey, Binding, CallLog, McpInstance
 
 

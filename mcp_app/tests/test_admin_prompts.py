@@ -5,7 +5,7 @@ import json
 import pytest
 
 from mcp_app.tests.test_admin import change_url, instance_form
-from tools_app.errors import ErrorCode
+from tools_app.kernel.errors import ErrorCode
 from tools_app.models import Prompt
 from tools_app.services import prompt_create
 

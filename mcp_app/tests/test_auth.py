@@ -3,7 +3,7 @@
 import pytest
 
 from mcp_app.tests.mcp_harness import ERAS, LEGACY, Harness, rpc_body
-from tools_app.calls import KEY_TOUCH_INTERVAL, key_touches
+from tools_app.execution.pipeline import KEY_TOUCH_INTERVAL, key_touches
 from tools_app.models import ApiKey, CallLog, Tool
 from tools_app.services import api_key_revoke, instance_update
 

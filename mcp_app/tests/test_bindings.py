@@ -3,7 +3,7 @@
 import pytest
 from django.core.exceptions import ValidationError
 
-from tools_app.errors import ErrorCode
+from tools_app.kernel.errors import ErrorCode
 from tools_app.models import Binding, McpInstance, Tool
 from tools_app.services import binding_create, binding_update, instance_delete, tool_delete, tool_update
 

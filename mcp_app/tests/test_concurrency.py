@@ -66,8 +66,8 @@ def _in_threads(count: int, target) -> list:
 
 def _write(create_id: int, update_id: int, worker: int, call: int) -> int:
     """One write call: even calls create a record of their own, odd calls add a field to the shared record."""
+    from tools_app.execution.executors import execute
     from tools_app.models import Tool
-    from tools_app.tool_types.execute import execute
 
     if call % 2 == 0:
         tool = Tool.objects.get(pk=create_id)
@@ -275,7 +275,7 @@ def test_concurrent_binds_of_one_name_let_exactly_one_through(postgres_db, owner
     """20 threads bind 20 tools named 'lookup' in different cases to one instance: 1 wins, 19 NAME_CONFLICT."""
     from django.core.exceptions import ValidationError
 
-    from tools_app.errors import ErrorCode
+    from tools_app.kernel.errors import ErrorCode
     from tools_app.models import Binding, McpInstance, Tool
     from tools_app.services import binding_create
 
@@ -372,7 +372,7 @@ def _codes(exc) -> list[str]:
 def test_bind_that_read_the_old_name_before_a_rename_is_refused(postgres_db, rename_and_bind, monkeypatch):
     """A bind that read the tool's old name, then lost the race to a rename into a name the instance already
     has, is refused: the tool's name is read again under lock, so 'busy' never exposes two 'gamma'."""
-    from tools_app.errors import ErrorCode
+    from tools_app.kernel.errors import ErrorCode
     from tools_app.models import Binding, McpInstance, Tool
     from tools_app.services import binding_create
 
@@ -413,7 +413,7 @@ def test_bind_that_read_the_old_name_before_a_rename_is_refused(postgres_db, ren
 def test_rename_waiting_on_a_bind_in_progress_is_refused(postgres_db, rename_and_bind, monkeypatch):
     """A rename that starts while a bind of the same tool is being saved waits for it, then sees the new
     binding and is refused (NAME_CONFLICT); 'busy' never exposes two 'gamma'."""
-    from tools_app.errors import ErrorCode
+    from tools_app.kernel.errors import ErrorCode
     from tools_app.models import Binding, McpInstance, Tool
     from tools_app.services import binding_create
 
@@ -502,10 +502,10 @@ def _refereed(paused: threading.Event, go: threading.Event, action):
 
 
 def _record_call(instance_id: int, owner_id: int, tool_id: int, name: str, key_id: int | None) -> None:
-    """Record one successful call as the pipeline does once the tool answered (tools_app.calls)."""
+    """Record one successful call as the pipeline does once the tool answered (tools_app.execution.pipeline)."""
     from django.utils import timezone
 
-    from tools_app import calls
+    from tools_app.execution import pipeline as calls
     from tools_app.models import Surface
 
     caller = calls.Caller(surface=Surface.MCP, user_id=owner_id, api_key_id=key_id)
@@ -697,7 +697,7 @@ def test_calls_are_all_recorded_while_tools_instances_and_keys_are_deleted(
         return delete_all()
 
     # when
-    caplog.set_level(logging.INFO, logger="tools_app.calls")
+    caplog.set_level(logging.INFO, logger="tools_app.execution.pipeline")
     results = _in_threads(callers + 1, run)
     # then
     failures = [result for result in results if isinstance(result, BaseException)]
@@ -910,7 +910,7 @@ def test_binds_and_recorded_calls_at_once_never_deadlock(
     assert Binding.objects.count() == 0
     assert CallLog.objects.filter(status="ok").count() == calls
     assert sum(Tool.objects.values_list("use_count", flat=True)) == calls
-    assert [r.getMessage() for r in caplog.records if r.name == "tools_app.calls"] == []
+    assert [r.getMessage() for r in caplog.records if r.name == "tools_app.execution.pipeline"] == []
 
 
 def _write_holding_the_lock(table_id: int, paused: threading.Event, go: threading.Event) -> int:

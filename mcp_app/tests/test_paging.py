@@ -7,7 +7,8 @@ import json
 import pytest
 
 from mcp_app.tests.mcp_harness import ERAS, Harness
-from tools_app import calls, services
+from tools_app import services
+from tools_app.execution import pipeline as calls
 from tools_app.models import CallLog, Table
 from tools_app.paging import PAGED_OUTPUT_SCHEMA, cursor_argument_schema
 from tools_app.services import instance_update

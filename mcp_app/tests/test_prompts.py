@@ -197,7 +197,7 @@ def test_racing_creates_of_one_name_leave_one_prompt_and_name_conflicts(transact
     from django.core.exceptions import ValidationError
     from django.db import connections
 
-    from tools_app.errors import ErrorCode
+    from tools_app.kernel.errors import ErrorCode
     from tools_app.models import Prompt
 
     # given

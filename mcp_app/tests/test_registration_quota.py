@@ -96,10 +96,10 @@ RACERS = 12
 @pytest.mark.usefixtures("postgres_db")
 def test_concurrent_registrations_stop_exactly_at_the_quota(owner, make_tool, instance, bind, settings):
     """12 threads register 12 tools at once with room for 3: exactly 3 are created, 9 refused for the quota."""
-    from tools_app.errors import ToolError
+    from tools_app.execution.executors import execute
+    from tools_app.kernel.errors import ToolError
     from tools_app.models import McpInstance
     from tools_app.registry.instance_scope import InstanceScope
-    from tools_app.tool_types.execute import execute
 
     # given: the owner has register_tool (1 tool); the quota leaves room for 3 more
     instance_update(instance=instance, allow_registration=True)

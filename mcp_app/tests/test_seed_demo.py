@@ -13,8 +13,8 @@ from django.core.management import CommandError, call_command
 
 from mcp_app.tests.mcp_harness import Harness
 from tools_app.choices import DATA_TYPES, READ_ONLY_REGISTRY_TYPES
+from tools_app.execution.executors import execute
 from tools_app.models import ApiKey, Binding, McpInstance, Prompt, Table, Tool
-from tools_app.tool_types.execute import execute
 
 pytestmark = pytest.mark.django_db
 

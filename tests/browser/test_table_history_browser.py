@@ -20,7 +20,7 @@ def test_history_shows_diffs_opens_a_version_and_restores_it(server, new_page):
         server["env"],
         "from django.contrib.auth.models import User\n"
         "from tools_app import services\n"
-        "from tools_app.calls import Caller, run_tool_call, target_of_tool\n"
+        "from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool\n"
         "from tools_app.models import Surface\n"
         "alice = User.objects.get(username='alice')\n"
         f"table = services.table_create(owner=alice, name='stock', data={STOCK!r})\n"

@@ -9,7 +9,7 @@ from the schema itself. Presentation only: nothing here runs or writes anything.
 from typing import Any
 
 from tools_app.data_access.pointer import parse, resolve
-from tools_app.errors import ToolError
+from tools_app.kernel.errors import ToolError
 from tools_app.models import Tool
 from tools_app.safe_schema import validator_for
 from tools_app.services import table_data

@@ -13,10 +13,9 @@ from django.core.validators import MinValueValidator
 
 from tools_app import services
 from tools_app.admin.tool_forms import ModelMessagesForm, OwnerAwareModelForm, PrettyJSONField
-from tools_app.budgets import default_limits
+from tools_app.execution.call_limits import default_limits
 from tools_app.models import ApiKey, Binding, McpInstance, NameClash, Prompt, name_conflict_error, prompt_name_conflict
 from tools_app.resource_uris import conflict
-from tools_app.selectors import name_clashes
 
 KEY_PLACEHOLDER = "<YOUR_API_KEY>"
 
@@ -85,7 +84,7 @@ class BindingAdminForm(ModelMessagesForm):
         if self.errors or instance is None or tool is None:
             return
         name, key = effective_key(tool, self.cleaned_data.get("name_override") or "")
-        clashes = name_clashes(instance_ids=[instance.pk], name=name, exclude_binding=self.instance.pk)
+        clashes = Binding.objects.name_clashes(instance_ids=[instance.pk], name=name, exclude_binding=self.instance.pk)
         if clashes:
             field = "name_override" if self.cleaned_data.get("name_override") else "tool"
             self.add_error(None, name_conflict_error(field, name, clashes[:1]))

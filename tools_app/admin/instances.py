@@ -40,6 +40,10 @@ from tools_app.admin.stats import call_stats
 from tools_app.admin.tools import DeletedWithParentMixin, OwnedAdmin, ToolPanel, register_tool_panel
 from tools_app.choices import REGISTRY_TYPES
 from tools_app.models import ApiKey, Binding, CallLog, Discovery, McpInstance, Prompt, Tool
+from tools_app.registry import usage_guide
+from tools_app.registry.export import tool_entry
+from tools_app.registry.instance_scope import InstanceScope
+from tools_app.registry.rendering import markdown_to_safe_html
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +59,6 @@ def endpoint_url(request, instance: McpInstance) -> str:
 
 def tool_list_estimate(instance: McpInstance) -> dict[str, Any]:
     """Tokens a client spends on this instance's tools/list (SPEC §4.3), estimated at ~4 characters/token."""
-    from tools_app.registry.export import tool_entry  # the exact tools/list entry (SPEC §4.3)
-
     bindings = [b for b in Binding.objects.enabled_for(instance) if not b.tool.is_external]
     listed_all = [tool_entry(b) for b in bindings]
     listed_search = [tool_entry(b) for b in bindings if b.tool.type in REGISTRY_TYPES]
@@ -76,13 +78,6 @@ def tool_list_estimate(instance: McpInstance) -> dict[str, Any]:
 
 def render_usage_guide(instance: McpInstance) -> dict[str, Any]:
     """The instance's usage guide (SPEC §5) as HTML, or why it is not available."""
-    try:
-        from tools_app.registry import usage_guide
-    except ImportError:
-        return {"error": "The usage guide is not available in this version of toolhub."}
-    from tools_app.registry.instance_scope import InstanceScope
-    from tools_app.registry.rendering import markdown_to_safe_html
-
     try:
         guide = usage_guide(scope=InstanceScope(instance))
     except Exception:

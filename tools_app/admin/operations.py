@@ -2,7 +2,7 @@
 
 Versions, the database and its readiness, Redis, the connection pool, and the calls: calls per minute,
 error rate, the slowest tools (instance and tool type) and the most frequent refusals. The call numbers
-are read from the same metrics registry as /metrics (tools_app.telemetry.summary), so the page and a
+are read from the same metrics registry as /metrics (tools_app.kernel.telemetry.summary), so the page and a
 Prometheus scrape never disagree.
 """
 
@@ -13,7 +13,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from tools_app import health, telemetry
+from tools_app.kernel import health, telemetry
 
 __all__ = ["operations_page"]
 

@@ -4,7 +4,7 @@ Ownership (SPEC §2) comes from permissions.for_user/can_change: another user's 
 it did not exist. Every write goes through services; a ValidationError a service raises at save
 time (e.g. a NAME_CONFLICT lost in a race) is shown as a form error, never a 500.
 
-The try-it view runs the tool through the call pipeline (tools_app.calls.run_tool_call, surface
+The try-it view runs the tool through the call pipeline (tools_app.execution.pipeline.run_tool_call, surface
 "admin"). Other admin modules add blocks to the tool pages with register_tool_panel (admin/instances.py:
 the instances a tool is bound to and its call statistics), so this module needs none of them.
 """
@@ -39,9 +39,9 @@ from tools_app.admin.tool_forms import (
     pretty_json,
     type_help,
 )
-from tools_app.calls import Caller, run_tool_call, target_of_tool
 from tools_app.choices import WRITE_TYPES, ToolType
 from tools_app.data_access.shape import describe
+from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
 from tools_app.models import Surface, Table, Tool
 from tools_app.paging import default_max_result_bytes, show_all_max_bytes
 from tools_app.permissions import can_change

@@ -16,7 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from knox.auth import TokenAuthentication as KnoxTokenAuthentication
 from rest_framework import exceptions
 
-from tools_app.caches import LruCache
+from tools_app.kernel.caches import LruCache
 from tools_app.models import ApiToken
 from tools_app.models.api_token import TOKEN_KEY_LENGTH
 

@@ -1,6 +1,6 @@
 """The API's single exception handler: every failure becomes `{"error", "message", "fields"}` (SPEC §6).
 
-`fields` is present only for validation errors. Codes are the UPPER_SNAKE codes of tools_app.errors for
+`fields` is present only for validation errors. Codes are the UPPER_SNAKE codes of tools_app.kernel.errors for
 domain failures and DRF's own codes upper-cased for protocol failures (NOT_AUTHENTICATED, PARSE_ERROR,
 METHOD_NOT_ALLOWED, ...). Anything unexpected is a 500 with a log line and no user data in the body.
 """
@@ -21,8 +21,8 @@ from rest_framework.serializers import as_serializer_error
 from rest_framework.settings import api_settings
 from rest_framework.views import set_rollback
 
-from tools_app import telemetry
-from tools_app.errors import ErrorCode, ToolhubError
+from tools_app.kernel import telemetry
+from tools_app.kernel.errors import ErrorCode, ToolhubError
 
 logger = logging.getLogger("toolhub.api")
 
@@ -107,7 +107,7 @@ def _response_for(exc: Exception, context: dict) -> Response:
     if isinstance(exc, exceptions.ValidationError):
         return _validation_response(as_serializer_error(exc))
     if isinstance(exc, ToolhubError):
-        # The code's status comes from the one table of codes (tools_app.errors.ERROR_CODES).
+        # The code's status comes from the one table of codes (tools_app.kernel.errors.ERROR_CODES).
         return Response(
             error_body(exc.code, exc.message, details=exc.details), status=exc.status, headers=_retry_after(exc)
         )

@@ -26,6 +26,10 @@ from drf_spectacular.utils import OpenApiExample
 from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
 
+from tools_app.resource_uris import validate_resource_uri
+from tools_app.tool_types import TOOL_TYPES
+from tools_app.validators import validate_json_pointer, validate_prompt_name, validate_rate, validate_tool_name
+
 __all__ = [
     "ErrorSerializer",
     "TokenAuthenticationScheme",
@@ -111,7 +115,7 @@ _GRANULARITY = (
     + ")[Ss]?"
 )
 _COUNT = "0*[1-9][0-9]*"
-# One limits-library rate, '<count>/<period>' or '<count> per <n> <period>' (tools_app.rate_limits.parse_rate).
+# One limits-library rate, '<count>/<period>' or '<count> per <n> <period>' (tools_app.kernel.rate_limits.parse_rate).
 RATE_PATTERN = f"^{WS}*{_COUNT}{WS}*(?:/|{WS}*[Pp][Ee][Rr]{WS}*){WS}*(?:{_COUNT})?{WS}*{_GRANULARITY}{WS}*$"
 
 
@@ -124,9 +128,6 @@ RESOURCE_URI_PATTERN = f"^[a-z][a-z0-9+.-]*:[^{_char_class(''.join(sorted(set(_W
 
 def _validator_patterns() -> dict[Any, tuple[str, str]]:
     """Field validators the schema states as a pattern: validator -> (pattern, format name)."""
-    from tools_app.resource_uris import validate_resource_uri
-    from tools_app.validators import validate_json_pointer, validate_prompt_name, validate_rate, validate_tool_name
-
     return {
         validate_tool_name: (TOOL_NAME_PATTERN, ""),
         # A prompt's name is a tool name that is not `usage_guide` (the schema's description says so).
@@ -365,8 +366,6 @@ JSON_FIELDS = {
 
 def _tool_variants(components: dict[str, Any]) -> None:
     """ToolRequest as a oneOf over the tool types, discriminated by `type`; each type's rules from its spec."""
-    from tools_app.tool_types import TOOL_TYPES
-
     base = components["ToolRequest"]
     mapping = {}
     variants = []

@@ -1,5 +1,5 @@
 """The API's DRF throttles (issue 13): DRF decides when to ask (`APIView.check_throttles`, after
-authentication and permissions, before the view does anything), tools_app.rate_limits counts.
+authentication and permissions, before the view does anything), tools_app.kernel.rate_limits counts.
 
 - UserRateThrottle: every request of an authenticated user (token or session), one bucket per user.
 - AnonRateThrottle: requests without a user to views open to anonymous callers, one bucket per IP (views
@@ -13,7 +13,7 @@ answer names the limit. Rates: settings.TOOLHUB_RATE_LIMITS, read per request.
 
 from rest_framework.throttling import BaseThrottle
 
-from tools_app import rate_limits
+from tools_app.kernel import rate_limits
 
 __all__ = ["AnonRateThrottle", "TokenRateThrottle", "UserRateThrottle"]
 

@@ -39,7 +39,7 @@ from tools_app.api.serializers import (
     ToolSerializer,
 )
 from tools_app.api.throttles import TokenRateThrottle
-from tools_app.calls import Caller, run_tool_call, target_of_tool
+from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
 from tools_app.models import ApiToken, Surface, Table, TableChange, Tool
 
 __all__ = [

@@ -7,6 +7,6 @@ registry or any surface.
 - shape.py: a document's shape without its values (get_data_schema).
 
 Which operation a tool runs is its type's (tools_app.tool_types); the one entry point is
-tools_app.tool_types.execute.execute, called by the call pipeline. Failures are ToolErrors
-(tools_app.errors).
+tools_app.execution.executors.execute, called by the call pipeline. Failures are ToolErrors
+(tools_app.kernel.errors).
 """

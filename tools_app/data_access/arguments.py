@@ -9,7 +9,7 @@ from typing import Any
 
 from referencing.exceptions import Unresolvable
 
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.safe_schema import UnsafeSchema, validator_for
 from tools_app.validators import (
     describe_path,

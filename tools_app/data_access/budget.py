@@ -21,7 +21,7 @@ times its input once walked. `measure` sizes such a graph in time linear in its 
 list equality) gets to walk it uninterruptibly.
 
 Isolation (issue 12 item 2): an evaluation that has used YIELD_AFTER_MS of CPU is heavy (a caller whose
-calls were heavy a moment ago: SUSPECT_YIELD_AFTER_MS, tools_app.budgets decides). Becoming heavy
+calls were heavy a moment ago: SUSPECT_YIELD_AFTER_MS, tools_app.execution.call_limits decides). Becoming heavy
 calls the budget's `on_heavy` hook once (the pipeline's concurrency slot of the caller, which may refuse
 with RATE_LIMITED), and from then on it runs only while it holds the one heavy lane of the process,
 giving it up (and the GIL: sleep(HEAVY_PAUSE)) every TURN_MS of CPU. So however many heavy calls run at
@@ -38,7 +38,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.kernel.errors import ErrorCode, ToolError
 
 __all__ = [
     "DEFAULT_QUERY_DEPTH",
@@ -59,7 +59,9 @@ CHECK_EVERY = 5_000  # units of work between two looks at the clocks (one look c
 DEFAULT_QUERY_LENGTH = 10_000  # characters of a JMESPath expression
 DEFAULT_QUERY_DEPTH = 100  # levels of its parsed tree
 YIELD_AFTER_MS = 20.0  # an evaluation that has run this long releases the GIL at every check
-SUSPECT_YIELD_AFTER_MS = 2.0  # the same for a caller whose calls were heavy just before (tools_app.budgets)
+SUSPECT_YIELD_AFTER_MS = (
+    2.0  # the same for a caller whose calls were heavy just before (tools_app.execution.call_limits)
+)
 WALL_GRACE = 0.25  # seconds of elapsed time a call may take beyond its CPU budget (waits, a busy machine)
 TURN_MS = 5.0  # CPU milliseconds a heavy evaluation runs before it takes its turn in the heavy lane
 HEAVY_PAUSE = 0.0  # sleep(0): releases the GIL to waiting threads without giving up the CPU (docs/budgets.md)
@@ -71,7 +73,7 @@ _sleep = time.sleep
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """One call's evaluation limits (tools_app.budgets builds them from the settings and the instance)."""
+    """One call's evaluation limits (tools_app.execution.call_limits builds them from the settings and the instance)."""
 
     cpu_ms: int
     max_elements: int
@@ -94,7 +96,7 @@ def too_expensive(limit: str, value: int | float, unit: str, extra: str = "") ->
 
 class MoveElsewhere(BaseException):
     """Raised out of an evaluation that became heavy while its budget was `movable()`: whoever made it
-    movable (tools_app.heavy) runs it again in the process for expensive evaluations. A BaseException, so
+    movable (tools_app.execution.heavy) runs it again in the process for expensive evaluations. A BaseException, so
     that no evaluator's `except Exception` takes it for a failure of the query."""
 
 
@@ -134,7 +136,9 @@ class QueryBudget:
         self.bytes_spent = 0
         self._work = 0
         self._next_check = CHECK_EVERY
-        self._cpu_before = cpu_used_ms / 1000  # CPU spent on this call in another process before (tools_app.heavy)
+        self._cpu_before = (
+            cpu_used_ms / 1000
+        )  # CPU spent on this call in another process before (tools_app.execution.heavy)
         self._started = _thread_time()
         self._cpu_deadline = self._started + limits.cpu_ms / 1000 - self._cpu_before
         self._wall_started = _monotonic() if since is None else since
@@ -282,8 +286,8 @@ def on_wait(hook: Callable[[], AbstractContextManager[None]] | None) -> None:
 
 @contextmanager
 def waiting() -> Iterator[None]:
-    """Around a wait of a call for what other calls hold: a concurrency slot (tools_app.budgets), the heavy
-    lane, a heavy worker (tools_app.heavy). Runs the thread's `on_wait` hook, if any."""
+    """Around a wait of a call for what other calls hold: a concurrency slot (tools_app.execution.call_limits),
+    the heavy lane, a heavy worker (tools_app.execution.heavy). Runs the thread's `on_wait` hook, if any."""
     hook = _waits.hook
     if hook is None:
         yield

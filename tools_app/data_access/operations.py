@@ -9,12 +9,12 @@ key and are exchanged as {"key", "content"} pairs. Keys compare as strings (SPEC
 import bisect
 from typing import Any
 
-from tools_app import json_patch
 from tools_app.data_access import pointer
 from tools_app.data_access.budget import charge
 from tools_app.data_access.query import run_query
 from tools_app.data_access.shape import describe, json_type
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.kernel import json_patch
+from tools_app.kernel.errors import ErrorCode, ToolError
 
 
 class Mount:
@@ -443,13 +443,3 @@ def _missing(key: str, index: int, mount: Mount, verb: str, path: str = "element
         f"{path}[{index}]: no element with key {key!r} in {mount.label()!r}; nothing was {verb}.",
         {"key": key, "index": index},
     )
-
-
-# The read operations by type, as the tool types' specs run them (tools_app.tool_types); preview takes the
-# tool's preview_keys and is called directly.
-READERS = {
-    "get_data_schema": get_data_schema,
-    "get_all_data": get_all_data,
-    "query_data": query_data,
-    "select": select,
-}

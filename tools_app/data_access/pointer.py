@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.kernel.errors import ErrorCode, ToolError
 
 _MISSING = object()
 

@@ -19,8 +19,8 @@ from jmespath import visitor
 
 from tools_app.data_access.budget import DEFAULT_QUERY_DEPTH, active, measure, too_expensive
 from tools_app.data_access.jmespath_compiler import CompiledExpression, compile_query
-from tools_app.errors import ErrorCode, ToolError
-from tools_app.telemetry import span
+from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.telemetry import span
 
 __all__ = ["CompiledExpression", "compile_expression", "run_query"]
 

@@ -1,12 +1,14 @@
 """Binding: a tool exposed on an MCP instance, optionally renamed (SPEC §2.4)."""
 
+from collections.abc import Iterable
+
 from django.core.exceptions import ValidationError
 from django.db import models
 
 from tools_app.choices import ToolType
 from tools_app.models.instance import McpInstance, OwnedThroughInstanceQuerySet
-from tools_app.models.tool import Tool
-from tools_app.resource_uris import MAX_URI, resource_uri_problem, validate_resource_uri
+from tools_app.models.tool import NameClash, Tool
+from tools_app.resource_uris import MAX_URI, conflict, resource_uri_problem, validate_resource_uri
 from tools_app.validators import MAX_DESCRIPTION, validate_tool_name
 
 
@@ -19,6 +21,39 @@ class BindingQuerySet(OwnedThroughInstanceQuerySet):
     def enabled_for(self, instance: McpInstance) -> "BindingQuerySet":
         """SPEC §2.4: the enabled bindings of an instance, the only source of what it exposes."""
         return self.filter(mcp_instance=instance, enabled=True).select_related("tool")
+
+    def name_clashes(
+        self,
+        *,
+        instance_ids: Iterable[int],
+        name: str,
+        exclude_binding: int | None = None,
+        exclude_tool: int | None = None,
+    ) -> list["NameClash"]:
+        """SPEC §2.4, THE name rule: the bindings of `instance_ids` whose effective name is `name`, ignoring case
+        (other than the binding or the tool being saved). Model validation (a tool's rename), the binding
+        services and the admin's binding forms all ask this; the unique constraint on (instance, name_key) is
+        the guarantee under concurrency, this the friendly answer naming the tool and the instance."""
+        clashes = self.filter(mcp_instance_id__in=list(instance_ids), name_key=name.lower())
+        if exclude_binding is not None:
+            clashes = clashes.exclude(pk=exclude_binding)
+        if exclude_tool is not None:
+            clashes = clashes.exclude(tool_id=exclude_tool)
+        return [NameClash.of(binding) for binding in clashes.select_related("mcp_instance", "tool").order_by("pk")]
+
+    def resource_uri_clash(self, *, instance_id: int, uri: str, exclude_binding: int | None = None) -> str | None:
+        """Why `uri` cannot be a resource URI of instance `instance_id` next to its other bindings' custom URIs
+        (tools_app.resource_uris.conflict: unique; a template the same as another or matching a fixed URI), or
+        None. Binding.clean asks it; the binding services ask again under the instance's lock."""
+        others = self.with_resource_uri(instance_id).select_related("tool", "mcp_instance").order_by("pk")
+        if exclude_binding is not None:
+            others = others.exclude(pk=exclude_binding)
+        for other in others:
+            problem = conflict(uri, other.resource_uri)
+            if problem is not None:
+                where = f"of the tool {other.effective_name!r} on the instance {other.mcp_instance.name!r}"
+                return problem.replace("{where}", where)
+        return None
 
 
 class Binding(models.Model):
@@ -113,9 +148,9 @@ class Binding(models.Model):
         if problem is not None:
             raise ValidationError({"resource_uri": ValidationError(problem, code="invalid")})
         if self.mcp_instance_id:
-            from tools_app.selectors import resource_uri_clash  # selectors read the models: imported when checked
-
-            clash = resource_uri_clash(instance_id=self.mcp_instance_id, uri=self.resource_uri, exclude_binding=self.pk)
+            clash = Binding.objects.resource_uri_clash(
+                instance_id=self.mcp_instance_id, uri=self.resource_uri, exclude_binding=self.pk
+            )
             if clash is not None:
                 raise ValidationError({"resource_uri": ValidationError(clash, code="unique")})
 

@@ -11,7 +11,7 @@ from tools_app.permissions import OwnedQuerySet
 
 
 class Surface(models.TextChoices):
-    """Where a call came in (issue 7): every surface runs tools through tools_app.calls.run_tool_call."""
+    """Where a call came in (issue 7): every surface runs tools through tools_app.execution.pipeline.run_tool_call."""
 
     MCP = "mcp", "MCP"
     API = "api", "API"
@@ -25,7 +25,7 @@ class CallStatus(models.TextChoices):
 
 class CallLog(models.Model):
     """One row per tool call on every surface (MCP, the API, the admin's try-it), written by the call pipeline
-    (tools_app.calls) before the call answers."""
+    (tools_app.execution.pipeline) before the call answers."""
 
     mcp_instance = models.ForeignKey(
         McpInstance,

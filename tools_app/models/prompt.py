@@ -13,7 +13,7 @@ from django.core.validators import MaxLengthValidator
 from django.db import models
 from django.db.models.functions import Lower
 
-from tools_app.errors import ErrorCode
+from tools_app.kernel.errors import ErrorCode
 from tools_app.models.instance import McpInstance, OwnedThroughInstanceQuerySet
 from tools_app.validators import (
     MAX_DESCRIPTION,

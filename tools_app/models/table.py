@@ -1,6 +1,7 @@
 """Table: a JSON document that tools read and write (SPEC §2.1), stored as a snapshot and a change log (issue 14)."""
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -27,6 +28,11 @@ class Table(OwnedModel):
     # The document's size as JSON text: exact when the document is written whole, estimated between (issue 14);
     # TOOLHUB_MAX_TABLE_BYTES is checked on it.
     data_bytes = models.PositiveBigIntegerField(default=0, editable=False)
+
+    # (table id, version) -> the document: services.table_log.document, plugged in by the services when they
+    # load (tools_app.apps imports them once the models are ready). The models sit below the services, so they
+    # name the reader's shape here and never import it.
+    document_reader: ClassVar[Callable[[int, int], Any] | None] = None
 
     class Meta:
         ordering = ["name", "id"]
@@ -55,9 +61,9 @@ class Table(OwnedModel):
         if self._document is _UNSET:
             if self.pk is None:
                 return {}
-            from tools_app.services.table_log import document  # the log's reader; models load before services
-
-            self._document = document(self.pk, self.version).data
+            if Table.document_reader is None:
+                raise RuntimeError("No table document reader: the services plug it in when the app is ready.")
+            self._document = Table.document_reader(self.pk, self.version)
             self._document_pending = False
         return self._document
 

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from tools_app.choices import ToolType, default_category
-from tools_app.errors import ErrorCode
+from tools_app.kernel.errors import ErrorCode
 from tools_app.models.base import OwnedModel
 from tools_app.models.table import Table
 from tools_app.permissions import OwnedQuerySet
@@ -116,10 +116,9 @@ class Tool(OwnedModel):
         """
         if self.pk is None:
             return []
-        from tools_app.selectors import name_clashes  # selectors read the models: imported when a tool is checked
-
         own = self.bindings.filter(name_override="").values_list("mcp_instance_id", flat=True)
-        return name_clashes(instance_ids=own, name=new_name, exclude_tool=self.pk)
+        # The Binding model through the relation: binding.py imports this module.
+        return self.bindings.model.objects.name_clashes(instance_ids=own, name=new_name, exclude_tool=self.pk)
 
     def clean(self):
         self._fill_defaults()
@@ -138,6 +137,11 @@ class Tool(OwnedModel):
             return True
 
         add(check_tool(self))  # the type's rules: table, JSON path, description
+        if self.table_id is not None and self.owner_id is not None:
+            # SPEC §2: a tool only mounts a table of its own owner.
+            owner = Table.objects.filter(pk=self.table_id).values_list("owner_id", flat=True).first()
+            if owner is not None and owner != self.owner_id:
+                add([("table", "Select a valid choice. That table is not one of yours.", "invalid_choice", {})])
         if len(self.description or "") > MAX_DESCRIPTION:
             params = {"max": MAX_DESCRIPTION, "n": len(self.description)}
             add([("description", "At most %(max)d characters (got %(n)d).", "max_length", params)])
@@ -149,7 +153,7 @@ class Tool(OwnedModel):
             collect("output_schema", validate_json_schema, self.output_schema)
         collect("metadata", validate_metadata, self.metadata)
         # The row only (issue 7): whether the name collides on an instance is a cross-row rule, judged by
-        # services.tool_update with selectors.name_clashes.
+        # services.tool_update with Binding.objects.name_clashes.
         if errors:
             raise ValidationError(errors)
 

@@ -14,13 +14,15 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from tools_app import services, telemetry
+from tools_app import services
 from tools_app.choices import ToolType
 from tools_app.data_access.budget import active, charge, too_expensive
-from tools_app.errors import ErrorCode, ToolError, ToolhubError
-from tools_app.models import Discovery, Tool
+from tools_app.kernel import telemetry
+from tools_app.kernel.errors import ErrorCode, ToolError, ToolhubError
+from tools_app.models import Tool
 from tools_app.registry.export import FORMATS, export_tool, export_tools
 from tools_app.registry.guide import PENDING, code_span, usage_guide
+from tools_app.registry.proxy import PROXY_HINT, PROXY_NAME, through_proxy
 from tools_app.registry.search import (
     MAX_LIMIT,
     MAX_QUERY_LENGTH,
@@ -29,10 +31,9 @@ from tools_app.registry.search import (
     Index,
     ToolDoc,
     deep_copy,
-    index_cache,
+    get_index,
     validate_method,
 )
-from tools_app.tool_types import REGISTRY, TOOL_TYPES
 
 __all__ = [
     "PROXY_HINT",
@@ -40,7 +41,6 @@ __all__ = [
     "through_proxy",
     "FORMATS",
     "METHODS",
-    "execute_registry_tool",
     "export_tool",
     "export_tools",
     "get_index",
@@ -50,11 +50,6 @@ __all__ = [
     "tools_by_category",
     "usage_guide",
 ]
-
-
-def get_index(scope: Any) -> Index:
-    """The scope's current index (rebuilt when any tool or binding in it changed, on any worker)."""
-    return index_cache.get(scope)
 
 
 QUERY_SHOWN = 200  # characters of the query in the results' heading (the JSON `query` has all of it)
@@ -111,19 +106,6 @@ def search_tools(*, scope: Any, query: str, method: str = "bm25", limit: int = 5
         result["call_with"] = PROXY_NAME
         result["markdown"] += "\n" + PROXY_HINT + "\n"
     return result
-
-
-PROXY_NAME = "call_tool"
-PROXY_HINT = (
-    f"Run a tool found here with `{PROXY_NAME}`: "
-    '{"tool_name": "<name>", "arguments": {...}} (get_tool_definition gives its input schema).'
-)
-
-
-def through_proxy(scope: Any) -> bool:
-    """Whether the scope is an MCP instance in search mode, whose clients run tools through call_tool."""
-    instance = getattr(scope, "instance", None)
-    return instance is not None and instance.discovery == Discovery.SEARCH
 
 
 def _search_markdown(query: str, method: str, hits: list[Hit]) -> str:
@@ -341,16 +323,3 @@ def register_tool(
         + (f", served by {mcp_server}" if mcp_server else "")
         + "): it is searchable and exportable here, and is called on its own server.",
     }
-
-
-#
-# Dispatch from tool_types.execute.execute()
-#
-
-
-def execute_registry_tool(*, tool: Any, arguments: dict, scope: Any) -> Any:
-    """Run a registry tool (arguments already validated against its schema) over `scope`, through its type's spec."""
-    spec = TOOL_TYPES.get(tool.type)
-    if spec is not None and spec.kind == REGISTRY:
-        return spec.execute(tool=tool, arguments=arguments, scope=scope)
-    raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, f"{tool.name!r} is not a registry tool.")

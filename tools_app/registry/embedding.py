@@ -32,8 +32,9 @@ from typing import Any
 
 from django.db import DatabaseError, transaction
 
-from tools_app.caches import LruCache
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.kernel.caches import LruCache
+from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.models import EmbeddingVector
 
 logger = logging.getLogger(__name__)
 
@@ -176,8 +177,6 @@ def _decode(raw: Any) -> Any:
 
 def load_vectors(model_id: str, keys: list[str]) -> dict[str, Any]:
     """Stored vectors of `keys` under `model_id` (a database failure reads as "none stored")."""
-    from tools_app.models import EmbeddingVector
-
     found: dict[str, Any] = {}
     broken: list[str] = []
     try:
@@ -205,8 +204,6 @@ def save_vectors(model_id: str, vectors: dict[str, Any]) -> None:
 
     A database failure is logged and ignored: the vectors are still good for this process.
     """
-    from tools_app.models import EmbeddingVector
-
     rows = [
         EmbeddingVector(model_id=model_id, text_hash=key, vector=vector.astype("<f4").tobytes())
         for key, vector in vectors.items()

@@ -15,9 +15,9 @@ Strict function-calling hosts (issue 15): every format, and tools/list, writes a
 import re
 from typing import Any
 
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.paging import paged_input_schema, paged_output_schema
-from tools_app.registry.search import ToolDoc, deep_copy
+from tools_app.registry.search import ToolDoc, deep_copy, get_index, make_doc
 from tools_app.tool_types import TOOL_TYPES
 from tools_app.tool_types.base import ADDITIVE
 
@@ -122,8 +122,6 @@ def export_tools(*, scope: Any, format: str = "mcp") -> dict[str, Any]:  # noqa:
 
     Raises ToolError(VALIDATION_ERROR) for an unknown format.
     """
-    from tools_app.registry import get_index
-
     validate_format(format)
     docs = sorted(get_index(scope).docs, key=lambda doc: (doc.name.lower(), doc.position))
     return export_docs(docs, format)
@@ -131,8 +129,6 @@ def export_tools(*, scope: Any, format: str = "mcp") -> dict[str, Any]:  # noqa:
 
 def export_tool(*, tool: Any, format: str = "mcp") -> dict[str, Any]:  # noqa: A002
     """One tool (under its own name) in `format`, in the same shape as export_tools."""
-    from tools_app.registry.search import make_doc
-
     return export_docs([make_doc(0, tool.name, tool.description, tool)], format)
 
 

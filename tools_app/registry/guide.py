@@ -25,7 +25,8 @@ from typing import Any
 
 from django.utils import timezone
 
-from tools_app.registry.search import ToolDoc
+from tools_app.registry.proxy import PROXY_HINT, through_proxy
+from tools_app.registry.search import ToolDoc, get_index
 from tools_app.tool_types import TOOL_TYPES
 
 MAX_BYTES = 50 * 1024
@@ -182,8 +183,6 @@ def usage_guide(*, scope: Any, tool_names: Any = None, category: str | None = No
     `tool_names` is a list (or a comma-separated string); `category` filters further. Never raises for
     unknown names or categories: they become warnings.
     """
-    from tools_app.registry import PROXY_HINT, get_index, through_proxy
-
     started = time.perf_counter()
     index = get_index(scope)
     warnings: list[str] = []

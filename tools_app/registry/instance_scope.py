@@ -4,6 +4,7 @@ from django.db.models import Count, Max
 
 from tools_app.models import Binding, McpInstance, Tool
 from tools_app.registry.scope import CatalogEntry
+from tools_app.services import binding_create
 
 
 class InstanceScope:
@@ -28,6 +29,4 @@ class InstanceScope:
         return ("instance", self.instance.pk, stats["count"], stats["bindings_changed"], stats["tools_changed"])
 
     def register(self, tool: Tool) -> None:
-        from tools_app.services import binding_create
-
         binding_create(mcp_instance=self.instance, tool=tool)

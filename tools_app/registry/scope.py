@@ -7,6 +7,9 @@ with the same interface.
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from django.db.models import Count, Max
+
+from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import Tool
 
 
@@ -58,12 +61,8 @@ class UserScope:
         return [CatalogEntry(tool.name, tool.description, tool) for tool in self._queryset().order_by("name", "id")]
 
     def fingerprint(self) -> tuple:
-        from django.db.models import Count, Max
-
         stats = self._queryset().aggregate(count=Count("id"), changed=Max("updated_at"))
         return ("user", getattr(self.owner, "pk", None), stats["count"], stats["changed"])
 
     def register(self, tool: Tool) -> None:
-        from tools_app.errors import ErrorCode, ToolError
-
         raise ToolError(ErrorCode.REGISTRATION_FAILED, self.registration_refusal, {"reason": "no_instance"})

@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from tools_app.caches import LruCache
 from tools_app.data_access.budget import charge
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.kernel.caches import LruCache
+from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.patterns import PatternError, compile_pattern
 from tools_app.paging import paged_input_schema, paged_output_schema
-from tools_app.patterns import PatternError, compile_pattern
 from tools_app.registry import embedding
 from tools_app.registry.text import is_cjk, readable_name, terms
 from tools_app.tool_types import TOOL_TYPES
@@ -624,7 +624,7 @@ def validate_method(method: str) -> str:
 
 
 class IndexCache:
-    """Search indexes by registry-scope fingerprint (tools_app.caches)."""
+    """Search indexes by registry-scope fingerprint (tools_app.kernel.caches)."""
 
     def __init__(self, capacity: int = 64) -> None:
         self._store: LruCache[tuple, Index] = LruCache("search-indexes", capacity=capacity)
@@ -651,6 +651,11 @@ def build_index(entries: Iterable[Any]) -> Index:
 
 
 index_cache = IndexCache()
+
+
+def get_index(scope: Any) -> Index:
+    """The scope's current index (rebuilt when any tool or binding in it changed, on any worker)."""
+    return index_cache.get(scope)
 
 
 def deep_copy(value: Any) -> Any:

@@ -12,9 +12,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from tools_app.errors import ErrorCode
+from tools_app.kernel.errors import ErrorCode
 from tools_app.models import Binding, McpInstance, Tool
-from tools_app.selectors import name_clashes
 from tools_app.services.instances import binding_create
 from tools_app.services.locks import lock_rows_no_key
 from tools_app.services.tables import tool_create
@@ -41,7 +40,7 @@ def _check_names(owner, names: list[str], mcp_instance: McpInstance | None) -> N
                 id=existing.pk,
             )
         if mcp_instance is not None:
-            clashes = name_clashes(instance_ids=[mcp_instance.pk], name=name)
+            clashes = Binding.objects.name_clashes(instance_ids=[mcp_instance.pk], name=name)
             if clashes:
                 raise _conflict(
                     name,

@@ -8,7 +8,6 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from tools_app.models import API_KEY_PREFIX, ApiKey, Binding, McpInstance, Tool, name_conflict_error
-from tools_app.selectors import name_clashes, resource_uri_clash
 from tools_app.services.history import ADDITION, CHANGE, history_record
 from tools_app.services.locks import key_share, lock_rows
 
@@ -69,14 +68,14 @@ def _refusal(binding: Binding, field: str) -> ValidationError | None:
     others = Binding.objects.filter(mcp_instance_id=binding.mcp_instance_id).exclude(pk=binding.pk)
     if others.filter(tool_id=binding.tool_id).exists():
         return _already_bound(binding)
-    clashes = name_clashes(
+    clashes = Binding.objects.name_clashes(
         instance_ids=[binding.mcp_instance_id], name=binding.effective_name, exclude_binding=binding.pk
     )
     if clashes:
         return name_conflict_error(field, binding.effective_name, clashes[:1])
     if binding.resource_uri:
         # Issue 15: exact under the instance's lock (Binding.clean only pre-checked it).
-        clash = resource_uri_clash(
+        clash = Binding.objects.resource_uri_clash(
             instance_id=binding.mcp_instance_id, uri=binding.resource_uri, exclude_binding=binding.pk
         )
         if clash is not None:
@@ -260,7 +259,7 @@ def api_key_revoke(*, api_key: ApiKey, actor: Any = None, via: str = "API") -> A
 
 
 #
-# Deletes. Recording a call (tools_app.calls) updates the tool's use count and the key's last use and
+# Deletes. Recording a call (tools_app.execution.pipeline) updates the tool's use count and the key's last use and
 # inserts a call-log row whose foreign keys reach the instance, the key and the tool: the deletes lock
 # keys before instances, each kind in id order, so a recording and a delete wait for each other and never
 # deadlock. Without the locks, a row written between the collector's SET NULL / CASCADE and its DELETE

@@ -7,12 +7,16 @@ writes build new containers along the changed path (pointer.replace), so a reade
 thread never sees a half-applied write.
 """
 
+import gc
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
 
-from tools_app.caches import LruCache
+from tools_app.kernel.caches import LruCache
 
 
 @dataclass
@@ -56,3 +60,32 @@ class TableCache:
 
 
 table_cache = TableCache()
+
+
+_pause_lock = threading.Lock()
+_pause_depth = 0
+_collector_was_enabled = False
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a table document is parsed.
+
+    Parsing 30 MB of JSON allocates millions of containers, and the collector would walk the
+    growing heap again and again: about half of the parse time (bench/data_access.py). JSON values
+    hold no reference cycles, so reference counting frees them all the same. Nested and concurrent
+    pauses share one counter; the collector is enabled again when the last one ends.
+    """
+    global _pause_depth, _collector_was_enabled
+    with _pause_lock:
+        if _pause_depth == 0:
+            _collector_was_enabled = gc.isenabled()
+            gc.disable()
+        _pause_depth += 1
+    try:
+        yield
+    finally:
+        with _pause_lock:
+            _pause_depth -= 1
+            if _pause_depth == 0 and _collector_was_enabled:
+                gc.enable()

@@ -5,7 +5,7 @@ RFC 6902 patch, its inverse and its audit) in the transaction that moved Table.v
 
 - a write costs its patch, never the document: the row lock, one INSERT and one UPDATE of the table's small row
   (the document is in another table: on SQLite an UPDATE rewrites the whole row);
-- a worker holding version v of a document catches up by applying the patches v+1..n to it (tools_app.json_patch
+- a worker holding version v of a document catches up by applying the patches v+1..n to it (tools_app.kernel.json_patch
   copies only the containers they touch), never by parsing the document again;
 - the document at an older version inside retention is the current one with the inverses n..v+1 applied;
 - compaction writes the current document as the new snapshot (every TOOLHUB_TABLE_COMPACT_EVERY entries, after
@@ -31,10 +31,10 @@ from django.db import transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
-from tools_app import json_patch, telemetry
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.kernel import json_patch, telemetry
+from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import Table, TableChange, TableSnapshot
-from tools_app.services.table_cache import CachedTable, table_cache
+from tools_app.services.table_cache import CachedTable, collector_paused, table_cache
 from tools_app.validators import max_table_bytes, table_too_large
 
 logger = logging.getLogger(__name__)
@@ -296,8 +296,6 @@ def document(table_id: int, version: int) -> CachedTable:
                 return table_cache.put(table_id, version, _applied(held.data, patches))
             except json_patch.PatchError:  # never expected; the snapshot and the log are the truth
                 logger.exception("Catching table %s up from version %s failed; loading it.", table_id, held.version)
-    from tools_app.services.tables import collector_paused
-
     for _ in range(3):
         with collector_paused():
             row = TableSnapshot.objects.filter(table_id=table_id).values_list("version", "data").first()
@@ -336,6 +334,10 @@ def _applied(data: Any, patches: list[list]) -> Any:
     for patch in patches:
         data = json_patch.apply(data, patch)
     return data
+
+
+# Table.data reads saved documents through this module (the models cannot import the services).
+Table.document_reader = lambda table_id, version: document(table_id, version).data
 
 
 def table_data(table_id: int) -> tuple[int, Any]:

@@ -1,10 +1,7 @@
 """Writes to tables and tools: full_clean(), locks, counters (see services/__init__.py)."""
 
-import gc
 import json
-import threading
 from collections.abc import Callable
-from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -12,7 +9,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from tools_app.errors import ErrorCode, ToolhubError
+from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.models import Table, Tool, name_conflict_error
 from tools_app.services import table_log
 from tools_app.services.locks import lock_rows
@@ -95,35 +92,6 @@ def _same_json(left: Any, right: Any) -> bool:
     return json.dumps(left, sort_keys=True) == json.dumps(right, sort_keys=True)
 
 
-_pause_lock = threading.Lock()
-_pause_depth = 0
-_collector_was_enabled = False
-
-
-@contextmanager
-def collector_paused():
-    """Pause Python's cyclic garbage collector while a table document is parsed.
-
-    Parsing 30 MB of JSON allocates millions of containers, and the collector would walk the
-    growing heap again and again: about half of the parse time (bench/data_access.py). JSON values
-    hold no reference cycles, so reference counting frees them all the same. Nested and concurrent
-    pauses share one counter; the collector is enabled again when the last one ends.
-    """
-    global _pause_depth, _collector_was_enabled
-    with _pause_lock:
-        if _pause_depth == 0:
-            _collector_was_enabled = gc.isenabled()
-            gc.disable()
-        _pause_depth += 1
-    try:
-        yield
-    finally:
-        with _pause_lock:
-            _pause_depth -= 1
-            if _pause_depth == 0 and _collector_was_enabled:
-                gc.enable()
-
-
 def table_derived(table_id: int, version: int, key: Any, compute: Callable[[], Any]) -> Any:
     """A value derived from one version of a table (e.g. its shape), computed once per process."""
     entry = table_cache.get(table_id, version)
@@ -165,7 +133,7 @@ def tool_update(*, tool: Tool, **fields: Any) -> Tool:
     tool.full_clean()
     try:
         with transaction.atomic():
-            # SPEC §2.4: the friendly answer naming the tool and the instance (selectors.name_clashes); the
+            # SPEC §2.4: the friendly answer naming the tool and the instance (Binding.objects.name_clashes); the
             # unique constraint on the bindings' name keys is the guarantee (the IntegrityError below).
             clashes = tool.name_conflicts(tool.name)
             if clashes:
@@ -221,5 +189,5 @@ def table_delete_many(*, tables: QuerySet[Table]) -> None:
 
 def tool_use_record(*, tool_id: int, at: datetime | None = None) -> None:
     """THE use-count path (SPEC §2.2): use_count +1 and last_used, atomically (F()). The call pipeline
-    (tools_app.calls) calls it for every call, the registry for every get_tool_definition."""
+    (tools_app.execution.pipeline) calls it for every call, the registry for every get_tool_definition."""
     Tool.objects.filter(pk=tool_id).update(use_count=F("use_count") + 1, last_used=at or timezone.now())

@@ -8,11 +8,13 @@ from datetime import timedelta
 
 from django import template
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.db.models import Case, IntegerField, Value, When
 from django.urls import reverse
 from django.utils import timezone
 
 from tools_app.choices import ToolType
+from tools_app.management.commands.seed_demo import DEMO_PASSWORD, DEMO_USERNAME, is_development
 from tools_app.models import CallLog, CallStatus, McpInstance, Table, Tool
 
 register = template.Library()
@@ -98,10 +100,6 @@ _demo_login_checked: dict[str, bool] = {}
 @register.inclusion_tag("admin/toolhub_demo_login.html")
 def toolhub_demo_login():
     """First run (issue 6): in development, say how to log in when the demo user still has its default password."""
-    from django.contrib.auth import get_user_model
-
-    from tools_app.management.commands.seed_demo import DEMO_PASSWORD, DEMO_USERNAME, is_development
-
     if not is_development():
         return {"show": False}
     user = get_user_model().objects.filter(username=DEMO_USERNAME, is_active=True).first()

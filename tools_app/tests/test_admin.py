@@ -10,9 +10,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from django.utils.html import escape
 
-from tools_app.errors import ErrorCode
+from tools_app.execution.executors import execute
+from tools_app.kernel.errors import ErrorCode
 from tools_app.models import CallLog, Table, Tool
-from tools_app.tool_types.execute import execute
 
 ADMIN_INDEX = "/admin/"
 

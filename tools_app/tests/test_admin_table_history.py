@@ -6,7 +6,7 @@ from django.urls import reverse
 from tests.api_helpers import db_snapshot
 from tools_app import services
 from tools_app.admin.table_history import readable_diff
-from tools_app.calls import Caller, run_tool_call, target_of_tool
+from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
 from tools_app.models import Surface, TableChange
 from tools_app.services.table_cache import table_cache
 

@@ -577,7 +577,7 @@ def test_call_without_arguments_runs_with_none(owner, table, make_tool):
 def test_call_runs_registry_tools_over_the_callers_scope(owner, make_tool, monkeypatch):
     """Registry tools called over the API work over the caller's own tools: execute() gets UserScope(caller)."""
     # given
-    from tools_app import calls
+    from tools_app.execution import pipeline as calls
     from tools_app.registry.scope import UserScope
 
     seen = {}

@@ -1,9 +1,9 @@
-"""tools_app.caches: the one per-process cache mechanism (issue 7)."""
+"""tools_app.kernel.caches: the one per-process cache mechanism (issue 7)."""
 
 import pytest
 
-from tools_app import caches
-from tools_app.caches import LruCache
+from tools_app.kernel import caches
+from tools_app.kernel.caches import LruCache
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def test_every_process_cache_of_toolhub_is_registered():
     """The caches of the call pipeline, the tables, the registry and the MCP auth hint are all LruCaches."""
     # given
     import mcp_app.auth  # noqa: F401
-    import tools_app.calls  # noqa: F401
+    import tools_app.execution.pipeline  # noqa: F401
     import tools_app.registry.embedding  # noqa: F401
     import tools_app.registry.search  # noqa: F401
 

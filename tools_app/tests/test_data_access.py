@@ -5,9 +5,9 @@ import copy
 
 import pytest
 
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.execution.executors import execute
+from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import Table
-from tools_app.tool_types.execute import execute
 
 pytestmark = pytest.mark.django_db
 

@@ -14,10 +14,10 @@ from django.test.utils import CaptureQueriesContext
 
 from tools_app import services
 from tools_app.data_access import operations
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.execution.executors import execute
+from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.services.table_cache import table_cache
 from tools_app.tests.history_helpers import write_elsewhere
-from tools_app.tool_types.execute import execute
 
 RECORDS = [
     {"id": 1, "status": "paid", "total": 10},

@@ -1,4 +1,4 @@
-"""Expensive reads in a process of their own (tools_app.heavy, issue 12 item 2), and the MCP database
+"""Expensive reads in a process of their own (tools_app.execution.heavy, issue 12 item 2), and the MCP database
 threads lending their place while a call waits (mcp_app.hops._HopThreads).
 
 The worker processes read the table themselves, so the tests that run a job in a real worker need a
@@ -13,12 +13,13 @@ import time
 
 import pytest
 
-from tools_app import heavy, services
-from tools_app.budgets import default_limits
+from tools_app import services
 from tools_app.data_access import budget, operations
 from tools_app.data_access.budget import Limits
 from tools_app.data_access.operations import Mount
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.execution import heavy
+from tools_app.execution.call_limits import default_limits
+from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.services.table_cache import table_cache
 
 ROWS = [{"id": n, "name": f"item-{n}", "tags": ["a", "b"]} for n in range(1, 301)]
@@ -28,7 +29,7 @@ HEAVY_QUERY = "[*].[" + ",".join(["@"] * 40) + "] | [] | [*].to_string(@) | [*].
 
 def job(table, *, query: str = HEAVY_QUERY, version: int | None = None, limits: Limits | None = None):
     return heavy.Job(
-        "query_data",
+        operations.query_data,
         table.pk,
         table.version if version is None else version,
         "",
@@ -80,7 +81,7 @@ def test_run_job_answers_the_budget_error_with_its_code_and_message(rows_table):
 
 def test_run_job_deducts_the_cpu_already_spent(rows_table):
     spent = job(rows_table, query="[*].[" + ",".join(["@"] * 40) + "] | [] | length(@)")  # 12,000 elements
-    spent = heavy.Job(**{**{f: getattr(spent, f) for f in spent.__dataclass_fields__}, "cpu_used_ms": 1999.9})
+    spent = heavy.Job(**{**vars_of(spent), "cpu_used_ms": 1999.9})
     kind, code, message, _details = heavy.run_job(spent)
     assert (kind, code) == ("error", "QUERY_TOO_EXPENSIVE")
     assert "CPU-time budget of 2,000 ms" in message
@@ -106,7 +107,7 @@ def test_a_read_that_stays_gives_the_same_value(rows_table, settings):
     settings.TOOLHUB_HEAVY_WORKERS = 1
     with budget.enforced(default_limits()):
         value = heavy.read(
-            "query_data",
+            operations.query_data,
             table_id=rows_table.pk,
             version=rows_table.version,
             data=ROWS,
@@ -190,7 +191,7 @@ def test_a_heavy_read_runs_in_the_worker_with_the_same_value(owner, settings):
         cpu_before = _cpu_seconds(worker.process.pid)
         with budget.enforced(default_limits()):
             value = heavy.read(
-                "query_data",
+                operations.query_data,
                 table_id=table.pk,
                 version=table.version,
                 data=ROWS,
@@ -207,10 +208,13 @@ def test_a_memory_error_in_the_worker_is_query_too_expensive(rows_table, monkeyp
     def exhausted(*args):
         raise MemoryError
 
-    monkeypatch.setitem(operations.READERS, "query_data", exhausted)
-    kind, code, message, details = heavy.run_job(job(rows_table))
+    kind, code, message, details = heavy.run_job(heavy.Job(**{**vars_of(job(rows_table)), "operation": exhausted}))
     assert (kind, code) == ("error", "QUERY_TOO_EXPENSIVE")
     assert details == {"limit": "memory limit", "value": 2048, "unit": "MiB"}
+
+
+def vars_of(job: heavy.Job) -> dict:
+    return {name: getattr(job, name) for name in job.__dataclass_fields__}
 
 
 def _cpu_seconds(pid: int) -> float:

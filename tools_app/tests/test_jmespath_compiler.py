@@ -20,7 +20,7 @@ from jmespath import visitor
 
 from tools_app.data_access.jmespath_compiler import CompiledExpression, compile_ast, compile_query
 from tools_app.data_access.query import compile_expression, run_query
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.kernel.errors import ErrorCode, ToolError
 
 
 def _canonical(value: Any) -> Any:

@@ -26,7 +26,7 @@ from jmespath import exceptions as jmespath_errors
 
 from tools_app.data_access.jmespath_compiler import compile_query
 from tools_app.data_access.query import compile_expression, run_query
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.tests.test_jmespath_compiler import _canonical as _typed
 
 COMPLIANCE_DIR = Path(__file__).parent / "jmespath_compliance"

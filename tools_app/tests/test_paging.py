@@ -8,7 +8,8 @@ import pytest
 from django.urls import reverse
 
 from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
-from tools_app import calls, paging, services
+from tools_app import paging, services
+from tools_app.execution import pipeline as calls
 from tools_app.models import CallLog
 
 RECORDS = [{"id": i, "name": f"n{i:03d}"} for i in range(100)]

@@ -4,7 +4,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from tools_app import services
-from tools_app.errors import ErrorCode
+from tools_app.kernel.errors import ErrorCode
 from tools_app.models import Prompt, PromptArgumentsError
 
 pytestmark = pytest.mark.django_db

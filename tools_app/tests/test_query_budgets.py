@@ -11,13 +11,13 @@ from django.urls import reverse
 
 from mcp_app.tests.mcp_harness import Harness
 from tests.api_helpers import client_for, fast_passwords  # noqa: F401 (fixture)
-from tools_app import budgets as budgets_module
-from tools_app.budgets import call_slots, default_limits, limits_for
-from tools_app.calls import CallTarget
 from tools_app.data_access import budget as budget_module
 from tools_app.data_access.budget import Limits, enforced
 from tools_app.data_access.query import run_query
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.execution import call_limits as budgets_module
+from tools_app.execution.call_limits import call_slots, default_limits, limits_for
+from tools_app.execution.pipeline import CallTarget
+from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import CallLog, McpInstance
 
 RECORDS = [{"id": n, "customer": f"customer-{n:03d}", "tags": ["a", "b"], "total": n * 1.5} for n in range(200)]

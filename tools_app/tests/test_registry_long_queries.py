@@ -3,7 +3,7 @@ it, the embedding model the sentences that carry the request (Index.request_part
 
 import pytest
 
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import Tool
 from tools_app.registry import embedding, get_index, search_tools
 from tools_app.registry.scope import UserScope

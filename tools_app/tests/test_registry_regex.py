@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools_app.errors import ToolError
+from tools_app.kernel.errors import ToolError
+from tools_app.kernel.patterns import compile_pattern
 from tools_app.models import Tool
-from tools_app.patterns import compile_pattern
 from tools_app.registry import get_index, search_tools
 from tools_app.registry.scope import UserScope
 from tools_app.registry.search import index_cache

@@ -3,7 +3,7 @@
 import pytest
 
 from tools_app import services
-from tools_app.errors import ToolError
+from tools_app.kernel.errors import ToolError
 from tools_app.models import Binding
 from tools_app.registry import embedding, search_tools
 from tools_app.registry.instance_scope import InstanceScope

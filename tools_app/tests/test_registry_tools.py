@@ -2,13 +2,13 @@
 
 import pytest
 
-from tools_app.errors import ToolError
+from tools_app.execution.executors import execute
+from tools_app.kernel.errors import ToolError
 from tools_app.models import Binding, Tool
 from tools_app.registry import embedding
 from tools_app.registry.instance_scope import InstanceScope
 from tools_app.registry.scope import UserScope
 from tools_app.registry.search import index_cache
-from tools_app.tool_types.execute import execute
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 
 from tools_app import services
-from tools_app.errors import ErrorCode
+from tools_app.kernel.errors import ErrorCode
 from tools_app.models import Binding, Table, TableChange, Tool
 from tools_app.tests.history_helpers import write_elsewhere
 from tools_app.tool_schemas import DEFAULT_INPUT_SCHEMAS

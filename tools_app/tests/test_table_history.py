@@ -12,14 +12,15 @@ from django.utils import timezone
 
 from mcp_app.tests.mcp_harness import Harness
 from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
-from tools_app import json_patch, services
-from tools_app.calls import Caller, run_tool_call, target_of_tool
-from tools_app.errors import ErrorCode, ToolError
+from tools_app import services
+from tools_app.execution.executors import execute
+from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
+from tools_app.kernel import json_patch
+from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import CallLog, Surface, Table, TableChange, TableSnapshot
 from tools_app.services import table_log
 from tools_app.services.table_cache import table_cache
 from tools_app.tests.history_helpers import write_elsewhere
-from tools_app.tool_types.execute import execute
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -309,7 +310,7 @@ def test_mcp_call_is_audited_with_key_instance_and_binding(owner, tools, orders,
 def test_audit_and_call_record_are_one_unit(owner, tools, orders, monkeypatch):
     """The entry and the call log row share the write's transaction: a failed record keeps neither."""
     # given
-    from tools_app import calls
+    from tools_app.execution import pipeline as calls
 
     def broken(*args, **kwargs):
         raise RuntimeError("call log down")

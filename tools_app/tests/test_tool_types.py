@@ -14,7 +14,8 @@ from tools_app.choices import (
     ToolType,
     default_category,
 )
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.execution.executors import EXECUTORS
+from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.tool_types import KINDS, TOOL_TYPES, check_arguments, check_tool, spec_for
 
 SPECS = list(TOOL_TYPES.values())
@@ -198,8 +199,9 @@ def test_the_description_rule_and_arguments_check(spec):
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda spec: spec.value)
 def test_execute_is_the_types_own_and_refuses_what_it_cannot_run(spec):
-    """Without a table (data), a scope (registry) or at all (external), execute says why, touching no data."""
-    assert callable(spec.execute)
+    """Without a table (data), a scope (registry) or at all (external), the type's executor says why, touching
+    no data."""
+    executor = EXECUTORS[spec.value]
     expected = {
         "read": ErrorCode.MOUNT_NOT_FOUND,
         "write": ErrorCode.MOUNT_NOT_FOUND,
@@ -208,6 +210,19 @@ def test_execute_is_the_types_own_and_refuses_what_it_cannot_run(spec):
     }[spec.kind]
     # when
     with pytest.raises(ToolError) as caught:
-        spec.execute(tool=_tool(spec), arguments={}, scope=None)
+        executor(tool=_tool(spec), arguments={}, scope=None)
     # then
     assert caught.value.code == expected
+
+
+def test_every_declared_type_has_exactly_one_executor_and_nothing_else_does():
+    """A type is its declaration (tools_app.tool_types) plus one executor line: the two tables name the same
+    types, and the choices the models store name them too."""
+    assert set(EXECUTORS) == set(TOOL_TYPES)
+    assert set(EXECUTORS) == set(ToolType.values)
+    assert all(callable(executor) for executor in EXECUTORS.values())
+
+
+def test_a_declaration_runs_nothing():
+    """Declarations hold no execution face: what a call does is only the executor table's."""
+    assert all(not hasattr(spec, "execute") for spec in TOOL_TYPES.values())

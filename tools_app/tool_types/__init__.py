@@ -1,9 +1,10 @@
 """The tool types (SPEC §3.2), one module each, registered here.
 
-Every face of a type (kind, default category, default input schema, table rule, validation, execution,
+Every declared face of a type (kind, default category, default input schema, table rule, validation,
 tools/list annotations, admin help and try-it example, guide text, narrowing hint, Markdown of its
-results) lives in its module's SPEC. Adding a type is one new module plus one line in _MODULES (and
-its ToolType choice, which a test checks against this registry).
+results) lives in its module's SPEC; nothing here runs a tool or imports a model. Adding a type is one
+new module plus one line in _MODULES, its executor (one line of tools_app.execution.executors.EXECUTORS),
+and its ToolType choice with its migration; a test walks all three.
 """
 
 from typing import Any

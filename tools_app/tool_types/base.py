@@ -1,8 +1,7 @@
 """The shape of a tool type (SPEC §3.2): every face one type shows to the rest of toolhub.
 
-A type module builds one ToolTypeSpec; tools_app.tool_types registers it. Nothing here imports the
-models, the data-access layer or the registry at import time (they import this package), so faces that
-run something import what they need when called.
+A type module builds one ToolTypeSpec; tools_app.tool_types registers it. A spec declares; it runs nothing
+and imports no model: what a call of the type does is its executor (tools_app.execution.executors).
 """
 
 from collections.abc import Callable
@@ -26,7 +25,6 @@ NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}, "additionalP
 
 # A problem Tool.clean reports: (field, message, code, params).
 Problem = tuple[str, str, str, dict[str, Any]]
-Executor = Callable[..., Any]  # (*, tool, arguments, scope) -> JSON result
 ExampleBuilder = Callable[[Any, Any], dict[str, Any]]  # (tool, mount value or UNKNOWN) -> arguments
 
 
@@ -42,7 +40,6 @@ class ToolTypeSpec:
     label: str
     kind: str  # READ, WRITE, REGISTRY or EXTERNAL
     input_schema: dict[str, Any]  # the default input schema (SPEC §3.2); never mutate it
-    execute: Executor  # runs a tool of this type on validated arguments
     annotations: dict[str, bool]  # readOnlyHint, destructiveHint, idempotentHint, openWorldHint
     help: dict[str, Any]  # admin help: summary, example (JSON text), topics
     example: ExampleBuilder  # try-it arguments for a tool of this type
@@ -102,15 +99,7 @@ def table_problems(tool: Any, *, needs_table: bool) -> list[Problem]:
     if needs_table:
         if tool.table_id is None:
             problems.append(("table", "A %(type)s tool needs a table.", "required", params))
-        elif tool.owner_id is not None:
-            from tools_app.models import Table  # the models import this package
-
-            # SPEC §2: a tool only mounts a table of its own owner.
-            owner = Table.objects.filter(pk=tool.table_id).values_list("owner_id", flat=True).first()
-            if owner is not None and owner != tool.owner_id:
-                problems.append(
-                    ("table", "Select a valid choice. That table is not one of yours.", "invalid_choice", {})
-                )
+        # Whose table it is (SPEC §2: a tool only mounts a table of its own owner) is a row rule: Tool.clean.
     elif tool.type:
         if tool.table_id is not None:
             problems.append(("table", "A %(type)s tool has no table.", "invalid", params))

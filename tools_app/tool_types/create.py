@@ -10,7 +10,6 @@ from tools_app.tool_types.data import (
     SAFE_WRITE_PROPERTIES,
     MountSample,
     new_key,
-    writer,
 )
 
 
@@ -41,7 +40,6 @@ SPEC = ToolTypeSpec(
         "required": ["elements"],
         "additionalProperties": False,
     },
-    execute=writer("create", "created"),
     annotations=ADDITIVE,
     help={
         "summary": "Adds elements: records for an array mount, {key, content} pairs for an object mount. "

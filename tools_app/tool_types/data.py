@@ -52,30 +52,6 @@ EXAMPLE_FIELDS = 3
 
 
 #
-# Execution
-#
-
-
-def run_reader(*, tool: Any, arguments: dict[str, Any], scope: Any = None) -> Any:
-    """Run the read operation named like the tool's type over the data at its mount."""
-    from tools_app.tool_types.execute import run_read
-
-    return run_read(tool, tool.type, arguments)
-
-
-def writer(operation: str, verb: str):
-    """An executor applying the write operation `operation` under the table's lock: {verb: count, "version"}."""
-
-    def run(*, tool: Any, arguments: dict[str, Any], scope: Any = None) -> Any:
-        from tools_app.data_access import operations
-        from tools_app.tool_types.execute import write_mount
-
-        return write_mount(tool, getattr(operations, operation), arguments, verb)
-
-    return run
-
-
-#
 # Try-it examples from the data at the mount
 #
 

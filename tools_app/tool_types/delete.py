@@ -8,7 +8,6 @@ from tools_app.tool_types.data import (
     SAFE_WRITE_HELP,
     SAFE_WRITE_PROPERTIES,
     keys_example,
-    writer,
 )
 
 SPEC = ToolTypeSpec(
@@ -24,7 +23,6 @@ SPEC = ToolTypeSpec(
         "required": ["keys"],
         "additionalProperties": False,
     },
-    execute=writer("delete", "deleted"),
     annotations=DESTRUCTIVE,
     help={
         "summary": "Removes the elements with those keys and reports how many. Writes the table (version +1).",

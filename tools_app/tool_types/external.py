@@ -2,14 +2,14 @@
 
 from typing import Any
 
+from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.tool_types.base import ADDITIVE, EXTERNAL, ToolTypeSpec
+from tools_app.tool_types.examples import from_schema
 
 
 def refusal(tool: Any, name: str | None = None) -> Any:
     """TOOL_NOT_CALLABLE naming where the tool is served; `name` is the one it was called by (an MCP
     binding's override), the tool's own name by default. The call pipeline refuses with it too."""
-    from tools_app.errors import ErrorCode, ToolError
-
     where = (tool.metadata or {}).get("mcp_server") or "another MCP server"
     return ToolError(
         ErrorCode.TOOL_NOT_CALLABLE,
@@ -18,14 +18,7 @@ def refusal(tool: Any, name: str | None = None) -> Any:
     )
 
 
-def execute(*, tool: Any, arguments: Any, scope: Any = None) -> Any:
-    """Refuses: the tool runs on its own server (checked before its arguments)."""
-    raise refusal(tool)
-
-
 def example(tool: Any, mount: Any) -> dict[str, Any]:
-    from tools_app.tool_types.examples import from_schema
-
     return from_schema(tool.input_schema or {})
 
 
@@ -34,7 +27,6 @@ SPEC = ToolTypeSpec(
     label="External (served elsewhere)",
     kind=EXTERNAL,
     input_schema={"type": "object"},
-    execute=execute,
     # Never listed by tools/list; the hints are those of a tool that may add.
     annotations=ADDITIVE,
     help={

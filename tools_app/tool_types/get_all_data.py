@@ -1,14 +1,13 @@
 """get_all_data: the whole value at the mount."""
 
 from tools_app.tool_types.base import NO_ARGUMENTS, READ, READ_ONLY, ToolTypeSpec
-from tools_app.tool_types.data import JSON_PATH_HELP, no_arguments_example, run_reader
+from tools_app.tool_types.data import JSON_PATH_HELP, no_arguments_example
 
 SPEC = ToolTypeSpec(
     value="get_all_data",
     label="Get all data",
     kind=READ,
     input_schema=NO_ARGUMENTS,
-    execute=run_reader,
     annotations=READ_ONLY,
     help={
         "summary": "Returns the whole value at the mount. Prefer preview or query_data on large tables.",

@@ -1,29 +1,13 @@
 """get_data_schema: the shape of the value at the mount, without its values."""
 
-from typing import Any
-
 from tools_app.tool_types.base import NO_ARGUMENTS, READ, READ_ONLY, ToolTypeSpec
 from tools_app.tool_types.data import JSON_PATH_HELP, no_arguments_example
-
-
-def execute(*, tool: Any, arguments: dict[str, Any], scope: Any = None) -> Any:
-    from tools_app import services
-    from tools_app.data_access import operations
-    from tools_app.tool_types.execute import read_mount
-
-    mount, version, data = read_mount(tool)
-    # The shape only changes with the data: cached per table version and mount.
-    return services.table_derived(
-        tool.table_id, version, ("shape", tool.json_path), lambda: operations.READERS[tool.type](data, mount, arguments)
-    )
-
 
 SPEC = ToolTypeSpec(
     value="get_data_schema",
     label="Get data schema",
     kind=READ,
     input_schema=NO_ARGUMENTS,
-    execute=execute,
     annotations=READ_ONLY,
     help={
         "summary": "Describes the shape of the value at the mount (root type, fields and their types, item "

@@ -3,13 +3,7 @@
 from typing import Any
 
 from tools_app.tool_types.base import READ_ONLY, REGISTRY, ToolTypeSpec
-from tools_app.tool_types.registry_family import REGISTRY_HELP, markdown_field, require_scope
-
-
-def execute(*, tool: Any, arguments: dict[str, Any], scope: Any) -> Any:
-    from tools_app.registry import tool_definition
-
-    return tool_definition(scope=require_scope(tool, scope), tool_name=arguments["tool_name"])
+from tools_app.tool_types.registry_family import REGISTRY_HELP, markdown_field
 
 
 def example(tool: Any, mount: Any) -> dict[str, Any]:
@@ -26,7 +20,6 @@ SPEC = ToolTypeSpec(
         "required": ["tool_name"],
         "additionalProperties": False,
     },
-    execute=execute,
     annotations=READ_ONLY,
     help=REGISTRY_HELP,
     example=example,

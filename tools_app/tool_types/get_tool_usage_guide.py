@@ -3,15 +3,7 @@
 from typing import Any
 
 from tools_app.tool_types.base import READ_ONLY, REGISTRY, ToolTypeSpec
-from tools_app.tool_types.registry_family import REGISTRY_HELP, require_scope
-
-
-def execute(*, tool: Any, arguments: dict[str, Any], scope: Any) -> Any:
-    from tools_app.registry import usage_guide
-
-    return usage_guide(
-        scope=require_scope(tool, scope), tool_names=arguments.get("tool_names"), category=arguments.get("category")
-    )
+from tools_app.tool_types.registry_family import REGISTRY_HELP
 
 
 def example(tool: Any, mount: Any) -> dict[str, Any]:
@@ -46,7 +38,6 @@ SPEC = ToolTypeSpec(
         },
         "additionalProperties": False,
     },
-    execute=execute,
     annotations=READ_ONLY,
     help=REGISTRY_HELP,
     example=example,

@@ -3,15 +3,7 @@
 from typing import Any
 
 from tools_app.tool_types.base import READ_ONLY, REGISTRY, ToolTypeSpec
-from tools_app.tool_types.registry_family import REGISTRY_HELP, markdown_field, require_scope
-
-
-def execute(*, tool: Any, arguments: dict[str, Any], scope: Any) -> Any:
-    from tools_app.registry import tools_by_category
-
-    return tools_by_category(
-        scope=require_scope(tool, scope), category=arguments["category"], limit=arguments.get("limit", 20)
-    )
+from tools_app.tool_types.registry_family import REGISTRY_HELP, markdown_field
 
 
 def example(tool: Any, mount: Any) -> dict[str, Any]:
@@ -31,7 +23,6 @@ SPEC = ToolTypeSpec(
         "required": ["category"],
         "additionalProperties": False,
     },
-    execute=execute,
     annotations=READ_ONLY,
     help=REGISTRY_HELP,
     example=example,

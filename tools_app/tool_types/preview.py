@@ -6,12 +6,6 @@ from tools_app.tool_types.base import READ, READ_ONLY, ToolTypeSpec
 from tools_app.tool_types.data import JSON_PATH_HELP, PREVIEW_KEYS_HELP
 
 
-def execute(*, tool: Any, arguments: dict[str, Any], scope: Any = None) -> Any:
-    from tools_app.tool_types.execute import run_read
-
-    return run_read(tool, "preview", arguments, (tool.metadata or {}).get("preview_keys"))
-
-
 def example(tool: Any, mount: Any) -> dict[str, Any]:
     return {"limit": 5, "offset": 0}
 
@@ -28,7 +22,6 @@ SPEC = ToolTypeSpec(
         },
         "additionalProperties": False,
     },
-    execute=execute,
     annotations=READ_ONLY,
     help={
         "summary": "A reduced view of the elements at the mount, with optional limit and offset.",

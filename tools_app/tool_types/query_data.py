@@ -3,7 +3,7 @@
 from typing import Any
 
 from tools_app.tool_types.base import READ, READ_ONLY, ToolTypeSpec
-from tools_app.tool_types.data import JSON_PATH_HELP, MountSample, run_reader
+from tools_app.tool_types.data import JSON_PATH_HELP, MountSample
 
 
 def example(tool: Any, mount: Any) -> dict[str, Any]:
@@ -29,7 +29,6 @@ SPEC = ToolTypeSpec(
         "required": ["query"],
         "additionalProperties": False,
     },
-    execute=run_reader,
     annotations=READ_ONLY,
     help={
         "summary": "Evaluates a JMESPath expression over the value at the mount.",

@@ -3,21 +3,7 @@
 from typing import Any
 
 from tools_app.tool_types.base import ADDITIVE, REGISTRY, ToolTypeSpec
-from tools_app.tool_types.registry_family import REGISTRY_HELP, markdown_field, require_scope
-
-
-def execute(*, tool: Any, arguments: dict[str, Any], scope: Any) -> Any:
-    from tools_app.registry import register_tool
-
-    return register_tool(
-        scope=require_scope(tool, scope),
-        name=arguments["name"],
-        description=arguments["description"],
-        category=arguments.get("category"),
-        tags=arguments.get("tags"),
-        input_schema=arguments.get("input_schema"),
-        mcp_server=arguments.get("mcp_server"),
-    )
+from tools_app.tool_types.registry_family import REGISTRY_HELP, markdown_field
 
 
 def example(tool: Any, mount: Any) -> dict[str, Any]:
@@ -48,7 +34,6 @@ SPEC = ToolTypeSpec(
         "required": ["name", "description"],
         "additionalProperties": False,
     },
-    execute=execute,
     annotations=ADDITIVE,
     help=REGISTRY_HELP,
     example=example,

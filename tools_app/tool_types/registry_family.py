@@ -11,14 +11,6 @@ REGISTRY_HELP = {
 }
 
 
-def require_scope(tool: Any, scope: Any) -> Any:
-    if scope is None:
-        from tools_app.errors import ErrorCode, ToolError
-
-        raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, f"The registry tool {tool.name!r} needs a scope to work over.")
-    return scope
-
-
 def markdown_field(value: dict[str, Any]) -> str | None:
     """The result's Markdown (SPEC §5), or None to send the JSON as text."""
     markdown = value.get("markdown")

@@ -3,23 +3,12 @@
 from typing import Any
 
 from tools_app.tool_types.base import READ_ONLY, REGISTRY, ToolTypeSpec
-from tools_app.tool_types.registry_family import REGISTRY_HELP, markdown_field, require_scope
+from tools_app.tool_types.registry_family import REGISTRY_HELP, markdown_field
 
 # Characters of a search query on every surface (issue 17): agents paste whole user messages, which quote
 # documents, code and data. bm25 reads all of it; the embedding model the sentences that carry the request.
 # The registry (tools_app.registry.search) and the API take it from here.
 MAX_QUERY_LENGTH = 10_000
-
-
-def execute(*, tool: Any, arguments: dict[str, Any], scope: Any) -> Any:
-    from tools_app.registry import search_tools
-
-    return search_tools(
-        scope=require_scope(tool, scope),
-        query=arguments["query"],
-        method=arguments.get("search_method", "bm25"),
-        limit=arguments.get("limit", 5),
-    )
 
 
 def example(tool: Any, mount: Any) -> dict[str, Any]:
@@ -50,7 +39,6 @@ SPEC = ToolTypeSpec(
         "required": ["query"],
         "additionalProperties": False,
     },
-    execute=execute,
     annotations=READ_ONLY,
     help=REGISTRY_HELP,
     example=example,

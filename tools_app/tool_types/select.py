@@ -1,7 +1,7 @@
 """select: the full elements whose key is in `keys`."""
 
 from tools_app.tool_types.base import READ, READ_ONLY, ToolTypeSpec
-from tools_app.tool_types.data import JSON_PATH_HELP, KEY, KEY_FIELD_HELP, keys_example, run_reader
+from tools_app.tool_types.data import JSON_PATH_HELP, KEY, KEY_FIELD_HELP, keys_example
 
 SPEC = ToolTypeSpec(
     value="select",
@@ -16,7 +16,6 @@ SPEC = ToolTypeSpec(
         "required": ["keys"],
         "additionalProperties": False,
     },
-    execute=run_reader,
     annotations=READ_ONLY,
     help={
         "summary": "Returns the full elements whose key is in keys (compared as strings), plus the keys not found.",

@@ -9,7 +9,6 @@ from tools_app.tool_types.data import (
     SAFE_WRITE_HELP,
     SAFE_WRITE_PROPERTIES,
     MountSample,
-    writer,
 )
 
 
@@ -41,7 +40,6 @@ SPEC = ToolTypeSpec(
         "required": ["elements"],
         "additionalProperties": False,
     },
-    execute=writer("update", "updated"),
     annotations=DESTRUCTIVE,
     help={
         "summary": "Merges each patch into its element (JSON Merge Patch). Refused whole if a key is missing. "

@@ -1,6 +1,6 @@
 """Operations telemetry (issue 18; docs/operations.md): metrics, traces, request ids and structured logs.
 
-One home for what an operator measures. The call pipeline (tools_app.calls.run_tool_call) reports each
+One home for what an operator measures. The call pipeline (tools_app.execution.pipeline.run_tool_call) reports each
 finished call here once (`call_finished`); the rate rule, the budgets, the registry search, the table
 writes and the surfaces' authentication report their own events through the small functions below.
 
@@ -20,7 +20,7 @@ writes and the surfaces' authentication report their own events through the smal
 Domain module: no DRF, no admin, no MCP SDK.
 """
 
-from tools_app.telemetry.context import (
+from tools_app.kernel.telemetry.context import (
     REQUEST,
     RequestInfo,
     error_request_id,
@@ -29,7 +29,7 @@ from tools_app.telemetry.context import (
     new_request_id,
     request_id,
 )
-from tools_app.telemetry.metrics import (
+from tools_app.kernel.telemetry.metrics import (
     auth_failed,
     call_finished,
     metrics_registry,
@@ -38,8 +38,8 @@ from tools_app.telemetry.metrics import (
     table_write_timer,
     update_pool_gauges,
 )
-from tools_app.telemetry.summary import remember_totals, summary
-from tools_app.telemetry.tracing import (
+from tools_app.kernel.telemetry.summary import remember_totals, summary
+from tools_app.kernel.telemetry.tracing import (
     call_span,
     database_span_wrapper,
     enable_tracing,

@@ -18,7 +18,7 @@ import django
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from tools_app import telemetry
+from tools_app.kernel import telemetry
 
 __all__ = ["READY_TIMEOUT", "readiness", "status"]
 

@@ -5,7 +5,7 @@ import time
 from collections import deque
 from typing import Any
 
-from tools_app.telemetry.metrics import STARTED, metrics_registry
+from tools_app.kernel.telemetry.metrics import STARTED, metrics_registry
 
 _samples: deque[tuple[float, float, float]] = deque(maxlen=64)  # (time, calls, failed calls)
 _samples_lock = threading.Lock()

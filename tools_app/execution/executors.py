@@ -1,8 +1,13 @@
-"""ONE entry point runs every tool type: `execute(tool=, arguments=)` validates the arguments against the
-tool's input schema, then runs its type's `execute` face (tools_app.tool_types). The call pipeline
-(tools_app.calls) is its one caller on every surface. Data types reach their table through read_mount and
-write_mount (the services' cached reads and locked writes, then data_access's operations); registry types
-through tools_app.registry. Every outcome is JSON-able data or a ToolError.
+"""What runs each tool type: ONE table from type to executor (EXECUTORS), and ONE entry point,
+`execute(tool=, arguments=)`, that validates the arguments against the tool's input schema and runs the
+type's executor. The call pipeline (tools_app.execution.pipeline) is its one caller on every surface.
+
+A type's declaration (schema, kind, annotations, help, examples) is its module in tools_app.tool_types;
+what it does when called is its line here. Data types reach their table through read_mount and
+write_mount (the services' cached reads and locked writes, then data_access.operations; a read may move
+to a heavy worker, tools_app.execution.heavy); registry types through tools_app.registry. Every outcome is
+JSON-able data or a ToolError. A new read type: its declaration module, its operation in
+data_access.operations, and one line here (`reader(operations.<op>)`).
 """
 
 from collections.abc import Callable
@@ -10,20 +15,27 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from tools_app.budgets import default_limits
-from tools_app.data_access import budget, pointer
+from tools_app import registry, services
+from tools_app.choices import ToolType
+from tools_app.data_access import budget, operations, pointer
 from tools_app.data_access.arguments import validate_arguments
 from tools_app.data_access.operations import Mount
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.execution import heavy
+from tools_app.execution.call_limits import default_limits
+from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import Table, Tool
 from tools_app.tool_types import EXTERNAL, TOOL_TYPES
 from tools_app.tool_types.base import WRITE
 from tools_app.tool_types.data import SAFE_WRITE_PROPERTIES
+from tools_app.tool_types.external import refusal
 from tools_app.validators import describe_path, max_table_depth, nesting_beyond
 
 MAX_IDEMPOTENCY_KEY = 200
 
-__all__ = ["execute", "read_mount", "run_read", "write_mount"]
+__all__ = ["EXECUTORS", "Executor", "execute", "read_mount", "run_read", "write_mount"]
+
+# (*, tool, arguments, scope) -> JSON result; arguments already validated against the tool's schema.
+Executor = Callable[..., Any]
 
 
 def execute(*, tool: Tool, arguments: Any, scope: Any = None) -> Any:
@@ -32,7 +44,7 @@ def execute(*, tool: Tool, arguments: Any, scope: Any = None) -> Any:
     `scope` is what registry tools work over (an MCP instance, or a user over the API); data tools
     ignore it. Raises ToolError with a code (SPEC §8); a failed write leaves data and version as
     they were. Runs under the budget active on the thread (the pipeline enters the call's), else under the
-    server's default budget (tools_app.budgets): QUERY_TOO_EXPENSIVE when it is spent.
+    server's default budget (tools_app.execution.call_limits): QUERY_TOO_EXPENSIVE when it is spent.
     """
     if budget.active() is None:
         # Run outside the pipeline (a management command, a benchmark): under the server's default budget.
@@ -40,17 +52,18 @@ def execute(*, tool: Tool, arguments: Any, scope: Any = None) -> Any:
             return execute(tool=tool, arguments=arguments, scope=scope)
     spec = TOOL_TYPES.get(tool.type)
     if spec is not None and spec.kind == EXTERNAL:
-        return spec.execute(tool=tool, arguments=arguments, scope=scope)  # refused before its arguments
+        raise refusal(tool)  # it runs on its own server: refused before its arguments are looked at
     base_schema = spec.input_schema if spec is not None else None
     safe = None
     if spec is not None and spec.kind == WRITE:
         arguments, safe = safe_write_options(tool, arguments)
     arguments = validate_arguments(schema=tool.input_schema, arguments=arguments, base_schema=base_schema)
-    if spec is None:
+    executor = EXECUTORS.get(tool.type) if spec is not None else None
+    if executor is None:
         raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, f"The tool type {tool.type!r} cannot be run.")
     if safe is not None:
         arguments = {**arguments, SAFE_WRITE: safe}
-    return spec.execute(tool=tool, arguments=arguments, scope=scope)
+    return executor(tool=tool, arguments=arguments, scope=scope)
 
 
 # Where execute hands a write's SafeWrite to its type's executor (not a JSON name: no argument can collide).
@@ -60,8 +73,6 @@ SAFE_WRITE = ("toolhub", "safe-write")
 def safe_write_options(tool: Tool, arguments: Any) -> tuple[Any, Any]:
     """A write's arguments without its safe-write options (issue 14), and those options as a services.SafeWrite:
     taken out before the arguments are checked against the tool's own schema, which need not declare them."""
-    from tools_app import services
-
     if not isinstance(arguments, dict) or not any(name in arguments for name in SAFE_WRITE_PROPERTIES):
         return arguments, services.SafeWrite()
     rest = {name: value for name, value in arguments.items() if name not in SAFE_WRITE_PROPERTIES}
@@ -103,8 +114,6 @@ def _table_gone(tool: Tool, exc: Exception) -> ToolError:
 
 def read_mount(tool: Tool) -> tuple[Mount, int, Any]:
     """A data tool's mount with its table's current version and data."""
-    from tools_app import services  # services -> selectors -> calls -> this module: imported when a tool runs
-
     mount, table_id = _mount(tool)
     try:
         version, data = services.table_data(table_id)
@@ -116,11 +125,9 @@ def read_mount(tool: Tool) -> tuple[Mount, int, Any]:
     return mount, version, data
 
 
-def run_read(tool: Tool, operation: str, arguments: dict, *extra: Any) -> Any:
+def run_read(tool: Tool, operation: Callable[..., Any], arguments: dict, *extra: Any) -> Any:
     """A read operation of data_access.operations over the tool's mount; moved to a heavy worker process if
-    it turns expensive (tools_app.heavy)."""
-    from tools_app import heavy
-
+    it turns expensive (tools_app.execution.heavy)."""
     mount, version, data = read_mount(tool)
     assert tool.table_id is not None  # read_mount refused a tool without a table
     return heavy.read(
@@ -132,8 +139,6 @@ def write_mount(tool: Tool, build: Callable[[Mount, dict], Any], arguments: dict
     """Apply the change `build(mount, arguments)` under the table's lock: {verb: count, "version": new}; with
     dry_run, {"dry_run": true, "version": <would be>, "patch": [...]}; a repeated idempotency key, the first
     answer (services.table_write)."""
-    from tools_app import services
-
     safe = arguments.get(SAFE_WRITE)  # type: ignore[call-overload]
     arguments = {name: value for name, value in arguments.items() if name != SAFE_WRITE}
     mount, table_id = _mount(tool)
@@ -181,3 +186,107 @@ def _check_depth(mount: Mount, arguments: dict, data: Any) -> None:
                 f"{where} would go deeper at the mount {mount.label()!r}. Nothing was written.",
                 {"path": ["elements", index], "limit": limit},
             )
+
+
+#
+# The executors, one per type
+#
+
+
+def reader(operation: Callable[..., Any]) -> Executor:
+    """A read type's executor: `operation` of data_access.operations over the tool's mount (run_read)."""
+
+    def run(*, tool: Tool, arguments: dict[str, Any], scope: Any = None) -> Any:
+        return run_read(tool, operation, arguments)
+
+    return run
+
+
+def _preview(*, tool: Tool, arguments: dict[str, Any], scope: Any = None) -> Any:
+    return run_read(tool, operations.preview, arguments, (tool.metadata or {}).get("preview_keys"))
+
+
+def _data_schema(*, tool: Tool, arguments: dict[str, Any], scope: Any = None) -> Any:
+    """The shape only changes with the data: cached per table version and mount."""
+    mount, version, data = read_mount(tool)
+    assert tool.table_id is not None  # read_mount refused a tool without a table
+    return services.table_derived(
+        tool.table_id, version, ("shape", tool.json_path), lambda: operations.get_data_schema(data, mount, arguments)
+    )
+
+
+def writer(operation: Callable[..., Any], verb: str) -> Executor:
+    """A write type's executor: the change `operation(mount, arguments)` under the table's lock (write_mount),
+    answering {verb: count, "version"}."""
+
+    def run(*, tool: Tool, arguments: dict[str, Any], scope: Any = None) -> Any:
+        return write_mount(tool, operation, arguments, verb)
+
+    return run
+
+
+def _scope(tool: Tool, scope: Any) -> Any:
+    """What a registry tool works over (an MCP instance, or a user over the API); refused without one."""
+    if scope is None:
+        raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, f"The registry tool {tool.name!r} needs a scope to work over.")
+    return scope
+
+
+def _search_tools(*, tool: Tool, arguments: dict[str, Any], scope: Any) -> Any:
+    return registry.search_tools(
+        scope=_scope(tool, scope),
+        query=arguments["query"],
+        method=arguments.get("search_method", "bm25"),
+        limit=arguments.get("limit", 5),
+    )
+
+
+def _tool_definition(*, tool: Tool, arguments: dict[str, Any], scope: Any) -> Any:
+    return registry.tool_definition(scope=_scope(tool, scope), tool_name=arguments["tool_name"])
+
+
+def _tools_by_category(*, tool: Tool, arguments: dict[str, Any], scope: Any) -> Any:
+    return registry.tools_by_category(
+        scope=_scope(tool, scope), category=arguments["category"], limit=arguments.get("limit", 20)
+    )
+
+
+def _usage_guide(*, tool: Tool, arguments: dict[str, Any], scope: Any) -> Any:
+    return registry.usage_guide(
+        scope=_scope(tool, scope), tool_names=arguments.get("tool_names"), category=arguments.get("category")
+    )
+
+
+def _register_tool(*, tool: Tool, arguments: dict[str, Any], scope: Any) -> Any:
+    return registry.register_tool(
+        scope=_scope(tool, scope),
+        name=arguments["name"],
+        description=arguments["description"],
+        category=arguments.get("category"),
+        tags=arguments.get("tags"),
+        input_schema=arguments.get("input_schema"),
+        mcp_server=arguments.get("mcp_server"),
+    )
+
+
+def _external(*, tool: Tool, arguments: Any, scope: Any = None) -> Any:
+    raise refusal(tool)  # served by another MCP server
+
+
+# Type -> executor: every type of tools_app.tool_types has exactly one line (a test walks both).
+EXECUTORS: dict[str, Executor] = {
+    ToolType.GET_DATA_SCHEMA: _data_schema,
+    ToolType.GET_ALL_DATA: reader(operations.get_all_data),
+    ToolType.QUERY_DATA: reader(operations.query_data),
+    ToolType.PREVIEW: _preview,
+    ToolType.SELECT: reader(operations.select),
+    ToolType.CREATE: writer(operations.create, "created"),
+    ToolType.UPDATE: writer(operations.update, "updated"),
+    ToolType.DELETE: writer(operations.delete, "deleted"),
+    ToolType.SEARCH_TOOLS: _search_tools,
+    ToolType.GET_TOOL_DEFINITION: _tool_definition,
+    ToolType.LIST_TOOLS_BY_CATEGORY: _tools_by_category,
+    ToolType.GET_TOOL_USAGE_GUIDE: _usage_guide,
+    ToolType.REGISTER_TOOL: _register_tool,
+    ToolType.EXTERNAL: _external,
+}

@@ -31,8 +31,8 @@ from limits.aio import strategies as aio_strategies
 from limits.storage import MemoryStorage
 from limits.util import parse_many
 
-from tools_app import telemetry
-from tools_app.errors import ErrorCode, ToolhubError
+from tools_app.kernel import telemetry
+from tools_app.kernel.errors import ErrorCode, ToolhubError
 
 logger = logging.getLogger(__name__)
 

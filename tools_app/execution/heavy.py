@@ -2,7 +2,8 @@
 
 A read (query_data, select, preview, get_all_data, get_data_schema) starts where it is called, under its
 call's budget. Most finish within a few milliseconds. One that becomes heavy (data_access.budget:
-YIELD_AFTER_MS of CPU, or SUSPECT_YIELD_AFTER_MS for a caller that was heavy a moment ago (tools_app.budgets),
+YIELD_AFTER_MS of CPU, or SUSPECT_YIELD_AFTER_MS for a caller that was heavy a moment ago
+(tools_app.execution.call_limits),
 after it took its caller's concurrency slot) is stopped there (MoveElsewhere) and run
 again from the start in a **heavy worker**: a separate process, started with the server, that reads the
 table itself (at the same version) and evaluates under the rest of the same budget. So an expensive query
@@ -39,10 +40,10 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from tools_app.data_access import budget, operations
+from tools_app.data_access import budget
 from tools_app.data_access.budget import Limits, too_expensive
 from tools_app.data_access.operations import Mount
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.kernel.errors import ErrorCode, ToolError
 
 __all__ = ["HeavyWorkers", "read", "workers"]
 
@@ -54,7 +55,7 @@ READY_WAIT = 1.0  # seconds a call waits for a worker that is still starting, be
 class Job:
     """One read, as a heavy worker runs it again: what it reads, at which version, under which budget."""
 
-    operation: str
+    operation: Callable[..., Any]  # a read of data_access.operations (pickled by its qualified name)
     table_id: int
     version: int
     json_path: str
@@ -66,10 +67,12 @@ class Job:
     cpu_used_ms: float
 
 
-def read(operation: str, *, table_id: int, version: int, data: Any, mount: Mount, arguments: dict, extra=()) -> Any:
-    """`operations.<operation>(data, mount, arguments, *extra)` under the active budget, moved to a heavy
-    worker if it becomes heavy (module docstring)."""
-    run = _operation(operation)
+def read(
+    operation: Callable[..., Any], *, table_id: int, version: int, data: Any, mount: Mount, arguments: dict, extra=()
+) -> Any:
+    """`operation(data, mount, arguments, *extra)` (a read of data_access.operations) under the active
+    budget, moved to a heavy worker if it becomes heavy (module docstring)."""
+    run = operation
     current = budget.active()
     if current is None or not workers.usable():
         return run(data, mount, arguments, *extra)
@@ -94,11 +97,6 @@ def read(operation: str, *, table_id: int, version: int, data: Any, mount: Mount
     if found:
         return value
     return run(data, mount, arguments, *extra)  # no worker could take it: here, in the heavy lane
-
-
-def _operation(name: str) -> Callable[..., Any]:
-    """A read operation by name: a tool type's reader (operations.READERS), or another (preview)."""
-    return operations.READERS.get(name) or getattr(operations, name)
 
 
 class _Worker:
@@ -319,6 +317,7 @@ def run_job(job: Job, loaded: Callable[[float], None] = lambda seconds: None) ->
     """One job, as `serve` runs it: ("ok", value), ("error", code, message, details), or ("elsewhere",).
     Loading the table (a parse when this worker has not seen its version yet) is not charged to the call:
     its elapsed time is added to the deadline, and told to the server through `loaded`."""
+    # Here, not at the top: a spawned worker imports this module before django.setup() (serve).
     from tools_app import services
 
     started = time.monotonic()
@@ -330,7 +329,7 @@ def run_job(job: Job, loaded: Callable[[float], None] = lambda seconds: None) ->
         return ("elsewhere",)
     loading = time.monotonic() - started
     loaded(loading)
-    run = _operation(job.operation)
+    run = job.operation
     try:
         with budget.enforced(job.limits, since=job.since + loading, cpu_used_ms=job.cpu_used_ms):
             value = run(data, Mount(job.json_path, job.key_field), job.arguments, *job.extra)

@@ -9,9 +9,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import multiprocess as prometheus_multiprocess
 
-from tools_app.telemetry import context
-from tools_app.telemetry.context import REQUEST, emit
-from tools_app.telemetry.tracing import span
+from tools_app.kernel.telemetry import context
+from tools_app.kernel.telemetry.context import REQUEST, emit
+from tools_app.kernel.telemetry.tracing import span
 
 STARTED = time.time()  # when this process began counting
 
@@ -112,7 +112,7 @@ def call_finished(
     api_key_id: int | None,
 ) -> None:  # fmt: skip
     """Count one finished call (the pipeline's only report): outcome, duration, result size, refusals;
-    and its JSON log line when those are on. `outcome` is a tools_app.calls.CallOutcome."""
+    and its JSON log line when those are on. `outcome` is a tools_app.execution.pipeline.CallOutcome."""
     error = outcome.error
     code = "ok" if error is None else str(error.code)
     kind = tool_type or ""
@@ -149,7 +149,7 @@ def call_finished(
 
 
 def rate_limited(scope: str) -> None:
-    """A request or call refused RATE_LIMITED; `scope` is a rate scope (tools_app.rate_limits) or a
+    """A request or call refused RATE_LIMITED; `scope` is a rate scope (tools_app.kernel.rate_limits) or a
     concurrency scope (`concurrent_api_key`, `concurrent_user`)."""
     RATE_LIMIT_REFUSALS.labels(scope).inc()
 

@@ -14,7 +14,7 @@
 - Heavy callers (`CallSlots.yield_after_ms`): a caller (its API key, else its user) one of whose calls became
   heavy or went over its budget within the last HEAVY_MEMORY_SECONDS is a heavy caller: its evaluations are
   heavy after data_access.budget.SUSPECT_YIELD_AFTER_MS of CPU instead of YIELD_AFTER_MS, so a flooding
-  caller's expensive queries leave the server's interpreter for the heavy worker (tools_app.heavy) within
+  caller's expensive queries leave the server's interpreter for the heavy worker (tools_app.execution.heavy) within
   ~2 ms while every other caller keeps the long threshold (docs/budgets.md has the measurements).
 
 The result budget sent to clients (max_result_bytes, RESULT_TOO_LARGE, paging) and request rates are not
@@ -29,9 +29,9 @@ from typing import Any
 
 from django.conf import settings
 
-from tools_app import telemetry
 from tools_app.data_access.budget import SUSPECT_YIELD_AFTER_MS, Limits, waiting
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.kernel import telemetry
+from tools_app.kernel.errors import ErrorCode, ToolError
 
 __all__ = ["HEAVY_MEMORY_SECONDS", "CallSlots", "call_slots", "default_limits", "limits_for"]
 

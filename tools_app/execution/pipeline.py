@@ -7,7 +7,7 @@
   by the tool's id through the ownership rule, then `target_of_tool`.
 - authorize: an MCP name must match an enabled binding exactly (TOOL_NOT_FOUND); an external tool runs
   nowhere here (TOOL_NOT_CALLABLE).
-- budget and concurrency (issue 12, tools_app.budgets): the call runs under its evaluation budget (the
+- budget and concurrency (issue 12, tools_app.execution.call_limits): the call runs under its evaluation budget (the
   instance's, else the server's: QUERY_TOO_EXPENSIVE when it is spent); once it turns out expensive it takes
   a concurrency slot of its API key and its user (RATE_LIMITED when none frees up in time).
 - validate and execute: tool_types.execute.execute (arguments against the input schema, then the type's
@@ -25,7 +25,7 @@
   transaction as the change: both or neither. A failure to record is never silent: the call answers
   INTERNAL_ERROR (a change is then rolled back with it).
 
-Error codes and their meanings: tools_app.errors (one table). Surfaces translate a CallOutcome; none of
+Error codes and their meanings: tools_app.kernel.errors (one table). Surfaces translate a CallOutcome; none of
 them times, classifies or records a call itself.
 """
 
@@ -44,11 +44,13 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from tools_app.budgets import call_slots, limits_for
-from tools_app.caches import LruCache
 from tools_app.choices import READ_TYPES, REGISTRY_TYPES, ToolType
 from tools_app.data_access.budget import enforced
-from tools_app.errors import ErrorCode, ToolError
+from tools_app.execution.call_limits import call_slots, limits_for
+from tools_app.execution.executors import execute
+from tools_app.kernel.caches import LruCache
+from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.telemetry import call_finished, call_span, span
 from tools_app.models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Table, Tool
 from tools_app.paging import (
     CURSOR,
@@ -63,11 +65,12 @@ from tools_app.paging import (
     tool_binding,
     utf8_size,
 )
+from tools_app.registry.instance_scope import InstanceScope
+from tools_app.registry.scope import UserScope
+from tools_app.selectors import CallTarget
 from tools_app.services.locks import key_share
 from tools_app.services.table_log import WriteAudit, write_audit
-from tools_app.telemetry import call_finished, call_span, span
 from tools_app.tool_types import TOOL_TYPES, external
-from tools_app.tool_types.execute import execute
 
 logger = logging.getLogger(__name__)
 
@@ -107,45 +110,6 @@ class Caller:
     user: Any = None
     oauth_client: str = ""  # over MCP with an OAuth access token (issue 16): the client's id
     api_token_id: int | None = None  # the API token the request came with (issue 14: a write's audit)
-
-
-@dataclass(frozen=True, slots=True)
-class CallTarget:
-    """What a call resolved to. Over MCP: the instance, and the binding's and tool's columns (None when no
-    binding has the name). Over the API and the admin: the tool, with no instance.
-
-    `tool_changed` is the tool's updated_at as the database driver returned it: only compared with values
-    from the same query (a cache key), so it is not converted.
-    """
-
-    owner_id: int
-    instance_id: int | None = None
-    max_result_bytes: int | None = None
-    # The instance's evaluation budgets (None: the server default; tools_app.budgets.limits_for).
-    query_cpu_ms: int | None = None
-    query_max_elements: int | None = None
-    query_max_bytes: int | None = None
-    enabled: bool | None = None
-    name_override: str | None = None
-    tool_id: int | None = None
-    tool_name: str | None = None
-    tool_type: str | None = None
-    tool_changed: Any = None
-    table_id: int | None = None
-    table_version: int | None = None
-    tool: Tool | None = None
-    key_rate_limit: str | None = None  # over MCP: the instance's rate per key, as read now (issue 13)
-    instance_slug: str = ""  # over MCP: the instance's slug, the metrics' `instance` label (issue 18)
-    discovery: str | None = None  # over MCP: the instance's discovery mode (the call_tool proxy, issue 15)
-    log_level: str | None = None  # over MCP: the instance's log level, as read now (issue 15); "" = off
-
-    @property
-    def found(self) -> bool:
-        return self.tool_id is not None
-
-    @property
-    def effective_name(self) -> str:
-        return self.name_override or self.tool_name or ""
 
 
 def target_of_tool(tool: Tool, *, max_result_bytes: int | None = None) -> CallTarget:
@@ -334,9 +298,6 @@ def _not_found(name: str, target: CallTarget) -> ToolError:
 
 def _scope(caller: Caller, target: CallTarget) -> Any:
     """What a registry tool works over (SPEC §5): the instance's bindings over MCP, the caller's tools else."""
-    from tools_app.registry.instance_scope import InstanceScope
-    from tools_app.registry.scope import UserScope
-
     if target.instance_id is not None:
         return InstanceScope(McpInstance.objects.select_related("owner").get(pk=target.instance_id))
     user = caller.user
@@ -369,7 +330,7 @@ def run_tool_call(
     """Run the call `name`(`arguments`) that resolved to `target`, classify it and record it; never raises
     for the call's own failures (they are the outcome's `error`). See the module docstring.
 
-    Each finished call is reported once to tools_app.telemetry (metrics, and its log line when on); with
+    Each finished call is reported once to tools_app.kernel.telemetry (metrics, and its log line when on); with
     tracing on it runs in a `toolhub.call` span, with a span per stage and per database statement.
     `progress`, when given, is told (from the calling thread) when the tool starts running and when it has
     run: MCP sends these as progress notifications to a client that asked for them (issue 15)."""
