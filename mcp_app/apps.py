@@ -4,8 +4,8 @@ from django.apps import AppConfig
 class McpAppConfig(AppConfig):
     """The MCP interface (SPEC §4): the endpoint /mcp/<slug>/ over the domain in tools_app.
 
-    It has no models of its own any more: McpInstance, ApiKey, Binding and CallLog moved to tools_app in
-    issue 7 (tools_app migration 0005); its migrations stay, as the history of their tables.
+    It has no models of its own any more: McpInstance, ApiKey, Binding and CallLog moved to tools_app
+    (tools_app migration 0005); its migrations stay, as the history of their tables.
     """
 
     name = "mcp_app"

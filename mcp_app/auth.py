@@ -8,7 +8,7 @@ The per-process `auth_cache` only remembers which (slug, key hash) pairs were va
 can be handed to the SDK without a database round trip; the MCP handlers then re-check the key and the
 instance in the same query that loads what they need (SPEC §1: every request sees the database's state).
 
-Refusals that need no database (issue 13: a burst of bad keys must not cost a connection each): a key
+Refusals that need no database (a burst of bad keys must not cost a connection each): a key
 not of ApiKey's format, and a key hash already found to match no key row, can never become valid (a key
 is a fresh random secret), so `auth_cache` remembers them (bounded, least recently used). Whether such a
 request is a 404 or a 401 (SPEC §8: an unknown slug is 404 whatever the key) comes from the slug's state
@@ -39,13 +39,13 @@ class Credential:
 
     instance_id: int
     slug: str
-    api_key_id: int | None  # None: an OAuth access token opened the request (issue 16)
+    api_key_id: int | None  # None: an OAuth access token opened the request
     owner_id: int
-    key_rate_limit: str = ""  # the instance's rate per key (issue 13); empty: the default
-    # The instance's log level (issue 15) as last read: a hint for the transport's choice of a streamed answer;
+    key_rate_limit: str = ""  # the instance's rate per key; empty: the default
+    # The instance's log level as last read: a hint for the transport's choice of a streamed answer;
     # the handler re-reads it with the key's re-check and follows it (mcp_app.requests.follow_instance).
     log_level: str = ""
-    # OAuth (issue 16): the access token, the user who authorized it, its client and scopes, and the origin
+    # OAuth: the access token, the user who authorized it, its client and scopes, and the origin
     # its audience was checked against.
     oauth_token_id: int | None = None
     oauth_user_id: int | None = None
@@ -125,7 +125,7 @@ def check_host_and_origin(host: str | None, origin: str | None) -> None:
 
 # Stands for every bearer key that is not of ApiKey's format: never equal to a stored SHA-256.
 MALFORMED_KEY = "malformed"
-# An OAuth access token's "key hash": this prefix and the token's SHA-256 (its token_checksum, issue 16).
+# An OAuth access token's "key hash": this prefix and the token's SHA-256 (its token_checksum).
 OAUTH_HASH_PREFIX = "oauth:"
 INVALID_TOKEN_MESSAGE = "Invalid access token (unknown, revoked or expired): authorize again."
 AUDIENCE_MESSAGE = "Invalid access token for this instance: it was issued for another resource (RFC 8707)."
@@ -173,7 +173,7 @@ def refusal_without_database(slug: str, key_hash: str | None) -> Denied | None:
 def authenticate(slug: str, key_hash: str | None, base: str = "") -> Credential:
     """Resolve (slug, key) against the database; raise Denied (404 before 401, SPEC §8).
 
-    A key of a deactivated owner's instance is refused (401) like a revoked one (issue 13). A denied pair
+    A key of a deactivated owner's instance is refused (401) like a revoked one. A denied pair
     leaves `auth_cache` (it may have been valid before). Sync: call it from a thread (sync_to_async),
     never from the event loop.
     """
@@ -209,7 +209,7 @@ def authenticate(slug: str, key_hash: str | None, base: str = "") -> Credential:
 
 
 def _authenticate_token(slug: str, key_hash: str, base: str, instance: dict) -> Credential:
-    """An OAuth access token (issue 16): known, not expired, issued for this instance's endpoint on this
+    """An OAuth access token: known, not expired, issued for this instance's endpoint on this
     server (its audience, RFC 8707), by a user who may still authorize access to the instance."""
     token = (
         get_access_token_model()

@@ -1,4 +1,4 @@
-"""Resources, prompts and completion (issue 15, items 2-3): what an instance serves besides its tools.
+"""Resources, prompts and completion (items 2-3): what an instance serves besides its tools.
 
 Resources. A mount (a table and a JSON path) is a resource when an enabled binding of the instance can
 already return all of it: a `get_all_data` or a `query_data` tool. Its URI is `toolhub://tables/<table id>`
@@ -9,7 +9,7 @@ more than its tool would: a list over the instance's max_result_bytes comes in p
 `<uri>{?key}`: one record by its key, read through the `select` tool. A table that only a schema, preview
 or write tool uses is not a resource: its data is not otherwise readable over MCP.
 
-Owner-chosen URIs (issue 15, Binding.resource_uri, rules in tools_app.resource_uris): a reader binding with
+Owner-chosen URIs (Binding.resource_uri, rules in tools_app.resource_uris): a reader binding with
 one serves its mount at that fixed URI, a `select` binding with one serves records through that template,
 its one variable standing for the key (percent-decoded). Fixed URIs are looked up first, then templates in
 resource_uris.ordered order; the default URIs keep working alongside for bindings without one.
@@ -216,7 +216,8 @@ def list_resources_sync(state: RequestState, cursor: str | None) -> dict[str, An
 def _template_entry(
     uri_template: str, mount: _Mount, selector: str, key_field: str, variable: str | None
 ) -> dict[str, Any]:
-    """A template's listing; `variable` None for a default `{?key}` template (worded as before issue 15's URIs)."""
+    """A template's listing; `variable` None for a default `{?key}` template (worded as before owner-chosen
+    URIs existed)."""
     key = f"{variable} = the record's {key_field!r}" if variable is not None else repr(key_field)
     return {
         "uriTemplate": uri_template,
@@ -234,7 +235,7 @@ def list_resource_templates_sync(state: RequestState, cursor: str | None) -> dic
     instance = current_instance(state)
     surface = _surface(instance)
     entries = [
-        # Paged by the mount's URI, as before issue 15's URIs (the same order and cursors).
+        # Paged by the mount's URI, as for default URIs (the same order and cursors).
         (uri, _template_entry(uri + "{?key}", m, m.selector, m.key_field, None))
         for uri, m in surface.mounts.items()
         if m.selector is not None
@@ -333,7 +334,7 @@ def read_resource_sync(state: RequestState, uri: str) -> dict[str, Any]:
     surface = _surface(instance)
     if uri.startswith(SCHEME):
         return _read_default(state, surface, uri)
-    # A binding's own URI (issue 15): a fixed one, a page of one (<uri>?cursor=...), or a record template's.
+    # A binding's own URI: a fixed one, a page of one (<uri>?cursor=...), or a record template's.
     cursor = None
     custom = surface.resources.get(uri)
     if custom is None and (paged := CUSTOM_CURSOR.match(uri)) is not None:

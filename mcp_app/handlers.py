@@ -65,7 +65,7 @@ def list_tools_sync(state: RequestState, cursor: str | None) -> dict[str, Any]:
     search = instance.discovery == Discovery.SEARCH
     if search:
         # SPEC §4.5: only the registry tools are listed; every bound tool stays callable by name, and
-        # through call_tool for clients that only call what they listed (issue 15).
+        # through call_tool for clients that only call what they listed.
         bindings = bindings.filter(tool__type__in=REGISTRY_TYPES).exclude(name_key=PROXY_NAME)
     if cursor:
         bindings = bindings.filter(name_key__gt=decode_cursor(cursor))
@@ -118,12 +118,12 @@ def error_result(error: ToolError, *, structured: bool = True) -> dict[str, Any]
     if structured:
         content = error.as_dict()
         if (rid := telemetry.error_request_id()) is not None:
-            content["request_id"] = rid  # issue 18: the id a user quotes (the answer's X-Request-ID)
+            content["request_id"] = rid  # The id a user quotes (the answer's X-Request-ID)
     return _text_result(f"{error.code}: {error.message}", content, is_error=True)
 
 
 def _error_data() -> dict[str, Any] | None:
-    """The `data` of a JSON-RPC error toolhub raises: the request's id (issue 18), when there is one."""
+    """The `data` of a JSON-RPC error toolhub raises: the request's id, when there is one."""
     rid = telemetry.error_request_id()
     return {"request_id": rid} if rid is not None else None
 
@@ -144,7 +144,7 @@ def _declares_output_schema(target: "CallTarget") -> bool:
 INVALID_NAME = " Tool names are 1 to 64 characters from A-Z, a-z, 0-9, '_', '.' and '-'."
 
 #
-# The call proxy (issue 15): with discovery `search`, tools/list shows only the registry tools, and many
+# The call proxy: with discovery `search`, tools/list shows only the registry tools, and many
 # clients only call a tool they listed. `call_tool` runs any enabled tool of the instance by name, through
 # the same pipeline and recorded as a call of that tool.
 #
@@ -284,7 +284,7 @@ async def _on_list_tools(hops: DatabaseHops, ctx: Any, params: types.PaginatedRe
 
 
 class _Notifier:
-    """Progress and log notifications for one streamed tools/call (issue 15, item 4).
+    """Progress and log notifications for one streamed tools/call (item 4).
 
     A call is streamed (mcp_app.transport) when it asks for notifications (a progress token; on 2026-07-28
     a log level in its `_meta`), or when its instance has a log level (McpInstance.log_level) and the client
@@ -436,7 +436,7 @@ def _single(name: str, sync: Any, *fields: str) -> Any:
         except Exception:
             logger.exception("%s failed on /mcp/%s/", name, state.caller.slug)
             raise MCPError(types.INTERNAL_ERROR, f"toolhub could not answer {name}; the error was logged.") from None
-        # 2026-07-28: resources/read and prompts/get results are cacheable, and never cached (issue 15, item 5);
+        # 2026-07-28: resources/read and prompts/get results are cacheable, and never cached (item 5);
         # results that take no hints drop them.
         return _for_era(ctx, result, ttlMs=0, cacheScope="private")
 
@@ -547,7 +547,7 @@ def build_server(hops: DatabaseHops) -> Server:
             get_tool_input_schema=_no_header_parameters,
         )
     # The SDK's OpenTelemetry middleware runs only while tracing is on (TracingMiddleware): its span of
-    # each method continues the `traceparent` in the request's params._meta (issue 18).
+    # each method continues the `traceparent` in the request's params._meta.
     server.middleware = [TracingMiddleware(), InstanceMiddleware(hops)]
     return server
 

@@ -31,7 +31,7 @@ def _reset_connections() -> None:
     Done before a hop when the connection saw an error, or at most once a second otherwise: with
     CONN_HEALTH_CHECKS each check costs a `SELECT 1` round trip, as much as the request's own query.
     A connection inside an atomic block belongs to an outer caller (a test's transaction): left alone.
-    With PostgreSQL's connection pool (settings, issue 13) CONN_MAX_AGE is 0, so this check hands the
+    With PostgreSQL's connection pool (settings) CONN_MAX_AGE is 0, so this check hands the
     thread's connection back to the pool: a thread holds one for at most this interval between requests,
     and the pool's own health check (CONN_HEALTH_CHECKS) runs when the next hop takes one, once a second.
     """
@@ -151,12 +151,12 @@ class DatabaseHops:
     thread. Every hop runs in autocommit and reads the committed state, as any worker would (SPEC §1).
     A thread that waits inside a call (for a concurrency slot or an expensive evaluation elsewhere,
     tools_app.data_access.budget.waiting) lends its place to another thread meanwhile (_HopThreads), so
-    expensive calls cannot take the threads light calls need (issue 12, docs/budgets.md).
+    expensive calls cannot take the threads light calls need (docs/budgets.md).
     With 0: Django's one shared thread (sync_to_async, thread_sensitive); in-process tests use it so
     that the handlers see the test's open transaction.
 
     Why not asgiref's own pool (sync_to_async(thread_sensitive=False), the event loop's default executor):
-    measured side by side (bench/mcp_throughput.py, PostgreSQL, 4 rounds each, issue 7), tools/call ran at
+    measured side by side (bench/mcp_throughput.py, PostgreSQL, 4 rounds each), tools/call ran at
     442 vs 337 requests/s in the 2026-07-28 era and 281 vs 248 in 2025-11-25 with this pool of 4: the
     default executor's min(32, cores + 4) threads contend for the two cores and for the database, and
     asgiref copies the context for every hop. This pool also closes its threads' connections at shutdown.

@@ -78,7 +78,7 @@ def classify(body: bytes) -> str | Problem:
     return REQUEST
 
 
-# What a request carries in `_meta` to ask for notifications on its own answer (issue 15): a progress token
+# What a request carries in `_meta` to ask for notifications on its own answer: a progress token
 # (both eras), a log level (2026-07-28, io.modelcontextprotocol/logLevel).
 _STREAM_MARKERS = (b'"progressToken"', b'"io.modelcontextprotocol/logLevel"')
 

@@ -1,4 +1,4 @@
-"""Rate limits on /mcp/<slug>/ (issue 13): one request counted per authenticated HTTP request, per API key.
+"""Rate limits on /mcp/<slug>/: one request counted per authenticated HTTP request, per API key.
 
 Called by the endpoint (mcp_app.transport) once the key is known and before the SDK sees the request, so a
 refused request runs nothing and writes nothing (no call log row, no use count, no key last-use). The rule,

@@ -82,12 +82,12 @@ def current_instance(state: RequestState) -> McpInstance:
     for _attempt in range(2):
         caller = state.caller
         checks: dict[str, Any] = {"pk": caller.instance_id, "slug": caller.slug, "enabled": True}
-        checks["owner__is_active"] = True  # issue 13: a deactivated owner's keys stop working
+        checks["owner__is_active"] = True  # A deactivated owner's keys stop working
         if caller.api_key_id is not None:
             checks.update(api_keys__pk=caller.api_key_id, api_keys__revoked_at__isnull=True)
         instance = McpInstance.objects.select_related("owner").filter(**checks).first()
         if instance is not None and caller.oauth_token_id is not None and not oauth_token_live(caller):
-            instance = None  # issue 16: the access token was revoked or expired since
+            instance = None  # The access token was revoked or expired since
         if instance is not None:
             if caller.api_key_id is not None:
                 touch_key(caller.api_key_id)
@@ -139,7 +139,7 @@ def call_target(state: RequestState, name: str) -> CallTarget:
 
 def caller_for(state: RequestState, target: CallTarget, name: str) -> Caller:
     """Who calls `target` (named `name`) in the pipeline: the key's instance owner, or the user who authorized
-    the OAuth token (issue 16). A token whose scope does not cover the tool: HTTP 403 insufficient_scope,
+    the OAuth token. A token whose scope does not cover the tool: HTTP 403 insufficient_scope,
     nothing run or recorded."""
     holder = state.caller
     if holder.oauth_token_id is not None and target.enabled and not scope_allows(holder.scopes, target.tool_type):

@@ -10,7 +10,7 @@ Request path (McpEndpoint.__call__):
    the 2025-11-25 handshake and the session-less 2026-07-28 revision. A request that asks for progress or
    log notifications (a progress token, a log level in `_meta`), and a 2025-11-25 tools/call on an instance
    with a log level (McpInstance.log_level), go to a second, streaming manager: the answer is an SSE stream
-   carrying them, ended by the result (issue 15; nothing outlives the request).
+   carrying them, ended by the result (nothing outlives the request).
 3. The protocol handlers (mcp_app.handlers) re-check the key and the instance in their database hop. An
    answer the SDK gives without reaching a handler (a refused header, params that fail its validation)
    goes out only after a fresh key check too (_guard_send).
@@ -63,7 +63,7 @@ def _header(scope: dict, name: bytes) -> str | None:
 
 
 def _logs_every_call(caller: Any, scope: dict, body: bytes) -> bool:
-    """Issue 15: a tools/call of a handshake-era client (2025-11-25 and before) that accepts a stream, on an
+    """A tools/call of a handshake-era client (2025-11-25 and before) that accepts a stream, on an
     instance with a log level: answered with a stream carrying the call's log messages (handlers._Notifier).
 
     By the caller's hint (auth_cache): the handler re-reads the level in the call's own query and sends what
@@ -81,8 +81,8 @@ def _logs_every_call(caller: Any, scope: dict, body: bytes) -> bool:
 
 async def send_denied(send: Any, denied: Denied) -> None:
     """A refusal before the SDK: its HTTP status and headers (WWW-Authenticate for 401), with a JSON-RPC error
-    body (id null: the request was not read), so that MCP clients show why (issue 15, item 8). `data` keeps
-    the REST-style name and message (SPEC §8 code names), and the request id (issue 18) when on."""
+    body (id null: the request was not read), so that MCP clients show why (item 8). `data` keeps
+    the REST-style name and message (SPEC §8 code names), and the request id when on."""
     if denied.status == 401:
         telemetry.auth_failed("mcp")
     name = _ERROR_NAMES.get(denied.status, "ERROR")
@@ -115,7 +115,7 @@ _JSONRPC_CODES = {401: -32001, 503: INTERNAL_ERROR}
 
 
 #
-# Body size cap (issue 12; docs/input-limits.md)
+# Body size cap (docs/input-limits.md)
 #
 
 
@@ -190,7 +190,7 @@ async def send_problem(send: Any, problem: Problem) -> None:
 
 
 def with_resource_metadata(send: Any, base: str, slug: str) -> Any:
-    """`send`, with the OAuth hints added to a Bearer challenge (issue 16, RFC 9728 §5.1): a 401 or 403 from
+    """`send`, with the OAuth hints added to a Bearer challenge (RFC 9728 §5.1): a 401 or 403 from
     /mcp/<slug>/ names the instance's protected resource metadata, and a 401 the scope to ask for."""
     if not getattr(settings, "TOOLHUB_OAUTH_ENABLED", True):
         return send
@@ -248,7 +248,7 @@ class McpEndpoint:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         """Serve one request with its id (X-Request-ID, in error bodies too), its span when tracing is on
-        (continuing a `traceparent` header) and its JSON log line when those are on (issue 18)."""
+        (continuing a `traceparent` header) and its JSON log line when those are on."""
         info = telemetry.RequestInfo(id=telemetry.new_request_id(_header(scope, b"x-request-id")), surface="mcp")
         token = telemetry.REQUEST.set(info)
         started = time.perf_counter()
@@ -317,7 +317,7 @@ class McpEndpoint:
             caller = None  # a token's audience was checked against another origin: check it against this one
         verified = caller is None
         if caller is None and (refusal := refusal_without_database(slug, key_hash)) is not None:
-            # Issue 13: a key that can never be valid costs no database connection.
+            # A key that can never be valid costs no database connection.
             await send_denied(send, refusal)
             return
         if caller is None:
@@ -329,7 +329,7 @@ class McpEndpoint:
         info = telemetry.REQUEST.get()
         if info is not None:
             info.api_key_id, info.instance = caller.api_key_id, caller.slug
-        if await refuse_over_rate(caller, body, send):  # issue 13: counted per key, 429 over the rate
+        if await refuse_over_rate(caller, body, send):  # Counted per key, 429 over the rate
             return
         if isinstance(message, Problem):
             await send_problem(send, message)

@@ -1,4 +1,4 @@
-"""Authorized clients in the admin (issue 16): a user sees and revokes the clients it authorized; an instance's
+"""Authorized clients in the admin: a user sees and revokes the clients it authorized; an instance's
 owner sees every authorization of its instances (a superuser's included); a superuser sees all.
 
 One row per live authorization (the newest refresh token of a rotation chain). Deleting a row revokes it:

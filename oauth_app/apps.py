@@ -2,7 +2,7 @@ from django.apps import AppConfig
 
 
 class OauthAppConfig(AppConfig):
-    """OAuth 2.1 authorization for remote MCP clients (issue 16, docs/oauth.md), on django-oauth-toolkit."""
+    """OAuth 2.1 authorization for remote MCP clients (docs/oauth.md), on django-oauth-toolkit."""
 
     default_auto_field = "django.db.models.BigAutoField"
     name = "oauth_app"

@@ -1,4 +1,4 @@
-"""Client ID Metadata Documents (issue 16): django-oauth-toolkit's SSRF-hardened fetcher, plus two things.
+"""Client ID Metadata Documents: django-oauth-toolkit's SSRF-hardened fetcher, plus two things.
 
 - The document's `logo_uri` and `client_uri` are kept (ClientDocument) for the consent page: a logo is only
   ever shown from a metadata document the client's own https URL served, never from a dynamic registration.

@@ -1,4 +1,4 @@
-"""What toolhub keeps beside django-oauth-toolkit's tables (issue 16)."""
+"""What toolhub keeps beside django-oauth-toolkit's tables."""
 
 from django.db import models
 from oauth2_provider.models import AbstractApplication, RefreshToken

@@ -1,4 +1,4 @@
-"""OAuth routes (issue 16), in django-oauth-toolkit's URL namespace so that its metadata view names them.
+"""OAuth routes, in django-oauth-toolkit's URL namespace so that its metadata view names them.
 
 Included at the root by toolhub.urls: the well-known documents must be at the origin's root (RFC 8414, 9728).
 """

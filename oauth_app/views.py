@@ -1,4 +1,4 @@
-"""The OAuth endpoints (issue 16; docs/oauth.md), django-oauth-toolkit's views with toolhub's rules.
+"""The OAuth endpoints (docs/oauth.md), django-oauth-toolkit's views with toolhub's rules.
 
 - /.well-known/oauth-protected-resource/mcp/<slug>/  RFC 9728 metadata of one instance endpoint
 - /.well-known/oauth-authorization-server            RFC 8414 metadata (the library's view)

@@ -15,7 +15,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
 
 from toolhub.request_limits import cap_request_body  # noqa: E402  (after the settings module is named)
 
-# Issue 12: a body over TOOLHUB_MAX_REQUEST_BYTES is answered 413 before Django buffers it.
+# A body over TOOLHUB_MAX_REQUEST_BYTES is answered 413 before Django buffers it.
 django_application = cap_request_body(get_asgi_application())
 
 from django.conf import settings  # noqa: E402

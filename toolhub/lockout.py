@@ -1,4 +1,4 @@
-"""The answer to a login refused by django-axes' lockout (issue 13; settings AXES_LOCKOUT_CALLABLE).
+"""The answer to a login refused by django-axes' lockout (settings AXES_LOCKOUT_CALLABLE).
 
 On the API (`POST /api/auth/token/`): HTTP 429 with the API's error shape and code RATE_LIMITED; on the admin
 login: HTTP 429 with a short page. Both carry `Retry-After` (seconds until the lockout ends).

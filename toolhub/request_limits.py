@@ -1,4 +1,4 @@
-"""Request bodies over TOOLHUB_MAX_REQUEST_BYTES get 413 REQUEST_TOO_LARGE (issue 12; docs/input-limits.md).
+"""Request bodies over TOOLHUB_MAX_REQUEST_BYTES get 413 REQUEST_TOO_LARGE (docs/input-limits.md).
 
 Two guards, one answer:
 - `cap_request_body` wraps Django's ASGI application (toolhub.asgi, what uvicorn serves). Django's ASGI
@@ -40,7 +40,7 @@ def too_large(path: str) -> tuple[str, bytes]:
         return "text/html; charset=utf-8", page.encode()
     body = {"error": ErrorCode.REQUEST_TOO_LARGE.value, "message": message}
     if (rid := telemetry.error_request_id()) is not None:
-        body["request_id"] = rid  # issue 18 (the ASGI-level refusal runs before Django: no id there)
+        body["request_id"] = rid  # (the ASGI-level refusal runs before Django: no id there)
     return "application/json", json.dumps(body).encode()
 
 

@@ -77,20 +77,20 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "knox",  # issue 13: hashed, expiring API tokens (KNOX_TOKEN_MODEL below)
-    "axes",  # issue 13: lockout after repeated failed logins (AXES_* below)
+    "knox",  # Hashed, expiring API tokens (KNOX_TOKEN_MODEL below)
+    "axes",  # Lockout after repeated failed logins (AXES_* below)
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "tools_app",
     "mcp_app",
-    "oauth2_provider",  # issue 16: OAuth 2.1 authorization server (OAUTH2_PROVIDER below, docs/oauth.md)
+    "oauth2_provider",  # OAuth 2.1 authorization server (OAUTH2_PROVIDER below, docs/oauth.md)
     "oauth_app",
 ]
 
 MIDDLEWARE = [
-    # issue 18: the request's id (X-Request-ID), span and log line; first, so that every answer has them.
-    "toolhub.operations.RequestMiddleware",
+    # The request's id (X-Request-ID), span and log line; first, so that every answer has them.
+    "toolhub.observability.RequestMiddleware",
     "toolhub.request_limits.RequestSizeLimitMiddleware",  # first: refuses a body over the limit unread
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -100,7 +100,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # issue 13: turns a login refused for too many failures into the lockout answer (keep it last).
+    # Turns a login refused for too many failures into the lockout answer (keep it last).
     "axes.middleware.AxesMiddleware",
 ]
 
@@ -130,14 +130,14 @@ else:
     DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(BASE_DIR / "db.sqlite3")}}
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # Issue 18: a database that does not answer fails a connection attempt after this many seconds, not the
+    # A database that does not answer fails a connection attempt after this many seconds, not the
     # operating system's minutes (a ?connect_timeout= in DATABASE_URL wins).
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault(
         "connect_timeout", env_int("DATABASE_CONNECT_TIMEOUT", 5, minimum=1)
     )
 
 #
-# PostgreSQL connection pool (issue 13; docs/auth.md, "Database connections")
+# PostgreSQL connection pool (docs/auth.md, "Database connections")
 #
 # Each worker process holds at most DATABASE_POOL_MAX_SIZE connections (psycopg's pool, through Django's
 # OPTIONS["pool"]): a burst of requests waits up to DATABASE_POOL_TIMEOUT seconds for a free connection
@@ -164,7 +164,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # BEGIN, so two writers of one table queue instead of failing on a lock upgrade; WAL lets
     # readers go on while a write is in progress. synchronous=NORMAL is SQLite's advice for WAL: a commit
     # survives a crash of toolhub, and only an OS crash or power loss can lose the last commits; with FULL
-    # every call (each is recorded before it answers, issue 7) waited for an fsync: 2x the time per call.
+    # every call (each is recorded before it answers) waited for an fsync: 2x the time per call.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             "transaction_mode": "IMMEDIATE",
@@ -195,7 +195,7 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
 #
-# Input limits (issue 12; docs/input-limits.md): request bodies, table documents, arguments.
+# Input limits (docs/input-limits.md): request bodies, table documents, arguments.
 #
 # TOOLHUB_MAX_REQUEST_BYTES: API and admin request bodies; larger ones get 413 REQUEST_TOO_LARGE before
 # Django reads them (toolhub.request_limits). TOOLHUB_MAX_MCP_REQUEST_BYTES: the same for /mcp/<slug>/
@@ -206,7 +206,7 @@ TOOLHUB_MAX_MCP_REQUEST_BYTES = int(os.environ.get("TOOLHUB_MAX_MCP_REQUEST_BYTE
 TOOLHUB_MAX_TABLE_BYTES = int(os.environ.get("TOOLHUB_MAX_TABLE_BYTES", 50 * 1024 * 1024))
 TOOLHUB_MAX_TABLE_DEPTH = int(os.environ.get("TOOLHUB_MAX_TABLE_DEPTH", 64))
 TOOLHUB_MAX_ARGUMENT_DEPTH = int(os.environ.get("TOOLHUB_MAX_ARGUMENT_DEPTH", 100))
-# Table history (issue 14, docs/history.md): a write appends a JSON Patch; after TOOLHUB_TABLE_COMPACT_EVERY
+# Table history (docs/history.md): a write appends a JSON Patch; after TOOLHUB_TABLE_COMPACT_EVERY
 # entries the document is written as a new snapshot. History is kept TOOLHUB_HISTORY_DAYS days OR the last
 # TOOLHUB_HISTORY_VERSIONS versions, whichever keeps more; compaction never removes a version inside either.
 TOOLHUB_TABLE_COMPACT_EVERY = int(os.environ.get("TOOLHUB_TABLE_COMPACT_EVERY", 1000))
@@ -215,7 +215,7 @@ TOOLHUB_HISTORY_VERSIONS = int(os.environ.get("TOOLHUB_HISTORY_VERSIONS", 1000))
 # Django's own cap on a body it reads into memory (a chunked body, which declares no length): the same limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = TOOLHUB_MAX_REQUEST_BYTES
 
-# Rate limits (issue 13, docs/rate-limits.md): requests per window, counted by tools_app.kernel.rate_limits.
+# Rate limits (docs/rate-limits.md): requests per window, counted by tools_app.kernel.rate_limits.
 # REDIS_URL set: counted in Redis, shared by every worker and machine; unset: in each worker's memory.
 REDIS_URL = os.environ.get("REDIS_URL", "").strip()
 TOOLHUB_RATE_LIMITS_ENABLED = env_bool("TOOLHUB_RATE_LIMITS_ENABLED", True)
@@ -233,12 +233,12 @@ TOOLHUB_RATE_LIMITS = {
 REST_FRAMEWORK = {
     # Token first: DRF answers 401 (not 403) only when the first class sends WWW-Authenticate (SPEC §6).
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "tools_app.api.authentication.TokenAuthentication",  # issue 13: hashed, expiring tokens (knox)
+        "tools_app.api.authentication.TokenAuthentication",  # Hashed, expiring tokens (knox)
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "tools_app.api.negotiation.ContentNegotiation",
-    # Issue 19: JSON bodies only (JSON-valued fields and a null `table` have no form encoding); a view that
+    # JSON bodies only (JSON-valued fields and a null `table` have no form encoding); a view that
     # takes a file upload names MultiPartParser itself. The browsable API posts its raw-data form as JSON.
     "DEFAULT_PARSER_CLASSES": ["tools_app.api.parsers.JSONParser"],
     # DRF's test client then sends JSON by default, as every API client must.
@@ -268,7 +268,7 @@ REST_FRAMEWORK = {
 }
 
 #
-# Authentication (issue 13; docs/auth.md)
+# Authentication (docs/auth.md)
 #
 # API tokens: django-rest-knox's scheme over tools_app.ApiToken, stored as SHA-512 digests. A token expires
 # TOOLHUB_API_TOKEN_TTL_HOURS after login (default 168 = 7 days; 0 = never) and stops working when revoked,
@@ -310,7 +310,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    # Issue 19: request bodies get their own components (ToolRequest, PatchedToolRequest, ...), where the
+    # Request bodies get their own components (ToolRequest, PatchedToolRequest, ...), where the
     # constraints the server checks on input live; tools_app.api.schema completes them after generation.
     "COMPONENT_SPLIT_REQUEST": True,
     "POSTPROCESSING_HOOKS": [
@@ -320,7 +320,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 #
-# Deployment: TLS, security headers, production guards (issue 13 items 5-7; docs/deploy.md).
+# Deployment: TLS, security headers, production guards (docs/deploy.md).
 #
 # "Production settings" are: DJANGO_DEBUG and TOOLHUB_DEV off, DJANGO_SECRET_KEY set (at least 50
 # random characters), DJANGO_ALLOWED_HOSTS naming the public host, and TOOLHUB_HTTPS=1 when toolhub is
@@ -386,10 +386,10 @@ CONTENT_SECURITY_POLICY = {
 # register_tool (the registry tool agents call over MCP) refuses to take an owner past this many tools,
 # of any type (REGISTRATION_FAILED naming the quota).
 TOOLHUB_MAX_TOOLS_PER_OWNER = env_int("TOOLHUB_MAX_TOOLS_PER_OWNER", 1000)
-# An MCP instance serves at most this many prompts of its owner's (issue 15): prompts/list reads them all.
+# An MCP instance serves at most this many prompts of its owner's: prompts/list reads them all.
 TOOLHUB_MAX_PROMPTS_PER_INSTANCE = env_int("TOOLHUB_MAX_PROMPTS_PER_INSTANCE", 100)
 
-# Per-call evaluation budgets (issue 12; docs/budgets.md has why each default): an MCP instance may override
+# Per-call evaluation budgets (docs/budgets.md has why each default): an MCP instance may override
 # the first three (McpInstance.query_cpu_ms, query_max_elements, query_max_bytes); API and admin calls use these.
 TOOLHUB_QUERY_CPU_MS = env_int("TOOLHUB_QUERY_CPU_MS", 2000)
 TOOLHUB_QUERY_MAX_ELEMENTS = env_int("TOOLHUB_QUERY_MAX_ELEMENTS", 5_000_000)
@@ -420,7 +420,7 @@ LOGGING = {
 }
 
 #
-# Operations (issue 18; docs/operations.md): /healthz, /readyz, /metrics, traces and JSON logs.
+# Operations (docs/operations.md): /healthz, /readyz, /metrics, traces and JSON logs.
 #
 # TOOLHUB_JSON_LOGS: one JSON line per request (logger toolhub.requests) and per tool call (toolhub.calls)
 # on standard error. TOOLHUB_METRICS_TOKEN: the bearer token a Prometheus scraper sends to /metrics (unset:
@@ -441,14 +441,14 @@ if TOOLHUB_JSON_LOGS:
         for name in ("toolhub.requests", "toolhub.calls")
     }
 
-# Result budgets (issue 12, docs/paging.md): the largest result, as compact JSON bytes, a call without an MCP
+# Result budgets (docs/paging.md): the largest result, as compact JSON bytes, a call without an MCP
 # instance returns (the API's call endpoint, the admin's try-it; an MCP instance has its own
 # max_result_bytes); a list over it comes in pages. The admin's "show all" goes up to the hard cap.
 TOOLHUB_MAX_RESULT_BYTES = int(os.environ.get("TOOLHUB_MAX_RESULT_BYTES", "40000"))
 TOOLHUB_TRY_IT_SHOW_ALL_BYTES = int(os.environ.get("TOOLHUB_TRY_IT_SHOW_ALL_BYTES", "5000000"))
 
 #
-# OAuth 2.1 for remote MCP clients (issue 16; docs/oauth.md): django-oauth-toolkit is the authorization
+# OAuth 2.1 for remote MCP clients (docs/oauth.md): django-oauth-toolkit is the authorization
 # server, each MCP instance endpoint is a protected resource (RFC 9728). Tokens are audience-bound (RFC 8707)
 # to one instance endpoint; scopes: tools:read (tools that change no data) and tools:all.
 #

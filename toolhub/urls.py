@@ -5,26 +5,26 @@ from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
-from toolhub import operations
-from tools_app.admin.operations import operations_page
+from toolhub import observability
+from tools_app.admin.operator_page import operations_page
 
 urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
     # Browsers ask for /favicon.ico on every page; without it each admin page logs a 404.
     path("favicon.ico", RedirectView.as_view(url=static("toolhub/favicon.svg"), permanent=False)),
-    # Issue 7 moved MCP instances, bindings, keys and the call log to tools_app: old admin links still work.
+    # MCP instances, bindings, keys and the call log were once mcp_app's models: old admin links still work.
     re_path(
         r"^admin/mcp_app/(?P<rest>.*)$",
         RedirectView.as_view(url="/admin/tools_app/%(rest)s", permanent=True, query_string=True),
     ),
-    # Issue 18 (docs/operations.md): liveness, readiness, Prometheus metrics, the operator's page.
-    path("healthz", operations.healthz, name="healthz"),
-    path("readyz", operations.readyz, name="readyz"),
-    path("metrics", operations.metrics, name="metrics"),
+    # (docs/operations.md) Liveness, readiness, Prometheus metrics, the operator's page.
+    path("healthz", observability.healthz, name="healthz"),
+    path("readyz", observability.readyz, name="readyz"),
+    path("metrics", observability.metrics, name="metrics"),
     path("admin/operations/", admin.site.admin_view(operations_page), name="toolhub-operations"),
     path("admin/", admin.site.urls),
     path("api/", include("toolhub.api_urls")),
-    # Issue 16: OAuth for MCP clients (docs/oauth.md): /.well-known/… and /oauth/….
+    # OAuth for MCP clients (docs/oauth.md): /.well-known/… and /oauth/….
     path("", include("oauth_app.urls")),
 ]
 

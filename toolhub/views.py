@@ -39,6 +39,6 @@ def page_not_found(request, exception=None):
     if request.path.startswith("/api/"):
         body = {"error": "NOT_FOUND", "message": f"No API endpoint at {request.path}. See /api/docs/."}
         if (rid := telemetry.error_request_id()) is not None:
-            body["request_id"] = rid  # issue 18: the answer's X-Request-ID, to quote
+            body["request_id"] = rid  # The answer's X-Request-ID, to quote
         return JsonResponse(body, status=404)
     return defaults.page_not_found(request, exception)

@@ -17,7 +17,7 @@ class ToolsAppConfig(AppConfig):
         import tools_app.services  # noqa: F401
 
         checks.register(check_settings)
-        # Issue 18 (docs/operations.md): JSON log lines when asked, traces when an OTLP endpoint is set.
+        # (docs/operations.md) JSON log lines when asked, traces when an OTLP endpoint is set.
         telemetry.json_logs(bool(getattr(settings, "TOOLHUB_JSON_LOGS", False)))
         telemetry.setup_tracing()
         user_login_failed.connect(_login_failed, dispatch_uid="toolhub-login-failed-metric")

@@ -1,4 +1,4 @@
-"""OAuth 2.1 for MCP clients (issue 16; docs/oauth.md): the rules both sides share.
+"""OAuth 2.1 for MCP clients (docs/oauth.md): the rules both sides share.
 
 The authorization server (oauth_app, on django-oauth-toolkit) issues tokens; the MCP endpoint (mcp_app)
 accepts them. What a token may reach is decided here, once:
@@ -82,7 +82,7 @@ def slug_of_resource(resource: Any, base: str) -> str | None:
 
 
 def may_authorize(user: Any, owner_id: int) -> bool:
-    """Only the instance's owner, or a superuser, can let a client reach an instance (issue 16)."""
+    """Only the instance's owner, or a superuser, can let a client reach an instance."""
     return bool(user is not None and user.is_active and (user.is_superuser or user.pk == owner_id))
 
 

@@ -1,4 +1,4 @@
-"""Result budgets and paging (issue 12, item 3; docs/paging.md): what the call pipeline's classify step uses.
+"""Result budgets and paging (item 3; docs/paging.md): what the call pipeline's classify step uses.
 
 A read's result is measured while it is encoded, never after: `encode_within` stops as soon as the compact
 JSON passes the budget, so a 67 MB result costs one budget's worth of encoding, not 67 MB. A list over the
@@ -346,7 +346,7 @@ PAGED_OUTPUT_SCHEMA: dict[str, Any] = {
     "properties": {
         "items": {"type": "array", "description": "The items of this page, in the list's order."},
         "total": {"type": "integer", "minimum": 0, "description": "How many items the whole list has."},
-        # anyOf, not a type array: strict function-calling hosts refuse those (issue 15).
+        # anyOf, not a type array: strict function-calling hosts refuse those.
         "next_cursor": {
             "anyOf": [{"type": "string"}, {"type": "null"}],
             "description": "The cursor of the next page; null on the last.",

@@ -1,4 +1,4 @@
-"""Owner-chosen resource URIs of bindings (issue 15, Binding.resource_uri): their syntax and how a template
+"""Owner-chosen resource URIs of bindings (Binding.resource_uri): their syntax and how a template
 matches a URI. Pure functions: no database, no MCP.
 
 A binding's `resource_uri` is either

@@ -1,4 +1,4 @@
-"""JSON Schemas that cannot reach out (issue 12): THE save-time rules and THE validator used at call time.
+"""JSON Schemas that cannot reach out: THE save-time rules and THE validator used at call time.
 
 A tool's input and output schemas are written by users, and the arguments checked against them by callers.
 jsonschema, left to its defaults, fetches any `$ref` it cannot resolve (over HTTP, or a `file:` URL) and

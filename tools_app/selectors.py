@@ -46,10 +46,10 @@ class CallTarget:
     table_id: int | None = None
     table_version: int | None = None
     tool: Tool | None = None
-    key_rate_limit: str | None = None  # over MCP: the instance's rate per key, as read now (issue 13)
-    instance_slug: str = ""  # over MCP: the instance's slug, the metrics' `instance` label (issue 18)
-    discovery: str | None = None  # over MCP: the instance's discovery mode (the call_tool proxy, issue 15)
-    log_level: str | None = None  # over MCP: the instance's log level, as read now (issue 15); "" = off
+    key_rate_limit: str | None = None  # over MCP: the instance's rate per key, as read now
+    instance_slug: str = ""  # over MCP: the instance's slug, the metrics' `instance` label
+    discovery: str | None = None  # over MCP: the instance's discovery mode (the call_tool proxy)
+    log_level: str | None = None  # over MCP: the instance's log level, as read now; "" = off
 
     @property
     def found(self) -> bool:
@@ -93,7 +93,7 @@ def _call_target_sql(vendor: str, oauth: bool = False) -> str:
         col("i", i, "log_level"),
     ]
     if oauth:
-        # The access token (issue 16) in place of the key: its audience and user were checked when the
+        # The access token in place of the key: its audience and user were checked when the
         # request was authenticated; here only that it still exists (not revoked) and has not expired.
         k = get_access_token_model()
         key_join = (
@@ -108,7 +108,7 @@ def _call_target_sql(vendor: str, oauth: bool = False) -> str:
     return (
         f"SELECT {', '.join(columns)} FROM {table(i)} i"
         f"{key_join}"
-        # Issue 13: the keys of a deactivated owner's instances stop working on the next request.
+        # The keys of a deactivated owner's instances stop working on the next request.
         f" INNER JOIN {table(u)} u ON {col('u', u, 'id')} = {col('i', i, 'owner')} AND {col('u', u, 'is_active')}"
         f" LEFT JOIN {table(b)} b ON {col('b', b, 'mcp_instance')} = {col('i', i, 'id')}"
         f" AND {col('b', b, 'name_key')} = %s"
@@ -131,7 +131,7 @@ def binding_call_target(
     if api_key_id is not None:
         sql, params = _call_target_sql(connection.vendor, False), [name.lower(), instance_id, slug, api_key_id]
     else:
-        # Issue 16: opened by an OAuth access token: the token must still be there and unexpired, its user active.
+        # Opened by an OAuth access token: the token must still be there and unexpired, its user active.
         now = connection.ops.adapt_datetimefield_value(timezone.now())
         sql, params = _call_target_sql(connection.vendor, True), [now, name.lower(), instance_id, slug, oauth_token_id]
     with connection.cursor() as cursor:

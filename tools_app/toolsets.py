@@ -1,4 +1,4 @@
-"""From a table to its standard tools in one step (issue 15 item 6): the plan, derived from the data.
+"""From a table to its standard tools in one step: the plan, derived from the data.
 
 `generate_tools` reads the value at a mount of a table and plans the standard set of tools for it (schema,
 get all, query, preview, select; create, update and delete only when `writes` is asked), named from the

@@ -81,14 +81,14 @@ def validate_json_schema(value: Any) -> None:
             code="invalid_schema",
             params={"where": where, "error": exc.message},
         ) from exc
-    # Issue 12: a remote, file or relative $ref would be fetched when the tool is called.
+    # A remote, file or relative $ref would be fetched when the tool is called.
     problems = schema_problems(value)
     if problems:
         raise ValidationError([ValidationError(problem, code="unsafe_schema") for problem in problems])
 
 
 #
-# Size and shape limits (issue 12; docs/input-limits.md). Settings are read when checked, never at import.
+# Size and shape limits (docs/input-limits.md). Settings are read when checked, never at import.
 #
 
 DEFAULT_MAX_TABLE_BYTES = 50 * 1024 * 1024
@@ -389,7 +389,7 @@ def validate_rate(value: str) -> None:
 
 
 #
-# Prompts (issue 15): owner-defined prompt templates of an MCP instance
+# Prompts: owner-defined prompt templates of an MCP instance
 #
 
 # The built-in prompt every instance serves (mcp_app.features): no owner-defined prompt may take its name.

@@ -1,4 +1,4 @@
-"""Admin actions from data to tools (issue 15 item 6): generate a table's standard tools, bind many tools.
+"""Admin actions from data to tools: generate a table's standard tools, bind many tools.
 
 Each action shows a small form first (Django's intermediate-page pattern) and then does what the API does,
 through the same code: tools_app.toolsets.generate_tools and services.binding_create_many, all or nothing.

@@ -44,7 +44,7 @@ def example_arguments(tool: Tool, mount: Any = _UNKNOWN) -> dict[str, Any]:
 
 def _fits(schema: dict[str, Any], arguments: dict[str, Any]) -> bool:
     try:
-        return validator_for(schema).is_valid(arguments)  # never fetches a $ref (issue 12)
+        return validator_for(schema).is_valid(arguments)  # never fetches a $ref
     except Exception:  # a schema that cannot be applied (saved schemas are checked): no opinion
         return True
 

@@ -102,7 +102,7 @@ class BindingInlineForm(ModelMessagesForm):
 
 
 class PromptInlineForm(ModelMessagesForm):
-    """One prompt of the instance (issue 15): its arguments as readable JSON, its template kept as typed."""
+    """One prompt of the instance: its arguments as readable JSON, its template kept as typed."""
 
     arguments = PrettyJSONField(
         required=False,
@@ -123,7 +123,7 @@ class PromptInlineForm(ModelMessagesForm):
 
 
 class PromptInlineFormSet(forms.BaseInlineFormSet):
-    """Prompt names are unique per instance ignoring case (issue 15), judged on what the instance will hold after
+    """Prompt names are unique per instance ignoring case, judged on what the instance will hold after
     the submit: deleted rows free their names. The prompt services decide again under the instance's lock."""
 
     def clean(self):
@@ -186,7 +186,7 @@ class BindingInlineFormSet(forms.BaseInlineFormSet):
         self._check_resource_uris([form for form, _, _ in checks], label)
 
     def _check_resource_uris(self, forms_kept: list, label: str) -> None:
-        """Issue 15 across the rows of one submit: their resource URIs may not clash with each other (each
+        """The resource URI rules across the rows of one submit: their resource URIs may not clash with each other (each
         row was checked against the stored bindings by Binding.clean; the service re-checks under lock)."""
         earlier: list[tuple[str, str]] = []
         for form in forms_kept:
@@ -217,7 +217,7 @@ class ApiKeyCreateForm(forms.Form):
 
 
 #
-# Client configurations (issue 6): URL and header filled in
+# Client configurations: URL and header filled in
 #
 
 

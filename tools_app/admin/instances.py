@@ -1,5 +1,5 @@
 """Admin for MCP instances (with their bindings and prompts inline), bindings, API keys and the call log
-(SPEC §7, issue 6; prompts: issue 15).
+(SPEC §7).
 
 Built on tools_app.admin.OwnedAdmin (SPEC §2 ownership). Writes go through mcp_app.services; the
 API key's plaintext is rendered once in the response to its creation and stored nowhere. The tool
@@ -85,7 +85,7 @@ def render_usage_guide(instance: McpInstance) -> dict[str, Any]:
         return {"error": "The usage guide could not be generated; see the server log."}
     content = guide.get("content", "") if isinstance(guide, dict) else str(guide)
     warnings = guide.get("warnings", []) if isinstance(guide, dict) else []
-    # Descriptions are untrusted: no raw HTML, no images, links rel="noopener noreferrer nofollow" (issue 13).
+    # Descriptions are untrusted: no raw HTML, no images, links rel="noopener noreferrer nofollow".
     html = markdown_to_safe_html(content)
     return {"html": mark_safe(html), "warnings": warnings, "markdown": content}
 
@@ -133,7 +133,7 @@ class BindingInline(admin.TabularInline):
 
 
 class PromptInline(admin.StackedInline):
-    """The instance's own prompts (issue 15), served over MCP besides usage_guide. The instance page is the
+    """The instance's own prompts, served over MCP besides usage_guide. The instance page is the
     owner's (OwnedAdmin), so its prompts are too; writes go through the prompt services."""
 
     model = Prompt
@@ -309,7 +309,7 @@ class McpInstanceAdmin(OwnedAdmin):
         if not form.is_valid():
             messages.error(request, "The key was not created: " + "; ".join(form.errors.get("label", [])))
             return HttpResponseRedirect(reverse("admin:tools_app_mcpinstance_change", args=[instance.pk]))
-        # The key's own history records the creation (services.api_key_issue, issue 13).
+        # The key's own history records the creation (services.api_key_issue).
         key, plaintext = services.api_key_issue(
             mcp_instance=instance, label=form.cleaned_data["label"], actor=request.user, via="admin"
         )
@@ -543,7 +543,7 @@ class CallLogAdmin(InstanceColumn, OwnedAdmin):
 
 
 def tool_mcp_panel(request, tool: Tool) -> ToolPanel:
-    """On a tool's change and try-it pages (issue 6): the instances it is bound to and its call statistics,
+    """On a tool's change and try-it pages: the instances it is bound to and its call statistics,
     with a link to its calls in the call log (registered with tools_app.admin.register_tool_panel below)."""
     bindings = [
         {

@@ -1,4 +1,4 @@
-"""Call statistics for the admin (issue 6): per-tool counts, error rate and latency percentiles.
+"""Call statistics for the admin: per-tool counts, error rate and latency percentiles.
 
 Computed in Python over a bounded window of the newest calls, so it costs the same on SQLite and
 PostgreSQL however long the log grows.

@@ -1,4 +1,4 @@
-"""The admin's History of a table (issue 14): who changed what and when, as a readable diff; any version kept can
+"""The admin's History of a table: who changed what and when, as a readable diff; any version kept can
 be opened and restored (with a confirmation). The data comes from the change log (services.table_log); restoring
 goes through services.table_restore with the admin user as the audit."""
 

@@ -1,4 +1,4 @@
-"""API tokens in the admin (issue 13): read-only; deleting one revokes it through the service, which records
+"""API tokens in the admin: read-only; deleting one revokes it through the service, which records
 the revocation in the token's history. A superuser sees every user's tokens, anyone else only their own."""
 
 from django.contrib import admin

@@ -17,7 +17,7 @@ from tools_app.tool_types import TOOL_TYPES
 from tools_app.tool_types.registry_family import REGISTRY_HELP
 
 # Above this many characters of JSON the table page shows a read-only summary instead of an editor
-# (issue 6: a 30 MB table must not freeze the page). Override with settings.TOOLHUB_ADMIN_EDITOR_MAX_CHARS.
+# (a 30 MB table must not freeze the page). Override with settings.TOOLHUB_ADMIN_EDITOR_MAX_CHARS.
 EDITOR_MAX_CHARS = 1_000_000
 
 
@@ -38,7 +38,7 @@ def compact_json(value: Any) -> str:
 
 
 def parse_json(text: str, *, label: str = "JSON") -> Any:
-    """json.loads() whose error names the line and column (issue 2 item 6: refused with the position)."""
+    """json.loads() whose error names the line and column (refused with the position)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -180,7 +180,7 @@ class TableAdminForm(OwnerAwareModelForm):
             # The editor would be too big to use; the page shows a summary and offers upload/download.
             del self.fields["data"]
         elif self.instance.pk is not None and "data" not in self.initial:
-            # `data` is not a column (issue 14: snapshot + change log); the current document is the initial value.
+            # `data` is not a column (snapshot + change log); the current document is the initial value.
             self.initial["data"] = self.instance.data
 
     def clean_data(self):
@@ -192,7 +192,7 @@ class TableAdminForm(OwnerAwareModelForm):
         return data
 
     def clean(self):
-        """An uploaded file is parsed by the import service (issue 15): the API's formats, rules and messages."""
+        """An uploaded file is parsed by the import service: the API's formats, rules and messages."""
         cleaned = super().clean()
         upload = cleaned.get("data_file")
         if upload:
@@ -211,7 +211,7 @@ class TableAdminForm(OwnerAwareModelForm):
             self.cleaned_data["data"] = uploaded
         given = uploaded is not None or "data" in self.changed_data
         if given and "data" in getattr(self, "cleaned_data", {}):
-            # construct_instance() copies model fields only, and `data` is not one (issue 14): set it for the
+            # construct_instance() copies model fields only, and `data` is not one: set it for the
             # model's checks (full_clean) when it was given.
             self.instance.data = self.cleaned_data["data"]
         super()._post_clean()
@@ -263,7 +263,7 @@ class ToolAdminForm(OwnerAwareModelForm):
 
 
 #
-# "Try it" (issue 6): a form built from the tool's input schema
+# "Try it": a form built from the tool's input schema
 #
 
 RAW_FIELD = "__raw_arguments"
@@ -357,7 +357,7 @@ class TryItForm(forms.Form):
 
 
 #
-# Per-type help (issue 6): what json_path, preview_keys and key_field mean, with an example; each type's
+# Per-type help: what json_path, preview_keys and key_field mean, with an example; each type's
 # lives in its spec (tools_app.tool_types)
 #
 

@@ -135,7 +135,7 @@ class OwnedAdmin(DeletedWithParentMixin, admin.ModelAdmin):
         if has_for_user(related):
             choices = related._default_manager.for_user(request.user)
             # A choice shows a table's name only: loading every document would parse them all for a <select>
-            # (and a deeply nested one made the page a RecursionError 500, issue 12).
+            # (and a deeply nested one made the page a RecursionError 500).
             kwargs["queryset"] = choices
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
@@ -214,7 +214,7 @@ class TableAdmin(OwnedAdmin):
             Tool.objects.filter(table=OuterRef("pk")).order_by().values("table").annotate(n=Count("id")).values("n")
         )
         # The document is loaded only where it is shown (Table.data reads it on first use): the list shows its
-        # size as the table row keeps it (data_bytes, issue 14).
+        # size as the table row keeps it (data_bytes).
         return (
             super()
             .get_queryset(request)
@@ -223,7 +223,7 @@ class TableAdmin(OwnedAdmin):
 
     def is_large(self, obj) -> bool:
         """Shown as a read-only summary: over the editor's size, or nested deeper than the table limit (a
-        document stored before TOOLHUB_MAX_TABLE_DEPTH existed: the editor could not render it, issue 12)."""
+        document stored before TOOLHUB_MAX_TABLE_DEPTH existed: the editor could not render it)."""
         if obj is None:
             return False
         if (obj.data_bytes or 0) > editor_max_chars():
@@ -296,7 +296,7 @@ class TableAdmin(OwnedAdmin):
         ]
 
     def history_view(self, request, object_id, extra_context=None):
-        """The table's data history (issue 14), in place of the admin's log of edits made here."""
+        """The table's data history, in place of the admin's log of edits made here."""
         return table_history.history_view(self, request, object_id)
 
     def version_view(self, request, object_id, version):
@@ -401,7 +401,7 @@ class ToolAdmin(OwnedAdmin):
         js = ["toolhub/admin.js"]
 
     def get_queryset(self, request):
-        # A tool page never loads its table's document (issue 14: it is not on the table's row at all).
+        # A tool page never loads its table's document (it is not on the table's row at all).
         return super().get_queryset(request).select_related("table")
 
     @admin.display(description="category")
@@ -504,7 +504,7 @@ def register_tool_panel(provider: ToolPanelProvider) -> None:
 
 
 def tool_panels(request, tool) -> dict[str, Any]:
-    """The tool page's extra blocks (issue 6): its type help and try-it link, then each registered panel."""
+    """The tool page's extra blocks: its type help and try-it link, then each registered panel."""
     context: dict[str, Any] = {
         "tool_help": type_help(tool.type),
         "try_it_url": None if tool.is_external else reverse("admin:tools_app_tool_try", args=[tool.pk]),
@@ -538,7 +538,7 @@ def run_tool(request, tool: Tool, arguments: Any, *, show_all: bool = False) -> 
     if result.error is not None:
         outcome.update(ok=False, code=str(result.error.code), message=result.error.message)
         return outcome
-    # A document stored before TOOLHUB_MAX_TABLE_DEPTH may nest too deep to write from inside a view (issue 12).
+    # A document stored before TOOLHUB_MAX_TABLE_DEPTH may nest too deep to write from inside a view.
     text = on_fresh_stack(pretty_json, result.value)
     shown = len(text) if show_all else TRY_IT_MAX_CHARS  # "show all" is bounded by its budget already
     outcome.update(ok=True, result=text[:shown], truncated=len(text) > shown)

@@ -1,4 +1,4 @@
-"""`Authorization: Token <token>` for the JSON API (SPEC §6), hashed and expiring tokens (issue 13).
+"""`Authorization: Token <token>` for the JSON API (SPEC §6), hashed and expiring tokens.
 
 django-rest-knox's TokenAuthentication parses the header and answers `WWW-Authenticate: Token`; the lookup
 is toolhub's, over tools_app.models.ApiToken (knox's layout):
@@ -22,7 +22,7 @@ from tools_app.models.api_token import TOKEN_KEY_LENGTH
 
 __all__ = ["TokenAuthentication", "unknown_token_digests"]
 
-# Digests that matched no token row (issue 13: a burst of bad tokens must not cost a query each).
+# Digests that matched no token row (a burst of bad tokens must not cost a query each).
 unknown_token_digests: LruCache[str, bool] = LruCache("api-unknown-token-digests", capacity=10_000)
 
 

@@ -1,4 +1,4 @@
-"""From data to tools in one step (issue 15 item 6): import a table from a file, generate its standard tools,
+"""From data to tools in one step: import a table from a file, generate its standard tools,
 bind many tools at once. The views parse and answer; the work is the services' (imports, generate,
 binding_create_many), shared with the admin.
 """

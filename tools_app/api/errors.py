@@ -90,7 +90,7 @@ def _validation_response(detail: Any) -> Response:
 
 def exception_handler(exc: Exception, context: dict) -> Response:
     """REST_FRAMEWORK["EXCEPTION_HANDLER"]: map any exception to the one error shape, with the request's id
-    (`request_id`, as in its X-Request-ID header: issue 18) so that a user can quote it."""
+    (`request_id`, as in its X-Request-ID header) so that a user can quote it."""
     response = _response_for(exc, context)
     rid = telemetry.error_request_id()
     if rid is not None and isinstance(response.data, dict):

@@ -1,6 +1,6 @@
 """Filters of the API: an ordering backend with the same answers on SQLite and PostgreSQL that refuses an
 unknown field, a boolean query filter that refuses what is not a boolean, and StrictFilterSet, the base of
-every filterset (issue 19: a bad filter value is a 400 VALIDATION_ERROR naming the parameter, never ignored).
+every filterset (a bad filter value is a 400 VALIDATION_ERROR naming the parameter, never ignored).
 """
 
 import re
@@ -24,7 +24,7 @@ class OrderingFilter(filters.OrderingFilter):
     broken by id, so pages over a tied ordering never repeat or skip a row.
 
     DRF drops a term outside `ordering_fields`, so `?ordering=nmae` answered the default order; here it is
-    a 400 VALIDATION_ERROR naming `ordering` (issue 19), and the schema's pattern lists the fields.
+    a 400 VALIDATION_ERROR naming `ordering`, and the schema's pattern lists the fields.
     """
 
     def get_ordering(self, request, queryset, view):

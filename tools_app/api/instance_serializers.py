@@ -57,7 +57,7 @@ class McpInstanceSerializer(FullCleanModelSerializer):
         allow_blank=True,
         allow_null=True,
         required=False,
-        help_text="Issue 15: send MCP clients log messages (notifications/message) of every tool call at this level "
+        help_text="Send MCP clients log messages (notifications/message) of every tool call at this level "
         "and above, on a streamed answer (debug: each step; info: the end; warning: failures). Empty or null: "
         "off, answered as an empty string. See docs/mcp-clients.md.",
     )

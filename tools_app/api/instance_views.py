@@ -22,7 +22,7 @@ from tools_app.models import ApiKey, Binding, McpInstance, Prompt
 __all__ = ["ApiKeyViewSet", "BindingViewSet", "McpInstanceViewSet", "PromptViewSet"]
 
 
-# SPEC §6 answers, stated on the operations that give them (issue 19).
+# SPEC §6 answers, stated on the operations that give them.
 SLUG_TAKEN = {
     400: OpenApiResponse(
         ErrorSerializer,
@@ -196,7 +196,7 @@ PROMPT_REFUSALS = {
     destroy=extend_schema(summary="Delete a prompt of an instance", parameters=[INSTANCE_PK]),
 )
 class PromptViewSet(OfInstanceMixin, viewsets.ModelViewSet):
-    """The prompts one of your MCP instances serves to MCP clients (issue 15), besides the built-in usage_guide."""
+    """The prompts one of your MCP instances serves to MCP clients, besides the built-in usage_guide."""
 
     queryset = Prompt.objects.all()
     serializer_class = PromptSerializer

@@ -1,6 +1,6 @@
 """Page-number pagination (SPEC §6): `{"count", "next", "previous", "results"}` with ?page= and ?page_size=.
 
-Issue 19: `page_size` is read strictly. DRF falls back to the default page size for a value it cannot read
+`page_size` is read strictly. DRF falls back to the default page size for a value it cannot read
 (`null`, `true`, `abc`, `0`, `-5`), so a client with a typo silently got another page size; here such a value
 is a 400 VALIDATION_ERROR naming `page_size`. A page size over the maximum is still clamped to it (the schema
 says so). The schema's parameters come from the same numbers (get_schema_operation_parameters).

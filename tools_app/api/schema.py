@@ -1,5 +1,5 @@
 """OpenAPI details shared by every API view: the error shape, the statuses each operation can answer, and the
-input constraints the server enforces (issue 19: the schema says exactly what the server does).
+input constraints the server enforces (the schema says exactly what the server does).
 
 REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] points here (ToolhubAutoSchema) and SPECTACULAR_SETTINGS runs
 postprocess_schema after generation. Nothing here is a hand-written document: every constraint is read from
@@ -119,7 +119,7 @@ _COUNT = "0*[1-9][0-9]*"
 RATE_PATTERN = f"^{WS}*{_COUNT}{WS}*(?:/|{WS}*[Pp][Ee][Rr]{WS}*){WS}*(?:{_COUNT})?{WS}*{_GRANULARITY}{WS}*$"
 
 
-# A binding's resource_uri (issue 15, tools_app.resource_uris.validate_resource_uri): a scheme, then no
+# A binding's resource_uri (tools_app.resource_uris.validate_resource_uri): a scheme, then no
 # whitespace and no control character. What depends on the tool's type and the instance (a fixed URI or a
 # template, the reserved toolhub: scheme, uniqueness) is documented on the field.
 _CONTROLS = "".join(chr(code) for code in (*range(0x20), *range(0x7F, 0xA0)))

@@ -34,7 +34,7 @@ __all__ = [
 
 
 #
-# Strict input (issue 19): the types and the unknown-field rule the schema states are the ones enforced
+# Strict input: the types and the unknown-field rule the schema states are the ones enforced
 #
 
 
@@ -76,7 +76,7 @@ UNKNOWN_FIELD = "Unknown field: the body's fields are {names}."
 
 
 class StrictSerializerMixin:
-    """Input read as the schema says (issue 19): a JSON value of the wrong type is a 400 naming the field,
+    """Input read as the schema says: a JSON value of the wrong type is a 400 naming the field,
     never coerced; with `refuse_unknown_fields`, a key the serializer does not have is a 400 too, and the
     schema says `additionalProperties: false` (tools_app.api.schema).
 
@@ -131,7 +131,7 @@ class OwnedPrimaryKeyRelatedField(serializers.PrimaryKeyRelatedField):
 
 
 class FullCleanModelSerializer(StrictSerializerMixin, serializers.ModelSerializer):
-    """A model serializer whose writes go through the services, which run Model.full_clean() (issue 7:
+    """A model serializer whose writes go through the services, which run Model.full_clean() (
     validation runs once per write, in the service; its ValidationError is the API's 400 naming the fields,
     through the exception handler).
 
@@ -223,7 +223,7 @@ class TableSerializer(FullCleanModelSerializer):
 
 
 class TableChangeSerializer(serializers.ModelSerializer):
-    """One entry of a table's history (issue 14): the write that made `version` from `version_before`."""
+    """One entry of a table's history: the write that made `version` from `version_before`."""
 
     version_before = serializers.IntegerField(read_only=True)
     user = serializers.SerializerMethodField(help_text="Who wrote (over MCP, the key's owner); null if deleted.")
@@ -400,7 +400,7 @@ class AuthTokenRequestSerializer(StrictSerializerMixin, AuthTokenSerializer):
 
 
 class ApiTokenSerializer(serializers.ModelSerializer):
-    """An API token as its owner sees it: never the secret nor its digest (issue 13)."""
+    """An API token as its owner sees it: never the secret nor its digest."""
 
     prefix = serializers.CharField(source="token_key", read_only=True, help_text="The token's first characters.")
     expiry = serializers.DateTimeField(read_only=True, allow_null=True, help_text="null: the token never expires.")

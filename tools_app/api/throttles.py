@@ -1,4 +1,4 @@
-"""The API's DRF throttles (issue 13): DRF decides when to ask (`APIView.check_throttles`, after
+"""The API's DRF throttles: DRF decides when to ask (`APIView.check_throttles`, after
 authentication and permissions, before the view does anything), tools_app.kernel.rate_limits counts.
 
 - UserRateThrottle: every request of an authenticated user (token or session), one bucket per user.

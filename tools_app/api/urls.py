@@ -18,7 +18,7 @@ router.register("auth/tokens", ApiTokenViewSet, basename="auth-token-item")
 # Ids are matched loosely and checked in the view, so a malformed id is a JSON 404 like a missing one.
 urlpatterns = [
     path("auth/token/", AuthTokenView.as_view(), name="auth-token"),
-    # Issue 15: before the router, whose tables/<pk>/ would take "import" for an id.
+    # Before the router, whose tables/<pk>/ would take "import" for an id.
     path("tables/import/", TableImportView.as_view(), name="table-import"),
     re_path(r"^tables/(?P<pk>[^/]+)/generate-tools/$", GenerateToolsView.as_view(), name="table-generate-tools"),
     re_path(r"^mcp-instances/(?P<pk>[^/]+)/bindings/bulk/$", BulkBindingView.as_view(), name="mcp-instance-bulk-bind"),
@@ -33,7 +33,7 @@ urlpatterns = [
         ApiKeyViewSet.as_view({"get": "retrieve", "delete": "destroy"}),
         name="mcp-instance-key-detail",
     ),
-    # Issue 15: the owner's prompts of an instance.
+    # The owner's prompts of an instance.
     re_path(
         r"^mcp-instances/(?P<instance_pk>[^/]+)/prompts/$",
         PromptViewSet.as_view({"get": "list", "post": "create"}),

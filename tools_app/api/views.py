@@ -103,7 +103,7 @@ class OwnedViewSetMixin:
         429: OpenApiResponse(
             ErrorSerializer,
             description="RATE_LIMITED: too many failed logins for this username from this address; "
-            "`Retry-After` says when to try again (issue 13, django-axes).",
+            "`Retry-After` says when to try again (django-axes).",
         ),
     },
 )
@@ -119,7 +119,7 @@ class AuthTokenView(APIView):
     # turn the request into a 401 before the password is checked.
     authentication_classes = []
     permission_classes = []
-    # Issue 13: one bucket per client IP, whatever the credentials (tools_app/api/throttles.py).
+    # One bucket per client IP, whatever the credentials (tools_app/api/throttles.py).
     throttle_classes = [TokenRateThrottle]
     renderer_classes = [JSONRenderer]
     public_schema_operation = True
@@ -310,7 +310,7 @@ def _api_audit(request, arguments: Any = None) -> services.WriteAudit:
 #
 
 
-# Issue 19: what a schema cannot say about a change, said on the operations.
+# What a schema cannot say about a change, said on the operations.
 TOOL_CHANGE_RULES = (
     "Fields left out keep their current values. The tool that results must follow its type's rules, as "
     "ToolCreateRequest states them per `type` (a table for data types, none and no JSON path for the others, a "

@@ -1,7 +1,7 @@
 """Argument validation against the tool's input schema (Draft 2020-12), with validators cached per schema.
 
 The validator is tools_app.safe_schema's: it never fetches a reference and matches patterns in linear
-time (issue 12). Arguments nested deeper than TOOLHUB_MAX_ARGUMENT_DEPTH are refused before anything
+time. Arguments nested deeper than TOOLHUB_MAX_ARGUMENT_DEPTH are refused before anything
 recursive runs.
 """
 
@@ -109,7 +109,7 @@ def validate_arguments(
         try:
             validator = validator_for(candidate)
             error = next(iter(sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))), None)
-        except UnsafeSchema as exc:  # a tool stored before issue 12's rules: refused, never fetched
+        except UnsafeSchema as exc:  # a tool stored before these rules: refused, never fetched
             raise _unusable_schema(exc.problems[0]) from exc
         except Unresolvable as exc:
             raise _unusable_schema(f"the reference {str(exc.ref)!r} cannot be resolved inside it.") from exc

@@ -1,4 +1,4 @@
-"""Per-call evaluation budgets (issue 12): CPU time and the logical size of what an evaluation builds or walks.
+"""Per-call evaluation budgets: CPU time and the logical size of what an evaluation builds or walks.
 
 A budget is entered around one call (`enforced(limits)`, by the call pipeline, or by
 tool_types.execute with the server defaults when nothing entered one) and read, through a thread-local,
@@ -20,7 +20,7 @@ times its input once walked. `measure` sizes such a graph in time linear in its 
 (memoized by id) and stops as soon as it is over the limit, before any C function (json.dumps, sorted,
 list equality) gets to walk it uninterruptibly.
 
-Isolation (issue 12 item 2): an evaluation that has used YIELD_AFTER_MS of CPU is heavy (a caller whose
+Isolation: an evaluation that has used YIELD_AFTER_MS of CPU is heavy (a caller whose
 calls were heavy a moment ago: SUSPECT_YIELD_AFTER_MS, tools_app.execution.call_limits decides). Becoming heavy
 calls the budget's `on_heavy` hook once (the pipeline's concurrency slot of the caller, which may refuse
 with RATE_LIMITED), and from then on it runs only while it holds the one heavy lane of the process,

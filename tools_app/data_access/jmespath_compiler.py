@@ -14,7 +14,7 @@ projections drop nulls. Functions run through jmespath's own Functions class, so
 and their errors are the library's. A node type this module does not know is evaluated by the
 interpreter for that subtree, so a newer parser never produces wrong results here, only slower ones.
 
-Budgets (issue 12, tools_app.data_access.budget): when a budget is active on the thread, every closure
+Budgets (tools_app.data_access.budget): when a budget is active on the thread, every closure
 that builds or walks a collection charges its size (projections, filters, flatten, slices, multi-selects,
 the collection functions), and what a C function would walk whole (json.dumps in to_string, str.join,
 deep equality in `==` and contains) is sized first, shared references counted once per reference, so a

@@ -1,6 +1,6 @@
 """One function per data tool type (SPEC §3.2). Reads are pure functions of JSON; writes return a
 `change(data, derived) -> (new_data, outcome, patch, inverse, carried)` that services.table_write applies under
-the table's lock (issue 14: the patch is the table's change-log entry).
+the table's lock (the patch is the table's change-log entry).
 
 Array mounts hold records identified by `key_field`; object mounts hold entries identified by their
 key and are exchanged as {"key", "content"} pairs. Keys compare as strings (SPEC §8).
@@ -140,7 +140,7 @@ def preview(data: Any, mount: Mount, arguments: dict, preview_keys: list[str] | 
 
 def select(data: Any, mount: Mount, arguments: dict) -> Any:
     collection = mount.collection(data)
-    charge(len(collection) + len(arguments["keys"]))  # the call's budget (issue 12): one pass over both
+    charge(len(collection) + len(arguments["keys"]))  # the call's budget: one pass over both
     wanted = {_key(key): key for key in arguments["keys"]}
     found: set[str] = set()
     if isinstance(collection, list):
@@ -162,7 +162,7 @@ def select(data: Any, mount: Mount, arguments: dict) -> Any:
 
 
 #
-# Writes (issue 14): each returns change(data, derived) -> (new_data, count, patch, inverse, carried), which
+# Writes: each returns change(data, derived) -> (new_data, count, patch, inverse, carried), which
 # services.table_write applies under the table's lock. The patch (RFC 6902) is what the table's change log keeps;
 # the new document is json_patch.apply(data, patch), so the log always replays to the document. `derived` holds
 # values computed from this version of the document (the mount's KeyIndex); `carried` those true of the next.

@@ -3,7 +3,7 @@
 jmespath parses; jmespath_compiler turns the tree into closures that give the library's results
 several times faster (a filter over 100,000 records: ~200 ms interpreted, ~30 ms compiled).
 
-Budgets (issue 12): with a budget active (budget.enforced, entered for every tool call), an expression
+Budgets: with a budget active (budget.enforced, entered for every tool call), an expression
 longer than max_query_length or nested deeper than max_query_depth is QUERY_TOO_EXPENSIVE before it is
 parsed or compiled; the closures charge their work as they run; and a result that may hold shared
 references (multi-selects, functions, literals in value position) is sized before anything serializes it.

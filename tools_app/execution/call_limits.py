@@ -1,4 +1,4 @@
-"""Every per-call budget of issue 12 items 1 and 2, and where its value comes from (docs/budgets.md).
+"""Every per-call budget, and where its value comes from (docs/budgets.md).
 
 - Evaluation budgets (`limits_for`): CPU time, elements and bytes one call may use while it evaluates,
   plus the length and nesting of a JMESPath expression. The server defaults are settings

@@ -71,7 +71,7 @@ SAFE_WRITE = ("toolhub", "safe-write")
 
 
 def safe_write_options(tool: Tool, arguments: Any) -> tuple[Any, Any]:
-    """A write's arguments without its safe-write options (issue 14), and those options as a services.SafeWrite:
+    """A write's arguments without its safe-write options, and those options as a services.SafeWrite:
     taken out before the arguments are checked against the tool's own schema, which need not declare them."""
     if not isinstance(arguments, dict) or not any(name in arguments for name in SAFE_WRITE_PROPERTIES):
         return arguments, services.SafeWrite()
@@ -166,7 +166,7 @@ def write_mount(tool: Tool, build: Callable[[Mount, dict], Any], arguments: dict
 
 
 def _check_depth(mount: Mount, arguments: dict, data: Any) -> None:
-    """VALIDATION_ERROR when an element would nest the table deeper than TOOLHUB_MAX_TABLE_DEPTH (issue 12).
+    """VALIDATION_ERROR when an element would nest the table deeper than TOOLHUB_MAX_TABLE_DEPTH.
 
     Only what the call adds is walked, not the whole document (a write to a large table stays cheap): an
     element sits one level below the mount's container, so it may nest (limit - mount depth - 1) levels;

@@ -1,4 +1,4 @@
-"""Expensive reads run in a process of their own (issue 12 item 2; measurements in docs/budgets.md).
+"""Expensive reads run in a process of their own (measurements in docs/budgets.md).
 
 A read (query_data, select, preview, get_all_data, get_data_schema) starts where it is called, under its
 call's budget. Most finish within a few milliseconds. One that becomes heavy (data_access.budget:

@@ -1,4 +1,4 @@
-"""THE tool-call pipeline (issue 7): every surface runs a tool through `run_tool_call`.
+"""THE tool-call pipeline: every surface runs a tool through `run_tool_call`.
 
     resolve → authorize → validate → execute (under a budget and, once expensive, a slot) → classify → record
 
@@ -7,7 +7,7 @@
   by the tool's id through the ownership rule, then `target_of_tool`.
 - authorize: an MCP name must match an enabled binding exactly (TOOL_NOT_FOUND); an external tool runs
   nowhere here (TOOL_NOT_CALLABLE).
-- budget and concurrency (issue 12, tools_app.execution.call_limits): the call runs under its evaluation budget (the
+- budget and concurrency (tools_app.execution.call_limits): the call runs under its evaluation budget (the
   instance's, else the server's: QUERY_TOO_EXPENSIVE when it is spent); once it turns out expensive it takes
   a concurrency slot of its API key and its user (RATE_LIMITED when none frees up in time).
 - validate and execute: tool_types.execute.execute (arguments against the input schema, then the type's
@@ -17,7 +17,7 @@
   TOOLHUB_MAX_RESULT_BYTES setting elsewhere) while it is encoded, never after (tools_app.paging): a list
   over it is paged, `{"items", "total", "next_cursor"}`, and a `cursor` argument continues it; anything
   else over it is RESULT_TOO_LARGE (SPEC §4.4, §9; docs/paging.md).
-- audit (issue 14): a table write's change-log entry names the caller, the key or token, the surface, the tool,
+- audit: a table write's change-log entry names the caller, the key or token, the surface, the tool,
   the binding and the arguments (services.write_audit around the change; docs/history.md).
 - record: a CallLog row (surface, caller, instance, key, tool, outcome, duration), the tool's use_count
   +1 and last_used, the key's last use, all committed before run_tool_call returns, so a client reading
@@ -108,8 +108,8 @@ class Caller:
     user_id: int | None
     api_key_id: int | None = None
     user: Any = None
-    oauth_client: str = ""  # over MCP with an OAuth access token (issue 16): the client's id
-    api_token_id: int | None = None  # the API token the request came with (issue 14: a write's audit)
+    oauth_client: str = ""  # over MCP with an OAuth access token: the client's id
+    api_token_id: int | None = None  # the API token the request came with (a write's audit)
 
 
 def target_of_tool(tool: Tool, *, max_result_bytes: int | None = None) -> CallTarget:
@@ -333,7 +333,7 @@ def run_tool_call(
     Each finished call is reported once to tools_app.kernel.telemetry (metrics, and its log line when on); with
     tracing on it runs in a `toolhub.call` span, with a span per stage and per database statement.
     `progress`, when given, is told (from the calling thread) when the tool starts running and when it has
-    run: MCP sends these as progress notifications to a client that asked for them (issue 15)."""
+    run: MCP sends these as progress notifications to a client that asked for them."""
     surface = str(caller.surface)
     with call_span(surface=surface, tool=name, instance=target.instance_slug):
         outcome = _run_tool_call(caller, target, name, arguments, progress)

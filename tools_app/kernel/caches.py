@@ -1,4 +1,4 @@
-"""THE per-process cache mechanism (issue 7): every cache of toolhub is an LruCache made here.
+"""THE per-process cache mechanism: every cache of toolhub is an LruCache made here.
 
 SPEC §1 allows a per-process cache only when a change made through any worker is seen by every worker on
 its next request. So every key holds the version of what it caches, read from the database by the request

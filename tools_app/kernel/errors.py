@@ -1,4 +1,4 @@
-"""THE table of error codes (SPEC §6, §8; issue 7): one meaning per code, on every surface.
+"""THE table of error codes (SPEC §6, §8): one meaning per code, on every surface.
 
 Each surface translates a ToolhubError the same way: the API into `{"error", "message", "fields"}` with
 the code's HTTP status below, MCP into an `isError` result whose text starts with the code (TOOL_NOT_FOUND

@@ -1,4 +1,4 @@
-"""Readiness and the facts of the operator's page (issue 18; docs/operations.md).
+"""Readiness and the facts of the operator's page (docs/operations.md).
 
 `readiness()` answers /readyz: the database answers a query and every migration is applied, decided in a
 thread of its own so that a database that does not answer costs READY_TIMEOUT seconds, never a hang.

@@ -1,4 +1,4 @@
-"""RFC 6902 JSON Patches over shared documents (issue 14): THE way a table's change log is applied.
+"""RFC 6902 JSON Patches over shared documents: THE way a table's change log is applied.
 
 A table's history is a log of JSON Patches (tools_app.models.TableChange). A cached document is shared by the
 readers of a process, so it is never mutated: `apply` copies only the containers on each operation's path

@@ -1,7 +1,7 @@
 """Regex patterns chosen by users: Python `re` syntax and results, matched by RE2 in linear time.
 
 Used by the registry's regex search (SPEC §5) and by JSON Schema `pattern` / `patternProperties`
-(tools_app.safe_schema, issue 12), whose patterns and matched strings both come from users.
+(tools_app.safe_schema), whose patterns and matched strings both come from users.
 
 Python's re backtracks: `(a|aa)+$`, `((a+))+$` or `(\\w+\\s?)+$` over a long description take exponential
 time inside one C call that nothing can interrupt, and no syntactic blacklist catches every such pattern.

@@ -1,4 +1,4 @@
-"""THE rate rule (issue 13): requests per time window, per MCP key and per API user, in one shared store.
+"""THE rate rule: requests per time window, per MCP key and per API user, in one shared store.
 
 Both surfaces ask this module and nothing else: the API through its DRF throttles (tools_app/api/
 throttles.py, sync) and the MCP endpoint before the SDK sees a request (mcp_app/rate_limit.py, async).

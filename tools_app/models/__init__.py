@@ -1,6 +1,6 @@
 """The domain's models (SPEC §2): one module per model, all of them re-exported here.
 
-McpInstance, ApiKey, Binding and CallLog were created by mcp_app; they moved here in issue 7 with
+McpInstance, ApiKey, Binding and CallLog were created by mcp_app; they moved here with
 their tables (db_table keeps the old names, tools_app migration 0005), so the domain owns every model
 and the MCP endpoint, the API and the admin are interfaces over it.
 """

@@ -10,7 +10,7 @@ from tools_app.models.instance import McpInstance, OwnedThroughInstanceQuerySet
 
 API_KEY_PREFIX = "thk_"
 # What generate() makes: the prefix and 32 random bytes in URL-safe base64 (43 characters). Anything else
-# is refused without a database lookup (issue 13).
+# is refused without a database lookup.
 API_KEY_FORMAT = re.compile(r"thk_[A-Za-z0-9_-]{43}")
 
 

@@ -1,4 +1,4 @@
-"""ApiToken: a user's token for the JSON API (SPEC §6, `Authorization: Token <token>`), stored hashed (issue 13).
+"""ApiToken: a user's token for the JSON API (SPEC §6, `Authorization: Token <token>`), stored hashed.
 
 The layout is django-rest-knox's AuthToken (a SHA-512 `digest` of the whole token, and the token's first 15
 characters, `token_key`, to find the row), and settings point knox at this model (KNOX_TOKEN_MODEL), so the

@@ -75,7 +75,7 @@ class Binding(models.Model):
     enabled = models.BooleanField(default=True)
     name_override = models.CharField(max_length=64, blank=True, validators=[validate_tool_name])
     description_override = models.TextField(blank=True, max_length=MAX_DESCRIPTION)
-    # Issue 15 (tools_app.resource_uris): where MCP clients read this binding's mount instead of the default
+    # (tools_app.resource_uris) Where MCP clients read this binding's mount instead of the default
     # toolhub://tables/<id>[/<path>] URI. Blank: the default.
     resource_uri = models.CharField(
         "resource URI",
@@ -135,7 +135,7 @@ class Binding(models.Model):
             self._check_resource_uri()
 
     def _check_resource_uri(self) -> None:
-        """Issue 15: a fixed URI on a reader, a record template on a select, nothing on other types; unique on
+        """A fixed URI on a reader, a record template on a select, nothing on other types; unique on
         the instance (a friendly pre-check: services.instances re-checks it under the instance's lock)."""
         tool_type = self.tool.type
         if tool_type not in RESOURCE_URI_TYPES:

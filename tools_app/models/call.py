@@ -11,7 +11,7 @@ from tools_app.permissions import OwnedQuerySet
 
 
 class Surface(models.TextChoices):
-    """Where a call came in (issue 7): every surface runs tools through tools_app.execution.pipeline.run_tool_call."""
+    """Where a call came in: every surface runs tools through tools_app.execution.pipeline.run_tool_call."""
 
     MCP = "mcp", "MCP"
     API = "api", "API"
@@ -49,7 +49,7 @@ class CallLog(models.Model):
         related_name="+",
         verbose_name="caller",
     )
-    # Over MCP with an OAuth access token (issue 16): the client's id (`user` is who authorized it).
+    # Over MCP with an OAuth access token: the client's id (`user` is who authorized it).
     oauth_client = models.CharField("OAuth client", max_length=255, blank=True, default="")
     surface = models.CharField(max_length=16, choices=Surface.choices, default=Surface.MCP)
     status = models.CharField(max_length=8, choices=CallStatus.choices)

@@ -1,10 +1,10 @@
-"""EmbeddingVector: the registry's shared cache of sentence vectors (issue 5)."""
+"""EmbeddingVector: the registry's shared cache of sentence vectors."""
 
 from django.db import models
 
 
 class EmbeddingVector(models.Model):
-    """A sentence vector of one text under one embedding model, shared by every worker (issue 5, SPEC §1).
+    """A sentence vector of one text under one embedding model, shared by every worker (SPEC §1).
 
     Keyed by content, not by tool: the text hash says which text was embedded, so an edited tool gets a
     new row and identical texts (copies, other users' tools) share one. Rows are a cache: any can be

@@ -39,11 +39,11 @@ class McpInstance(OwnedModel):
     discovery = models.CharField(max_length=16, choices=Discovery.choices, default=Discovery.LIST_ALL)
     allow_registration = models.BooleanField(default=False)
     # The upper bound is PostgreSQL's integer maximum, so SQLite (64-bit) refuses what PostgreSQL cannot store.
-    # The default (about 10,000-16,000 tokens of JSON) and why: docs/paging.md (issue 12).
+    # The default (about 10,000-16,000 tokens of JSON) and why: docs/paging.md.
     max_result_bytes = models.PositiveIntegerField(
         default=40_000, validators=[MinValueValidator(1_000), MaxValueValidator(2_147_483_647)]
     )
-    # Per-call evaluation budgets (issue 12, docs/budgets.md); empty = the server's default (settings).
+    # Per-call evaluation budgets (docs/budgets.md); empty = the server's default (settings).
     query_cpu_ms = models.PositiveIntegerField(
         null=True,
         blank=True,
@@ -63,7 +63,7 @@ class McpInstance(OwnedModel):
         help_text="Logical JSON bytes of a value one call may build or walk (10,000 to 536,870,912); "
         "empty: the server default.",
     )
-    # Issue 13: requests per API key on /mcp/<slug>/ (docs/rate-limits.md).
+    # Requests per API key on /mcp/<slug>/ (docs/rate-limits.md).
     key_rate_limit = models.CharField(
         max_length=40,
         blank=True,
@@ -72,7 +72,7 @@ class McpInstance(OwnedModel):
         "'10/second', '100/5 minutes'). Empty: the server's default (TOOLHUB_RATE_LIMIT_MCP_KEY, 600/minute).",
     )
 
-    # Issue 15: log messages (notifications/message) on every tools/call, for clients that cannot keep a level
+    # Log messages (notifications/message) on every tools/call, for clients that cannot keep a level
     # between requests on a stateless server (docs/mcp-clients.md, "Progress and logs"). Empty: off.
     log_level = models.CharField(
         max_length=9,

@@ -1,4 +1,4 @@
-"""Prompt: an owner-defined prompt template served by an MCP instance (issue 15, docs/mcp-clients.md).
+"""Prompt: an owner-defined prompt template served by an MCP instance (docs/mcp-clients.md).
 
 Beside the built-in `usage_guide`, an instance serves its enabled prompts over MCP (prompts/list,
 prompts/get). A prompt's `template` holds `{{name}}` placeholders, each one a declared argument; getting

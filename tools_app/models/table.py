@@ -1,4 +1,4 @@
-"""Table: a JSON document that tools read and write (SPEC §2.1), stored as a snapshot and a change log (issue 14)."""
+"""Table: a JSON document that tools read and write (SPEC §2.1), stored as a snapshot and a change log."""
 
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -25,7 +25,7 @@ class Table(OwnedModel):
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     version = models.PositiveBigIntegerField(default=1, editable=False)
-    # The document's size as JSON text: exact when the document is written whole, estimated between (issue 14);
+    # The document's size as JSON text: exact when the document is written whole, estimated between;
     # TOOLHUB_MAX_TABLE_BYTES is checked on it.
     data_bytes = models.PositiveBigIntegerField(default=0, editable=False)
 
@@ -106,7 +106,7 @@ class TableSnapshot(models.Model):
 
     table = models.OneToOneField(Table, on_delete=models.CASCADE, primary_key=True, related_name="snapshot")
     version = models.PositiveBigIntegerField(default=1)
-    # Issue 12: the encoder refuses a document over TOOLHUB_MAX_TABLE_BYTES; the decoder reads a deep document
+    # The encoder refuses a document over TOOLHUB_MAX_TABLE_BYTES; the decoder reads a deep document
     # stored before TOOLHUB_MAX_TABLE_DEPTH existed from anywhere.
     data = models.JSONField(default=dict, blank=True, encoder=TableDocumentEncoder, decoder=TableDocumentDecoder)
 

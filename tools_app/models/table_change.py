@@ -1,4 +1,4 @@
-"""TableChange: one entry of a table's change log and audit trail (issue 14, docs/history.md).
+"""TableChange: one entry of a table's change log and audit trail (docs/history.md).
 
 A table is stored as a snapshot (Table.data at Table.snapshot_version) plus this append-only log: every data
 write appends one entry, in the transaction that moves Table.version, holding the RFC 6902 patch from the
@@ -27,7 +27,7 @@ class TableChange(models.Model):
     patch = models.JSONField(help_text="RFC 6902 JSON Patch from version - 1 to version.")
     inverse = models.JSONField(help_text="RFC 6902 JSON Patch from version back to version - 1.")
     at = models.DateTimeField(default=timezone.now, db_index=True)
-    # Who and how (issue 14): the user (over MCP the key's owner, or the user who authorized an OAuth client),
+    # Who and how: the user (over MCP the key's owner, or the user who authorized an OAuth client),
     # the MCP key, API token or OAuth client, the surface, the tool and, over MCP, the instance and the binding's
     # effective name. A deleted key, token, tool, instance or
     # user costs only its link; the names stay.
@@ -47,7 +47,7 @@ class TableChange(models.Model):
     )
     binding_name = models.CharField(max_length=64, blank=True)
     arguments = models.JSONField(null=True, blank=True)
-    # Safe writes (issue 14): a retry with the same key within 24 h answers `result` and writes nothing.
+    # Safe writes: a retry with the same key within 24 h answers `result` and writes nothing.
     idempotency_key = models.CharField(max_length=200, blank=True)
     request_hash = models.CharField(max_length=64, blank=True)
     result = models.JSONField(null=True, blank=True)

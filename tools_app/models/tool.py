@@ -152,7 +152,7 @@ class Tool(OwnedModel):
         if self.output_schema is not None:
             collect("output_schema", validate_json_schema, self.output_schema)
         collect("metadata", validate_metadata, self.metadata)
-        # The row only (issue 7): whether the name collides on an instance is a cross-row rule, judged by
+        # The row only: whether the name collides on an instance is a cross-row rule, judged by
         # services.tool_update with Binding.objects.name_clashes.
         if errors:
             raise ValidationError(errors)

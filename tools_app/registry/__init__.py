@@ -102,7 +102,7 @@ def search_tools(*, scope: Any, query: str, method: str = "bm25", limit: int = 5
         "markdown": _search_markdown(query, method, hits),
     }
     if through_proxy(scope):
-        # Issue 15: clients that only call listed tools run a found one through the call proxy.
+        # Clients that only call listed tools run a found one through the call proxy.
         result["call_with"] = PROXY_NAME
         result["markdown"] += "\n" + PROXY_HINT + "\n"
     return result
@@ -233,7 +233,7 @@ REGISTRATION_OFF = "Registration is not allowed here: the instance's allow_regis
 
 
 def _check_tool_quota(owner: Any, name: str) -> None:
-    """Refuse a registration that would take `owner` past TOOLHUB_MAX_TOOLS_PER_OWNER tools (issue 13).
+    """Refuse a registration that would take `owner` past TOOLHUB_MAX_TOOLS_PER_OWNER tools.
 
     Counts every tool the owner has, of any type. Locks the owner's row (FOR NO KEY UPDATE on PostgreSQL:
     registrations of one owner queue, inserts that only reference the owner do not wait), so concurrent

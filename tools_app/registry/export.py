@@ -8,7 +8,7 @@ OpenAI and Anthropic function names must match ^[a-zA-Z0-9_-]{1,64}$, so '.' bec
 when two names would then collide, the later one gets a numeric suffix. Every renamed tool is listed
 in `name_map` ({exported name: toolhub name}) and in `notes`, so a caller can map calls back.
 
-Strict function-calling hosts (issue 15): every format, and tools/list, writes a type array as `anyOf`
+Strict function-calling hosts: every format, and tools/list, writes a type array as `anyOf`
 (without_type_arrays); openai and anthropic get an object schema with `properties` at the top.
 """
 
@@ -53,7 +53,7 @@ def _function_names(docs: list[ToolDoc]) -> list[str]:
 
 
 def without_type_arrays(schema: Any) -> Any:
-    """`schema` with every `"type": [a, b]` written as `"anyOf": [{"type": a}, {"type": b}]` (issue 15): the
+    """`schema` with every `"type": [a, b]` written as `"anyOf": [{"type": a}, {"type": b}]`: the
     same JSON Schema, in the form strict function-calling hosts accept (OpenAI's strict mode, Gemini and
     the agent SDKs built on them refuse type arrays). Returns `schema` itself when it has none, else a copy
     that shares the unchanged parts."""
@@ -158,7 +158,7 @@ def tool_entry(binding: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "name": binding.effective_name,
         "description": binding.effective_description,
-        # Issue 15: no type arrays, for strict function-calling hosts (without_type_arrays).
+        # No type arrays, for strict function-calling hosts (without_type_arrays).
         "inputSchema": without_type_arrays(paged_input_schema(tool.input_schema) if pageable else tool.input_schema),
         "annotations": _annotations(tool.type),
     }

@@ -45,7 +45,7 @@ PAGING = (
 
 def _escape(text: str) -> str:
     """Prose that must not turn into Markup (a title, a label). Never used on what a model copies: names go in
-    code spans (code_span), where every character reads as itself (issue 17: `weather\\_x` is no tool)."""
+    code spans (code_span), where every character reads as itself (`weather\\_x` is no tool)."""
     return "".join("\\" + ch if ch in "\\`*_[]<>#|!" else ch for ch in text)
 
 
@@ -220,7 +220,7 @@ def usage_guide(*, scope: Any, tool_names: Any = None, category: str | None = No
     # Render each tool once, then keep whole tools while they fit (cut at a tool boundary).
     rendered = {cat: [_rendered(index, doc) for doc in docs] for cat, docs in by_category.items()}
     title = f"# {_escape(_scope_title(scope))}\n\n"
-    hint = PROXY_HINT + "\n\n" if through_proxy(scope) else ""  # issue 15: search mode runs tools via call_tool
+    hint = PROXY_HINT + "\n\n" if through_proxy(scope) else ""  # Search mode runs tools via call_tool
     budget = MAX_BYTES - len(title.encode()) - len(hint.encode()) - 200  # the Generated line, a truncation note
     kept: dict[str, list[str]] = {}
     used = 0

@@ -1,4 +1,4 @@
-"""Markdown to HTML that is safe to show an admin (issue 13): THE one place text from tools becomes HTML.
+"""Markdown to HTML that is safe to show an admin: THE one place text from tools becomes HTML.
 
 Descriptions, examples and everything else in the usage guide come from tool owners and from agents
 (`register_tool`), so they are untrusted. Two steps:

@@ -52,7 +52,7 @@ MAX_LIMIT = 50
 MAX_REGEX_LENGTH = 200
 # The bm25 share of the hybrid score, tuned on the tuning split of the outside set (bench/registry/data/outside,
 # BFCL + NESTFUL; best MRR@10 there, 0.5-0.7 is a plateau) and reported on its held-out split:
-# `bench/registry/run.py --tune`. (The own issue-5 set preferred 0.3; it is too easy to tune on, issue 17.)
+# `bench/registry/run.py --tune`. (The own issue-5 set preferred 0.3; it is too easy to tune on.)
 HYBRID_WEIGHT = 0.6
 K1 = 1.2
 B = 0.75
@@ -448,7 +448,7 @@ class Index:
                     f"The pattern {query!r} is too costly to match against {len(self.docs)} tools (stopped after "
                     f"{REGEX_TIME_BUDGET:g} s); use smaller repetition counts or a more specific pattern.",
                 )
-            charge(len(texts[doc.position]) + 1)  # the call's budget (issue 12): CPU time and work
+            charge(len(texts[doc.position]) + 1)  # the call's budget: CPU time and work
             matched = [name for name, text in texts[doc.position] if pattern.search(text)]
             if not matched:
                 continue
@@ -467,7 +467,7 @@ class Index:
             parts.append("Tags: " + ", ".join(doc.tags) + ".")
         if doc.fields["parameters"]:
             parts.append("Parameters: " + ", ".join(readable_name(p) for p in doc.fields["parameters"].split()) + ".")
-        # The parameters' descriptions and enum values (issue 17): on the outside set's tuning split they lift
+        # The parameters' descriptions and enum values: on the outside set's tuning split they lift
         # embedding recall@5 from 0.760 to 0.799 (bench/registry/README.md). Past the model's window, cut.
         if doc.fields["parameter descriptions"]:
             parts.append(doc.fields["parameter descriptions"])

@@ -8,12 +8,12 @@ constraints, never by a pre-check alone.
 - tables.py: tables and tools (create, update, delete)
 - table_log.py: the table write path, its change log and audit, cached reads, versions, restore, compaction
 - instances.py: MCP instances, bindings and API keys
-- prompts.py: the prompts of an MCP instance (issue 15)
+- prompts.py: the prompts of an MCP instance
 - locks.py: the row-lock helpers both use
 - tokens.py: API tokens (issue, revoke)
 - history.py: the admin history (LogEntry) of writes made outside the admin
-- imports.py: a table from a JSON, CSV or NDJSON file (issue 15)
-- generate.py: a planned set of tools (tools_app.toolsets) created and bound all or nothing (issue 15)
+- imports.py: a table from a JSON, CSV or NDJSON file
+- generate.py: a planned set of tools (tools_app.toolsets) created and bound all or nothing
 """
 
 from tools_app.services.generate import tool_set_create

@@ -1,4 +1,4 @@
-"""Create a planned set of tools (and their bindings) all or nothing (issue 15 item 6).
+"""Create a planned set of tools (and their bindings) all or nothing.
 
 The plan (names, types, descriptions, output schemas derived from the data) is tools_app.toolsets'; this
 is its write: every name is checked first (one of the owner's tools, or a binding on the instance, already

@@ -1,4 +1,4 @@
-"""The admin's history (django.contrib.admin's LogEntry) for writes made outside the admin (issue 13).
+"""The admin's history (django.contrib.admin's LogEntry) for writes made outside the admin.
 
 Keys and tokens created and revoked through the API, the MCP endpoint or a command show up in the object's
 history page and the admin's "Recent actions" like changes made in the admin. The model is reached through

@@ -1,4 +1,4 @@
-"""Import a table from a file: JSON, CSV or NDJSON (issue 15 item 6). One home for every surface.
+"""Import a table from a file: JSON, CSV or NDJSON. One home for every surface.
 
 `parse_table_file` turns the bytes of an uploaded file into a JSON document, or raises a ValidationError
 on `file` naming the line (and, for CSV, the row) and what is wrong; `table_import` parses and creates the

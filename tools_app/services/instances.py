@@ -74,7 +74,7 @@ def _refusal(binding: Binding, field: str) -> ValidationError | None:
     if clashes:
         return name_conflict_error(field, binding.effective_name, clashes[:1])
     if binding.resource_uri:
-        # Issue 15: exact under the instance's lock (Binding.clean only pre-checked it).
+        # Exact under the instance's lock (Binding.clean only pre-checked it).
         clash = Binding.objects.resource_uri_clash(
             instance_id=binding.mcp_instance_id, uri=binding.resource_uri, exclude_binding=binding.pk
         )
@@ -163,7 +163,7 @@ def binding_create(
 
 
 def binding_create_many(*, mcp_instance: McpInstance, tools: list[Tool], enabled: bool = True) -> list[Binding]:
-    """Bind several tools to an instance at once (issue 15): all or nothing.
+    """Bind several tools to an instance at once: all or nothing.
 
     Each bind is binding_create's (locks, the name rule); the first refusal (a tool already bound there, a
     name taken there or by another tool of the same request) rolls every bind of the request back and is
@@ -221,7 +221,7 @@ def api_key_issue(
     """Create a key; return it with its plaintext, which is never stored and cannot be shown again.
 
     Recorded in the key's admin history as added by `actor` (default: the instance's owner), `via` naming
-    the surface (issue 13).
+    the surface.
     """
     plaintext = ApiKey.generate()
     key = ApiKey(

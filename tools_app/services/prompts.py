@@ -1,4 +1,4 @@
-"""Every write to an instance's prompts goes through here (issue 15): full_clean, the instance's lock, the
+"""Every write to an instance's prompts goes through here: full_clean, the instance's lock, the
 name constraint.
 
 Callers pass an instance (or a prompt) they already reached through the ownership rule (the API's

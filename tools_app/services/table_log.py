@@ -1,4 +1,4 @@
-"""A table's document as a snapshot plus a change log (issue 14, docs/history.md).
+"""A table's document as a snapshot plus a change log (docs/history.md).
 
 Storage: TableSnapshot holds the document at its version; every data write since appended one TableChange (its
 RFC 6902 patch, its inverse and its audit) in the transaction that moved Table.version by one. So:
@@ -9,7 +9,7 @@ RFC 6902 patch, its inverse and its audit) in the transaction that moved Table.v
   copies only the containers they touch), never by parsing the document again;
 - the document at an older version inside retention is the current one with the inverses n..v+1 applied;
 - compaction writes the current document as the new snapshot (every TOOLHUB_TABLE_COMPACT_EVERY entries, after
-  the write's commit, or `manage.py compact_tables`) and prunes the entries outside retention. A compaction that
+  the write's commit) and prunes the entries outside retention. A compaction that
   fails or never runs loses nothing: the snapshot plus the entries after it is still the document.
 
 SPEC §3 holds as before: the table row is locked for the whole read-modify-write (writers queue, on every worker
@@ -104,7 +104,7 @@ def current_audit() -> WriteAudit:
 
 @dataclass(frozen=True)
 class SafeWrite:
-    """A write's safety options (issue 14): VERSION_CONFLICT unless the table is at `expected_version`; with
+    """A write's safety options: VERSION_CONFLICT unless the table is at `expected_version`; with
     `dry_run` nothing is written; `idempotency_key` answers a repeat within 24 h with the first result, and
     refuses (IDEMPOTENCY_KEY_REUSED) the key with another `request` (what the key is bound to)."""
 

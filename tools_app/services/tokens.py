@@ -1,4 +1,4 @@
-"""API tokens (tools_app.models.ApiToken): issue at login, revoke (issue 13). Both are in the admin history."""
+"""API tokens (tools_app.models.ApiToken): issue at login, revoke. Both are in the admin history."""
 
 from datetime import timedelta
 from typing import Any

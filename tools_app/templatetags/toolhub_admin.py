@@ -1,4 +1,4 @@
-"""Template tags for the admin: the first-run dashboard on the admin index and the demo-login hint (issue 6).
+"""Template tags for the admin: the first-run dashboard on the admin index and the demo-login hint.
 
 Part of the admin interface (beside tools_app.admin): the dashboard counts tables and tools, MCP
 instances and calls. Templates load the library with `{% load toolhub_admin %}`.
@@ -99,7 +99,7 @@ _demo_login_checked: dict[str, bool] = {}
 
 @register.inclusion_tag("admin/toolhub_demo_login.html")
 def toolhub_demo_login():
-    """First run (issue 6): in development, say how to log in when the demo user still has its default password."""
+    """First run: in development, say how to log in when the demo user still has its default password."""
     if not is_development():
         return {"show": False}
     user = get_user_model().objects.filter(username=DEMO_USERNAME, is_active=True).first()

@@ -19,7 +19,7 @@ PREVIEW_KEYS_HELP = (
     "get_all_data returns."
 )
 
-# Safe writes (issue 14): arguments every create, update and delete tool takes, whatever its own schema says
+# Safe writes: arguments every create, update and delete tool takes, whatever its own schema says
 # (tool_types.execute takes them out before the arguments are checked against the tool's input schema).
 SAFE_WRITE_PROPERTIES: dict[str, dict[str, Any]] = {
     "expected_version": {

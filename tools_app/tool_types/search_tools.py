@@ -5,7 +5,7 @@ from typing import Any
 from tools_app.tool_types.base import READ_ONLY, REGISTRY, ToolTypeSpec
 from tools_app.tool_types.registry_family import REGISTRY_HELP, markdown_field
 
-# Characters of a search query on every surface (issue 17): agents paste whole user messages, which quote
+# Characters of a search query on every surface: agents paste whole user messages, which quote
 # documents, code and data. bm25 reads all of it; the embedding model the sentences that carry the request.
 # The registry (tools_app.registry.search) and the API take it from here.
 MAX_QUERY_LENGTH = 10_000

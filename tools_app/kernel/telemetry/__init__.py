@@ -1,10 +1,10 @@
-"""Operations telemetry (issue 18; docs/operations.md): metrics, traces, request ids and structured logs.
+"""Operations telemetry (docs/operations.md): metrics, traces, request ids and structured logs.
 
 One home for what an operator measures. The call pipeline (tools_app.execution.pipeline.run_tool_call) reports each
 finished call here once (`call_finished`); the rate rule, the budgets, the registry search, the table
 writes and the surfaces' authentication report their own events through the small functions below.
 
-- Metrics: prometheus_client, in the Prometheus text format at /metrics (toolhub.operations). With
+- Metrics: prometheus_client, in the Prometheus text format at /metrics (toolhub.observability). With
   PROMETHEUS_MULTIPROC_DIR set in the environment before the server starts, every worker writes its
   numbers to files there and /metrics adds them up (prometheus_client's multiprocess mode). Label values
   come from bounded sets: instance slugs, tool types, surfaces, error codes, rate scopes, search methods.
@@ -12,7 +12,7 @@ writes and the surfaces' authentication report their own events through the smal
   start-up; a test passes its own provider to `enable_tracing`). Off, `span()` hands back one shared
   do-nothing context manager: no SDK, no tracer, no allocation per call.
 - Requests: `RequestInfo` in a context variable (its id is the X-Request-ID), filled in by the surfaces
-  (toolhub.operations for Django, mcp_app.transport for MCP) and read by the call log line.
+  (toolhub.observability for Django, mcp_app.transport for MCP) and read by the call log line.
 - Logs: with TOOLHUB_JSON_LOGS on, one JSON line per request (logger `toolhub.requests`) and per tool call
   (logger `toolhub.calls`): time, request id, user or key id, instance, tool, surface, outcome, duration.
   Never arguments, results or credentials.

@@ -1,4 +1,4 @@
-"""The operator's page (tools_app.admin.operations): the same numbers as /metrics, summed up."""
+"""The operator's page (tools_app.admin.operator_page): the same numbers as /metrics, summed up."""
 
 import threading
 import time

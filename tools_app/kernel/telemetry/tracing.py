@@ -53,7 +53,7 @@ def _database_span(execute: Any, sql: str, params: Any, many: bool, context: Any
 
 
 def database_span_wrapper() -> Any:
-    """The execute wrapper for a request's database work (toolhub.operations), or None when tracing is off."""
+    """The execute wrapper for a request's database work (toolhub.observability), or None when tracing is off."""
     return _database_span if _tracer is not None else None
 
 

@@ -87,7 +87,7 @@ PRODUCTION_REFUSAL = (
 
 
 def is_development() -> bool:
-    """Development settings (issue 13): DEBUG or TOOLHUB_DEV (what scripts/start.sh sets)."""
+    """Development settings: DEBUG or TOOLHUB_DEV (what scripts/start.sh sets)."""
     return bool(settings.DEBUG or getattr(settings, "TOOLHUB_DEV", False))
 
 
@@ -107,7 +107,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        # Issue 13: a demo user with a known password must not land in production by accident.
+        # A demo user with a known password must not land in production by accident.
         if not (is_development() or options["force"]):
             raise CommandError(PRODUCTION_REFUSAL, returncode=1)
         self.seed(options)
@@ -182,7 +182,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"API key (shown once): {plaintext}")
 
 
-# An owner's prompt (issue 15), served over MCP beside usage_guide.
+# An owner's prompt, served over MCP beside usage_guide.
 DEMO_PROMPT = {
     "name": "customer_report",
     "title": "Report on one customer",

@@ -1,4 +1,4 @@
-"""The operator's page (issue 18): /admin/operations/, for superusers only.
+"""The operator's page: /admin/operations/, for superusers only.
 
 Versions, the database and its readiness, Redis, the connection pool, and the calls: calls per minute,
 error rate, the slowest tools (instance and tool type) and the most frequent refusals. The call numbers

@@ -1,4 +1,4 @@
-"""What an operator runs toolhub with (issue 18; docs/operations.md): health, readiness, metrics, and the
+"""What an operator runs toolhub with (docs/operations.md): health, readiness, metrics, and the
 request middleware that gives every Django request its id, its span and its log line.
 
 - GET /healthz: 200 {"status": "ok"} from the process alone (liveness: no database, no cache).
