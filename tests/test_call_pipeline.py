@@ -9,8 +9,8 @@ from django.urls import reverse
 
 from mcp_app.tests.mcp_harness import Harness
 from tests.api_helpers import client_for
-from tools_app.data_access import operations
 from tools_app.execution import pipeline as calls
+from tools_app.execution.executors import EXECUTORS
 from tools_app.models import CallLog, Table, Tool
 
 pytestmark = pytest.mark.django_db
@@ -91,7 +91,7 @@ def test_an_unexpected_failure_is_internal_error_on_every_surface(surface, shop,
     def explode(*args, **kwargs):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setitem(operations.READERS, "query_data", explode)
+    monkeypatch.setitem(EXECUTORS, "query_data", explode)
     # when
     answered = call_on(surface, shop, owner, shop["query"], {"query": "length(@)"})
     # then
