@@ -54,7 +54,11 @@ def test_every_metric_the_doc_names_is_served_and_every_served_one_is_documented
 
 
 def test_every_variable_the_doc_lists_is_read_by_toolhub():
-    paths = ["toolhub/settings.py", "tools_app/kernel/health.py", *(ROOT / "tools_app" / "kernel" / "telemetry").glob("*.py")]
+    paths = [
+        "toolhub/settings.py",
+        "tools_app/kernel/health.py",
+        *(ROOT / "tools_app" / "kernel" / "telemetry").glob("*.py"),
+    ]
     sources = "".join((ROOT / path).read_text() for path in paths)
     listed = re.findall(r"^\| `([A-Z_]+)`", DOC, re.M)
     assert "TOOLHUB_METRICS_TOKEN" in listed
