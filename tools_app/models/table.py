@@ -27,6 +27,9 @@ class Table(OwnedModel):
     # The document's size as JSON text: exact when the document is written whole, estimated between (issue 14);
     # TOOLHUB_MAX_TABLE_BYTES is checked on it.
     data_bytes = models.PositiveBigIntegerField(default=0, editable=False)
+    # The sum of the `bytes` of the table's history entries (TableChange): kept by services.table_log as entries
+    # are appended and pruned, and bounded per table and per owner (docs/history.md, "Quotas").
+    history_bytes = models.PositiveBigIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["name", "id"]
