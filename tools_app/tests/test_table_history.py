@@ -146,7 +146,10 @@ def test_writes_append_patches_and_leave_the_snapshot(tools, orders):
         (2, [{"op": "add", "path": "/-", "value": {"id": 4, "status": "new"}}], [{"op": "remove", "path": "/3"}]),
         (  # an update stores the fields it changed, not the record
             3,
-            [{"op": "replace", "path": "/1/status", "value": "shipped"}, {"op": "add", "path": "/1/note", "value": "x"}],
+            [
+                {"op": "replace", "path": "/1/status", "value": "shipped"},
+                {"op": "add", "path": "/1/note", "value": "x"},
+            ],
             [{"op": "remove", "path": "/1/note"}, {"op": "replace", "path": "/1/status", "value": "paid"}],
         ),
         (
