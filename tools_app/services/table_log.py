@@ -611,7 +611,8 @@ def _free(entries: Any, excess: int) -> int:
     newest one chosen there (compacting the table first when its snapshot is older). Returns the bytes freed."""
     through: dict[int, int] = {}
     chosen = 0
-    for table_id, version, size in entries.order_by("at", "version").values_list("table_id", "version", "bytes"):
+    oldest_first = entries.order_by("at", "version").values_list("table_id", "version", "bytes")
+    for table_id, version, size in oldest_first.iterator(chunk_size=500):
         through[table_id] = max(through.get(table_id, 0), version)
         chosen += size
         if chosen >= excess:
