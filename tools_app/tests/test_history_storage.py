@@ -398,3 +398,21 @@ def test_no_data_quota_when_set_to_zero(owner, make_table, settings):
     table = make_table(owner, name="t", data={"text": "a"})
     services.table_update(table=table, data={"text": "a" * 5000})
     assert Table.objects.get(pk=table.pk).version == 2
+
+
+def test_the_migration_measures_entries_written_before_it(owner, make_table, make_tool):
+    """Entries written before the sizes were kept get them from migration 0017, and their tables the sum."""
+    import importlib
+
+    from django.apps import apps
+
+    table = make_table(owner, name="t", data=[{"id": 1, "n": 0}])
+    tool = make_tool(owner, table, type="update", name="t_update")
+    for number in (1, 2):
+        assert _call(owner, tool, {"elements": [{"id": 1, "n": number}]}).ok
+    expected = _entry_bytes(table.pk)
+    TableChange.objects.update(bytes=0)
+    Table.objects.update(history_bytes=0)
+    importlib.import_module("tools_app.migrations.0017_history_bytes").measure(apps, None)
+    assert _entry_bytes(table.pk) == expected
+    assert _history_bytes(table.pk) == sum(expected) > 0
