@@ -212,6 +212,14 @@ TOOLHUB_MAX_ARGUMENT_DEPTH = int(os.environ.get("TOOLHUB_MAX_ARGUMENT_DEPTH", 10
 TOOLHUB_TABLE_COMPACT_EVERY = int(os.environ.get("TOOLHUB_TABLE_COMPACT_EVERY", 1000))
 TOOLHUB_HISTORY_DAYS = int(os.environ.get("TOOLHUB_HISTORY_DAYS", 30))
 TOOLHUB_HISTORY_VERSIONS = int(os.environ.get("TOOLHUB_HISTORY_VERSIONS", 1000))
+# Storage quotas (docs/history.md, "Quotas"; 0 = none). History is bounded per table and per owner: over a bound,
+# the oldest entries are compacted away after the write (inside the retention above too); history never refuses
+# a write. A write that would take an owner's table documents over TOOLHUB_MAX_OWNER_DATA_BYTES is refused
+# (QUOTA_EXCEEDED). An entry keeps a call's arguments whole up to TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES.
+TOOLHUB_HISTORY_MAX_TABLE_BYTES = env_int("TOOLHUB_HISTORY_MAX_TABLE_BYTES", 100 * 1024 * 1024)
+TOOLHUB_HISTORY_MAX_OWNER_BYTES = env_int("TOOLHUB_HISTORY_MAX_OWNER_BYTES", 500 * 1024 * 1024)
+TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES = env_int("TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES", 4096)
+TOOLHUB_MAX_OWNER_DATA_BYTES = env_int("TOOLHUB_MAX_OWNER_DATA_BYTES", 1024 * 1024 * 1024)
 # Django's own cap on a body it reads into memory (a chunked body, which declares no length): the same limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = TOOLHUB_MAX_REQUEST_BYTES
 

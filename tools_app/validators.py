@@ -101,6 +101,32 @@ def max_table_bytes() -> int:
     return int(getattr(settings, "TOOLHUB_MAX_TABLE_BYTES", DEFAULT_MAX_TABLE_BYTES))
 
 
+DEFAULT_MAX_OWNER_DATA_BYTES = 1024 * 1024 * 1024
+DEFAULT_HISTORY_MAX_TABLE_BYTES = 100 * 1024 * 1024
+DEFAULT_HISTORY_MAX_OWNER_BYTES = 500 * 1024 * 1024
+DEFAULT_HISTORY_MAX_ARGUMENTS_BYTES = 4096
+
+
+def max_owner_data_bytes() -> int:
+    """TOOLHUB_MAX_OWNER_DATA_BYTES: the sum of one owner's table documents (their data_bytes); 0 = no quota."""
+    return max(0, int(getattr(settings, "TOOLHUB_MAX_OWNER_DATA_BYTES", DEFAULT_MAX_OWNER_DATA_BYTES)))
+
+
+def history_max_table_bytes() -> int:
+    """TOOLHUB_HISTORY_MAX_TABLE_BYTES: the history one table keeps (its entries' bytes); 0 = no bound."""
+    return max(0, int(getattr(settings, "TOOLHUB_HISTORY_MAX_TABLE_BYTES", DEFAULT_HISTORY_MAX_TABLE_BYTES)))
+
+
+def history_max_owner_bytes() -> int:
+    """TOOLHUB_HISTORY_MAX_OWNER_BYTES: the history all of one owner's tables keep together; 0 = no quota."""
+    return max(0, int(getattr(settings, "TOOLHUB_HISTORY_MAX_OWNER_BYTES", DEFAULT_HISTORY_MAX_OWNER_BYTES)))
+
+
+def history_max_arguments_bytes() -> int:
+    """TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES: a history entry keeps a call's arguments whole up to this size."""
+    return max(0, int(getattr(settings, "TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES", DEFAULT_HISTORY_MAX_ARGUMENTS_BYTES)))
+
+
 def max_table_depth() -> int:
     """TOOLHUB_MAX_TABLE_DEPTH: how many objects/arrays deep a table document may nest."""
     return int(getattr(settings, "TOOLHUB_MAX_TABLE_DEPTH", DEFAULT_MAX_TABLE_DEPTH))

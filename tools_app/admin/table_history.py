@@ -36,7 +36,16 @@ def _short(value: Any) -> str:
 
 
 def _where(path: str) -> str:
-    return path or "(whole document)"
+    """The path as the page shows it: a field inside a record after a dot ('/1/status' -> '/1 · status'), as
+    the lines of a whole-record replacement show them."""
+    if not path:
+        return "(whole document)"
+    tokens = path.split("/")[1:]
+    inside = [number for number, token in enumerate(tokens[:-1]) if token.isdigit()]
+    if not inside:
+        return path
+    record = inside[-1] + 1
+    return "/" + "/".join(tokens[:record]) + " · " + "/".join(tokens[record:])
 
 
 def readable_diff(patch: list, inverse: list) -> tuple[list[DiffLine], int]:

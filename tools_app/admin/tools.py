@@ -42,6 +42,7 @@ from tools_app.admin.tool_forms import (
 from tools_app.choices import WRITE_TYPES, ToolType
 from tools_app.data_access.shape import describe
 from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
+from tools_app.kernel.errors import ToolhubError
 from tools_app.models import Surface, Table, Tool
 from tools_app.paging import default_max_result_bytes, show_all_max_bytes
 from tools_app.permissions import can_change
@@ -179,6 +180,8 @@ class OwnedAdmin(DeletedWithParentMixin, admin.ModelAdmin):
             return function(**kwargs)
         except ValidationError as exc:
             raise ServiceRefused(exc, prefix) from exc
+        except ToolhubError as exc:  # a typed refusal (e.g. QUOTA_EXCEEDED): its message, on the form
+            raise ServiceRefused(ValidationError(f"{exc.code}: {exc.message}", code=str(exc.code)), prefix) from exc
 
     def get_object_or_404(self, request, object_id):
         """The object if the user may see it; otherwise 404, exactly as for a missing one (SPEC §2)."""

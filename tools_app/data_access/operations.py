@@ -365,8 +365,15 @@ def update(mount: Mount, arguments: dict):
     def change(data: Any, derived: dict) -> tuple[Any, int, list, list, dict]:
         container = mount.collection(data)
         patch: list[dict] = []
-        inverse: list[dict] = []
+        inverses: list[list[dict]] = []  # each element's inverse, undone last element first
         carried: dict = {}
+
+        def record(path: tuple, before: Any, merged: Any) -> None:
+            # Only what changed (the fields, not the record): history stores the change, not the record twice.
+            forward, backward = json_patch.diff(before, merged, keys=(mount.key_field,), at=path)
+            patch.extend(forward)
+            inverses.append(backward)
+
         if isinstance(container, list):
             name, index = _key_index(derived, mount, container)
             changed: dict[int, Any] = {}
@@ -381,8 +388,7 @@ def update(mount: Mount, arguments: dict):
                     before, {field: value for field, value in element.items() if field != mount.key_field}
                 )
                 changed[position] = merged
-                patch.append({"op": "replace", "path": _at(mount, position), "value": merged})
-                inverse.append({"op": "replace", "path": _at(mount, position), "value": before})
+                record((*mount.tokens, position), before, merged)
             carried[name] = index  # keys and positions are unchanged
         else:
             entries: dict[str, Any] = {}
@@ -392,9 +398,8 @@ def update(mount: Mount, arguments: dict):
                     raise _missing(key, number, mount, "updated")
                 before = entries.get(key, container[key])
                 entries[key] = merged = _merge_patch(before, content)
-                patch.append({"op": "replace", "path": _at(mount, key), "value": merged})
-                inverse.append({"op": "replace", "path": _at(mount, key), "value": before})
-        inverse.reverse()
+                record((*mount.tokens, key), before, merged)
+        inverse = [operation for backward in reversed(inverses) for operation in backward]
         return _written(data, len(elements), patch, inverse, carried)
 
     return change

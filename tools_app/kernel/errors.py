@@ -37,6 +37,7 @@ class ErrorCode(StrEnum):
     VERSION_CONFLICT = "VERSION_CONFLICT"
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     PRECONDITION_FAILED = "PRECONDITION_FAILED"
+    QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
 
@@ -97,6 +98,10 @@ ERROR_CODES: dict[ErrorCode, ErrorMeaning] = {
     ),
     ErrorCode.PRECONDITION_FAILED: ErrorMeaning(
         412, "A table write's If-Match names another version than the table's; names the current one (its ETag)."
+    ),
+    ErrorCode.QUOTA_EXCEEDED: ErrorMeaning(
+        413,
+        "A write would take the owner over a storage quota; names the quota, its limit and usage. Nothing was written.",
     ),
     ErrorCode.INTERNAL_ERROR: ErrorMeaning(
         500, "An unexpected failure on the server; it was logged, and the answer reveals nothing of it."

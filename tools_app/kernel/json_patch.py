@@ -7,16 +7,21 @@ operation to those private copies. Everything else is shared between the old ver
 write or a catch-up costs the size of the change and the length of the containers it touches, never a parse
 or a deep copy of the document.
 
+`diff` computes the patch between two documents and its inverse: what a whole-document write stores (and an
+update of a record), so history costs the change, not the document.
+
 `pointer` builds the JSON Pointer of a path (RFC 6901 escaping); `checked` refuses what is not a patch.
 """
 
+import difflib
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import jsonpatch
 import jsonpointer
 
-__all__ = ["PatchError", "apply", "checked", "pointer"]
+__all__ = ["PatchError", "apply", "checked", "diff", "pointer"]
 
 PatchError = (
     jsonpatch.JsonPatchException,
@@ -93,3 +98,132 @@ class _Private:
                 return  # the operation fails on it, as the library reports
             node[key] = child = self._copy(child)
             node = child
+
+
+#
+# Diff
+#
+
+# An array whose changed middle is longer than this on either side is compared position by position instead of
+# aligned (difflib's matching is quadratic in the worst case); the patch stays correct, only less small.
+MAX_ALIGNED = 200_000
+
+
+def diff(old: Any, new: Any, *, keys: Sequence[str] = ("id",), at: Sequence[Any] = ()) -> tuple[list, list]:
+    """(patch, inverse): RFC 6902 patches from `old` to `new` and back, touching only what differs.
+
+    Objects are compared key by key. An array's equal head and tail are skipped; its middle is aligned with
+    difflib: records (objects) that all hold one of `keys` with unique string or integer values are matched by
+    that key, so an inserted or removed record is one `add` or `remove` and a changed one is diffed field by field
+    (never a shift of every later index); other elements are matched by content, or position by position when
+    both middles have the same length. `at` is the path of `old` inside a larger document (the operations'
+    paths start there). Values are compared as JSON: 1, 1.0 and true differ. `apply(old, patch)` is `new` and
+    `apply(new, inverse)` is `old` (tools_app/tests/test_history_storage.py checks it on random documents).
+    """
+    patch: list[dict[str, Any]] = []
+    undo: list[dict[str, Any]] = []
+    _diff(old, new, list(at), patch, undo, tuple(keys))
+    undo.reverse()  # each inverse undoes its operation on the document right after it: applied newest first
+    return patch, undo
+
+
+def _same(left: Any, right: Any) -> bool:
+    """Equal as JSON values: Python's == holds 1 == 1.0 == True, three different JSON values."""
+    if left is right:
+        return True
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, dict):
+        return left.keys() == right.keys() and all(_same(value, right[key]) for key, value in left.items())
+    if isinstance(left, list):
+        return len(left) == len(right) and all(map(_same, left, right))
+    return bool(left == right)
+
+
+def _diff(old: Any, new: Any, tokens: list, patch: list, undo: list, keys: tuple[str, ...]) -> None:
+    if old is new:
+        return
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in old:
+            if key not in new:
+                path = pointer([*tokens, key])
+                patch.append({"op": "remove", "path": path})
+                undo.append({"op": "add", "path": path, "value": old[key]})
+        for key, value in new.items():
+            if key in old:
+                _diff(old[key], value, [*tokens, key], patch, undo, keys)
+            else:
+                path = pointer([*tokens, key])
+                patch.append({"op": "add", "path": path, "value": value})
+                undo.append({"op": "remove", "path": path})
+        return
+    if isinstance(old, list) and isinstance(new, list):
+        _diff_list(old, new, tokens, patch, undo, keys)
+        return
+    if _same(old, new):
+        return
+    path = pointer(tokens)
+    patch.append({"op": "replace", "path": path, "value": new})
+    undo.append({"op": "replace", "path": path, "value": old})
+
+
+def _diff_list(old: list, new: list, tokens: list, patch: list, undo: list, keys: tuple[str, ...]) -> None:
+    start, old_end, new_end = 0, len(old), len(new)
+    while start < old_end and start < new_end and _same(old[start], new[start]):
+        start += 1
+    while old_end > start and new_end > start and _same(old[old_end - 1], new[new_end - 1]):
+        old_end -= 1
+        new_end -= 1
+    before, after = old[start:old_end], new[start:new_end]
+    if not before and not after:
+        return
+    key = _record_key(before, after, keys)
+    if key is not None and max(len(before), len(after)) <= MAX_ALIGNED:
+        matcher = difflib.SequenceMatcher(
+            None, [item[key] for item in before], [item[key] for item in after], autojunk=False
+        )
+        opcodes = matcher.get_opcodes()
+    elif len(before) == len(after) or max(len(before), len(after)) > MAX_ALIGNED:
+        opcodes = [("replace", 0, len(before), 0, len(after))]
+        key = None
+    else:
+        opcodes = difflib.SequenceMatcher(None, _contents(before), _contents(after)).get_opcodes()
+    position = start  # where the next element of `before` now is, in the array being patched
+    for tag, old_from, old_to, new_from, new_to in opcodes:
+        if tag == "equal" or (tag == "replace" and key is None):
+            paired = min(old_to - old_from, new_to - new_from)
+            for offset in range(paired):
+                _diff(before[old_from + offset], after[new_from + offset], [*tokens, position], patch, undo, keys)
+                position += 1
+            old_from += paired
+            new_from += paired
+        for item in before[old_from:old_to]:
+            path = pointer([*tokens, position])
+            patch.append({"op": "remove", "path": path})
+            undo.append({"op": "add", "path": path, "value": item})
+        for item in after[new_from:new_to]:
+            path = pointer([*tokens, position])
+            patch.append({"op": "add", "path": path, "value": item})
+            undo.append({"op": "remove", "path": path})
+            position += 1
+
+
+def _record_key(before: list, after: list, keys: tuple[str, ...]) -> str | None:
+    """The first of `keys` that every element of both lists holds as a unique string or integer, else None."""
+    if not before or not after or not all(isinstance(item, dict) for item in (*before, *after)):
+        return None
+    for key in keys:
+        for items in (before, after):
+            values = [item.get(key) for item in items]
+            if not all(type(value) is str or type(value) is int for value in values):
+                break
+            if len(set(values)) != len(values):
+                break
+        else:
+            return key
+    return None
+
+
+def _contents(items: list) -> list:
+    """Each element as a hashable token equal only for equal JSON values."""
+    return [json.dumps(item, sort_keys=True) if isinstance(item, dict | list) else (type(item), item) for item in items]

@@ -28,6 +28,9 @@ class Table(OwnedModel):
     # The document's size as JSON text: exact when the document is written whole, estimated between;
     # TOOLHUB_MAX_TABLE_BYTES is checked on it.
     data_bytes = models.PositiveBigIntegerField(default=0, editable=False)
+    # The sum of the `bytes` of the table's history entries (TableChange): kept by services.table_log as entries
+    # are appended and pruned, and bounded per table and per owner (docs/history.md, "Quotas").
+    history_bytes = models.PositiveBigIntegerField(default=0, editable=False)
 
     # (table id, version) -> the document: services.table_log.document, plugged in by the services when they
     # load (tools_app.apps imports them once the models are ready). The models sit below the services, so they

@@ -51,6 +51,9 @@ class TableChange(models.Model):
     idempotency_key = models.CharField(max_length=200, blank=True)
     request_hash = models.CharField(max_length=64, blank=True)
     result = models.JSONField(null=True, blank=True)
+    # What the entry costs: the JSON text of its patch, inverse, arguments and result. Their sum over a table is
+    # Table.history_bytes, which the history quotas bound (services.table_log.history_enforce).
+    bytes = models.PositiveBigIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["table", "-version"]

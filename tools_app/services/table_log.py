@@ -10,7 +10,11 @@ RFC 6902 patch, its inverse and its audit) in the transaction that moved Table.v
 - the document at an older version inside retention is the current one with the inverses n..v+1 applied;
 - compaction writes the current document as the new snapshot (every TOOLHUB_TABLE_COMPACT_EVERY entries, after
   the write's commit) and prunes the entries outside retention. A compaction that
-  fails or never runs loses nothing: the snapshot plus the entries after it is still the document.
+  fails or never runs loses nothing: the snapshot plus the entries after it is still the document;
+- a whole-document write stores the diff of the two documents (json_patch.diff), not the documents;
+- history is bounded per table and per owner (TOOLHUB_HISTORY_MAX_TABLE_BYTES, TOOLHUB_HISTORY_MAX_OWNER_BYTES):
+  over a bound, the oldest entries are compacted away after the write's commit (history_enforce). History never
+  refuses a write; the owner's data quota (services.quotas) does.
 
 SPEC §3 holds as before: the table row is locked for the whole read-modify-write (writers queue, on every worker
 and process), `version` grows by exactly one per successful write, and a failed change writes nothing.
@@ -28,14 +32,22 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Max
+from django.db.models import F, Max, Q, Subquery, Sum, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from tools_app.kernel import json_patch, telemetry
 from tools_app.kernel.errors import ErrorCode, ToolError
-from tools_app.models import Table, TableChange, TableSnapshot
+from tools_app.models import Table, TableChange, TableSnapshot, Tool
+from tools_app.services.quotas import data_quota_check
 from tools_app.services.table_cache import CachedTable, collector_paused, table_cache
-from tools_app.validators import max_table_bytes, table_too_large
+from tools_app.validators import (
+    history_max_arguments_bytes,
+    history_max_owner_bytes,
+    history_max_table_bytes,
+    max_table_bytes,
+    table_too_large,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +56,9 @@ IDEMPOTENCY_WINDOW = timedelta(hours=24)
 # TOOLHUB_TABLE_COMPACT_EVERY-th, when smaller): two queries saved on the other writes.
 COMPACTION_CHECK = 64
 MAX_IDEMPOTENCY_KEY = 200
+# An argument value longer than this (as JSON) is the first one left out of an entry's arguments over
+# TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES (the patch holds what was written).
+SHORT_ARGUMENT = 256
 
 
 def compact_every() -> int:
@@ -153,7 +168,7 @@ def table_write(
     audit = current_audit()
     now = timezone.now()
     with telemetry.table_write_timer(), transaction.atomic():
-        version, size = _locked(table_id)
+        version, size, owner_id = _locked(table_id)
         if safe.idempotency_key:
             repeated = _repeat(table_id, safe, now)
             if repeated is not None:
@@ -168,9 +183,11 @@ def table_write(
         entry = document(table_id, version)
         new_data, outcome, patch, inverse, carried = change(entry.data, entry.derived)
         new_version = version + 1
-        new_size = (size or _size(entry.data)) + size_delta(patch, inverse)
+        old_size = size or _size(entry.data)
+        new_size = old_size + size_delta(patch, inverse)
         if new_size > max_table_bytes():
             raise ToolError(ErrorCode.VALIDATION_ERROR, f"{table_too_large(new_size).messages[0]} Nothing was written.")
+        data_quota_check(owner_id=owner_id, table_id=table_id, old_size=old_size, new_size=new_size)
         result = answer(new_version, outcome) if answer is not None else None
         if safe.dry_run:
             return Written(version=new_version, outcome=outcome, patch=patch, result=result, dry_run=True)
@@ -190,10 +207,11 @@ def table_write(
     return Written(version=new_version, outcome=outcome, patch=patch, result=result)
 
 
-def _locked(table_id: int) -> tuple[int, int]:
-    """Lock the table row for the rest of the transaction; its (version, data_bytes). NO KEY UPDATE: writers
-    queue (and wait for a delete), but saving a tool that refers to the table (KEY SHARE) does not wait."""
-    row = Table.objects.select_for_update(no_key=True).filter(pk=table_id).values_list("version", "data_bytes").first()
+def _locked(table_id: int) -> tuple[int, int, int]:
+    """Lock the table row for the rest of the transaction; its (version, data_bytes, owner_id). NO KEY UPDATE:
+    writers queue (and wait for a delete), but saving a tool that refers to the table (KEY SHARE) does not wait."""
+    locked = Table.objects.select_for_update(no_key=True).filter(pk=table_id)
+    row = locked.values_list("version", "data_bytes", "owner_id").first()
     if row is None:
         raise Table.DoesNotExist(f"Table {table_id} does not exist.")
     return row
@@ -236,7 +254,10 @@ def _append(
     request_hash: str = "",
     result: Any = None,
 ) -> None:
-    """The entry of `version` and the table's new version, size and time (the caller holds the row lock)."""
+    """The entry of `version` and the table's new version, size, history size and time (the caller holds the row
+    lock)."""
+    arguments = _kept_arguments(audit.arguments)
+    cost = sum(len(json.dumps(value)) for value in (patch, inverse, arguments, result) if value is not None)
     TableChange.objects.create(
         table_id=table_id,
         version=version,
@@ -252,25 +273,59 @@ def _append(
         tool_name=audit.tool_name[:64],
         mcp_instance_id=audit.instance_id,
         binding_name=audit.binding_name[:64],
-        arguments=audit.arguments,
+        arguments=arguments,
         idempotency_key=idempotency_key,
         request_hash=request_hash,
         result=result,
+        bytes=cost,
     )
-    Table.objects.filter(pk=table_id).update(version=F("version") + 1, data_bytes=size, updated_at=at)
+    Table.objects.filter(pk=table_id).update(
+        version=F("version") + 1, data_bytes=size, updated_at=at, history_bytes=F("history_bytes") + cost
+    )
+
+
+def _kept_arguments(arguments: Any) -> Any:
+    """The call's arguments as the entry keeps them: whole up to TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES of JSON; over
+    it, each value longer than SHORT_ARGUMENT bytes becomes {"omitted_bytes": n} (the patch holds the values
+    written), or the whole as {"omitted_bytes": n} when that is still too long."""
+    if arguments is None:
+        return None
+    size = len(json.dumps(arguments))
+    limit = history_max_arguments_bytes()
+    if size <= limit:
+        return arguments
+    if isinstance(arguments, dict):
+        kept = {}
+        for name, value in arguments.items():
+            length = len(json.dumps(value))
+            kept[name] = value if length <= SHORT_ARGUMENT else {"omitted_bytes": length}
+        if len(json.dumps(kept)) <= limit:
+            return kept
+    return {"omitted_bytes": size}
 
 
 def _committed(table_id: int, version: int, data: Any, carried: dict) -> None:
-    """After a write's commit: the new version in this process's cache, and a compaction when one is due."""
+    """After a write's commit: the new version in this process's cache, a compaction when one is due, and the
+    history quotas."""
     entry = table_cache.put(table_id, version, data)
     if entry.version == version and entry.data is data:
         entry.derived.update(carried)
-    if version % min(compact_every(), COMPACTION_CHECK) != 0:
-        return  # every version is made once, on some worker: this one asks at every COMPACTION_CHECK-th
+    # Every version is made once, on some worker: this one asks at every COMPACTION_CHECK-th.
+    if version % min(compact_every(), COMPACTION_CHECK) == 0:
+        try:
+            table_compact(table_id)
+        except Exception:  # the write is committed; its entries keep the document whole until the next compaction
+            logger.exception("Compacting table %s failed; it is retried after a later write.", table_id)
+    _enforce_quietly(table_id)
+
+
+def _enforce_quietly(table_id: int) -> None:
+    """history_enforce after a committed write: a failure is logged, never the write's (it is retried after the
+    next write)."""
     try:
-        table_compact(table_id)
-    except Exception:  # the write is committed; its entries keep the document whole until the next compaction
-        logger.exception("Compacting table %s failed; it is retried after a later write.", table_id)
+        history_enforce(table_id)
+    except Exception:
+        logger.exception("Bounding the history of table %s failed; it is retried after a later write.", table_id)
 
 
 #
@@ -397,7 +452,7 @@ def table_restore(*, table_id: int, version: int) -> int:
     audit = current_audit()
     now = timezone.now()
     with transaction.atomic():
-        current, size = _locked(table_id)
+        current, size, owner_id = _locked(table_id)
         entry = document(table_id, current)
         rows = list(
             TableChange.objects.filter(table_id=table_id, version__gt=version, version__lte=current)
@@ -409,7 +464,9 @@ def table_restore(*, table_id: int, version: int) -> int:
         patch = [operation for inverse, _ in rows for operation in inverse]
         inverse = [operation for _, forward in reversed(rows) for operation in forward]
         data = json_patch.apply(entry.data, patch)
-        new_size = (size or _size(entry.data)) + size_delta(patch, inverse)
+        old_size = size or _size(entry.data)
+        new_size = old_size + size_delta(patch, inverse)
+        data_quota_check(owner_id=owner_id, table_id=table_id, old_size=old_size, new_size=new_size)
         new_version = current + 1
         _append(table_id, new_version, patch, inverse, audit, now, new_size)
         transaction.on_commit(lambda: _committed(table_id, new_version, data, {}))
@@ -417,14 +474,38 @@ def table_restore(*, table_id: int, version: int) -> int:
 
 
 def table_replace(*, table: Table, data: Any, current: CachedTable, now: Any) -> None:
-    """A whole-document write (the API's PUT/PATCH of data, the admin's edit) under the row lock the caller holds:
-    the new document is the new snapshot, and its entry holds both documents (root `replace` patches)."""
+    """A whole-document write (the API's PUT/PATCH of data, the admin's edit) under the row lock the caller holds.
+
+    Its entry holds the diff of the two documents and its inverse (json_patch.diff; records matched by the key
+    fields of the table's tools, or `id`), so history costs the change, not the document; the new document is
+    the old one with that patch applied, as for every write. Only when the diff would be larger than the new
+    document (nothing in common) does the entry hold both documents (root `replace`) and the new document become
+    the snapshot.
+    """
     new_version = current.version + 1
-    patch = [{"op": "replace", "path": "", "value": data}]
-    inverse = [{"op": "replace", "path": "", "value": current.data}]
-    _append(table.pk, new_version, patch, inverse, current_audit(), now, _size(data))
-    TableSnapshot.objects.update_or_create(table_id=table.pk, defaults={"version": new_version, "data": data})
-    transaction.on_commit(lambda: table_cache.put(table.pk, new_version, data))
+    size = _size(data)
+    patch, inverse = json_patch.diff(current.data, data, keys=record_keys(table.pk))
+    whole = len(json.dumps(patch)) > size
+    if whole:
+        patch = [{"op": "replace", "path": "", "value": data}]
+        inverse = [{"op": "replace", "path": "", "value": current.data}]
+        new_data = data
+    else:
+        new_data = json_patch.apply(current.data, patch)
+    _append(table.pk, new_version, patch, inverse, current_audit(), now, size)
+    if whole:
+        TableSnapshot.objects.update_or_create(table_id=table.pk, defaults={"version": new_version, "data": data})
+    transaction.on_commit(lambda: table_cache.put(table.pk, new_version, new_data))
+    transaction.on_commit(lambda: _enforce_quietly(table.pk))
+
+
+def record_keys(table_id: int) -> tuple[str, ...]:
+    """The fields that identify a record of this table: its tools' key fields, then `id`."""
+    keys = [
+        (metadata or {}).get("key_field") or "id"
+        for metadata in Tool.objects.filter(table_id=table_id).values_list("metadata", flat=True)
+    ]
+    return tuple(dict.fromkeys([*keys, "id"]))
 
 
 #
@@ -479,8 +560,77 @@ def table_prune(table_id: int) -> int:
     ).aggregate(last=Max("version"))["last"]
     if last is None:
         return 0
-    deleted, _ = TableChange.objects.filter(table_id=table_id, version__lte=last).delete()
-    return deleted
+    return _delete_through(table_id, last)[0]
+
+
+def _delete_through(table_id: int, last: int) -> tuple[int, int]:
+    """Delete the table's entries up to version `last` (the caller checked that the snapshot is at `last` or
+    later) and take their bytes off Table.history_bytes; (entries, bytes) deleted. The rows are locked first, so
+    two compactions never count the same entry twice."""
+    with transaction.atomic():
+        rows = TableChange.objects.filter(table_id=table_id, version__lte=last)
+        sizes = list(rows.select_for_update().values_list("bytes", flat=True))
+        if not sizes:
+            return 0, 0
+        rows.delete()
+        freed = sum(sizes)
+        Table.objects.filter(pk=table_id).update(history_bytes=Greatest(F("history_bytes") - freed, Value(0)))
+    return len(sizes), freed
+
+
+#
+# History quotas
+#
+
+
+def history_enforce(table_id: int) -> int:
+    """Bring the history of the table under TOOLHUB_HISTORY_MAX_TABLE_BYTES and its owner's under
+    TOOLHUB_HISTORY_MAX_OWNER_BYTES by compacting the oldest entries away (the table's own, then the owner's
+    oldest across their tables), inside retention too; returns the bytes freed.
+
+    An entry is removed only when the snapshot is at its version or later (the table is compacted first when
+    not), and only a run of a table's oldest entries goes: the versions kept stay contiguous and the current
+    document is never touched. One query when nothing is over.
+    """
+    owner_of = Table.objects.filter(pk=table_id).values("owner_id")[:1]
+    usage = Table.objects.filter(owner_id=Subquery(owner_of)).aggregate(
+        owner=Max("owner_id"), total=Sum("history_bytes"), table=Sum("history_bytes", filter=Q(pk=table_id))
+    )
+    if usage["owner"] is None:
+        return 0
+    freed = 0
+    table_limit, owner_limit = history_max_table_bytes(), history_max_owner_bytes()
+    if table_limit and (usage["table"] or 0) > table_limit:
+        freed += _free(TableChange.objects.filter(table_id=table_id), (usage["table"] or 0) - table_limit)
+    if owner_limit and (usage["total"] or 0) - freed > owner_limit:
+        owner_entries = TableChange.objects.filter(table__owner_id=usage["owner"])
+        freed += _free(owner_entries, (usage["total"] or 0) - freed - owner_limit)
+    return freed
+
+
+def _free(entries: Any, excess: int) -> int:
+    """Remove the oldest of `entries` (by time) until `excess` bytes are freed: per table, every entry up to the
+    newest one chosen there (compacting the table first when its snapshot is older). Returns the bytes freed."""
+    through: dict[int, int] = {}
+    chosen = 0
+    oldest_first = entries.order_by("at", "version").values_list("table_id", "version", "bytes")
+    for table_id, version, size in oldest_first.iterator(chunk_size=500):
+        through[table_id] = max(through.get(table_id, 0), version)
+        chosen += size
+        if chosen >= excess:
+            break
+    freed = 0
+    for table_id, last in through.items():
+        row = _versions(table_id)
+        if row is None:
+            continue
+        if row[1] < last:
+            table_compact(table_id, force=True)
+            row = _versions(table_id)
+            if row is None or row[1] < last:
+                continue  # a newer compaction lost a race; the next write tries again
+        freed += _delete_through(table_id, last)[1]
+    return freed
 
 
 #

@@ -13,6 +13,7 @@ from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.models import Table, Tool, name_conflict_error
 from tools_app.services import table_log
 from tools_app.services.locks import lock_rows
+from tools_app.services.quotas import data_quota_check
 from tools_app.services.table_cache import table_cache
 
 TOOL_FIELDS = (
@@ -34,10 +35,12 @@ TOOL_FIELDS = (
 
 
 def table_create(*, owner, name: str, description: str = "", data: Any = None) -> Table:
-    """Create a table (version 1, its own snapshot) after full_clean()."""
+    """Create a table (version 1, its own snapshot) after full_clean(); QUOTA_EXCEEDED, nothing written, when its
+    document would take the owner over TOOLHUB_MAX_OWNER_DATA_BYTES."""
     table = Table(owner=owner, name=name, description=description)
     table.data = {} if data is None else data
     table.full_clean()  # sets data_bytes from the checked JSON text
+    data_quota_check(owner_id=owner.pk, new_size=table.data_bytes)
     with transaction.atomic():
         table.save()  # the row and its snapshot at version 1
     return table
@@ -48,7 +51,8 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
     entry; the new document is the table's new snapshot: table_log.table_replace).
 
     SPEC §8: version counts data writes only; editing the name or description leaves it. `expected_version` (the
-    API's If-Match): PRECONDITION_FAILED, nothing written, when the table is at another version.
+    API's If-Match): PRECONDITION_FAILED, nothing written, when the table is at another version. A larger
+    document that would take the owner over TOOLHUB_MAX_OWNER_DATA_BYTES: QUOTA_EXCEEDED, nothing written.
     """
     unknown = set(fields) - {"name", "description", "data"}
     if unknown:
@@ -69,9 +73,14 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
             )
         current = table_log.document(table.pk, locked.version) if writes_data else None
         data_changed = current is not None and not _same_json(fields["data"], current.data)
+        old_size = locked.data_bytes
         for key, value in fields.items():
             setattr(locked, key, value)
         locked.full_clean()  # the document only when it is given (Table.clean)
+        if data_changed:
+            data_quota_check(
+                owner_id=locked.owner_id, table_id=locked.pk, old_size=old_size, new_size=locked.data_bytes
+            )
         locked.updated_at = now
         locked.save(update_fields=["name", "description", "updated_at"])
         locked._document_pending = False  # the document is written by table_replace, never by save()

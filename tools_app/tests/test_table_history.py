@@ -144,10 +144,13 @@ def test_writes_append_patches_and_leave_the_snapshot(tools, orders):
     )
     assert entries == [
         (2, [{"op": "add", "path": "/-", "value": {"id": 4, "status": "new"}}], [{"op": "remove", "path": "/3"}]),
-        (
+        (  # an update stores the fields it changed, not the record
             3,
-            [{"op": "replace", "path": "/1", "value": {"id": 2, "status": "shipped", "note": "x"}}],
-            [{"op": "replace", "path": "/1", "value": {"id": 2, "status": "paid"}}],
+            [
+                {"op": "replace", "path": "/1/status", "value": "shipped"},
+                {"op": "add", "path": "/1/note", "value": "x"},
+            ],
+            [{"op": "remove", "path": "/1/note"}, {"op": "replace", "path": "/1/status", "value": "paid"}],
         ),
         (
             4,
@@ -363,7 +366,7 @@ def test_safe_writes_over_mcp(owner, tools, orders, instance, bind, make_api_key
     assert dry["result"]["structuredContent"] == {
         "dry_run": True,
         "version": 2,
-        "patch": [{"op": "replace", "path": "/0", "value": {"id": 1, "status": "x"}}],
+        "patch": [{"op": "replace", "path": "/0/status", "value": "x"}],
     }
     after = db_snapshot()
     assert after["tools_app.Table"] == before["tools_app.Table"]

@@ -1,0 +1,37 @@
+"""Owner storage quotas (docs/history.md, "Quotas"): a write that would take an owner's table documents over
+TOOLHUB_MAX_OWNER_DATA_BYTES is refused with QUOTA_EXCEEDED and writes nothing.
+
+History has its own bounds (TOOLHUB_HISTORY_MAX_TABLE_BYTES, TOOLHUB_HISTORY_MAX_OWNER_BYTES) but never refuses a
+write: over them, the oldest entries are compacted away (services.table_log.history_enforce).
+"""
+
+from django.db.models import Sum
+
+from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.models import Table
+from tools_app.validators import max_owner_data_bytes
+
+__all__ = ["data_quota_check"]
+
+
+def data_quota_check(*, owner_id: int, new_size: int, table_id: int | None = None, old_size: int = 0) -> None:
+    """Refuse (QUOTA_EXCEEDED) a write that makes table `table_id` (None: a new table) `new_size` bytes when the
+    owner's tables would then hold more than TOOLHUB_MAX_OWNER_DATA_BYTES. A write that does not grow the table is
+    always allowed, so an owner over a lowered quota can still shrink and delete."""
+    limit = max_owner_data_bytes()
+    if not limit or new_size <= old_size:
+        return
+    others = Table.objects.filter(owner_id=owner_id)
+    if table_id is not None:
+        others = others.exclude(pk=table_id)
+    used = (others.aggregate(total=Sum("data_bytes"))["total"] or 0) + old_size
+    wanted = used - old_size + new_size
+    if wanted <= limit:
+        return
+    raise ToolError(
+        ErrorCode.QUOTA_EXCEEDED,
+        f"This write would bring your tables to {wanted} bytes of data, over your storage quota of {limit} bytes "
+        f"(TOOLHUB_MAX_OWNER_DATA_BYTES; {used} bytes are used). Nothing was written. Delete or shrink a table, or "
+        "ask the operator to raise the quota.",
+        {"quota": "TOOLHUB_MAX_OWNER_DATA_BYTES", "limit": limit, "used": used, "requested": wanted},
+    )
