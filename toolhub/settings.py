@@ -497,6 +497,8 @@ OAUTH2_PROVIDER = {
     "CIMD_METADATA_FETCHER": "oauth_app.cimd.ToolhubMetadataFetcher",
     "CIMD_FETCH_TIMEOUT_SECONDS": env_number("TOOLHUB_OAUTH_CIMD_TIMEOUT_SECONDS", 3),
     "CIMD_MAX_DOCUMENT_SIZE": env_int("TOOLHUB_OAUTH_CIMD_MAX_BYTES", 16 * 1024, minimum=512),
+    # Fetches in flight per worker; one more is refused at once (the client is unknown), never queued.
+    "CIMD_MAX_CONCURRENT_FETCHES": env_int("TOOLHUB_OAUTH_CIMD_MAX_FETCHES", 10, minimum=1),
     "DCR_ENABLED": TOOLHUB_OAUTH_ENABLED and TOOLHUB_OAUTH_DCR,
     # MCP clients register before anyone logs in; a registration grants nothing until the owner consents.
     "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
