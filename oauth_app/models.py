@@ -13,9 +13,15 @@ class Client(AbstractApplication):
     address (RFC 8252: a native client's own callback, as VS Code, Claude Code and the SDK use). Everything else
     keeps the setting ALLOWED_REDIRECT_URI_SCHEMES = ["https"]."""
 
+    # When an owner first approved the client (its first authorization code). A client registered by dynamic
+    # registration or a metadata document that nobody approved within TOOLHUB_OAUTH_UNUSED_CLIENT_HOURS is
+    # deleted (oauth_app.registration), and at most TOOLHUB_OAUTH_DCR_MAX_UNUSED_CLIENTS of them may wait.
+    used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
     class Meta(AbstractApplication.Meta):
         swappable = "OAUTH2_PROVIDER_APPLICATION_MODEL"
         verbose_name = "OAuth client"
+        indexes = [models.Index(fields=["registration_source", "used_at", "created"], name="oauth_client_unused")]
 
     def get_allowed_schemes(self):
         return list(REDIRECT_SCHEMES)

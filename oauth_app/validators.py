@@ -6,11 +6,14 @@ On top of the library's checks (PKCE S256 required, exact redirect URIs, audienc
   the swapped-in application model (oauth_app.models.Client) lets `http` through the library's scheme
   check, this validator limits it to loopback;
 - a client registered by a metadata document or by dynamic registration is refused once that way of
-  registering is switched off (TOOLHUB_OAUTH_CIMD, TOOLHUB_OAUTH_DCR).
+  registering is switched off (TOOLHUB_OAUTH_CIMD, TOOLHUB_OAUTH_DCR);
+- the first authorization code issued to a client marks it used (Client.used_at): an unused one expires
+  (oauth_app.registration).
 """
 
 from urllib.parse import urlsplit
 
+from django.utils import timezone
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.settings import oauth2_settings
 
@@ -57,3 +60,10 @@ class ToolhubValidator(OAuth2Validator):
         if not redirect_uri_acceptable(redirect_uri):
             return False
         return super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs)
+
+    def save_authorization_code(self, client_id, code, request, *args, **kwargs):
+        super().save_authorization_code(client_id, code, request, *args, **kwargs)
+        client = request.client
+        if client is not None and client.used_at is None:
+            client.used_at = timezone.now()
+            type(client).objects.filter(pk=client.pk, used_at__isnull=True).update(used_at=client.used_at)

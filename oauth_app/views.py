@@ -13,7 +13,7 @@ TOOLHUB_OAUTH_ENABLED=false answers 404 on all of them.
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse_lazy
 from django.utils.decorators import method_decorator
@@ -26,6 +26,7 @@ from tools_app import rate_limits
 from tools_app.models import McpInstance
 from tools_app.oauth import SCOPE_ALL, SCOPE_READ, may_authorize, public_base, resource_url, slug_of_resource
 
+from . import registration
 from .models import REDIRECT_SCHEMES, ClientDocument
 
 
@@ -223,6 +224,9 @@ class RevokeTokenView(RateLimitedMixin, library.RevokeTokenView):
 
 @method_decorator(csrf_exempt, name="dispatch")
 class RegistrationView(RateLimitedMixin, library.DynamicClientRegistrationView):
+    """RFC 7591, open to anyone, within the bounds of oauth_app.registration (checked before anything is read
+    past the declared length, then before anything is stored)."""
+
     def dispatch(self, request, *args, **kwargs):
         if not oauth2_settings.DCR_ENABLED:
             return JsonResponse(
@@ -230,6 +234,15 @@ class RegistrationView(RateLimitedMixin, library.DynamicClientRegistrationView):
                 status=404,
             )
         return super().dispatch(request, *args, **kwargs)
+
+    def post(self, request, *args, **kwargs):
+        try:
+            if registration.parse(request) is not None:
+                registration.remove_unused_clients()
+                registration.check_unused_quota()
+        except registration.Refused as refused:
+            return registration.refusal(refused.description)
+        return super().post(request, *args, **kwargs)
 
 
 @method_decorator(csrf_exempt, name="dispatch")
@@ -240,3 +253,13 @@ class RegistrationManagementView(RateLimitedMixin, library.DynamicClientRegistra
         if not oauth2_settings.DCR_ENABLED:
             raise Http404("Dynamic client registration is switched off.")
         return super().dispatch(request, *args, **kwargs)
+
+    def put(self, request, client_id, *args, **kwargs):
+        # The same bounds as a registration; the token is checked first, so a stranger learns nothing.
+        auth = self._authenticate_registration_request(request, client_id)
+        if not isinstance(auth, HttpResponse):
+            try:
+                registration.parse(request)
+            except registration.Refused as refused:
+                return registration.refusal(refused.description)
+        return super().put(request, client_id, *args, **kwargs)
