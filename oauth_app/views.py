@@ -19,7 +19,9 @@ from django.urls import reverse_lazy
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider import views as library
+from oauth2_provider.exceptions import FatalClientError
 from oauth2_provider.http import OAuth2ResponseRedirect
+from oauth2_provider.models import RefreshToken, get_application_model
 from oauth2_provider.settings import oauth2_settings
 
 from tools_app import rate_limits
@@ -145,9 +147,47 @@ def client_description(application) -> dict:
     }
 
 
+def redirect_trusted(request, application, error) -> bool:
+    """Whether an error of the authorization endpoint may be sent back to the client's redirect URI (RFC 9700
+    §4.11.2: not to a URI nobody vouched for, or the endpoint is an open redirect for anyone who registers).
+
+    Trusted: a client an administrator registered; a client the logged-in user holds a live authorization of
+    (approved before, not revoked since); and the user's own "Deny" on the consent page, which showed where the
+    client sends them back. Any other client (registered by anyone through dynamic registration or a metadata
+    document, not yet approved by this user) gets the error on a page of this server instead.
+    """
+    if application is None:
+        return False
+    if request.method == "POST" and error.oauthlib_error.error == "access_denied":
+        return True
+    if application.registration_source == application.RegistrationSource.MANUAL:
+        return True
+    return RefreshToken.objects.filter(user=request.user, application=application, revoked__isnull=True).exists()
+
+
 class ConsentView(EnabledMixin, library.AuthorizationView):
     template_name = "oauth_app/consent.html"
     login_url = reverse_lazy("admin:login")
+
+    def error_response(self, error, application, **kwargs):
+        if isinstance(error, FatalClientError):
+            return super().error_response(error, application, **kwargs)  # a page already, never a redirect
+        oauthlib_error = error.oauthlib_error
+        if application is None and oauthlib_error.client_id:
+            application = get_application_model().objects.filter(client_id=oauthlib_error.client_id).first()
+        if redirect_trusted(self.request, application, error):
+            return super().error_response(error, application, **kwargs)
+        host = urlsplit(oauthlib_error.redirect_uri or "").hostname or "the client"
+        detail = f": {oauthlib_error.description}" if oauthlib_error.description else ""
+        return self._refused(
+            Refused(
+                400,
+                "The client's request was refused",
+                f"The client's request cannot be granted ({oauthlib_error.error}{detail}). You are not sent back to "
+                f"{host}: you have not approved this client before, and an error is only sent back to a client you "
+                "know.",
+            )
+        )
 
     def redirect(self, redirect_to, application):
         # An error found before the client was loaded (say, no PKCE) goes back to the redirect URI oauthlib
