@@ -1,5 +1,6 @@
 """What toolhub keeps beside django-oauth-toolkit's tables (issue 16)."""
 
+from django.conf import settings
 from django.db import models
 from oauth2_provider.models import AbstractApplication, RefreshToken
 
@@ -49,3 +50,20 @@ class AuthorizedClient(RefreshToken):
         proxy = True
         verbose_name = "authorized client"
         verbose_name_plural = "authorized clients"
+
+
+class RedeemedCode(models.Model):
+    """An authorization code already exchanged for tokens: its SHA-256 and the refresh-token family the exchange
+    started. When the code is presented again (a replay: someone else holds it, RFC 6749 §4.1.2), every token of
+    that family is revoked (oauth_app.validators). Kept as long as a refresh token of the family may live."""
+
+    code_checksum = models.CharField(max_length=64, db_index=True)
+    application = models.ForeignKey(settings.OAUTH2_PROVIDER_APPLICATION_MODEL, on_delete=models.CASCADE)
+    token_family = models.UUIDField()
+    expires = models.DateTimeField(db_index=True)
+
+    class Meta:
+        verbose_name = "redeemed authorization code"
+
+    def __str__(self):
+        return f"code {self.code_checksum[:12]}… (family {self.token_family})"

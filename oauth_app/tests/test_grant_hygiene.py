@@ -7,12 +7,22 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from oauth2_provider.models import AccessToken, Grant, RefreshToken, get_application_model
 
-from oauth_app.tests.test_oauth import CALLBACK, app, authorize_query, issue  # noqa: F401 (app: a fixture)
+from mcp_app.tests.mcp_harness import Harness, rpc_body
+from oauth_app.tests.support import pkce_pair
+from oauth_app.tests.test_oauth import (  # noqa: F401 (app, served: fixtures)
+    CALLBACK,
+    app,
+    authorize_query,
+    issue,
+    refresh,
+    served,
+)
 from oauth_app.tests.test_registration import metadata, register
 
 Application = get_application_model()
 EVIL = "https://evil.example/phish"
 NOTHING = {"grants": 0, "access": 0, "refresh": 0}
+HOST = {"host": "testserver"}  # tokens are bound to http://testserver/mcp/<slug>/
 
 
 def granted() -> dict:
@@ -106,3 +116,61 @@ def test_deny_on_the_consent_page_goes_back_to_any_client(client, owner, instanc
     assert denied.status_code == 302
     assert denied["Location"].startswith(EVIL + "?error=access_denied")
     assert granted() == NOTHING
+
+
+#
+# A replayed authorization code revokes what it issued (RFC 6749 §4.1.2)
+#
+
+
+def authorization_code(client, owner, instance, application) -> tuple[str, str]:
+    """The owner approves `application`: (code, verifier)."""
+    client.force_login(owner)
+    verifier, challenge = pkce_pair()
+    page = client.get(authorize_query(application.client_id, instance.slug, code_challenge=challenge))
+    form = {k: v for k, v in page.context["form"].initial.items() if v is not None}
+    answer = client.post("/oauth/authorize/", {**form, "allow": "Approve", "grant_all": "on"})
+    return parse_qs(urlsplit(answer["Location"]).query)["code"][0], verifier
+
+
+def exchange(client, application, code: str, verifier: str):
+    return client.post(
+        "/oauth/token/",
+        {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": CALLBACK,
+            "client_id": application.client_id,
+            "code_verifier": verifier,
+        },
+    )
+
+
+def test_a_replayed_code_revokes_the_tokens_it_issued(client, owner, instance, app, served):  # noqa: F811
+    # given: a code exchanged, its tokens refreshed once, and a token of another authorization
+    code, verifier = authorization_code(client, owner, instance, app)
+    first = exchange(client, app, code, verifier).json()
+    rotated = refresh(client, app, first["refresh_token"]).json()
+    other = issue(client, owner, instance, app)
+    tools_list = rpc_body("tools/list")
+    assert Harness().post(instance.slug, tools_list, key=rotated["access_token"], headers=HOST).status_code == 200
+
+    # when: the code is presented again
+    replay = exchange(client, app, code, verifier)
+
+    # then: refused, and every token of that exchange (the rotated ones too) stops working; the other stays
+    assert replay.status_code == 400
+    assert replay.json()["error"] == "invalid_grant"
+    assert Harness().post(instance.slug, tools_list, key=rotated["access_token"], headers=HOST).status_code == 401
+    assert refresh(client, app, rotated["refresh_token"]).status_code == 400
+    assert Harness().post(instance.slug, tools_list, key=other["access_token"], headers=HOST).status_code == 200
+    assert RefreshToken.objects.filter(revoked__isnull=True).count() == 1
+    assert AccessToken.objects.filter(user__isnull=False).count() == 1
+
+
+def test_a_code_that_was_never_exchanged_revokes_nothing(client, owner, instance, app):  # noqa: F811
+    tokens = issue(client, owner, instance, app)
+    unknown = exchange(client, app, "never-issued", "v" * 43)
+    assert unknown.status_code == 400
+    assert RefreshToken.objects.filter(revoked__isnull=True).count() == 1
+    assert refresh(client, app, tokens["refresh_token"]).status_code == 200
