@@ -7,3 +7,10 @@ class OauthAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "oauth_app"
     verbose_name = "OAuth"
+
+    def ready(self) -> None:
+        from tools_app.services import user_credentials_revoked
+
+        from .revocation import revoke_user_grants
+
+        user_credentials_revoked.connect(revoke_user_grants, dispatch_uid="toolhub-oauth-revoke-user-grants")

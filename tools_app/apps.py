@@ -18,6 +18,12 @@ class ToolsAppConfig(AppConfig):
         telemetry.json_logs(bool(getattr(settings, "TOOLHUB_JSON_LOGS", False)))
         telemetry.setup_tracing()
         user_login_failed.connect(_login_failed, dispatch_uid="toolhub-login-failed-metric")
+        # Revocation follows the user: a password change or a deactivation ends every credential it issued.
+        from django.contrib.auth import get_user_model
+
+        from .services.tokens import user_credentials_watch
+
+        user_credentials_watch(get_user_model())
 
 
 def _login_failed(sender, **kwargs) -> None:

@@ -14,7 +14,7 @@ from oauth2_provider.models import AccessToken, Grant, RefreshToken, get_applica
 from oauth_app import cimd
 from oauth_app.cimd import ToolhubMetadataFetcher
 from oauth_app.models import ClientDocument
-from oauth_app.tests.test_oauth import CALLBACK, document, documents  # noqa: F401 (documents: a fixture)
+from oauth_app.tests.test_oauth import CALLBACK, document
 
 Application = get_application_model()
 DEADLINE = 1.0  # the `documents` fixture's CIMD_FETCH_TIMEOUT_SECONDS
@@ -40,7 +40,7 @@ def token_request(client, client_id: str):
     )
 
 
-def test_a_slow_drip_document_is_cut_at_the_deadline(client, db, documents):  # noqa: F811
+def test_a_slow_drip_document_is_cut_at_the_deadline(client, db, documents):
     # given: the whole response, headers included, one byte every half second; a server warmed up (its first
     # request pays for imports)
     documents.drips["/drip.json"] = 0.5
@@ -60,7 +60,7 @@ def test_a_slow_drip_document_is_cut_at_the_deadline(client, db, documents):  # 
     assert nothing_stored() == NOTHING
 
 
-def test_the_fetcher_stops_a_drip_by_the_clock_and_says_so(db, documents):  # noqa: F811
+def test_the_fetcher_stops_a_drip_by_the_clock_and_says_so(db, documents):
     documents.drips["/drip.json"] = 0.1
     began = time.monotonic()
     with pytest.raises(library.CIMDError) as refused:
@@ -71,7 +71,7 @@ def test_the_fetcher_stops_a_drip_by_the_clock_and_says_so(db, documents):  # no
     assert ClientDocument.objects.count() == 0
 
 
-def test_an_endless_document_is_cut_at_the_byte_cap(db, documents, settings, monkeypatch):  # noqa: F811
+def test_an_endless_document_is_cut_at_the_byte_cap(db, documents, settings, monkeypatch):
     # given: a body with no end, as fast as it can be read
     settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CIMD_FETCH_TIMEOUT_SECONDS": 10}
     documents.floods.add("/flood.json")
@@ -99,7 +99,7 @@ def test_an_endless_document_is_cut_at_the_byte_cap(db, documents, settings, mon
     assert ClientDocument.objects.count() == 0
 
 
-def test_a_slow_dns_lookup_counts_in_the_deadline(db, documents, monkeypatch):  # noqa: F811
+def test_a_slow_dns_lookup_counts_in_the_deadline(db, documents, monkeypatch):
     # given: a resolver that takes 5 s
     real = socket.getaddrinfo
 
@@ -121,7 +121,7 @@ def test_a_slow_dns_lookup_counts_in_the_deadline(db, documents, monkeypatch):  
     assert documents.hits.get("/ok.json") is None
 
 
-def test_fetches_over_the_per_worker_cap_are_refused_at_once(db, documents, settings):  # noqa: F811
+def test_fetches_over_the_per_worker_cap_are_refused_at_once(db, documents, settings):
     # given: two fetches in flight (the cap), each held by a slow drip
     settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CIMD_MAX_CONCURRENT_FETCHES": 2}
     for name in ("a", "b", "c"):
@@ -153,7 +153,7 @@ def test_fetches_over_the_per_worker_cap_are_refused_at_once(db, documents, sett
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the connection pool is PostgreSQL's")
-def test_no_database_connection_is_held_while_a_document_is_fetched(db, documents, monkeypatch):  # noqa: F811
+def test_no_database_connection_is_held_while_a_document_is_fetched(db, documents, monkeypatch):
     # given: a request thread that has used the database (outside any transaction)
     documents.drips["/drip.json"] = 0.1
     seen = {}

@@ -9,15 +9,10 @@ from oauth2_provider.models import AccessToken, Grant, RefreshToken, get_applica
 
 from mcp_app.tests.mcp_harness import Harness, rpc_body
 from oauth_app.tests.support import pkce_pair
-from oauth_app.tests.test_oauth import (  # noqa: F401 (app, served: fixtures)
-    CALLBACK,
-    app,
-    authorize_query,
-    issue,
-    refresh,
-    served,
-)
+from oauth_app.tests.test_oauth import CALLBACK, authorize_query, issue, refresh
 from oauth_app.tests.test_registration import metadata, register
+from tools_app import services
+from tools_app.models import ApiToken
 
 Application = get_application_model()
 EVIL = "https://evil.example/phish"
@@ -94,7 +89,7 @@ def test_an_error_goes_back_to_a_client_the_user_approved_before(client, owner, 
     assert (query["error"], query["state"]) == (["invalid_scope"], ["s1"])
 
 
-def test_an_error_goes_back_to_a_client_an_administrator_registered(client, owner, instance, app):  # noqa: F811
+def test_an_error_goes_back_to_a_client_an_administrator_registered(client, owner, instance, app):
     client.force_login(owner)
     answer = client.get(authorize_query(app.client_id, instance.slug, scope="nonexistent"))
     assert answer.status_code == 302
@@ -146,7 +141,7 @@ def exchange(client, application, code: str, verifier: str):
     )
 
 
-def test_a_replayed_code_revokes_the_tokens_it_issued(client, owner, instance, app, served):  # noqa: F811
+def test_a_replayed_code_revokes_the_tokens_it_issued(client, owner, instance, app, served):
     # given: a code exchanged, its tokens refreshed once, and a token of another authorization
     code, verifier = authorization_code(client, owner, instance, app)
     first = exchange(client, app, code, verifier).json()
@@ -168,9 +163,64 @@ def test_a_replayed_code_revokes_the_tokens_it_issued(client, owner, instance, a
     assert AccessToken.objects.filter(user__isnull=False).count() == 1
 
 
-def test_a_code_that_was_never_exchanged_revokes_nothing(client, owner, instance, app):  # noqa: F811
+def test_a_code_that_was_never_exchanged_revokes_nothing(client, owner, instance, app):
     tokens = issue(client, owner, instance, app)
     unknown = exchange(client, app, "never-issued", "v" * 43)
     assert unknown.status_code == 400
     assert RefreshToken.objects.filter(revoked__isnull=True).count() == 1
     assert refresh(client, app, tokens["refresh_token"]).status_code == 200
+
+
+#
+# Grants follow the user: password change, deactivation, log out everywhere
+#
+
+
+def works(client, app, instance, tokens) -> dict:
+    """Whether the access token still answers on the MCP endpoint and the refresh token still refreshes."""
+    answer = Harness().post(instance.slug, rpc_body("tools/list"), key=tokens["access_token"], headers=HOST)
+    refreshed = refresh(client, app, tokens["refresh_token"])
+    return {"access": answer.status_code, "refresh": refreshed.status_code}
+
+
+@pytest.mark.parametrize("change", ["password", "deactivated", "everywhere"])
+def test_grants_end_with_the_users_password_account_or_log_out_everywhere(
+    client, owner, superuser, instance, app, served, change
+):
+    # given: the owner and a superuser each authorized the client; the owner has an API token too
+    mine = issue(client, owner, instance, app)
+    theirs = issue(client, superuser, instance, app)
+    code, _verifier = authorization_code(client, owner, instance, app)  # approved, not exchanged yet
+    client.logout()
+    api_token = services.api_token_issue(user=owner)[0]
+
+    # when
+    if change == "password":
+        owner.set_password("another-password-42")
+        owner.save()
+    elif change == "deactivated":
+        owner.is_active = False
+        owner.save(update_fields=["is_active"])
+    else:
+        assert services.user_sign_out_everywhere(user=owner, actor=owner) == 1
+
+    # then: every grant of the owner ended, the superuser's stands
+    assert works(client, app, instance, mine) == {"access": 401, "refresh": 400}
+    assert RefreshToken.objects.filter(user=owner, revoked__isnull=True).count() == 0
+    assert AccessToken.objects.filter(user=owner).count() == 0
+    assert Grant.objects.filter(code=code).count() == 0
+    assert RefreshToken.objects.filter(user=superuser, revoked__isnull=True).count() == 1
+    assert AccessToken.objects.filter(user=superuser).count() == 1
+    if change != "deactivated":  # (an instance of a deactivated owner answers no token at all)
+        assert works(client, app, instance, theirs) == {"access": 200, "refresh": 200}
+    assert ApiToken.objects.filter(pk=api_token.pk).exists() is (change != "everywhere")
+
+
+def test_saving_a_user_without_a_credential_change_keeps_the_grants(client, owner, instance, app, served):
+    tokens = issue(client, owner, instance, app)
+    client.logout()
+    owner.email = "owner@example.com"
+    owner.save()
+    owner.last_login = None
+    owner.save(update_fields=["last_login"])
+    assert works(client, app, instance, tokens) == {"access": 200, "refresh": 200}
