@@ -224,3 +224,44 @@ def test_saving_a_user_without_a_credential_change_keeps_the_grants(client, owne
     owner.last_login = None
     owner.save(update_fields=["last_login"])
     assert works(client, app, instance, tokens) == {"access": 200, "refresh": 200}
+
+
+#
+# Redirect URI matching, as docs/oauth.md says
+#
+
+
+@pytest.mark.parametrize(
+    ("asked", "status"),
+    [
+        ("http://127.0.0.1:53682/callback", 200),  # as registered
+        ("http://127.0.0.1:1234/callback", 200),  # a loopback IP: any port (RFC 8252 §7.3)
+        ("http://127.0.0.1/callback", 200),
+        ("http://[::1]:999/callback", 200),
+        ("http://localhost:3000/callback", 200),
+        ("http://localhost:3001/callback", 400),  # "localhost" is a name: its port must match
+        ("http://localhost:53682/callback", 400),  # nor does a name match a registered address
+        ("http://127.0.0.1:1234/other", 400),  # the path must match
+        ("http://127.0.0.1:1234/callback?x=1", 400),  # and the query
+        ("https://127.0.0.1:53682/callback", 400),  # and the scheme
+        ("https://app.example/cb", 200),
+        ("https://app.example:8443/cb", 400),  # any other host: the port too
+    ],
+)
+def test_redirect_uris_match_as_documented(client, owner, instance, asked, status):
+    # given: an administrator registered loopback callbacks and an https one
+    application = Application.objects.create(
+        name="native",
+        client_type=Application.CLIENT_PUBLIC,
+        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris="http://127.0.0.1:53682/callback http://[::1]/callback http://localhost:3000/callback "
+        "https://app.example/cb",
+    )
+    client.force_login(owner)
+
+    # when
+    answer = client.get(authorize_query(application.client_id, instance.slug, redirect_uri=asked))
+
+    # then
+    assert answer.status_code == status
+    assert "Location" not in answer
