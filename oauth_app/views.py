@@ -68,9 +68,12 @@ def request_base(request) -> str:
 
 
 class InstanceResourceMetadataView(EnabledMixin, library.OAuthProtectedResourceMetadataView):
+    """Anonymous: it says no more than the MCP endpoint itself, which answers 404 for a slug it does not serve
+    (SPEC §8). A slug is an address, not a secret; the instance's name (the owner's text) is never shown."""
+
     def get(self, request, *args, **kwargs):
         slug = kwargs["slug"]
-        self.instance = McpInstance.objects.filter(slug=slug, enabled=True).only("name", "slug").first()
+        self.instance = McpInstance.objects.filter(slug=slug, enabled=True).only("slug").first()
         if self.instance is None:
             return JsonResponse(
                 {"error": "NOT_FOUND", "message": f"No MCP instance is served at /mcp/{slug}/."}, status=404
@@ -84,7 +87,7 @@ class InstanceResourceMetadataView(EnabledMixin, library.OAuthProtectedResourceM
         return [oauth2_settings.oauth2_authorization_server_issuer(request)]
 
     def get_resource_name(self):
-        return f"toolhub MCP instance {self.instance.name}"
+        return f"toolhub MCP instance {self.instance.slug}"
 
     def get_resource_documentation(self):
         return ""

@@ -265,3 +265,18 @@ def test_redirect_uris_match_as_documented(client, owner, instance, asked, statu
     # then
     assert answer.status_code == status
     assert "Location" not in answer
+
+
+def test_resource_metadata_names_no_instance_and_says_no_more_than_the_endpoint(client, owner, make_instance):
+    # given: an instance whose name is its owner's private text
+    make_instance(owner, slug="payroll", name="Acme payroll, do not share")
+
+    # when
+    known = client.get("/.well-known/oauth-protected-resource/mcp/payroll/")
+    unknown = client.get("/.well-known/oauth-protected-resource/mcp/nope/")
+    endpoint = Harness().post("nope", rpc_body("tools/list"))
+
+    # then
+    assert known.json()["resource_name"] == "toolhub MCP instance payroll"
+    assert "Acme" not in known.content.decode()
+    assert (unknown.status_code, endpoint.status_code) == (404, 404)
