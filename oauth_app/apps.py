@@ -7,3 +7,9 @@ class OauthAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "oauth_app"
     verbose_name = "OAuth"
+
+    def ready(self) -> None:
+        # Here, not at the top: it imports the models, which load after the app configs.
+        from oauth_app import revocation
+
+        revocation.follow_users()

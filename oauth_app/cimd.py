@@ -1,26 +1,102 @@
-"""Client ID Metadata Documents: django-oauth-toolkit's SSRF-hardened fetcher, plus two things.
+"""Client ID Metadata Documents: django-oauth-toolkit's SSRF rules, fetched within a deadline.
 
+The fetch (ToolhubMetadataFetcher.fetch) keeps every rule of the library's SafeMetadataFetcher and reuses its
+pieces (URL validation, the public-address check after DNS resolution, the document checks): https only,
+every resolved address public (no loopback, private, link-local or metadata address; refused before any
+connection), the connection made to the address checked, no redirects. What it adds:
+
+- One deadline for the whole fetch, enforced by the clock: CIMD_FETCH_TIMEOUT_SECONDS
+  (TOOLHUB_OAUTH_CIMD_TIMEOUT_SECONDS) from the start of the DNS lookup to the last byte. The library bounds
+  each socket read instead, so a server sending one byte every half second held a request for 30 s. Here every
+  blocking step (lookup, connect, TLS handshake, each read) gets only what is left of the deadline.
+- A byte cap on everything read, headers included: CIMD_MAX_DOCUMENT_SIZE (TOOLHUB_OAUTH_CIMD_MAX_BYTES) for
+  the document plus HEADER_BYTES for the status line and headers.
+- No database connection held while it waits: the request's connection goes back to the pool (PostgreSQL)
+  before the lookup, so a flood of slow documents cannot drain the pool for everyone else.
 - The document's `logo_uri` and `client_uri` are kept (ClientDocument) for the consent page: a logo is only
   ever shown from a metadata document the client's own https URL served, never from a dynamic registration.
-- TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS (tests only): "host:port" origins fetched although they resolve to a
-  loopback or private address, trusting TOOLHUB_OAUTH_CIMD_CA_FILE. Every other origin goes through the
-  library's fetcher unchanged: https only, every resolved address public (no loopback, private, link-local
-  or metadata address; refused before any connection), no redirects, CIMD_FETCH_TIMEOUT_SECONDS for the
-  whole fetch, CIMD_MAX_DOCUMENT_SIZE bytes at most, cached per the document's Cache-Control within bounds.
+
+The library keeps the rest: at most CIMD_MAX_CONCURRENT_FETCHES (TOOLHUB_OAUTH_CIMD_MAX_FETCHES) fetches in
+flight per worker, refused at once (no queue) beyond that; a failing URL backed off; documents cached per their
+Cache-Control within bounds.
+
+TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS (tests only): "host:port" origins fetched although they resolve to a
+loopback or private address, trusting TOOLHUB_OAUTH_CIMD_CA_FILE; everything else is the same.
 """
 
+import contextvars
+import http.client
+import socket
 import ssl
 import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import urllib3
 from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
 from oauth2_provider import cimd as library
 from oauth2_provider.settings import oauth2_settings
 
 from oauth_app.models import ClientDocument
 
 MAX_URI_LENGTH = 2000
+# What the status line and headers of a metadata document's response may take, on top of the document.
+HEADER_BYTES = 8 * 1024
+# DNS lookups run on these threads so that a slow resolver cannot hold a request past its deadline (a lookup
+# cannot be interrupted; the request stops waiting for it). A lookup still running when the request gives up
+# keeps its thread until the resolver's own timeout: at most this many at once per worker.
+DNS_THREADS = 4
+_dns = ThreadPoolExecutor(max_workers=DNS_THREADS, thread_name_prefix="toolhub-cimd-dns")
+
+
+@dataclass
+class _Budget:
+    deadline: float  # time.monotonic()
+    max_bytes: int
+    received: int = 0
+
+    def remaining(self) -> float:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the client_id document was not fetched within the deadline")
+        return remaining
+
+
+_budget: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("toolhub_cimd_budget", default=None)
+
+
+class _BudgetedSocket(ssl.SSLSocket):
+    """An SSL socket whose blocking steps each wait only for what is left of the fetch's deadline, and that
+    refuses to read past the fetch's byte cap. CPython bounds one handshake or one read by the socket timeout
+    as a whole (not per packet), so setting it to the time left before each step bounds the whole fetch."""
+
+    def _time_left(self) -> None:
+        budget = _budget.get()
+        if budget is not None:
+            self.settimeout(budget.remaining())
+
+    def do_handshake(self, block=False):
+        self._time_left()
+        return super().do_handshake(block)
+
+    def sendall(self, data, flags=0):
+        self._time_left()
+        return super().sendall(data, flags)
+
+    def read(self, size=1024, buffer=None):
+        budget = _budget.get()
+        if budget is None:
+            return super().read(size, buffer)
+        allowance = budget.max_bytes - budget.received
+        if allowance <= 0:
+            raise ConnectionAbortedError(f"the client_id document's response exceeds {budget.max_bytes} bytes")
+        self._time_left()
+        result = super().read(min(size, allowance), buffer)
+        budget.received += result if isinstance(result, int) else len(result)
+        return result
 
 
 def _trusted(client_id: str) -> bool:
@@ -40,9 +116,27 @@ def _https_uri(value) -> str:
     return value if parts.scheme == "https" and parts.hostname else ""
 
 
+def release_database_connection() -> None:
+    """Hand this thread's PostgreSQL connection back to the pool before a wait that needs none (a connection
+    inside an atomic block belongs to an outer caller, a test's transaction: left alone). The next query takes
+    one again."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+        connection.close()
+
+
+def _any_addresses(hostname: str, port: int) -> list[str]:
+    """A trusted test origin's addresses, loopback included."""
+    try:
+        infos = socket.getaddrinfo(hostname, port, proto=socket.IPPROTO_TCP)
+    except socket.gaierror as exc:
+        raise library.CIMDError(f"could not resolve client_id host: {exc}") from exc
+    return [info[4][0] for info in infos]
+
+
 class ToolhubMetadataFetcher(library.SafeMetadataFetcher):
     def fetch(self, client_id):
-        data, max_age = self._fetch_trusted(client_id) if _trusted(client_id) else super().fetch(client_id)
+        data, max_age = self._fetch(client_id)
         if data.get("client_id") == client_id:
             ClientDocument.objects.update_or_create(
                 client_id=client_id,
@@ -53,30 +147,63 @@ class ToolhubMetadataFetcher(library.SafeMetadataFetcher):
             )
         return data, max_age
 
-    def _fetch_trusted(self, client_id):
-        """A trusted test origin: the same fetch without the public-address rule, trusting the test CA."""
-        parsed = library._validate_client_id_url(client_id)
-        timeout = oauth2_settings.CIMD_FETCH_TIMEOUT_SECONDS
-        cafile = getattr(settings, "TOOLHUB_OAUTH_CIMD_CA_FILE", "") or None
-        pool = urllib3.HTTPSConnectionPool(
-            host=parsed.hostname,
-            port=parsed.port or 443,
-            timeout=urllib3.Timeout(connect=timeout, read=timeout, total=timeout),
-            retries=False,
-            maxsize=1,
-            ssl_context=ssl.create_default_context(cafile=cafile),
+    def _fetch(self, client_id):
+        timeout = float(oauth2_settings.CIMD_FETCH_TIMEOUT_SECONDS)
+        budget = _Budget(
+            deadline=time.monotonic() + timeout, max_bytes=oauth2_settings.CIMD_MAX_DOCUMENT_SIZE + HEADER_BYTES
         )
-        path = parsed.path + (f"?{parsed.query}" if parsed.query else "")
-        began = time.monotonic()
+        parsed = library._validate_client_id_url(client_id)
+        port = parsed.port or 443
+        trusted = _trusted(client_id)
+        release_database_connection()
+
+        resolve = _any_addresses if trusted else library._resolve_and_validate
+        lookup = _dns.submit(resolve, parsed.hostname, port)
         try:
-            response = pool.urlopen("GET", path, redirect=False, preload_content=False)
-            try:
-                return self._read_document(response)
-            finally:
-                response.release_conn()
-        except urllib3.exceptions.HTTPError as exc:
-            raise library.CIMDError(
-                f"could not fetch client_id document after {time.monotonic() - began:.1f} s: {exc}"
-            ) from exc
+            addresses = lookup.result(timeout=budget.remaining())
+        except (FutureTimeout, TimeoutError) as exc:
+            lookup.cancel()
+            raise library.CIMDError(f"could not resolve the client_id host within {timeout:g} s") from exc
+
+        cafile = (getattr(settings, "TOOLHUB_OAUTH_CIMD_CA_FILE", "") or None) if trusted else None
+        context = ssl.create_default_context(cafile=cafile)
+        context.sslsocket_class = _BudgetedSocket
+        path = parsed.path + (f"?{parsed.query}" if parsed.query else "")
+        headers = {"Host": parsed.netloc, "Accept": "application/json, application/*+json"}
+        token = _budget.set(budget)
+        began = time.monotonic()
+        problem: BaseException | None = None
+        try:
+            for address in addresses:
+                try:
+                    remaining = budget.remaining()
+                except TimeoutError as exc:
+                    problem = exc
+                    break
+                # The connection goes to the address checked (no second lookup); SNI, the certificate check and
+                # the Host header use the real host name.
+                pool = urllib3.HTTPSConnectionPool(
+                    host=address,
+                    port=port,
+                    timeout=urllib3.Timeout(connect=remaining, read=remaining),
+                    retries=False,
+                    maxsize=1,
+                    ssl_context=context,
+                    server_hostname=parsed.hostname,
+                )
+                try:
+                    response = pool.urlopen("GET", path, headers=headers, redirect=False, preload_content=False)
+                    try:
+                        return self._read_document(response)
+                    finally:
+                        response.release_conn()
+                except (urllib3.exceptions.HTTPError, http.client.HTTPException, OSError) as exc:
+                    problem = exc
+                finally:
+                    pool.close()
         finally:
-            pool.close()
+            _budget.reset(token)
+        raise library.CIMDError(
+            f"could not fetch the client_id document (stopped after {time.monotonic() - began:.1f} s, "
+            f"limit {timeout:g} s, {budget.received} bytes read): {problem}"
+        )

@@ -1,5 +1,6 @@
 """What toolhub keeps beside django-oauth-toolkit's tables."""
 
+from django.conf import settings
 from django.db import models
 from oauth2_provider.models import AbstractApplication, RefreshToken
 
@@ -13,9 +14,15 @@ class Client(AbstractApplication):
     address (RFC 8252: a native client's own callback, as VS Code, Claude Code and the SDK use). Everything else
     keeps the setting ALLOWED_REDIRECT_URI_SCHEMES = ["https"]."""
 
+    # When an owner first approved the client (its first authorization code). A client registered by dynamic
+    # registration or a metadata document that nobody approved within TOOLHUB_OAUTH_UNUSED_CLIENT_HOURS is
+    # deleted (oauth_app.registration), and at most TOOLHUB_OAUTH_DCR_MAX_UNUSED_CLIENTS of them may wait.
+    used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
     class Meta(AbstractApplication.Meta):
         swappable = "OAUTH2_PROVIDER_APPLICATION_MODEL"
         verbose_name = "OAuth client"
+        indexes = [models.Index(fields=["registration_source", "used_at", "created"], name="oauth_client_unused")]
 
     def get_allowed_schemes(self):
         return list(REDIRECT_SCHEMES)
@@ -43,3 +50,20 @@ class AuthorizedClient(RefreshToken):
         proxy = True
         verbose_name = "authorized client"
         verbose_name_plural = "authorized clients"
+
+
+class RedeemedCode(models.Model):
+    """An authorization code already exchanged for tokens: its SHA-256 and the refresh-token family the exchange
+    started. When the code is presented again (a replay: someone else holds it, RFC 6749 §4.1.2), every token of
+    that family is revoked (oauth_app.validators). Kept as long as a refresh token of the family may live."""
+
+    code_checksum = models.CharField(max_length=64, db_index=True)
+    application = models.ForeignKey(settings.OAUTH2_PROVIDER_APPLICATION_MODEL, on_delete=models.CASCADE)
+    token_family = models.UUIDField()
+    expires = models.DateTimeField(db_index=True)
+
+    class Meta:
+        verbose_name = "redeemed authorization code"
+
+    def __str__(self):
+        return f"code {self.code_checksum[:12]}… (family {self.token_family})"

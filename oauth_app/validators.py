@@ -6,13 +6,24 @@ On top of the library's checks (PKCE S256 required, exact redirect URIs, audienc
   the swapped-in application model (oauth_app.models.Client) lets `http` through the library's scheme
   check, this validator limits it to loopback;
 - a client registered by a metadata document or by dynamic registration is refused once that way of
-  registering is switched off (TOOLHUB_OAUTH_CIMD, TOOLHUB_OAUTH_DCR).
+  registering is switched off (TOOLHUB_OAUTH_CIMD, TOOLHUB_OAUTH_DCR);
+- the first authorization code issued to a client marks it used (Client.used_at): an unused one expires
+  (oauth_app.registration);
+- an authorization code presented again after it was exchanged revokes every token that exchange issued (the
+  whole refresh-token family; RFC 6749 §4.1.2, OAuth 2.1): whoever replays it, the code has leaked.
 """
 
+import hashlib
+from datetime import timedelta
 from urllib.parse import urlsplit
 
+from django.utils import timezone
+from oauth2_provider.models import Grant, RefreshToken
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.settings import oauth2_settings
+from oauthlib.oauth2.rfc6749 import errors
+
+from oauth_app.models import RedeemedCode
 
 GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
@@ -27,6 +38,22 @@ def redirect_uri_acceptable(uri: str) -> bool:
     if parts.scheme == "https":
         return bool(parts.hostname)
     return parts.scheme == "http" and (parts.hostname or "") in LOOPBACK_HOSTS
+
+
+def _checksum(code: str) -> str:
+    return hashlib.sha256(code.encode("utf-8")).hexdigest()
+
+
+def revoke_replayed_code(code: str, application) -> int:
+    """Revoke every token issued for `code` (already exchanged) by `application`; how many families."""
+    families = set(
+        RedeemedCode.objects.filter(code_checksum=_checksum(code), application=application).values_list(
+            "token_family", flat=True
+        )
+    )
+    for family in families:
+        RefreshToken.revoke_family(family)
+    return len(families)
 
 
 def registration_allowed(application) -> bool:
@@ -57,3 +84,44 @@ class ToolhubValidator(OAuth2Validator):
         if not redirect_uri_acceptable(redirect_uri):
             return False
         return super().validate_redirect_uri(client_id, redirect_uri, request, *args, **kwargs)
+
+    def save_authorization_code(self, client_id, code, request, *args, **kwargs):
+        super().save_authorization_code(client_id, code, request, *args, **kwargs)
+        client = request.client
+        if client is not None and client.used_at is None:
+            client.used_at = timezone.now()
+            type(client).objects.filter(pk=client.pk, used_at__isnull=True).update(used_at=client.used_at)
+
+    def validate_code(self, client_id, code, client, request, *args, **kwargs):
+        if super().validate_code(client_id, code, client, request, *args, **kwargs):
+            return True
+        if not Grant.objects.filter(code=code, application=client).exists():
+            revoke_replayed_code(code, client)  # gone: exchanged already (an expired one is still there)
+        return False
+
+    def invalidate_authorization_code(self, client_id, code, request, *args, **kwargs):
+        try:
+            super().invalidate_authorization_code(client_id, code, request, *args, **kwargs)
+        except errors.InvalidGrantError:
+            # Two exchanges of one code at once: the one that lost the race issued tokens too.
+            revoke_replayed_code(code, request.client)
+            raise
+
+    def save_bearer_token(self, token, request, *args, **kwargs):
+        result = super().save_bearer_token(token, request, *args, **kwargs)
+        if request.grant_type == "authorization_code" and token.get("refresh_token"):
+            family = (
+                RefreshToken.objects.filter(token_checksum=_checksum(token["refresh_token"]))
+                .values_list("token_family", flat=True)
+                .first()
+            )
+            if family is not None:
+                now = timezone.now()
+                RedeemedCode.objects.filter(expires__lt=now).delete()
+                RedeemedCode.objects.create(
+                    code_checksum=_checksum(request.code),
+                    application=request.client,
+                    token_family=family,
+                    expires=now + timedelta(seconds=oauth2_settings.REFRESH_TOKEN_EXPIRE_SECONDS),
+                )
+        return result

@@ -13,15 +13,18 @@ TOOLHUB_OAUTH_ENABLED=false answers 404 on all of them.
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse_lazy
 from django.utils.decorators import method_decorator
 from django.views.decorators.csrf import csrf_exempt
 from oauth2_provider import views as library
+from oauth2_provider.exceptions import FatalClientError
 from oauth2_provider.http import OAuth2ResponseRedirect
+from oauth2_provider.models import RefreshToken, get_application_model
 from oauth2_provider.settings import oauth2_settings
 
+from oauth_app import registration
 from oauth_app.models import REDIRECT_SCHEMES, ClientDocument
 from tools_app.kernel import rate_limits
 from tools_app.models import McpInstance
@@ -64,9 +67,12 @@ def request_base(request) -> str:
 
 
 class InstanceResourceMetadataView(EnabledMixin, library.OAuthProtectedResourceMetadataView):
+    """Anonymous: it says no more than the MCP endpoint itself, which answers 404 for a slug it does not serve
+    (SPEC §8). A slug is an address, not a secret; the instance's name (the owner's text) is never shown."""
+
     def get(self, request, *args, **kwargs):
         slug = kwargs["slug"]
-        self.instance = McpInstance.objects.filter(slug=slug, enabled=True).only("name", "slug").first()
+        self.instance = McpInstance.objects.filter(slug=slug, enabled=True).only("slug").first()
         if self.instance is None:
             return JsonResponse(
                 {"error": "NOT_FOUND", "message": f"No MCP instance is served at /mcp/{slug}/."}, status=404
@@ -80,7 +86,7 @@ class InstanceResourceMetadataView(EnabledMixin, library.OAuthProtectedResourceM
         return [oauth2_settings.oauth2_authorization_server_issuer(request)]
 
     def get_resource_name(self):
-        return f"toolhub MCP instance {self.instance.name}"
+        return f"toolhub MCP instance {self.instance.slug}"
 
     def get_resource_documentation(self):
         return ""
@@ -143,9 +149,47 @@ def client_description(application) -> dict:
     }
 
 
+def redirect_trusted(request, application, error) -> bool:
+    """Whether an error of the authorization endpoint may be sent back to the client's redirect URI (RFC 9700
+    §4.11.2: not to a URI nobody vouched for, or the endpoint is an open redirect for anyone who registers).
+
+    Trusted: a client an administrator registered; a client the logged-in user holds a live authorization of
+    (approved before, not revoked since); and the user's own "Deny" on the consent page, which showed where the
+    client sends them back. Any other client (registered by anyone through dynamic registration or a metadata
+    document, not yet approved by this user) gets the error on a page of this server instead.
+    """
+    if application is None:
+        return False
+    if request.method == "POST" and error.oauthlib_error.error == "access_denied":
+        return True
+    if application.registration_source == application.RegistrationSource.MANUAL:
+        return True
+    return RefreshToken.objects.filter(user=request.user, application=application, revoked__isnull=True).exists()
+
+
 class ConsentView(EnabledMixin, library.AuthorizationView):
     template_name = "oauth_app/consent.html"
     login_url = reverse_lazy("admin:login")
+
+    def error_response(self, error, application, **kwargs):
+        if isinstance(error, FatalClientError):
+            return super().error_response(error, application, **kwargs)  # a page already, never a redirect
+        oauthlib_error = error.oauthlib_error
+        if application is None and oauthlib_error.client_id:
+            application = get_application_model().objects.filter(client_id=oauthlib_error.client_id).first()
+        if redirect_trusted(self.request, application, error):
+            return super().error_response(error, application, **kwargs)
+        host = urlsplit(oauthlib_error.redirect_uri or "").hostname or "the client"
+        detail = f": {oauthlib_error.description}" if oauthlib_error.description else ""
+        return self._refused(
+            Refused(
+                400,
+                "The client's request was refused",
+                f"The client's request cannot be granted ({oauthlib_error.error}{detail}). You are not sent back to "
+                f"{host}: you have not approved this client before, and an error is only sent back to a client you "
+                "know.",
+            )
+        )
 
     def redirect(self, redirect_to, application):
         # An error found before the client was loaded (say, no PKCE) goes back to the redirect URI oauthlib
@@ -222,6 +266,9 @@ class RevokeTokenView(RateLimitedMixin, library.RevokeTokenView):
 
 @method_decorator(csrf_exempt, name="dispatch")
 class RegistrationView(RateLimitedMixin, library.DynamicClientRegistrationView):
+    """RFC 7591, open to anyone, within the bounds of oauth_app.registration (checked before anything is read
+    past the declared length, then before anything is stored)."""
+
     def dispatch(self, request, *args, **kwargs):
         if not oauth2_settings.DCR_ENABLED:
             return JsonResponse(
@@ -229,6 +276,15 @@ class RegistrationView(RateLimitedMixin, library.DynamicClientRegistrationView):
                 status=404,
             )
         return super().dispatch(request, *args, **kwargs)
+
+    def post(self, request, *args, **kwargs):
+        try:
+            if registration.parse(request) is not None:
+                registration.remove_unused_clients()
+                registration.check_unused_quota()
+        except registration.Refused as refused:
+            return registration.refusal(refused.description)
+        return super().post(request, *args, **kwargs)
 
 
 @method_decorator(csrf_exempt, name="dispatch")
@@ -239,3 +295,13 @@ class RegistrationManagementView(RateLimitedMixin, library.DynamicClientRegistra
         if not oauth2_settings.DCR_ENABLED:
             raise Http404("Dynamic client registration is switched off.")
         return super().dispatch(request, *args, **kwargs)
+
+    def put(self, request, client_id, *args, **kwargs):
+        # The same bounds as a registration; the token is checked first, so a stranger learns nothing.
+        auth = self._authenticate_registration_request(request, client_id)
+        if not isinstance(auth, HttpResponse):
+            try:
+                registration.parse(request)
+            except registration.Refused as refused:
+                return registration.refusal(refused.description)
+        return super().put(request, client_id, *args, **kwargs)

@@ -468,6 +468,14 @@ TOOLHUB_OAUTH_DCR = env_bool("TOOLHUB_OAUTH_DCR", True)
 # Origins ("host:port") whose metadata documents may be fetched although they resolve to a loopback or
 # private address, with TOOLHUB_OAUTH_CIMD_CA_FILE as the trusted CA: for tests only, never in production.
 TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS = env_list("TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS", [])
+# Bounds of dynamic registration, open to anyone (oauth_app/registration.py): the body, the redirect URIs of one
+# client, each string field; registered clients no owner approved yet (at most this many wait), and how long
+# one registered by DCR or a metadata document is kept unapproved before it is deleted.
+TOOLHUB_OAUTH_DCR_MAX_BODY_BYTES = env_int("TOOLHUB_OAUTH_DCR_MAX_BODY_BYTES", 16 * 1024, minimum=1024)
+TOOLHUB_OAUTH_DCR_MAX_REDIRECT_URIS = env_int("TOOLHUB_OAUTH_DCR_MAX_REDIRECT_URIS", 10, minimum=1)
+TOOLHUB_OAUTH_DCR_MAX_FIELD_CHARS = env_int("TOOLHUB_OAUTH_DCR_MAX_FIELD_CHARS", 2000, minimum=100)
+TOOLHUB_OAUTH_DCR_MAX_UNUSED_CLIENTS = env_int("TOOLHUB_OAUTH_DCR_MAX_UNUSED_CLIENTS", 1000, minimum=1)
+TOOLHUB_OAUTH_UNUSED_CLIENT_HOURS = env_number("TOOLHUB_OAUTH_UNUSED_CLIENT_HOURS", 24)
 TOOLHUB_OAUTH_CIMD_CA_FILE = os.environ.get("TOOLHUB_OAUTH_CIMD_CA_FILE", "")
 OAUTH2_PROVIDER = {
     "SCOPES": {
@@ -505,6 +513,8 @@ OAUTH2_PROVIDER = {
     "CIMD_METADATA_FETCHER": "oauth_app.cimd.ToolhubMetadataFetcher",
     "CIMD_FETCH_TIMEOUT_SECONDS": env_number("TOOLHUB_OAUTH_CIMD_TIMEOUT_SECONDS", 3),
     "CIMD_MAX_DOCUMENT_SIZE": env_int("TOOLHUB_OAUTH_CIMD_MAX_BYTES", 16 * 1024, minimum=512),
+    # Fetches in flight per worker; one more is refused at once (the client is unknown), never queued.
+    "CIMD_MAX_CONCURRENT_FETCHES": env_int("TOOLHUB_OAUTH_CIMD_MAX_FETCHES", 10, minimum=1),
     "DCR_ENABLED": TOOLHUB_OAUTH_ENABLED and TOOLHUB_OAUTH_DCR,
     # MCP clients register before anyone logs in; a registration grants nothing until the owner consents.
     "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),

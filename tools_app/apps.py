@@ -1,5 +1,6 @@
 from django.apps import AppConfig
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_login_failed
 from django.core import checks
 
@@ -14,13 +15,15 @@ class ToolsAppConfig(AppConfig):
     def ready(self) -> None:
         # The services plug Table's document reader in (tools_app.models.table); they import the models, so
         # they can only load once the app registry is ready.
-        import tools_app.services  # noqa: F401
+        from tools_app import services
 
         checks.register(check_settings)
-        # (docs/operations.md) JSON log lines when asked, traces when an OTLP endpoint is set.
+        # JSON log lines when asked (docs/operations.md), traces when an OTLP endpoint is set.
         telemetry.json_logs(bool(getattr(settings, "TOOLHUB_JSON_LOGS", False)))
         telemetry.setup_tracing()
         user_login_failed.connect(_login_failed, dispatch_uid="toolhub-login-failed-metric")
+        # Revocation follows the user: a password change or a deactivation ends every credential it issued.
+        services.user_credentials_watch(get_user_model())
 
 
 def _login_failed(sender, **kwargs) -> None:

@@ -49,18 +49,52 @@ def make_certificate(directory: Path) -> tuple[Path, Path]:
 
 class DocumentServer:
     """HTTPS on 127.0.0.1: `documents[path]` is served as JSON (bytes as they are); `delays[path]` seconds of
-    waiting first. Counts the requests it answered per path."""
+    waiting first. `drips[path]`: the whole response (status line, headers, a document far over any cap) one
+    byte every that many seconds, until the client hangs up. `floods`: paths answered with an endless body as
+    fast as the client reads. Counts the requests it answered per path and the bytes sent per path."""
 
     def __init__(self, cert_file: Path, key_file: Path) -> None:
         self.documents: dict[str, object] = {}
         self.delays: dict[str, float] = {}
+        self.drips: dict[str, float] = {}
+        self.floods: set[str] = set()
         self.hits: dict[str, int] = {}
+        self.sent: dict[str, int] = {}
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            def _drip(self, path: str, every: float) -> None:
+                head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+                for byte in head + b'{"padding": "' + b"x" * 100_000:
+                    try:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                    except OSError:
+                        return
+                    server.sent[path] = server.sent.get(path, 0) + 1
+                    time.sleep(every)
+
+            def _flood(self, path: str) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                chunk = b'{"padding": "' + b"x" * 65536
+                for _ in range(1000):  # 64 MB at most
+                    try:
+                        self.wfile.write(chunk)
+                    except OSError:
+                        return
+                    server.sent[path] = server.sent.get(path, 0) + len(chunk)
+
             def do_GET(self):  # noqa: N802 (http.server's name)
                 path = self.path
                 server.hits[path] = server.hits.get(path, 0) + 1
+                if path in server.drips:
+                    self._drip(path, server.drips[path])
+                    return
+                if path in server.floods:
+                    self._flood(path)
+                    return
                 time.sleep(server.delays.get(path, 0))
                 document = server.documents.get(path)
                 if document is None:

@@ -199,7 +199,7 @@ def test_discovery_from_the_401(world):
         "authorization_servers": [world["base"]],
         "scopes_supported": ["tools:all", "tools:read"],
         "bearer_methods_supported": ["header"],
-        "resource_name": "toolhub MCP instance oa instance",
+        "resource_name": "toolhub MCP instance oa",
     }
     assert server["issuer"] == world["base"]
     assert server["code_challenge_methods_supported"] == ["S256"]

@@ -10,7 +10,7 @@ constraints, never by a pre-check alone.
 - instances.py: MCP instances, bindings and API keys
 - prompts.py: the prompts of an MCP instance
 - locks.py: the row-lock helpers both use
-- tokens.py: API tokens (issue, revoke)
+- tokens.py: API tokens (issue, revoke); revocation that follows the user (password, deactivation, log out everywhere)
 - history.py: the admin history (LogEntry) of writes made outside the admin
 - imports.py: a table from a JSON, CSV or NDJSON file
 - generate.py: a planned set of tools (tools_app.toolsets) created and bound all or nothing
@@ -64,7 +64,14 @@ from tools_app.services.tables import (
     tool_update,
     tool_use_record,
 )
-from tools_app.services.tokens import api_token_issue, api_token_revoke, api_token_ttl
+from tools_app.services.tokens import (
+    api_token_issue,
+    api_token_revoke,
+    api_token_ttl,
+    user_credentials_revoked,
+    user_credentials_watch,
+    user_sign_out_everywhere,
+)
 
 __all__ = [
     "BINDING_FIELDS",
@@ -88,6 +95,9 @@ __all__ = [
     "api_token_issue",
     "api_token_revoke",
     "api_token_ttl",
+    "user_credentials_revoked",
+    "user_credentials_watch",
+    "user_sign_out_everywhere",
     "binding_create",
     "binding_create_many",
     "binding_delete",

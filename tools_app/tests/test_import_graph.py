@@ -1,5 +1,5 @@
 """The floor plan holds: no import cycle among the product's modules, and imports inside functions only
-where Django or a spawned worker needs them (docs/architecture.md)."""
+where Django or a spawned worker needs them: two AppConfig.ready() and the heavy worker (docs/architecture.md)."""
 
 import subprocess
 import sys
@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_product_has_no_import_cycle_and_two_function_level_imports():
+def test_the_product_has_no_import_cycle_and_function_level_imports_only_where_django_needs_them():
     # when
     run = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "import_graph.py")], capture_output=True, text=True, cwd=ROOT, timeout=120
@@ -17,8 +17,9 @@ def test_the_product_has_no_import_cycle_and_two_function_level_imports():
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.splitlines()
     assert "import cycles: 0" in lines
-    assert "function-level imports of project modules: 2" in lines
+    assert "function-level imports of project modules: 3" in lines
     assert [line.split()[0].rsplit(":", 1)[0] for line in lines if line.startswith("  ")] == [
+        "oauth_app/apps.py",
         "tools_app/apps.py",
         "tools_app/execution/heavy.py",
     ]
