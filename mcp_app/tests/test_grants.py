@@ -17,6 +17,7 @@ from mcp_app.tests.mcp_harness import Harness, rpc_body
 from tools_app import services
 from tools_app.models import ApiKey, Binding, CallLog, Table, TableChange, Tool
 from tools_app.oauth import resource_url
+from tools_app.toolsets import generate_tools
 
 WRITE_TYPES = ("create", "update", "delete")
 CUSTOMERS = [
@@ -504,3 +505,87 @@ def test_call_tool_says_when_no_search_tool_is_bound(owner, make_tool, instance,
     # then
     assert "no search tool is bound here" in entry["description"]
     assert missing["content"][0]["text"].endswith("No search tool is bound here.")
+
+
+#
+# Strict function-calling hosts
+#
+
+
+def strict_problems(schema, path="$", root=True):
+    """Why OpenAI Agents' strict conversion (agents.strict_schema.ensure_strict_json_schema with open objects
+    rejected, as its MCP conversion runs it) would fall back to a non-strict schema: an object that permits
+    undeclared properties, `additionalProperties` other than false, a root `anyOf`, a `$ref`."""
+    problems = []
+    if not isinstance(schema, dict):
+        return [f"{path}: not a schema"]
+    if root and "anyOf" in schema:
+        problems.append(f"{path}: anyOf at the root")
+    if "$ref" in schema:
+        problems.append(f"{path}: $ref")
+    kinds = schema.get("type")
+    is_object = kinds == "object" or (isinstance(kinds, list) and "object" in kinds) or "properties" in schema
+    if is_object and schema.get("additionalProperties", False) is not False:
+        problems.append(f"{path}: additionalProperties is not false")
+    elif is_object and not schema.get("properties") and "additionalProperties" not in schema:
+        problems.append(f"{path}: an object that permits undeclared properties")
+    for name, sub in (schema.get("properties") or {}).items():
+        problems += strict_problems(sub, f"{path}.{name}", False)
+    if isinstance(schema.get("items"), dict):
+        problems += strict_problems(schema["items"], f"{path}[]", False)
+    for index, sub in enumerate(schema.get("anyOf") or []):
+        problems += strict_problems(sub, f"{path}.anyOf[{index}]", False)
+    return problems
+
+
+def test_every_generated_tool_and_call_tool_pass_the_strict_conversion(owner, make_table, instance):
+    # given
+    listing = make_table(owner, name="orders")
+    catalog = make_table(
+        owner,
+        name="catalog",
+        data={"KB-01": {"name": "keyboard", "price": 99}, "MS-02": {"name": "mouse", "price": 25}},
+    )
+    generate_tools(owner=owner, table=listing, writes=True, mcp_instance=instance)
+    generate_tools(owner=owner, table=catalog, writes=True, mcp_instance=instance)
+    key = services.api_key_issue(mcp_instance=instance)[1]
+
+    # when
+    tools = Harness().rpc("shop", key, "tools/list")["result"]["tools"]
+    services.instance_update(instance=instance, discovery="search")
+    proxy = Harness().rpc("shop", key, "tools/list")["result"]["tools"][0]
+
+    # then
+    assert len(tools) == 16
+    assert {tool["name"]: strict_problems(tool["inputSchema"]) for tool in tools} == {
+        tool["name"]: [] for tool in tools
+    }
+    assert proxy["name"] == "call_tool"
+    assert strict_problems(proxy["inputSchema"]) == []
+
+
+def test_what_a_strict_host_sends_is_accepted(owner, make_table, instance, table):
+    """Strict hosts send every property, null for those they have no value for."""
+    # given
+    generate_tools(owner=owner, table=table, writes=True, mcp_instance=instance)
+    services.instance_update(instance=instance, discovery="search")
+    key = services.api_key_issue(mcp_instance=instance)[1]
+    nulls = {"expected_version": None, "dry_run": None, "idempotency_key": None}
+    record = {"id": 4, "customer": "barbara", "status": "new", "total": 3}
+
+    # when
+    created = Harness().call("shop", key, "orders_create", {"elements": [record], **nulls})["result"]
+    updated = Harness().call(
+        "shop",
+        key,
+        "call_tool",
+        {"tool_name": "orders_update", "arguments": json.dumps({"elements": [{**record, "status": "paid"}], **nulls})},
+    )["result"]
+    refused = Harness().call("shop", key, "orders_create", {"elements": [{"id": 5, "colour": "red"}]})["result"]
+
+    # then
+    assert created["structuredContent"] == {"created": 1, "version": 2}
+    assert updated["structuredContent"] == {"updated": 1, "version": 3}
+    assert Table.objects.get(pk=table.pk).data[-1] == {**record, "status": "paid"}
+    assert refused["content"][0]["text"].startswith("INVALID_ARGUMENTS")
+    assert Table.objects.get(pk=table.pk).version == 3

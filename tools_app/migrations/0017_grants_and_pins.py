@@ -2,6 +2,58 @@
 
 from django.db import migrations, models
 
+# The safe-write arguments of create, update and delete as 0013 stored them, and as they are now: nullable, so a
+# strict function-calling host (which makes every argument required) can send null for "not given". A stored
+# schema holding the old form of one of them gets the new one; nothing else of it changes. The executor takes
+# these arguments out before validation, so this only changes what callers are shown.
+OLD_SAFE_WRITE = {
+    "expected_version": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "Write only if the table is at this version; otherwise VERSION_CONFLICT and nothing is written.",
+    },
+    "dry_run": {
+        "type": "boolean",
+        "description": 'Check the write and return {"dry_run": true, "version", "patch"} without writing anything.',
+    },
+    "idempotency_key": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 200,
+        "description": "A repeat with the same key on this table within 24 h returns the first result and writes "
+        "nothing; the same key with other arguments is IDEMPOTENCY_KEY_REUSED.",
+    },
+}
+NEW_SAFE_WRITE = {
+    "expected_version": {
+        "type": ["integer", "null"],
+        "minimum": 1,
+        "description": "Write only if the table is at this version; otherwise VERSION_CONFLICT and nothing is written. "
+        "Null: any version.",
+    },
+    "dry_run": {
+        "type": ["boolean", "null"],
+        "description": 'Check the write and return {"dry_run": true, "version", "patch"} without writing anything.',
+    },
+    "idempotency_key": {
+        "type": ["string", "null"],
+        "minLength": 1,
+        "maxLength": 200,
+        "description": "A repeat with the same key on this table within 24 h returns the first result and writes "
+        "nothing; the same key with other arguments is IDEMPOTENCY_KEY_REUSED.",
+    },
+}
+
+
+def nullable_safe_writes(apps, schema_editor):
+    Tool = apps.get_model("tools_app", "Tool")
+    for tool in Tool.objects.filter(type__in=["create", "update", "delete"]).only("id", "input_schema").iterator():
+        schema = tool.input_schema if isinstance(tool.input_schema, dict) else {}
+        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        changed = {name: NEW_SAFE_WRITE[name] for name, old in OLD_SAFE_WRITE.items() if properties.get(name) == old}
+        if changed:
+            Tool.objects.filter(pk=tool.pk).update(input_schema={**schema, "properties": {**properties, **changed}})
+
 
 class Migration(migrations.Migration):
 
@@ -35,4 +87,5 @@ class Migration(migrations.Migration):
             name='read_only',
             field=models.BooleanField(default=False, help_text='Every caller sees and calls only the bound tools that change no data.'),
         ),
+        migrations.RunPython(nullable_safe_writes, migrations.RunPython.noop),
     ]
