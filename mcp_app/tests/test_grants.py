@@ -10,6 +10,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.urls import reverse
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, get_application_model
 
@@ -589,3 +590,75 @@ def test_what_a_strict_host_sends_is_accepted(owner, make_table, instance, table
     assert Table.objects.get(pk=table.pk).data[-1] == {**record, "status": "paid"}
     assert refused["content"][0]["text"].startswith("INVALID_ARGUMENTS")
     assert Table.objects.get(pk=table.pk).version == 3
+
+
+#
+# The admin, and a tool edited under its pins
+#
+
+
+def test_the_admin_issues_a_read_only_key_with_attributes_and_shows_it(client, owner, instance):
+    # given
+    client.force_login(owner)
+
+    # when
+    created = client.post(
+        reverse("admin:tools_app_mcpinstance_key_create", args=[instance.pk]),
+        {"label": "agent", "read_only": "on", "attributes": '{"customer": "acme"}'},
+    )
+    refused = client.post(
+        reverse("admin:tools_app_mcpinstance_key_create", args=[instance.pk]),
+        {"label": "bad", "attributes": '{"customer": 7}'},
+        follow=True,
+    )
+    page = client.get(reverse("admin:tools_app_mcpinstance_change", args=[instance.pk])).content.decode()
+
+    # then
+    assert created.status_code == 200
+    key = ApiKey.objects.get()
+    assert (key.label, key.read_only, key.attributes) == ("agent", True, {"customer": "acme"})
+    assert "The key was not created: attributes[&#x27;customer&#x27;] must be a string (got int)." in (
+        refused.content.decode()
+    )
+    assert "read-only<br><code>customer=acme</code>" in page
+
+
+def test_the_admin_binding_form_checks_and_saves_pins(client, owner, table, make_tool, instance):
+    # given
+    tool = make_tool(owner, table, type="select", name="by_id")
+    client.force_login(owner)
+    url = reverse("admin:tools_app_binding_add")
+    base = {"mcp_instance": instance.pk, "tool": tool.pk, "enabled": "on"}
+
+    # when
+    refused = client.post(url, {**base, "pinned_arguments": '{"customer": {"value": 1}}'})
+    saved = client.post(url, {**base, "pinned_arguments": '{"keys": {"from": "key.label"}}'})
+    listing = client.get(reverse("admin:tools_app_binding_changelist")).content.decode()
+
+    # then
+    assert refused.status_code == 200
+    assert "the tool&#x27;s input schema declares no argument &#x27;customer&#x27;" in refused.content.decode()
+    assert saved.status_code == 302
+    assert Binding.objects.get().pinned_arguments == {"keys": {"from": "key.label"}}
+    assert "keys = the caller&#x27;s key.label" in listing
+
+
+def test_a_tool_whose_schema_no_longer_declares_a_pinned_argument_is_refused_not_run_unpinned(accounts, owner):
+    # given: the select's schema loses `field`, which the binding pins
+    tool = accounts["select"]
+    schema = {
+        "type": "object",
+        "properties": {"keys": {"type": "array", "items": {"type": "string"}, "minItems": 1}},
+        "required": ["keys"],
+    }
+    services.tool_update(tool=tool, input_schema=schema)
+
+    # when
+    result = Harness().call("shop", accounts["keys"]["acme"], "my_orders", {})["result"]
+
+    # then
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == (
+        "TOOL_NOT_CALLABLE: The tool 'my_orders' cannot run here: its binding pins 'field', which its input schema "
+        "no longer declares. The owner must change the binding or the tool."
+    )

@@ -46,7 +46,8 @@ class CallerQuerySerializer(serializers.Serializer):
     read_only = serializers.BooleanField(
         required=False,
         default=False,
-        help_text="The tools a read-only caller sees (a read-only key, an OAuth token without tools:all).",
+        help_text="The tools a read-only caller sees (a read-only key, an OAuth token without tools:all). On "
+        "/api/search/, `key` and `read_only` need `mcp_instance` (else a 400 naming it).",
     )
 
 
