@@ -372,6 +372,7 @@ def test_a_binding_with_pins_is_no_resource(accounts):
         ({"keys": {"value": "acme"}}, "pinned_arguments['keys']: the value fails the tool's input schema: "),
         ({"keys": {"from": "key.secret"}}, "pinned_arguments['keys']: unknown source 'key.secret'"),
         ({"keys": {"value": 1, "from": "key.label"}}, "pinned_arguments['keys'] must be {\"value\": <json>}"),
+        (False, "pinned_arguments must be an object"),
     ],
 )
 def test_a_pin_that_does_not_fit_the_tool_is_a_400_naming_pinned_arguments(
@@ -448,6 +449,7 @@ def test_a_key_is_issued_read_only_with_attributes(client, owner, instance):
     [
         ({"customer": 7}, "attributes['customer'] must be a string (got int)."),
         ({"bad name": "x"}, "attributes: the name 'bad name' is not 1-64 characters of A-Z a-z 0-9 _ . -."),
+        (False, 'attributes must be a JSON object of strings, e.g. {"customer": "acme"}.'),
     ],
 )
 def test_bad_key_attributes_are_a_400_and_no_key_is_issued(client, owner, instance, attributes, message):

@@ -95,7 +95,8 @@ ATTRIBUTES_SCHEMA = {
     "propertyNames": {"pattern": ATTRIBUTE_NAME_RE.pattern},
     "additionalProperties": {"type": "string", "maxLength": MAX_ATTRIBUTE_VALUE, "pattern": NO_NUL},
     "description": 'Values a binding\'s pinned arguments can take from this key ({"from": '
-    '"key.attributes.<name>"}): a JSON object of strings. Fixed when the key is issued.',
+    '"key.attributes.<name>"}): a JSON object of strings, names of 1-64 characters of A-Z a-z 0-9 _ . - (another '
+    "name is a 400 naming `attributes`). Fixed when the key is issued.",
 }
 
 

@@ -125,7 +125,7 @@ class ApiKeyViewSet(
             mcp_instance=instance,
             label=data.get("label", ""),
             read_only=data.get("read_only", False),
-            attributes=data.get("attributes") or {},
+            attributes=data.get("attributes", {}),
             actor=request.user,
             via="API",
         )

@@ -163,7 +163,7 @@ def binding_create(
         description_override=description_override or "",
         resource_uri=resource_uri or "",
         read_only=read_only,
-        pinned_arguments=pinned_arguments or {},
+        pinned_arguments={} if pinned_arguments is None else pinned_arguments,
     )
     return _save_binding(binding, "name_override" if name_override else "tool")
 
@@ -245,7 +245,7 @@ def api_key_issue(
         prefix=plaintext[: len(API_KEY_PREFIX) + 6],
         key_hash=ApiKey.hash_key(plaintext),
         read_only=read_only,
-        attributes=attributes or {},
+        attributes={} if attributes is None else attributes,
     )
     key.full_clean()
     with transaction.atomic():
