@@ -52,6 +52,13 @@ class Credential:
     oauth_client: str = ""
     scopes: frozenset[str] = frozenset()
     base: str = ""
+    # What the caller may use (tools_app.grants; mcp_app.requests.grant_of): an API key's read-only flag,
+    # label and attributes (fixed when the key is issued), and the username of who authorized the request
+    # (the OAuth user; for an API key, the instance's owner).
+    key_read_only: bool = False
+    key_label: str = ""
+    key_attributes: tuple[tuple[str, str], ...] = ()
+    username: str = ""
 
     @property
     def rate_identity(self) -> str:
@@ -183,7 +190,7 @@ def authenticate(slug: str, key_hash: str | None, base: str = "") -> Credential:
         raise refusal
     instance = (
         McpInstance.objects.filter(slug=slug)
-        .values("pk", "enabled", "owner_id", "owner__is_active", "key_rate_limit", "log_level")
+        .values("pk", "enabled", "owner_id", "owner__is_active", "owner__username", "key_rate_limit", "log_level")
         .first()
     )
     auth_cache.note_slug(slug, served=instance is not None and instance["enabled"])
@@ -196,7 +203,11 @@ def authenticate(slug: str, key_hash: str | None, base: str = "") -> Credential:
         raise unauthorized(INVALID_KEY_MESSAGE, invalid=True)
     if key_hash.startswith(OAUTH_HASH_PREFIX):
         return _authenticate_token(slug, key_hash, base, instance)
-    key = ApiKey.objects.filter(key_hash=key_hash).values("pk", "mcp_instance_id", "revoked_at").first()
+    key = (
+        ApiKey.objects.filter(key_hash=key_hash)
+        .values("pk", "mcp_instance_id", "revoked_at", "read_only", "label", "attributes")
+        .first()
+    )
     if key is None:
         auth_cache.note_unknown_key(key_hash)
     if key is None or key["mcp_instance_id"] != instance["pk"] or key["revoked_at"] is not None:
@@ -205,7 +216,17 @@ def authenticate(slug: str, key_hash: str | None, base: str = "") -> Credential:
     if not instance["owner__is_active"]:
         auth_cache.forget(slug, key_hash)
         raise unauthorized(INACTIVE_OWNER_MESSAGE, invalid=True)
-    return _admitted(slug, key_hash, instance, api_key_id=key["pk"])
+    attributes = key["attributes"] if isinstance(key["attributes"], dict) else {}
+    return _admitted(
+        slug,
+        key_hash,
+        instance,
+        api_key_id=key["pk"],
+        key_read_only=key["read_only"],
+        key_label=key["label"],
+        key_attributes=tuple(sorted((str(name), str(value)) for name, value in attributes.items())),
+        username=instance["owner__username"],
+    )
 
 
 def _authenticate_token(slug: str, key_hash: str, base: str, instance: dict) -> Credential:
@@ -222,6 +243,7 @@ def _authenticate_token(slug: str, key_hash: str, base: str, instance: dict) -> 
             "user_id",
             "user__is_active",
             "user__is_superuser",
+            "user__username",
             "application__client_id",
         )
         .first()
@@ -250,6 +272,7 @@ def _authenticate_token(slug: str, key_hash: str, base: str, instance: dict) -> 
         oauth_client=token["application__client_id"] or "",
         scopes=frozenset((token["scope"] or "").split()),
         base=base,
+        username=token["user__username"],
     )
 
 

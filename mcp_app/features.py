@@ -24,6 +24,9 @@ record template (`key` of a default one, the named variable of an owner-chosen o
 records, compared as strings) when a bound tool reads the mount whole (completion lists nothing a tool would
 not show). Anything else, the arguments of the owner's prompts included (free text), completes to nothing.
 
+What a caller is shown follows its grant (tools_app.grants): the usage guide and completion list the tools
+in its set; a binding with pinned arguments is neither a resource nor a template.
+
 Every function here runs in one database hop (mcp_app.hops) and starts with the re-check of the key and the
 instance, as every handler does (mcp_app.handlers).
 """
@@ -44,6 +47,7 @@ from mcp_app.requests import (
     current_instance,
     decode_cursor,
     encode_cursor,
+    grant_of,
     page_size,
 )
 from tools_app.choices import ToolType
@@ -131,6 +135,9 @@ def _surface(instance: McpInstance) -> _Surface:
             enabled=True,
             tool__type__in=[*READERS, RECORD_TYPE],
             tool__table__isnull=False,
+            # A binding with pinned arguments reads what its pins narrow it to, not a mount (tools_app.grants):
+            # no resource, no template, no completion of its keys.
+            pinned_arguments={},
         )
         .order_by("name_key", "id")
         .values_list(
@@ -436,7 +443,9 @@ def get_prompt_sync(state: RequestState, name: str, arguments: dict[str, str] | 
         if len(value) > MAX_PROMPT_ARGUMENT:
             raise MCPError(types.INVALID_PARAMS, f"{argument!r} is over {MAX_PROMPT_ARGUMENT} characters.")
     guide = usage_guide(
-        scope=InstanceScope(instance), tool_names=arguments.get("tool_names"), category=arguments.get("category")
+        scope=InstanceScope(instance, grant_of(state.caller)),
+        tool_names=arguments.get("tool_names"),
+        category=arguments.get("category"),
     )
     text = guide["content"]
     if guide["warnings"]:
@@ -503,7 +512,7 @@ def complete_sync(state: RequestState, ref: dict[str, Any], argument: dict[str, 
     if not isinstance(typed, str) or len(typed) > MAX_COMPLETION_VALUE:
         return _completion([])
     if ref.get("type") == "ref/prompt" and ref.get("name") == PROMPT_NAME:
-        index = get_index(InstanceScope(instance))
+        index = get_index(InstanceScope(instance, grant_of(state.caller)))
         if name == "category":
             return _completion(_prefixed(index.categories, typed.strip()))
         if name == "tool_names":

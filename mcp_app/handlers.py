@@ -12,6 +12,7 @@ request, SPEC §1): for tools/call that is the one statement of tools_app.select
 import asyncio
 import difflib
 import functools
+import json
 import logging
 import warnings
 from collections.abc import Callable
@@ -32,15 +33,17 @@ from mcp_app.requests import (
     current_instance,
     decode_cursor,
     encode_cursor,
+    grant_of,
     page_size,
     request_state,
 )
 from tools_app import __version__ as tools_version
 from tools_app.choices import REGISTRY_TYPES, ToolType
-from tools_app.execution.pipeline import CallOutcome, CallTarget, run_tool_call, tool_cache
+from tools_app.execution.pipeline import CHANGING_TYPES, CallOutcome, CallTarget, run_tool_call, tool_cache
+from tools_app.grants import Grant
 from tools_app.kernel import telemetry
 from tools_app.kernel.errors import ErrorCode, ToolError
-from tools_app.models import Binding, Discovery, LogLevel, Tool
+from tools_app.models import Binding, Discovery, LogLevel, McpInstance, Tool
 from tools_app.registry import PROXY_NAME
 from tools_app.registry.export import tool_entry
 from tools_app.tool_types import TOOL_TYPES
@@ -53,11 +56,28 @@ logger = logging.getLogger(__name__)
 #
 
 
+def usable_bindings(instance: McpInstance, grant: Grant) -> Any:
+    """The enabled bindings of the instance in the caller's set (tools_app.grants: Grant.may_use, as a query):
+    no tool that changes data for a caller, instance or binding that is read-only, no binding whose pinned
+    arguments name a value the caller does not have."""
+    bindings = Binding.objects.filter(mcp_instance_id=instance.pk, enabled=True)
+    changing = list(CHANGING_TYPES)
+    if instance.read_only or not grant.writes:
+        bindings = bindings.exclude(tool__type__in=changing)
+    else:
+        bindings = bindings.exclude(read_only=True, tool__type__in=changing)
+    pinned = bindings.exclude(pinned_arguments={}).values_list("pk", "pinned_arguments")
+    lacking = [pk for pk, pins in pinned if grant.missing_sources(pins)]
+    return bindings.exclude(pk__in=lacking) if lacking else bindings
+
+
 def list_tools_sync(state: RequestState, cursor: str | None) -> dict[str, Any]:
-    """A page of the instance's tools, ordered by name; keyset pagination, so edits never repeat a page."""
+    """A page of the instance's tools in the caller's set, ordered by name; keyset pagination, so edits never
+    repeat a page."""
     instance = current_instance(state)
+    grant = grant_of(state.caller)
     bindings = (
-        Binding.objects.filter(mcp_instance_id=instance.pk, enabled=True)
+        usable_bindings(instance, grant)
         .exclude(tool__type=ToolType.EXTERNAL)
         .select_related("tool")
         .order_by("name_key", "id")
@@ -73,7 +93,7 @@ def list_tools_sync(state: RequestState, cursor: str | None) -> dict[str, Any]:
     rows = list(bindings[: size + 1])
     result: dict[str, Any] = {"tools": [tool_entry(binding) for binding in rows[:size]]}
     if search and not cursor:
-        result["tools"].insert(0, PROXY_ENTRY)
+        result["tools"].insert(0, proxy_entry(*proxy_finders(instance, grant)))
     if len(rows) > size:
         result["nextCursor"] = encode_cursor(rows[size - 1].name_key)
     return result
@@ -149,25 +169,65 @@ INVALID_NAME = " Tool names are 1 to 64 characters from A-Z, a-z, 0-9, '_', '.' 
 # the same pipeline and recorded as a call of that tool.
 #
 
-PROXY_ENTRY: dict[str, Any] = {
-    "name": PROXY_NAME,
-    "description": (
-        "Run a tool of this server by name. This server lists only its search tools: find a tool with "
-        "search_tools (get_tool_definition gives its input schema), then run it here with its name and "
-        'its arguments, e.g. {"tool_name": "orders_query", "arguments": {"query": "[0]"}}.'
-    ),
-    "inputSchema": {
-        "type": "object",
-        "properties": {
-            "tool_name": {"type": "string", "minLength": 1, "maxLength": 64, "description": "The tool to run."},
-            "arguments": {"type": "object", "description": "The tool's arguments, as its input schema says."},
+# The proxy's input schema is closed, so strict function-calling hosts (OpenAI Agents' strict conversion) accept
+# it: `arguments` cannot be an open object there, so it is also accepted as JSON text of an object, and null
+# (the value a strict host sends for an optional argument) means none.
+PROXY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "tool_name": {"type": "string", "minLength": 1, "maxLength": 64, "description": "The tool to run."},
+        "arguments": {
+            "anyOf": [{"type": "string"}, {"type": "null"}],
+            "description": "The tool's arguments as a JSON object in text, as its input schema says, e.g. "
+            '"{\\"query\\": \\"[0]\\"}"; an object is accepted too. Null or omitted: none.',
         },
-        "required": ["tool_name"],
-        "additionalProperties": False,
     },
-    "annotations": {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False},
+    "required": ["tool_name"],
+    "additionalProperties": False,
 }
+PROXY_ANNOTATIONS = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False}
 MAX_SUGGESTIONS = 3
+
+
+def proxy_finders(instance: McpInstance, grant: Grant) -> tuple[str | None, str | None]:
+    """The effective names of the instance's search tool and definition tool in the caller's set, or None."""
+    rows = (
+        usable_bindings(instance, grant)
+        .filter(tool__type__in=[ToolType.SEARCH_TOOLS, ToolType.GET_TOOL_DEFINITION])
+        .values_list("name_override", "tool__name", "tool__type")
+    )
+    names: dict[str, list[str]] = {}
+    for override, tool_name, tool_type in rows:
+        names.setdefault(tool_type, []).append(override or tool_name)
+    search = sorted(names.get(ToolType.SEARCH_TOOLS, []))
+    definition = sorted(names.get(ToolType.GET_TOOL_DEFINITION, []))
+    return (search[0] if search else None), (definition[0] if definition else None)
+
+
+def _finding(search: str | None, definition: str | None) -> str:
+    """How to find a tool on this instance, naming its own registry tools (or saying there are none)."""
+    if search and definition:
+        return f"find a tool with {search} ({definition} gives its input schema)"
+    if search:
+        return f"find a tool with {search}"
+    if definition:
+        return f"{definition} gives a tool's input schema by its name (no search tool is bound here)"
+    return "no search tool is bound here: ask the server's owner for the tools' names"
+
+
+def proxy_entry(search: str | None, definition: str | None) -> dict[str, Any]:
+    """The tools/list entry of call_tool, its description naming the instance's own search and definition
+    tools under their effective names."""
+    return {
+        "name": PROXY_NAME,
+        "description": (
+            "Run a tool of this server by name. This server lists only its registry tools: "
+            f"{_finding(search, definition)}, then run it here with its name and its arguments, e.g. "
+            '{"tool_name": "orders_query", "arguments": "{\\"query\\": \\"[0]\\"}"}.'
+        ),
+        "inputSchema": PROXY_SCHEMA,
+        "annotations": PROXY_ANNOTATIONS,
+    }
 
 
 def _proxy_problem(arguments: Any) -> str | None:
@@ -179,15 +239,38 @@ def _proxy_problem(arguments: Any) -> str | None:
     tool_name = arguments.get("tool_name")
     if not isinstance(tool_name, str) or not tool_name:
         return "'tool_name' must be a non-empty string: the name of the tool to run."
-    if not isinstance(arguments.get("arguments", {}), dict):
-        return "'arguments' must be an object: the arguments of the tool named by 'tool_name'."
+    if not isinstance(_proxied_arguments(arguments.get("arguments")), dict):
+        return "'arguments' must be an object, or JSON text of one: the arguments of the tool named by 'tool_name'."
     return None
 
 
-def nearest_names(instance_id: int, name: str) -> list[str]:
-    """The enabled, callable tools of the instance whose names are closest to `name` (at most 3)."""
+def _proxied_arguments(value: Any) -> Any:
+    """call_tool's `arguments`: an object, JSON text of one, or null/absent for none (PROXY_SCHEMA)."""
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        if not value.strip():
+            return {}
+        try:
+            return json.loads(value)
+        except ValueError:
+            return None
+    return value
+
+
+def proxy_finders_for(state: RequestState, instance_id: int) -> tuple[str | None, str | None]:
+    instance = McpInstance.objects.filter(pk=instance_id).first()
+    return proxy_finders(instance, grant_of(state.caller)) if instance is not None else (None, None)
+
+
+def nearest_names(state: RequestState, instance_id: int, name: str) -> list[str]:
+    """The enabled, callable tools of the instance in the caller's set whose names are closest to `name` (at
+    most 3)."""
+    instance = McpInstance.objects.filter(pk=instance_id).first()
+    if instance is None:
+        return []
     names = list(
-        Binding.objects.filter(mcp_instance_id=instance_id, enabled=True)
+        usable_bindings(instance, grant_of(state.caller))
         .exclude(tool__type=ToolType.EXTERNAL)
         .values_list("name_override", "tool__name")
     )
@@ -210,17 +293,22 @@ def _proxy_call(
         target = call_target(state, tool_name)
     caller = caller_for(state, target, tool_name)  # the proxied tool's scope, as if called by its name
     outcome = run_tool_call(
-        caller=caller, target=target, name=tool_name, arguments=arguments.get("arguments") or {}, progress=progress
+        caller=caller,
+        target=target,
+        name=tool_name,
+        arguments=_proxied_arguments(arguments.get("arguments")),
+        progress=progress,
     )
     error = outcome.error
     if error is None:
         return success_result(outcome)
     if outcome.refused and error.code == ErrorCode.TOOL_NOT_FOUND:
-        suggestions = nearest_names(instance_id, tool_name)
+        suggestions = nearest_names(state, instance_id, tool_name)
         message = error.message
         if suggestions and "did you mean" not in message:
             message += f" Did you mean: {', '.join(suggestions)}?"
-        message += " search_tools finds a tool by what it does."
+        search, _definition = proxy_finders_for(state, instance_id)
+        message += f" {search} finds a tool by what it does." if search else " No search tool is bound here."
         error = ToolError(ErrorCode.TOOL_NOT_FOUND, message, {"tool_name": tool_name, "suggestions": suggestions})
     return error_result(error)  # call_tool declares no outputSchema: the error is structured too
 

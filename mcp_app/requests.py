@@ -18,8 +18,9 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_app.auth import Credential, Denied, auth_cache, authenticate, insufficient_scope, not_found, oauth_token_live
 from tools_app.execution.pipeline import Caller, CallTarget, touch_key
+from tools_app.grants import Grant
 from tools_app.models import McpInstance, Surface
-from tools_app.oauth import scope_allows
+from tools_app.oauth import SCOPE_ALL, scope_allows
 from tools_app.selectors import binding_call_target
 
 STATE_KEY = "toolhub.mcp"
@@ -137,16 +138,43 @@ def call_target(state: RequestState, name: str) -> CallTarget:
     raise deny(state, not_found(state.caller.slug))
 
 
+READ_SCOPE_TOKEN = f"this access token was granted only tools that read (scope {SCOPE_ALL!r} is needed)"
+
+
+def grant_of(credential: Credential) -> Grant:
+    """What the caller that opened the request may use (tools_app.grants): every surface of the request
+    (tools/list, resources, prompts, the registry, tools/call) asks this one Grant."""
+    if credential.api_key_id is not None:
+        return Grant.of_key(
+            read_only=credential.key_read_only,
+            label=credential.key_label,
+            attributes=dict(credential.key_attributes),
+            username=credential.username,
+        )
+    return Grant(
+        writes=SCOPE_ALL in credential.scopes,
+        username=credential.username or None,
+        read_only_reason=READ_SCOPE_TOKEN,
+    )
+
+
 def caller_for(state: RequestState, target: CallTarget, name: str) -> Caller:
     """Who calls `target` (named `name`) in the pipeline: the key's instance owner, or the user who authorized
-    the OAuth token. A token whose scope does not cover the tool: HTTP 403 insufficient_scope,
-    nothing run or recorded."""
+    the OAuth token, with what it may use (grant_of; the pipeline refuses a tool outside it as TOOL_NOT_FOUND).
+    A token whose scope does not cover a tool it could use with `tools:all`: HTTP 403 insufficient_scope (the
+    client may authorize again with that scope), nothing run or recorded."""
     holder = state.caller
-    if holder.oauth_token_id is not None and target.enabled and not scope_allows(holder.scopes, target.tool_type):
+    if (
+        holder.oauth_token_id is not None
+        and target.enabled
+        and not target.read_only
+        and not scope_allows(holder.scopes, target.tool_type)
+    ):
         raise deny(state, insufficient_scope(name))
     return Caller(
         surface=Surface.MCP,
         user_id=holder.oauth_user_id if holder.oauth_user_id is not None else target.owner_id,
         api_key_id=holder.api_key_id,
         oauth_client=holder.oauth_client,
+        grant=grant_of(holder),
     )

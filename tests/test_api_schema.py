@@ -33,7 +33,8 @@ RESOURCE_DESCRIPTIONS = {
     "Binding": "One tool exposed on one MCP instance, optionally under another name or description. Effective "
     "names are unique within an instance, ignoring case: a collision is a 409 NAME_CONFLICT.",
     "ApiKey": "An API key of an MCP instance as listed: never its secret, only the prefix that identifies it.",
-    "ApiKeyCreateRequest": "The key to issue: an optional label.",
+    "ApiKeyCreateRequest": "The key to issue: an optional label; `read_only` (the key sees and calls only tools "
+    "that change no data) and `attributes` (values pinned arguments can take from it), both fixed for the key's life.",
     "ApiKeyCreated": "The key just issued. The only response that ever holds the plaintext key: store it now.",
     "ToolCallRequest": "The arguments of a tool call, checked against the tool's input_schema.",
     "ToolCallResult": "The result of a successful tool call.",
@@ -71,3 +72,11 @@ def test_every_operation_has_a_summary(schema):
         if not operation.get("summary")
     ]
     assert missing == []
+
+
+def test_a_metadata_example_is_non_blank_in_the_schema_as_on_the_server(schema):
+    """The server refuses a blank example (validators.validate_examples): the schema says so."""
+    items = schema["components"]["schemas"]["ToolMetadata"]["properties"]["examples"]["items"]
+    assert items["minLength"] == 1
+    assert re.fullmatch(items["pattern"], "x = 1")
+    assert re.fullmatch(items["pattern"], "\u0085 \t") is None

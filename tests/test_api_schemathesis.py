@@ -24,7 +24,10 @@ What a schema cannot state is handled here, once, in the open:
   category no tool has; a tool change whose result breaks its type's rules; an imported file whose content
   does not parse in its format; a mount or preview keys not in the table's data; a prompt whose template
   uses an undeclared argument, whose arguments repeat a name, or named usage_guide; a binding's resource URI
-  that does not suit its tool's type or clashes on the instance). Each is matched narrowly.
+  that does not suit its tool's type or clashes on the instance; a binding's pinned arguments that the tool's
+  input schema does not declare or whose constant it refuses; a search's `key` or `read_only` without
+  `mcp_instance`; an API key attribute name outside A-Z a-z 0-9 _ . -, stated as `propertyNames`, which
+  OpenAPI 3.0 does not have). Each is matched narrowly.
 """
 
 import json
@@ -123,6 +126,8 @@ class Objects:
             return self.spare_tool.pk if path.startswith("/api/bindings/") else self.tool.pk
         if name == "mcp_instance":
             return self.instance.pk
+        if name == "key":
+            return self.key.pk  # the instance's key whose view of the tools a registry read takes
         return None
 
 
@@ -251,6 +256,13 @@ def documented_refusal(case, response, schema_document: dict) -> str | None:
     if operation in ("bindings_create", "bindings_partial_update") and code == "VALIDATION_ERROR":
         if set(fields) == {"resource_uri"}:
             return "a resource URI must suit the tool's type and be unique on the instance (documented on the field)"
+        if set(fields) <= {"resource_uri", "pinned_arguments"}:
+            return "pinned arguments must be arguments of the tool's input schema, a constant pass it (documented)"
+    if (operation or "").endswith("keys_create") and code == "VALIDATION_ERROR" and set(fields) == {"attributes"}:
+        if all("is not 1-64 characters" in message for message in fields["attributes"]):
+            return "attribute names are 1-64 characters of A-Z a-z 0-9 _ . - (propertyNames: OpenAPI 3.0 ignores it)"
+    if operation == "registry_search" and set(fields) == {"mcp_instance"} and code == "VALIDATION_ERROR":
+        return "key and read_only take the view of an instance: they need mcp_instance (documented)"
     if operation in ("tools_update", "tools_partial_update") and code == "VALIDATION_ERROR":
         if _breaks_type_rules(_tool_after_change(case), schema_document):
             return "the changed tool breaks its type's rules (documented on the operation)"

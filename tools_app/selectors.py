@@ -50,6 +50,9 @@ class CallTarget:
     instance_slug: str = ""  # over MCP: the instance's slug, the metrics' `instance` label
     discovery: str | None = None  # over MCP: the instance's discovery mode (the call_tool proxy)
     log_level: str | None = None  # over MCP: the instance's log level, as read now; "" = off
+    # Over MCP (tools_app.grants): the instance or the binding is read-only, and the binding's pinned arguments.
+    read_only: bool = False
+    pinned_arguments: dict[str, Any] | None = None
 
     @property
     def found(self) -> bool:
@@ -91,6 +94,9 @@ def _call_target_sql(vendor: str, oauth: bool = False) -> str:
         col("i", i, "key_rate_limit"),
         col("i", i, "discovery"),
         col("i", i, "log_level"),
+        col("i", i, "read_only"),
+        col("b", b, "read_only"),
+        col("b", b, "pinned_arguments"),
     ]
     if oauth:
         # The access token in place of the key: its audience and user were checked when the
@@ -156,6 +162,9 @@ def binding_call_target(
         key_rate_limit,
         discovery,
         log_level,
+        instance_read_only,
+        binding_read_only,
+        pinned,
     ) = row[1:]
     return CallTarget(
         owner_id=owner_id,
@@ -176,4 +185,13 @@ def binding_call_target(
         instance_slug=slug,
         discovery=discovery,
         log_level=log_level,
+        read_only=bool(instance_read_only) or bool(binding_read_only),
+        pinned_arguments=_json_column(Binding, "pinned_arguments", pinned),
     )
+
+
+def _json_column(model: Any, name: str, value: Any) -> Any:
+    """A JSON column read by raw SQL, as the model field reads it (SQLite returns its text)."""
+    if value is None:
+        return None
+    return model._meta.get_field(name).from_db_value(value, None, connection)

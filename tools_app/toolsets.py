@@ -20,6 +20,7 @@ from tools_app.data_access import operations, pointer
 from tools_app.data_access.shape import describe, json_type
 from tools_app.kernel.errors import ToolError
 from tools_app.models import Binding, McpInstance, Table, Tool
+from tools_app.tool_schemas import default_input_schema
 from tools_app.validators import MAX_DESCRIPTION, validate_json_pointer
 
 __all__ = ["GeneratedTools", "STANDARD_TOOLS", "default_prefix", "generate_tools", "tool_names_for"]
@@ -191,6 +192,51 @@ def _record_schema(sample: _Sample, only: list[str] | None = None) -> dict[str, 
             if sample.examples.get(name) is not None and not isinstance(sample.examples[name], list | dict):
                 properties[name]["examples"] = [sample.examples[name]]
     return {"type": "object", "properties": properties}
+
+
+def _closed_record(sample: _Sample, *, nullable: bool) -> dict[str, Any] | None:
+    """The records' shape as a closed object schema (`additionalProperties: false`), each field typed as the data
+    has it; None when the data does not allow one: no records, or a field holding objects (a nested object would
+    have to be closed too, and its fields are not known). `nullable`: fields missing from some records also take
+    null (a strict host sends null for what it has no value for)."""
+    if not sample.fields:
+        return None
+    optional = set(sample.shape.get("optional_fields", []))
+    properties: dict[str, Any] = {}
+    for name, types in sample.fields.items():
+        if "object" in types:
+            return None
+        kinds = list(types)
+        if nullable and name in optional and "null" not in kinds:
+            kinds.append("null")
+        properties[name] = {"type": kinds[0] if len(kinds) == 1 else kinds}
+    record: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if sample.key_field:
+        record["required"] = [sample.key_field]
+    return record
+
+
+def _input_schema(tool_type: str, sample: _Sample) -> dict[str, Any] | None:
+    """A write tool's input schema derived from the data, closed, so strict function-calling hosts (OpenAI's
+    strict mode, the Agents SDK's strict conversion) accept it: `elements` are records of the fields the data
+    has (array mount), or {key, content} pairs whose content is such a record (object mount). None (the type's
+    default) when the data does not allow it (_closed_record)."""
+    if tool_type not in ("create", "update"):
+        return None
+    record = _closed_record(sample, nullable=tool_type == "create")
+    if record is None or (sample.is_array and not sample.key_field):
+        return None
+    if not sample.is_array:
+        content = {key: value for key, value in record.items() if key != "required"}
+        record = {
+            "type": "object",
+            "properties": {"key": {"type": "string", "minLength": 1}, "content": content},
+            "required": ["key", "content"],
+            "additionalProperties": False,
+        }
+    schema = default_input_schema(tool_type)
+    schema["properties"]["elements"]["items"] = record
+    return schema
 
 
 def _output_schema(tool_type: str, sample: _Sample, preview_keys: list[str]) -> dict[str, Any] | None:
@@ -387,5 +433,8 @@ def generate_tools(
                 "metadata": metadata,
             }
         )
+        derived = _input_schema(tool_type, sample)
+        if derived is not None:
+            specs[-1]["input_schema"] = derived
     tools, bindings = services.tool_set_create(owner=owner, tools=specs, mcp_instance=mcp_instance)
     return GeneratedTools(tools=tools, bindings=bindings, notes=notes)

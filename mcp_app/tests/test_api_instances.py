@@ -4,7 +4,7 @@ import pytest
 from rest_framework.validators import UniqueValidator
 
 from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
-from tools_app.models import McpInstance
+from tools_app.models import Binding, McpInstance
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -304,3 +304,30 @@ def test_a_slug_taken_meanwhile_is_the_same_400_as_a_plain_duplicate(owner, othe
     assert raced.json() == plain.json()
     assert inserted == [True]
     assert db_snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("path", "field", "limit"),
+    [
+        ("/api/mcp-instances/", "name", 200),
+        ("/api/mcp-instances/", "slug", 100),
+        ("/api/bindings/", "name_override", 64),
+    ],
+)
+def test_a_string_over_its_max_length_is_refused_even_when_trimming_would_shorten_it(
+    owner, instance, table, make_tool, path, field, limit
+):
+    """The schema's maxLength is of the value sent: a run of whitespace (U+0085) cannot carry it past."""
+    # given
+    tool = make_tool(owner, table, name="free")
+    body = {"name": "Shop 2", "slug": "shop-2", "mcp_instance": instance.pk, "tool": tool.pk}
+    body[field] = "\u0085" * limit + "0"
+    before = (McpInstance.objects.count(), Binding.objects.count())
+
+    # when
+    response = client_for(owner).post(path, body, format="json")
+
+    # then
+    assert response.status_code == 400
+    assert response.json()["fields"] == {field: [f"Ensure this field has no more than {limit} characters."]}
+    assert (McpInstance.objects.count(), Binding.objects.count()) == before

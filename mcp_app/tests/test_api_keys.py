@@ -9,14 +9,16 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 
 def test_create_returns_id_label_and_the_plaintext_key_once(owner, instance):
-    """POST answers exactly {"id", "label", "key"}; only the key's SHA-256 is stored."""
+    """POST answers exactly {"id", "label", "key"} and what the key may use (read_only, attributes); only the
+    key's SHA-256 is stored."""
     # when
     response = client_for(owner).post(f"/api/mcp-instances/{instance.pk}/keys/", {"label": "laptop"}, format="json")
 
     # then
     assert response.status_code == 201
     body = response.json()
-    assert set(body) == {"id", "label", "key"}
+    assert set(body) == {"id", "label", "key", "read_only", "attributes"}
+    assert (body["read_only"], body["attributes"]) == (False, {})
     key = ApiKey.objects.get()
     assert body["id"] == key.pk
     assert body["label"] == "laptop"
@@ -61,7 +63,17 @@ def test_list_shows_the_instances_keys_without_secrets(owner, instance, make_ins
     body = response.json()
     assert body["count"] == 1
     row = body["results"][0]
-    assert set(row) == {"id", "label", "prefix", "created_at", "last_used_at", "revoked_at", "revoked"}
+    assert set(row) == {
+        "id",
+        "label",
+        "prefix",
+        "read_only",
+        "attributes",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+        "revoked",
+    }
     assert row["label"] == "one"
     assert row["prefix"] == plaintext[:10]
     assert row["revoked"] is False

@@ -14,6 +14,7 @@ from django.core.validators import MinValueValidator
 from tools_app import services
 from tools_app.admin.tool_forms import ModelMessagesForm, OwnerAwareModelForm, PrettyJSONField
 from tools_app.execution.call_limits import default_limits
+from tools_app.grants import attribute_problems
 from tools_app.models import ApiKey, Binding, McpInstance, NameClash, Prompt, name_conflict_error, prompt_name_conflict
 from tools_app.resource_uris import conflict
 
@@ -74,8 +75,27 @@ class BindingAdminForm(ModelMessagesForm):
 
     class Meta:
         model = Binding
-        fields = ["mcp_instance", "tool", "enabled", "name_override", "description_override", "resource_uri"]
+        fields = [
+            "mcp_instance",
+            "tool",
+            "enabled",
+            "name_override",
+            "description_override",
+            "resource_uri",
+            "read_only",
+            "pinned_arguments",
+        ]
         widgets = {"description_override": forms.Textarea(attrs={"rows": 3})}
+
+    pinned_arguments = PrettyJSONField(
+        required=False,
+        label_for_errors="JSON in the pinned arguments",
+        help_text=Binding._meta.get_field("pinned_arguments").help_text,
+    )
+
+    def clean_pinned_arguments(self):
+        value = self.cleaned_data.get("pinned_arguments")
+        return {} if value is None else value
 
     def _post_clean(self):
         super()._post_clean()
@@ -91,14 +111,32 @@ class BindingAdminForm(ModelMessagesForm):
 
 
 class BindingInlineForm(ModelMessagesForm):
+    pinned_arguments = PrettyJSONField(
+        required=False,
+        label_for_errors="JSON in the pinned arguments",
+        help_text='e.g. {"keys": {"from": "key.attributes.customer"}}',
+    )
+
     class Meta:
         model = Binding
-        fields = ["tool", "enabled", "name_override", "description_override", "resource_uri"]
+        fields = [
+            "tool",
+            "enabled",
+            "name_override",
+            "description_override",
+            "resource_uri",
+            "read_only",
+            "pinned_arguments",
+        ]
         widgets = {
             "description_override": forms.Textarea(attrs={"rows": 1, "cols": 40}),
             "name_override": forms.TextInput(attrs={"size": 20}),
             "resource_uri": forms.TextInput(attrs={"size": 24}),
         }
+
+    def clean_pinned_arguments(self):
+        value = self.cleaned_data.get("pinned_arguments")
+        return {} if value is None else value
 
 
 class PromptInlineForm(ModelMessagesForm):
@@ -205,15 +243,38 @@ class BindingInlineFormSet(forms.BaseInlineFormSet):
 
 
 class ApiKeyAdminForm(ModelMessagesForm):
+    attributes = PrettyJSONField(
+        required=False,
+        label_for_errors="JSON in the attributes",
+        help_text=ApiKey._meta.get_field("attributes").help_text,
+    )
+
     class Meta:
         model = ApiKey
-        fields = ["mcp_instance", "label"]
+        fields = ["mcp_instance", "label", "read_only", "attributes"]
+
+    def clean_attributes(self):
+        value = self.cleaned_data.get("attributes")
+        return {} if value is None else value
 
 
 class ApiKeyCreateForm(forms.Form):
-    """The instance page's "create a key" form."""
+    """The instance page's "create a key" form: what the key may use is fixed here (tools_app.grants)."""
 
     label = forms.CharField(max_length=200, required=False, help_text="Where the key is used, e.g. 'laptop'.")
+    read_only = forms.BooleanField(required=False, help_text="Sees and calls only tools that change no data.")
+    attributes = PrettyJSONField(
+        required=False,
+        label_for_errors="JSON in the attributes",
+        help_text='Values pinned arguments can take from the key, e.g. {"customer": "acme"}.',
+    )
+
+    def clean_attributes(self):
+        value = self.cleaned_data.get("attributes")
+        problems = attribute_problems({} if value is None else value)
+        if problems:
+            raise ValidationError(problems)
+        return {} if value is None else value
 
 
 #

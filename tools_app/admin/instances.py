@@ -39,6 +39,7 @@ from tools_app.admin.instance_forms import (
 from tools_app.admin.stats import call_stats
 from tools_app.admin.tools import DeletedWithParentMixin, OwnedAdmin, ToolPanel, register_tool_panel
 from tools_app.choices import REGISTRY_TYPES
+from tools_app.grants import pin_summary
 from tools_app.models import ApiKey, Binding, CallLog, Discovery, McpInstance, Prompt, Tool
 from tools_app.registry import usage_guide
 from tools_app.registry.export import tool_entry
@@ -105,7 +106,16 @@ class BindingInline(admin.TabularInline):
     model = Binding
     form = BindingInlineForm
     formset = BindingInlineFormSet
-    fields = ["tool", "tool_type", "enabled", "name_override", "description_override", "resource_uri"]
+    fields = [
+        "tool",
+        "tool_type",
+        "enabled",
+        "name_override",
+        "description_override",
+        "resource_uri",
+        "read_only",
+        "pinned_arguments",
+    ]
     readonly_fields = ["tool_type"]
     extra = 1
     verbose_name = "bound tool"
@@ -156,7 +166,10 @@ class McpInstanceAdmin(OwnedAdmin):
     change_form_template = "admin/tools_app/mcpinstance/change_form.html"
     fieldsets = [
         (None, {"fields": ["name", "slug", "description", "enabled"]}),
-        ("For MCP clients", {"fields": ["instructions", "discovery", "allow_registration", "max_result_bytes"]}),
+        (
+            "For MCP clients",
+            {"fields": ["instructions", "discovery", "allow_registration", "read_only", "max_result_bytes"]},
+        ),
         (
             "Call budgets",
             {
@@ -307,11 +320,17 @@ class McpInstanceAdmin(OwnedAdmin):
         instance = self._checked_instance(request, object_id)
         form = ApiKeyCreateForm(request.POST)
         if not form.is_valid():
-            messages.error(request, "The key was not created: " + "; ".join(form.errors.get("label", [])))
+            problems = [message for messages_ in form.errors.values() for message in messages_]
+            messages.error(request, "The key was not created: " + "; ".join(problems))
             return HttpResponseRedirect(reverse("admin:tools_app_mcpinstance_change", args=[instance.pk]))
         # The key's own history records the creation (services.api_key_issue).
         key, plaintext = services.api_key_issue(
-            mcp_instance=instance, label=form.cleaned_data["label"], actor=request.user, via="admin"
+            mcp_instance=instance,
+            label=form.cleaned_data["label"],
+            read_only=form.cleaned_data["read_only"],
+            attributes=form.cleaned_data["attributes"],
+            actor=request.user,
+            via="admin",
         )
         return self.key_created_response(request, instance, key, plaintext)
 
@@ -374,7 +393,7 @@ def set_enabled(bindings, enabled: bool) -> int:
 
 class BindingAdmin(InstanceColumn, OwnedAdmin):
     form = BindingAdminForm
-    list_display = ["effective_name", "instance", "tool", "tool_type", "enabled", "name_override"]
+    list_display = ["effective_name", "instance", "tool", "tool_type", "enabled", "name_override", "pins"]
     list_display_links = ["effective_name"]
     list_editable = ["enabled"]
     list_filter = [("mcp_instance", admin.RelatedOnlyFieldListFilter), "enabled", "tool__type"]
@@ -398,6 +417,11 @@ class BindingAdmin(InstanceColumn, OwnedAdmin):
     @admin.display(description="type", ordering="tool__type")
     def tool_type(self, obj):
         return obj.tool.type
+
+    @admin.display(description="pinned arguments")
+    def pins(self, obj):
+        shown = "; ".join(pin_summary(obj.pinned_arguments)) or "-"
+        return f"{shown} (read-only)" if obj.read_only else shown
 
     def save_model(self, request, obj, form, change):
         fields = {name: getattr(obj, name) for name in services.BINDING_FIELDS}
@@ -444,7 +468,7 @@ class KeyStatusFilter(admin.SimpleListFilter):
 
 class ApiKeyAdmin(InstanceColumn, OwnedAdmin):
     form = ApiKeyAdminForm
-    list_display = ["__str__", "instance", "prefix", "created_at", "last_used_at", "status"]
+    list_display = ["__str__", "instance", "prefix", "read_only", "created_at", "last_used_at", "status"]
     list_filter = [("mcp_instance", admin.RelatedOnlyFieldListFilter), KeyStatusFilter]
     search_fields = ["label", "prefix", "mcp_instance__name"]
     list_select_related = ["mcp_instance"]
@@ -456,8 +480,17 @@ class ApiKeyAdmin(InstanceColumn, OwnedAdmin):
 
     def get_fields(self, request, obj=None):
         if obj is None:
-            return ["mcp_instance", "label"]
-        return ["mcp_instance", "label", "prefix", "created_at", "last_used_at", "revoked_at"]
+            return ["mcp_instance", "label", "read_only", "attributes"]
+        return [
+            "mcp_instance",
+            "label",
+            "read_only",
+            "attributes",
+            "prefix",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+        ]
 
     def has_change_permission(self, request, obj=None):
         # A key is immutable once issued (revoke it instead); its page is read-only.
@@ -469,7 +502,13 @@ class ApiKeyAdmin(InstanceColumn, OwnedAdmin):
 
     def save_model(self, request, obj, form, change):
         key, plaintext = self.service(
-            services.api_key_issue, mcp_instance=obj.mcp_instance, label=obj.label, actor=request.user, via="admin"
+            services.api_key_issue,
+            mcp_instance=obj.mcp_instance,
+            label=obj.label,
+            read_only=obj.read_only,
+            attributes=obj.attributes,
+            actor=request.user,
+            via="admin",
         )
         obj.__dict__.update(key.__dict__)
         request._toolhub_plaintext = plaintext

@@ -6,6 +6,8 @@ UserScope, and dependencies point one way (STYLE: mcp_app builds on tools_app, n
 Another user's instance is a 404 (SPEC §2); as a search parameter it reads "does not exist".
 """
 
+import dataclasses
+
 from django.urls import path
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -22,7 +24,8 @@ from tools_app.api.registry import (
     query_params,
 )
 from tools_app.api.views import get_owned_or_404
-from tools_app.models import McpInstance
+from tools_app.grants import FULL_GRANT, Grant
+from tools_app.models import ApiKey, McpInstance
 from tools_app.registry.instance_scope import InstanceScope
 from tools_app.registry.scope import UserScope
 from tools_app.registry.search import MAX_LIMIT, MAX_QUERY_LENGTH
@@ -30,7 +33,41 @@ from tools_app.registry.search import MAX_LIMIT, MAX_QUERY_LENGTH
 __all__ = ["InstanceExportView", "InstanceGuideView", "SearchView", "urlpatterns"]
 
 
-class SearchQuerySerializer(serializers.Serializer):
+class CallerQuerySerializer(serializers.Serializer):
+    """Whose view of an instance's tools (tools_app.grants): by default the owner's, every enabled binding."""
+
+    key = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=2**63 - 1,
+        help_text="The tools this API key of the instance sees over MCP (a read-only key: none that changes data; "
+        "bindings whose pinned arguments need an attribute it lacks left out). Not one of the instance's keys: 400.",
+    )
+    read_only = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="The tools a read-only caller sees (a read-only key, an OAuth token without tools:all). On "
+        "/api/search/, `key` and `read_only` need `mcp_instance` (else a 400 naming it).",
+    )
+
+
+def caller_scope(instance: McpInstance, params: dict) -> InstanceScope:
+    """The instance's registry scope as the caller the query names (`key`, `read_only`) sees it."""
+    grant = FULL_GRANT
+    key_id = params.get("key")
+    if key_id is not None:
+        key = ApiKey.objects.filter(pk=key_id, mcp_instance=instance, revoked_at__isnull=True).first()
+        if key is None:
+            raise serializers.ValidationError({"key": [f"No active API key with id {key_id} on this instance."]})
+        grant = Grant.of_key(
+            read_only=key.read_only, label=key.label, attributes=key.attributes, username=instance.owner.username
+        )
+    if params.get("read_only") and grant.writes:
+        grant = dataclasses.replace(grant, writes=False)
+    return InstanceScope(instance, grant)
+
+
+class SearchQuerySerializer(CallerQuerySerializer):
     q = serializers.CharField(
         max_length=MAX_QUERY_LENGTH,
         trim_whitespace=True,
@@ -52,7 +89,7 @@ class SearchQuerySerializer(serializers.Serializer):
         return instance
 
 
-class GuideQuerySerializer(serializers.Serializer):
+class GuideQuerySerializer(CallerQuerySerializer):
     tool_names = serializers.CharField(
         required=False, allow_blank=True, max_length=10000, help_text="Comma-separated tool names."
     )
@@ -114,7 +151,9 @@ class SearchView(APIView):
     def get(self, request):
         params = query_params(SearchQuerySerializer, request)
         instance = params.get("mcp_instance")
-        scope = InstanceScope(instance) if instance is not None else UserScope(request.user)
+        if instance is None and (params.get("key") is not None or params.get("read_only")):
+            raise serializers.ValidationError({"mcp_instance": ["`key` and `read_only` need an mcp_instance."]})
+        scope = caller_scope(instance, params) if instance is not None else UserScope(request.user)
         result = registry.search_tools(scope=scope, query=params["q"], method=params["method"], limit=params["limit"])
         result.pop("markdown", None)
         return Response(result)
@@ -133,9 +172,15 @@ class InstanceGuideView(APIView):
         instance = get_owned_or_404(McpInstance, request.user, pk)
         params = query_params(GuideQuerySerializer, request)
         result = registry.usage_guide(
-            scope=InstanceScope(instance), tool_names=params.get("tool_names") or None, category=params.get("category")
+            scope=caller_scope(instance, params),
+            tool_names=params.get("tool_names") or None,
+            category=params.get("category"),
         )
         return Response(result)
+
+
+class InstanceExportQuerySerializer(ExportQuerySerializer, CallerQuerySerializer):
+    pass
 
 
 class InstanceExportView(APIView):
@@ -144,13 +189,13 @@ class InstanceExportView(APIView):
     @extend_schema(
         operation_id="mcp_instance_export",
         summary="An MCP instance's enabled tools as function-calling schemas: mcp, openai or anthropic",
-        parameters=[FORMAT_PARAMETER],
+        parameters=[FORMAT_PARAMETER, CallerQuerySerializer],
         responses={200: EXPORT_RESPONSE},
     )
     def get(self, request, pk):
         instance = get_owned_or_404(McpInstance, request.user, pk)
-        params = query_params(ExportQuerySerializer, request)
-        return Response(registry.export_tools(scope=InstanceScope(instance), format=params["format"]))
+        params = query_params(InstanceExportQuerySerializer, request)
+        return Response(registry.export_tools(scope=caller_scope(instance, params), format=params["format"]))
 
 
 # Included by toolhub/api_urls.py BEFORE the routers, so the router's mcp-instances/<pk>/ does not see these.

@@ -10,6 +10,7 @@ from rest_framework import serializers
 from tools_app import services
 from tools_app.api.schema import NO_NUL
 from tools_app.api.serializers import FullCleanModelSerializer, OwnedPrimaryKeyRelatedField, StrictSerializerMixin
+from tools_app.grants import ATTRIBUTE_NAME_RE, MAX_ATTRIBUTE_VALUE, MAX_ATTRIBUTES, MAX_PINS
 from tools_app.models import ApiKey, Binding, LogLevel, McpInstance, Prompt, Tool
 from tools_app.validators import MAX_PROMPT_ARGUMENT_DESCRIPTION, MAX_PROMPT_ARGUMENTS, PROMPT_ARGUMENT_NAME_RE
 
@@ -88,26 +89,59 @@ class McpInstanceSerializer(FullCleanModelSerializer):
         return services.instance_update(instance=instance, **validated_data)
 
 
+ATTRIBUTES_SCHEMA = {
+    "type": "object",
+    "maxProperties": MAX_ATTRIBUTES,
+    "propertyNames": {"pattern": ATTRIBUTE_NAME_RE.pattern},
+    "additionalProperties": {"type": "string", "maxLength": MAX_ATTRIBUTE_VALUE, "pattern": NO_NUL},
+    "description": 'Values a binding\'s pinned arguments can take from this key ({"from": '
+    '"key.attributes.<name>"}): a JSON object of strings, names of 1-64 characters of A-Z a-z 0-9 _ . - (another '
+    "name is a 400 naming `attributes`). Fixed when the key is issued.",
+}
+
+
+@extend_schema_field(ATTRIBUTES_SCHEMA)
+class KeyAttributesField(serializers.JSONField):
+    """An API key's attributes; checked by the model (tools_app.grants.attribute_problems)."""
+
+
 class ApiKeySerializer(serializers.ModelSerializer):
     """An API key of an MCP instance as listed: never its secret, only the prefix that identifies it."""
 
     revoked = serializers.BooleanField(read_only=True)
+    attributes = KeyAttributesField(read_only=True)
 
     class Meta:
         model = ApiKey
-        fields = ["id", "label", "prefix", "created_at", "last_used_at", "revoked_at", "revoked"]
+        fields = [
+            "id",
+            "label",
+            "prefix",
+            "read_only",
+            "attributes",
+            "created_at",
+            "last_used_at",
+            "revoked_at",
+            "revoked",
+        ]
         read_only_fields = fields
 
 
 class ApiKeyCreateSerializer(StrictSerializerMixin, serializers.ModelSerializer):
-    """The key to issue: an optional label."""
+    """The key to issue: an optional label; `read_only` (the key sees and calls only tools that change no
+    data) and `attributes` (values pinned arguments can take from it), both fixed for the key's life."""
 
-    request_examples = {"labelled": {"label": "claude-desktop"}}
+    request_examples = {
+        "labelled": {"label": "claude-desktop"},
+        "read-only, one customer": {"label": "acme-agent", "read_only": True, "attributes": {"customer": "acme"}},
+    }
+    refuse_unknown_fields = True
+    attributes = KeyAttributesField(required=False)
 
     class Meta:
         model = ApiKey
-        fields = ["label"]
-        extra_kwargs = {"label": {"required": False}}
+        fields = ["label", "read_only", "attributes"]
+        extra_kwargs = {"label": {"required": False}, "read_only": {"required": False}}
 
 
 class ApiKeyCreatedSerializer(serializers.Serializer):
@@ -118,6 +152,39 @@ class ApiKeyCreatedSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     label = serializers.CharField(allow_blank=True)
     key = serializers.CharField(help_text="The secret. Shown once: store it now; only its hash is kept.")
+    read_only = serializers.BooleanField()
+    attributes = KeyAttributesField()
+
+
+PIN_SCHEMA = {
+    "type": "object",
+    "maxProperties": MAX_PINS,
+    "description": "Arguments this binding fixes: hidden from the schema callers see, and refused when a caller "
+    "sends them (INVALID_ARGUMENTS). Each names an argument the tool's input schema declares; a constant must "
+    "pass that argument's schema, a value from the caller (a string) needs an argument taking a string or an "
+    "array (then a one-item list). Otherwise a 400 naming `pinned_arguments`.",
+    "additionalProperties": {
+        "oneOf": [
+            {"type": "object", "properties": {"value": {}}, "required": ["value"], "additionalProperties": False},
+            {
+                "type": "object",
+                "properties": {
+                    "from": {
+                        "type": "string",
+                        "pattern": "^(?:key\\.label|user\\.username|key\\.attributes\\.[A-Za-z0-9_.-]{1,64})$",
+                    }
+                },
+                "required": ["from"],
+                "additionalProperties": False,
+            },
+        ]
+    },
+}
+
+
+@extend_schema_field(PIN_SCHEMA)
+class PinnedArgumentsField(serializers.JSONField):
+    """A binding's pinned arguments; checked against the tool's input schema by the model (Binding.clean)."""
 
 
 class BindingSerializer(FullCleanModelSerializer):
@@ -129,8 +196,13 @@ class BindingSerializer(FullCleanModelSerializer):
     # collision is reported as NAME_CONFLICT (409) rather than as a generic unique-constraint error.
     full_clean_kwargs = {"validate_constraints": False}
     request_examples = {"bind": {"mcp_instance": 1, "tool": 1, "enabled": True, "name_override": "find_orders"}}
-    patch_examples = {"rename": {"name_override": "orders_lookup"}, "resource_uri": {"resource_uri": "orders://all"}}
+    patch_examples = {
+        "rename": {"name_override": "orders_lookup"},
+        "resource_uri": {"resource_uri": "orders://all"},
+        "pin": {"pinned_arguments": {"field": {"value": "customer"}, "keys": {"from": "key.attributes.customer"}}},
+    }
 
+    pinned_arguments = PinnedArgumentsField(required=False)
     mcp_instance = OwnedPrimaryKeyRelatedField(McpInstance, help_text="Id of one of your MCP instances.")
     tool = OwnedPrimaryKeyRelatedField(Tool, help_text="Id of one of your tools.")
     effective_name = serializers.CharField(read_only=True, help_text="name_override, or the tool's name.")
@@ -146,6 +218,8 @@ class BindingSerializer(FullCleanModelSerializer):
             "name_override",
             "description_override",
             "resource_uri",
+            "read_only",
+            "pinned_arguments",
             "effective_name",
             "effective_description",
             "created_at",

@@ -120,10 +120,17 @@ class ApiKeyViewSet(
         instance = self.get_instance()
         body = ApiKeyCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        data = body.validated_data
         key, plaintext = services.api_key_issue(
-            mcp_instance=instance, label=body.validated_data.get("label", ""), actor=request.user, via="API"
+            mcp_instance=instance,
+            label=data.get("label", ""),
+            read_only=data.get("read_only", False),
+            attributes=data.get("attributes", {}),
+            actor=request.user,
+            via="API",
         )
-        return Response({"id": key.pk, "label": key.label, "key": plaintext}, status=status.HTTP_201_CREATED)
+        answer = {"id": key.pk, "label": key.label, "key": plaintext, "read_only": key.read_only}
+        return Response({**answer, "attributes": key.attributes}, status=status.HTTP_201_CREATED)
 
     def perform_destroy(self, instance: ApiKey):
         # Revoke rather than delete (SPEC §2.3 "revocable"): the key stops authenticating at once, while

@@ -343,6 +343,8 @@ def _json_components() -> dict[str, dict[str, Any]]:
                     "items": {
                         "type": "string",
                         "format": "python",
+                        "minLength": 1,
+                        "pattern": non_blank_pattern(),
                         "description": "A non-blank snippet of valid Python, at most 10 lines.",
                     },
                 },

@@ -72,6 +72,21 @@ def strict_type_problem(field: serializers.Field, value: Any) -> str | None:
     return None
 
 
+def untrimmed_length_problems(fields: Mapping[str, serializers.Field], data: Mapping) -> dict[str, list[str]]:
+    """Strings longer than their field's max_length as sent, before DRF trims the whitespace around them: the
+    schema's `maxLength` is of the value sent, so a run of whitespace (U+0085 included) cannot carry an
+    over-long value past it."""
+    errors: dict[str, list[str]] = {}
+    for name, field in fields.items():
+        limit = getattr(field, "max_length", None)
+        if field.read_only or limit is None or not isinstance(field, serializers.CharField) or name not in data:
+            continue
+        value = data[name]
+        if isinstance(value, str) and len(value) > limit:
+            errors[name] = [field.error_messages["max_length"].format(max_length=limit)]
+    return errors
+
+
 UNKNOWN_FIELD = "Unknown field: the body's fields are {names}."
 
 
@@ -87,6 +102,10 @@ class StrictSerializerMixin:
     unknown_field_message = UNKNOWN_FIELD  # "{names}" is replaced by the writable fields
 
     def to_internal_value(self, data):
+        if isinstance(data, Mapping):
+            too_long = untrimmed_length_problems(self.fields, data)  # type: ignore[attr-defined]
+            if too_long:
+                raise serializers.ValidationError(too_long)
         if isinstance(data, Mapping) and not isinstance(data, QueryDict):
             errors: dict[str, list[str]] = {}
             writable = {name: field for name, field in self.fields.items() if not field.read_only}  # type: ignore[attr-defined]

@@ -81,7 +81,8 @@ def safe_write_options(tool: Tool, arguments: Any) -> tuple[Any, Any]:
         not isinstance(expected, int) or isinstance(expected, bool) or not 1 <= expected < 2**63
     ):
         raise _invalid("expected_version", "must be an integer of at least 1 (the table version you read)")
-    dry_run = arguments.get("dry_run", False)
+    dry_run = arguments.get("dry_run")
+    dry_run = False if dry_run is None else dry_run  # null: not given (SAFE_WRITE_PROPERTIES)
     if not isinstance(dry_run, bool):
         raise _invalid("dry_run", "must be true or false")
     key = arguments.get("idempotency_key")
@@ -90,7 +91,11 @@ def safe_write_options(tool: Tool, arguments: Any) -> tuple[Any, Any]:
     ):
         raise _invalid("idempotency_key", f"must be a string of 1 to {MAX_IDEMPOTENCY_KEY} printable characters")
     # What the key is bound to: the tool and every argument but the key and dry_run.
-    bound = {name: value for name, value in arguments.items() if name not in ("idempotency_key", "dry_run")}
+    bound = {
+        name: value
+        for name, value in arguments.items()
+        if name not in ("idempotency_key", "dry_run") and not (name == "expected_version" and value is None)
+    }
     safe = services.SafeWrite(
         expected_version=expected, dry_run=dry_run, idempotency_key=key or "", request={"tool": tool.pk, **bound}
     )

@@ -48,6 +48,7 @@ from tools_app.choices import READ_TYPES, REGISTRY_TYPES, ToolType
 from tools_app.data_access.budget import enforced
 from tools_app.execution.call_limits import call_slots, limits_for
 from tools_app.execution.executors import execute
+from tools_app.grants import Grant, apply_pins
 from tools_app.kernel.caches import LruCache
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.kernel.telemetry import call_finished, call_span, span
@@ -110,6 +111,8 @@ class Caller:
     user: Any = None
     oauth_client: str = ""  # over MCP with an OAuth access token: the client's id
     api_token_id: int | None = None  # the API token the request came with (a write's audit)
+    # Over MCP: what the key or token may use (tools_app.grants); None elsewhere (the owner's own tools).
+    grant: Grant | None = None
 
 
 def target_of_tool(tool: Tool, *, max_result_bytes: int | None = None) -> CallTarget:
@@ -299,7 +302,8 @@ def _not_found(name: str, target: CallTarget) -> ToolError:
 def _scope(caller: Caller, target: CallTarget) -> Any:
     """What a registry tool works over (SPEC §5): the instance's bindings over MCP, the caller's tools else."""
     if target.instance_id is not None:
-        return InstanceScope(McpInstance.objects.select_related("owner").get(pk=target.instance_id))
+        instance = McpInstance.objects.select_related("owner").get(pk=target.instance_id)
+        return InstanceScope(instance) if caller.grant is None else InstanceScope(instance, caller.grant)
     user = caller.user
     if user is None and caller.user_id is not None:
         user = get_user_model().objects.get(pk=caller.user_id)
@@ -356,7 +360,10 @@ def _run_tool_call(
     began = time.monotonic()  # the call's time budget counts from here, waits for a slot included
     at = timezone.now()
     with span("toolhub.call.authorize"):
-        outcome = _authorize(target, name)
+        outcome = _authorize(caller, target, name)
+    if outcome is None and target.pinned_arguments:
+        # From here on the arguments are the effective ones: what runs, is audited and recorded.
+        arguments, outcome = _pinned(caller, target, name, arguments)
     if outcome is None and progress is not None:
         progress(f"running {name}")
     if outcome is None and target.tool_type in CHANGING_TYPES:
@@ -373,11 +380,18 @@ def _run_tool_call(
     return outcome
 
 
-def _authorize(target: CallTarget, name: str) -> CallOutcome | None:
-    """An outcome refusing the call, or None when it may run."""
+def _authorize(caller: Caller, target: CallTarget, name: str) -> CallOutcome | None:
+    """An outcome refusing the call, or None when it may run. A tool outside the caller's set (tools_app.grants:
+    a write through a read-only key, instance or binding; pins naming a value the caller lacks) is refused
+    as TOOL_NOT_FOUND, as it is absent from its tools/list."""
     error = None
+    grant = caller.grant
     if not target.found or not target.enabled or (target.instance_id is not None and target.effective_name != name):
         error = _not_found(name, target)
+    elif grant is not None and (
+        why := grant.refusal(name, target.tool_type, read_only=target.read_only, pins=target.pinned_arguments)
+    ):
+        error = ToolError(ErrorCode.TOOL_NOT_FOUND, why)
     elif target.tool_type == ToolType.EXTERNAL:
         try:
             error = external.refusal(_tool(target), name)
@@ -390,6 +404,31 @@ def _authorize(target: CallTarget, name: str) -> CallOutcome | None:
     )
     refusal.refused = True
     return refusal
+
+
+def _pinned(caller: Caller, target: CallTarget, name: str, arguments: Any) -> tuple[Any, CallOutcome | None]:
+    """The effective arguments of a call through a binding with pinned arguments (tools_app.grants), or the
+    outcome refusing it: INVALID_ARGUMENTS when the caller sent a pinned argument; TOOL_NOT_CALLABLE when the
+    tool's input schema no longer declares one (the pin would not narrow the call: it fails closed)."""
+    pins = target.pinned_arguments or {}
+    try:
+        tool = _tool(target)
+    except Tool.DoesNotExist:
+        return arguments, None  # deleted since it was resolved: executing says so
+    properties = (tool.input_schema or {}).get("properties") or {}
+    undeclared = sorted(argument for argument in pins if argument not in properties)
+    if undeclared:
+        error = ToolError(
+            ErrorCode.TOOL_NOT_CALLABLE,
+            f"The tool {name!r} cannot run here: its binding pins {', '.join(map(repr, undeclared))}, which its "
+            "input schema no longer declares. The owner must change the binding or the tool.",
+        )
+        return arguments, CallOutcome(name=name, tool_type=target.tool_type, error=error)
+    grant = caller.grant or Grant()
+    try:
+        return apply_pins(arguments, grant.pinned_values(pins, tool.input_schema)), None
+    except ToolError as exc:
+        return arguments, CallOutcome(name=name, tool_type=target.tool_type, error=exc)
 
 
 def _tool(target: CallTarget) -> Tool:

@@ -56,15 +56,21 @@ ERROR_CODES: dict[ErrorCode, ErrorMeaning] = {
         "names the tool or prompt and the instance.",
     ),
     ErrorCode.TOOL_NOT_FOUND: ErrorMeaning(
-        400, "No enabled tool of that name where it was called (an MCP instance, or a registry scope)."
+        400,
+        "No enabled tool of that name where it was called (an MCP instance, or a registry scope), or none in the "
+        "caller's set there (a write through a read-only key, instance or binding; a binding whose pinned "
+        "arguments need a value the caller lacks).",
     ),
     ErrorCode.TOOL_DISABLED: ErrorMeaning(400, "The tool exists but its binding is disabled."),
     ErrorCode.TOOL_NOT_CALLABLE: ErrorMeaning(
         400,
-        "The tool cannot run here: an external tool served elsewhere, a registry tool without a scope, or a tool "
-        "whose stored input schema cannot be applied safely (docs/input-limits.md).",
+        "The tool cannot run here: an external tool served elsewhere, a registry tool without a scope, a tool whose "
+        "stored input schema cannot be applied safely (docs/input-limits.md), or a binding pinning an argument its "
+        "tool no longer declares.",
     ),
-    ErrorCode.INVALID_ARGUMENTS: ErrorMeaning(400, "The arguments fail the tool's input schema; names the argument."),
+    ErrorCode.INVALID_ARGUMENTS: ErrorMeaning(
+        400, "The arguments fail the tool's input schema, or send an argument the binding pins; names the argument."
+    ),
     ErrorCode.INVALID_QUERY: ErrorMeaning(400, "The JMESPath expression (or search pattern) is invalid; says where."),
     ErrorCode.MOUNT_NOT_FOUND: ErrorMeaning(400, "The tool's table or its json_path mount does not exist."),
     ErrorCode.MOUNT_TYPE_MISMATCH: ErrorMeaning(400, "The mount holds another kind of value than the tool needs."),

@@ -4,8 +4,10 @@ import hashlib
 import re
 import secrets
 
+from django.core.exceptions import ValidationError
 from django.db import models
 
+from tools_app.grants import attribute_problems
 from tools_app.models.instance import McpInstance, OwnedThroughInstanceQuerySet
 
 API_KEY_PREFIX = "thk_"
@@ -30,6 +32,16 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # What the key may use (tools_app.grants), fixed when it is issued: to change it, issue another key.
+    read_only = models.BooleanField(
+        default=False, help_text="A read-only key sees and calls only tools that change no data."
+    )
+    attributes = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Values a binding's pinned arguments can take from the key: a JSON object of strings, e.g. "
+        '{"customer": "acme"} (pinned as {"from": "key.attributes.customer"}).',
+    )
 
     objects = OwnedThroughInstanceQuerySet.as_manager()
 
@@ -44,6 +56,11 @@ class ApiKey(models.Model):
     @property
     def owner_id(self):
         return self.mcp_instance.owner_id
+
+    def clean(self):
+        problems = attribute_problems(self.attributes)
+        if problems:
+            raise ValidationError({"attributes": [ValidationError(p, code="invalid") for p in problems]})
 
     @property
     def revoked(self) -> bool:

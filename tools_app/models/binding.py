@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from tools_app.choices import ToolType
+from tools_app.grants import pin_problems
 from tools_app.models.instance import McpInstance, OwnedThroughInstanceQuerySet
 from tools_app.models.tool import NameClash, Tool
 from tools_app.resource_uris import MAX_URI, conflict, resource_uri_problem, validate_resource_uri
@@ -88,6 +89,18 @@ class Binding(models.Model):
         "not match another binding's URI there); the toolhub: scheme is reserved. Blank: "
         "toolhub://tables/<id>[/<path>].",
     )
+    # tools_app.grants: a read-only binding of a tool that changes data is in no caller's set.
+    read_only = models.BooleanField(
+        default=False,
+        help_text="Read-only: a tool that changes data (create, update, delete, register_tool) "
+        "bound this way is listed to no caller and refused.",
+    )
+    pinned_arguments = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Arguments this binding fixes, hidden from callers: {"<argument>": {"value": <json>}} or '
+        '{"<argument>": {"from": "key.label" | "key.attributes.<name>" | "user.username"}}.',
+    )
     # SPEC §2.4: lower-cased effective name, kept by the services so the database itself refuses
     # two bindings of one instance with the same name (race-proof on every backend).
     name_key = models.CharField(max_length=64, editable=False)
@@ -133,6 +146,14 @@ class Binding(models.Model):
             self.name_key = self.effective_name.lower()
         if self.resource_uri and self.tool_id:
             self._check_resource_uri()
+        if self.pinned_arguments is None:
+            self.pinned_arguments = {}
+        if self.tool_id:
+            problems = pin_problems(self.pinned_arguments, self.tool.input_schema)
+            if problems:
+                raise ValidationError(
+                    {"pinned_arguments": [ValidationError(problem, code="invalid") for problem in problems]}
+                )
 
     def _check_resource_uri(self) -> None:
         """A fixed URI on a reader, a record template on a select, nothing on other types; unique on

@@ -38,6 +38,10 @@ class McpInstance(OwnedModel):
     enabled = models.BooleanField(default=True)
     discovery = models.CharField(max_length=16, choices=Discovery.choices, default=Discovery.LIST_ALL)
     allow_registration = models.BooleanField(default=False)
+    # tools_app.grants: every caller sees and calls only the tools that change no data.
+    read_only = models.BooleanField(
+        default=False, help_text="Every caller sees and calls only the bound tools that change no data."
+    )
     # The upper bound is PostgreSQL's integer maximum, so SQLite (64-bit) refuses what PostgreSQL cannot store.
     # The default (about 10,000-16,000 tokens of JSON) and why: docs/paging.md.
     max_result_bytes = models.PositiveIntegerField(

@@ -22,7 +22,7 @@ from tools_app.kernel.errors import ErrorCode, ToolError, ToolhubError
 from tools_app.models import Tool
 from tools_app.registry.export import FORMATS, export_tool, export_tools
 from tools_app.registry.guide import PENDING, code_span, usage_guide
-from tools_app.registry.proxy import PROXY_HINT, PROXY_NAME, through_proxy
+from tools_app.registry.proxy import PROXY_NAME, finders, proxy_hint, through_proxy
 from tools_app.registry.search import (
     MAX_LIMIT,
     MAX_QUERY_LENGTH,
@@ -36,8 +36,9 @@ from tools_app.registry.search import (
 )
 
 __all__ = [
-    "PROXY_HINT",
     "PROXY_NAME",
+    "finders",
+    "proxy_hint",
     "through_proxy",
     "FORMATS",
     "METHODS",
@@ -104,7 +105,7 @@ def search_tools(*, scope: Any, query: str, method: str = "bm25", limit: int = 5
     if through_proxy(scope):
         # Clients that only call listed tools run a found one through the call proxy.
         result["call_with"] = PROXY_NAME
-        result["markdown"] += "\n" + PROXY_HINT + "\n"
+        result["markdown"] += "\n" + proxy_hint(index) + "\n"
     return result
 
 
@@ -140,6 +141,8 @@ def _definition(doc: ToolDoc) -> dict[str, Any]:
         "examples": doc.examples,
         "return_format": doc.return_format or None,
         "documentation_url": doc.metadata.get("documentation_url") or None,
+        # Set by the server for this binding (tools_app.grants): not in input_schema, never sent.
+        "pinned_arguments": sorted(doc.pinned),
     }
 
 
@@ -163,7 +166,8 @@ def tool_definition(*, scope: Any, tool_name: str) -> dict[str, Any]:
 def _suggest(index: Index, name: str) -> str:
     hits = index.bm25(name, 3) if name else []
     if not hits:
-        return " Use search_tools to find tools."
+        search, _definition = finders(index.docs)
+        return f" Use {search} to find tools." if search else ""
     return " Did you mean: " + ", ".join(hit.doc.name for hit in hits) + "?"
 
 

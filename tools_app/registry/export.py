@@ -15,6 +15,7 @@ Strict function-calling hosts: every format, and tools/list, writes a type array
 import re
 from typing import Any
 
+from tools_app.grants import listed_input_schema
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.paging import paged_input_schema, paged_output_schema
 from tools_app.registry.search import ToolDoc, deep_copy, get_index, make_doc
@@ -151,15 +152,17 @@ def output_schema_for(schema: dict[str, Any]) -> dict[str, Any]:
 
 def tool_entry(binding: Any) -> dict[str, Any]:
     """One tools/list entry: effective name and description, schemas, annotations. A pageable tool's schemas
-    say it pages (docs/paging.md): the `cursor` argument, and a page as an alternative output."""
+    say it pages (docs/paging.md): the `cursor` argument, and a page as an alternative output. The binding's
+    pinned arguments are not in its input schema (tools_app.grants)."""
     tool = binding.tool
     spec = TOOL_TYPES.get(tool.type)
     pageable = spec is not None and spec.pageable
+    schema = listed_input_schema(tool.input_schema, binding.pinned_arguments)
     entry: dict[str, Any] = {
         "name": binding.effective_name,
         "description": binding.effective_description,
         # No type arrays, for strict function-calling hosts (without_type_arrays).
-        "inputSchema": without_type_arrays(paged_input_schema(tool.input_schema) if pageable else tool.input_schema),
+        "inputSchema": without_type_arrays(paged_input_schema(schema) if pageable else schema),
         "annotations": _annotations(tool.type),
     }
     if tool.alias:

@@ -25,7 +25,8 @@ from typing import Any
 
 from django.utils import timezone
 
-from tools_app.registry.proxy import PROXY_HINT, through_proxy
+from tools_app.grants import pin_summary
+from tools_app.registry.proxy import proxy_hint, through_proxy
 from tools_app.registry.search import ToolDoc, get_index
 from tools_app.tool_types import TOOL_TYPES
 
@@ -131,6 +132,10 @@ def render_tool(doc: ToolDoc) -> str:
     if doc.mcp_server:
         parts += [f"**Served by**: {code_span(doc.mcp_server)} (external: call it there)", ""]
     parts += ["**Parameters**:", "", _fence(json.dumps(doc.input_schema, indent=2, ensure_ascii=False), "json"), ""]
+    if doc.pinned:
+        # Pinned by the binding (tools_app.grants): set by the server, never sent by the caller.
+        fixed = "; ".join(code_span(line) for line in pin_summary(doc.pinned))
+        parts += [f"**Set by the server** (do not send them): {fixed}", ""]
     examples = doc.examples
     if examples:
         parts += ["**Examples**:" if len(examples) > 1 else "**Example**:", ""]
@@ -220,7 +225,7 @@ def usage_guide(*, scope: Any, tool_names: Any = None, category: str | None = No
     # Render each tool once, then keep whole tools while they fit (cut at a tool boundary).
     rendered = {cat: [_rendered(index, doc) for doc in docs] for cat, docs in by_category.items()}
     title = f"# {_escape(_scope_title(scope))}\n\n"
-    hint = PROXY_HINT + "\n\n" if through_proxy(scope) else ""  # Search mode runs tools via call_tool
+    hint = proxy_hint(index) + "\n\n" if through_proxy(scope) else ""  # Search mode runs tools via call_tool
     budget = MAX_BYTES - len(title.encode()) - len(hint.encode()) - 200  # the Generated line, a truncation note
     kept: dict[str, list[str]] = {}
     used = 0

@@ -4,7 +4,7 @@ tools_app does not import mcp_app; the MCP side provides its own scope (tools_ap
 with the same interface.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from django.db.models import Count, Max
@@ -20,6 +20,8 @@ class CatalogEntry:
     name: str
     description: str
     tool: Tool
+    # The binding's pinned arguments (tools_app.grants): left out of the schemas the scope shows.
+    pinned: dict[str, Any] = field(default_factory=dict)
 
 
 class RegistryScope(Protocol):

@@ -36,6 +36,7 @@ from operator import itemgetter
 from typing import Any
 
 from tools_app.data_access.budget import charge
+from tools_app.grants import listed_input_schema
 from tools_app.kernel.caches import LruCache
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.kernel.patterns import PatternError, compile_pattern
@@ -160,6 +161,7 @@ class ToolDoc:
     metadata: dict
     mcp_server: str
     fields: dict[str, str] = field(repr=False)
+    pinned: dict[str, Any] = field(default_factory=dict)  # the binding's pinned arguments (tools_app.grants)
 
     @property
     def examples(self) -> list[str]:
@@ -186,11 +188,12 @@ def _parameter_texts(schema: Any) -> tuple[list[str], list[str]]:
     return names, descriptions
 
 
-def make_doc(position: int, name: str, description: str, tool: Any) -> ToolDoc:
+def make_doc(position: int, name: str, description: str, tool: Any, pinned: dict[str, Any] | None = None) -> ToolDoc:
     """A tool as the registry shows it; a pageable tool's schemas as clients see them (docs/paging.md): the
-    `cursor` argument added, the output schema widened to a page (the search indexes the tool's own)."""
+    `cursor` argument added, the output schema widened to a page (the search indexes the tool's own); the
+    binding's pinned arguments left out (tools_app.grants)."""
     metadata = dict(tool.metadata or {})
-    schema = tool.input_schema or {}
+    schema = listed_input_schema(tool.input_schema or {}, pinned)
     spec = TOOL_TYPES.get(tool.type)
     pageable = spec is not None and spec.pageable
     parameter_names, parameter_descriptions = _parameter_texts(schema)
@@ -219,6 +222,7 @@ def make_doc(position: int, name: str, description: str, tool: Any) -> ToolDoc:
         metadata=metadata,
         mcp_server=server,
         fields=fields,
+        pinned=dict(pinned or {}),
     )
 
 
@@ -647,7 +651,10 @@ class IndexCache:
 
 def build_index(entries: Iterable[Any]) -> Index:
     """An index over CatalogEntry-like objects (name, description, tool)."""
-    return Index(make_doc(i, entry.name, entry.description, entry.tool) for i, entry in enumerate(entries))
+    return Index(
+        make_doc(i, entry.name, entry.description, entry.tool, getattr(entry, "pinned", None))
+        for i, entry in enumerate(entries)
+    )
 
 
 index_cache = IndexCache()

@@ -19,6 +19,7 @@ INSTANCE_FIELDS = (
     "enabled",
     "discovery",
     "allow_registration",
+    "read_only",
     "max_result_bytes",
     "query_cpu_ms",
     "query_max_elements",
@@ -137,7 +138,7 @@ def _save_binding(binding: Binding, field: str) -> Binding:
 
 
 # What a binding's owner sets on it (besides the tool and the instance): the admin's forms pass these through.
-BINDING_FIELDS = ("enabled", "name_override", "description_override", "resource_uri")
+BINDING_FIELDS = ("enabled", "name_override", "description_override", "resource_uri", "read_only", "pinned_arguments")
 
 
 def binding_create(
@@ -148,9 +149,12 @@ def binding_create(
     name_override: str = "",
     description_override: str = "",
     resource_uri: str = "",
+    read_only: bool = False,
+    pinned_arguments: dict[str, Any] | None = None,
 ) -> Binding:
-    """Bind a tool to an instance. Refused (NAME_CONFLICT) when its effective name is taken there, and on
-    `resource_uri` when that URI does not suit the tool's type or clashes with another of the instance's."""
+    """Bind a tool to an instance. Refused (NAME_CONFLICT) when its effective name is taken there, on
+    `resource_uri` when that URI does not suit the tool's type or clashes with another of the instance's, and on
+    `pinned_arguments` when a pin does not fit the tool's input schema (tools_app.grants.pin_problems)."""
     binding = Binding(
         mcp_instance=mcp_instance,
         tool=tool,
@@ -158,6 +162,8 @@ def binding_create(
         name_override=name_override or "",
         description_override=description_override or "",
         resource_uri=resource_uri or "",
+        read_only=read_only,
+        pinned_arguments={} if pinned_arguments is None else pinned_arguments,
     )
     return _save_binding(binding, "name_override" if name_override else "tool")
 
@@ -193,6 +199,8 @@ def binding_update(*, binding: Binding, **fields: Any) -> Binding:
         if key not in allowed:
             raise TypeError(f"binding_update got an unexpected field {key!r}")
         blank_if_none = key.endswith("_override") or key == "resource_uri"
+        if key == "pinned_arguments" and value is None:
+            value = {}
         setattr(binding, key, "" if value is None and blank_if_none else value)
     return _save_binding(binding, "name_override" if binding.name_override else "tool")
 
@@ -216,9 +224,16 @@ def binding_delete_many(*, bindings: QuerySet[Binding]) -> int:
 
 
 def api_key_issue(
-    *, mcp_instance: McpInstance, label: str = "", actor: Any = None, via: str = "API"
+    *,
+    mcp_instance: McpInstance,
+    label: str = "",
+    read_only: bool = False,
+    attributes: dict[str, str] | None = None,
+    actor: Any = None,
+    via: str = "API",
 ) -> tuple[ApiKey, str]:
-    """Create a key; return it with its plaintext, which is never stored and cannot be shown again.
+    """Create a key; return it with its plaintext, which is never stored and cannot be shown again. What it may
+    use (tools_app.grants: `read_only`, the `attributes` pinned arguments can take) is fixed here.
 
     Recorded in the key's admin history as added by `actor` (default: the instance's owner), `via` naming
     the surface.
@@ -229,6 +244,8 @@ def api_key_issue(
         label=label,
         prefix=plaintext[: len(API_KEY_PREFIX) + 6],
         key_hash=ApiKey.hash_key(plaintext),
+        read_only=read_only,
+        attributes={} if attributes is None else attributes,
     )
     key.full_clean()
     with transaction.atomic():
@@ -237,7 +254,8 @@ def api_key_issue(
             actor=actor or mcp_instance.owner,
             obj=key,
             action=ADDITION,
-            message=f"Created API key {key} for MCP instance {mcp_instance.slug!r} ({via}).",
+            message=f"Created {'read-only ' if read_only else ''}API key {key} for MCP instance "
+            f"{mcp_instance.slug!r} ({via}).",
         )
     return key, plaintext
 

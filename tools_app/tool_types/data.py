@@ -21,18 +21,21 @@ PREVIEW_KEYS_HELP = (
 
 # Safe writes: arguments every create, update and delete tool takes, whatever its own schema says
 # (tool_types.execute takes them out before the arguments are checked against the tool's input schema).
+# Optional, and nullable: a strict function-calling host (OpenAI's strict mode, the Agents SDK's strict conversion)
+# makes every property required, and sends null for one it has no value for. Null means not given.
 SAFE_WRITE_PROPERTIES: dict[str, dict[str, Any]] = {
     "expected_version": {
-        "type": "integer",
+        "type": ["integer", "null"],
         "minimum": 1,
-        "description": "Write only if the table is at this version; otherwise VERSION_CONFLICT and nothing is written.",
+        "description": "Write only if the table is at this version; otherwise VERSION_CONFLICT and nothing is written. "
+        "Null: any version.",
     },
     "dry_run": {
-        "type": "boolean",
+        "type": ["boolean", "null"],
         "description": 'Check the write and return {"dry_run": true, "version", "patch"} without writing anything.',
     },
     "idempotency_key": {
-        "type": "string",
+        "type": ["string", "null"],
         "minLength": 1,
         "maxLength": 200,
         "description": "A repeat with the same key on this table within 24 h returns the first result and writes "
