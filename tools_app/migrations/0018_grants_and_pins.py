@@ -58,7 +58,7 @@ def nullable_safe_writes(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools_app', '0016_binding_resource_uri_instance_log_level'),
+        ('tools_app', '0017_history_bytes'),
     ]
 
     operations = [
