@@ -183,7 +183,7 @@ def works(client, app, instance, tokens) -> dict:
     return {"access": answer.status_code, "refresh": refreshed.status_code}
 
 
-@pytest.mark.parametrize("change", ["password", "deactivated", "everywhere"])
+@pytest.mark.parametrize("change", ["password", "deactivated", "everywhere", "everywhere-api", "everywhere-admin"])
 def test_grants_end_with_the_users_password_account_or_log_out_everywhere(
     client, owner, superuser, instance, app, served, change
 ):
@@ -192,7 +192,7 @@ def test_grants_end_with_the_users_password_account_or_log_out_everywhere(
     theirs = issue(client, superuser, instance, app)
     code, _verifier = authorization_code(client, owner, instance, app)  # approved, not exchanged yet
     client.logout()
-    api_token = services.api_token_issue(user=owner)[0]
+    api_token, plaintext = services.api_token_issue(user=owner)
 
     # when
     if change == "password":
@@ -201,8 +201,17 @@ def test_grants_end_with_the_users_password_account_or_log_out_everywhere(
     elif change == "deactivated":
         owner.is_active = False
         owner.save(update_fields=["is_active"])
-    else:
+    elif change == "everywhere":
         assert services.user_sign_out_everywhere(user=owner, actor=owner) == 1
+    elif change == "everywhere-api":
+        answer = client.post("/api/auth/tokens/revoke-all/", HTTP_AUTHORIZATION=f"Token {plaintext}")
+        assert (answer.status_code, answer.json()) == (200, {"revoked": 1})
+    else:
+        client.force_login(owner)
+        answer = client.post("/admin/tools_app/apitoken/log-out-everywhere/")
+        assert (answer.status_code, answer["Location"]) == (302, "/admin/tools_app/apitoken/")
+        assert client.get("/admin/").status_code == 200  # the admin session stays
+        client.logout()
 
     # then: every grant of the owner ended, the superuser's stands
     assert works(client, app, instance, mine) == {"access": 401, "refresh": 400}
@@ -213,7 +222,7 @@ def test_grants_end_with_the_users_password_account_or_log_out_everywhere(
     assert AccessToken.objects.filter(user=superuser).count() == 1
     if change != "deactivated":  # (an instance of a deactivated owner answers no token at all)
         assert works(client, app, instance, theirs) == {"access": 200, "refresh": 200}
-    assert ApiToken.objects.filter(pk=api_token.pk).exists() is (change != "everywhere")
+    assert ApiToken.objects.filter(pk=api_token.pk).exists() is (not change.startswith("everywhere"))
 
 
 def test_saving_a_user_without_a_credential_change_keeps_the_grants(client, owner, instance, app, served):

@@ -1,7 +1,9 @@
 """API tokens in the admin: read-only; deleting one revokes it through the service, which records
 the revocation in the token's history. A superuser sees every user's tokens, anyone else only their own."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.http import HttpResponseNotAllowed, HttpResponseRedirect
+from django.urls import path, reverse
 from django.utils import timezone
 
 from tools_app import services
@@ -16,6 +18,30 @@ class ApiTokenAdmin(admin.ModelAdmin):
     search_fields = ["token_key", "user__username"]
     list_select_related = ["user"]
     fields = readonly_fields = ["user", "token_key", "created", "expiry"]
+    change_list_template = "admin/tools_app/apitoken/change_list.html"
+
+    def get_urls(self):
+        own = [
+            path(
+                "log-out-everywhere/",
+                self.admin_site.admin_view(self.log_out_everywhere),
+                name="tools_app_apitoken_log_out_everywhere",
+            )
+        ]
+        return own + super().get_urls()
+
+    def log_out_everywhere(self, request):
+        """POST: every API token and OAuth grant of the signed-in user ends (services.user_sign_out_everywhere);
+        the admin session itself stays."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        revoked = services.user_sign_out_everywhere(user=request.user, actor=request.user, via="admin")
+        self.message_user(
+            request,
+            f"Logged out everywhere: {revoked} API token(s) revoked, and every OAuth grant you authorized ended.",
+            messages.SUCCESS,
+        )
+        return HttpResponseRedirect(reverse("admin:tools_app_apitoken_changelist"))
 
     def get_queryset(self, request):
         queryset = super().get_queryset(request)

@@ -138,6 +138,11 @@ class AuthTokenView(APIView):
 @extend_schema_view(
     list=extend_schema(summary="List your API tokens (never their secrets)"),
     destroy=extend_schema(summary="Revoke one of your API tokens (it stops working at once)"),
+    revoke_all=extend_schema(
+        summary="Log out everywhere: revoke every API token and OAuth grant you issued",
+        request=None,
+        responses={200: inline_serializer("RevokeAllResponse", {"revoked": serializers.IntegerField()})},
+    ),
 )
 @extend_schema(tags=["auth"])
 class ApiTokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.GenericViewSet):
@@ -158,6 +163,14 @@ class ApiTokenViewSet(mixins.ListModelMixin, mixins.DestroyModelMixin, viewsets.
 
     def perform_destroy(self, instance: ApiToken):
         services.api_token_revoke(api_token=instance, actor=self.request.user, via="API")
+
+    @action(detail=False, methods=["post"], url_path="revoke-all")
+    def revoke_all(self, request, *args, **kwargs):
+        """Every API token of yours (this request's included) and every OAuth grant you authorized stop working
+        at once; the MCP instances' API keys stay (they are the instances', docs/auth.md). `revoked` counts the
+        API tokens."""
+        revoked = services.user_sign_out_everywhere(user=request.user, actor=request.user, via="API")
+        return Response({"revoked": revoked})
 
 
 #
