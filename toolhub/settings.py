@@ -102,6 +102,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # issue 13: turns a login refused for too many failures into the lockout answer (keep it last).
     "axes.middleware.AxesMiddleware",
+    # A view whose password check found every hashing slot taken answers 429 (toolhub.passwords).
+    "toolhub.lockout.PasswordCheckBusyMiddleware",
 ]
 
 ROOT_URLCONF = "toolhub.urls"
@@ -293,6 +295,19 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
+# Password hashes (logins, OAuth client secrets) hold no database connection while they run, and at most
+# TOOLHUB_PASSWORD_HASHES_PER_WORKER run at once per server process; one more is refused at once with
+# RATE_LIMITED (429, Retry-After: 1), so a burst of bad logins from any number of addresses neither drains
+# the connection pool nor takes every core (toolhub/passwords.py; docs/auth.md). Django's hashers and
+# stored format, in Django's default order.
+PASSWORD_HASHERS = [
+    "toolhub.passwords.PBKDF2PasswordHasher",
+    "toolhub.passwords.PBKDF2SHA1PasswordHasher",
+    "toolhub.passwords.Argon2PasswordHasher",
+    "toolhub.passwords.BCryptSHA256PasswordHasher",
+    "toolhub.passwords.ScryptPasswordHasher",
+]
+TOOLHUB_PASSWORD_HASHES_PER_WORKER = env_int("TOOLHUB_PASSWORD_HASHES_PER_WORKER", 1, minimum=1)
 AXES_ENABLED = env_bool("TOOLHUB_LOGIN_LOCKOUT", True)
 AXES_FAILURE_LIMIT = int(os.environ.get("TOOLHUB_LOGIN_FAILURE_LIMIT", "5"))
 _lockout_minutes = float(os.environ.get("TOOLHUB_LOGIN_LOCKOUT_MINUTES", "15"))
