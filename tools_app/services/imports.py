@@ -12,8 +12,9 @@ over that size as JSON (a CSV with a wide header and empty cells grows a hundred
 CSV: the first row is the header (names unique and not empty); each row becomes an object keyed by it.
 Cells are typed the way a spreadsheet reads them, but strictly: `42` and `-7` integers (no leading zero, up
 to 15 digits; `007` stays text), `2.5` numbers (digits on both sides of the point), `true`/`false` booleans,
-an empty cell null; everything else stays a string (docs/data-to-tools.md). The delimiter (comma,
-semicolon, tab, bar) is sniffed from the header line.
+an empty cell null; everything else stays a string (docs/data-to-tools.md). Quoting is RFC 4180's (a
+quoted field may hold delimiters, line breaks and doubled quotes `""`; anything after a closing quote but
+a delimiter is refused); only the delimiter (comma, semicolon, tab, bar) is sniffed from the header line.
 """
 
 import csv
@@ -138,17 +139,37 @@ def _cell(text: str) -> Any:
     return text
 
 
-def _dialect(text: str) -> type[csv.Dialect] | csv.Dialect:
+class RFC4180(csv.Dialect):
+    """RFC 4180: fields quoted with `"`, a `"` inside a quoted field doubled (`""`), nothing after a closing
+    quote but a delimiter or the end of the line, spaces part of the field. Only the delimiter varies."""
+
+    delimiter = ","
+    quotechar = '"'
+    doublequote = True
+    escapechar = None
+    skipinitialspace = False
+    lineterminator = "\r\n"
+    quoting = csv.QUOTE_MINIMAL
+    strict = True
+
+
+def _delimiter(text: str) -> str:
+    """The delimiter (comma, semicolon, tab, bar) the header line uses; a comma when it has none.
+
+    Only the delimiter is taken from the sniffer: the rest of the dialect is RFC 4180's. The header line
+    alone cannot show how quotes are escaped (the sniffer would guess `doublequote=False` from it, and
+    split `"a ""b"", c"` into three cells), nor which quote character the rows use.
+    """
     # The sniffer's regular expressions backtrack: it sees the start of the header line only.
     header = text[:SNIFF_CHARS].split("\n", 1)[0]
     try:
-        return csv.Sniffer().sniff(header, delimiters=",;\t|")
+        return csv.Sniffer().sniff(header, delimiters=",;\t|").delimiter
     except csv.Error:
-        return csv.excel
+        return ","
 
 
 def _parse_csv(text: str) -> list[dict[str, Any]]:
-    reader = csv.reader(io.StringIO(text, newline=""), dialect=_dialect(text), strict=True)
+    reader = csv.reader(io.StringIO(text, newline=""), dialect=RFC4180, delimiter=_delimiter(text))
     limit = max_table_bytes()
     try:
         header = next(reader, None)
