@@ -84,9 +84,7 @@ def test_the_import_refuses_what_the_reference_reader_refuses(text, delimiter):
 
 def test_doubled_quotes_with_a_comma_are_one_cell():
     """The header alone shows no doubled quote; the rows' `""` is still an escaped quote."""
-    assert parse_table_file(b'id,text\n1,"a ""quoted"" , comma"\n', "csv") == [
-        {"id": 1, "text": 'a "quoted" , comma'}
-    ]
+    assert parse_table_file(b'id,text\n1,"a ""quoted"" , comma"\n', "csv") == [{"id": 1, "text": 'a "quoted" , comma'}]
 
 
 def test_a_row_split_wrongly_by_its_quotes_is_refused_naming_it():
