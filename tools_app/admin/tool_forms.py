@@ -15,6 +15,7 @@ from tools_app import services
 from tools_app.models import Table, Tool
 from tools_app.tool_types import TOOL_TYPES
 from tools_app.tool_types.registry_family import REGISTRY_HELP
+from tools_app.validators import JSONNumberError, json_loads
 
 # Above this many characters of JSON the table page shows a read-only summary instead of an editor
 # (issue 6: a 30 MB table must not freeze the page). Override with settings.TOOLHUB_ADMIN_EDITOR_MAX_CHARS.
@@ -40,7 +41,11 @@ def compact_json(value: Any) -> str:
 def parse_json(text: str, *, label: str = "JSON") -> Any:
     """json.loads() whose error names the line and column (issue 2 item 6: refused with the position)."""
     try:
-        return json.loads(text)
+        return json_loads(text)
+    except JSONNumberError as exc:
+        raise ValidationError(
+            "Invalid %(label)s: %(error)s", code="invalid_json", params={"label": label, "error": str(exc)}
+        ) from exc
     except json.JSONDecodeError as exc:
         raise ValidationError(
             "Invalid %(label)s at line %(line)d, column %(column)d: %(error)s.",

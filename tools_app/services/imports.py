@@ -28,7 +28,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from ..models import Table
-from ..validators import max_table_bytes
+from ..validators import JSONNumberError, json_loads, max_table_bytes
 from .tables import table_create
 
 __all__ = ["IMPORT_FORMATS", "import_format", "parse_table_file", "table_import"]
@@ -89,7 +89,9 @@ def _quote(text: str) -> str:
 
 def _parse_json(text: str) -> Any:
     try:
-        return json.loads(text)
+        return json_loads(text)
+    except JSONNumberError as exc:
+        raise _refuse("%(error)s", error=str(exc)) from exc
     except json.JSONDecodeError as exc:
         raise _refuse(
             "Invalid JSON at line %(line)d, column %(column)d: %(error)s.",
@@ -109,7 +111,15 @@ def _parse_ndjson(text: str) -> list[Any]:
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
+            records.append(json_loads(line))
+        except JSONNumberError as exc:
+            raise _refuse(
+                "Line %(line)d: the number %(number)s at column %(column)d is %(problem)s",
+                line=number,
+                number=exc.shown,
+                column=exc.column,
+                problem=exc.problem,
+            ) from exc
         except json.JSONDecodeError as exc:
             raise _refuse(
                 "Line %(line)d is not one JSON value (column %(column)d: %(error)s): %(text)s",
