@@ -207,6 +207,10 @@ TOOLHUB_MAX_REQUEST_BYTES = int(os.environ.get("TOOLHUB_MAX_REQUEST_BYTES", 64 *
 TOOLHUB_MAX_MCP_REQUEST_BYTES = int(os.environ.get("TOOLHUB_MAX_MCP_REQUEST_BYTES", 4 * 1024 * 1024))
 TOOLHUB_MAX_TABLE_BYTES = int(os.environ.get("TOOLHUB_MAX_TABLE_BYTES", 50 * 1024 * 1024))
 TOOLHUB_MAX_TABLE_DEPTH = int(os.environ.get("TOOLHUB_MAX_TABLE_DEPTH", 64))
+# Table imports (POST /api/tables/import/, the admin's file upload) running at once per server process: per
+# owner, and in all; one more is refused at once with RATE_LIMITED (tools_app/services/imports.py).
+TOOLHUB_IMPORTS_PER_OWNER = env_int("TOOLHUB_IMPORTS_PER_OWNER", 1, minimum=1)
+TOOLHUB_IMPORTS_PER_WORKER = env_int("TOOLHUB_IMPORTS_PER_WORKER", 2, minimum=1)
 TOOLHUB_MAX_ARGUMENT_DEPTH = int(os.environ.get("TOOLHUB_MAX_ARGUMENT_DEPTH", 100))
 # Table history (issue 14, docs/history.md): a write appends a JSON Patch; after TOOLHUB_TABLE_COMPACT_EVERY
 # entries the document is written as a new snapshot. History is kept TOOLHUB_HISTORY_DAYS days OR the last

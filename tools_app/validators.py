@@ -190,6 +190,17 @@ class TableDocumentDecoder(json.JSONDecoder):
             return on_fresh_stack(parse, s)
 
 
+class EncodedJSON:
+    """A table document given as its JSON text (str, or ASCII bytes), already checked against the table rules
+    (depth, JSON values, size) and written as TableDocumentEncoder writes it: the encoder hands the text to the
+    database as it is, so that a large import is never held as Python values, nor copied (services.imports)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str | bytes) -> None:
+        self.text = text
+
+
 class TableDocumentEncoder(json.JSONEncoder):
     """Table.data's encoder: the JSON text Django writes to the database, refused over TOOLHUB_MAX_TABLE_BYTES.
 
@@ -199,6 +210,10 @@ class TableDocumentEncoder(json.JSONEncoder):
     """
 
     def encode(self, o: Any) -> str:
+        if isinstance(o, EncodedJSON):
+            if len(o.text) > max_table_bytes():
+                raise table_too_large(len(o.text))
+            return o.text  # type: ignore[return-value]  # bytes go to psycopg as they are
         try:
             text = super().encode(o)
         except RecursionError as exc:

@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.utils.html import escape
 
 from tools_app import services
+from tools_app.errors import ToolhubError
 from tools_app.models import Table, Tool
 from tools_app.tool_types import TOOL_TYPES
 from tools_app.tool_types.registry_family import REGISTRY_HELP
@@ -201,9 +202,14 @@ class TableAdminForm(OwnerAwareModelForm):
         cleaned = super().clean()
         upload = cleaned.get("data_file")
         if upload:
+            owner_id = getattr(self.toolhub_owner, "pk", None) or self.instance.owner_id
             try:
                 fmt = services.import_format(upload.name, cleaned.get("data_format") or None)
-                cleaned["data_file"] = services.parse_table_file(upload.read(), fmt)
+                with services.import_slots.held(owner_id):
+                    cleaned["data_file"] = services.parse_table_file(upload.read(), fmt)
+            except ToolhubError as exc:  # every import slot taken (RATE_LIMITED)
+                cleaned["data_file"] = None
+                self.add_error("data_file", exc.message)
             except ValidationError as exc:
                 cleaned["data_file"] = None
                 for field, errors in exc.error_dict.items():

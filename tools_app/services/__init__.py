@@ -18,7 +18,7 @@ constraints, never by a pre-check alone.
 
 from .generate import tool_set_create
 from .history import history_record
-from .imports import IMPORT_FORMATS, import_format, parse_table_file, table_import
+from .imports import IMPORT_FORMATS, ImportedTable, import_format, import_slots, parse_table_file, table_import
 from .instances import (
     BINDING_FIELDS,
     INSTANCE_FIELDS,
@@ -99,6 +99,8 @@ __all__ = [
     "history_record",
     "import_format",
     "parse_table_file",
+    "import_slots",
+    "ImportedTable",
     "prompt_create",
     "prompt_delete",
     "prompt_update",
