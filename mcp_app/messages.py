@@ -17,6 +17,8 @@ from typing import Any
 
 from mcp_types import INVALID_REQUEST, PARSE_ERROR
 
+from tools_app.validators import JSONNumberError, json_loads
+
 REQUEST = "request"
 NOTIFICATION = "notification"
 
@@ -51,10 +53,12 @@ def _invalid(message: str) -> Problem:
 def classify(body: bytes) -> str | Problem:
     """REQUEST (a single request: it has an "id"), NOTIFICATION, or the Problem to answer with."""
     try:
-        message = json.loads(body)
+        message = json_loads(body)
     except RecursionError:
         return Problem(PARSE_ERROR, "Parse error: the body is nested too deeply.")
-    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, over-long integer literals
+    except JSONNumberError as exc:  # an over-long integer, a number beyond a float: named, with where it is
+        return Problem(PARSE_ERROR, f"Parse error: {exc}")
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         return Problem(PARSE_ERROR, f"Parse error: the body is not valid JSON ({exc}).")
     if isinstance(message, list):
         return _invalid("batches are not supported; send one JSON-RPC message per POST.")

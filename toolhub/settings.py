@@ -102,6 +102,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Turns a login refused for too many failures into the lockout answer (keep it last).
     "axes.middleware.AxesMiddleware",
+    # A view whose password check found every hashing slot taken answers 429 (toolhub.passwords).
+    "toolhub.lockout.PasswordCheckBusyMiddleware",
 ]
 
 ROOT_URLCONF = "toolhub.urls"
@@ -205,6 +207,10 @@ TOOLHUB_MAX_REQUEST_BYTES = int(os.environ.get("TOOLHUB_MAX_REQUEST_BYTES", 64 *
 TOOLHUB_MAX_MCP_REQUEST_BYTES = int(os.environ.get("TOOLHUB_MAX_MCP_REQUEST_BYTES", 4 * 1024 * 1024))
 TOOLHUB_MAX_TABLE_BYTES = int(os.environ.get("TOOLHUB_MAX_TABLE_BYTES", 50 * 1024 * 1024))
 TOOLHUB_MAX_TABLE_DEPTH = int(os.environ.get("TOOLHUB_MAX_TABLE_DEPTH", 64))
+# Table imports (POST /api/tables/import/, the admin's file upload) running at once per server process: per
+# owner, and in all; one more is refused at once with RATE_LIMITED (tools_app/services/imports.py).
+TOOLHUB_IMPORTS_PER_OWNER = env_int("TOOLHUB_IMPORTS_PER_OWNER", 1, minimum=1)
+TOOLHUB_IMPORTS_PER_WORKER = env_int("TOOLHUB_IMPORTS_PER_WORKER", 2, minimum=1)
 TOOLHUB_MAX_ARGUMENT_DEPTH = int(os.environ.get("TOOLHUB_MAX_ARGUMENT_DEPTH", 100))
 # Table history (docs/history.md): a write appends a JSON Patch; after TOOLHUB_TABLE_COMPACT_EVERY
 # entries the document is written as a new snapshot. History is kept TOOLHUB_HISTORY_DAYS days OR the last
@@ -301,6 +307,19 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
+# Password hashes (logins, OAuth client secrets) hold no database connection while they run, and at most
+# TOOLHUB_PASSWORD_HASHES_PER_WORKER run at once per server process; one more is refused at once with
+# RATE_LIMITED (429, Retry-After: 1), so a burst of bad logins from any number of addresses neither drains
+# the connection pool nor takes every core (toolhub/passwords.py; docs/auth.md). Django's hashers and
+# stored format, in Django's default order.
+PASSWORD_HASHERS = [
+    "toolhub.passwords.PBKDF2PasswordHasher",
+    "toolhub.passwords.PBKDF2SHA1PasswordHasher",
+    "toolhub.passwords.Argon2PasswordHasher",
+    "toolhub.passwords.BCryptSHA256PasswordHasher",
+    "toolhub.passwords.ScryptPasswordHasher",
+]
+TOOLHUB_PASSWORD_HASHES_PER_WORKER = env_int("TOOLHUB_PASSWORD_HASHES_PER_WORKER", 1, minimum=1)
 AXES_ENABLED = env_bool("TOOLHUB_LOGIN_LOCKOUT", True)
 AXES_FAILURE_LIMIT = int(os.environ.get("TOOLHUB_LOGIN_FAILURE_LIMIT", "5"))
 _lockout_minutes = float(os.environ.get("TOOLHUB_LOGIN_LOCKOUT_MINUTES", "15"))

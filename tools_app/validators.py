@@ -2,7 +2,9 @@
 
 import ast
 import json
+import math
 import re
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -214,6 +216,17 @@ class TableDocumentDecoder(json.JSONDecoder):
             return on_fresh_stack(parse, s)
 
 
+class EncodedJSON:
+    """A table document given as its JSON text (str, or ASCII bytes), already checked against the table rules
+    (depth, JSON values, size) and written as TableDocumentEncoder writes it: the encoder hands the text to the
+    database as it is, so that a large import is never held as Python values, nor copied (services.imports)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str | bytes) -> None:
+        self.text = text
+
+
 class TableDocumentEncoder(json.JSONEncoder):
     """Table.data's encoder: the JSON text Django writes to the database, refused over TOOLHUB_MAX_TABLE_BYTES.
 
@@ -223,6 +236,10 @@ class TableDocumentEncoder(json.JSONEncoder):
     """
 
     def encode(self, o: Any) -> str:
+        if isinstance(o, EncodedJSON):
+            if len(o.text) > max_table_bytes():
+                raise table_too_large(len(o.text))
+            return o.text  # type: ignore[return-value]  # bytes go to psycopg as they are
         try:
             text = super().encode(o)
         except RecursionError as exc:
@@ -234,6 +251,72 @@ class TableDocumentEncoder(json.JSONEncoder):
         if len(text) > max_table_bytes():  # ensure_ascii: one character is one byte
             raise table_too_large(len(text))
         return text
+
+
+#
+# Parsing JSON a client sent: one function for every surface (API bodies, table files, admin forms, MCP)
+#
+
+# A float literal that may overflow to infinity: a 3-digit exponent, or 300 digits in a row. A match inside a
+# string only costs the slower parse below, never a wrong answer.
+_MAYBE_HUGE_FLOAT = re.compile(r"[eE][+-]?[0-9]{3}|[0-9]{300}")
+_MAYBE_HUGE_FLOAT_BYTES = re.compile(_MAYBE_HUGE_FLOAT.pattern.encode())
+_QUOTED_NUMBER_CHARS = 30  # digits of a refused number quoted in the message
+
+
+class JSONNumberError(ValueError):
+    """A JSON number Python cannot hold: an integer longer than sys.get_int_max_str_digits() digits (Python
+    refuses to convert it), or a number beyond a 64-bit float (1e400 would become Infinity). The message
+    names the number (`shown`: its first digits and its length when long) and where it is (`line`, `column`
+    count from 1, as json.JSONDecodeError's); `problem` is what is wrong with it."""
+
+    def __init__(self, *, shown: str, problem: str, line: int, column: int) -> None:
+        super().__init__(f"The number {shown} at line {line}, column {column} is {problem}")
+        self.shown, self.problem, self.line, self.column = shown, problem, line, column
+
+
+def _number_error(text: str | bytes, literal: str, problem: str) -> JSONNumberError:
+    decoded = text.decode("utf-8", "replace") if isinstance(text, bytes | bytearray) else text
+    found = re.search(rf"(?<![0-9.eE+-]){re.escape(literal)}(?![0-9])", decoded)
+    offset = found.start() if found else 0
+    line = decoded.count("\n", 0, offset) + 1
+    column = offset - decoded.rfind("\n", 0, offset)
+    digits = sum(char.isdigit() for char in literal)
+    shown = literal if len(literal) <= _QUOTED_NUMBER_CHARS else f"{literal[:_QUOTED_NUMBER_CHARS]}… ({digits} digits)"
+    return JSONNumberError(shown=shown, problem=problem, line=line, column=column)
+
+
+def json_loads(text: str | bytes, **kwargs: Any) -> Any:
+    """json.loads() for JSON a client sent: the same values and errors (ValueError, json.JSONDecodeError,
+    RecursionError), and a number Python cannot hold is JSONNumberError naming it, never a bare ValueError
+    from deep inside the parser (a 500 where nobody catches it) nor a silent Infinity.
+
+    The usual document costs one plain parse: the checks run only when that parse fails on a number, or the
+    text holds something that may be an overflowing float.
+    """
+    limit = sys.get_int_max_str_digits()
+
+    def checked_int(literal: str) -> int:
+        if limit and len(literal.lstrip("-")) > limit:
+            raise _number_error(text, literal, f"too long: integers have at most {limit} digits.")
+        return int(literal)
+
+    def checked_float(literal: str) -> float:
+        value = float(literal)
+        if not math.isfinite(value):
+            raise _number_error(text, literal, "too large: numbers are at most about 1.8e308 (a 64-bit float).")
+        return value
+
+    maybe_huge = _MAYBE_HUGE_FLOAT if isinstance(text, str) else _MAYBE_HUGE_FLOAT_BYTES
+    if maybe_huge.search(text):  # type: ignore[arg-type]
+        return json.loads(text, parse_int=checked_int, parse_float=checked_float, **kwargs)
+    try:
+        return json.loads(text, **kwargs)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        # Python's integer-string conversion limit, raised from inside the scanner without a position.
+        return json.loads(text, parse_int=checked_int, parse_float=checked_float, **kwargs)
 
 
 # An escaped NUL in json.dumps output: "\u0000" preceded by an even number of backslashes (an odd number

@@ -12,9 +12,11 @@ from django.core.exceptions import ValidationError
 from django.utils.html import escape
 
 from tools_app import services
+from tools_app.kernel.errors import ToolhubError
 from tools_app.models import Table, Tool
 from tools_app.tool_types import TOOL_TYPES
 from tools_app.tool_types.registry_family import REGISTRY_HELP
+from tools_app.validators import JSONNumberError, json_loads
 
 # Above this many characters of JSON the table page shows a read-only summary instead of an editor
 # (a 30 MB table must not freeze the page). Override with settings.TOOLHUB_ADMIN_EDITOR_MAX_CHARS.
@@ -40,7 +42,11 @@ def compact_json(value: Any) -> str:
 def parse_json(text: str, *, label: str = "JSON") -> Any:
     """json.loads() whose error names the line and column (refused with the position)."""
     try:
-        return json.loads(text)
+        return json_loads(text)
+    except JSONNumberError as exc:
+        raise ValidationError(
+            "Invalid %(label)s: %(error)s", code="invalid_json", params={"label": label, "error": str(exc)}
+        ) from exc
     except json.JSONDecodeError as exc:
         raise ValidationError(
             "Invalid %(label)s at line %(line)d, column %(column)d: %(error)s.",
@@ -196,9 +202,14 @@ class TableAdminForm(OwnerAwareModelForm):
         cleaned = super().clean()
         upload = cleaned.get("data_file")
         if upload:
+            owner_id = getattr(self.toolhub_owner, "pk", None) or self.instance.owner_id
             try:
                 fmt = services.import_format(upload.name, cleaned.get("data_format") or None)
-                cleaned["data_file"] = services.parse_table_file(upload.read(), fmt)
+                with services.import_slots.held(owner_id):
+                    cleaned["data_file"] = services.parse_table_file(upload.read(), fmt)
+            except ToolhubError as exc:  # every import slot taken (RATE_LIMITED)
+                cleaned["data_file"] = None
+                self.add_error("data_file", exc.message)
             except ValidationError as exc:
                 cleaned["data_file"] = None
                 for field, errors in exc.error_dict.items():

@@ -3,10 +3,21 @@ bind many tools at once. The views parse and answer; the work is the services' (
 binding_create_many), shared with the admin.
 """
 
+import json
+import shutil
+import tempfile
+import uuid
+
 from django.core.validators import RegexValidator
-from django.http import QueryDict
+from django.http import HttpResponse, QueryDict
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    inline_serializer,
+)
 from rest_framework import parsers, serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -14,6 +25,8 @@ from rest_framework.views import APIView
 from tools_app import services
 from tools_app.api.instance_serializers import BindingSerializer
 from tools_app.api.parsers import JSONParser
+from tools_app.api.renderers import JSONRenderer
+from tools_app.api.schema import ErrorSerializer
 from tools_app.api.serializers import OwnedPrimaryKeyRelatedField, TableSerializer, ToolSerializer
 from tools_app.api.serializers import StrictSerializer as SharedStrictSerializer
 from tools_app.api.views import get_owned_or_404
@@ -71,7 +84,14 @@ class TableImportSerializer(StrictSerializer):
         "is created. The table limits apply (TOOLHUB_MAX_TABLE_BYTES, TOOLHUB_MAX_TABLE_DEPTH; docs/input-limits.md)."
     ),
     request={"multipart/form-data": TableImportSerializer},
-    responses={201: TableSerializer},
+    responses={
+        201: TableSerializer,
+        429: OpenApiResponse(
+            ErrorSerializer,
+            description="RATE_LIMITED: too many imports at once (TOOLHUB_IMPORTS_PER_OWNER, "
+            "TOOLHUB_IMPORTS_PER_WORKER); `Retry-After` says when to try again. Nothing was read or written.",
+        ),
+    },
 )
 class TableImportView(APIView):
     parser_classes = [parsers.MultiPartParser]
@@ -81,14 +101,33 @@ class TableImportView(APIView):
         body.is_valid(raise_exception=True)
         upload = body.validated_data["file"]
         fmt = services.import_format(upload.name, body.validated_data.get("format"))
-        table = services.table_import(
+        with services.table_import(
             owner=request.user,
             name=body.validated_data["name"],
             description=body.validated_data["description"],
-            raw=upload.read(),
+            file=upload,
             fmt=fmt,
-        )
-        return Response(TableSerializer(table, context={"request": request}).data, status=status.HTTP_201_CREATED)
+        ) as imported:
+            return imported_table_response(request, imported)
+
+
+def imported_table_response(request, imported: services.ImportedTable) -> HttpResponse:
+    """201 with the table as TableSerializer shows it, its `data` copied from the import's JSON text: a large
+    document is not parsed back into Python values only to be written out again. The body is assembled in a
+    temporary file and read once, so the text is held once."""
+    serializer = TableSerializer(imported.table, context={"request": request})
+    serializer.fields.pop("data")
+    shown = serializer.data
+    marker = f"data-{uuid.uuid4().hex}"
+    body = {name: marker if name == "data" else shown[name] for name in TableSerializer.Meta.fields}
+    before, after = JSONRenderer().render(body).split(json.dumps(marker).encode(), 1)
+    with tempfile.TemporaryFile() as assembled:
+        assembled.write(before)
+        shutil.copyfileobj(imported.document.buffer, assembled)  # type: ignore[attr-defined]
+        assembled.write(after)
+        assembled.seek(0)
+        content = assembled.read()
+    return HttpResponse(content, status=status.HTTP_201_CREATED, content_type="application/json")
 
 
 class GenerateToolsSerializer(StrictSerializer):

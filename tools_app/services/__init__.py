@@ -18,7 +18,14 @@ constraints, never by a pre-check alone.
 
 from tools_app.services.generate import tool_set_create
 from tools_app.services.history import history_record
-from tools_app.services.imports import IMPORT_FORMATS, import_format, parse_table_file, table_import
+from tools_app.services.imports import (
+    IMPORT_FORMATS,
+    ImportedTable,
+    import_format,
+    import_slots,
+    parse_table_file,
+    table_import,
+)
 from tools_app.services.instances import (
     BINDING_FIELDS,
     INSTANCE_FIELDS,
@@ -109,6 +116,8 @@ __all__ = [
     "history_record",
     "import_format",
     "parse_table_file",
+    "import_slots",
+    "ImportedTable",
     "prompt_create",
     "prompt_delete",
     "prompt_update",

@@ -3,18 +3,19 @@
 import json
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import IO, Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from tools_app.kernel.errors import ErrorCode, ToolhubError
-from tools_app.models import Table, Tool, name_conflict_error
+from tools_app.models import Table, TableSnapshot, Tool, name_conflict_error
 from tools_app.services import table_log
 from tools_app.services.locks import lock_rows
 from tools_app.services.quotas import data_quota_check
 from tools_app.services.table_cache import table_cache
+from tools_app.validators import EncodedJSON
 
 TOOL_FIELDS = (
     "name",
@@ -44,6 +45,39 @@ def table_create(*, owner, name: str, description: str = "", data: Any = None) -
     with transaction.atomic():
         table.save()  # the row and its snapshot at version 1
     return table
+
+
+def table_create_encoded(*, owner, name: str, description: str = "", document: IO[bytes], size: int) -> Table:
+    """Create a table (version 1) whose document is the ASCII JSON text in `document` (read from its current
+    position), in TableDocumentEncoder's form and already checked against the table rules (services.imports):
+    stored as it is, never parsed into Python values. PostgreSQL takes the text in chunks (COPY); SQLite
+    takes it as one str. QUOTA_EXCEEDED, nothing written, as table_create."""
+    table = Table(owner=owner, name=name, description=description)
+    table.full_clean()
+    table.data_bytes = size
+    data_quota_check(owner_id=owner.pk, new_size=size)
+    with transaction.atomic():
+        table.save()
+        if connection.vendor == "postgresql":
+            _copy_snapshot(table, document)
+        else:
+            TableSnapshot.objects.create(
+                table=table, version=table.version, data=EncodedJSON(document.read().decode("ascii"))
+            )
+    return table
+
+
+def _copy_snapshot(table: Table, document: IO[bytes], chunk: int = 1 << 20) -> None:
+    """PostgreSQL: the snapshot row through COPY, its document streamed in chunks (text format: a backslash
+    is doubled; the encoder's ASCII JSON holds no tab, line break or other control character)."""
+    columns = '("table_id", "version", "data")'
+    with connection.cursor() as cursor:
+        raw = cursor.cursor  # psycopg's own cursor: Django's wrapper has no copy()
+        with raw.copy(f'COPY "{TableSnapshot._meta.db_table}" {columns} FROM STDIN') as copy:
+            copy.write(f"{table.pk}\t{table.version}\t".encode())
+            while part := document.read(chunk):
+                copy.write(part.replace(b"\\", b"\\\\"))
+            copy.write(b"\n")
 
 
 def table_update(*, table: Table, expected_version: int | None = None, **fields: Any) -> Table:

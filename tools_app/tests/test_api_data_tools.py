@@ -1,6 +1,7 @@
 """From data to tools in one step (issue 15 item 6): table import, generate-tools, bulk binding over the API."""
 
 import io
+import json
 
 import pytest
 
@@ -771,3 +772,75 @@ def test_a_prefix_that_is_no_python_name_gets_tools_without_python_examples(owne
     tools = answered.json()["tools"]
     assert [tool["name"] for tool in tools][:2] == ["2024-sales_schema", "2024-sales_all"]
     assert all("examples" not in tool["metadata"] for tool in tools)
+
+
+#
+# Import: streamed, and bounded (issue "Nobody takes it down")
+#
+
+
+def test_an_import_keeps_every_character_and_never_parses_its_document_back(owner, monkeypatch):
+    """Backslashes, quotes, tabs, non-ASCII text and escapes survive the streamed write (PostgreSQL: COPY) and
+    the answer, which is spliced from the stored text: the document is never read back into Python values."""
+    # given
+    from tools_app.services import table_log
+
+    def no_parse(*args, **kwargs):
+        raise AssertionError("the import read its document back")
+
+    monkeypatch.setattr(table_log, "document", no_parse)
+    content = 'id,text\n1,"a\\\\b \\\\\\\\n ""q"" \t café ☕ \\u0041"\n2,\\\n'.encode()
+    expected = [{"id": 1, "text": 'a\\\\b \\\\\\\\n "q" \t café ☕ \\u0041'}, {"id": 2, "text": "\\"}]
+
+    # when
+    response = upload(client_for(owner), content, "t.csv", name="t")
+
+    # then
+    assert response.status_code == 201, response.content
+    assert response.json()["data"] == expected
+    monkeypatch.undo()
+    table = Table.objects.get()
+    assert table.data == expected
+    assert table.data_bytes == len(json.dumps(expected))
+
+
+@pytest.mark.parametrize(
+    ("setting", "whose"),
+    [("TOOLHUB_IMPORTS_PER_OWNER", "of this user"), ("TOOLHUB_IMPORTS_PER_WORKER", "on this server process")],
+)
+def test_an_import_over_the_concurrent_imports_is_a_429_and_writes_nothing(owner, other_user, settings, setting, whose):
+    """With the owner's import slot (or every slot of the process) taken by an import still running, another is
+    refused at once: 429 RATE_LIMITED naming the setting, Retry-After, nothing read or written."""
+    # given
+    from tools_app.services import import_slots
+
+    settings.TOOLHUB_IMPORTS_PER_OWNER = 1
+    settings.TOOLHUB_IMPORTS_PER_WORKER = 1
+    before = db_snapshot()
+    running_for = owner if setting == "TOOLHUB_IMPORTS_PER_OWNER" else other_user
+
+    # when
+    with import_slots.held(running_for.pk):
+        response = upload(client_for(owner), SALES_CSV.encode(), "sales.csv", name="sales")
+
+    # then
+    assert response.status_code == 429
+    assert response.headers["Retry-After"] == "5"
+    assert response.json() == {
+        "error": "RATE_LIMITED",
+        "message": f"Too many imports at once {whose}: at most 1 run at the same time ({setting}). Wait for one to "
+        "finish, then try again (in about 5 s).",
+        "details": {"retry_after": 5, "limit": 1, "setting": setting},
+    }
+    assert db_snapshot() == before
+    assert import_slots.running() == 0
+    assert upload(client_for(owner), SALES_CSV.encode(), "sales.csv", name="sales").status_code == 201
+
+
+def test_a_refused_import_gives_its_slot_back(owner, settings):
+    settings.TOOLHUB_IMPORTS_PER_OWNER = 1
+    from tools_app.services import import_slots
+
+    assert upload(client_for(owner), b"id\n1,2\n", "bad.csv", name="t").status_code == 400
+    assert import_slots.running(owner.pk) == 0
+    assert upload(client_for(owner), b"id\n1\n", "good.csv", name="t").status_code == 201

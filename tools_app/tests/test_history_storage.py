@@ -7,6 +7,7 @@ import json
 import random
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db.models import Sum
 from django.urls import reverse
 
@@ -333,6 +334,22 @@ def test_creating_a_table_over_the_data_quota_is_refused(owner, make_table, data
     assert body["error"] == "QUOTA_EXCEEDED"
     assert "TOOLHUB_MAX_OWNER_DATA_BYTES" in body["message"]
     assert body["details"] == {"quota": "TOOLHUB_MAX_OWNER_DATA_BYTES", "limit": 2000, "used": 1512, "requested": 2124}
+    assert db_snapshot() == before
+
+
+def test_importing_a_file_over_the_data_quota_is_refused(owner, make_table, data_quota):
+    """The streamed import (CSV) stores its text without a parse, and still answers to the owner's quota."""
+    make_table(owner, name="kept", data={"text": "a" * 1500})
+    before = db_snapshot()
+    upload = SimpleUploadedFile("more.csv", b"id,text\n" + b"".join(b"%d,%s\n" % (n, b"b" * 50) for n in range(20)))
+    response = client_for(owner).post("/api/tables/import/", {"file": upload, "name": "more"}, format="multipart")
+    assert response.status_code == 413
+    body = response.json()
+    assert (body["error"], body["details"]["quota"], body["details"]["used"]) == (
+        "QUOTA_EXCEEDED",
+        "TOOLHUB_MAX_OWNER_DATA_BYTES",
+        1512,
+    )
     assert db_snapshot() == before
 
 
