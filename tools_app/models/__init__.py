@@ -15,6 +15,7 @@ from .instance import Discovery, LogLevel, McpInstance
 from .prompt import Prompt, PromptArgumentsError, PromptQuerySet, prompt_name_conflict
 from .table import Table, TableSnapshot
 from .table_change import TableChange
+from .table_record import CollectionKind, TableCollection, TableRecord, TableRecordLayout
 from .tool import NameClash, Tool, ToolQuerySet, name_conflict_error
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "Binding",
     "CallLog",
     "CallStatus",
+    "CollectionKind",
     "Discovery",
     "EmbeddingVector",
     "LogLevel",
@@ -37,6 +39,9 @@ __all__ = [
     "Surface",
     "Table",
     "TableChange",
+    "TableCollection",
+    "TableRecord",
+    "TableRecordLayout",
     "TableSnapshot",
     "Tool",
     "ToolQuerySet",
