@@ -52,8 +52,11 @@ class TableRecord(models.Model):
 
     collection = models.ForeignKey(TableCollection, on_delete=models.CASCADE, related_name="records")
     position = models.BigIntegerField()
-    key = models.TextField(
-        null=True, blank=True, help_text="The record's key in an object of records; null in an array."
+    # Null, not "": "" is a valid key; an array's record without its key field has none.
+    key = models.TextField(  # noqa: DJ001
+        null=True,
+        blank=True,
+        help_text="The record's key: its key in an object of records, its key field's value as a string in an array.",
     )
     # JSONB on PostgreSQL, JSON text on SQLite; written as codec.record_text (never through the ORM's encoder,
     # which would let JSONB turn 1e+16 into an integer).
@@ -63,10 +66,9 @@ class TableRecord(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["collection", "position"], name="table_record_unique_position"),
-            models.UniqueConstraint(
-                fields=["collection", "key"], name="table_record_unique_key", condition=models.Q(key__isnull=False)
-            ),
         ]
+        # Not unique: an array's records may share a key (data stored before keys were checked; the first wins).
+        indexes = [models.Index(fields=["collection", "key"], name="table_record_key")]
 
     def __str__(self) -> str:
         return f"{self.collection_id}@{self.position}"

@@ -10,9 +10,10 @@ from typing import Any
 
 import jmespath
 from django.db import connection
+from jmespath import visitor
 
 from tools_app.data_access.sql.store import iter_records, layouts_by_id, write_records
-from tools_app.data_access.sql_query import compile_sql_expression, run_sql
+from tools_app.data_access.sql_query import NotCompilable, SqlQuery, compile_sql, compile_sql_expression, run_sql
 from tools_app.models import CollectionKind, Table, TableCollection, TableRecord, TableRecordLayout
 
 RECORDS = TableRecord._meta.db_table
@@ -34,9 +35,12 @@ def canonical(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
-def reference(expression: str, data: Any) -> tuple:
-    """What jmespath answers: ("ok", canonical result) or ("error", exception class, message)."""
+def reference(expression: str | dict, data: Any) -> tuple:
+    """What jmespath answers for an expression (or its parsed tree): ("ok", canonical result) or ("error",
+    exception class, message)."""
     try:
+        if isinstance(expression, dict):
+            return ("ok", canonical(visitor.TreeInterpreter().visit(expression, data)))  # what search() runs
         return ("ok", canonical(jmespath.search(expression, data)))
     except Exception as exc:  # every outcome is compared, errors included
         return ("error", type(exc).__name__, str(exc))
@@ -88,10 +92,17 @@ def store(table: Table, mount: str, value: list | dict) -> Stored:
     return Stored(collection.pk, root, value)
 
 
-def sql_outcome(expression: str, stored: Stored) -> tuple[str, tuple | None]:
-    """("not compiled", None), ("sql", outcome) or ("evaluator", outcome): how the query was answered and what
-    it answered; "evaluator" when the data sent it to jmespath over the records read back from the rows."""
-    query = compile_sql_expression(expression, dialect(), stored.root)
+def sql_outcome(expression: str | dict, stored: Stored) -> tuple[str, tuple | None]:
+    """("not compiled", None), ("sql", outcome) or ("evaluator", outcome): how the query (text or parsed tree)
+    was answered and what it answered; "evaluator" when the data sent it to jmespath over the records read
+    back from the rows."""
+    if isinstance(expression, dict):
+        try:
+            query: SqlQuery | None = compile_sql(expression, dialect=dialect(), root=stored.root)
+        except NotCompilable:
+            query = None
+    else:
+        query = compile_sql_expression(expression, dialect(), stored.root)
     if query is None:
         return "not compiled", None
     with connection.cursor() as cursor:
@@ -113,7 +124,7 @@ class Tally:
     not_compiled: int = 0
     differences: list = field(default_factory=list)
 
-    def add(self, expression: str, stored: Stored) -> None:
+    def add(self, expression: str | dict, stored: Stored) -> None:
         self.pairs += 1
         how, got = sql_outcome(expression, stored)
         if how == "not compiled":
@@ -168,8 +179,28 @@ def random_record(rng: random.Random) -> Any:
     return {name: random_value(rng) for name in names}
 
 
+NUMBERS: list[Any] = [0, 1, -1, 2, 3, 7, 0.0, 1.0, 2.5, -1.5, 3.0, 0.1, 1e16, 1.5e-07, 1e23, 9007199254740993]
+STRINGS = ["", "a", "b", "ab", "abc", "bc", "A", "é", "😀", "a😀", "1", "b a", "it's"]
+
+
+def tidy_record(rng: random.Random) -> dict:
+    """A record as real tables hold them: each field of one type (or missing, or null)."""
+    record = {
+        "a": rng.choice(NUMBERS + [10**20] * (rng.random() < 0.05)),
+        "b": rng.choice(STRINGS),
+        "c": rng.choice([True, False, None]),
+        "x y": {key: rng.choice(NUMBERS) for key in rng.sample(["b", "a", "aa"], 2)},
+        "é": [rng.choice(STRINGS) for _ in range(rng.randint(0, 3))],
+    }
+    for name in list(record):
+        if rng.random() < 0.1:
+            del record[name]
+    return record
+
+
 def random_collection(rng: random.Random) -> list | dict:
-    records = [random_record(rng) for _ in range(rng.choice([0, 1, 2, 3, 5, 8, 12, 12, 20]))]
+    make = tidy_record if rng.random() < 0.5 else random_record
+    records = [make(rng) for _ in range(rng.choice([0, 1, 2, 3, 5, 8, 12, 12, 20]))]
     if rng.random() < 0.15:
         keys = [f"k{index}" for index in range(len(records))]
         rng.shuffle(keys)
@@ -181,7 +212,7 @@ def random_collection(rng: random.Random) -> list | dict:
 # Generated queries
 #
 
-PATHS = ["a", "b", "c", "a.b", "a.a", "a[0]", "b[-1]", '"x y"', '"é"', '"10"', "c.a.b"]
+PATHS = ["a", "b", "c", "a.b", "a.a", "a[0]", "b[-1]", "b[0][-1]", '"x y"', '"é"', '"10"', "c.a.b"]
 RAW_STRINGS = ["a", "ab", "b", "", "é", "😀", "A", "1", "[1]", "it\\'s", "%s"]
 
 

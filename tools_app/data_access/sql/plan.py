@@ -271,13 +271,18 @@ def _value(node: dict, current: _Current) -> ValuePlan:
         return _function_value(node, current)
     if kind == "index_expression" and node["children"][1]["type"] == "index":
         source = _list(node["children"][0], current)
-        return Pick(source, "index", index=node["children"][1]["value"], elem=source.elem)
+        elem: Elem = source.elem
+        for step in node["children"][2:]:  # `[0][1]`: the steps after the first apply to the element picked
+            if step["type"] != "index" or not isinstance(elem, ElemPath):
+                raise _refuse(node)
+            elem = ElemPath(elem.path + (("index", step["value"]),))
+        return Pick(source, "index", index=node["children"][1]["value"], elem=elem)
     if kind == "subexpression":
         first, rest = node["children"][0], node["children"][1:]
         picked = _value(first, current)
         if not isinstance(picked, Pick) or not isinstance(picked.elem, ElemPath):
             raise _refuse(node, "only a picked element has fields")
-        elem: Elem = picked.elem
+        elem = picked.elem
         for child in rest:
             if not isinstance(elem, ElemPath):
                 raise _refuse(node)
@@ -333,7 +338,7 @@ def _list(node: dict, current: _Current) -> ListPlan:
         return _project(Where(base, _pred(condition, base.elem.path)), right)
     if kind == "projection":
         left, right = node["children"]
-        if left["type"] == "index_expression" and left["children"][1]["type"] == "slice":
+        if left["type"] == "index_expression" and [child["type"] for child in left["children"][1:]] == ["slice"]:
             base = _slice(_list(left["children"][0], current), left["children"][1])
         else:
             base = _list(left, current)
@@ -403,8 +408,8 @@ def _path(node: dict) -> Path:
         for child in node["children"]:
             path = path + _path(child)
         return path
-    if kind == "index_expression" and node["children"][1]["type"] == "index":
-        return _path(node["children"][0]) + (("index", node["children"][1]["value"]),)
+    if kind == "index_expression" and all(child["type"] == "index" for child in node["children"][1:]):
+        return _path(node["children"][0]) + tuple(("index", child["value"]) for child in node["children"][1:])
     raise _refuse(node, "not a path")
 
 

@@ -31,7 +31,6 @@ from .plan import (
     Count,
     Elem,
     ElemPath,
-    ElemSelect,
     Fold,
     Keys,
     ListPlan,
@@ -78,7 +77,8 @@ def fmt(template: str, *parts: "Sql | str") -> Sql:
     pieces = template.split("{}")
     if len(pieces) != len(parts) + 1:
         raise ValueError("parts do not match the template")
-    text, params = [pieces[0]], []
+    text: list[str] = [pieces[0]]
+    params: list[Any] = []
     for part, piece in zip(parts, pieces[1:], strict=True):
         if isinstance(part, Sql):
             text.append(part.text)
@@ -125,7 +125,8 @@ def c_and(left: Cond, right: Cond) -> Cond:
         return right if left.const else FALSE
     if right.const is not None:
         return left if right.const else FALSE
-    assert left.sql is not None and right.sql is not None
+    assert left.sql is not None
+    assert right.sql is not None
     return Cond(fmt("({} AND {})", left.sql, right.sql), nullable=left.nullable or right.nullable)
 
 
@@ -134,7 +135,8 @@ def c_or(left: Cond, right: Cond) -> Cond:
         return TRUE if left.const else right
     if right.const is not None:
         return TRUE if right.const else left
-    assert left.sql is not None and right.sql is not None
+    assert left.sql is not None
+    assert right.sql is not None
     return Cond(fmt("({} OR {})", left.sql, right.sql), nullable=left.nullable or right.nullable)
 
 
@@ -630,10 +632,11 @@ class _Lists:
     def __init__(self, dialect: Dialect, table: str, collection_id: int) -> None:
         self.d = dialect
         self.predicates = _Predicates(dialect)
-        self.base = fmt(
+        # The collection's id inlined (an int): a per-collection partial index (WHERE collection_id = <id>) is
+        # used only for a statement that names the same literal (SQLite always; PostgreSQL's generic plans).
+        self.base = Sql(
             f'SELECT position AS k, data, layout_id AS lay, "key" AS rkey FROM {_quote_name(table)}'
-            " WHERE collection_id = {}",
-            param(collection_id),
+            f" WHERE collection_id = {int(collection_id)}"
         )
         self.checks: list[Sql] = []
 
@@ -653,9 +656,7 @@ class _Lists:
             source = self.select(plan.source)
             self.check_keys(source, plan.key)
             keys = fmt("{}, {}", self.d.number_key(plan.key), self.d.string_key(plan.key))
-            return fmt(
-                f"SELECT ROW_NUMBER() OVER (ORDER BY {{}}, k) AS k, data, lay, rkey FROM ({{}}) AS s", keys, source
-            )
+            return fmt("SELECT ROW_NUMBER() OVER (ORDER BY {}, k) AS k, data, lay, rkey FROM ({}) AS s", keys, source)
         return self.slice(plan)
 
     def narrow(self, source: Sql, keep: Cond) -> Sql:
@@ -724,7 +725,7 @@ class _Lists:
                 return single
         if isinstance(plan, Collect):
             source = self.select(plan.source)
-            return fmt(f"SELECT k AS o, {{}} FROM ({{}}) AS s", self.outputs(plan.source.elem), source), Output(
+            return fmt("SELECT k AS o, {} FROM ({}) AS s", self.outputs(plan.source.elem), source), Output(
                 "list", plan.source.elem
             )
         if isinstance(plan, Count):
@@ -783,7 +784,7 @@ class _Lists:
         """The first element (in list order) with the greatest/least key: what Python's max/min return."""
         direction = " DESC" if descending else ""
         order = fmt(f"{{}}{direction}, {{}}{direction}, k", self.d.number_key(key), self.d.string_key(key))
-        sql = fmt(f"SELECT 0 AS o, {{}} FROM ({{}}) AS s ORDER BY {{}} LIMIT 1", self.outputs(elem), source, order)
+        sql = fmt("SELECT 0 AS o, {} FROM ({}) AS s ORDER BY {} LIMIT 1", self.outputs(elem), source, order)
         return sql, Output("one", elem)
 
     def pick(self, plan: Pick) -> tuple[Sql, Output]:
