@@ -118,8 +118,13 @@ def finish(output: Output, rows: Sequence[Sequence[Any]], layouts: LayoutLoader 
             return None
         rows = [row[2:] for row in rows if row[1]]
     assert output.elem is not None
-    loaded = _layouts(rows, layouts)
-    values = [_element(output.elem, row, loaded) for row in rows]
+    decoded = [[None if text is None else json.loads(text) for text in row[:-1]] for row in rows]
+    # Layouts matter only where an object came back (a scalar has no key order): loaded for those rows only.
+    wanted = {row[-1] for row, values in zip(rows, decoded, strict=True) if row[-1] is not None and _nested(values)}
+    if wanted and layouts is None:
+        raise ValueError("rows have key-order layouts, but no layout loader was given")
+    loaded = layouts(wanted) if wanted and layouts is not None else {}
+    values = [_element(output.elem, items, loaded.get(row[-1])) for row, items in zip(rows, decoded, strict=True)]
     if kind == "one":
         return SqlAnswer(values[0] if values else None)
     return SqlAnswer(values)
@@ -129,28 +134,19 @@ def _empty(output: Output) -> Any:
     return 0 if output.kind in ("count", "sum") else [] if output.kind in ("list", "keys") else None
 
 
-def _layouts(rows: list[Sequence[Any]], loader: LayoutLoader | None) -> Mapping[int, Layout]:
-    wanted = {row[-1] for row in rows if row[-1] is not None}
-    if not wanted:
-        return {}
-    if loader is None:
-        raise ValueError("rows have key-order layouts, but no layout loader was given")
-    return loader(wanted)
+def _nested(values: list[Any]) -> bool:
+    return any(isinstance(value, dict | list) for value in values)
 
 
-def _element(elem: ElemPath | ElemSelect, row: Sequence[Any], layouts: Mapping[int, Layout]) -> Any:
-    layout = layouts.get(row[-1]) if row[-1] is not None else None
+def _element(elem: ElemPath | ElemSelect, values: list[Any], layout: Layout) -> Any:
     if isinstance(elem, ElemPath):
-        return _decode(row[0], layout_at(layout, elem.path) if layout else None)
-    values = [
-        _decode(text, layout_at(layout, elem.base + path) if layout else None)
-        for text, path in zip(row[:-1], elem.paths, strict=True)
+        return _restored(values[0], layout_at(layout, elem.path) if layout else None)
+    items = [
+        _restored(value, layout_at(layout, elem.base + path) if layout else None)
+        for value, path in zip(values, elem.paths, strict=True)
     ]
-    return values if elem.keys is None else dict(zip(elem.keys, values, strict=True))
+    return items if elem.keys is None else dict(zip(elem.keys, items, strict=True))
 
 
-def _decode(text: str | None, layout: Layout) -> Any:
-    if text is None:
-        return None  # a missing field
-    value = json.loads(text)
-    return restore(value, layout) if layout else value
+def _restored(value: Any, layout: Layout) -> Any:
+    return restore(value, layout) if layout and isinstance(value, dict | list) else value

@@ -499,6 +499,17 @@ class _Predicates:
             return self.contains(pred)
         return self.prefix(pred)
 
+    def candidates(self, pred: Pred) -> Cond:
+        """T OR E (the records that pass or raise), factored so that an indexable first conjunct stays first:
+        C(a && b) = (T(a) AND C(b)) OR E(a); C(a || b) = C(a) OR C(b)."""
+        if isinstance(pred, And):
+            left_true, left_error = self.render(pred.left)
+            return c_or(c_and(left_true, self.candidates(pred.right)), left_error)
+        if isinstance(pred, Or):
+            return c_or(self.candidates(pred.left), self.candidates(pred.right))
+        true, error = self.render(pred)
+        return c_or(true, error)
+
     # Operands
 
     def is_(self, operand: Operand, kinds: frozenset[str] | set[str]) -> Cond:
@@ -639,12 +650,14 @@ class _Lists:
             f" WHERE collection_id = {int(collection_id)}"
         )
         self.checks: list[Sql] = []
+        self.filtered = False  # a filter narrows the rows: see order()
 
     def select(self, plan: ListPlan) -> Sql:
         """A SELECT of the list's elements (columns k, data, lay, rkey; in order of k)."""
         if isinstance(plan, Scan):
             return self.base
         if isinstance(plan, Where):
+            self.filtered = True
             source = self.select(plan.source)
             true, error = self.predicates.render(plan.pred)
             if error.const is not False:
@@ -658,6 +671,12 @@ class _Lists:
             keys = fmt("{}, {}", self.d.number_key(plan.key), self.d.string_key(plan.key))
             return fmt("SELECT ROW_NUMBER() OVER (ORDER BY {}, k) AS k, data, lay, rkey FROM ({}) AS s", keys, source)
         return self.slice(plan)
+
+    def order(self, column: str) -> str:
+        """`column` in an ORDER BY. After a filter on SQLite, `+column`: its planner would rather read the whole
+        collection in position order (to skip a sort) than use an index of the filter, as it does not count
+        the JSON parsing per row; the unary plus keeps the position index from serving the ORDER BY."""
+        return f"+{column}" if self.filtered and self.d.name == "sqlite" else column
 
     def narrow(self, source: Sql, keep: Cond) -> Sql:
         if keep.const is True:
@@ -693,7 +712,9 @@ class _Lists:
             limit = "ALL" if stop is None else str(max(stop - offset, 0))
             if limit == "ALL" and self.d.name == "sqlite":
                 limit = "-1"
-            return fmt(f"SELECT {_COLUMNS} FROM ({{}}) AS s ORDER BY k LIMIT {limit} OFFSET {offset}", source)
+            return fmt(
+                f"SELECT {_COLUMNS} FROM ({{}}) AS s ORDER BY {self.order('k')} LIMIT {limit} OFFSET {offset}", source
+            )
         # Python's slice bounds on a list of cnt elements (step > 0).
         lower = self._bound(start, "0")
         upper = self._bound(stop, "cnt")
@@ -747,9 +768,10 @@ class _Lists:
         true, error = self.predicates.render(where.pred)
         if error.const is False:
             return None
+        self.filtered = True
         elem = source.elem
         keep = self.present(elem) if mapped is not None else TRUE
-        candidates = fmt("{} AND {}", self.base, as_sql(c_or(true, error)))
+        candidates = fmt("{} AND {}", self.base, as_sql(self.predicates.candidates(where.pred)))
         if isinstance(plan, Count):
             sql = fmt(
                 "SELECT 0 AS o, SUM(CASE WHEN {} THEN 1 ELSE 0 END) AS errors, SUM(CASE WHEN {} THEN 1 ELSE 0 END) AS n"
@@ -815,14 +837,15 @@ def render(plan: ValuePlan, *, dialect: str, table: str, collection_id: int) -> 
     """
     lists = _Lists(dialect_for(dialect), table, collection_id)
     main, output = lists.value(plan)
+    order = lists.order("m.o")
     if output.filtered:
-        statement = fmt("SELECT FALSE AS err_any, m.* FROM ({}) AS m ORDER BY m.o", main)
+        statement = fmt(f"SELECT FALSE AS err_any, m.* FROM ({{}}) AS m ORDER BY {order}", main)
     else:
         checks = lists.checks
         flag = Sql("FALSE") if not checks else fmt(" OR ".join(["{}"] * len(checks)), *checks)
         # One statement, so the checks and the answer read the same snapshot; the checks run once.
         statement = fmt(
-            "SELECT c.err_any, m.* FROM (SELECT {} AS err_any) AS c LEFT JOIN ({}) AS m ON TRUE ORDER BY m.o",
+            f"SELECT c.err_any, m.* FROM (SELECT {{}} AS err_any) AS c LEFT JOIN ({{}}) AS m ON TRUE ORDER BY {order}",
             flag,
             main,
         )

@@ -5,6 +5,7 @@ call (docs/tables-at-scale.md, "Migration"): the layout of the rows is the Table
 (tools_app.models.table_record), named here by its table names so that data access needs no model.
 """
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Collection, Iterator, Mapping
@@ -75,7 +76,9 @@ def _insert(cursor: Any, dialect: str, table: str, rows: list[tuple]) -> None:
     columns = 'collection_id, position, "key", data, layout_id'
     raw = getattr(cursor, "cursor", cursor)
     if dialect == "postgresql" and hasattr(raw, "copy"):
-        with raw.copy(f'COPY "{table}" ({columns}) FROM STDIN') as copy:
+        # Through the raw driver cursor: Django's wrapper turns its errors into Django's (IntegrityError, ...).
+        wrap = getattr(getattr(cursor, "db", None), "wrap_database_errors", contextlib.nullcontext())
+        with wrap, raw.copy(f'COPY "{table}" ({columns}) FROM STDIN') as copy:
             for row in rows:
                 copy.write_row(row)
         return
