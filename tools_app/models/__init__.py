@@ -15,6 +15,7 @@ from tools_app.models.instance import Discovery, LogLevel, McpInstance
 from tools_app.models.prompt import Prompt, PromptArgumentsError, PromptQuerySet, prompt_name_conflict
 from tools_app.models.table import Table, TableSnapshot
 from tools_app.models.table_change import TableChange
+from tools_app.models.table_record import CollectionKind, TableCollection, TableRecord, TableRecordLayout
 from tools_app.models.tool import NameClash, Tool, ToolQuerySet, name_conflict_error
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "Binding",
     "CallLog",
     "CallStatus",
+    "CollectionKind",
     "Discovery",
     "EmbeddingVector",
     "LogLevel",
@@ -37,6 +39,9 @@ __all__ = [
     "Surface",
     "Table",
     "TableChange",
+    "TableCollection",
+    "TableRecord",
+    "TableRecordLayout",
     "TableSnapshot",
     "Tool",
     "ToolQuerySet",

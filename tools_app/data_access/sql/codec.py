@@ -1,0 +1,108 @@
+"""Records as stored in the engines: the JSON text written for each engine, and how a value read back is made
+identical to the one written (docs/tables-at-scale.md, "Storage").
+
+- SQLite keeps the JSON text as written: numbers keep their text (1 vs 1.0, big integers), objects their key
+  order. Keys are written unescaped (ensure_ascii=False) because SQLite's JSON paths match a key's raw text.
+- PostgreSQL JSONB keeps numbers as `numeric` and reorders object keys (shorter first, then bytewise). So
+  floats are written in positional notation with a fraction (1e+16 -> 10000000000000000.0, which reads back as
+  a float; an exponent would read back as an int), and every record whose objects are not already in JSONB's
+  order gets a *layout*: the key order of its objects, stored once per distinct layout and applied on reading.
+  JSONB has no negative zero: -0.0 reads back as 0.0 (documented limit).
+
+Nothing here imports Django: the writer and the reader (and the tests) share these functions.
+"""
+
+import json
+import re
+from decimal import Decimal
+from typing import Any
+
+__all__ = [
+    "Layout",
+    "jsonb_key_order",
+    "layout_at",
+    "layout_of",
+    "record_text",
+    "restore",
+]
+
+# A layout: None (nothing to reorder), {"k": [keys in written order], "c": [child layouts]} for an object, or
+# {"e": [element layouts]} for an array. Children are None where nothing below needs reordering.
+Layout = dict[str, Any] | None
+
+# A JSON string, or a number written with an exponent (the only numbers json.dumps writes that JSONB would
+# turn into integers: Python writes floats from 1e16 up and below 1e-4 this way).
+_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?[eE][+-]?\d+')
+_EXPONENT = re.compile(r"\d[eE][+-]?\d")
+
+
+def record_text(value: Any, *, dialect: str) -> str:
+    """The JSON text a record (or a literal compared with records) is stored as in `dialect`."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    if dialect == "postgresql" and _EXPONENT.search(text):
+        text = _TOKENS.sub(_positional, text)
+    return text
+
+
+def _positional(match: "re.Match[str]") -> str:
+    token = match.group(0)
+    if token.startswith('"'):
+        return token
+    number = float(token)
+    if abs(number) >= 2**53:
+        # An integral float: its exact value, so that comparisons with integers in numeric are exact too.
+        return f"{int(number)}.0"
+    text = format(Decimal(repr(number)), "f")
+    return text if "." in text else f"{text}.0"
+
+
+def jsonb_key_order(keys: list[str]) -> list[str]:
+    """The order JSONB keeps an object's keys in: shorter (in UTF-8 bytes) first, then bytewise."""
+    return sorted(keys, key=lambda key: (len(key.encode()), key.encode()))
+
+
+def layout_of(value: Any) -> Layout:
+    """What restore() needs to give `value` its key order back after JSONB reordered it; None if nothing."""
+    if isinstance(value, dict):
+        keys = list(value)
+        children = [layout_of(child) for child in value.values()]
+        if keys == jsonb_key_order(keys) and not any(children):
+            return None
+        layout: dict[str, Any] = {"k": keys}
+        if any(children):
+            layout["c"] = children
+        return layout
+    if isinstance(value, list):
+        elements = [layout_of(element) for element in value]
+        return {"e": elements} if any(elements) else None
+    return None
+
+
+def restore(value: Any, layout: Layout) -> Any:
+    """`value` (as read from JSONB) with the key order `layout` recorded."""
+    if layout is None:
+        return value
+    if "k" in layout and isinstance(value, dict):
+        children = layout.get("c") or [None] * len(layout["k"])
+        return {key: restore(value[key], child) for key, child in zip(layout["k"], children, strict=True)}
+    if "e" in layout and isinstance(value, list):
+        return [restore(element, child) for element, child in zip(value, layout["e"], strict=True)]
+    return value
+
+
+def layout_at(layout: Layout, path: tuple[tuple[str, Any], ...]) -> Layout:
+    """The layout of the value at `path` (("field", name) / ("index", i) steps) inside a value of `layout`."""
+    for kind, step in path:
+        if layout is None:
+            return None
+        if kind == "field":
+            keys = layout.get("k")
+            if keys is None or step not in keys or "c" not in layout:
+                return None
+            layout = layout["c"][keys.index(step)]
+        else:
+            elements = layout.get("e")
+            if elements is None or not -len(elements) <= step < len(elements):
+                return None
+            layout = elements[step]
+    return layout

@@ -1,0 +1,852 @@
+"""A plan (tools_app.data_access.sql.plan) written as one SQL statement for SQLite (JSON1) or PostgreSQL (JSONB).
+
+The statement reads the records relation of one collection (`position`, `key`, `data`, `layout_id`; see
+docs/tables-at-scale.md) and returns, in its first column, whether the data meets a condition under which
+jmespath raises (or under which the engine's answer might not be exact); the runner then leaves the query to
+the Python evaluator. Everything else it returns is JSON text, decoded in Python, so numbers keep their type
+(3 vs 3.0) and values their exact digits.
+
+Conditions are rendered as two parts: T, true when the record passes without error, and E, true when
+evaluating the condition on it raises. SQL's NULL is "false" everywhere except under NOT, where strict()
+turns it into FALSE first.
+
+Both engines compare like Python where it matters: numbers exactly (SQLite compares INTEGER with REAL
+exactly; PostgreSQL's numeric is exact), strings by code point (SQLite's BINARY collation on UTF-8;
+PostgreSQL's "C" collation). SQLite reads integers beyond 64 bits as REAL: a comparison that meets one
+counts as an error condition. Every inlined text (JSON paths, field names) is quoted here; values are
+parameters. `%` in inlined text is doubled: statements always run with a parameter tuple.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tools_app.data_access.sql.codec import record_text
+from tools_app.data_access.sql.plan import (
+    And,
+    Collect,
+    Compare,
+    Const,
+    Contains,
+    Count,
+    Elem,
+    ElemPath,
+    Fold,
+    Keys,
+    ListPlan,
+    Lit,
+    Map,
+    Not,
+    NotCompilable,
+    Operand,
+    Or,
+    Path,
+    PathRef,
+    Pick,
+    Pred,
+    Prefix,
+    Scan,
+    Slice,
+    Sort,
+    Truthy,
+    ValuePlan,
+    Where,
+)
+
+__all__ = ["Output", "Rendered", "Sql", "dialect_for", "render"]
+
+
+class Sql:
+    """A fragment of SQL text and its parameters, in order."""
+
+    __slots__ = ("params", "text")
+
+    def __init__(self, text: str, params: Sequence[Any] = ()) -> None:
+        self.text = text
+        self.params = tuple(params)
+
+    def __repr__(self) -> str:
+        return f"Sql({self.text!r}, {self.params!r})"
+
+
+def fmt(template: str, *parts: "Sql | str") -> Sql:
+    """`template` with each `{}` replaced by the next part, its parameters kept in order.
+
+    A template is constant text: names and paths (which may hold braces) always come in as parts.
+    """
+    pieces = template.split("{}")
+    if len(pieces) != len(parts) + 1:
+        raise ValueError("parts do not match the template")
+    text: list[str] = [pieces[0]]
+    params: list[Any] = []
+    for part, piece in zip(parts, pieces[1:], strict=True):
+        if isinstance(part, Sql):
+            text.append(part.text)
+            params.extend(part.params)
+        else:
+            text.append(part)
+        text.append(piece)
+    return Sql("".join(text), params)
+
+
+def param(value: Any) -> Sql:
+    return Sql("%s", (value,))
+
+
+def quote_text(text: str) -> str:
+    """`text` as an SQL string literal inlined in a statement that runs with parameters."""
+    if "\x00" in text:
+        raise NotCompilable("a name with a NUL character")
+    return "'" + text.replace("'", "''").replace("%", "%%") + "'"
+
+
+#
+# Conditions: constants folded, NULL tracked
+#
+
+
+@dataclass(frozen=True)
+class Cond:
+    sql: Sql | None = None
+    const: bool | None = None
+    nullable: bool = False  # may be NULL (meaning false) rather than FALSE
+
+
+TRUE = Cond(const=True)
+FALSE = Cond(const=False)
+
+
+def cond(sql: Sql, *, nullable: bool = True) -> Cond:
+    return Cond(sql=sql, nullable=nullable)
+
+
+def c_and(left: Cond, right: Cond) -> Cond:
+    if left.const is not None:
+        return right if left.const else FALSE
+    if right.const is not None:
+        return left if right.const else FALSE
+    assert left.sql is not None
+    assert right.sql is not None
+    return Cond(fmt("({} AND {})", left.sql, right.sql), nullable=left.nullable or right.nullable)
+
+
+def c_or(left: Cond, right: Cond) -> Cond:
+    if left.const is not None:
+        return TRUE if left.const else right
+    if right.const is not None:
+        return TRUE if right.const else left
+    assert left.sql is not None
+    assert right.sql is not None
+    return Cond(fmt("({} OR {})", left.sql, right.sql), nullable=left.nullable or right.nullable)
+
+
+def c_not(inner: Cond) -> Cond:
+    if inner.const is not None:
+        return FALSE if inner.const else TRUE
+    return Cond(fmt("(NOT {})", strict(inner)), nullable=False)
+
+
+def strict(value: Cond) -> Sql:
+    """The condition as SQL that is never NULL."""
+    if value.const is not None:
+        return Sql("TRUE" if value.const else "FALSE")
+    assert value.sql is not None
+    return fmt("COALESCE({}, FALSE)", value.sql) if value.nullable else value.sql
+
+
+def as_sql(value: Cond) -> Sql:
+    """The condition for a WHERE clause (NULL counts as false there)."""
+    if value.const is not None:
+        return Sql("TRUE" if value.const else "FALSE")
+    assert value.sql is not None
+    return value.sql
+
+
+def kind_of(value: Any) -> str:
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+NUMBER_OR_STRING = frozenset({"number", "string"})
+
+
+#
+# Dialects: how one engine reads a path of the record (`data`)
+#
+
+
+class SQLiteDialect:
+    """SQLite's JSON1 over the record's JSON text (`->` gives JSON text, `->>` an SQL value)."""
+
+    name = "sqlite"
+    _TYPES = {"number": ("integer", "real"), "string": ("text",)}
+
+    def json_path(self, path: Path) -> str:
+        parts = ["$"]
+        for kind, step in path:
+            if kind == "field":
+                if any(char in step for char in '"\\') or any(ord(char) < 0x20 for char in step):
+                    raise NotCompilable("a field name SQLite's JSON paths cannot spell")
+                parts.append(f'."{step}"')
+            elif step >= 0:
+                parts.append(f"[{step}]")
+            else:
+                parts.append(f"[#{step}]")
+        return quote_text("".join(parts))
+
+    def type_name(self, path: Path) -> str:
+        return f"json_type(data, {self.json_path(path)})"
+
+    def is_kind(self, path: Path, kinds: frozenset[str] | set[str]) -> Cond:
+        names = sorted({name for kind in kinds for name in self._TYPES.get(kind, (kind,))})
+        listed = ", ".join(f"'{name}'" for name in names)
+        if "null" in kinds:
+            return cond(Sql(f"IFNULL({self.type_name(path)}, 'null') IN ({listed})"), nullable=False)
+        return cond(Sql(f"{self.type_name(path)} IN ({listed})"))
+
+    def value(self, path: Path) -> Sql:
+        return Sql(f"(data ->> {self.json_path(path)})")
+
+    number = value
+    string = value
+
+    def number_param(self, number: int | float) -> Sql:
+        if isinstance(number, int) and not -(2**63) <= number < 2**63:
+            raise NotCompilable("an integer literal beyond 64 bits")
+        return param(number)
+
+    def string_param(self, text: str) -> Sql:
+        return param(text)
+
+    def inexact(self, path: Path) -> Cond:
+        # An integer beyond 64 bits reads as REAL: compared, it could match where Python's int does not.
+        json_path = self.json_path(path)
+        return cond(Sql(f"(json_type(data, {json_path}) = 'integer' AND typeof(data ->> {json_path}) = 'real')"))
+
+    def string_equals(self, path: Path, text: str) -> Cond:
+        # `->>` gives a string's text, and an array's or object's JSON text: only a literal that looks like
+        # one of those needs the type checked. The bare comparison is what an expression index serves.
+        equals = cond(fmt("{} = {}", self.value(path), param(text)))
+        if text[:1] in ("[", "{"):
+            return c_and(equals, self.is_kind(path, {"string"}))
+        return equals
+
+    def container_equals(self, path: Path, literal: Any) -> Cond:
+        if literal == [] or literal == {}:
+            kind = "array" if isinstance(literal, list) else "object"
+            size = (
+                Sql(f"json_array_length(data, {self.json_path(path)}) = 0")
+                if kind == "array"
+                else Sql(f"(data -> {self.json_path(path)}) = '{{}}'")
+            )
+            return c_and(self.is_kind(path, {kind}), cond(size))
+        raise NotCompilable("SQLite has no deep equality of JSON values")
+
+    def truthy(self, path: Path) -> Cond:
+        json_path = self.json_path(path)
+        return cond(
+            Sql(
+                f"(CASE IFNULL(json_type(data, {json_path}), 'null')"
+                " WHEN 'true' THEN TRUE WHEN 'integer' THEN TRUE WHEN 'real' THEN TRUE"
+                f" WHEN 'text' THEN (data ->> {json_path}) <> ''"
+                f" WHEN 'array' THEN json_array_length(data, {json_path}) > 0"
+                f" WHEN 'object' THEN (data -> {json_path}) <> '{{}}' ELSE FALSE END)"
+            ),
+            nullable=False,
+        )
+
+    def substring(self, path: Path, text: str) -> Cond:
+        return cond(fmt("instr({}, {}) > 0", self.value(path), param(text)))
+
+    def array_any(self, path: Path, literal: Any) -> Cond:
+        """Some element of the array at `path` == `literal` by Python's == (True == 1 here)."""
+        kind = kind_of(literal)
+        if kind == "null":
+            match = Sql("e.type = 'null'")
+        elif kind == "string":
+            match = fmt("(e.type = 'text' AND e.value = {})", param(literal))
+        elif kind in ("true", "false"):
+            match = Sql(f"(e.type = '{kind}' OR (e.type IN ('integer', 'real') AND e.value = {int(literal)}))")
+        else:
+            extra = " OR e.type = 'true'" if literal == 1 else " OR e.type = 'false'" if literal == 0 else ""
+            match = fmt("((e.type IN ('integer', 'real') AND e.value = {})" + extra + ")", self.number_param(literal))
+        return cond(fmt("EXISTS (SELECT 1 FROM json_each(data, {}) AS e WHERE {})", self.json_path(path), match))
+
+    def array_inexact(self, path: Path) -> Cond:
+        return cond(
+            Sql(
+                f"EXISTS (SELECT 1 FROM json_each(data, {self.json_path(path)}) AS e"
+                " WHERE e.type = 'integer' AND typeof(e.value) = 'real')"
+            )
+        )
+
+    def affix(self, ends: bool, text: Sql, affix: Sql) -> Cond:
+        if not ends:
+            return cond(fmt("substr({}, 1, length({})) = {}", text, affix, affix))
+        return cond(
+            fmt(
+                "(length({}) <= length({}) AND substr({}, length({}) - length({}) + 1) = {})",
+                affix,
+                text,
+                text,
+                text,
+                affix,
+                affix,
+            )
+        )
+
+    def json(self, path: Path) -> Sql:
+        return Sql("data") if not path else Sql(f"(data -> {self.json_path(path)})")
+
+    def number_key(self, path: Path) -> Sql:
+        json_path = self.json_path(path)
+        return Sql(f"(CASE WHEN json_type(data, {json_path}) IN ('integer', 'real') THEN data ->> {json_path} END)")
+
+    def string_key(self, path: Path) -> Sql:
+        json_path = self.json_path(path)
+        return Sql(f"(CASE WHEN json_type(data, {json_path}) = 'text' THEN data ->> {json_path} END)")
+
+    def greatest(self, left: str, right: str) -> str:
+        return f"MAX({left}, {right})"
+
+    def least(self, left: str, right: str) -> str:
+        return f"MIN({left}, {right})"
+
+
+class PostgresDialect:
+    """PostgreSQL's JSONB (`->` gives jsonb, `->>` text); numbers as numeric, strings in the "C" collation."""
+
+    name = "postgresql"
+    _TYPES = {"null": "null", "number": "number", "string": "string", "array": "array", "object": "object"}
+
+    def node(self, path: Path) -> str:
+        return self._step(path, "->")
+
+    def text(self, path: Path) -> str:
+        return self._step(path, "->>") if path else "(data #>> '{}')"
+
+    def _step(self, path: Path, operator: str) -> str:
+        """The jsonb (`->`) or text (`->>`) at `path`. An index applies to arrays only: on a scalar, JSONB's
+        `-> 0` gives the scalar itself, where JMESPath gives null."""
+        if not path:
+            return "data"
+        parent = self.node(path[:-1])
+        kind, step = path[-1]
+        if kind == "field":
+            return f"({parent} {operator} {quote_text(step)})"
+        return f"(CASE WHEN jsonb_typeof({parent}) = 'array' THEN {parent} {operator} {int(step)} END)"
+
+    def is_kind(self, path: Path, kinds: frozenset[str] | set[str]) -> Cond:
+        node = self.node(path)
+        parts = []
+        named = sorted(self._TYPES[kind] for kind in kinds if kind in self._TYPES)
+        if named:
+            listed = ", ".join(f"'{name}'" for name in named)
+            if "null" in kinds:
+                parts.append(cond(Sql(f"COALESCE(jsonb_typeof({node}), 'null') IN ({listed})"), nullable=False))
+            else:
+                parts.append(cond(Sql(f"jsonb_typeof({node}) IN ({listed})")))
+        for boolean in ("true", "false"):
+            if boolean in kinds:
+                parts.append(cond(Sql(f"{node} = '{boolean}'::jsonb")))
+        result = FALSE
+        for part in parts:
+            result = c_or(result, part)
+        return result
+
+    def number(self, path: Path) -> Sql:
+        node = self.node(path)
+        return Sql(f"(CASE WHEN jsonb_typeof({node}) = 'number' THEN {self.text(path)}::numeric END)")
+
+    def string(self, path: Path) -> Sql:
+        return Sql(f'{self.text(path)} COLLATE "C"')
+
+    def number_param(self, number: int | float) -> Sql:
+        return Sql("%s::numeric", (record_text(number, dialect=self.name),))
+
+    def string_param(self, text: str) -> Sql:
+        return param(text)
+
+    def inexact(self, path: Path) -> Cond:
+        return FALSE
+
+    def string_equals(self, path: Path, text: str) -> Cond:
+        # The comparison first: it is the expression an index on the field serves.
+        return c_and(cond(fmt("{} = {}", self.string(path), param(text))), self.is_kind(path, {"string"}))
+
+    def container_equals(self, path: Path, literal: Any) -> Cond:
+        if _holds_bool_or_unit(literal, top=True):
+            # Inside arrays and objects Python's == finds true == 1 and false == 0; JSONB's = does not.
+            raise NotCompilable("deep equality with booleans, 0 or 1 inside")
+        return cond(fmt("{} = {}::jsonb", self.node(path), param(record_text(literal, dialect=self.name))))
+
+    def truthy(self, path: Path) -> Cond:
+        node = self.node(path)
+        return cond(
+            Sql(
+                f"COALESCE({node} NOT IN ('null'::jsonb, 'false'::jsonb, '\"\"'::jsonb, '[]'::jsonb, '{{}}'::jsonb),"
+                " FALSE)"
+            ),
+            nullable=False,
+        )
+
+    def substring(self, path: Path, text: str) -> Cond:
+        return cond(fmt("strpos({}, {}) > 0", self.text(path), param(text)))
+
+    def array_any(self, path: Path, literal: Any) -> Cond:
+        kind = kind_of(literal)
+        if kind in ("true", "false"):
+            match = Sql(f"(e.v = '{kind}'::jsonb OR e.v = '{int(literal)}'::jsonb)")
+        else:
+            match = fmt("e.v = {}::jsonb", param(record_text(literal, dialect=self.name)))
+            if kind == "number" and literal in (0, 1):
+                boolean = Sql("'true'::jsonb" if literal == 1 else "'false'::jsonb")
+                match = fmt("({} OR e.v = {})", match, boolean)
+        node = self.node(path)
+        return cond(
+            fmt(
+                "EXISTS (SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof({}) = 'array' THEN {} END) AS e(v)"
+                " WHERE {})",
+                node,
+                node,
+                match,
+            )
+        )
+
+    def array_inexact(self, path: Path) -> Cond:
+        return FALSE
+
+    def affix(self, ends: bool, text: Sql, affix: Sql) -> Cond:
+        if not ends:
+            return cond(fmt("starts_with({}, {})", text, affix))
+        return cond(fmt("right({}, length({})) = {}", text, affix, affix))
+
+    def json(self, path: Path) -> Sql:
+        return Sql(f"{self.node(path)}::text")
+
+    def number_key(self, path: Path) -> Sql:
+        return self.number(path)
+
+    def string_key(self, path: Path) -> Sql:
+        return Sql(f"(CASE WHEN jsonb_typeof({self.node(path)}) = 'string' THEN {self.text(path)} END) COLLATE \"C\"")
+
+    def greatest(self, left: str, right: str) -> str:
+        return f"GREATEST({left}, {right})"
+
+    def least(self, left: str, right: str) -> str:
+        return f"LEAST({left}, {right})"
+
+
+Dialect = SQLiteDialect | PostgresDialect
+_DIALECTS: dict[str, Dialect] = {"sqlite": SQLiteDialect(), "postgresql": PostgresDialect()}
+
+
+def dialect_for(name: str) -> Dialect:
+    try:
+        return _DIALECTS[name]
+    except KeyError:
+        raise ValueError(f"no SQL dialect {name!r} (sqlite, postgresql)") from None
+
+
+def _holds_bool_or_unit(value: Any, *, top: bool = False) -> bool:
+    """Whether a boolean, or a number equal to 0 or 1, sits inside the array or object `value`."""
+    if isinstance(value, list):
+        return any(_holds_bool_or_unit(item) for item in value)
+    if isinstance(value, dict):
+        return any(_holds_bool_or_unit(item) for item in value.values())
+    if top:
+        return False
+    return isinstance(value, bool) or (isinstance(value, int | float) and value in (0, 1))
+
+
+#
+# Predicates: (T, E)
+#
+
+
+class _Predicates:
+    def __init__(self, dialect: Dialect) -> None:
+        self.d = dialect
+
+    def render(self, pred: Pred) -> tuple[Cond, Cond]:
+        if isinstance(pred, Const):
+            return (TRUE if pred.value else FALSE), FALSE
+        if isinstance(pred, Truthy):
+            return self.d.truthy(pred.path), FALSE
+        if isinstance(pred, And):
+            left_true, left_error = self.render(pred.left)
+            right_true, right_error = self.render(pred.right)
+            return c_and(left_true, right_true), c_or(left_error, c_and(left_true, right_error))
+        if isinstance(pred, Or):
+            left_true, left_error = self.render(pred.left)
+            right_true, right_error = self.render(pred.right)
+            return c_or(left_true, right_true), c_or(left_error, c_and(c_not(left_true), right_error))
+        if isinstance(pred, Not):
+            inner_true, inner_error = self.render(pred.inner)
+            return c_not(inner_true), inner_error
+        if isinstance(pred, Compare):
+            return self.compare(pred)
+        if isinstance(pred, Contains):
+            return self.contains(pred)
+        return self.prefix(pred)
+
+    def candidates(self, pred: Pred) -> Cond:
+        """T OR E (the records that pass or raise), factored so that an indexable first conjunct stays first:
+        C(a && b) = (T(a) AND C(b)) OR E(a); C(a || b) = C(a) OR C(b)."""
+        if isinstance(pred, And):
+            left_true, left_error = self.render(pred.left)
+            return c_or(c_and(left_true, self.candidates(pred.right)), left_error)
+        if isinstance(pred, Or):
+            return c_or(self.candidates(pred.left), self.candidates(pred.right))
+        true, error = self.render(pred)
+        return c_or(true, error)
+
+    # Operands
+
+    def is_(self, operand: Operand, kinds: frozenset[str] | set[str]) -> Cond:
+        if isinstance(operand, Lit):
+            return TRUE if kind_of(operand.value) in kinds else FALSE
+        return self.d.is_kind(operand.path, kinds)
+
+    def number(self, operand: Operand) -> Sql:
+        return self.d.number_param(operand.value) if isinstance(operand, Lit) else self.d.number(operand.path)
+
+    def string(self, operand: Operand) -> Sql:
+        return self.d.string_param(operand.value) if isinstance(operand, Lit) else self.d.string(operand.path)
+
+    def inexact(self, operand: Operand) -> Cond:
+        return FALSE if isinstance(operand, Lit) else self.d.inexact(operand.path)
+
+    # Comparisons
+
+    _FLIPPED = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "lte": "gte", "gte": "lte"}
+    _SQL_OPERATORS = {"lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
+
+    def compare(self, pred: Compare) -> tuple[Cond, Cond]:
+        op, left, right = pred.op, pred.left, pred.right
+        if isinstance(left, Lit):  # the path on the left (evaluating a path has no effect to keep in order)
+            op, left, right = self._FLIPPED[op], right, left
+        assert isinstance(left, PathRef)
+        if op in ("eq", "ne"):
+            equal, error = self.equals(left, right)
+            return (equal if op == "eq" else c_not(equal)), error
+        sql_op = self._SQL_OPERATORS[op]
+        if isinstance(right, Lit):
+            kind = kind_of(right.value)
+            if kind == "number":
+                test = cond(fmt("{} " + sql_op + " {}", self.number(left), self.number(right)))
+                return c_and(self.is_(left, {"number"}), test), c_or(self.is_(left, {"string"}), self.inexact(left))
+            if kind == "string":
+                test = cond(fmt("{} " + sql_op + " {}", self.string(left), self.string(right)))
+                return c_and(self.is_(left, {"string"}), test), self.is_(left, {"number"})
+            return FALSE, FALSE
+        numbers = c_and(self.is_(left, {"number"}), self.is_(right, {"number"}))
+        strings = c_and(self.is_(left, {"string"}), self.is_(right, {"string"}))
+        number_test = cond(fmt("{} " + sql_op + " {}", self.number(left), self.number(right)))
+        string_test = cond(fmt("{} " + sql_op + " {}", self.string(left), self.string(right)))
+        mixed = c_or(
+            c_and(self.is_(left, {"number"}), self.is_(right, {"string"})),
+            c_and(self.is_(left, {"string"}), self.is_(right, {"number"})),
+        )
+        return (
+            c_or(c_and(numbers, number_test), c_and(strings, string_test)),
+            c_or(mixed, c_or(self.inexact(left), self.inexact(right))),
+        )
+
+    def equals(self, left: PathRef, right: Operand) -> tuple[Cond, Cond]:
+        """jmespath's _equals: Python's == except that 0/1 never equal false/true (at the top level)."""
+        if isinstance(right, Lit):
+            literal = right.value
+            kind = kind_of(literal)
+            if kind in ("null", "true", "false"):
+                return self.is_(left, {kind}), FALSE
+            if kind == "number":
+                test = cond(fmt("{} = {}", self.number(left), self.number(right)))
+                return c_and(self.is_(left, {"number"}), test), self.inexact(left)
+            if kind == "string":
+                return self.d.string_equals(left.path, literal), FALSE
+            return self.d.container_equals(left.path, literal), FALSE
+        same = FALSE
+        for kind in ("null", "true", "false"):
+            same = c_or(same, c_and(self.is_(left, {kind}), self.is_(right, {kind})))
+        numbers = c_and(
+            c_and(self.is_(left, {"number"}), self.is_(right, {"number"})),
+            cond(fmt("{} = {}", self.number(left), self.number(right))),
+        )
+        strings = c_and(
+            c_and(self.is_(left, {"string"}), self.is_(right, {"string"})),
+            cond(fmt("{} = {}", self.string(left), self.string(right))),
+        )
+        containers = c_or(
+            c_and(self.is_(left, {"array"}), self.is_(right, {"array"})),
+            c_and(self.is_(left, {"object"}), self.is_(right, {"object"})),
+        )
+        # Two arrays or two objects: deep equality is the evaluator's (an error condition sends it there).
+        return c_or(same, c_or(numbers, strings)), c_or(containers, c_or(self.inexact(left), self.inexact(right)))
+
+    def contains(self, pred: Contains) -> tuple[Cond, Cond]:
+        path, literal = pred.subject.path, pred.search.value
+        is_array = self.d.is_kind(path, {"array"})
+        in_array = c_and(is_array, self.d.array_any(path, literal))
+        if isinstance(literal, str):
+            in_string = c_and(self.d.is_kind(path, {"string"}), self.d.substring(path, literal))
+            return c_or(in_string, in_array), c_not(self.d.is_kind(path, {"string", "array"}))
+        # A string subject raises TypeError for a search that is no string, as anything else but an array.
+        error = c_not(is_array)
+        if kind_of(literal) == "number":
+            error = c_or(error, self.d.array_inexact(path))
+        return in_array, error
+
+    def prefix(self, pred: Prefix) -> tuple[Cond, Cond]:
+        text_ok, affix_ok = self.is_(pred.text, {"string"}), self.is_(pred.affix, {"string"})
+        both = c_and(text_ok, affix_ok)
+        if both.const is False:
+            return FALSE, c_or(c_not(text_ok), c_not(affix_ok))
+        test = self.d.affix(pred.ends, self.string(pred.text), self.string(pred.affix))
+        return c_and(both, test), c_or(c_not(text_ok), c_not(affix_ok))
+
+
+#
+# Lists and values
+#
+
+
+@dataclass(frozen=True)
+class Output:
+    """How the runner turns the statement's rows into the answer."""
+
+    kind: str  # list, count, sum, avg, one, keys
+    elem: Elem | None = None
+    filtered: bool = False  # rows carry their own error flag and keep flag (the single-scan form)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    sql: str
+    params: tuple
+    output: Output
+
+
+_COLUMNS = "k, data, lay, rkey"
+
+
+class _Lists:
+    def __init__(self, dialect: Dialect, table: str, collection_id: int) -> None:
+        self.d = dialect
+        self.predicates = _Predicates(dialect)
+        # The collection's id inlined (an int): a per-collection partial index (WHERE collection_id = <id>) is
+        # used only for a statement that names the same literal (SQLite always; PostgreSQL's generic plans).
+        self.base = Sql(
+            f'SELECT position AS k, data, layout_id AS lay, "key" AS rkey FROM {_quote_name(table)}'
+            f" WHERE collection_id = {int(collection_id)}"
+        )
+        self.checks: list[Sql] = []
+        self.filtered = False  # a filter narrows the rows: see order()
+
+    def select(self, plan: ListPlan) -> Sql:
+        """A SELECT of the list's elements (columns k, data, lay, rkey; in order of k)."""
+        if isinstance(plan, Scan):
+            return self.base
+        if isinstance(plan, Where):
+            self.filtered = True
+            source = self.select(plan.source)
+            true, error = self.predicates.render(plan.pred)
+            if error.const is not False:
+                self.checks.append(fmt("EXISTS (SELECT 1 FROM ({}) AS s WHERE {})", source, strict(error)))
+            return self.narrow(source, true)
+        if isinstance(plan, Map):
+            return self.narrow(self.select(plan.source), self.present(plan.elem))
+        if isinstance(plan, Sort):
+            source = self.select(plan.source)
+            self.check_keys(source, plan.key)
+            keys = fmt("{}, {}", self.d.number_key(plan.key), self.d.string_key(plan.key))
+            return fmt("SELECT ROW_NUMBER() OVER (ORDER BY {}, k) AS k, data, lay, rkey FROM ({}) AS s", keys, source)
+        return self.slice(plan)
+
+    def order(self, column: str) -> str:
+        """`column` in an ORDER BY. After a filter on SQLite, `+column`: its planner would rather read the whole
+        collection in position order (to skip a sort) than use an index of the filter, as it does not count
+        the JSON parsing per row; the unary plus keeps the position index from serving the ORDER BY."""
+        return f"+{column}" if self.filtered and self.d.name == "sqlite" else column
+
+    def narrow(self, source: Sql, keep: Cond) -> Sql:
+        if keep.const is True:
+            return source
+        if source.text.startswith("SELECT position AS k"):  # the base relation: one more conjunct of its WHERE
+            return fmt("{} AND {}", source, as_sql(keep))
+        return fmt(f"SELECT {_COLUMNS} FROM ({{}}) AS s WHERE {{}}", source, as_sql(keep))
+
+    def present(self, elem: Elem) -> Cond:
+        """The element is not null (a projection drops null values; a multi-select of null is null)."""
+        path = elem.path if isinstance(elem, ElemPath) else elem.base
+        return c_not(self.d.is_kind(path, {"null"}))
+
+    def check_keys(self, source: Sql, key: Path) -> None:
+        """sort_by, min_by, max_by, min, max: every key a number or every key a string (else jmespath raises)."""
+        bad = c_or(c_not(self.d.is_kind(key, NUMBER_OR_STRING)), self.d.inexact(key))
+        self.checks.append(fmt("EXISTS (SELECT 1 FROM ({}) AS s WHERE {})", source, strict(bad)))
+        self.checks.append(
+            fmt(
+                "(EXISTS (SELECT 1 FROM ({}) AS s WHERE {}) AND EXISTS (SELECT 1 FROM ({}) AS s WHERE {}))",
+                source,
+                as_sql(self.d.is_kind(key, {"number"})),
+                source,
+                as_sql(self.d.is_kind(key, {"string"})),
+            )
+        )
+
+    def slice(self, plan: Slice) -> Sql:
+        source = self.select(plan.source)
+        start, stop, step = plan.start, plan.stop, plan.step
+        if step == 1 and (start is None or start >= 0) and (stop is None or stop >= 0):
+            offset = start or 0
+            limit = "ALL" if stop is None else str(max(stop - offset, 0))
+            if limit == "ALL" and self.d.name == "sqlite":
+                limit = "-1"
+            return fmt(
+                f"SELECT {_COLUMNS} FROM ({{}}) AS s ORDER BY {self.order('k')} LIMIT {limit} OFFSET {offset}", source
+            )
+        # Python's slice bounds on a list of cnt elements (step > 0).
+        lower = self._bound(start, "0")
+        upper = self._bound(stop, "cnt")
+        window = fmt(
+            "SELECT s.*, ROW_NUMBER() OVER (ORDER BY k) - 1 AS rn, COUNT(*) OVER () AS cnt FROM ({}) AS s", source
+        )
+        stepped = "" if step == 1 else f" AND (rn - {lower}) - {step} * ((rn - {lower}) / {step}) = 0"
+        return fmt(f"SELECT {_COLUMNS} FROM ({{}}) AS w WHERE rn >= {lower} AND rn < {upper}{stepped}", window)
+
+    def _bound(self, value: int | None, default: str) -> str:
+        if value is None:
+            return default
+        if value < 0:
+            return self.d.greatest(f"cnt - {-value}", "0")
+        return self.d.least(str(value), "cnt")
+
+    # Values
+
+    def outputs(self, elem: Elem) -> Sql:
+        if isinstance(elem, ElemPath):
+            return fmt("{} AS v0, lay", self.d.json(elem.path))
+        columns = ", ".join(f"{{}} AS v{index}" for index in range(len(elem.paths)))
+        return fmt(columns + ", lay", *(self.d.json(elem.base + path) for path in elem.paths))
+
+    def value(self, plan: ValuePlan) -> tuple[Sql, Output]:
+        if isinstance(plan, Collect | Count):
+            single = self.single_scan(plan)
+            if single is not None:
+                return single
+        if isinstance(plan, Collect):
+            source = self.select(plan.source)
+            return fmt("SELECT k AS o, {} FROM ({}) AS s", self.outputs(plan.source.elem), source), Output(
+                "list", plan.source.elem
+            )
+        if isinstance(plan, Count):
+            return fmt("SELECT 0 AS o, COUNT(*) AS n FROM ({}) AS s", self.select(plan.source)), Output("count")
+        if isinstance(plan, Keys):
+            return fmt("SELECT k AS o, rkey FROM ({}) AS s", self.select(plan.source)), Output("keys")
+        if isinstance(plan, Fold):
+            return self.fold(plan)
+        return self.pick(plan)
+
+    def single_scan(self, plan: Collect | Count) -> tuple[Sql, Output] | None:
+        """A filter straight over the records, then at most a projection: one pass over the rows, each row
+        with its own error flag (the filter's E), so no second scan looks for errors."""
+        source = plan.source
+        mapped = source if isinstance(source, Map) else None
+        where = mapped.source if mapped is not None else source
+        if not isinstance(where, Where) or not isinstance(where.source, Scan):
+            return None
+        true, error = self.predicates.render(where.pred)
+        if error.const is False:
+            return None
+        self.filtered = True
+        elem = source.elem
+        keep = self.present(elem) if mapped is not None else TRUE
+        candidates = fmt("{} AND {}", self.base, as_sql(self.predicates.candidates(where.pred)))
+        if isinstance(plan, Count):
+            sql = fmt(
+                "SELECT 0 AS o, SUM(CASE WHEN {} THEN 1 ELSE 0 END) AS errors, SUM(CASE WHEN {} THEN 1 ELSE 0 END) AS n"
+                " FROM ({}) AS s",
+                strict(error),
+                strict(keep),
+                candidates,
+            )
+            return sql, Output("count", filtered=True)
+        sql = fmt(
+            "SELECT k AS o, {} AS err, {} AS keep, {} FROM ({}) AS s",
+            strict(error),
+            strict(keep),
+            self.outputs(elem),
+            candidates,
+        )
+        return sql, Output("list", elem, filtered=True)
+
+    def fold(self, plan: Fold) -> tuple[Sql, Output]:
+        assert isinstance(plan.source.elem, ElemPath)
+        path = plan.source.elem.path
+        source = self.select(plan.source)
+        if plan.function in ("sum", "avg"):
+            # Summed in Python, in order: float addition is not associative, and Python's sum is the reference.
+            is_number = strict(self.d.is_kind(path, {"number"}))
+            sql = fmt("SELECT k AS o, {} AS ok, {} AS v0 FROM ({}) AS s", is_number, self.d.json(path), source)
+            return sql, Output(plan.function)
+        self.check_keys(source, path)
+        return self.first_by(source, path, descending=plan.function == "max", elem=plan.source.elem)
+
+    def first_by(self, source: Sql, key: Path, *, descending: bool, elem: Elem) -> tuple[Sql, Output]:
+        """The first element (in list order) with the greatest/least key: what Python's max/min return."""
+        direction = " DESC" if descending else ""
+        order = fmt(f"{{}}{direction}, {{}}{direction}, k", self.d.number_key(key), self.d.string_key(key))
+        sql = fmt("SELECT 0 AS o, {} FROM ({}) AS s ORDER BY {} LIMIT 1", self.outputs(elem), source, order)
+        return sql, Output("one", elem)
+
+    def pick(self, plan: Pick) -> tuple[Sql, Output]:
+        source = self.select(plan.source)
+        elem = plan.elem or plan.source.elem
+        if plan.how == "index":
+            direction, offset = ("", plan.index) if plan.index >= 0 else (" DESC", -plan.index - 1)
+            sql = fmt(
+                f"SELECT 0 AS o, {{}} FROM ({{}}) AS s ORDER BY k{direction} LIMIT 1 OFFSET {offset}",
+                self.outputs(elem),
+                source,
+            )
+            return sql, Output("one", elem)
+        self.check_keys(source, plan.key)
+        return self.first_by(source, plan.key, descending=plan.how == "max_by", elem=elem)
+
+
+def _quote_name(name: str) -> str:
+    if not name.replace("_", "").isalnum() or not name.isascii():
+        raise ValueError(f"unexpected table name {name!r}")
+    return f'"{name}"'
+
+
+def render(plan: ValuePlan, *, dialect: str, table: str, collection_id: int) -> Rendered:
+    """The one statement answering `plan` over collection `collection_id` of the records table `table`.
+
+    Its first column is the error flag (see the module docstring), its second the order of the rows.
+    """
+    lists = _Lists(dialect_for(dialect), table, collection_id)
+    main, output = lists.value(plan)
+    order = lists.order("m.o")
+    if output.filtered:
+        statement = fmt(f"SELECT FALSE AS err_any, m.* FROM ({{}}) AS m ORDER BY {order}", main)
+    else:
+        checks = lists.checks
+        flag = Sql("FALSE") if not checks else fmt(" OR ".join(["{}"] * len(checks)), *checks)
+        # One statement, so the checks and the answer read the same snapshot; the checks run once.
+        statement = fmt(
+            f"SELECT c.err_any, m.* FROM (SELECT {{}} AS err_any) AS c LEFT JOIN ({{}}) AS m ON TRUE ORDER BY {order}",
+            flag,
+            main,
+        )
+    return Rendered(statement.text, statement.params, output)

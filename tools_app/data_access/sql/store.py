@@ -1,0 +1,125 @@
+"""Writing a collection's records as rows, and reading them back, through a DB-API cursor (Django's).
+
+What the tests and benchmarks load their collections with, and what the migration of existing tables will
+call (docs/tables-at-scale.md, "Migration"): the layout of the rows is the TableRecord model's
+(tools_app.models.table_record), named here by its table names so that data access needs no model.
+"""
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Collection, Iterator, Mapping
+from typing import Any
+
+from tools_app.data_access.sql.codec import Layout, layout_of, record_text, restore
+
+__all__ = ["POSITION_GAP", "iter_records", "layouts_by_id", "write_records"]
+
+# Positions are spaced so that a record inserted between two others takes a free position in between;
+# the collection is renumbered only when there is none.
+POSITION_GAP = 1024
+
+
+def _rows(value: list | dict) -> Iterator[tuple[int, str | None, Any]]:
+    items = value.items() if isinstance(value, dict) else ((None, record) for record in value)
+    for index, (key, record) in enumerate(items):
+        yield index * POSITION_GAP, key, record
+
+
+def write_records(
+    cursor: Any,
+    *,
+    dialect: str,
+    records_table: str,
+    layouts_table: str,
+    collection_id: int,
+    value: list | dict,
+    batch: int = 5_000,
+) -> int:
+    """Store every record of `value` (an array of records, or an object of records by key) as one row of
+    `collection_id`, in order; return how many. The collection must be empty."""
+    layout_ids: dict[str, int] = {}
+    pending: list[tuple] = []
+    count = 0
+    for position, key, record in _rows(value):
+        layout = layout_of(record) if dialect == "postgresql" else None
+        layout_id = None
+        if layout is not None:
+            text = json.dumps(layout, separators=(",", ":"), ensure_ascii=False)
+            digest = hashlib.sha256(text.encode()).hexdigest()
+            if digest not in layout_ids:
+                layout_ids[digest] = _layout_id(cursor, layouts_table, collection_id, digest, text)
+            layout_id = layout_ids[digest]
+        pending.append((collection_id, position, key, record_text(record, dialect=dialect), layout_id))
+        count += 1
+        if len(pending) >= batch:
+            _insert(cursor, dialect, records_table, pending)
+            pending = []
+    if pending:
+        _insert(cursor, dialect, records_table, pending)
+    return count
+
+
+def _layout_id(cursor: Any, table: str, collection_id: int, digest: str, text: str) -> int:
+    cursor.execute(f'SELECT id FROM "{table}" WHERE collection_id = %s AND digest = %s', (collection_id, digest))
+    found = cursor.fetchone()
+    if found:
+        return int(found[0])
+    cursor.execute(
+        f'INSERT INTO "{table}" (collection_id, digest, layout) VALUES (%s, %s, %s) RETURNING id',
+        (collection_id, digest, text),
+    )
+    return int(cursor.fetchone()[0])
+
+
+def _insert(cursor: Any, dialect: str, table: str, rows: list[tuple]) -> None:
+    columns = 'collection_id, position, "key", data, layout_id'
+    raw = getattr(cursor, "cursor", cursor)
+    if dialect == "postgresql" and hasattr(raw, "copy"):
+        # Through the raw driver cursor: Django's wrapper turns its errors into Django's (IntegrityError, ...).
+        wrap = getattr(getattr(cursor, "db", None), "wrap_database_errors", contextlib.nullcontext())
+        with wrap, raw.copy(f'COPY "{table}" ({columns}) FROM STDIN') as copy:
+            for row in rows:
+                copy.write_row(row)
+        return
+    cast = "::jsonb" if dialect == "postgresql" else ""
+    cursor.executemany(f'INSERT INTO "{table}" ({columns}) VALUES (%s, %s, %s, %s{cast}, %s)', rows)
+
+
+def layouts_by_id(cursor: Any, table: str, ids: Collection[int]) -> Mapping[int, Layout]:
+    """The layouts of `ids` (for run_sql's `layouts`)."""
+    listed = sorted(ids)
+    marks = ", ".join(["%s"] * len(listed))
+    cursor.execute(f'SELECT id, layout FROM "{table}" WHERE id IN ({marks})', listed)
+    return {int(row[0]): _json(row[1]) for row in cursor.fetchall()}
+
+
+def iter_records(
+    cursor: Any, *, dialect: str, records_table: str, layouts_table: str, collection_id: int, chunk: int = 2_000
+) -> Iterator[tuple[str | None, Any]]:
+    """Every (key, record) of the collection in order, exactly as written, read `chunk` rows at a time."""
+    text = "data::text" if dialect == "postgresql" else "data"
+    after: int | None = None
+    cache: dict[int, Layout] = {}
+    while True:
+        where = "" if after is None else " AND position > %s"
+        params: tuple = (collection_id,) if after is None else (collection_id, after)
+        cursor.execute(
+            f'SELECT position, "key", {text}, layout_id FROM "{records_table}" WHERE collection_id = %s{where}'
+            f" ORDER BY position LIMIT {int(chunk)}",
+            params,
+        )
+        rows = cursor.fetchall()
+        if not rows:
+            return
+        missing = {row[3] for row in rows if row[3] is not None and row[3] not in cache}
+        if missing:
+            cache.update(layouts_by_id(cursor, layouts_table, missing))
+        for _position, key, data, layout_id in rows:
+            record = json.loads(data)
+            yield key, (restore(record, cache[layout_id]) if layout_id is not None else record)
+        after = rows[-1][0]
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str | bytes) else value

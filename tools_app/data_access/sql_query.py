@@ -1,0 +1,152 @@
+"""JMESPath over a record collection stored as rows, answered by the database engine (docs/tables-at-scale.md).
+
+    query = compile_sql(parsed, dialect="postgresql")       # NotCompilable: evaluate in Python instead
+    answer = run_sql(query, cursor, table=..., collection_id=..., layouts=...)
+    if answer is None: ...                                   # the data needs the Python evaluator
+
+`parsed` is jmespath's AST (`jmespath.parser.Parser().parse(expression).parsed`) of an expression applied to
+the collection: the list of its records in order (root "array") or the object of its records by key (root
+"object"). What compiles: filters `[?...]` with == != < <= > >=, &&, ||, !, contains, starts_with, ends_with
+over fields and literals; projections `[*].a`, `[?...].a.b[0]`; multi-select hashes and lists of fields;
+sort_by(list, &field); slices `[a:b:c]` (c > 0); indexes `[0]`, `[-1]`; length, sum, avg, min, max, max_by,
+min_by of such lists, and `.field` of what max_by/min_by/an index picked; pipes between them. The rest is
+NotCompilable.
+
+The answer is exactly `jmespath.search(expression, records)`, Python types included (1 vs 1.0, big integers,
+object key order), or None when the data meets a condition under which jmespath raises (a number compared
+with a string, sort_by over mixed types, contains on a missing field, sum of a string...) or, on SQLite,
+compares an integer beyond 64 bits: then the caller evaluates the expression over the records in Python,
+which raises jmespath's own error or computes the value. The condition and the answer are read by one
+statement, so from one snapshot.
+"""
+
+import json
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from jmespath.parser import Parser
+
+from tools_app.data_access.sql.codec import Layout, layout_at, restore
+from tools_app.data_access.sql.plan import ElemPath, ElemSelect, NotCompilable, ValuePlan, build_plan
+from tools_app.data_access.sql.render import Output, Rendered, dialect_for, render
+
+__all__ = ["NotCompilable", "SqlAnswer", "SqlQuery", "compile_sql", "compile_sql_expression", "run_sql"]
+
+LayoutLoader = Callable[[Collection[int]], Mapping[int, Layout]]
+
+
+@dataclass(frozen=True)
+class SqlQuery:
+    """A compiled expression: its plan, rendered per collection by statement()."""
+
+    plan: ValuePlan
+    dialect: str
+
+    def statement(self, *, table: str, collection_id: int) -> Rendered:
+        """The statement (SQL text with %s parameters, and its parameters) over one collection."""
+        return render(self.plan, dialect=self.dialect, table=table, collection_id=collection_id)
+
+
+@dataclass(frozen=True)
+class SqlAnswer:
+    value: Any
+
+
+def compile_sql(parsed: dict, *, dialect: str, root: str = "array") -> SqlQuery:
+    """The SQL form of `parsed` for `dialect` ("sqlite", "postgresql"); NotCompilable when there is none."""
+    dialect_for(dialect)
+    plan = build_plan(parsed, root=root)
+    query = SqlQuery(plan, dialect)
+    query.statement(table="records", collection_id=0)  # what only the dialect refuses, refused now
+    return query
+
+
+@lru_cache(maxsize=1024)
+def compile_sql_expression(expression: str, dialect: str, root: str = "array") -> SqlQuery | None:
+    """compile_sql of an expression's text, cached per process; None when it does not compile (or parse)."""
+    try:
+        parsed = Parser().parse(expression).parsed
+        return compile_sql(dict(parsed), dialect=dialect, root=root)
+    except (NotCompilable, ValueError):  # jmespath's parse errors are ValueErrors too
+        return None
+
+
+def run_sql(
+    query: SqlQuery,
+    cursor: Any,
+    *,
+    table: str,
+    collection_id: int,
+    layouts: LayoutLoader | None = None,
+) -> SqlAnswer | None:
+    """Run `query` over the collection through a DB-API cursor (Django's: %s parameters).
+
+    None when the Python evaluator must answer (see the module docstring). `layouts` gives the key-order
+    layouts (tools_app.data_access.sql.codec) by id; needed on PostgreSQL for values holding objects.
+    """
+    rendered = query.statement(table=table, collection_id=collection_id)
+    cursor.execute(rendered.sql, rendered.params)
+    return finish(rendered.output, cursor.fetchall(), layouts)
+
+
+def finish(output: Output, rows: Sequence[Sequence[Any]], layouts: LayoutLoader | None = None) -> SqlAnswer | None:
+    """The answer from the statement's rows: (error flag, order, then the output's columns)."""
+    if not rows or rows[0][0]:
+        return None if rows else SqlAnswer(_empty(output))
+    rows = [row[2:] for row in rows if row[1] is not None]
+    kind = output.kind
+    if kind == "count":
+        if not rows:
+            return SqlAnswer(0)
+        if output.filtered:
+            errors, count = rows[0]
+            return None if errors else SqlAnswer(int(count or 0))
+        return SqlAnswer(int(rows[0][0]))
+    if kind == "keys":
+        return SqlAnswer([row[0] for row in rows])
+    if kind in ("sum", "avg"):
+        if not all(row[0] for row in rows):
+            return None  # a value that is no number: the library raises
+        numbers = [json.loads(row[1]) for row in rows]
+        if kind == "sum":
+            return SqlAnswer(sum(numbers))
+        return SqlAnswer(sum(numbers) / len(numbers) if numbers else None)
+    if output.filtered:
+        if any(row[0] for row in rows):
+            return None
+        rows = [row[2:] for row in rows if row[1]]
+    assert output.elem is not None
+    decoded = [[None if text is None else json.loads(text) for text in row[:-1]] for row in rows]
+    # Layouts matter only where an object came back (a scalar has no key order): loaded for those rows only.
+    wanted = {row[-1] for row, values in zip(rows, decoded, strict=True) if row[-1] is not None and _nested(values)}
+    if wanted and layouts is None:
+        raise ValueError("rows have key-order layouts, but no layout loader was given")
+    loaded = layouts(wanted) if wanted and layouts is not None else {}
+    values = [_element(output.elem, items, loaded.get(row[-1])) for row, items in zip(rows, decoded, strict=True)]
+    if kind == "one":
+        return SqlAnswer(values[0] if values else None)
+    return SqlAnswer(values)
+
+
+def _empty(output: Output) -> Any:
+    return 0 if output.kind in ("count", "sum") else [] if output.kind in ("list", "keys") else None
+
+
+def _nested(values: list[Any]) -> bool:
+    return any(isinstance(value, dict | list) for value in values)
+
+
+def _element(elem: ElemPath | ElemSelect, values: list[Any], layout: Layout) -> Any:
+    if isinstance(elem, ElemPath):
+        return _restored(values[0], layout_at(layout, elem.path) if layout else None)
+    items = [
+        _restored(value, layout_at(layout, elem.base + path) if layout else None)
+        for value, path in zip(values, elem.paths, strict=True)
+    ]
+    return items if elem.keys is None else dict(zip(elem.keys, items, strict=True))
+
+
+def _restored(value: Any, layout: Layout) -> Any:
+    return restore(value, layout) if layout and isinstance(value, dict | list) else value
