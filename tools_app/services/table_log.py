@@ -387,7 +387,9 @@ def _patches(table_id: int, after: int, upto: int) -> list[list] | None:
 
 def _applied(data: Any, patches: list[list]) -> Any:
     for patch in patches:
-        data = json_patch.apply(data, patch)
+        # A rows table's entries also hold per-record operations ({"collection": id, ...}): they change rows,
+        # not the document.
+        data = json_patch.apply(data, [operation for operation in patch if "collection" not in operation])
     return data
 
 
@@ -403,6 +405,19 @@ def table_data(table_id: int) -> tuple[int, Any]:
         raise Table.DoesNotExist(f"Table {table_id} does not exist.")
     entry = document(table_id, version)
     return entry.version, entry.data
+
+
+def table_head(table_id: int) -> tuple[int, str]:
+    """The table's current (version, storage) in one primary-key query; Table.DoesNotExist when it is gone."""
+    row = Table.objects.filter(pk=table_id).values_list("version", "storage").first()
+    if row is None:
+        raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+    return row
+
+
+def table_document(table_id: int, version: int) -> Any:
+    """The table's document at `version` through this process's cache (a rows table's: without its records)."""
+    return document(table_id, version).data
 
 
 def table_version_data(table_id: int, version: int) -> Any:
