@@ -38,7 +38,7 @@ from django.utils import timezone
 
 from tools_app.kernel import json_patch, telemetry
 from tools_app.kernel.errors import ErrorCode, ToolError
-from tools_app.models import Table, TableChange, TableSnapshot, Tool
+from tools_app.models import Table, TableChange, TableSnapshot, TableStorage, Tool
 from tools_app.services.quotas import data_quota_check
 from tools_app.services.table_cache import CachedTable, collector_paused, table_cache
 from tools_app.validators import (
@@ -468,6 +468,9 @@ def table_restore(*, table_id: int, version: int) -> int:
     now = timezone.now()
     with transaction.atomic():
         current, size, owner_id = _locked(table_id)
+        if Table.objects.filter(pk=table_id, storage=TableStorage.ROWS).exists():
+            # Its entries before the move patch the document with the records in it, which it no longer holds.
+            raise TableChange.DoesNotExist(f"Table {table_id} stores its records as rows: no version is restorable.")
         entry = document(table_id, current)
         rows = list(
             TableChange.objects.filter(table_id=table_id, version__gt=version, version__lte=current)

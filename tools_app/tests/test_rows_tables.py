@@ -7,9 +7,10 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from tools_app import services
 from tools_app.execution import records
 from tools_app.execution.executors import execute
-from tools_app.kernel.errors import ToolError
+from tools_app.kernel.errors import ToolError, ToolhubError
 from tools_app.models import Table, TableChange, TableCollection, TableRecord, TableSnapshot, TableStorage
 
 ORDERS = [
@@ -228,4 +229,19 @@ def test_a_write_to_a_rows_table_is_refused_and_writes_nothing(make_table, make_
     assert table.version == 1
     assert TableChange.objects.filter(table=table).count() == 0
     assert list(TableRecord.objects.filter(collection__table=table).values_list("key", flat=True)) == ["1"]
+    assert TableSnapshot.objects.get(table=table).data == []
+
+
+def test_a_rows_table_is_not_replaced_whole_nor_restored(make_table, make_tool, owner):
+    table = make_table(owner, name="rows", data=[{"id": 1}])
+    services.table_update(table=table, data=[{"id": 1}, {"id": 2}])  # version 2, as a document
+    records.table_to_rows(table.pk)
+    with pytest.raises(ToolhubError, match="stores its records as rows"):
+        services.table_update(table=Table.objects.get(pk=table.pk), data=[])
+    with pytest.raises(TableChange.DoesNotExist, match="stores its records as rows"):
+        services.table_restore(table_id=table.pk, version=1)
+    table.refresh_from_db()
+    assert (table.version, table.rows_since_version) == (2, 2)
+    assert TableChange.objects.filter(table=table).count() == 1
+    assert list(TableRecord.objects.filter(collection__table=table).values_list("key", flat=True)) == ["1", "2"]
     assert TableSnapshot.objects.get(table=table).data == []
