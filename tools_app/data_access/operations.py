@@ -52,6 +52,10 @@ def _key(value: Any) -> str:
     return str(value)
 
 
+# The key a record is found by (SPEC §8), as a rows table stores it in TableRecord.key.
+key_text = _key
+
+
 def _merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7396 JSON Merge Patch, returning a new value (the inputs are not mutated)."""
     if not isinstance(patch, dict):

@@ -20,10 +20,10 @@ from tools_app.choices import ToolType
 from tools_app.data_access import budget, operations, pointer
 from tools_app.data_access.arguments import validate_arguments
 from tools_app.data_access.operations import Mount
-from tools_app.execution import heavy
+from tools_app.execution import heavy, records
 from tools_app.execution.call_limits import default_limits
 from tools_app.kernel.errors import ErrorCode, ToolError
-from tools_app.models import Table, Tool
+from tools_app.models import Table, TableStorage, Tool
 from tools_app.tool_types import EXTERNAL, TOOL_TYPES
 from tools_app.tool_types.base import WRITE
 from tools_app.tool_types.data import SAFE_WRITE_PROPERTIES
@@ -118,23 +118,33 @@ def _table_gone(tool: Tool, exc: Exception) -> ToolError:
 
 
 def read_mount(tool: Tool) -> tuple[Mount, int, Any]:
-    """A data tool's mount with its table's current version and data."""
+    """A data tool's mount with its table's current version and data (a rows table's document holds its
+    collections as empty containers: tools_app.execution.records reads them)."""
+    mount, version, _storage, data = _read_state(tool)
+    return mount, version, data
+
+
+def _read_state(tool: Tool, *, load: bool = True) -> tuple[Mount, int, str, Any]:
+    """The tool's mount, its table's version and storage, and (a document table's, with `load`) its document."""
     mount, table_id = _mount(tool)
     try:
-        version, data = services.table_data(table_id)
+        version, storage = services.table_head(table_id)
+        data = services.table_document(table_id, version) if load and storage != TableStorage.ROWS else None
     except Table.DoesNotExist as exc:
         raise _table_gone(tool, exc) from exc
     current = budget.active()
     if current is not None:
         current.restart_clocks()  # the time budget is the evaluation's: loading a cold table is not charged
-    return mount, version, data
+    return mount, version, storage, data
 
 
 def run_read(tool: Tool, operation: Callable[..., Any], arguments: dict, *extra: Any) -> Any:
     """A read operation of data_access.operations over the tool's mount; moved to a heavy worker process if
-    it turns expensive (tools_app.execution.heavy)."""
-    mount, version, data = read_mount(tool)
-    assert tool.table_id is not None  # read_mount refused a tool without a table
+    it turns expensive (tools_app.execution.heavy). A rows table is read where its rows are (records.read)."""
+    mount, version, storage, data = _read_state(tool)
+    assert tool.table_id is not None  # _read_state refused a tool without a table
+    if storage == TableStorage.ROWS:
+        return records.read(tool.table_id, version, mount, operation, arguments, extra)
     return heavy.read(
         operation, table_id=tool.table_id, version=version, data=data, mount=mount, arguments=arguments, extra=extra
     )
@@ -150,6 +160,13 @@ def write_mount(tool: Tool, build: Callable[[Mount, dict], Any], arguments: dict
     change = build(mount, arguments)
 
     def limited(data: Any, derived: dict) -> Any:
+        # Under the table's lock, so a table cannot move to rows between this check and the write.
+        if services.table_head(table_id)[1] == TableStorage.ROWS:
+            raise ToolError(
+                ErrorCode.TOOL_NOT_CALLABLE,
+                f"The table of the tool {tool.name!r} stores its records as rows, which take no writes through "
+                "tools yet (docs/tables-at-scale.md). Nothing was written.",
+            )
         _check_depth(mount, arguments, data)
         return change(data, derived)
 
@@ -213,10 +230,15 @@ def _preview(*, tool: Tool, arguments: dict[str, Any], scope: Any = None) -> Any
 
 def _data_schema(*, tool: Tool, arguments: dict[str, Any], scope: Any = None) -> Any:
     """The shape only changes with the data: cached per table version and mount."""
-    mount, version, data = read_mount(tool)
-    assert tool.table_id is not None  # read_mount refused a tool without a table
+    mount, version, storage, data = _read_state(tool)
+    assert tool.table_id is not None  # _read_state refused a tool without a table
+    table_id = tool.table_id
+    if storage == TableStorage.ROWS:
+        return services.table_derived(
+            table_id, version, ("shape", tool.json_path), lambda: records.schema(table_id, version, mount, arguments)
+        )
     return services.table_derived(
-        tool.table_id, version, ("shape", tool.json_path), lambda: operations.get_data_schema(data, mount, arguments)
+        table_id, version, ("shape", tool.json_path), lambda: operations.get_data_schema(data, mount, arguments)
     )
 
 

@@ -12,6 +12,14 @@ from tools_app.validators import TableDocumentDecoder, TableDocumentEncoder, val
 _UNSET: Any = object()
 
 
+class TableStorage(models.TextChoices):
+    """Where a table's record collections live (docs/tables-at-scale.md): in its document, or one record per row
+    (TableCollection / TableRecord), the document keeping an empty container at each collection's mount."""
+
+    DOCUMENT = "document", "one JSON document"
+    ROWS = "rows", "record collections as rows"
+
+
 class Table(OwnedModel):
     """A JSON document that tools read and write. `version` grows by one on every data write.
 
@@ -31,6 +39,12 @@ class Table(OwnedModel):
     # The sum of the `bytes` of the table's history entries (TableChange): kept by services.table_log as entries
     # are appended and pruned, and bounded per table and per owner (docs/history.md, "Quotas").
     history_bytes = models.PositiveBigIntegerField(default=0, editable=False)
+    # Moves once, document -> rows (manage.py tables_to_rows); never back.
+    storage = models.CharField(
+        max_length=8, choices=TableStorage.choices, default=TableStorage.DOCUMENT, editable=False
+    )
+    # The version at which the table moved to rows: history entries up to it hold document patches.
+    rows_since_version = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
 
     # (table id, version) -> the document: services.table_log.document, plugged in by the services when they
     # load (tools_app.apps imports them once the models are ready). The models sit below the services, so they

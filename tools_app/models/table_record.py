@@ -22,6 +22,8 @@ class TableCollection(models.Model):
     mount = models.CharField(max_length=2000, blank=True, help_text="JSON Pointer of the collection; '' = the root.")
     kind = models.CharField(max_length=6, choices=CollectionKind.choices)
     record_count = models.PositiveBigIntegerField(default=0)
+    # An array's records are keyed (TableRecord.key) by this field of theirs: select by it is an index lookup.
+    key_field = models.CharField(max_length=200, blank=True, default="id")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["table", "mount"], name="table_collection_unique_mount")]

@@ -38,7 +38,7 @@ from django.utils import timezone
 
 from tools_app.kernel import json_patch, telemetry
 from tools_app.kernel.errors import ErrorCode, ToolError
-from tools_app.models import Table, TableChange, TableSnapshot, Tool
+from tools_app.models import Table, TableChange, TableSnapshot, TableStorage, Tool
 from tools_app.services.quotas import data_quota_check
 from tools_app.services.table_cache import CachedTable, collector_paused, table_cache
 from tools_app.validators import (
@@ -387,7 +387,9 @@ def _patches(table_id: int, after: int, upto: int) -> list[list] | None:
 
 def _applied(data: Any, patches: list[list]) -> Any:
     for patch in patches:
-        data = json_patch.apply(data, patch)
+        # A rows table's entries also hold per-record operations ({"collection": id, ...}): they change rows,
+        # not the document.
+        data = json_patch.apply(data, [operation for operation in patch if "collection" not in operation])
     return data
 
 
@@ -403,6 +405,19 @@ def table_data(table_id: int) -> tuple[int, Any]:
         raise Table.DoesNotExist(f"Table {table_id} does not exist.")
     entry = document(table_id, version)
     return entry.version, entry.data
+
+
+def table_head(table_id: int) -> tuple[int, str]:
+    """The table's current (version, storage) in one primary-key query; Table.DoesNotExist when it is gone."""
+    row = Table.objects.filter(pk=table_id).values_list("version", "storage").first()
+    if row is None:
+        raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+    return row
+
+
+def table_document(table_id: int, version: int) -> Any:
+    """The table's document at `version` through this process's cache (a rows table's: without its records)."""
+    return document(table_id, version).data
 
 
 def table_version_data(table_id: int, version: int) -> Any:
@@ -453,6 +468,9 @@ def table_restore(*, table_id: int, version: int) -> int:
     now = timezone.now()
     with transaction.atomic():
         current, size, owner_id = _locked(table_id)
+        if Table.objects.filter(pk=table_id, storage=TableStorage.ROWS).exists():
+            # Its entries before the move patch the document with the records in it, which it no longer holds.
+            raise TableChange.DoesNotExist(f"Table {table_id} stores its records as rows: no version is restorable.")
         entry = document(table_id, current)
         rows = list(
             TableChange.objects.filter(table_id=table_id, version__gt=version, version__lte=current)

@@ -10,7 +10,7 @@ from django.db.models import F, QuerySet
 from django.utils import timezone
 
 from tools_app.kernel.errors import ErrorCode, ToolhubError
-from tools_app.models import Table, TableSnapshot, Tool, name_conflict_error
+from tools_app.models import Table, TableSnapshot, TableStorage, Tool, name_conflict_error
 from tools_app.services import table_log
 from tools_app.services.locks import lock_rows
 from tools_app.services.quotas import data_quota_check
@@ -104,6 +104,12 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
                 f'The table is at version {locked.version} (ETag "{locked.version}"), not the If-Match version '
                 f"{expected_version}; nothing was written.",
                 {"current_version": locked.version},
+            )
+        if writes_data and locked.storage == TableStorage.ROWS:
+            raise ToolhubError(
+                ErrorCode.VALIDATION_ERROR,
+                "This table stores its records as rows: its data cannot be replaced whole; nothing was written.",
+                {"path": ["data"]},
             )
         current = table_log.document(table.pk, locked.version) if writes_data else None
         data_changed = current is not None and not _same_json(fields["data"], current.data)

@@ -8,7 +8,7 @@ call (docs/tables-at-scale.md, "Migration"): the layout of the rows is the Table
 import contextlib
 import hashlib
 import json
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from tools_app.data_access.sql.codec import Layout, layout_of, record_text, restore
@@ -20,8 +20,11 @@ __all__ = ["POSITION_GAP", "iter_records", "layouts_by_id", "write_records"]
 POSITION_GAP = 1024
 
 
-def _rows(value: list | dict) -> Iterator[tuple[int, str | None, Any]]:
-    items = value.items() if isinstance(value, dict) else ((None, record) for record in value)
+def _rows(value: list | dict, key_of: Callable[[Any], str | None] | None) -> Iterator[tuple[int, str | None, Any]]:
+    if isinstance(value, dict):
+        items: Iterable[tuple[str | None, Any]] = value.items()
+    else:
+        items = ((None if key_of is None else key_of(record), record) for record in value)
     for index, (key, record) in enumerate(items):
         yield index * POSITION_GAP, key, record
 
@@ -35,13 +38,15 @@ def write_records(
     collection_id: int,
     value: list | dict,
     batch: int = 5_000,
+    key_of: Callable[[Any], str | None] | None = None,
 ) -> int:
     """Store every record of `value` (an array of records, or an object of records by key) as one row of
-    `collection_id`, in order; return how many. The collection must be empty."""
+    `collection_id`, in order; return how many. The collection must be empty. An array's records get the key
+    `key_of(record)` (none without it); an object's members their key."""
     layout_ids: dict[str, int] = {}
     pending: list[tuple] = []
     count = 0
-    for position, key, record in _rows(value):
+    for position, key, record in _rows(value, key_of):
         layout = layout_of(record) if dialect == "postgresql" else None
         layout_id = None
         if layout is not None:

@@ -1,0 +1,381 @@
+"""Tables whose record collections are stored as rows (docs/tables-at-scale.md): moving a table to rows, and
+every read of a data tool over such a table. The one home of both; the executors call `read` and `schema` for a
+table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_rows` runs.
+
+- A *collection* is the array of records, or the object of records by key, at a mount of one of the table's
+  tools (the shallowest one where mounts nest: a record is never split further), or at the root when no tool
+  mounts below it. Its records become TableRecord rows (tools_app.data_access.sql.store); the document keeps
+  an empty `[]` / `{}` at its mount.
+- A read over exactly a collection touches only the rows it needs: `query_data` runs as one SQL statement when
+  the expression compiles (tools_app.data_access.sql_query; its answer is jmespath's exactly), otherwise the
+  records are read in chunks of CHUNK rows into the list the evaluator runs over, at most
+  TOOLHUB_MAX_EVALUATED_BYTES of their JSON (QUERY_TOO_EXPENSIVE beyond); `select` by the collection's key
+  field is an index lookup; `preview` reads its window (ORDER BY position, LIMIT/OFFSET); `get_data_schema`
+  describes the first SCHEMA_SAMPLE records, with the true count.
+- A read at any other mount (above a collection, or inside one of its records) runs over the document with
+  the collections it reaches spliced in, under the same byte bound.
+"""
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from tools_app import services
+from tools_app.data_access import budget, operations, pointer
+from tools_app.data_access.operations import Mount
+from tools_app.data_access.query import compile_expression
+from tools_app.data_access.shape import describe
+from tools_app.data_access.sql import store
+from tools_app.data_access.sql.codec import Layout, restore
+from tools_app.data_access.sql_query import compile_sql_expression, run_sql
+from tools_app.kernel import json_patch
+from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.models import Table, TableCollection, TableRecord, TableRecordLayout, TableSnapshot, TableStorage, Tool
+
+__all__ = [
+    "CHUNK",
+    "SCHEMA_SAMPLE",
+    "Collection",
+    "collection_mounts",
+    "collections",
+    "max_evaluated_bytes",
+    "read",
+    "schema",
+    "table_to_rows",
+]
+
+CHUNK = 2_000
+SCHEMA_SAMPLE = 10_000
+DEFAULT_MAX_EVALUATED_BYTES = 50 * 1024 * 1024
+
+
+def max_evaluated_bytes() -> int:
+    """How much record JSON a read may gather for the Python evaluator (a query that does not compile to SQL)."""
+    return int(getattr(settings, "TOOLHUB_MAX_EVALUATED_BYTES", DEFAULT_MAX_EVALUATED_BYTES))
+
+
+def _records_table() -> str:
+    return TableRecord._meta.db_table
+
+
+def _layouts_table() -> str:
+    return TableRecordLayout._meta.db_table
+
+
+def _dialect() -> str:
+    return "postgresql" if connection.vendor == "postgresql" else "sqlite"
+
+
+@dataclass(frozen=True)
+class Collection:
+    id: int
+    mount: str
+    kind: str  # "array" | "object"
+    key_field: str
+    record_count: int
+
+    @property
+    def tokens(self) -> tuple[str, ...]:
+        return pointer.parse(self.mount)
+
+
+def collections(table_id: int) -> dict[str, Collection]:
+    """The table's collections by mount."""
+    rows = TableCollection.objects.filter(table_id=table_id).values_list(
+        "id", "mount", "kind", "key_field", "record_count"
+    )
+    return {row[1]: Collection(*row) for row in rows}
+
+
+#
+# Moving a table to rows
+#
+
+
+def _within(inner: tuple[str, ...], outer: tuple[str, ...]) -> bool:
+    """`inner` is `outer` or lies below it."""
+    return len(inner) >= len(outer) and inner[: len(outer)] == outer
+
+
+def collection_mounts(data: Any, tools: list[tuple[str, str]]) -> list[tuple[str, str, list | dict]]:
+    """(mount, key field, container) of each collection of a document whose tools mount at `tools`
+    ((json_path, key_field) in tool order; the first tool's key field wins), shallowest first.
+
+    A mount holding an array is a collection (tools mounted below it read inside its records); one holding an
+    object is one too unless a tool mounts below it (then it holds collections by name, like a root
+    {"orders": [...], "customers": [...]}). The root counts as a mount. A mount inside a collection is not one.
+    """
+    paths = [pointer.parse(path) for path, _ in tools]
+    candidates = list(dict.fromkeys(tools))
+    if not any(path == "" for path, _ in tools):
+        candidates.append(("", "id"))
+    chosen: list[tuple[str, str, list | dict]] = []
+    seen: list[tuple[str, ...]] = []
+    for json_path, key_field in sorted(candidates, key=lambda mount: len(pointer.parse(mount[0]))):
+        tokens = pointer.parse(json_path)
+        if any(_within(tokens, other) for other in seen) or not pointer.exists(data, tokens):
+            continue
+        value = pointer.resolve(data, tokens, json_path)
+        holder = any(len(path) > len(tokens) and _within(path, tokens) for path in paths)
+        if isinstance(value, list) or (isinstance(value, dict) and not holder):
+            chosen.append((json_path, key_field, value))
+            seen.append(tokens)
+    return chosen
+
+
+def table_to_rows(table_id: int) -> bool:
+    """Move the table's collections into rows, in one transaction under its row lock; False when it already
+    was. The version does not change (the answers do not); it is recorded as `rows_since_version`."""
+    with transaction.atomic():
+        row = Table.objects.select_for_update(no_key=True).filter(pk=table_id).values_list("version", "storage").first()
+        if row is None:
+            raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+        version, storage = row
+        if storage == TableStorage.ROWS:
+            return False
+        data = services.table_document(table_id, version)
+        tools = list(Tool.objects.filter(table_id=table_id).order_by("id").values_list("json_path", "metadata"))
+        mounts = [(path, (metadata or {}).get("key_field") or "id") for path, metadata in tools]
+        document = data
+        dialect = _dialect()
+        with connection.cursor() as cursor:
+            for json_path, key_field, value in collection_mounts(data, mounts):
+                kind = "array" if isinstance(value, list) else "object"
+                collection = TableCollection.objects.create(
+                    table_id=table_id, mount=json_path, kind=kind, key_field=key_field, record_count=len(value)
+                )
+                store.write_records(
+                    cursor,
+                    dialect=dialect,
+                    records_table=_records_table(),
+                    layouts_table=_layouts_table(),
+                    collection_id=collection.pk,
+                    value=value,
+                    key_of=_key_of(key_field),
+                )
+                document = json_patch.apply(
+                    document, [{"op": "replace", "path": json_path, "value": [] if kind == "array" else {}}]
+                )
+        TableSnapshot.objects.update_or_create(table_id=table_id, defaults={"version": version, "data": document})
+        Table.objects.filter(pk=table_id).update(storage=TableStorage.ROWS, rows_since_version=version)
+    return True
+
+
+def _key_of(key_field: str) -> Callable[[Any], str | None]:
+    """An array record's key: its key field's value as a string (SPEC §8), as `select` compares it."""
+
+    def key_of(record: Any) -> str | None:
+        if isinstance(record, dict) and key_field in record:
+            return operations.key_text(record[key_field])
+        return None
+
+    return key_of
+
+
+#
+# Reading
+#
+
+
+def _decoded(rows: list[tuple], cursor: Any, layouts: dict[int, Layout]) -> list[tuple[int, str | None, Any, int]]:
+    """(position, key, record, JSON size) of fetched (position, key, data text, layout id) rows."""
+    missing = {row[3] for row in rows if row[3] is not None and row[3] not in layouts}
+    if missing:
+        layouts.update(store.layouts_by_id(cursor, _layouts_table(), missing))
+    decoded = []
+    for position, key, text, layout_id in rows:
+        record = json.loads(text)
+        if layout_id is not None:
+            record = restore(record, layouts[layout_id])
+        decoded.append((position, key, record, len(text)))
+    return decoded
+
+
+def _select(
+    collection: Collection, where: str = "", params: tuple = (), *, limit: int | None = None, offset: int = 0
+) -> list[tuple[int, str | None, Any, int]]:
+    """The collection's records matching `where` in position order, `offset` skipped, at most `limit`."""
+    text = "data::text" if _dialect() == "postgresql" else "data"
+    sql = (
+        f'SELECT position, "key", {text}, layout_id FROM "{_records_table()}" WHERE collection_id = %s{where}'
+        " ORDER BY position"
+    )
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    elif offset and _dialect() == "sqlite":
+        sql += " LIMIT -1"  # SQLite takes OFFSET only after a LIMIT
+    if offset:
+        sql += f" OFFSET {int(offset)}"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, (collection.id, *params))
+        return _decoded(cursor.fetchall(), cursor, {})
+
+
+def _chunks(collection: Collection, limit: int | None = None) -> Iterator[list[tuple[int, str | None, Any, int]]]:
+    """The collection's records in position order, CHUNK rows per statement (keyset on position); at most
+    `limit` records. The time budget is checked after each chunk."""
+    after: int | None = None
+    left = limit
+    layouts: dict[int, Layout] = {}
+    text = "data::text" if _dialect() == "postgresql" else "data"
+    current = budget.active()
+    while left is None or left > 0:
+        size = CHUNK if left is None else min(CHUNK, left)
+        where = "" if after is None else " AND position > %s"
+        params: tuple = (collection.id,) if after is None else (collection.id, after)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f'SELECT position, "key", {text}, layout_id FROM "{_records_table()}" WHERE collection_id = %s'
+                f"{where} ORDER BY position LIMIT {size}",
+                params,
+            )
+            rows = _decoded(cursor.fetchall(), cursor, layouts)
+        if not rows:
+            return
+        yield rows
+        if current is not None:
+            current.check_time()
+        after = rows[-1][0]
+        if left is not None:
+            left -= len(rows)
+
+
+def _too_expensive(limit: int) -> ToolError:
+    return ToolError(
+        ErrorCode.QUERY_TOO_EXPENSIVE,
+        f"This read needs more than {limit} bytes of records evaluated in the server (TOOLHUB_MAX_EVALUATED_BYTES): "
+        "narrow it with a filter that compiles to SQL (comparisons on fields), or page it.",
+        {"limit": limit},
+    )
+
+
+def _value(collection: Collection) -> list | dict:
+    """The whole collection as a list or object, at most max_evaluated_bytes() of record JSON."""
+    limit = max_evaluated_bytes()
+    total = 0
+    items: list = []
+    members: dict = {}
+    for chunk in _chunks(collection):
+        for _position, key, record, size in chunk:
+            total += size
+            if total > limit:
+                raise _too_expensive(limit)
+            if collection.kind == "array":
+                items.append(record)
+            else:
+                members[key] = record
+    return items if collection.kind == "array" else members
+
+
+def _spliced(table_id: int, version: int, mount: Mount, found: dict[str, Collection]) -> Any:
+    """The document with the collections that `mount` reaches (above or below it) spliced in."""
+    data = services.table_document(table_id, version)
+    for collection in found.values():
+        tokens = collection.tokens
+        if _within(tokens, mount.tokens) or _within(mount.tokens, tokens):
+            data = json_patch.apply(data, [{"op": "replace", "path": collection.mount, "value": _value(collection)}])
+    return data
+
+
+def read(
+    table_id: int, version: int, mount: Mount, operation: Callable[..., Any], arguments: dict, extra: tuple = ()
+) -> Any:
+    """`operation(data, mount, arguments, *extra)` (a read of data_access.operations) over a rows table, with
+    the answer the document would give (module docstring)."""
+    found = collections(table_id)
+    collection = found.get(mount.json_path)
+    if collection is None:
+        return operation(_spliced(table_id, version, mount, found), mount, arguments, *extra)
+    if operation is operations.query_data:
+        return _query(collection, mount, arguments)
+    if operation is operations.select:
+        return _select_keys(collection, mount, arguments)
+    if operation is operations.preview and extra and extra[0]:
+        return _preview(collection, arguments, extra[0])
+    if operation in (operations.get_all_data, operations.preview):
+        return _value(collection)
+    return operation(_value(collection), Mount("", mount.key_field), arguments, *extra)
+
+
+def _query(collection: Collection, mount: Mount, arguments: dict) -> Any:
+    expression = arguments["query"]
+    compile_expression(expression)  # an invalid expression is refused as the evaluator refuses it
+    compiled = compile_sql_expression(expression, _dialect(), collection.kind)
+    if compiled is not None:
+        with connection.cursor() as cursor:
+            answer = run_sql(
+                compiled,
+                cursor,
+                table=_records_table(),
+                collection_id=collection.id,
+                layouts=lambda ids: store.layouts_by_id(cursor, _layouts_table(), ids),
+            )
+        if answer is not None:
+            return answer.value
+    return operations.query_data(_value(collection), Mount("", mount.key_field), arguments)
+
+
+def _select_keys(collection: Collection, mount: Mount, arguments: dict) -> Any:
+    field = arguments.get("field") or mount.key_field
+    if collection.kind == "array" and field != collection.key_field:
+        return operations.select(_value(collection), Mount("", mount.key_field), arguments)
+    budget.charge(len(arguments["keys"]))
+    wanted = {operations.key_text(key): key for key in arguments["keys"]}
+    keys = list(wanted)
+    rows: list[tuple[int, str | None, Any, int]] = []
+    for start in range(0, len(keys), 500):
+        part = keys[start : start + 500]
+        rows.extend(_select(collection, f' AND "key" IN ({", ".join(["%s"] * len(part))})', tuple(part)))
+    if collection.kind == "array":
+        rows.sort(key=lambda row: row[0])
+        items = [record for _position, _key, record, _size in rows]
+    else:
+        by_key = {key: record for _position, key, record, _size in rows}
+        items = [{"key": key, "content": by_key[key]} for key in wanted if key in by_key]
+    found = {key for _position, key, _record, _size in rows}
+    return {"items": items, "not_found": [original for key, original in wanted.items() if key not in found]}
+
+
+def _preview(collection: Collection, arguments: dict, preview_keys: list[str]) -> Any:
+    offset = arguments.get("offset", 0)
+    limit = arguments.get("limit") or None
+    rows = _select(collection, limit=limit, offset=offset)
+    budget.charge(len(rows))
+    if collection.kind == "array":
+        items = [
+            {key: item[key] for key in preview_keys if key in item} if isinstance(item, dict) else item
+            for _position, _key, item, _size in rows
+        ]
+    else:
+        items = [
+            {
+                "key": key,
+                "content": {k: value[k] for k in preview_keys if k in value} if isinstance(value, dict) else value,
+            }
+            for _position, key, value, _size in rows
+        ]
+    return {"items": items, "total_count": collection.record_count}
+
+
+def schema(table_id: int, version: int, mount: Mount, arguments: dict) -> Any:
+    """get_data_schema over a rows table: over a collection, the shape of its first SCHEMA_SAMPLE records with
+    its true count (`item_count` / `key_count`); elsewhere, the document's with the collections spliced in."""
+    found = collections(table_id)
+    collection = found.get(mount.json_path)
+    if collection is None:
+        return operations.get_data_schema(_spliced(table_id, version, mount, found), mount, arguments)
+    sample: list = []
+    members: dict = {}
+    for chunk in _chunks(collection, limit=SCHEMA_SAMPLE):
+        for _position, key, record, _size in chunk:
+            if collection.kind == "array":
+                sample.append(record)
+            else:
+                members[key] = record
+    shape = describe(sample if collection.kind == "array" else members)
+    shape["item_count" if collection.kind == "array" else "key_count"] = collection.record_count
+    return shape

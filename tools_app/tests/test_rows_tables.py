@@ -1,0 +1,247 @@
+"""Tables stored as rows (tools_app.execution.records): moving a table, and every data tool answering exactly as
+it does over the same table stored as a document (a differential test), on SQLite and PostgreSQL."""
+
+import io
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from tools_app import services
+from tools_app.execution import records
+from tools_app.execution.executors import execute
+from tools_app.kernel.errors import ToolError, ToolhubError
+from tools_app.models import Table, TableChange, TableCollection, TableRecord, TableSnapshot, TableStorage
+
+ORDERS = [
+    {"id": 1, "customer": "Ada", "status": "paid", "total": 120.5, "items": [{"sku": "KB", "qty": 1}], "tags": ["a"]},
+    {"id": 2, "customer": "Alan", "status": "shipped", "total": 89, "items": [{"sku": "MS", "qty": 2}], "tags": []},
+    {"id": "3", "customer": "Grace", "status": "new", "total": 42.0, "items": [], "note": None},
+    {
+        "id": 4,
+        "customer": "Ada",
+        "status": "shipped",
+        "total": 1e16,
+        "items": [{"sku": "CB", "qty": 3}],
+        "z": 1,
+        "a": 2,
+    },
+    {"id": 5, "customer": "Edsger", "status": "cancelled", "total": "230", "items": []},
+    {"id": 6, "customer": "Zoë", "status": "shipped", "total": 515.25, "items": [], "tags": ["b", "a"]},
+    {"customer": "no key", "status": "new", "total": 3},
+    {"id": 2, "customer": "Alan again", "status": "paid", "total": 7},
+    "not a record",
+    {"id": True, "status": None, "total": -0.5},
+]
+CATALOG = {
+    "KB": {"name": "Keyboard", "price": 120.5, "stock": 14},
+    "MS": {"name": "Mouse", "price": 44.5, "stock": 31, "b": 1, "a": 0},
+    "CB": {"name": "Cable", "price": 14, "stock": 250},
+    "": {"name": "empty key", "price": None},
+}
+DOCUMENT = {"settings": {"currency": "EUR"}, "orders": ORDERS, "catalog": CATALOG, "tags": [1, 2, 3]}
+
+READ_TYPES = ("get_data_schema", "get_all_data", "query_data", "preview", "select")
+
+QUERIES = {
+    "/orders": [
+        "[?status=='shipped' && total > `50`].id",
+        "[?status=='shipped'] | length(@)",
+        "sort_by([?total != null && type(total) == 'number'], &total)[*].customer",
+        "[*].{c: customer, t: total}",
+        "[?contains(tags, 'a')].id",
+        "[?starts_with(customer, 'A')]",
+        "[1:4]",
+        "[-1]",
+        "max_by([?type(total)=='number'], &total).customer",
+        "[*].items[].sku",
+        "[?total > `100`]",
+        "sort_by(@, &customer)",
+        "length(@)",
+        "[0].z",
+        "not a query ((",
+    ],
+    "/catalog": ["keys(@)", "values(@)[?price > `20`].name", "*.stock", "length(@)", "MS", "[?price > `20`]"],
+    "": ["orders[?id==`1`].customer", "settings.currency", "keys(@)", "catalog.KB"],
+    "/orders/0/items": ["[*].sku"],
+}
+
+SELECTS = {
+    "/orders": [
+        {"keys": [1, "2", 3, 99]},
+        {"keys": ["true", 4.0]},
+        {"keys": ["Ada"], "field": "customer"},
+        {"keys": []},
+    ],
+    "/catalog": [{"keys": ["MS", "KB", "nope", ""]}],
+    "": [{"keys": ["settings"]}],
+    "/orders/0/items": [{"keys": ["KB"], "field": "sku"}],
+}
+
+PREVIEWS = [{}, {"limit": 3}, {"offset": 2, "limit": 4}, {"offset": 8}, {"offset": 50, "limit": 2}]
+
+
+def _tools(make_tool, owner, table, prefix):
+    tools = {}
+    for mount in ("/orders", "/catalog", "", "/orders/0/items"):
+        for kind in READ_TYPES:
+            metadata = {"key_field": "id"}
+            if kind == "preview":
+                metadata["preview_keys"] = ["id", "status", "name"]
+            name = f"{prefix}_{kind}_{mount.strip('/').replace('/', '_') or 'root'}"
+            tools[(mount, kind)] = make_tool(
+                owner, table=table, type=kind, name=name, json_path=mount, metadata=metadata
+            )
+    return tools
+
+
+def _answer(tool, arguments):
+    try:
+        return ("ok", execute(tool=tool, arguments=arguments))
+    except ToolError as exc:
+        return ("error", exc.code, str(exc))
+
+
+def _calls():
+    for mount in ("/orders", "/catalog", "", "/orders/0/items"):
+        yield mount, "get_data_schema", {}
+        yield mount, "get_all_data", {}
+        for query in QUERIES[mount]:
+            yield mount, "query_data", {"query": query}
+        for arguments in SELECTS[mount]:
+            yield mount, "select", arguments
+        for arguments in PREVIEWS:
+            yield mount, "preview", arguments
+
+
+@pytest.fixture
+def both(make_table, make_tool, owner):
+    document = make_table(owner, name="as document", data=DOCUMENT)
+    rows = make_table(owner, name="as rows", data=DOCUMENT)
+    document_tools = _tools(make_tool, owner, document, "d")
+    rows_tools = _tools(make_tool, owner, rows, "r")
+    assert records.table_to_rows(rows.pk) is True
+    return document_tools, rows_tools, rows
+
+
+def _differential(both):
+    document_tools, rows_tools, _rows = both
+    outcomes = []
+    for mount, kind, arguments in _calls():
+        expected = _answer(document_tools[(mount, kind)], arguments)
+        got = _answer(rows_tools[(mount, kind)], arguments)
+        assert got == expected, (mount, kind, arguments)
+        outcomes.append(got[:2] if got[0] == "error" else ("ok",))
+    return {outcome: outcomes.count(outcome) for outcome in sorted(set(outcomes))}
+
+
+def _moved(rows):
+    rows.refresh_from_db()
+    assert rows.storage == TableStorage.ROWS
+    assert rows.rows_since_version == 1
+    assert rows.version == 1
+    found = {c.mount: (c.kind, c.record_count, c.key_field) for c in TableCollection.objects.filter(table=rows)}
+    # /orders and /catalog are collections; the root holds them by name (tools mount below it); a mount inside a
+    # record of /orders is part of that record.
+    assert found == {"/orders": ("array", 10, "id"), "/catalog": ("object", 4, "id")}
+    assert TableRecord.objects.filter(collection__table=rows).count() == 14
+    keys = list(
+        TableRecord.objects.filter(collection__table=rows, collection__mount="/orders")
+        .order_by("position")
+        .values_list("key", flat=True)
+    )
+    assert keys == ["1", "2", "3", "4", "5", "6", None, "2", None, "true"]
+    assert TableSnapshot.objects.get(table=rows).data == {
+        "settings": {"currency": "EUR"},
+        "orders": [],
+        "catalog": {},
+        "tags": [1, 2, 3],
+    }
+
+
+def test_rows_answer_as_the_document_does(both, monkeypatch):
+    _moved(both[2])
+    answered = []
+    real = records.run_sql
+
+    def counted(*args, **kwargs):
+        answer = real(*args, **kwargs)
+        answered.append(answer is not None)
+        return answer
+
+    monkeypatch.setattr(records, "run_sql", counted)
+    assert _differential(both) == {
+        ("error", "INVALID_ARGUMENTS"): 1,  # select with no keys: the schema's minItems
+        ("error", "INVALID_QUERY"): 5,
+        ("ok",): 55,
+    }
+    # Answered in SQL, and sent to the evaluator by their data (a type error jmespath raises, on both engines).
+    assert (answered.count(True), answered.count(False)) == (11, 4)
+
+
+def test_moving_twice_is_a_no_op_and_the_command_resumes(make_table, make_tool, owner):
+    first = make_table(owner, name="first", data=[{"id": 1}, {"id": 2}])
+    second = make_table(owner, name="second", data={"a": {"x": 1}})
+    make_tool(owner, table=first, type="get_all_data", json_path="")
+    assert records.table_to_rows(first.pk) is True
+    out = io.StringIO()
+    call_command("tables_to_rows", "--all", stdout=out)
+    assert out.getvalue().splitlines() == [f"table {second.pk}: moved to rows", "1 moved, 0 already stored as rows."]
+    out = io.StringIO()
+    call_command("tables_to_rows", "--table", str(first.pk), stdout=out)
+    assert out.getvalue().splitlines() == [f"table {first.pk}: already rows", "0 moved, 1 already stored as rows."]
+    assert TableRecord.objects.filter(collection__table=first).count() == 2
+    assert list(TableCollection.objects.filter(table=first).values_list("mount", "kind")) == [("", "array")]
+    assert list(TableCollection.objects.filter(table=second).values_list("mount", "kind")) == [("", "object")]
+    assert TableSnapshot.objects.get(table=first).data == []
+    assert TableSnapshot.objects.get(table=second).data == {}
+    assert TableChange.objects.filter(table__in=[first, second]).count() == 0
+    with pytest.raises(CommandError, match="Table 999999 does not exist."):
+        call_command("tables_to_rows", "--table", "999999", stdout=io.StringIO())
+    with pytest.raises(CommandError, match="--all"):
+        call_command("tables_to_rows", stdout=io.StringIO())
+    assert Table.objects.filter(storage=TableStorage.ROWS).count() == 2
+
+
+def test_a_query_over_the_evaluated_bytes_is_too_expensive_and_a_compiled_one_answers(
+    settings, make_table, make_tool, owner
+):
+    table = make_table(owner, name="big", data=[{"id": n, "text": "x" * 100} for n in range(50)])
+    tool = make_tool(owner, table=table, type="query_data", json_path="")
+    records.table_to_rows(table.pk)
+    settings.TOOLHUB_MAX_EVALUATED_BYTES = 1_000
+    assert execute(tool=tool, arguments={"query": "[?id > `47`].id"}) == [48, 49]
+    with pytest.raises(ToolError) as refused:
+        execute(tool=tool, arguments={"query": "map(&text, @) | [0]"})
+    assert refused.value.code == "QUERY_TOO_EXPENSIVE"
+    assert "TOOLHUB_MAX_EVALUATED_BYTES" in str(refused.value)
+
+
+def test_a_write_to_a_rows_table_is_refused_and_writes_nothing(make_table, make_tool, owner):
+    table = make_table(owner, name="rows", data=[{"id": 1}])
+    create = make_tool(owner, table=table, type="create", json_path="")
+    records.table_to_rows(table.pk)
+    with pytest.raises(ToolError) as refused:
+        execute(tool=create, arguments={"elements": [{"id": 2}]})
+    assert refused.value.code == "TOOL_NOT_CALLABLE"
+    assert "Nothing was written." in str(refused.value)
+    table.refresh_from_db()
+    assert table.version == 1
+    assert TableChange.objects.filter(table=table).count() == 0
+    assert list(TableRecord.objects.filter(collection__table=table).values_list("key", flat=True)) == ["1"]
+    assert TableSnapshot.objects.get(table=table).data == []
+
+
+def test_a_rows_table_is_not_replaced_whole_nor_restored(make_table, make_tool, owner):
+    table = make_table(owner, name="rows", data=[{"id": 1}])
+    services.table_update(table=table, data=[{"id": 1}, {"id": 2}])  # version 2, as a document
+    records.table_to_rows(table.pk)
+    with pytest.raises(ToolhubError, match="stores its records as rows"):
+        services.table_update(table=Table.objects.get(pk=table.pk), data=[])
+    with pytest.raises(TableChange.DoesNotExist, match="stores its records as rows"):
+        services.table_restore(table_id=table.pk, version=1)
+    table.refresh_from_db()
+    assert (table.version, table.rows_since_version) == (2, 2)
+    assert TableChange.objects.filter(table=table).count() == 1
+    assert list(TableRecord.objects.filter(collection__table=table).values_list("key", flat=True)) == ["1", "2"]
+    assert TableSnapshot.objects.get(table=table).data == []
