@@ -8,6 +8,7 @@ The cross-row name rules (SPEC §2.4's names, custom resource URIs) are the bind
 """
 
 import functools
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from oauth2_provider.models import get_access_token_model
 
 from tools_app.models import ApiKey, Binding, McpInstance, Table, Tool
 
-__all__ = ["CallTarget", "binding_call_target"]
+__all__ = ["CallTarget", "binding_call_target", "redact_fields_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,9 @@ class CallTarget:
     instance_slug: str = ""  # over MCP: the instance's slug, the metrics' `instance` label
     discovery: str | None = None  # over MCP: the instance's discovery mode (the call_tool proxy)
     log_level: str | None = None  # over MCP: the instance's log level, as read now; "" = off
+    record_details: bool = True  # over MCP: the instance's record_call_details (the API and the admin: always)
+    # The table's redact_fields as stored (a JSON list, as text or decoded); None: not read (redact_fields_of)
+    redact_fields: Any = None
 
     @property
     def found(self) -> bool:
@@ -91,6 +95,8 @@ def _call_target_sql(vendor: str, oauth: bool = False) -> str:
         col("i", i, "key_rate_limit"),
         col("i", i, "discovery"),
         col("i", i, "log_level"),
+        col("i", i, "record_call_details"),
+        col("v", v, "redact_fields"),
     ]
     if oauth:
         # The access token in place of the key: its audience and user were checked when the
@@ -156,6 +162,8 @@ def binding_call_target(
         key_rate_limit,
         discovery,
         log_level,
+        record_details,
+        redact_fields,
     ) = row[1:]
     return CallTarget(
         owner_id=owner_id,
@@ -176,4 +184,25 @@ def binding_call_target(
         instance_slug=slug,
         discovery=discovery,
         log_level=log_level,
+        record_details=bool(record_details),
+        redact_fields=redact_fields if table_id is not None else "[]",
     )
+
+
+NO_FIELDS: frozenset[str] = frozenset()
+
+
+def redact_fields_of(stored: Any) -> frozenset[str]:
+    """A table's redact_fields as a set of names, from the column as a query returned it (JSON text, or the
+    list a driver decoded); an empty set for none."""
+    if not stored or stored == "[]":
+        return NO_FIELDS
+    if isinstance(stored, str):
+        return _parsed_fields(stored)
+    return frozenset(name for name in stored if isinstance(name, str))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_fields(text: str) -> frozenset[str]:
+    value = json.loads(text)
+    return frozenset(name for name in value if isinstance(name, str)) if isinstance(value, list) else NO_FIELDS

@@ -33,9 +33,11 @@ TOOL_FIELDS = (
 #
 
 
-def table_create(*, owner, name: str, description: str = "", data: Any = None) -> Table:
+def table_create(
+    *, owner, name: str, description: str = "", data: Any = None, redact_fields: list[str] | None = None
+) -> Table:
     """Create a table (version 1, its own snapshot) after full_clean()."""
-    table = Table(owner=owner, name=name, description=description)
+    table = Table(owner=owner, name=name, description=description, redact_fields=redact_fields or [])
     table.data = {} if data is None else data
     table.full_clean()  # sets data_bytes from the checked JSON text
     with transaction.atomic():
@@ -50,7 +52,7 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
     SPEC §8: version counts data writes only; editing the name or description leaves it. `expected_version` (the
     API's If-Match): PRECONDITION_FAILED, nothing written, when the table is at another version.
     """
-    unknown = set(fields) - {"name", "description", "data"}
+    unknown = set(fields) - {"name", "description", "data", "redact_fields"}
     if unknown:
         raise TypeError(f"table_update got unexpected fields {sorted(unknown)}")
     writes_data = "data" in fields
@@ -73,13 +75,13 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
             setattr(locked, key, value)
         locked.full_clean()  # the document only when it is given (Table.clean)
         locked.updated_at = now
-        locked.save(update_fields=["name", "description", "updated_at"])
+        locked.save(update_fields=["name", "description", "redact_fields", "updated_at"])
         locked._document_pending = False  # the document is written by table_replace, never by save()
         if data_changed:
             assert current is not None
             table_log.table_replace(table=locked, data=fields["data"], current=current, now=now)
     locked.refresh_from_db(fields=["version", "data_bytes", "updated_at"])
-    copied = ["name", "description", "version", "data_bytes", "updated_at"]
+    copied = ["name", "description", "redact_fields", "version", "data_bytes", "updated_at"]
     table.__dict__.update({key: getattr(locked, key) for key in copied})
     table.refresh_from_db(fields=["data"])  # read again through the cache on its next use
     return table
