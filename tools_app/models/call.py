@@ -62,13 +62,15 @@ class CallLog(models.Model):
     # What the client sent and got (tools_app.execution.call_details): JSON text, redacted, bounded by
     # TOOLHUB_CALL_ARGUMENTS_BYTES / TOOLHUB_CALL_RESULT_BYTES (a longer value is cut inside its structure,
     # marked, and flagged *_truncated). "" when not recorded (the instance records metadata only).
-    arguments = models.TextField(blank=True, default="")
-    arguments_truncated = models.BooleanField(default=False)
+    # Defaults in the database too: a server still running the previous release keeps recording while the
+    # migration is applied.
+    arguments = models.TextField(blank=True, default="", db_default="")
+    arguments_truncated = models.BooleanField(default=False, db_default=False)
     # The result (or, for a failed call, the error as the client got it).
-    result_excerpt = models.TextField(blank=True, default="")
-    result_truncated = models.BooleanField(default=False)
+    result_excerpt = models.TextField(blank=True, default="", db_default="")
+    result_truncated = models.BooleanField(default=False, db_default=False)
     # UTF-8 bytes of arguments, result_excerpt and error_message: what the owner's storage bound counts.
-    recorded_bytes = models.PositiveIntegerField(default=0)
+    recorded_bytes = models.PositiveIntegerField(default=0, db_default=0)
     # When the call started.
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
 

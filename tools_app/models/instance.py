@@ -87,6 +87,7 @@ class McpInstance(OwnedModel):
     record_call_details = models.BooleanField(
         "record call details",
         default=True,
+        db_default=True,
         help_text="Keep each call's arguments and an excerpt of its result in the call log (bounded, with "
         "credentials and the tables' redact_fields redacted). Off: metadata only (tool, outcome, timing, caller).",
     )

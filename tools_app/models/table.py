@@ -37,6 +37,7 @@ class Table(OwnedModel):
     # Record field names whose values the call log never keeps (the call-detail pipeline, docs/call-log.md).
     redact_fields = models.JSONField(
         default=list,
+        db_default=[],  # in the database too: the previous release still writes tables during the migration
         blank=True,
         validators=[validate_redact_fields],
         help_text="Record field names whose values never appear in the call log: anywhere in a call's arguments "
