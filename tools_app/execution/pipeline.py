@@ -654,11 +654,11 @@ def _details(target: CallTarget, outcome: CallOutcome, arguments: Any) -> _Detai
         # The result first (its text is the one the client got, usually made already), then the arguments
         # with what the result redacted; the result again only when the arguments redacted more.
         result = recorded(outcome.value, max_bytes=result_max_bytes(), fields=fields, text=outcome._text)
-        sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=fields, secrets=result.secrets)
-        if set(sent.secrets) - set(result.secrets):
+        sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=fields, secrets=result.secrets, small=True)
+        if sent.secrets and set(sent.secrets) - set(result.secrets):
             result = recorded(outcome.value, max_bytes=result_max_bytes(), fields=fields, secrets=sent.secrets)
         return _Details(sent, result, "")
-    sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=fields)
+    sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=fields, small=True)
     message = scrub(error.message[:MAX_ERROR_MESSAGE], sent.secrets)
     if not keep:
         return _Details(None, None, message)

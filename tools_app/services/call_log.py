@@ -69,7 +69,9 @@ def call_log_trim(owner_id: int) -> int:
     if total <= bound or excess <= 0:
         return 0
     cleared = 0
-    while excess > 0:
+    for _ in range(PRUNE_BATCHES):  # a bound lowered far below what is kept is reached over several trims
+        if excess <= 0:
+            break
         rows = list(
             CallLog.objects.filter(owner_id=owner_id, recorded_bytes__gt=0)
             .order_by("created_at", "id")
@@ -95,6 +97,7 @@ class CallLogUpkeep:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._next_prune = 0.0
+        self._trim_after = 0
         self._recorded: dict[int, int] = {}
 
     def due(self, owner_id: int, recorded_bytes: int, now: float | None = None) -> tuple[bool, bool]:
@@ -103,12 +106,13 @@ class CallLogUpkeep:
         now = time.monotonic() if now is None else now
         with self._lock:
             prune = now >= self._next_prune
-            if prune:
+            if prune:  # the settings are read again at each prune, not on every call
                 self._next_prune = now + PRUNE_INTERVAL
+                self._trim_after = call_log_owner_bytes() // TRIM_EVERY
             trim = False
             if recorded_bytes:
                 total = self._recorded.get(owner_id, 0) + recorded_bytes
-                trim = total >= call_log_owner_bytes() // TRIM_EVERY
+                trim = total >= self._trim_after
                 if trim or len(self._recorded) < 100_000:
                     self._recorded[owner_id] = 0 if trim else total
         return prune, trim
