@@ -10,6 +10,8 @@ Redaction, always, before the value is measured or cut:
   string the credentials this server issues (`CREDENTIAL_VALUE`: API keys `thk_…`, API tokens `tht_…`, OAuth
   tokens `tho_…` / `thr_…`);
 - the owner's names: the value of an object key listed in `fields` (the table's redact_fields), at any depth;
+  and in a string that names such a field (a query like `[?ssn=='123-45-6789']`), every quoted literal
+  ('…' and `…`: what such a query compares the field with);
 - repeats: a string of 3 characters or more (or a number of 4 digits or more) that a redacted key held is
   also replaced wherever else it appears in the kept value (a query that names it, an error that quotes it),
   and in `scrub()`ed text.
@@ -194,7 +196,7 @@ def _clean(text: str, fields: frozenset[str], secrets: tuple[str, ...]) -> bool:
         return False
     if secrets and any(secret in text for secret in secrets):
         return False
-    return not fields or not any(_dumps(name) + ":" in text for name in fields)
+    return not fields or not any(name in text for name in fields)
 
 
 def _storable(text: str) -> bool:
@@ -231,9 +233,39 @@ def _redact(value: Any, fields: frozenset[str], found: list[str], depth: int) ->
         return out
     if isinstance(value, list | tuple):
         return [_redact(item, fields, found, depth + 1) for item in value]
-    if isinstance(value, str) and "_" in value:
-        return CREDENTIAL_VALUE.sub(REDACTED, value)
+    if isinstance(value, str):
+        if "_" in value:
+            value = CREDENTIAL_VALUE.sub(REDACTED, value)
+        if fields and any(_names(value, name) for name in fields):
+            value = _LITERAL.sub(lambda match: _redacted_literal(match, found), value)
     return value
+
+
+# JMESPath's raw string literals ('…') and JSON literals (`…`), with their escapes.
+_LITERAL = re.compile(r"'(?:[^'\\]|\\.)*'|`(?:[^`\\]|\\.)*`")
+
+
+def _names(text: str, name: str) -> bool:
+    """Whether `text` names the field `name` as an identifier (not as a part of a longer word)."""
+    start = text.find(name)
+    while start != -1:
+        end = start + len(name)
+        before = text[start - 1] if start else ""
+        after = text[end] if end < len(text) else ""
+        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
+            return True
+        start = text.find(name, start + 1)
+    return False
+
+
+def _redacted_literal(match: re.Match, found: list[str]) -> str:
+    """A literal of a string that names a redacted field, redacted; what it held goes to `found` (a result that
+    shows it under another name is scrubbed of it too)."""
+    literal = match.group(0)
+    inner = literal[1:-1].strip().strip('"')
+    if len(inner) >= MIN_REPEATED:
+        found.append(inner)
+    return "'[redacted]'" if literal.startswith("'") else '`"[redacted]"`'
 
 
 def _collect(value: Any, found: list[str], depth: int) -> None:
