@@ -212,9 +212,11 @@ def _storable(text: str) -> bool:
 
 
 def _dumps(value: Any) -> str:
-    # Non-ASCII kept (the size is the client's), lone surrogates escaped so that the text can be stored.
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    return text if _storable(text) else json.dumps(value, separators=(",", ":"))
+    # Non-ASCII kept (the size is the client's), lone surrogates escaped so that the text can be stored; what
+    # JSON has no form for (only a tool's own bug puts it in a result) as its repr, never an error: recording
+    # must not fail the call.
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=repr)
+    return text if _storable(text) else json.dumps(value, separators=(",", ":"), default=repr)
 
 
 def _redact(value: Any, fields: frozenset[str], found: list[str], depth: int) -> Any:
