@@ -16,6 +16,12 @@ medians and each round's ratio: on a shared, noisy machine one run proves little
 the metrics), served from a temporary worktree on the same database, instead of the hand-written server:
 this checkout runs with its metrics on in multiprocess mode (PROMETHEUS_MULTIPROC_DIR, as with several
 workers) and tracing off (no OTEL_EXPORTER_OTLP_ENDPOINT), so the ratio is what the metrics cost a call.
+With `--same-env` both run in the same environment (metrics as configured, no multiprocess directory): the
+ratio is then what the change between REF and this checkout costs a call.
+
+Besides requests/s, each server's CPU time per call is read from /proc (user + system time of the uvicorn
+process over the timed run, divided by the requests wrk counted): on a busy machine, where wall-clock
+throughput swings with the other processes, the CPU per call is the steadier figure.
 """
 
 import argparse
@@ -105,7 +111,13 @@ def prepare_database(env: dict[str, str], database_url: str | None, workdir: Pat
     return env
 
 
-def run_wrk(url: str, body: str, headers: dict[str, str], args, vary: int) -> dict:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` so far (Linux /proc), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_wrk(url: str, body: str, headers: dict[str, str], args, vary: int, pid: int) -> dict:
     env = {
         **os.environ,
         "MCP_BODY": body,
@@ -115,7 +127,9 @@ def run_wrk(url: str, body: str, headers: dict[str, str], args, vary: int) -> di
     }
     base = ["wrk", f"-t{args.threads}", f"-c{args.connections}", "-s", str(BENCH / "mcp_call.lua")]
     subprocess.run([*base, f"-d{args.warmup}s", url], env=env, check=True, capture_output=True)
+    cpu_before = cpu_seconds(pid)
     out = subprocess.run([*base, f"-d{args.duration}s", url], env=env, check=True, capture_output=True, text=True)
+    cpu = cpu_seconds(pid) - cpu_before
     text = out.stdout
 
     def number(pattern: str) -> float:
@@ -124,7 +138,9 @@ def run_wrk(url: str, body: str, headers: dict[str, str], args, vary: int) -> di
             raise SystemExit(f"could not read {pattern!r} from wrk output:\n{text}")
         return float(match.group(1))
 
+    requests = int(number(r"(\d+) requests in"))
     return {
+        "cpu_ms": cpu * 1000 / max(requests, 1),
         "rps": number(r"Requests/sec:\s+([\d.]+)"),
         "p50_ms": number(r"LATENCY_P50_US (\d+)") / 1000,
         "p99_ms": number(r"LATENCY_P99_US (\d+)") / 1000,
@@ -141,9 +157,14 @@ def report(args, query: str, eras: list[str], runs: dict[tuple[str, str], list[d
         f"-c{args.connections} -d{args.duration}s; database {'PostgreSQL' if args.database_url else 'SQLite'}; "
         f"{args.rounds} round(s), medians"
     )
-    if args.baseline_ref:
+    if args.baseline_ref and args.same_env:
+        print(f"toolhub at {args.baseline_ref} vs this checkout, same environment, tracing off")
+    elif args.baseline_ref:
         print(f"toolhub at {args.baseline_ref} vs this checkout with metrics on (multiprocess mode), tracing off")
-    print(f"{'era':<12}{'server':<13}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'bad':>6}   ratio   (each round)")
+    print(
+        f"{'era':<12}{'server':<13}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'bad':>6}   ratio   (each round)"
+        "   CPU ms/call  ratio (each round)"
+    )
     for era in eras:
         baseline_runs = runs[(era, "handwritten")]
         for name in ("handwritten", "toolhub"):
@@ -152,15 +173,23 @@ def report(args, query: str, eras: list[str], runs: dict[tuple[str, str], list[d
             p50 = statistics.median(r["p50_ms"] for r in these)
             p99 = statistics.median(r["p99_ms"] for r in these)
             bad = sum(r["bad"] for r in these)
-            ratio = rounds = ""
+            cpu = statistics.median(r["cpu_ms"] for r in these)
+            ratio = rounds = cpu_ratio = cpu_rounds = ""
             if name == "toolhub":
-                ratios = [mine["rps"] / theirs["rps"] for mine, theirs in zip(these, baseline_runs, strict=True)]
+                pairs = list(zip(these, baseline_runs, strict=True))
+                ratios = [mine["rps"] / theirs["rps"] for mine, theirs in pairs]
                 ratio = f"{statistics.median(ratios):.2f}x"
                 rounds = "  (" + " ".join(f"{value:.2f}" for value in ratios) + ")"
+                cpu_ratios = [mine["cpu_ms"] / theirs["cpu_ms"] for mine, theirs in pairs]
+                cpu_ratio = f"{statistics.median(cpu_ratios):.2f}x"
+                cpu_rounds = "  (" + " ".join(f"{value:.2f}" for value in cpu_ratios) + ")"
             label = name
             if args.baseline_ref:
-                label = f"@{args.baseline_ref}"[:12] if name == "handwritten" else "metrics on"
-            print(f"{era:<12}{label:<13}{rps:>10.0f}{p50:>9.2f}{p99:>9.2f}{bad:>6}   {ratio:<7}{rounds}")
+                label = f"@{args.baseline_ref}"[:12] if name == "handwritten" else "this checkout"[:12]
+            print(
+                f"{era:<12}{label:<13}{rps:>10.0f}{p50:>9.2f}{p99:>9.2f}{bad:>6}   {ratio:<7}{rounds:<24}"
+                f"{cpu:>8.3f}     {cpu_ratio:<6}{cpu_rounds}"
+            )
 
 
 def main() -> None:
@@ -176,6 +205,9 @@ def main() -> None:
     parser.add_argument("--eras", default=f"{LEGACY},{MODERN}")
     parser.add_argument("--rounds", type=int, default=1, help="repeat, alternating which server runs first")
     parser.add_argument("--baseline-ref", help="compare with toolhub at this git ref, not the hand-written server")
+    parser.add_argument(
+        "--same-env", action="store_true", help="with --baseline-ref: both in the same environment (no metrics dir)"
+    )
     args = parser.parse_args()
     if not shutil.which("wrk"):
         raise SystemExit("wrk is not installed (Debian package 'wrk').")
@@ -216,7 +248,7 @@ def main() -> None:
         )
         metrics_dir = workdir / "metrics"
         metrics_dir.mkdir()
-        toolhub_env = {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+        toolhub_env = env if args.same_env else {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
         baseline = [UVICORN, "toolhub.asgi:application", "--port", str(handwritten_port), "--lifespan", "on"]
         baseline_cwd = baseline_dir
     else:
@@ -257,7 +289,8 @@ def main() -> None:
             for era in eras:
                 for name in order:
                     body, headers = requests[(era, name)]
-                    runs[(era, name)].append(run_wrk(urls[name], body, headers, args, args.vary))
+                    pid = servers[name].pid
+                    runs[(era, name)].append(run_wrk(urls[name], body, headers, args, args.vary, pid))
         report(args, query, eras, runs)
     finally:
         for process in servers.values():

@@ -95,6 +95,14 @@ class Objects:
             arguments=[{"name": "topic", "required": True}],
             template="A brief on {{topic}}.",
         )
+        # One recorded call, for GET /api/calls/{id}/.
+        from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
+        from tools_app.models import CallLog, Surface
+
+        caller = Caller(surface=Surface.API, user_id=owner.pk, user=owner)
+        target = target_of_tool(self.tool)
+        run_tool_call(caller=caller, target=target, name=self.tool.name, arguments={"query": "[0]"})
+        self.call = CallLog.objects.latest("id")
         self.api_token, plaintext = services.api_token_issue(user=owner)
         self.headers = {"Authorization": f"Token {plaintext}"}
 
@@ -115,6 +123,8 @@ class Objects:
             return self.binding.pk
         if path.startswith("/api/auth/tokens/"):
             return self.api_token.pk
+        if path.startswith("/api/calls/"):
+            return self.call.pk
         raise KeyError(parameter)
 
     def reference(self, path: str, name: str) -> int | None:
@@ -124,7 +134,7 @@ class Objects:
         if name == "tool":
             # A new binding needs a tool not yet bound to the instance.
             return self.spare_tool.pk if path.startswith("/api/bindings/") else self.tool.pk
-        if name == "mcp_instance":
+        if name in ("mcp_instance", "instance"):
             return self.instance.pk
         if name == "key":
             return self.key.pk  # the instance's key whose view of the tools a registry read takes

@@ -37,6 +37,7 @@ def test_api_root_lists_the_resources(client):
         "tools": "http://testserver/api/tools/",
         "mcp-instances": "http://testserver/api/mcp-instances/",
         "bindings": "http://testserver/api/bindings/",
+        "calls": "http://testserver/api/calls/",
         "search": "http://testserver/api/search/",
         "auth-token": "http://testserver/api/auth/token/",
         "schema": "http://testserver/api/schema/",

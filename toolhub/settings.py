@@ -226,6 +226,14 @@ TOOLHUB_HISTORY_MAX_TABLE_BYTES = env_int("TOOLHUB_HISTORY_MAX_TABLE_BYTES", 100
 TOOLHUB_HISTORY_MAX_OWNER_BYTES = env_int("TOOLHUB_HISTORY_MAX_OWNER_BYTES", 500 * 1024 * 1024)
 TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES = env_int("TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES", 4096)
 TOOLHUB_MAX_OWNER_DATA_BYTES = env_int("TOOLHUB_MAX_OWNER_DATA_BYTES", 1024 * 1024 * 1024)
+
+# Call details (docs/call-log.md): each call's arguments and result excerpt are kept as JSON of at most these
+# bytes (a longer value is cut inside its structure and marked); calls are kept TOOLHUB_CALL_LOG_DAYS days;
+# past TOOLHUB_CALL_LOG_OWNER_BYTES of recorded details, an owner's oldest calls lose theirs (metadata stays).
+TOOLHUB_CALL_ARGUMENTS_BYTES = int(os.environ.get("TOOLHUB_CALL_ARGUMENTS_BYTES", 4096))
+TOOLHUB_CALL_RESULT_BYTES = int(os.environ.get("TOOLHUB_CALL_RESULT_BYTES", 4096))
+TOOLHUB_CALL_LOG_DAYS = int(os.environ.get("TOOLHUB_CALL_LOG_DAYS", 30))
+TOOLHUB_CALL_LOG_OWNER_BYTES = int(os.environ.get("TOOLHUB_CALL_LOG_OWNER_BYTES", 64 * 1024 * 1024))
 # Django's own cap on a body it reads into memory (a chunked body, which declares no length): the same limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = TOOLHUB_MAX_REQUEST_BYTES
 

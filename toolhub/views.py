@@ -24,6 +24,7 @@ class ApiRootView(APIView):
         "tools": "api:tool-list",
         "mcp-instances": "api:mcp-instance-list",
         "bindings": "api:binding-list",
+        "calls": "api:call-list",
         "search": "api:search",
         "auth-token": "api:auth-token",
         "schema": "api:schema",

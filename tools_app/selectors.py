@@ -8,6 +8,7 @@ The cross-row name rules (SPEC §2.4's names, custom resource URIs) are the bind
 """
 
 import functools
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from oauth2_provider.models import get_access_token_model
 
 from tools_app.models import ApiKey, Binding, McpInstance, Table, Tool
 
-__all__ = ["CallTarget", "binding_call_target"]
+__all__ = ["CallTarget", "binding_call_target", "redact_fields_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,9 @@ class CallTarget:
     # Over MCP (tools_app.grants): the instance or the binding is read-only, and the binding's pinned arguments.
     read_only: bool = False
     pinned_arguments: dict[str, Any] | None = None
+    record_details: bool = True  # over MCP: the instance's record_call_details (the API and the admin: always)
+    # The table's redact_fields as stored (a JSON list, as text or decoded); None: not read (redact_fields_of)
+    redact_fields: Any = None
 
     @property
     def found(self) -> bool:
@@ -97,6 +101,8 @@ def _call_target_sql(vendor: str, oauth: bool = False) -> str:
         col("i", i, "read_only"),
         col("b", b, "read_only"),
         col("b", b, "pinned_arguments"),
+        col("i", i, "record_call_details"),
+        col("v", v, "redact_fields"),
     ]
     if oauth:
         # The access token in place of the key: its audience and user were checked when the
@@ -165,6 +171,8 @@ def binding_call_target(
         instance_read_only,
         binding_read_only,
         pinned,
+        record_details,
+        redact_fields,
     ) = row[1:]
     return CallTarget(
         owner_id=owner_id,
@@ -187,6 +195,8 @@ def binding_call_target(
         log_level=log_level,
         read_only=bool(instance_read_only) or bool(binding_read_only),
         pinned_arguments=_json_column(Binding, "pinned_arguments", pinned),
+        record_details=bool(record_details),
+        redact_fields=redact_fields if table_id is not None else "[]",
     )
 
 
@@ -195,3 +205,22 @@ def _json_column(model: Any, name: str, value: Any) -> Any:
     if value is None:
         return None
     return model._meta.get_field(name).from_db_value(value, None, connection)
+
+
+NO_FIELDS: frozenset[str] = frozenset()
+
+
+def redact_fields_of(stored: Any) -> frozenset[str]:
+    """A table's redact_fields as a set of names, from the column as a query returned it (JSON text, or the
+    list a driver decoded); an empty set for none."""
+    if not stored or stored == "[]":
+        return NO_FIELDS
+    if isinstance(stored, str):
+        return _parsed_fields(stored)
+    return frozenset(name for name in stored if isinstance(name, str))
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_fields(text: str) -> frozenset[str]:
+    value = json.loads(text)
+    return frozenset(name for name in value if isinstance(name, str)) if isinstance(value, list) else NO_FIELDS

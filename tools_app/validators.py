@@ -498,6 +498,36 @@ def validate_rate(value: str) -> None:
 
 
 #
+# Call details: what the call log keeps of a call (docs/call-log.md)
+#
+
+MAX_REDACT_FIELDS = 100
+MAX_REDACT_FIELD_LENGTH = 200
+
+
+def validate_redact_fields(value: Any) -> None:
+    """Table.redact_fields: a list of at most MAX_REDACT_FIELDS distinct, non-empty record field names (strings
+    of at most MAX_REDACT_FIELD_LENGTH characters) whose values the call log never keeps."""
+    if not isinstance(value, list):
+        raise ValidationError("redact_fields must be a list of record field names.", code="invalid_redact_fields")
+    if len(value) > MAX_REDACT_FIELDS:
+        raise ValidationError(
+            "redact_fields names at most %(max)d fields.",
+            code="invalid_redact_fields",
+            params={"max": MAX_REDACT_FIELDS},
+        )
+    for name in value:
+        if not isinstance(name, str) or not name or len(name) > MAX_REDACT_FIELD_LENGTH:
+            raise ValidationError(
+                "Each name in redact_fields is a non-empty string of at most %(max)d characters.",
+                code="invalid_redact_fields",
+                params={"max": MAX_REDACT_FIELD_LENGTH},
+            )
+    if len(set(value)) != len(value):
+        raise ValidationError("redact_fields names a field twice.", code="invalid_redact_fields")
+
+
+#
 # Prompts: owner-defined prompt templates of an MCP instance
 #
 

@@ -604,14 +604,14 @@ def test_call_log_is_read_only(owner_client, owner, instance):
 
 
 def test_call_log_row_page_is_viewable(owner_client, owner, instance):
-    """A call's page opens read-only for its owner."""
+    """A call's page opens read-only for its owner: the call's detail (tests/test_call_detail_admin.py)."""
     # given
     log = CallLog.objects.create(owner=owner, mcp_instance=instance, tool_name="a", status="ok", duration_ms=1.0)
     # when
     response = owner_client.get(reverse("admin:tools_app_calllog_change", args=[log.pk]))
     # then
     assert response.status_code == 200
-    assert re.search(r"<h1>View call log</h1>", response.content.decode())
+    assert re.search(r"<h1>Call of a</h1>", response.content.decode())
 
 
 #

@@ -518,7 +518,7 @@ def _record_call(instance_id: int, owner_id: int, tool_id: int, name: str, key_i
         tool_type="get_all_data",
     )
     outcome = calls.CallOutcome(name=name, tool_type="get_all_data", value=[])
-    calls._record(caller, target, outcome, timezone.now())
+    calls._record(caller, target, outcome, timezone.now(), {})
 
 
 @pytest.fixture

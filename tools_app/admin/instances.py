@@ -25,6 +25,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from tools_app import services
+from tools_app.admin.call_detail import call_detail_view
 from tools_app.admin.instance_forms import (
     ApiKeyAdminForm,
     ApiKeyCreateForm,
@@ -182,9 +183,10 @@ class McpInstanceAdmin(OwnedAdmin):
         (
             "Logging",
             {
-                "fields": ["log_level"],
+                "fields": ["log_level", "record_call_details"],
                 "description": "Log messages of every tool call, for MCP clients that cannot keep a level between "
-                "requests (docs/mcp-clients.md, Progress and logs).",
+                "requests (docs/mcp-clients.md, Progress and logs); and what the call log keeps of each call "
+                "(docs/call-log.md).",
             },
         ),
     ]
@@ -552,6 +554,7 @@ class CallLogAdmin(InstanceColumn, OwnedAdmin):
     ]
     search_fields = ["tool_name", "error_code", "error_message"]
     list_select_related = ["mcp_instance"]
+    list_display_links = ["created_at", "tool_name"]
     change_list_template = "admin/tools_app/calllog/change_list.html"
 
     class Media:
@@ -579,6 +582,13 @@ class CallLogAdmin(InstanceColumn, OwnedAdmin):
         if context and "cl" in context:
             context["call_stats"] = call_stats(context["cl"].queryset)
         return response
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        """The call as its client saw it (tools_app.admin.call_detail), in place of a read-only form; the call
+        log is never changed here (403)."""
+        if request.method not in ("GET", "HEAD"):
+            raise PermissionDenied
+        return call_detail_view(self, request, object_id)
 
 
 def tool_mcp_panel(request, tool: Tool) -> ToolPanel:

@@ -16,7 +16,7 @@ from tools_app.kernel.errors import ToolhubError
 from tools_app.models import Table, Tool
 from tools_app.tool_types import TOOL_TYPES
 from tools_app.tool_types.registry_family import REGISTRY_HELP
-from tools_app.validators import JSONNumberError, json_loads
+from tools_app.validators import JSONNumberError, json_loads, validate_redact_fields
 
 # Above this many characters of JSON the table page shows a read-only summary instead of an editor
 # (a 30 MB table must not freeze the page). Override with settings.TOOLHUB_ADMIN_EDITOR_MAX_CHARS.
@@ -173,6 +173,16 @@ class TableAdminForm(OwnerAwareModelForm):
         choices=[("", "From the file name")] + [(fmt, fmt.upper()) for fmt in services.IMPORT_FORMATS],
     )
 
+    redact_fields = forms.CharField(
+        required=False,
+        label="Redact fields",
+        strip=True,
+        widget=forms.TextInput(attrs={"size": 60, "placeholder": "e.g. ssn, email"}),
+        help_text="Record field names, comma-separated, whose values never appear in the call log: in a call's "
+        'arguments and result excerpt they read "[redacted]". Credentials (passwords, tokens, API keys, ...) are '
+        "always redacted (docs/call-log.md).",
+    )
+
     # Set by the admin for tables above editor_max_chars().
     toolhub_large = False
 
@@ -188,6 +198,16 @@ class TableAdminForm(OwnerAwareModelForm):
         elif self.instance.pk is not None and "data" not in self.initial:
             # `data` is not a column (snapshot + change log); the current document is the initial value.
             self.initial["data"] = self.instance.data
+        names = self.initial.get("redact_fields", self.instance.redact_fields)
+        if not isinstance(names, str):  # the model's list, shown as the field's comma-separated text
+            self.initial["redact_fields"] = ", ".join(names or [])
+
+    def clean_redact_fields(self) -> list[str]:
+        """The comma-separated names as a list, checked as the model checks them (a name twice, too many)."""
+        text = self.cleaned_data.get("redact_fields") or ""
+        names = [name.strip() for name in text.split(",") if name.strip()]
+        validate_redact_fields(names)
+        return names
 
     def clean_data(self):
         data = self.cleaned_data.get("data")

@@ -9,6 +9,7 @@ The try-it view runs the tool through the call pipeline (tools_app.execution.pip
 the instances a tool is bound to and its call statistics), so this module needs none of them.
 """
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from tools_app.admin import table_history
 from tools_app.admin.data_tools import bind_to_instance, generate_tools_action
 from tools_app.admin.examples import example_arguments, mount_value
 from tools_app.admin.tool_forms import (
+    RAW_FIELD,
     OwnerAwareModelForm,
     TableAdminForm,
     ToolAdminForm,
@@ -237,7 +239,11 @@ class TableAdmin(OwnedAdmin):
 
     def get_fieldsets(self, request, obj=None):
         data_fields = ["data_file", "data_format"] if self.is_large(obj) else ["data", "data_file", "data_format"]
-        fieldsets = [(None, {"fields": ["name", "description"]}), ("Data", {"fields": data_fields})]
+        fieldsets = [
+            (None, {"fields": ["name", "description"]}),
+            ("Data", {"fields": data_fields}),
+            ("Call log", {"fields": ["redact_fields"]}),
+        ]
         if obj is not None:
             fieldsets.append(("Versions", {"fields": ["version", "created_at", "updated_at"]}))
         return fieldsets
@@ -264,6 +270,8 @@ class TableAdmin(OwnedAdmin):
 
     def save_model(self, request, obj, form, change):
         fields = {"name": obj.name, "description": obj.description}
+        if "redact_fields" in form.cleaned_data:
+            fields["redact_fields"] = form.cleaned_data["redact_fields"]
         uploaded = form.cleaned_data.get("data_file")
         if "data" in form.fields or uploaded is not None:
             fields["data"] = uploaded if uploaded is not None else form.cleaned_data.get("data")
@@ -462,7 +470,7 @@ class ToolAdmin(OwnedAdmin):
             if form.is_valid():
                 outcome = run_tool(request, tool, form.cleaned_data["arguments"], show_all="_show_all" in request.POST)
         else:
-            form = TryItForm(tool=tool)
+            form = TryItForm(tool=tool, initial=_prefilled(request))
         # After the run: a write's example must not name a key the write just took.
         example = example_arguments(tool, mount_value(tool))
         form.show_example(example)
@@ -481,6 +489,19 @@ class ToolAdmin(OwnedAdmin):
             **tool_panels(request, tool),
         )
         return TemplateResponse(request, "admin/tools_app/tool/try_it.html", context)
+
+
+def _prefilled(request) -> dict[str, Any]:
+    """The raw JSON arguments of `?arguments=<a JSON object>` (the call log's "Open in try-it"); nothing for
+    anything else."""
+    raw = request.GET.get("arguments")
+    if not raw or len(raw) > 1_000_000:
+        return {}
+    try:
+        arguments = json.loads(raw)
+    except ValueError:
+        return {}
+    return {RAW_FIELD: arguments} if isinstance(arguments, dict) else {}
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,11 @@ SEARCH_RESPONSE = inline_serializer(
 GUIDE_RESPONSE = inline_serializer(
     "UsageGuideResponse",
     {
-        "content": serializers.CharField(help_text="Markdown (CommonMark), at most 50 KB."),
+        "content": serializers.CharField(
+            help_text="Markdown (CommonMark). The whole answer fits the instance's max_result_bytes (at most 50 KB): "
+            "named tools get complete entries; otherwise the complete entries when they fit, else the compact form, "
+            "paged by category (`metadata.categories_not_included`)."
+        ),
         "warnings": serializers.ListField(child=serializers.CharField()),
         "metadata": inline_serializer(
             "UsageGuideMetadata",
@@ -128,6 +132,10 @@ GUIDE_RESPONSE = inline_serializer(
                 "included_count": serializers.IntegerField(),
                 "invalid_names": serializers.ListField(child=serializers.CharField()),
                 "truncated": serializers.BooleanField(),
+                "form": serializers.ChoiceField(choices=["full", "compact"]),
+                "categories_not_included": serializers.ListField(
+                    child=serializers.CharField(), help_text="Categories left out: ask for each with `category`."
+                ),
                 "generation_time_ms": serializers.FloatField(),
             },
         ),

@@ -168,7 +168,9 @@ class ToolhubAutoSchema(AutoSchema):
         for parameter in parameters:
             # django-filter (and DRF's search and ordering) read an empty value as "no filter", as an HTML
             # form sends it; OpenAPI says so with allowEmptyValue.
-            if parameter.get("in") == "query" and parameter.get("schema", {}).get("type") != "string":
+            schema = parameter.get("schema", {})
+            constrained = schema.get("type") != "string" or "format" in schema or "enum" in schema
+            if parameter.get("in") == "query" and constrained:
                 parameter["allowEmptyValue"] = True
         return parameters
 

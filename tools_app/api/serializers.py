@@ -19,6 +19,7 @@ from rest_framework.authtoken.serializers import AuthTokenSerializer
 
 from tools_app import services
 from tools_app.models import ApiToken, Table, TableChange, Tool
+from tools_app.validators import MAX_REDACT_FIELD_LENGTH, MAX_REDACT_FIELDS
 
 __all__ = [
     "ApiTokenSerializer",
@@ -207,6 +208,38 @@ def _has_owner(model) -> bool:
 #
 
 
+class _FieldName(serializers.CharField):
+    """A record field name: a JSON string (DRF's CharField would also take 0 as "0")."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {"type": "string", "minLength": 1, "maxLength": MAX_REDACT_FIELD_LENGTH, "pattern": "^[^\\x00]+$"},
+        "maxItems": MAX_REDACT_FIELDS,
+        "uniqueItems": True,
+    }
+)
+class FieldNamesField(serializers.ListField):
+    """A list of distinct record field names, kept exactly as given (strings only, no trimming)."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("child", _FieldName(trim_whitespace=False, max_length=MAX_REDACT_FIELD_LENGTH))
+        kwargs.setdefault("max_length", MAX_REDACT_FIELDS)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        names = super().to_internal_value(data)
+        if len(set(names)) != len(names):
+            raise serializers.ValidationError("A field is named twice.")
+        return names
+
+
 class TableSerializer(FullCleanModelSerializer):
     """A JSON document (any JSON value, usually an object or an array) that tools read and write.
 
@@ -226,10 +259,16 @@ class TableSerializer(FullCleanModelSerializer):
     data = serializers.JSONField(
         required=False, help_text="Any JSON value (usually an object or an array); not null. Default {}."
     )
+    redact_fields = FieldNamesField(
+        required=False,
+        help_text="Record field names whose values never appear in the call log: anywhere in a call's `arguments` "
+        'or `result_excerpt`, at any depth, such a field\'s value reads "[redacted]". Credentials (passwords, '
+        "tokens, API keys, ...) are always redacted. Default [].",
+    )
 
     class Meta:
         model = Table
-        fields = ["id", "name", "description", "data", "version", "owner", "created_at", "updated_at"]
+        fields = ["id", "name", "description", "data", "redact_fields", "version", "owner", "created_at", "updated_at"]
         read_only_fields = ["id", "version", "owner", "created_at", "updated_at"]
 
     def create(self, validated_data):

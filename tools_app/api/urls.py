@@ -1,9 +1,10 @@
 """/api/ routes of the resources: tables, tools (with by-table and call), MCP instances, their keys and
-prompts (nested) and bindings, and the token endpoint."""
+prompts (nested) and bindings, the call log, and the token endpoint."""
 
 from django.urls import path, re_path
 from rest_framework.routers import SimpleRouter
 
+from tools_app.api.calls import CallViewSet
 from tools_app.api.data_tools import BulkBindingView, GenerateToolsView, TableImportView
 from tools_app.api.instance_views import ApiKeyViewSet, BindingViewSet, McpInstanceViewSet, PromptViewSet
 from tools_app.api.views import ApiTokenViewSet, AuthTokenView, TableViewSet, ToolViewSet
@@ -14,6 +15,7 @@ router.register("tools", ToolViewSet, basename="tool")
 router.register("mcp-instances", McpInstanceViewSet, basename="mcp-instance")
 router.register("bindings", BindingViewSet, basename="binding")
 router.register("auth/tokens", ApiTokenViewSet, basename="auth-token-item")
+router.register("calls", CallViewSet, basename="call")
 
 # Ids are matched loosely and checked in the view, so a malformed id is a JSON 404 like a missing one.
 urlpatterns = [

@@ -19,7 +19,9 @@
   else over it is RESULT_TOO_LARGE (SPEC §4.4, §9; docs/paging.md).
 - audit: a table write's change-log entry names the caller, the key or token, the surface, the tool,
   the binding and the arguments (services.write_audit around the change; docs/history.md).
-- record: a CallLog row (surface, caller, instance, key, tool, outcome, duration), the tool's use_count
+- record: a CallLog row (surface, caller, instance, key, tool, outcome, duration, and unless the instance
+  records metadata only the arguments and an excerpt of the result or error, redacted and bounded:
+  tools_app.execution.call_details), the tool's use_count
   +1 and last_used, the key's last use, all committed before run_tool_call returns, so a client reading
   right after its call sees it counted. A tool that changes data has its record written in the same
   transaction as the change: both or neither. A failure to record is never silent: the call answers
@@ -46,6 +48,15 @@ from django.utils import timezone
 
 from tools_app.choices import READ_TYPES, REGISTRY_TYPES, ToolType
 from tools_app.data_access.budget import enforced
+from tools_app.execution.call_details import (
+    Recorded,
+    arguments_max_bytes,
+    query_exposes,
+    recorded,
+    result_max_bytes,
+    scrub,
+    withheld,
+)
 from tools_app.execution.call_limits import call_slots, limits_for
 from tools_app.execution.executors import execute
 from tools_app.grants import Grant, apply_pins
@@ -68,7 +79,8 @@ from tools_app.paging import (
 )
 from tools_app.registry.instance_scope import InstanceScope
 from tools_app.registry.scope import UserScope
-from tools_app.selectors import CallTarget
+from tools_app.selectors import NO_FIELDS, CallTarget, redact_fields_of
+from tools_app.services.call_log import CallLogUpkeep, call_log_prune, call_log_trim
 from tools_app.services.locks import key_share
 from tools_app.services.table_log import WriteAudit, write_audit
 from tools_app.tool_types import TOOL_TYPES, external
@@ -312,11 +324,13 @@ def _scope(caller: Caller, target: CallTarget) -> Any:
 
 def _with_table_version(target: CallTarget) -> CallTarget:
     """A read's target with its table's current version (MCP's target query reads it; the API's and the
-    admin's targets come without): what the result cache and the paging cursors are keyed by."""
+    admin's targets come without): what the result cache and the paging cursors are keyed by. The table's
+    redact_fields come with it, for the call's record."""
     if target.tool_type not in READ_TYPES or target.table_id is None or target.table_version is not None:
         return target
-    version = Table.objects.filter(pk=target.table_id).values_list("version", flat=True).first()
-    return replace(target, table_version=version)
+    row = Table.objects.filter(pk=target.table_id).values_list("version", "redact_fields").first()
+    version, fields = row if row is not None else (None, [])
+    return replace(target, table_version=version, redact_fields=fields)
 
 
 def _cache_key(target: CallTarget, arguments: Any) -> tuple | None:
@@ -367,16 +381,17 @@ def _run_tool_call(
     if outcome is None and progress is not None:
         progress(f"running {name}")
     if outcome is None and target.tool_type in CHANGING_TYPES:
-        outcome, recorded = _run_changing(caller, target, name, arguments, started, at, began)
-        if recorded:
+        outcome, done = _run_changing(caller, target, name, arguments, started, at, began)
+        if done:
             if progress is not None:
                 progress(f"{name} ran and was recorded")
             return outcome
     elif outcome is None:
+        target = _with_table_version(target)
         outcome = _run(caller, target, name, arguments, began)
     if progress is not None and not outcome.refused:
         progress(f"{name} ran; recording the call")
-    _finish(caller, target, outcome, started, at)
+    _finish(caller, target, outcome, started, at, arguments)
     return outcome
 
 
@@ -612,7 +627,8 @@ def _run_changing(
             if not outcome.ok:
                 raise _RolledBack(outcome)
             outcome.duration_ms = (time.perf_counter() - started) * 1000
-            _record(caller, target, outcome, at)
+            size = _record(caller, target, outcome, at, arguments)
+        _upkeep(target.owner_id, size)
         return outcome, True
     except _RolledBack as failed:
         return failed.outcome, False
@@ -625,11 +641,14 @@ def _run_changing(
         return CallOutcome(name=name, tool_type=target.tool_type, error=error), False
 
 
-def _finish(caller: Caller, target: CallTarget, outcome: CallOutcome, started: float, at: datetime) -> None:
+def _finish(
+    caller: Caller, target: CallTarget, outcome: CallOutcome, started: float, at: datetime, arguments: Any
+) -> None:
     """Record a call that changed nothing; a failure to record turns the outcome into INTERNAL_ERROR."""
     outcome.duration_ms = (time.perf_counter() - started) * 1000
     try:
-        _record(caller, target, outcome, at)
+        size = _record(caller, target, outcome, at, arguments)
+        _upkeep(target.owner_id, size)
     except Exception:
         logger.exception("Could not record the %s call of %r.", caller.surface, outcome.name)
         outcome.value = None
@@ -653,8 +672,89 @@ class _Row:
     logged: bool = True  # False: the instance or the owner is gone, and their call log with them
 
 
-def _record(caller: Caller, target: CallTarget, outcome: CallOutcome, at: datetime) -> None:
-    """The CallLog row, the use count and the key's last use, atomically (one statement on PostgreSQL).
+@dataclass(frozen=True, slots=True)
+class _Details:
+    """What the row keeps of the call beyond its metadata (tools_app.execution.call_details)."""
+
+    arguments: Recorded | None
+    result: Recorded | None
+    error_message: str
+
+    @property
+    def size(self) -> int:
+        """What the owner's storage bound counts (CallLog.recorded_bytes)."""
+        if self.arguments is None or self.result is None:
+            return 0
+        return self.arguments.size + self.result.size + len(self.error_message.encode("utf-8", "replace"))
+
+
+def _details(target: CallTarget, outcome: CallOutcome, arguments: Any) -> _Details:
+    """The call's arguments and result (or error, as the client got it), redacted and bounded; None for both
+    when the instance records metadata only. The error message is scrubbed of the call's redacted values and
+    credentials in either case."""
+    error = outcome.error
+    fields = _redact_fields(target)
+    keep = target.record_details
+    if not keep and error is None:
+        return _Details(None, None, "")
+    if (
+        error is None
+        and fields
+        and target.tool_type == ToolType.QUERY_DATA
+        and query_exposes(arguments.get("query") if isinstance(arguments, dict) else None, fields)
+    ):
+        # The expression shows a redacted field's values without their key (`[].ssn`, `[].{s: ssn}`, `[0].*`):
+        # redaction by key cannot see them, so the result is not kept, only its shape.
+        sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=fields, small=True)
+        return _Details(sent, withheld(outcome.value), "")
+    if error is None:
+        # The result first (its text is the one the client got, usually made already), then the arguments
+        # with what the result redacted; the result again only when the arguments redacted more.
+        result = recorded(outcome.value, max_bytes=result_max_bytes(), fields=fields, text=outcome._text)
+        sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=fields, secrets=result.secrets, small=True)
+        if sent.secrets and set(sent.secrets) - set(result.secrets):
+            result = recorded(outcome.value, max_bytes=result_max_bytes(), fields=fields, secrets=sent.secrets)
+        return _Details(sent, result, "")
+    sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=fields, small=True)
+    message = scrub(error.message[:MAX_ERROR_MESSAGE], sent.secrets)
+    if not keep:
+        return _Details(None, None, message)
+    got = recorded(error.as_dict(), max_bytes=result_max_bytes(), fields=fields, secrets=sent.secrets)
+    return _Details(sent, got, message)
+
+
+def _redact_fields(target: CallTarget) -> frozenset[str]:
+    """The redact_fields of the call's table: from the target when its query read them, else read now."""
+    if target.table_id is None:
+        return NO_FIELDS
+    stored = target.redact_fields
+    if stored is None:
+        stored = Table.objects.filter(pk=target.table_id).values_list("redact_fields", flat=True).first()
+    return redact_fields_of(stored)
+
+
+upkeep = CallLogUpkeep()
+
+
+def _upkeep(owner_id: int, recorded_bytes: int) -> None:
+    """The call log's retention and the owner's storage bound, when due (services.call_log); after the call's
+    record is committed, and never its failure: a prune that fails is logged and tried at the next due time."""
+    prune, trim = upkeep.due(owner_id, recorded_bytes)
+    if not (prune or trim):
+        return
+    try:
+        with span("toolhub.call.upkeep"), _writer():
+            if prune:
+                call_log_prune()
+            if trim:
+                call_log_trim(owner_id)
+    except Exception:
+        logger.exception("Keeping the call log within its retention and storage bound failed; tried again later.")
+
+
+def _record(caller: Caller, target: CallTarget, outcome: CallOutcome, at: datetime, arguments: Any) -> int:
+    """The CallLog row, the use count and the key's last use, atomically (one statement on PostgreSQL); returns
+    the row's recorded_bytes.
 
     Counts a use when the call reached a callable tool (SPEC §2.2), whatever its outcome; not when no tool
     answered to the name or the tool is external (nothing was used). A tool, key, instance or user deleted
@@ -673,15 +773,18 @@ def _record(caller: Caller, target: CallTarget, outcome: CallOutcome, at: dateti
     )
     count_use = not outcome.refused
     touch_key = caller.api_key_id is not None and key_touches.due(caller.api_key_id)
-    with span("toolhub.call.record"), _writer():
-        try:
-            with _one_unit():
-                _write(caller, outcome, row, at, count_use=count_use, touch_key=touch_key)
-            return
-        except IntegrityError as exc:
-            logger.info("Recording a call found a row deleted meanwhile (%s); writing it as it is now.", exc)
-        with transaction.atomic():
-            _write(caller, outcome, _as_now(row), at, count_use=count_use, touch_key=touch_key)
+    with span("toolhub.call.record"):
+        details = _details(target, outcome, arguments)
+        with _writer():
+            try:
+                with _one_unit():
+                    _write(caller, outcome, row, at, details, count_use=count_use, touch_key=touch_key)
+                return details.size
+            except IntegrityError as exc:
+                logger.info("Recording a call found a row deleted meanwhile (%s); writing it as it is now.", exc)
+            with transaction.atomic():
+                _write(caller, outcome, _as_now(row), at, details, count_use=count_use, touch_key=touch_key)
+    return details.size
 
 
 _sqlite_writer = threading.RLock()
@@ -723,7 +826,8 @@ def _record_sql(vendor: str) -> tuple[str, str, str, str | None]:
 
     columns = [
         "surface", "user", "mcp_instance", "tool", "tool_name", "api_key", "owner", "status", "error_code",
-        "error_message", "duration_ms", "created_at", "oauth_client",
+        "error_message", "duration_ms", "created_at", "oauth_client", "arguments", "arguments_truncated",
+        "result_excerpt", "result_truncated", "recorded_bytes",
     ]  # fmt: skip
     names = ", ".join(column(CallLog, name) for name in columns)
     insert = f"INSERT INTO {quote(CallLog._meta.db_table)} ({names}) VALUES ({', '.join(['%s'] * len(columns))})"
@@ -740,8 +844,12 @@ def _record_sql(vendor: str) -> tuple[str, str, str, str | None]:
     return use, touch, insert, combined if vendor == "postgresql" else None
 
 
-def _write(caller: Caller, outcome: CallOutcome, row: _Row, at: datetime, *, count_use: bool, touch_key: bool) -> None:
+def _write(
+    caller: Caller, outcome: CallOutcome, row: _Row, at: datetime, details: _Details, *, count_use: bool,
+    touch_key: bool,
+) -> None:  # fmt: skip
     error = outcome.error
+    sent, got = details.arguments, details.result
     when = connection.ops.adapt_datetimefield_value(at)
     use: list[Any] = [when, row.tool_id if count_use else None]
     touch: list[Any] = [when, row.api_key_id if touch_key else None]
@@ -755,10 +863,15 @@ def _write(caller: Caller, outcome: CallOutcome, row: _Row, at: datetime, *, cou
         row.owner_id,
         str(CallStatus.OK if error is None else CallStatus.ERROR),
         "" if error is None else str(error.code)[:40],
-        "" if error is None else error.message[:MAX_ERROR_MESSAGE],
+        details.error_message,
         round(outcome.duration_ms, 3),
         when,
         caller.oauth_client[:255],
+        "" if sent is None else sent.text,
+        sent is not None and sent.truncated,
+        "" if got is None else got.text,
+        got is not None and got.truncated,
+        details.size,
     ]
     use_sql, touch_sql, insert_sql, combined = _record_sql(connection.vendor)
     with connection.cursor() as cursor:

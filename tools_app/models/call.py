@@ -1,5 +1,8 @@
 """CallLog: one row per tool call on every surface (SPEC §4.4)."""
 
+import json
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -56,6 +59,18 @@ class CallLog(models.Model):
     error_code = models.CharField(max_length=40, blank=True)
     error_message = models.TextField(blank=True)
     duration_ms = models.FloatField()
+    # What the client sent and got (tools_app.execution.call_details): JSON text, redacted, bounded by
+    # TOOLHUB_CALL_ARGUMENTS_BYTES / TOOLHUB_CALL_RESULT_BYTES (a longer value is cut inside its structure,
+    # marked, and flagged *_truncated). "" when not recorded (the instance records metadata only).
+    # Defaults in the database too: a server still running the previous release keeps recording while the
+    # migration is applied.
+    arguments = models.TextField(blank=True, default="", db_default="")
+    arguments_truncated = models.BooleanField(default=False, db_default=False)
+    # The result (or, for a failed call, the error as the client got it).
+    result_excerpt = models.TextField(blank=True, default="", db_default="")
+    result_truncated = models.BooleanField(default=False, db_default=False)
+    # UTF-8 bytes of arguments, result_excerpt and error_message: what the owner's storage bound counts.
+    recorded_bytes = models.PositiveIntegerField(default=0, db_default=0)
     # When the call started.
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
 
@@ -68,3 +83,18 @@ class CallLog(models.Model):
 
     def __str__(self):
         return f"{self.tool_name} {self.status} {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+    @property
+    def details_recorded(self) -> bool:
+        """Whether the call's arguments and result excerpt were recorded (a JSON text is never empty)."""
+        return bool(self.arguments)
+
+    @property
+    def arguments_value(self) -> Any:
+        """The recorded arguments as JSON (None when not recorded)."""
+        return json.loads(self.arguments) if self.arguments else None
+
+    @property
+    def result_value(self) -> Any:
+        """The recorded result excerpt as JSON (None when not recorded)."""
+        return json.loads(self.result_excerpt) if self.result_excerpt else None

@@ -87,6 +87,15 @@ class McpInstance(OwnedModel):
         "them on calls that ask: a progress token, or a log level in the request on 2026-07-28).",
     )
 
+    # Whether the call log keeps each call's arguments and an excerpt of its result (docs/call-log.md).
+    record_call_details = models.BooleanField(
+        "record call details",
+        default=True,
+        db_default=True,
+        help_text="Keep each call's arguments and an excerpt of its result in the call log (bounded, with "
+        "credentials and the tables' redact_fields redacted). Off: metadata only (tool, outcome, timing, caller).",
+    )
+
     class Meta:
         ordering = ["name", "id"]
         db_table = "mcp_app_mcpinstance"  # created by mcp_app (see models/__init__.py)

@@ -7,7 +7,13 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from tools_app.models.base import OwnedModel
-from tools_app.validators import TableDocumentDecoder, TableDocumentEncoder, validate_json_value, validate_table_depth
+from tools_app.validators import (
+    TableDocumentDecoder,
+    TableDocumentEncoder,
+    validate_json_value,
+    validate_redact_fields,
+    validate_table_depth,
+)
 
 _UNSET: Any = object()
 
@@ -45,6 +51,16 @@ class Table(OwnedModel):
     )
     # The version at which the table moved to rows: history entries up to it hold document patches.
     rows_since_version = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    # Record field names whose values the call log never keeps (the call-detail pipeline, docs/call-log.md).
+    redact_fields = models.JSONField(
+        default=list,
+        db_default=[],  # in the database too: the previous release still writes tables during the migration
+        blank=True,
+        validators=[validate_redact_fields],
+        help_text="Record field names whose values never appear in the call log: anywhere in a call's arguments "
+        'or result excerpt, at any depth, the value of such a field is kept as "[redacted]". Credentials '
+        "(passwords, tokens, API keys, ...) are always redacted.",
+    )
 
     # (table id, version) -> the document: services.table_log.document, plugged in by the services when they
     # load (tools_app.apps imports them once the models are ready). The models sit below the services, so they

@@ -14,18 +14,23 @@ Shape (seed 000):
     **Example(s)**: ```python blocks (metadata.examples, or one call built from the schema)
     **Returns**: metadata.return_format, else the output schema, else what the type returns
 
-Unknown names are warnings, not errors. The document is at most 50 KB: a larger one is cut at a tool
-boundary and says so, in the content and in a warning.
+Unknown names are warnings, not errors. The whole answer fits the result budget of the scope's calls (at most
+50 KB): named tools get their complete entries, cut at a tool boundary when they do not all fit; without names,
+the complete entries when they fit, else the compact form (parameter sets several tools share and what each
+type returns written once, a short entry per tool), paged by category. Every cut says so, in the content and
+in a warning.
 """
 
 import json
 import re
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.utils import timezone
 
 from tools_app.grants import pin_summary
+from tools_app.paging import default_max_result_bytes
 from tools_app.registry.proxy import proxy_hint, through_proxy
 from tools_app.registry.search import ToolDoc, get_index
 from tools_app.tool_types import TOOL_TYPES
@@ -187,6 +192,11 @@ def usage_guide(*, scope: Any, tool_names: Any = None, category: str | None = No
 
     `tool_names` is a list (or a comma-separated string); `category` filters further. Never raises for
     unknown names or categories: they become warnings.
+
+    The whole answer, encoded as JSON, fits the scope's result budget (`result_budget`): named tools get their
+    complete entries, cut at a tool boundary; otherwise the complete entries when they all fit, else the compact
+    form (shared parameter sets and what each type returns once, one short entry per tool), whole categories
+    while they fit, the others listed to be asked for one at a time (`category`).
     """
     started = time.perf_counter()
     index = get_index(scope)
@@ -222,39 +232,32 @@ def usage_guide(*, scope: Any, tool_names: Any = None, category: str | None = No
     for doc in sorted(selected, key=lambda d: (d.category, d.name.lower(), d.position)):
         by_category.setdefault(doc.category, []).append(doc)
 
-    # Render each tool once, then keep whole tools while they fit (cut at a tool boundary).
-    rendered = {cat: [_rendered(index, doc) for doc in docs] for cat, docs in by_category.items()}
     title = f"# {_escape(_scope_title(scope))}\n\n"
     hint = proxy_hint(index) + "\n\n" if through_proxy(scope) else ""  # Search mode runs tools via call_tool
-    budget = MAX_BYTES - len(title.encode()) - len(hint.encode()) - 200  # the Generated line, a truncation note
-    kept: dict[str, list[str]] = {}
-    used = 0
-    truncated = False
-    for cat, chunks in rendered.items():
-        section_overhead = len(f"## {_category_title(cat)} Tools (0000)\n\n".encode())
-        for chunk in chunks:
-            size = len(chunk.encode()) + (section_overhead if cat not in kept else 0)
-            if used + size > budget:
-                truncated = True
-                break
-            kept.setdefault(cat, []).append(chunk)
-            used += size
-        if truncated:
-            break
-    included = sum(len(chunks) for chunks in kept.values())
+    limit = result_budget(scope)
+    # What the answer holds besides the content: the warnings, the metadata (names it lists included), one
+    # note of a cut, and the Generated line.
+    categories = sum(_json_size(cat) + 16 for cat in by_category)  # listed in the metadata and the cut's note
+    reserve = _json_size(json.dumps([warnings, invalid], ensure_ascii=False)) + 900 + 3 * categories
+    room = limit - reserve - _json_size(title + hint)
+
+    full = {cat: [_rendered(index, doc) for doc in docs] for cat, docs in by_category.items()}
+    form = "full"
+    layout = _fill(full, room, whole_categories=False)
+    if names is None and layout.truncated:
+        form = "compact"
+        layout = _compact(by_category, room)
+    included = layout.included
     filter_label = code_span(category) if category is not None else "None"
     generated = f"Generated: {timezone.now():%Y-%m-%d} | Tools: {included} | Category Filter: {filter_label}"
-    body = [title, generated + "\n\n", hint]
+    body = [title, generated + "\n\n", hint, *layout.preamble]
     if not selected:
         body.append("No tools match this request.\n")
-    for cat, chunks in kept.items():
+    for cat, chunks in layout.kept.items():
         body.append(f"## {_category_title(cat)} Tools ({len(chunks)})\n\n")
         body.extend(chunks)
-    if truncated:
-        note = (
-            f"Guide cut at 50 KB: {included} of {len(selected)} tools included. "
-            "Ask for fewer tools (tool_names) or one category."
-        )
+    if layout.truncated:
+        note = _cut_note(form, included, len(selected), limit, layout, by_category)
         warnings.append(note)
         body.append(f"*{note}*\n")
     content = "".join(body)
@@ -267,8 +270,190 @@ def usage_guide(*, scope: Any, tool_names: Any = None, category: str | None = No
             "included_count": included,
             "invalid_names": invalid,
             "category_filter": category,
-            "truncated": truncated,
+            "form": form,
+            "categories_not_included": layout.left_out,
+            "truncated": layout.truncated,
             "size_bytes": len(content.encode()),
             "generation_time_ms": round((time.perf_counter() - started) * 1000, 3),
         },
     }
+
+
+def result_budget(scope: Any) -> int:
+    """The bytes the guide's whole answer (as JSON) may take: the result budget of the scope's calls (the
+    instance's max_result_bytes, else TOOLHUB_MAX_RESULT_BYTES), and never over MAX_BYTES."""
+    instance = getattr(scope, "instance", None)
+    limit = getattr(instance, "max_result_bytes", None) or default_max_result_bytes()
+    return min(MAX_BYTES, int(limit))
+
+
+def _json_size(text: str) -> int:
+    """The UTF-8 bytes `text` takes inside a JSON string (escapes counted), as the result budget measures it."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")) - 2
+
+
+@dataclass
+class _Layout:
+    """What goes into the guide: sections per category, text before them, what was left out."""
+
+    kept: dict[str, list[str]] = field(default_factory=dict)
+    preamble: list[str] = field(default_factory=list)
+    truncated: bool = False
+    left_out: list[str] = field(default_factory=list)  # whole categories not included
+
+    @property
+    def included(self) -> int:
+        return sum(len(chunks) for chunks in self.kept.values())
+
+
+def _fill(sections: dict[str, list[str]], room: int, *, whole_categories: bool, used: int = 0) -> _Layout:
+    """Keep sections while they fit in `room` bytes: whole tools (or, `whole_categories`, whole categories;
+    when not even the first fits, its first tools) in order; what did not fit is left out."""
+    layout = _Layout()
+    for cat, chunks in sections.items():
+        heading = _json_size(f"## {_category_title(cat)} Tools (0000)\n\n")
+        sizes = [_json_size(chunk) for chunk in chunks]
+        if whole_categories and layout.kept:
+            if used + heading + sum(sizes) <= room:
+                layout.kept[cat] = list(chunks)
+                used += heading + sum(sizes)
+            else:
+                layout.truncated = True
+                layout.left_out.append(cat)
+            continue
+        if layout.truncated:
+            layout.left_out.append(cat)
+            continue
+        for chunk, size in zip(chunks, sizes, strict=True):
+            if used + size + (heading if cat not in layout.kept else 0) > room:
+                layout.truncated = True
+                break
+            if cat not in layout.kept:
+                used += heading
+            layout.kept.setdefault(cat, []).append(chunk)
+            used += size
+    return layout
+
+
+def _cut_note(form: str, included: int, selected: int, limit: int, layout: _Layout, by_category: dict) -> str:
+    if form == "full":
+        return (
+            f"Guide cut at {limit:,} bytes: {included} of {selected} tools included. "
+            "Ask for fewer tools (tool_names) or one category."
+        )
+    parts = [f"Guide in its compact form, cut at {limit:,} bytes: {included} of {selected} tools included."]
+    if layout.left_out:
+        listed = ", ".join(f"{code_span(cat)} ({len(by_category[cat])})" for cat in layout.left_out)
+        parts.append(f"Ask for the other categories one at a time (category): {listed}.")
+    else:
+        parts.append("Ask for the rest by name (tool_names).")
+    return " ".join(parts)
+
+
+#
+# The compact form: what many tools share is written once
+#
+
+COMPACT_INTRO = (
+    "Compact form: each tool with its purpose and parameters (`name*` is required, `= value` a default); a"
+    " parameter set several tools share is written once under Shared parameters, and what each kind of tool"
+    " returns under Returns. A tool's complete entry (JSON Schema, examples, return shape): ask for it by name"
+    " (tool_names)."
+)
+MAX_COMPACT_DESCRIPTION = 160  # characters of a parameter's description in the compact form
+
+
+def _compact(by_category: dict[str, list[ToolDoc]], room: int) -> _Layout:
+    """The compact form of the selection (the module docstring), paged by category."""
+    docs = [doc for docs in by_category.values() for doc in docs]
+    schemas: dict[str, list[ToolDoc]] = {}
+    for doc in docs:
+        schemas.setdefault(_schema_key(doc.input_schema), []).append(doc)
+    shared = {key: f"P{number}" for number, key in enumerate((k for k, v in schemas.items() if len(v) > 1), 1)}
+    types = sorted({doc.type for doc in docs if not doc.return_format and not doc.output_schema})
+    pageable = any(TOOL_TYPES.get(doc.type) is not None and TOOL_TYPES[doc.type].pageable for doc in docs)
+
+    preamble = [COMPACT_INTRO + "\n\n"]
+    if pageable:
+        preamble.append(f"**Paging** (tools marked *paged*): {PAGING}\n\n")
+    if shared:
+        preamble.append("## Shared parameters\n\n")
+        for key, label in shared.items():
+            users = schemas[key]
+            preamble.append(f"- **{label}** ({len(users)} tools): {_compact_parameters(users[0].input_schema)}\n")
+        preamble.append("\n")
+    if types:
+        preamble.append("## Returns\n\n")
+        for value in types:
+            preamble.append(f"- {code_span(value)}: {TYPE_RETURNS.get(value) or 'Not documented.'}\n")
+        preamble.append("\n")
+
+    sections = {
+        cat: [_compact_tool(doc, shared.get(_schema_key(doc.input_schema))) for doc in cat_docs]
+        for cat, cat_docs in by_category.items()
+    }
+    used = sum(_json_size(part) for part in preamble)
+    layout = _fill(sections, room, whole_categories=True, used=used)
+    layout.preamble = preamble
+    return layout
+
+
+def _schema_key(schema: Any) -> str:
+    return json.dumps(schema, sort_keys=True, ensure_ascii=False)
+
+
+def _compact_tool(doc: ToolDoc, shared_label: str | None) -> str:
+    purpose = _safe_paragraph(doc.description) if doc.description.strip() else PENDING
+    lines = [f"### {code_span(doc.name)}", "", purpose.replace("\n", " "), ""]
+    facts = [f"Type: {code_span(doc.type)}"]
+    spec = TOOL_TYPES.get(doc.type)
+    if spec is not None and spec.pageable:
+        facts.append("*paged*")
+    if doc.alias:
+        facts.append(f"alias {code_span(doc.alias)}")
+    if doc.mcp_server:
+        facts.append(f"served by {code_span(doc.mcp_server)} (external: call it there)")
+    parameters = f"**{shared_label}**" if shared_label else _compact_parameters(doc.input_schema)
+    facts.append(f"Parameters: {parameters}")
+    lines += [" · ".join(facts), ""]
+    if doc.return_format:
+        lines += [f"Returns: {_safe_paragraph(doc.return_format).replace(chr(10), ' ')}", ""]
+    elif doc.output_schema:
+        lines += [f"Returns: JSON matching {code_span(json.dumps(doc.output_schema, ensure_ascii=False))}", ""]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _compact_parameters(schema: Any) -> str:
+    """A schema's top-level properties on one line: `name*: type = default (enum) — description`."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict) or not properties:
+        return "none" if isinstance(schema, dict) and schema.get("additionalProperties") is False else "any object"
+    required = set(schema.get("required") or [])
+    parts = []
+    for name, spec in properties.items():
+        spec = spec if isinstance(spec, dict) else {}
+        text = code_span(f"{name}*" if name in required else name) + f": {_type_label(spec)}"
+        if "default" in spec:
+            text += f" = {code_span(json.dumps(spec['default'], ensure_ascii=False))}"
+        if isinstance(spec.get("enum"), list):
+            text += " (one of " + ", ".join(code_span(json.dumps(v, ensure_ascii=False)) for v in spec["enum"][:10])
+            text += ", …)" if len(spec["enum"]) > 10 else ")"
+        description = " ".join(str(spec.get("description") or "").split())
+        if description:
+            if len(description) > MAX_COMPACT_DESCRIPTION:
+                description = description[: MAX_COMPACT_DESCRIPTION - 1] + "…"
+            text += " — " + _escape(description)
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def _type_label(spec: dict) -> str:
+    kind = spec.get("type")
+    if isinstance(kind, list):
+        label = " or ".join(str(k) for k in kind)
+    else:
+        label = str(kind) if kind else "any"
+    if kind == "array" and isinstance(spec.get("items"), dict) and spec["items"].get("type"):
+        label = f"array of {_type_label(spec['items'])}"
+    return label

@@ -14,8 +14,10 @@ constraints, never by a pre-check alone.
 - history.py: the admin history (LogEntry) of writes made outside the admin
 - imports.py: a table from a JSON, CSV or NDJSON file
 - generate.py: a planned set of tools (tools_app.toolsets) created and bound all or nothing
+- call_log.py: the call log's retention and each owner's storage bound
 """
 
+from tools_app.services.call_log import CallLogUpkeep, call_log_prune, call_log_trim
 from tools_app.services.generate import tool_set_create
 from tools_app.services.history import history_record
 from tools_app.services.imports import (
@@ -83,6 +85,9 @@ from tools_app.services.tokens import (
 )
 
 __all__ = [
+    "CallLogUpkeep",
+    "call_log_prune",
+    "call_log_trim",
     "BINDING_FIELDS",
     "IMPORT_FORMATS",
     "INSTANCE_FIELDS",

@@ -26,6 +26,7 @@ INSTANCE_FIELDS = (
     "query_max_bytes",
     "key_rate_limit",
     "log_level",
+    "record_call_details",
 )
 
 

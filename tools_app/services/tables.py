@@ -35,10 +35,12 @@ TOOL_FIELDS = (
 #
 
 
-def table_create(*, owner, name: str, description: str = "", data: Any = None) -> Table:
+def table_create(
+    *, owner, name: str, description: str = "", data: Any = None, redact_fields: list[str] | None = None
+) -> Table:
     """Create a table (version 1, its own snapshot) after full_clean(); QUOTA_EXCEEDED, nothing written, when its
     document would take the owner over TOOLHUB_MAX_OWNER_DATA_BYTES."""
-    table = Table(owner=owner, name=name, description=description)
+    table = Table(owner=owner, name=name, description=description, redact_fields=redact_fields or [])
     table.data = {} if data is None else data
     table.full_clean()  # sets data_bytes from the checked JSON text
     data_quota_check(owner_id=owner.pk, new_size=table.data_bytes)
@@ -88,7 +90,7 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
     API's If-Match): PRECONDITION_FAILED, nothing written, when the table is at another version. A larger
     document that would take the owner over TOOLHUB_MAX_OWNER_DATA_BYTES: QUOTA_EXCEEDED, nothing written.
     """
-    unknown = set(fields) - {"name", "description", "data"}
+    unknown = set(fields) - {"name", "description", "data", "redact_fields"}
     if unknown:
         raise TypeError(f"table_update got unexpected fields {sorted(unknown)}")
     writes_data = "data" in fields
@@ -122,13 +124,13 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
                 owner_id=locked.owner_id, table_id=locked.pk, old_size=old_size, new_size=locked.data_bytes
             )
         locked.updated_at = now
-        locked.save(update_fields=["name", "description", "updated_at"])
+        locked.save(update_fields=["name", "description", "redact_fields", "updated_at"])
         locked._document_pending = False  # the document is written by table_replace, never by save()
         if data_changed:
             assert current is not None
             table_log.table_replace(table=locked, data=fields["data"], current=current, now=now)
     locked.refresh_from_db(fields=["version", "data_bytes", "updated_at"])
-    copied = ["name", "description", "version", "data_bytes", "updated_at"]
+    copied = ["name", "description", "redact_fields", "version", "data_bytes", "updated_at"]
     table.__dict__.update({key: getattr(locked, key) for key in copied})
     table.refresh_from_db(fields=["data"])  # read again through the cache on its next use
     return table
