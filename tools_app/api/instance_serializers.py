@@ -85,7 +85,7 @@ class McpInstanceSerializer(FullCleanModelSerializer):
         return services.instance_create(owner=self.owner(), **validated_data)
 
     def update(self, instance, validated_data):
-        return services.instance_update(instance=instance, **validated_data)
+        return services.instance_update(instance=instance, force=self.context.get("force", False), **validated_data)
 
 
 class ApiKeySerializer(serializers.ModelSerializer):
@@ -175,7 +175,7 @@ class BindingSerializer(FullCleanModelSerializer):
         return services.binding_create(**validated_data)
 
     def update(self, instance, validated_data):
-        return services.binding_update(binding=instance, **validated_data)
+        return services.binding_update(binding=instance, force=self.context.get("force", False), **validated_data)
 
 
 @extend_schema_field(

@@ -37,6 +37,7 @@ class ErrorCode(StrEnum):
     VERSION_CONFLICT = "VERSION_CONFLICT"
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     PRECONDITION_FAILED = "PRECONDITION_FAILED"
+    IN_USE = "IN_USE"
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
 
@@ -97,6 +98,12 @@ ERROR_CODES: dict[ErrorCode, ErrorMeaning] = {
     ),
     ErrorCode.PRECONDITION_FAILED: ErrorMeaning(
         412, "A table write's If-Match names another version than the table's; names the current one (its ETag)."
+    ),
+    ErrorCode.IN_USE: ErrorMeaning(
+        409,
+        "A delete, rename or breaking schema change of something in use (bound and enabled on an enabled instance, "
+        "or called lately); `details.used_by` names the instances, tools and clients. Nothing was changed; "
+        "confirm (the API's ?force=true) to go on.",
     ),
     ErrorCode.INTERNAL_ERROR: ErrorMeaning(
         500, "An unexpected failure on the server; it was logged, and the answer reveals nothing of it."
