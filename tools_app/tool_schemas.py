@@ -53,8 +53,8 @@ def input_schema_breaks(old: Any, new: Any) -> list[str]:
     if not isinstance(old, dict) or not isinstance(new, dict):
         return []
     reasons: list[str] = []
-    old_properties = old.get("properties") if isinstance(old.get("properties"), dict) else {}
-    new_properties = new.get("properties") if isinstance(new.get("properties"), dict) else {}
+    old_properties: dict[str, Any] = old["properties"] if isinstance(old.get("properties"), dict) else {}
+    new_properties: dict[str, Any] = new["properties"] if isinstance(new.get("properties"), dict) else {}
     old_required = set(old.get("required") or []) if isinstance(old.get("required"), list) else set()
     new_required = set(new.get("required") or []) if isinstance(new.get("required"), list) else set()
     for name in sorted(new_required - old_required, key=str):

@@ -48,6 +48,7 @@ from tools_app.paging import default_max_result_bytes, show_all_max_bytes
 from tools_app.permissions import can_change
 from tools_app.selectors import UsedBy, usage_of
 from tools_app.tool_schemas import input_schema_breaks
+from tools_app.toolsets import generation_state
 from tools_app.validators import max_table_depth, nesting_beyond, on_fresh_stack
 
 logger = logging.getLogger(__name__)
@@ -388,7 +389,9 @@ class TableAdmin(OwnedAdmin):
             "table_size": human_size(table.data_bytes or 0),
             "table_large": self.is_large(table),
             "table_download_url": reverse("admin:tools_app_table_download", args=[table.pk]),
-            "table_tools": list(table.tools.for_user(request.user).order_by("name")),
+            "table_tools": [
+                (tool, generation_state(tool)) for tool in table.tools.for_user(request.user).order_by("name")
+            ],
         }
         if context["table_large"]:
             context["table_excerpt"] = excerpt(data)
@@ -620,5 +623,15 @@ def run_tool(request, tool: Tool, arguments: Any, *, show_all: bool = False) -> 
     return outcome
 
 
+def generation_panel(request, tool: Tool) -> ToolPanel | None:
+    """On a generated tool's pages: whether its description still matches its data (toolsets.description_drift)
+    and whether its owner edited it since (then generating again keeps it)."""
+    state = generation_state(tool)
+    if state is None:
+        return None
+    return ToolPanel(template="admin/tools_app/_tool_generation.html", context={"tool_generation": state})
+
+
 admin.site.register(Table, TableAdmin)
 admin.site.register(Tool, ToolAdmin)
+register_tool_panel(generation_panel)

@@ -7,6 +7,7 @@ the API, `details.used_by` listing the instances, tool names and clients) unless
 """
 
 from collections.abc import Iterable
+from typing import Any
 
 from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.selectors import UsedBy
@@ -29,7 +30,7 @@ def in_use_error(what: str, change: str, used_by: list[UsedBy]) -> ToolhubError:
     """IN_USE naming what breaks: `what` ("The tool 'orders_query'") `change` ("would be deleted")."""
     shown = "; ".join(str(used) for used in used_by[:5])
     more = f"; and {len(used_by) - 5} more" if len(used_by) > 5 else ""
-    details = {"used_by": [used.as_dict() for used in used_by[:MAX_USED_BY]]}
+    details: dict[str, Any] = {"used_by": [used.as_dict() for used in used_by[:MAX_USED_BY]]}
     if len(used_by) > MAX_USED_BY:
         details["more"] = len(used_by) - MAX_USED_BY
     return ToolhubError(

@@ -109,7 +109,7 @@ SETUP_SCHEMA: dict[str, Any] = _object(
         },
         "tables": {
             "type": "array",
-            "items": _object({"name": _STRING, "description": _STRING, "data": {}}, ["name"]),
+            "items": _object({"name": _STRING, "description": _STRING, "data": {"not": {"type": "null"}}}, ["name"]),
         },
         "tools": {
             "type": "array",
@@ -508,7 +508,7 @@ def _tool_values(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _instance_values(entry: dict[str, Any]) -> dict[str, Any]:
-    defaults = {name: McpInstance._meta.get_field(name).get_default() for name in INSTANCE_FIELDS}
+    defaults = {name: McpInstance._meta.get_field(name).get_default() for name in INSTANCE_FIELDS}  # type: ignore[union-attr]
     return {name: entry.get(name, defaults[name]) for name in INSTANCE_FIELDS}
 
 
@@ -611,70 +611,59 @@ def _check(prefix: str, obj: Any, exclude: list[str]) -> None:
 def _plan(owner, document: Any) -> _Plan:
     desired = _read(document)
     plan = _Plan()
-    whole_owner = desired.scope_slug is None
     tables = _owned_by_name(Table, owner, desired.tables, "name", desired.tables)
     tools = _owned_by_name(Tool, owner, desired.tools, "name", desired.tools)
     instances = {i.slug: i for i in McpInstance.objects.filter(owner=owner, slug__in=list(desired.instances))}
 
     # Deletes first: they free the names the rest may take.
-    if whole_owner:
-        gone_instances = McpInstance.objects.filter(owner=owner).exclude(slug__in=list(desired.instances))
-        gone_tools = Tool.objects.filter(owner=owner).exclude(name__in=list(desired.tools))
-        gone_tables = Table.objects.filter(owner=owner).exclude(name__in=list(desired.tables))
-    else:
-        gone_instances = gone_tools = gone_tables = None
     for slug, instance in sorted(instances.items()):
-        path, entry = desired.instances[slug]
+        entry = desired.instances[slug][1]
         wanted_tools = {b["tool"] for b in entry.get("bindings", [])}
         for binding in instance.bindings.select_related("tool").order_by("name_key"):
             if binding.tool.name not in wanted_tools or binding.tool.name not in tools:
+                doomed = Binding.objects.filter(pk=binding.pk)
                 _delete(
                     plan,
                     "binding",
                     f"{slug}/{binding.tool.name}",
                     usage_of(bindings=[binding.pk]),
-                    lambda written, pk=binding.pk: binding_delete_many(
-                        bindings=Binding.objects.filter(pk=pk), force=True
-                    ),
+                    _run(binding_delete_many, bindings=doomed, force=True),
                 )
         wanted_prompts = {p["name"].lower() for p in entry.get("prompts", [])}
         for prompt in instance.prompts.order_by("name"):
             if prompt.name.lower() not in wanted_prompts:
-                _delete(
-                    plan,
-                    "prompt",
-                    f"{slug}/{prompt.name}",
-                    [],
-                    lambda written, prompt=prompt: prompt_delete(prompt=prompt),
-                )
-    if gone_instances is not None:
+                _delete(plan, "prompt", f"{slug}/{prompt.name}", [], _run(prompt_delete, prompt=prompt))
+    if desired.scope_slug is None:
+        # A whole owner's setup: what the document does not name goes.
+        gone_instances = McpInstance.objects.filter(owner=owner).exclude(slug__in=list(desired.instances))
         for instance in gone_instances.order_by("slug"):
+            doomed_instances = McpInstance.objects.filter(pk=instance.pk)
             _delete(
                 plan,
                 "instance",
                 instance.slug,
                 usage_of(instances=[instance.pk]),
-                lambda written, pk=instance.pk: instance_delete_many(
-                    instances=McpInstance.objects.filter(pk=pk), force=True
-                ),
+                _run(instance_delete_many, instances=doomed_instances, force=True),
             )
-    if gone_tools is not None:
+        gone_tools = Tool.objects.filter(owner=owner).exclude(name__in=list(desired.tools))
         for tool in gone_tools.order_by("name", "pk"):
+            doomed_tools = Tool.objects.filter(pk=tool.pk)
             _delete(
                 plan,
                 "tool",
                 tool.name,
                 usage_of(tools=[tool.pk]),
-                lambda written, pk=tool.pk: tool_delete_many(tools=Tool.objects.filter(pk=pk), force=True),
+                _run(tool_delete_many, tools=doomed_tools, force=True),
             )
-    if gone_tables is not None:
+        gone_tables = Table.objects.filter(owner=owner).exclude(name__in=list(desired.tables))
         for table in gone_tables.order_by("name", "pk"):
+            doomed_tables = Table.objects.filter(pk=table.pk)
             _delete(
                 plan,
                 "table",
                 table.name,
                 usage_of(tables=[table.pk]),
-                lambda written, pk=table.pk: table_delete_many(tables=Table.objects.filter(pk=pk), force=True),
+                _run(table_delete_many, tables=doomed_tables, force=True),
             )
 
     for name, (path, entry) in desired.tables.items():
@@ -684,6 +673,15 @@ def _plan(owner, document: Any) -> _Plan:
     for slug, (path, entry) in desired.instances.items():
         _plan_instance(plan, owner, path, entry, instances.get(slug), tools)
     return plan
+
+
+def _run(function: Callable[..., Any], **kwargs: Any) -> Callable[["_Written"], None]:
+    """A step that calls `function(**kwargs)` (a delete: it needs nothing written before it)."""
+
+    def step(written: _Written) -> None:
+        function(**kwargs)
+
+    return step
 
 
 def _delete(plan: _Plan, kind: str, name: str, used_by: list[UsedBy], run: Callable[[_Written], None]) -> None:
@@ -736,7 +734,7 @@ def _plan_tool(
         plan.changes.append(Change("create", "tool", name))
     else:
         current = {key: getattr(tool, key) for key in values if key != "table"}
-        current["table"] = tool.table.name if tool.table_id is not None else None
+        current["table"] = tool.table.name if tool.table is not None else None
         changed = _changed(current, values)
         if table_name is not None and existing_table is not None and tool.table_id != existing_table.pk:
             changed = tuple(sorted({*changed, "table"}))
