@@ -26,6 +26,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from tools_app import services
+from tools_app.admin import setup as admin_setup
 from tools_app.admin.instance_forms import (
     ApiKeyAdminForm,
     ApiKeyCreateForm,
@@ -273,6 +274,7 @@ class McpInstanceAdmin(OwnedAdmin):
     def get_urls(self):
         view = self.admin_site.admin_view
         return [
+            path("setup/", view(self.setup_view), name="tools_app_mcpinstance_setup"),
             path("<path:object_id>/keys/new/", view(self.key_create_view), name="tools_app_mcpinstance_key_create"),
             path(
                 "<path:object_id>/keys/<int:key_id>/revoke/",
@@ -286,6 +288,10 @@ class McpInstanceAdmin(OwnedAdmin):
             ),
             *super().get_urls(),
         ]
+
+    def setup_view(self, request):
+        """The setup page (tools_app.admin.setup): export, plan and apply the user's setup."""
+        return admin_setup.setup_view(self, request)
 
     def connect_context(self, request, instance: McpInstance, key: str | None = None) -> dict[str, Any]:
         url = endpoint_url(request, instance)

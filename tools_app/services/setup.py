@@ -876,7 +876,7 @@ def setup_apply(*, owner, document: Any, force: bool = False) -> list[Change]:
         in_use = [used for change in plan.changes for used in change.used_by]
         if in_use and not force:
             hit = [f"{change.action} the {change.kind} {change.name!r}" for change in plan.changes if change.used_by]
-            raise in_use_error("The setup", "applying it would " + ", ".join(hit[:5]), in_use)
+            raise in_use_error("What this document changes", "applying it would " + ", ".join(hit[:5]), in_use)
         written = _Written(force=force)
         for step in plan.steps:
             step(written)

@@ -4,8 +4,10 @@ import copy
 import json
 
 import pytest
+import yaml
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
+from django.urls import reverse
 
 from tests.api_helpers import client_for, db_snapshot
 from tools_app import services
@@ -275,3 +277,58 @@ def test_management_command_exports_plans_and_applies(setup_of, tmp_path, capsys
     call_command("toolhub_setup", "apply", str(path), "--owner", setup_of.username)
     assert capsys.readouterr().out.strip() == "update instance shop (instructions)\n1 change applied."
     assert McpInstance.objects.get(slug="shop").instructions == "Be kind."
+
+
+def test_admin_setup_page_plans_then_applies(client, setup_of):
+    """Upload a document: the page shows its plan; applying it needs the box when it breaks what is in use."""
+    # given
+    client.force_login(setup_of)
+    url = reverse("admin:tools_app_mcpinstance_setup")
+    exported = client.get(url + "?export=yaml")
+    text = exported.content.decode().replace("instructions: Be brief.", "instructions: Be kind.")
+    text = text.replace("  - tool: notes_select\n", "  - tool: notes_select_gone\n")
+
+    # when
+    refused = client.post(url, {"document": text, "plan": "1"})
+
+    # then
+    assert exported["Content-Disposition"] == 'attachment; filename="toolhub-setup.yaml"'
+    assert refused.status_code == 200
+    assert refused.context["problems"] == [
+        "instances.1.bindings.2.tool: No tool 'notes_select_gone' in the document's tools."
+    ]
+
+    # when
+    text = text.replace("  - tool: notes_select_gone\n", "  - tool: notes_select\n")
+    planned = client.post(url, {"document": text, "plan": "1"})
+    before = db_snapshot()
+    without_notes = yaml.safe_load(text)
+    without_notes["instances"][1]["bindings"] = [
+        b for b in without_notes["instances"][1]["bindings"] if b["tool"] != "notes_select"
+    ]
+    unforced = client.post(url, {"document": json.dumps(without_notes), "apply": "1"})
+
+    # then
+    assert [str(change) for change in planned.context["changes"]] == ["update instance shop (instructions)"]
+    assert 'name="apply"' in planned.content.decode()
+    assert unforced.status_code == 200
+    assert unforced.context["problems"][0].startswith(
+        "What this document changes is in use and applying it would delete the binding 'shop/notes_select': "
+        "'notes_select' on the instance 'shop' (bound)."
+    )
+    assert [used["tool"] for used in unforced.context["used_by"]] == ["notes_select"]
+    assert db_snapshot() == before
+
+    # when
+    applied = client.post(url, {"document": text, "apply": "1"})
+
+    # then
+    assert applied.status_code == 302
+    assert McpInstance.objects.get(slug="shop").instructions == "Be kind."
+
+
+def test_admin_setup_page_needs_the_permissions(client, make_user):
+    nobody = make_user("nobody")
+    nobody.groups.clear()  # staff, in no group: no model permission
+    client.force_login(nobody)
+    assert client.get(reverse("admin:tools_app_mcpinstance_setup")).status_code == 403
