@@ -151,12 +151,39 @@ def test_plan_lists_updates_creates_and_deletes(setup_of):
         ("delete", "binding", "shop/notes_select", None),
         ("delete", "tool", "notes_select", None),
         ("delete", "tool", "weather", None),
-        ("delete", "table", "notes", None),
         ("update", "tool", "find_tools", ["description"]),
+        ("delete", "table", "notes", None),
         ("update", "instance", "shop", ["instructions"]),
         ("create", "prompt", "shop/recap", None),
     ]
     assert changes[0]["used_by"][0]["tool"] == "notes_select"  # bound and enabled on an enabled instance
+
+
+def test_renaming_a_table_moves_its_tools_instead_of_deleting_them(setup_of):
+    """A table the document names anew is created, the tools that name it move there, then the old one goes: the
+    tools (and their bindings) are the same rows."""
+    # given
+    document = services.setup_export(owner=setup_of, with_data=True)
+    document["tables"] = [t if t["name"] != "orders" else {**t, "name": "sales"} for t in document["tables"]]
+    for tool in document["tools"]:
+        if tool["table"] == "orders":
+            tool["table"] = "sales"
+    ids = dict(Tool.objects.filter(owner=setup_of).values_list("name", "pk"))
+
+    # when
+    changes = services.setup_apply(owner=setup_of, document=document)
+
+    # then
+    assert [(c.action, c.kind, c.name, c.fields) for c in changes] == [
+        ("create", "table", "sales", ()),
+        ("update", "tool", "orders_all", ("table",)),
+        ("update", "tool", "orders_query", ("table",)),
+        ("delete", "table", "orders", ()),
+    ]
+    assert dict(Tool.objects.filter(owner=setup_of).values_list("name", "pk")) == ids
+    assert Tool.objects.get(name="orders_query").table.name == "sales"
+    assert Binding.objects.filter(tool__name="orders_query").count() == 2
+    assert services.setup_plan(owner=setup_of, document=document) == []
 
 
 def test_apply_refuses_deleting_what_is_in_use_unless_forced(setup_of):
