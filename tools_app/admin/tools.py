@@ -389,10 +389,10 @@ class TableAdmin(OwnedAdmin):
             "table_size": human_size(table.data_bytes or 0),
             "table_large": self.is_large(table),
             "table_download_url": reverse("admin:tools_app_table_download", args=[table.pk]),
-            "table_tools": [
-                (tool, generation_state(tool)) for tool in table.tools.for_user(request.user).order_by("name")
-            ],
+            "table_tools": list(table.tools.for_user(request.user).order_by("name")),
         }
+        for tool in context["table_tools"]:
+            tool.generation = generation_state(tool)  # the list's description column (toolsets.description_drift)
         if context["table_large"]:
             context["table_excerpt"] = excerpt(data)
             context["editor_limit"] = human_size(editor_max_chars())
