@@ -115,7 +115,10 @@ def _owned_by_name(model: Any, owner, names: Iterable[str], field_name: str, des
     """The owner's rows of `model` named in the document, by name; two of them with one name is an error on the
     document's entry (it cannot say which one it means)."""
     found: dict[str, Any] = {}
-    for row in model.objects.filter(owner=owner, **{f"{field_name}__in": list(names)}).order_by("pk"):
+    rows = model.objects.filter(owner=owner, **{f"{field_name}__in": list(names)}).order_by("pk")
+    if model is Tool:
+        rows = rows.select_related("table")  # a tool's table is compared by name
+    for row in rows:
         key = getattr(row, field_name)
         if key in found:
             path = desired[key][0]
