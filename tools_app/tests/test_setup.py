@@ -6,7 +6,7 @@ import json
 import pytest
 import yaml
 from django.core.exceptions import ValidationError
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from tests.api_helpers import client_for, db_snapshot
@@ -298,7 +298,7 @@ def test_management_command_exports_plans_and_applies(setup_of, tmp_path, capsys
     call_command("toolhub_setup", "export", "--owner", setup_of.username, "--format", "yaml", "--output", str(path))
     text = path.read_text()
     assert text.startswith("toolhub_setup: 1\n")
-    call_command("toolhub_setup", "plan", str(path), "--owner", setup_of.username)
+    call_command("toolhub_setup", "plan", "--owner", setup_of.username, str(path))
     assert capsys.readouterr().out.strip() == "No changes."
     path.write_text(text.replace("instructions: Be brief.", "instructions: Be kind."))
     call_command("toolhub_setup", "apply", str(path), "--owner", setup_of.username)
@@ -359,3 +359,14 @@ def test_admin_setup_page_needs_the_permissions(client, make_user):
     nobody.groups.clear()  # staff, in no group: no model permission
     client.force_login(nobody)
     assert client.get(reverse("admin:tools_app_mcpinstance_setup")).status_code == 403
+
+
+def test_management_command_names_the_fields_of_a_bad_document(setup_of, tmp_path):
+    path = tmp_path / "setup.json"
+    path.write_text(json.dumps({"toolhub_setup": 1, "tools": [{"name": "x", "type": "nope"}]}))
+    before = db_snapshot()
+    with pytest.raises(CommandError) as refused:
+        call_command("toolhub_setup", "apply", str(path), "--owner", setup_of.username)
+    assert str(refused.value).splitlines()[0] == "The document is refused, nothing was written:"
+    assert "tools.0.type: Value 'nope' is not a valid choice." in str(refused.value)
+    assert db_snapshot() == before

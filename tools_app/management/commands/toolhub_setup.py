@@ -20,6 +20,13 @@ from tools_app.services import setup
 class Command(BaseCommand):
     help = "Export, plan or apply a user's setup (tables, tools, instances, bindings, prompts) as one document."
 
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        # `plan --owner x FILE` as well as `plan FILE --owner x`: plain parse_args takes the optional FILE as
+        # absent when an option comes between the positionals.
+        parser.parse_args = parser.parse_intermixed_args  # type: ignore[method-assign]
+        return parser
+
     def add_arguments(self, parser):
         parser.add_argument("action", choices=["export", "plan", "apply"])
         parser.add_argument("file", nargs="?", help="plan/apply: the document (JSON or YAML); '-' reads stdin.")
