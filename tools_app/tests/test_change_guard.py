@@ -6,6 +6,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from mcp_app.tests.test_concurrency import _in_threads, postgres_db  # noqa: F401 (fixture)
 from tests.api_helpers import client_for, db_snapshot
 from tools_app import services
 from tools_app.kernel.errors import ErrorCode, ToolhubError
@@ -408,3 +409,45 @@ def test_admin_tool_rename_warns_what_it_may_break(client, owner, table, make_to
         "(bound). Clients that use it may break."
     ]
     assert Tool.objects.get(pk=tool.pk).name == "orders_search"
+
+
+#
+# Under concurrency (PostgreSQL)
+#
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("round_", range(3))
+def test_an_unforced_delete_racing_a_bind_never_leaves_a_binding_to_a_deleted_tool(
+    postgres_db,  # noqa: F811
+    owner,
+    table,
+    make_tool,
+    instance,
+    round_,
+):
+    """A delete (unforced) and a bind of the same tool queue on the tool's row: either the bind wins and the delete
+    sees it (IN_USE, the tool stays), or the delete wins and the bind finds the tool gone. Never both."""
+    from django.core.exceptions import ValidationError
+
+    # given
+    tool = make_tool(owner, table, name="orders_query")
+
+    def worker(index: int):
+        if index == 0:
+            return services.tool_delete(tool=Tool.objects.get(pk=tool.pk))
+        return services.binding_create(mcp_instance=McpInstance.objects.get(pk=instance.pk), tool=tool).pk
+
+    # when
+    deleted, bound = _in_threads(2, worker)
+
+    # then
+    if isinstance(deleted, ToolhubError):
+        assert deleted.code == ErrorCode.IN_USE
+        assert Binding.objects.filter(pk=bound).exists()
+        assert Tool.objects.filter(pk=tool.pk).exists()
+    else:
+        assert deleted is None
+        assert isinstance(bound, ValidationError), bound
+        assert not Tool.objects.filter(pk=tool.pk).exists()
+        assert not Binding.objects.exists()
