@@ -482,7 +482,8 @@ def _shape(sample: _Sample) -> dict[str, Any]:
     a hash, and the first MAX_SHAPE_FIELDS names for the message saying what changed)."""
     layout = {"array": sample.is_array, "key_field": sample.key_field, "fields": sample.fields}
     digest = hashlib.sha256(json.dumps(layout, sort_keys=True).encode("utf-8")).hexdigest()[:32]
-    return {"shape": digest, "fields": sorted(sample.fields)[:MAX_SHAPE_FIELDS]}
+    names = sorted(clean_data_text(name, MAX_NAME_CHARS) for name in sample.fields)
+    return {"shape": digest, "fields": names[:MAX_SHAPE_FIELDS]}
 
 
 def description_drift(tool: Tool) -> str | None:
