@@ -362,3 +362,61 @@ def test_the_browsable_api_still_renders_and_posts_json(owner):
     assert b"application/json" in page.content
     assert created.status_code == 201
     assert refused.status_code == 403
+
+
+#
+# The change guard and the declarative setup
+#
+
+
+@pytest.mark.parametrize(
+    ("path", "method"),
+    [
+        ("/api/tables/{id}/", "delete"),
+        ("/api/tools/{id}/", "delete"),
+        ("/api/tools/{id}/", "patch"),
+        ("/api/tools/{id}/", "put"),
+        ("/api/bindings/{id}/", "delete"),
+        ("/api/bindings/{id}/", "patch"),
+        ("/api/mcp-instances/{id}/", "delete"),
+        ("/api/mcp-instances/{id}/", "patch"),
+        ("/api/setup/apply/", "post"),
+    ],
+)
+def test_in_use_and_force_are_documented(schema, path, method):
+    """Each operation the change guard can refuse documents 409 IN_USE and takes ?force= (a boolean)."""
+    operation = schema["paths"][path][method]
+    parameters = {p["name"]: p for p in operation["parameters"] if p["in"] == "query"}
+    assert parameters["force"]["schema"] == {"type": "boolean"}
+    assert "IN_USE" in operation["responses"]["409"]["description"]
+    assert operation["responses"]["409"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Error"
+    }
+
+
+def test_setup_document_is_the_services_schema(schema):
+    """Plan and apply take a SetupDocument (required), export answers one; its structure is the service's."""
+    document = component(schema, "SetupDocument")
+    assert document["required"] == ["toolhub_setup"]
+    assert document["additionalProperties"] is False
+    assert document["properties"]["toolhub_setup"] == {"type": "integer", "enum": [1]}
+    tool = document["properties"]["tools"]["items"]
+    assert tool["required"] == ["name", "type"]
+    assert tool["properties"]["table"] == {"type": "string", "nullable": True}
+    ref = {"$ref": "#/components/schemas/SetupDocument"}
+    for path in ("/api/setup/plan/", "/api/setup/apply/"):
+        body = schema["paths"][path]["post"]["requestBody"]
+        assert body["required"] is True
+        assert body["content"]["application/json"]["schema"] == ref
+    assert (
+        schema["paths"]["/api/setup/export/"]["get"]["responses"]["200"]["content"]["application/json"]["schema"] == ref
+    )
+
+
+def test_generate_tools_documents_both_answers(schema):
+    """201 when a tool was created, 200 when every tool was generated before; both carry the changes."""
+    responses = schema["paths"]["/api/tables/{id}/generate-tools/"]["post"]["responses"]
+    assert {"200", "201"} <= set(responses)
+    changes = component(schema, "GeneratedTools")["properties"]["changes"]
+    assert changes == {"type": "array", "items": {"$ref": "#/components/schemas/ToolSetChange"}}
+    assert component(schema, "ToolSetChangeActionEnum")["enum"] == ["create", "update", "unchanged", "kept"]

@@ -34,7 +34,7 @@ ENDPOINTS = [
     Endpoint("tables-retrieve", "get", "/api/tables/{table}/", (200, 404, 200, 401)),
     Endpoint("tables-patch", "patch", "/api/tables/{table}/", (200, 404, 200, 401), {"name": "renamed"}),
     Endpoint("tables-put", "put", "/api/tables/{table}/", (200, 404, 200, 401), {"name": "renamed", "data": [1]}),
-    Endpoint("tables-delete", "delete", "/api/tables/{table}/", (204, 404, 204, 401)),
+    Endpoint("tables-delete", "delete", "/api/tables/{table}/?force=true", (204, 404, 204, 401)),
     # tools
     Endpoint("tools-list", "get", "/api/tools/", (200, 200, 200, 401), listed=("tool", "spare_tool")),
     Endpoint(
@@ -50,11 +50,11 @@ ENDPOINTS = [
     Endpoint(
         "tools-put",
         "put",
-        "/api/tools/{tool}/",
+        "/api/tools/{tool}/?force=true",
         (200, 404, 200, 401),
         {"name": "q2", "type": "query_data", "table": "{table}", "description": "Changed."},
     ),
-    Endpoint("tools-delete", "delete", "/api/tools/{tool}/", (204, 404, 204, 401)),
+    Endpoint("tools-delete", "delete", "/api/tools/{tool}/?force=true", (204, 404, 204, 401)),
     Endpoint(
         "tools-by-table", "get", "/api/tools/by-table/{table}/", (200, 404, 200, 401), listed=("tool", "spare_tool")
     ),
@@ -67,7 +67,7 @@ ENDPOINTS = [
     Endpoint("instances-retrieve", "get", "/api/mcp-instances/{instance}/", (200, 404, 200, 401)),
     Endpoint("instances-patch", "patch", "/api/mcp-instances/{instance}/", (200, 404, 200, 401), {"description": "x"}),
     Endpoint("instances-put", "put", "/api/mcp-instances/{instance}/", (405, 405, 405, 401), {"name": "x"}),
-    Endpoint("instances-delete", "delete", "/api/mcp-instances/{instance}/", (204, 404, 204, 401)),
+    Endpoint("instances-delete", "delete", "/api/mcp-instances/{instance}/?force=true", (204, 404, 204, 401)),
     # API keys
     Endpoint("keys-list", "get", "/api/mcp-instances/{instance}/keys/", (200, 404, 200, 401), listed=("key",)),
     Endpoint("keys-create", "post", "/api/mcp-instances/{instance}/keys/", (201, 404, 201, 401), {"label": "k"}),
@@ -85,7 +85,7 @@ ENDPOINTS = [
     Endpoint("bindings-retrieve", "get", "/api/bindings/{binding}/", (200, 404, 200, 401)),
     Endpoint("bindings-patch", "patch", "/api/bindings/{binding}/", (200, 404, 200, 401), {"enabled": False}),
     Endpoint("bindings-put", "put", "/api/bindings/{binding}/", (405, 405, 405, 401), {"enabled": False}),
-    Endpoint("bindings-delete", "delete", "/api/bindings/{binding}/", (204, 404, 204, 401)),
+    Endpoint("bindings-delete", "delete", "/api/bindings/{binding}/?force=true", (204, 404, 204, 401)),
     # registry (tools_app.api.registry): read-only views over the same ownership rule
     Endpoint(
         "search",

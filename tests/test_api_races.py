@@ -158,7 +158,7 @@ def test_delete_of_an_object_deleted_meanwhile_is_a_204(owner, table, make_tool,
         delete_first(monkeypatch, module, f"{kind}_delete", model, pk)
 
     # when
-    response = client_for(owner).delete(path.format(pk))
+    response = client_for(owner).delete(path.format(pk) + "?force=true")  # bound and enabled: in use
 
     # then
     assert response.status_code == 204

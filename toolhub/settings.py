@@ -423,6 +423,9 @@ CONTENT_SECURITY_POLICY = {
 TOOLHUB_MAX_TOOLS_PER_OWNER = env_int("TOOLHUB_MAX_TOOLS_PER_OWNER", 1000)
 # An MCP instance serves at most this many prompts of its owner's: prompts/list reads them all.
 TOOLHUB_MAX_PROMPTS_PER_INSTANCE = env_int("TOOLHUB_MAX_PROMPTS_PER_INSTANCE", 100)
+# The change guard (docs/setup.md): a table, tool, binding or instance called in the last this many days is in
+# use (as is one bound and enabled on an enabled instance); deleting or renaming it needs a confirmation.
+TOOLHUB_IN_USE_DAYS = env_int("TOOLHUB_IN_USE_DAYS", 7)
 
 # Per-call evaluation budgets (docs/budgets.md has why each default): an MCP instance may override
 # the first three (McpInstance.query_cpu_ms, query_max_elements, query_max_bytes); API and admin calls use these.

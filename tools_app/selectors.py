@@ -2,6 +2,10 @@
 
 - binding_call_target: what an MCP tools/call resolves to, in one statement, as a CallTarget (the row type
   the call pipeline runs).
+- usage_of: THE "what uses this" read of the change guard: which instances, tool names and clients a table,
+  tool, binding or instance serves (UsedBy rows). The services refuse an unconfirmed delete, rename or breaking
+  schema change with it (IN_USE), the API answers its rows as `details.used_by`, the admin shows them on its
+  confirmation pages.
 
 The cross-row name rules (SPEC §2.4's names, custom resource URIs) are the binding queryset's
 (Binding.objects.name_clashes, .resource_uri_clash): model validation asks them too.
@@ -9,17 +13,21 @@ The cross-row name rules (SPEC §2.4's names, custom resource URIs) are the bind
 
 import functools
 import json
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model
 
-from tools_app.models import ApiKey, Binding, McpInstance, Table, Tool
+from tools_app.models import ApiKey, Binding, CallLog, McpInstance, Table, Tool
 
-__all__ = ["CallTarget", "binding_call_target", "redact_fields_of"]
+__all__ = ["CallTarget", "UsedBy", "binding_call_target", "in_use_days", "redact_fields_of", "usage_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,3 +232,135 @@ def redact_fields_of(stored: Any) -> frozenset[str]:
 def _parsed_fields(text: str) -> frozenset[str]:
     value = json.loads(text)
     return frozenset(name for name in value if isinstance(name, str)) if isinstance(value, list) else NO_FIELDS
+
+
+#
+# The change guard's read
+#
+
+# Clients named per (instance, tool): enough to recognise them, never a long list in an error body.
+MAX_CLIENTS = 5
+
+
+def in_use_days() -> int:
+    """TOOLHUB_IN_USE_DAYS: a call this recent makes what it called in use (0: only bindings count)."""
+    return max(0, int(getattr(settings, "TOOLHUB_IN_USE_DAYS", 7)))
+
+
+@dataclass(frozen=True, slots=True)
+class UsedBy:
+    """One way something is in use: a tool name clients reach on an instance (or through the API and the admin,
+    `instance` None), because it is bound and enabled on an enabled instance, or because it was called lately."""
+
+    instance: str | None  # the instance's slug; None: calls through the API or the admin's try-it
+    tool: str  # the name clients use: the binding's effective name (over MCP), else the tool's own
+    tool_id: int | None
+    bound: bool  # bound and enabled on an enabled instance
+    calls: int = 0  # calls in the last in_use_days() days
+    last_called: datetime | None = None
+    clients: tuple[str, ...] = field(default=())  # who called lately: key labels, OAuth clients, users
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "instance": self.instance,
+            "tool": self.tool,
+            "tool_id": self.tool_id,
+            "bound": self.bound,
+            "calls": self.calls,
+            "last_called": self.last_called.isoformat() if self.last_called else None,
+            "clients": list(self.clients),
+        }
+
+    def __str__(self) -> str:
+        where = f"{self.tool!r} on the instance {self.instance!r}" if self.instance else f"{self.tool!r} (API)"
+        how = ["bound"] if self.bound else []
+        if self.calls:
+            how.append(f"{self.calls} call{'s' if self.calls != 1 else ''} in {in_use_days()} days")
+        return f"{where} ({', '.join(how)})"
+
+
+def _ids(values: Iterable[Any] | None) -> list[int]:
+    return [value if isinstance(value, int) else value.pk for value in values or ()]
+
+
+def _client(key_label: str | None, key_prefix: str | None, oauth_client: str, username: str | None, surface: str):
+    if key_prefix:
+        return f"key {key_label!r} ({key_prefix}…)" if key_label else f"key {key_prefix}…"
+    if oauth_client:
+        return f"OAuth client {oauth_client}" + (f" of {username}" if username else "")
+    return f"{surface} user {username}" if username else surface
+
+
+def usage_of(
+    *,
+    tables: Iterable[Any] | None = None,
+    tools: Iterable[Any] | None = None,
+    bindings: Iterable[Any] | None = None,
+    instances: Iterable[Any] | None = None,
+    days: int | None = None,
+) -> list[UsedBy]:
+    """What would break if these tables, tools, bindings or instances (objects or ids) went away: every tool name
+    they serve that is bound and enabled on an enabled instance, or was called in the last `days` days (default
+    TOOLHUB_IN_USE_DAYS), with the calls' count, last time and clients. Sorted by instance, then tool name; empty
+    when nothing uses them. A table serves its tools; an instance, its bindings; a binding, its tool on its
+    instance (calls through that instance); a tool, its bindings and its calls on every surface."""
+    binding_q, call_q = Q(pk__in=[]), Q(pk__in=[])
+    if tables is not None and (ids := _ids(tables)):
+        binding_q |= Q(tool__table_id__in=ids)
+        call_q |= Q(tool__table_id__in=ids)
+    if tools is not None and (ids := _ids(tools)):
+        binding_q |= Q(tool_id__in=ids)
+        call_q |= Q(tool_id__in=ids)
+    if instances is not None and (ids := _ids(instances)):
+        binding_q |= Q(mcp_instance_id__in=ids)
+        call_q |= Q(mcp_instance_id__in=ids)
+    if bindings is not None and (ids := _ids(bindings)):
+        binding_q |= Q(pk__in=ids)
+        for instance_id, tool_id in Binding.objects.filter(pk__in=ids).values_list("mcp_instance_id", "tool_id"):
+            call_q |= Q(mcp_instance_id=instance_id, tool_id=tool_id)
+    found: dict[tuple[str | None, str], UsedBy] = {}
+    bound = (
+        Binding.objects.filter(binding_q, enabled=True, mcp_instance__enabled=True)
+        .select_related("mcp_instance", "tool")
+        .order_by("mcp_instance__slug", "name_key")
+    )
+    for binding in bound:
+        key = (binding.mcp_instance.slug, binding.effective_name.lower())
+        found[key] = UsedBy(binding.mcp_instance.slug, binding.effective_name, binding.tool_id, bound=True)
+    window = in_use_days() if days is None else days
+    if window > 0:
+        since = timezone.now() - timedelta(days=window)
+        calls = CallLog.objects.filter(call_q, created_at__gte=since).order_by()
+        totals = calls.values("mcp_instance__slug", "tool_name", "tool_id").annotate(
+            n=Count("id"), last=Max("created_at")
+        )
+        clients: dict[tuple[str | None, str], list[str]] = {}
+        seen = calls.values_list(
+            "mcp_instance__slug",
+            "tool_name",
+            "api_key__label",
+            "api_key__prefix",
+            "oauth_client",
+            "user__username",
+            "surface",
+        ).distinct()
+        for slug, name, label, prefix, oauth_client, username, surface in seen[:1000]:
+            named = clients.setdefault((slug, name.lower()), [])
+            client = _client(label, prefix, oauth_client, username, surface)
+            if client not in named and len(named) < MAX_CLIENTS:
+                named.append(client)
+        for row in totals:
+            key = (row["mcp_instance__slug"], row["tool_name"].lower())
+            earlier = found.get(key)
+            calls_before = earlier.calls if earlier else 0
+            last = max(filter(None, [earlier.last_called if earlier else None, row["last"]]))
+            found[key] = UsedBy(
+                instance=key[0],
+                tool=earlier.tool if earlier else row["tool_name"],
+                tool_id=earlier.tool_id if earlier else row["tool_id"],
+                bound=earlier.bound if earlier else False,
+                calls=calls_before + row["n"],
+                last_called=last,
+                clients=tuple(sorted(clients.get(key, []))),
+            )
+    return sorted(found.values(), key=lambda used: (used.instance is None, used.instance or "", used.tool.lower()))

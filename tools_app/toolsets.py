@@ -6,10 +6,20 @@ table, with descriptions, examples and output schemas derived from the data: the
 with their types and an example value, the key field, and example queries that were run on this very data
 with the data-access layer's own query function (those that fail or find nothing are left out). The write,
 all or nothing, is services.tool_set_create. The API and the admin both call this.
+
+Generating again for the same mount updates the tools generated before (services.generate: never a tool whose
+text its owner edited, unless asked) and says what changed. Each generated tool records the shape of the data it
+was written for (metadata.generated.shape): `description_drift` tells when the data's shape has moved on.
+
+Text from the data (field names, example values, keys, the table's name) is data, not instructions: it is
+cleaned (control, format and bidi characters such as U+202E removed, length bounded) and quoted as JSON wherever
+it appears in a description, and an example query is built only from values that need no cleaning.
 """
 
+import hashlib
 import json
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,10 +30,20 @@ from tools_app.data_access import operations, pointer
 from tools_app.data_access.shape import describe, json_type
 from tools_app.kernel.errors import ToolError
 from tools_app.models import Binding, McpInstance, Table, Tool
+from tools_app.services.generate import ToolSetChange, generated_edited, generated_hash
 from tools_app.tool_schemas import default_input_schema
 from tools_app.validators import MAX_DESCRIPTION, validate_json_pointer
 
-__all__ = ["GeneratedTools", "STANDARD_TOOLS", "default_prefix", "generate_tools", "tool_names_for"]
+__all__ = [
+    "GeneratedTools",
+    "STANDARD_TOOLS",
+    "clean_data_text",
+    "default_prefix",
+    "description_drift",
+    "generate_tools",
+    "generation_state",
+    "tool_names_for",
+]
 
 STANDARD_TOOLS = (
     ("schema", "get_data_schema", False),
@@ -38,6 +58,11 @@ STANDARD_TOOLS = (
 MAX_PREFIX = 64 - len("_preview")  # the longest suffix; tool names are at most 64 characters
 EXAMPLE_CHARS = 40  # an example value or result is quoted up to this many characters
 MAX_PREVIEW_KEYS = 4
+MAX_NAME_CHARS = 64  # a field or table name is quoted up to this many characters
+# Unicode categories never copied from data into text a model reads: controls, format characters (the bidi
+# overrides and isolates such as U+202E, zero-width characters), surrogates, private use, unassigned, and the
+# line and paragraph separators.
+UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
 @dataclass
@@ -45,6 +70,42 @@ class GeneratedTools:
     tools: list[Tool]
     bindings: list[Binding]
     notes: list[str] = field(default_factory=list)
+    changes: list[ToolSetChange] = field(default_factory=list)
+
+    @property
+    def created_any(self) -> bool:
+        return any(change.action == "create" for change in self.changes)
+
+
+def clean_data_text(text: str, limit: int) -> str:
+    """`text` from the data, fit for a description: characters of UNSAFE_CATEGORIES removed (a tab or line break
+    becomes a space), at most `limit` characters (cut with "…")."""
+    cleaned = "".join(
+        " " if char in "\t\n\r" else char
+        for char in text
+        if char in "\t\n\r" or unicodedata.category(char) not in UNSAFE_CATEGORIES
+    )
+    return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
+
+
+def _clean_value(value: Any, limit: int = EXAMPLE_CHARS) -> Any:
+    """A JSON value from the data with every string (keys included) cleaned (clean_data_text)."""
+    if isinstance(value, str):
+        return clean_data_text(value, limit)
+    if isinstance(value, list):
+        return [_clean_value(item, limit) for item in value]
+    if isinstance(value, dict):
+        return {clean_data_text(str(key), limit): _clean_value(item, limit) for key, item in value.items()}
+    return value
+
+
+def _quoted(name: str) -> str:
+    """A name from the data (a field, a key field) as it appears in a description: cleaned and JSON-quoted."""
+    return json.dumps(clean_data_text(name, MAX_NAME_CHARS), ensure_ascii=False)
+
+
+def _is_clean(text: str) -> bool:
+    return clean_data_text(text, EXAMPLE_CHARS) == text
 
 
 def _slug(text: str) -> str:
@@ -66,7 +127,8 @@ def tool_names_for(prefix: str, writes: bool) -> list[tuple[str, str]]:
 
 
 def _short(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False)
+    """A value from the data as a quoted example: cleaned, as JSON, at most EXAMPLE_CHARS characters."""
+    text = json.dumps(_clean_value(value), ensure_ascii=False)
     return text if len(text) <= EXAMPLE_CHARS else text[: EXAMPLE_CHARS - 1] + "…"
 
 
@@ -130,7 +192,8 @@ class _Sample:
         for name in names:
             types = "|".join(self.fields[name])
             example = self.examples.get(name)
-            parts.append(f"{name} ({types}, e.g. {_short(example)})" if example is not None else f"{name} ({types})")
+            shown = _quoted(name)
+            parts.append(f"{shown} ({types}, e.g. {_short(example)})" if example is not None else f"{shown} ({types})")
         text = ", ".join(parts)
         while len(text) > budget and parts:
             parts.pop()
@@ -144,8 +207,16 @@ def _example_queries(sample: _Sample, json_path: str) -> list[tuple[str, Any]]:
     candidates = ["length(@)"] if sample.is_array else ["keys(@)[:3]"]
     fields = sorted(sample.fields, key=lambda name: (name != sample.key_field, name))
     key = sample.key_field
-    # The text field with the fewest distinct values (a status, a category) makes the most telling filter.
-    texts = [name for name in fields if name != key and isinstance(sample.examples.get(name), str)]
+    # The text field with the fewest distinct values (a status, a category) makes the most telling filter. Only
+    # names and values that need no cleaning are written into an expression (it is shown as it runs).
+    fields = [name for name in fields if _is_clean(name)]
+    if key is not None and not _is_clean(key):
+        key = None
+    texts = [
+        name
+        for name in fields
+        if name != key and isinstance(sample.examples.get(name), str) and _is_clean(sample.examples[name])
+    ]
     text_field = min(
         texts, key=lambda name: (len({str(r.get(name)) for r in sample.records[:1000]}), name), default=None
     )
@@ -190,7 +261,7 @@ def _record_schema(sample: _Sample, only: list[str] | None = None) -> dict[str, 
         if only is None or name in only:
             properties[name] = {"type": types[0] if len(types) == 1 else types}
             if sample.examples.get(name) is not None and not isinstance(sample.examples[name], list | dict):
-                properties[name]["examples"] = [sample.examples[name]]
+                properties[name]["examples"] = [_clean_value(sample.examples[name])]
     return {"type": "object", "properties": properties}
 
 
@@ -282,23 +353,24 @@ def _descriptions(
     prefix: str, table: Table, json_path: str, sample: _Sample, preview_keys: list[str], queries: list
 ) -> dict[str, tuple[str, list[str]]]:
     """type -> (description, examples) for the standard set."""
-    where = f"the table {table.name!r}" + (f" at {json_path}" if json_path else "")
+    where = f"the table {_quoted(table.name)}" + (f" at {_quoted(json_path)}" if json_path else "")
     if sample.is_array:
         noun = "record" if sample.records else "item"
         what = f"{sample.count} {noun}{'' if sample.count == 1 else 's'}"
     else:
         what = f"{sample.count} entr{'y' if sample.count == 1 else 'ies'} keyed by name"
     key = sample.key_field
-    ident = f"their {key!r} field" if key else "their key"
+    key_shown = _quoted(key) if key else ""
+    ident = f"their {key_shown} field" if key else "their key"
     summary = sample.field_summary(420)
-    fields_text = f" Fields: {summary}." if summary else ""
+    fields_text = f" Fields (names and example values quoted from the data): {summary}." if summary else ""
     example_lines = "; ".join(f"`{expression}` -> {_short(result)}" for expression, result in queries)
     key_examples = (
         [sample.records[i].get(key) for i in range(min(2, len(sample.records)))]
         if key
         else (sorted(sample.value)[:2] if not sample.is_array else [])
     )
-    key_list = json.dumps(key_examples, ensure_ascii=False) if key_examples else "[1]"
+    key_list = json.dumps(_clean_value(key_examples), ensure_ascii=False) if key_examples else "[1]"
     texts = {
         "get_data_schema": (
             f"Describe the shape of {where}: {what}, each field with its types, and one record template. Call it "
@@ -317,8 +389,8 @@ def _descriptions(
             [f"{prefix}_query(query={json.dumps(expression)})" for expression, _ in queries],
         ),
         "preview": (
-            f"Preview {where} with only {', '.join(preview_keys) or 'every field'} of each of the {what}; `limit` "
-            "and `offset` page through them, and total_count says how many there are.",
+            f"Preview {where} with only {', '.join(map(_quoted, preview_keys)) or 'every field'} of each of the "
+            f"{what}; `limit` and `offset` page through them, and total_count says how many there are.",
             [f"{prefix}_preview(limit=5, offset=0)"],
         ),
         "select": (
@@ -327,11 +399,11 @@ def _descriptions(
             [f"{prefix}_select(keys={key_list})"],
         ),
         "create": (
-            f"Add records to {where}; each needs a new, unique {key!r}." if key else f"Add entries to {where}.",
+            f"Add records to {where}; each needs a new, unique {key_shown}." if key else f"Add entries to {where}.",
             [],
         ),
         "update": (
-            f"Change records of {where}: give {key!r} and the fields to change (JSON Merge Patch; null removes a "
+            f"Change records of {where}: give {key_shown} and the fields to change (JSON Merge Patch; null removes a "
             "field)."
             if key
             else f"Change entries of {where}: {{key, content}} with the fields to change (JSON Merge Patch).",
@@ -375,8 +447,10 @@ def generate_tools(
     preview_keys: list[str] | None = None,
     mcp_instance: McpInstance | None = None,
     name_prefix: str | None = None,
+    overwrite_edited: bool = False,
 ) -> GeneratedTools:
-    """Create (and bind to `mcp_instance`) the standard tools of the mount; all or nothing (see the module)."""
+    """Create (and bind to `mcp_instance`) the standard tools of the mount, or update those generated before;
+    all or nothing (see the module). `overwrite_edited`: also rewrite generated tools their owner edited."""
     value = _mount_value(table, json_path)
     sample = _Sample(value, json_path)
     notes: list[str] = []
@@ -412,6 +486,7 @@ def generate_tools(
         notes.append(f"{why}: select, update and delete (which find records by key) were not generated.")
     queries = _example_queries(sample, json_path)
     texts = _descriptions(prefix, table, json_path, sample, preview_keys, queries)
+    shape = _shape(sample)
     specs = []
     for name, tool_type in planned:
         description, examples = texts[tool_type]
@@ -422,6 +497,12 @@ def generate_tools(
             metadata["preview_keys"] = list(preview_keys)
         if examples and name.isidentifier():  # examples are Python calls: `0_query(...)` would not parse
             metadata["examples"] = examples
+        output_schema = _output_schema(tool_type, sample, preview_keys)
+        metadata["generated"] = {
+            "hash": generated_hash(description, output_schema, metadata),
+            "prefix": prefix,
+            **shape,
+        }
         specs.append(
             {
                 "name": name,
@@ -429,12 +510,63 @@ def generate_tools(
                 "table": table,
                 "json_path": json_path,
                 "description": description,
-                "output_schema": _output_schema(tool_type, sample, preview_keys),
+                "output_schema": output_schema,
                 "metadata": metadata,
             }
         )
         derived = _input_schema(tool_type, sample)
         if derived is not None:
             specs[-1]["input_schema"] = derived
-    tools, bindings = services.tool_set_create(owner=owner, tools=specs, mcp_instance=mcp_instance)
-    return GeneratedTools(tools=tools, bindings=bindings, notes=notes)
+    tools, bindings, changes = services.tool_set_create(
+        owner=owner, tools=specs, mcp_instance=mcp_instance, overwrite_edited=overwrite_edited
+    )
+    return GeneratedTools(tools=tools, bindings=bindings, notes=notes, changes=changes)
+
+
+MAX_SHAPE_FIELDS = 100  # field names a generated tool records of its data's shape
+
+
+def _shape(sample: _Sample) -> dict[str, Any]:
+    """What a generated description assumed of the data: its layout, key field and fields with their types (as
+    a hash, and the first MAX_SHAPE_FIELDS names for the message saying what changed)."""
+    layout = {"array": sample.is_array, "key_field": sample.key_field, "fields": sample.fields}
+    digest = hashlib.sha256(json.dumps(layout, sort_keys=True).encode("utf-8")).hexdigest()[:32]
+    names = sorted(clean_data_text(name, MAX_NAME_CHARS) for name in sample.fields)
+    return {"shape": digest, "fields": names[:MAX_SHAPE_FIELDS]}
+
+
+def description_drift(tool: Tool) -> str | None:
+    """Why a generated tool's description no longer matches its data (the mount is gone, or its shape changed:
+    fields added or removed, a type or the key field changed), or None: it matches, or the tool was not generated.
+    The shape is computed once per table version (services.table_derived)."""
+    marker = (tool.metadata or {}).get("generated")
+    if not isinstance(marker, dict) or "shape" not in marker or tool.table_id is None:
+        return None
+    version, data = services.table_data(tool.table_id)
+    try:
+        value = pointer.resolve(data, pointer.parse(tool.json_path), tool.json_path)
+    except ToolError:
+        where = tool.json_path or "(root)"
+        return f"The mount {where} is no longer in the table: the description describes data that is gone."
+    if not isinstance(value, list | dict):
+        return f"The mount now holds a {json_type(value)}, not the records the description describes."
+    now = services.table_derived(
+        tool.table_id, version, ("generated-shape", tool.json_path), lambda: _shape(_Sample(value, tool.json_path))
+    )
+    if now["shape"] == marker["shape"]:
+        return None
+    before, after = set(marker.get("fields") or []), set(now["fields"])
+    parts = []
+    if after - before:
+        parts.append("new fields " + ", ".join(map(_quoted, sorted(after - before)[:5])))
+    if before - after:
+        parts.append("fields gone " + ", ".join(map(_quoted, sorted(before - after)[:5])))
+    what = "; ".join(parts) or "a field's type or the key field changed"
+    return f"The data's shape changed since this description was generated ({what}): generate the table's tools again."
+
+
+def generation_state(tool: Tool) -> dict[str, Any] | None:
+    """For the admin: whether the tool was generated, edited by hand since, and how its data drifted."""
+    if not isinstance((tool.metadata or {}).get("generated"), dict):
+        return None
+    return {"edited": generated_edited(tool), "drift": description_drift(tool)}

@@ -53,7 +53,7 @@ def test_owner_deletes_instance_with_call_logs(client, owner, logged):
     # given
     client.force_login(owner)
     # when
-    response = client.post(delete_url(logged["instance"]), {"post": "yes"})
+    response = client.post(delete_url(logged["instance"]), {"post": "yes", "confirm_in_use": "1"})
     # then
     assert response.status_code == 302
     assert response.url == reverse("admin:tools_app_mcpinstance_changelist")
@@ -67,7 +67,7 @@ def test_owner_deletes_tool_with_call_logs(client, owner, logged):
     # given
     client.force_login(owner)
     # when
-    response = client.post(delete_url(logged["tool"]), {"post": "yes"})
+    response = client.post(delete_url(logged["tool"]), {"post": "yes", "confirm_in_use": "1"})
     # then
     assert response.status_code == 302
     assert (Tool.objects.count(), Binding.objects.count()) == (0, 0)
@@ -80,7 +80,7 @@ def test_owner_deletes_table_with_tools_that_have_call_logs(client, owner, logge
     # given
     client.force_login(owner)
     # when
-    response = client.post(delete_url(logged["table"]), {"post": "yes"})
+    response = client.post(delete_url(logged["table"]), {"post": "yes", "confirm_in_use": "1"})
     # then
     assert response.status_code == 302
     assert (Table.objects.count(), Tool.objects.count()) == (0, 0)
@@ -107,10 +107,11 @@ def test_owner_bulk_deletes_instances_with_call_logs(client, owner, logged):
     action = {"action": "delete_selected", "_selected_action": [logged["instance"].pk]}
     # when
     confirmation = client.post(url, action)
-    response = client.post(url, {**action, "post": "yes"})
+    response = client.post(url, {**action, "post": "yes", "confirm_in_use": "1"})
     # then
     assert confirmation.status_code == 200
     assert confirmation.context["perms_lacking"] == set()
+    assert [used.tool for used in confirmation.context["used_by"]] == ["orders_query"]
     assert response.status_code == 302
     assert (McpInstance.objects.count(), CallLog.objects.count()) == (0, 0)
 
@@ -138,7 +139,7 @@ def test_other_user_still_cannot_delete_instance_with_call_logs(client, other_us
     client.force_login(other_user)
     # when
     shown = client.get(delete_url(logged["instance"]))
-    response = client.post(delete_url(logged["instance"]), {"post": "yes"})
+    response = client.post(delete_url(logged["instance"]), {"post": "yes", "confirm_in_use": "1"})
     # then
     assert (shown.status_code, response.status_code) == (302, 302)
     assert (McpInstance.objects.count(), CallLog.objects.count()) == (1, 1)

@@ -163,7 +163,7 @@ def test_delete_unbinds(owner, instance, tool, bind):
     binding = bind(instance, tool)
 
     # when
-    response = client_for(owner).delete(f"/api/bindings/{binding.pk}/")
+    response = client_for(owner).delete(f"/api/bindings/{binding.pk}/?force=true")  # enabled: in use
 
     # then
     assert response.status_code == 204

@@ -145,7 +145,7 @@ def test_delete_removes_the_instance_with_its_keys_and_bindings(owner, instance,
     make_api_key(instance)
 
     # when
-    response = client_for(owner).delete(f"/api/mcp-instances/{instance.pk}/")
+    response = client_for(owner).delete(f"/api/mcp-instances/{instance.pk}/?force=true")  # bound: in use
 
     # then
     assert response.status_code == 204

@@ -382,7 +382,7 @@ def test_changing_an_override_frees_the_old_name(owner, table, make_tool, instan
     """After an override changes, the old effective name is free."""
     # given
     binding = bind(instance, tools[0], name_override="find")
-    binding_update(binding=Binding.objects.get(pk=binding.pk), name_override="lookup")
+    binding_update(force=True, binding=Binding.objects.get(pk=binding.pk), name_override="lookup")
     other = make_tool(owner, table, type="select", name="find")
     # when
     bind(instance, other)
@@ -394,7 +394,7 @@ def test_renaming_a_bound_tool_frees_its_old_name(owner, table, make_tool, insta
     """After a rename the old name can be bound by another tool."""
     # given
     bind(instance, tools[0])
-    tool_update(tool=Tool.objects.get(pk=tools[0].pk), name="orders_jmespath")
+    tool_update(force=True, tool=Tool.objects.get(pk=tools[0].pk), name="orders_jmespath")
     twin = make_tool(owner, table, type="select", name="orders_query")
     # when
     bind(instance, twin)

@@ -335,7 +335,7 @@ def test_rename_racing_a_bind_of_the_new_name_keeps_names_unique(postgres_db, ow
         # when
         def worker(index: int, renamed=renamed, newcomer=newcomer, round_=round_):
             if index == 0:
-                return tool_update(tool=Tool.objects.get(pk=renamed.pk), name=f"gamma{round_}").pk
+                return tool_update(tool=Tool.objects.get(pk=renamed.pk), name=f"gamma{round_}", force=True).pk
             tool = Tool.objects.get(pk=newcomer.pk)
             return binding_create(mcp_instance=McpInstance.objects.get(pk=instance.pk), tool=tool).pk
 
@@ -361,7 +361,7 @@ def _rename_to_gamma(tool_id: int) -> int:
     from tools_app.models import Tool
     from tools_app.services import tool_update
 
-    return tool_update(tool=Tool.objects.get(pk=tool_id), name="GAMMA").pk
+    return tool_update(tool=Tool.objects.get(pk=tool_id), name="GAMMA", force=True).pk
 
 
 def _codes(exc) -> list[str]:
@@ -544,15 +544,16 @@ def recorded_shop(owner, table, make_tool, make_instance, bind, make_api_key):
 
 
 def _delete_through_a_surface(kind: str, objects: dict, superuser) -> int:
-    """DELETE the doomed tool or instance through the API, or the doomed key through the admin; the status."""
+    """DELETE the doomed tool or instance through the API, or the doomed key through the admin; the status.
+    The tool and the instance are in use (bound, called): the API deletes them with ?force=true."""
     from django.test import Client
 
     from tests.api_helpers import client_for
 
     if kind == "tool":
-        return client_for(objects["owner"]).delete(f"/api/tools/{objects['doomed'].pk}/").status_code
+        return client_for(objects["owner"]).delete(f"/api/tools/{objects['doomed'].pk}/?force=true").status_code
     if kind == "instance":
-        return client_for(objects["owner"]).delete(f"/api/mcp-instances/{objects['gone'].pk}/").status_code
+        return client_for(objects["owner"]).delete(f"/api/mcp-instances/{objects['gone'].pk}/?force=true").status_code
     admin = Client()
     admin.force_login(superuser)
     return admin.post(f"/admin/tools_app/apikey/{objects['doomed_key'].pk}/delete/", {"post": "yes"}).status_code
@@ -683,8 +684,8 @@ def test_calls_are_all_recorded_while_tools_instances_and_keys_are_deleted(
         try:
             for i in range(DOOMED):
                 time.sleep(0.02)
-                tool_delete(tool=tools[i])
-                instance_delete(instance=instances[i])
+                tool_delete(tool=tools[i], force=True)  # in use: called while it goes
+                instance_delete(instance=instances[i], force=True)
                 api_key_delete(api_key=keys[i])
             time.sleep(0.02)
             return ["deleted"]
@@ -880,7 +881,7 @@ def test_binds_and_recorded_calls_at_once_never_deadlock(
                         binding_update(binding=binding, enabled=False)
                 with transaction.atomic():
                     for binding in bindings:
-                        binding_delete(binding=binding)
+                        binding_delete(binding=binding, force=True)
             return BIND_ROUNDS
         finally:
             done.wait(timeout=120)

@@ -737,7 +737,7 @@ def test_tool_rename_is_seen_by_the_next_request(harness, owner, table, make_too
     bind(instance, tool)
     harness.call("shop", key, "orders_query", {"query": "length(@)"})
     # when
-    services.tool_update(tool=tool, name="find_orders", description="Find orders with JMESPath.")
+    services.tool_update(force=True, tool=tool, name="find_orders", description="Find orders with JMESPath.")
     # then
     listed = tools_of(harness.rpc("shop", key, "tools/list"))
     assert listed["find_orders"]["description"] == "Find orders with JMESPath."

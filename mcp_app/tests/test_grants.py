@@ -653,7 +653,7 @@ def test_a_tool_whose_schema_no_longer_declares_a_pinned_argument_is_refused_not
         "properties": {"keys": {"type": "array", "items": {"type": "string"}, "minItems": 1}},
         "required": ["keys"],
     }
-    services.tool_update(tool=tool, input_schema=schema)
+    services.tool_update(tool=tool, input_schema=schema, force=True)  # past the change guard
 
     # when
     result = Harness().call("shop", accounts["keys"]["acme"], "my_orders", {})["result"]

@@ -4,6 +4,8 @@ Each action shows a small form first (Django's intermediate-page pattern) and th
 through the same code: tools_app.toolsets.generate_tools and services.binding_create_many, all or nothing.
 """
 
+import difflib
+import json
 from typing import Any
 
 from django import forms
@@ -45,6 +47,12 @@ class GenerateToolsForm(InstanceChoiceForm):
     )
     name_prefix = forms.CharField(
         required=False, max_length=MAX_PREFIX, help_text="Tool names are <prefix>_query, ...; empty = the table's name."
+    )
+    overwrite_edited = forms.BooleanField(
+        required=False,
+        label="Overwrite edited descriptions",
+        help_text="Generating again updates the tools generated before; those whose text you edited are kept unless "
+        "this is ticked.",
     )
 
 
@@ -94,6 +102,7 @@ def generate_tools_action(modeladmin, request, queryset):
                         preview_keys=preview_keys,
                         mcp_instance=data["mcp_instance"],
                         name_prefix=data["name_prefix"] or None,
+                        overwrite_edited=data["overwrite_edited"],
                     )
                     created.append((table, generated))
         except ValidationError as exc:
@@ -101,13 +110,40 @@ def generate_tools_action(modeladmin, request, queryset):
                 form.add_error(None, message)
         else:
             for table, generated in created:
-                names = ", ".join(tool.name for tool in generated.tools)
-                bound = f", bound to {data['mcp_instance'].name}" if data["mcp_instance"] else ""
-                modeladmin.message_user(
-                    request, f"{table.name}: created {len(generated.tools)} tools ({names}){bound}.", messages.SUCCESS
-                )
+                for action in ("create", "update", "unchanged", "kept"):
+                    names = [change.name for change in generated.changes if change.action == action]
+                    if names:
+                        verb = {
+                            "create": "created",
+                            "update": "updated",
+                            "unchanged": "left unchanged",
+                            "kept": "kept (edited by hand)",
+                        }[action]
+                        modeladmin.message_user(
+                            request, f"{table.name}: {verb} {len(names)} tools ({', '.join(names)}).", messages.SUCCESS
+                        )
+                if generated.bindings and data["mcp_instance"]:
+                    modeladmin.message_user(
+                        request,
+                        f"{table.name}: bound {len(generated.bindings)} to {data['mcp_instance'].name}.",
+                        messages.SUCCESS,
+                    )
                 for note in generated.notes:
                     modeladmin.message_user(request, f"{table.name}: {note}", messages.WARNING)
+            diffs = [
+                (table, change, _diff_lines(change))
+                for table, generated in created
+                for change in generated.changes
+                if change.diff
+            ]
+            if diffs:
+                context = {
+                    **modeladmin.admin_site.each_context(request),
+                    "opts": modeladmin.model._meta,
+                    "title": "Generated tools: what changed",
+                    "diffs": diffs,
+                }
+                return TemplateResponse(request, "admin/tools_app/generate_result.html", context)
             return None
     return _intermediate(
         modeladmin,
@@ -118,6 +154,20 @@ def generate_tools_action(modeladmin, request, queryset):
         title="Generate tools",
         button="Generate tools",
     )
+
+
+def _diff_lines(change) -> list[tuple[str, str]]:
+    """A change's diff as (field, unified diff text) for the result page."""
+    out = []
+    for field_name, (old, new) in change.diff.items():
+        before = old if isinstance(old, str) else json.dumps(old, indent=2, ensure_ascii=False)
+        after = new if isinstance(new, str) else json.dumps(new, indent=2, ensure_ascii=False)
+        if isinstance(old, str) and isinstance(new, str):
+            # Descriptions are one long line: a word per line shows what changed.
+            before, after = before.replace(" ", "\n"), after.replace(" ", "\n")
+        lines = difflib.unified_diff(before.splitlines(), after.splitlines(), "current", "generated", lineterm="", n=2)
+        out.append((field_name, "\n".join(lines)))
+    return out
 
 
 @admin.action(description="Bind selected tools to an MCP instance", permissions=["change"])

@@ -12,6 +12,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.utils import unquote
 from django.contrib.auth import admin as auth_admin  # noqa: F401  (registers the user admin re-registered below)
 from django.contrib.auth import get_user_model
@@ -25,6 +26,7 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
 from tools_app import services
+from tools_app.admin import setup as admin_setup
 from tools_app.admin.call_detail import call_detail_view
 from tools_app.admin.instance_forms import (
     ApiKeyAdminForm,
@@ -38,7 +40,14 @@ from tools_app.admin.instance_forms import (
     client_configs,
 )
 from tools_app.admin.stats import call_stats
-from tools_app.admin.tools import DeletedWithParentMixin, OwnedAdmin, ToolPanel, register_tool_panel
+from tools_app.admin.tools import (
+    CONFIRM_IN_USE,
+    DeletedWithParentMixin,
+    OwnedAdmin,
+    ToolPanel,
+    register_tool_panel,
+    warn_in_use,
+)
 from tools_app.choices import REGISTRY_TYPES
 from tools_app.grants import pin_summary
 from tools_app.models import ApiKey, Binding, CallLog, Discovery, McpInstance, Prompt, Tool
@@ -46,6 +55,7 @@ from tools_app.registry import usage_guide
 from tools_app.registry.export import tool_entry
 from tools_app.registry.instance_scope import InstanceScope
 from tools_app.registry.rendering import markdown_to_safe_html
+from tools_app.selectors import usage_of
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +175,7 @@ class McpInstanceAdmin(OwnedAdmin):
     prepopulated_fields = {"slug": ["name"]}
     readonly_fields = ["created_at", "updated_at"]
     change_form_template = "admin/tools_app/mcpinstance/change_form.html"
+    in_use_kind = "instances"
     fieldsets = [
         (None, {"fields": ["name", "slug", "description", "enabled"]}),
         (
@@ -221,16 +232,20 @@ class McpInstanceAdmin(OwnedAdmin):
     def save_model(self, request, obj, form, change):
         fields = {name: getattr(obj, name) for name in services.INSTANCE_FIELDS}
         if change:
-            self.service(services.instance_update, instance=obj, **fields)
+            # Saving the form confirms a new slug; the page says what it may break.
+            old_slug = McpInstance.objects.filter(pk=obj.pk).values_list("slug", flat=True).first()
+            used_by = usage_of(instances=[obj.pk]) if old_slug not in (None, obj.slug) else []
+            self.service(services.instance_update, instance=obj, force=True, **fields)
+            warn_in_use(request, used_by, f"The instance {old_slug!r}", f"moved to /mcp/{obj.slug}/")
         else:
             created = self.service(services.instance_create, owner=request.user, **fields)
             obj.__dict__.update(created.__dict__)
 
     def delete_model(self, request, obj):
-        services.instance_delete(instance=obj)
+        services.instance_delete(instance=obj, force=True)  # confirmed on the page (OwnedAdmin.delete_view)
 
     def delete_queryset(self, request, queryset):
-        services.instance_delete_many(instances=queryset)
+        services.instance_delete_many(instances=queryset, force=True)
 
     def save_formset(self, request, form, formset, change):
         if formset.model is Prompt:
@@ -238,9 +253,12 @@ class McpInstanceAdmin(OwnedAdmin):
         if formset.model is not Binding:
             return super().save_formset(request, form, formset, change)
         saved = formset.save(commit=False)
-        # Deleted rows first, so their names are free for the others (SPEC §2.4).
+        # Deleted rows first, so their names are free for the others (SPEC §2.4). Ticking a row's delete box and
+        # saving confirms it; the page then says what the unbind may break.
         for binding in formset.deleted_objects:
-            services.binding_delete(binding=binding)
+            used_by = usage_of(bindings=[binding.pk])
+            services.binding_delete(binding=binding, force=True)
+            warn_in_use(request, used_by, f"The bound tool {binding.effective_name!r}", "was unbound")
         for binding in saved:
             fields = {name: getattr(binding, name) for name in services.BINDING_FIELDS}
             if binding.pk is None:
@@ -252,13 +270,7 @@ class McpInstanceAdmin(OwnedAdmin):
                     **fields,
                 )
             else:
-                self.service(
-                    services.binding_update,
-                    prefix=f"Bound tool {binding.tool.name!r}: ",
-                    binding=binding,
-                    tool=binding.tool,
-                    **fields,
-                )
+                save_binding_warning_in_use(self, request, binding, fields)
         return None
 
     def save_prompts(self, form, formset) -> None:
@@ -277,6 +289,7 @@ class McpInstanceAdmin(OwnedAdmin):
     def get_urls(self):
         view = self.admin_site.admin_view
         return [
+            path("setup/", view(self.setup_view), name="tools_app_mcpinstance_setup"),
             path("<path:object_id>/keys/new/", view(self.key_create_view), name="tools_app_mcpinstance_key_create"),
             path(
                 "<path:object_id>/keys/<int:key_id>/revoke/",
@@ -290,6 +303,10 @@ class McpInstanceAdmin(OwnedAdmin):
             ),
             *super().get_urls(),
         ]
+
+    def setup_view(self, request):
+        """The setup page (tools_app.admin.setup): export, plan and apply the user's setup."""
+        return admin_setup.setup_view(self, request)
 
     def connect_context(self, request, instance: McpInstance, key: str | None = None) -> dict[str, Any]:
         url = endpoint_url(request, instance)
@@ -382,6 +399,26 @@ class McpInstanceAdmin(OwnedAdmin):
         return instance
 
 
+def save_binding_warning_in_use(model_admin: OwnedAdmin, request, binding: Binding, fields: dict[str, Any]) -> None:
+    """Save an edited binding (the form's submit confirms it); a new effective name or tool of a binding in use is
+    said on the page, with what it may break."""
+    stored = Binding.objects.filter(pk=binding.pk).select_related("tool").first()
+    changed = stored is not None and (
+        stored.effective_name.lower() != binding.effective_name.lower() or stored.tool_id != binding.tool_id
+    )
+    used_by = usage_of(bindings=[binding.pk]) if changed else []
+    model_admin.service(
+        services.binding_update,
+        prefix=f"Bound tool {binding.tool.name!r}: ",
+        binding=binding,
+        tool=binding.tool,
+        force=True,
+        **fields,
+    )
+    if stored is not None:
+        warn_in_use(request, used_by, f"The bound tool {stored.effective_name!r}", f"now is {binding.effective_name!r}")
+
+
 def set_enabled(bindings, enabled: bool) -> int:
     """Enable or disable bindings through the service; returns how many changed."""
     count = 0
@@ -402,6 +439,7 @@ class BindingAdmin(InstanceColumn, OwnedAdmin):
     search_fields = ["tool__name", "name_override", "mcp_instance__name"]
     list_select_related = ["tool", "mcp_instance"]
     actions = ["enable_bindings", "disable_bindings", "unbind"]
+    in_use_kind = "bindings"
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("tool", "mcp_instance")
@@ -428,7 +466,7 @@ class BindingAdmin(InstanceColumn, OwnedAdmin):
     def save_model(self, request, obj, form, change):
         fields = {name: getattr(obj, name) for name in services.BINDING_FIELDS}
         if change:
-            self.service(services.binding_update, binding=obj, tool=obj.tool, mcp_instance=obj.mcp_instance, **fields)
+            save_binding_warning_in_use(self, request, obj, {**fields, "mcp_instance": obj.mcp_instance})
         else:
             created = self.service(services.binding_create, mcp_instance=obj.mcp_instance, tool=obj.tool, **fields)
             obj.__dict__.update(created.__dict__)
@@ -443,12 +481,29 @@ class BindingAdmin(InstanceColumn, OwnedAdmin):
         count = set_enabled(queryset, False)
         self.message_user(request, f"Disabled {count} binding(s).", messages.SUCCESS)
 
+    def delete_model(self, request, obj):
+        services.binding_delete(binding=obj, force=True)  # confirmed on the page (OwnedAdmin.delete_view)
+
     @admin.action(description="Unbind selected tools (remove the bindings)", permissions=["delete"])
     def unbind(self, request, queryset):
+        """Unbind at once; bindings in use first get a page listing what breaks, with a box to tick."""
+        used_by = self.used_by(list(queryset))
+        if used_by and not request.POST.get(CONFIRM_IN_USE):
+            context = {
+                **self.admin_site.each_context(request),
+                "opts": self.model._meta,
+                "title": "Unbind tools in use",
+                "objects": list(queryset),
+                "action": "unbind",
+                "used_by": used_by,
+                "confirm_in_use": CONFIRM_IN_USE,
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            }
+            return TemplateResponse(request, "admin/tools_app/binding/unbind_confirmation.html", context)
         names = [f"{b.effective_name} on {b.mcp_instance.name}" for b in queryset]
         with transaction.atomic():
             self.log_deletions(request, queryset)
-            count = services.binding_delete_many(bindings=queryset)
+            count = services.binding_delete_many(bindings=queryset, force=True)
         self.message_user(request, f"Unbound {len(names)} tool(s): {', '.join(names)}.", messages.SUCCESS)
         return count
 

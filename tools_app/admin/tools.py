@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin.actions import delete_selected
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, IntegerField, OuterRef, Subquery
 from django.db.models.functions import Coalesce
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -48,6 +49,9 @@ from tools_app.kernel.errors import ToolhubError
 from tools_app.models import Surface, Table, Tool
 from tools_app.paging import default_max_result_bytes, show_all_max_bytes
 from tools_app.permissions import can_change
+from tools_app.selectors import UsedBy, usage_of
+from tools_app.tool_schemas import input_schema_breaks
+from tools_app.toolsets import generation_state
 from tools_app.validators import max_table_depth, nesting_beyond, on_fresh_stack
 
 logger = logging.getLogger(__name__)
@@ -59,6 +63,8 @@ admin.site.index_title = "Tables, tools and MCP endpoints"
 # Results longer than this are cut on the try-it page (the full value is still computed and logged).
 TRY_IT_MAX_CHARS = 200_000
 REFUSAL_ATTR = "_toolhub_refusal"
+# The change guard's checkbox on the delete confirmation pages: ticked, the admin deletes what is in use.
+CONFIRM_IN_USE = "confirm_in_use"
 
 
 class ServiceRefused(Exception):
@@ -114,12 +120,67 @@ class DeletedWithParentMixin:
         return to_delete, model_count, perms_needed - exempt, protected
 
 
+def warn_in_use(request, used_by: list[UsedBy], what: str, change: str) -> None:
+    """After a confirmed change of something in use (a rename, a breaking schema): say what it may break."""
+    if used_by:
+        shown = "; ".join(str(used) for used in used_by[:5]) + ("; …" if len(used_by) > 5 else "")
+        messages.warning(request, f"{what} {change} while in use: {shown}. Clients that use it may break.")
+
+
+def guarded_delete_selected(modeladmin, request, queryset):
+    """Django's delete_selected with the change guard: the confirmation page lists what the objects serve
+    (selectors.usage_of) and, when anything uses them, deletes only with its checkbox ticked."""
+    used_by = modeladmin.used_by(list(queryset))
+    unconfirmed = bool(used_by and request.POST.get("post") and not request.POST.get(CONFIRM_IN_USE))
+    if unconfirmed:
+        request.POST = request.POST.copy()
+        request.POST.pop("post")
+    response = delete_selected(modeladmin, request, queryset)
+    if isinstance(response, TemplateResponse) and response.context_data is not None:
+        response.context_data.update(used_by=used_by, in_use_unconfirmed=unconfirmed, confirm_in_use=CONFIRM_IN_USE)
+    return response
+
+
+guarded_delete_selected.allowed_permissions = ("delete",)  # type: ignore[attr-defined]
+guarded_delete_selected.short_description = delete_selected.short_description  # type: ignore[attr-defined]
+
+
 class OwnedAdmin(DeletedWithParentMixin, admin.ModelAdmin):
     """SPEC §2 in the admin: querysets, object permissions and foreign-key choices follow for_user.
 
     Subclasses write through services in save_model(); wrap service calls in self.service(...) so a
     refusal at save time becomes a form error (the whole request is rolled back, then re-rendered).
+
+    The change guard: a subclass whose objects serve tools names its keyword of selectors.usage_of in
+    `in_use_kind`; its delete confirmation pages then list what would break and need the CONFIRM_IN_USE checkbox
+    when anything does (its deletes pass force=True to the services: the page confirmed them).
     """
+
+    in_use_kind: str | None = None
+
+    def used_by(self, objs) -> list[UsedBy]:
+        if self.in_use_kind is None or not objs:
+            return []
+        return usage_of(**{self.in_use_kind: [obj.pk for obj in objs]})
+
+    def delete_view(self, request, object_id, extra_context=None):
+        extra_context = dict(extra_context or {})
+        obj = self.get_object(request, unquote(object_id)) if self.in_use_kind else None
+        if obj is not None and self.has_view_permission(request, obj):
+            used_by = self.used_by([obj])
+            extra_context.update(used_by=used_by, confirm_in_use=CONFIRM_IN_USE)
+            if used_by and request.method == "POST" and not request.POST.get(CONFIRM_IN_USE):
+                # Django deletes on any POST to this page: without the box ticked, show the page again.
+                extra_context["in_use_unconfirmed"] = True
+                request.POST = QueryDict()
+        return super().delete_view(request, object_id, extra_context)
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        if self.in_use_kind and "delete_selected" in actions:
+            _, name, description = actions["delete_selected"]
+            actions["delete_selected"] = (guarded_delete_selected, name, description)
+        return actions
 
     def get_queryset(self, request):
         return super().get_queryset(request).for_user(request.user)
@@ -209,6 +270,7 @@ class TableAdmin(OwnedAdmin):
     readonly_fields = ["version", "created_at", "updated_at"]
     change_form_template = "admin/tools_app/table/change_form.html"
     actions = [generate_tools_action]
+    in_use_kind = "tables"
 
     class Media:
         css = {"all": ["toolhub/admin.css"]}
@@ -284,10 +346,10 @@ class TableAdmin(OwnedAdmin):
             adopt(obj, self.service(services.table_create, owner=request.user, **fields))
 
     def delete_model(self, request, obj):
-        services.table_delete(table=obj)
+        services.table_delete(table=obj, force=True)  # confirmed on the page (OwnedAdmin.delete_view)
 
     def delete_queryset(self, request, queryset):
-        services.table_delete_many(tables=queryset)
+        services.table_delete_many(tables=queryset, force=True)
 
     def get_urls(self):
         view = self.admin_site.admin_view
@@ -340,6 +402,8 @@ class TableAdmin(OwnedAdmin):
             "table_download_url": reverse("admin:tools_app_table_download", args=[table.pk]),
             "table_tools": list(table.tools.for_user(request.user).order_by("name")),
         }
+        for tool in context["table_tools"]:
+            tool.generation = generation_state(tool)  # the list's description column (toolsets.description_drift)
         if context["table_large"]:
             context["table_excerpt"] = excerpt(data)
             context["editor_limit"] = human_size(editor_max_chars())
@@ -398,6 +462,7 @@ class ToolAdmin(OwnedAdmin):
     list_select_related = ["table"]
     change_form_template = "admin/tools_app/tool/change_form.html"
     actions = [bind_to_instance]
+    in_use_kind = "tools"
     # Blocks other apps add to the tool pages (register_tool_panel), in order.
     panel_providers: list["ToolPanelProvider"] = []
     fieldsets = [
@@ -435,15 +500,24 @@ class ToolAdmin(OwnedAdmin):
     def save_model(self, request, obj, form, change):
         fields = {name: getattr(obj, name) for name in services.TOOL_FIELDS}
         if change:
-            self.service(services.tool_update, tool=obj, **fields)
+            # Saving the form confirms a rename or a breaking schema change; the page says what it may break.
+            old_name, old_schema = Tool.objects.filter(pk=obj.pk).values_list("name", "input_schema").get()
+            breaks = input_schema_breaks(old_schema, obj.input_schema)
+            renamed = old_name.lower() != obj.name.lower()
+            used_by = usage_of(tools=[obj.pk]) if renamed or breaks else []
+            self.service(services.tool_update, tool=obj, force=True, **fields)
+            change = (
+                f"was renamed to {obj.name!r}" if renamed else "changed its input schema (" + " ".join(breaks) + ")"
+            )
+            warn_in_use(request, used_by, f"The tool {old_name!r}", change)
         else:
             adopt(obj, self.service(services.tool_create, owner=request.user, **fields))
 
     def delete_model(self, request, obj):
-        services.tool_delete(tool=obj)
+        services.tool_delete(tool=obj, force=True)  # confirmed on the page (OwnedAdmin.delete_view)
 
     def delete_queryset(self, request, queryset):
-        services.tool_delete_many(tools=queryset)
+        services.tool_delete_many(tools=queryset, force=True)
 
     def get_urls(self):
         view = self.admin_site.admin_view
@@ -573,5 +647,15 @@ def run_tool(request, tool: Tool, arguments: Any, *, show_all: bool = False) -> 
     return outcome
 
 
+def generation_panel(request, tool: Tool) -> ToolPanel | None:
+    """On a generated tool's pages: whether its description still matches its data (toolsets.description_drift)
+    and whether its owner edited it since (then generating again keeps it)."""
+    state = generation_state(tool)
+    if state is None:
+        return None
+    return ToolPanel(template="admin/tools_app/_tool_generation.html", context={"tool_generation": state})
+
+
 admin.site.register(Table, TableAdmin)
 admin.site.register(Tool, ToolAdmin)
+register_tool_panel(generation_panel)

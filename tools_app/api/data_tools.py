@@ -169,14 +169,44 @@ class GenerateToolsSerializer(StrictSerializer):
         ],
         help_text="Tool names are <prefix>_schema, <prefix>_query, ...; default from the table's name.",
     )
+    overwrite_edited = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Generating again updates the tools generated before; one whose text you edited since is kept "
+        "(its change is `kept`, with the diff) unless this is true.",
+    )
+
+
+class FieldDiffSerializer(serializers.Serializer):
+    """A generated field's current value and the value generation wrote (or would write, when kept)."""
+
+    old = serializers.JSONField(allow_null=True)
+    new = serializers.JSONField(allow_null=True)
+
+
+class ToolSetChangeSerializer(serializers.Serializer):
+    """What generation did to one tool."""
+
+    name = serializers.CharField()
+    action = serializers.ChoiceField(
+        choices=["create", "update", "unchanged", "kept"],
+        help_text="create: a new tool; update: a tool generated before, brought up to date; unchanged: already "
+        "up to date; kept: edited by you since it was generated, left as it is (overwrite_edited=true rewrites it).",
+    )
+    diff = serializers.DictField(
+        child=FieldDiffSerializer(),
+        help_text="For update and kept: each of description, output_schema and examples that differs.",
+    )
 
 
 class GeneratedToolsSerializer(serializers.Serializer):
-    """The tools created, and their bindings when an instance was given."""
+    """The tools of the set (created or generated before), the bindings made when an instance was given, and
+    what happened to each tool."""
 
     tools = ToolSerializer(many=True)
     bindings = BindingSerializer(many=True)
     notes = serializers.ListField(child=serializers.CharField(), help_text="What was not generated, and why.")
+    changes = ToolSetChangeSerializer(many=True)
 
 
 @extend_schema(
@@ -187,12 +217,20 @@ class GeneratedToolsSerializer(serializers.Serializer):
         "<prefix>_<kind> from the table's name, with descriptions and output schemas derived from the data: "
         "record count, fields with types and example values, the key field, and example queries that were run "
         "on this data. `json_path` must lead to an array or object in the table and `preview_keys` must name "
-        "fields of its records (else a 400 naming the field). All or nothing: a name already used by one of your "
-        "tools or on the instance is a 409 NAME_CONFLICT, and nothing is created."
+        "fields of its records (else a 400 naming the field). Text from the data is quoted and cleaned (no control "
+        "or bidi characters, bounded length). Generating again for the same mount updates the tools generated "
+        "before (200; `changes` gives each tool's diff), never one you edited since unless overwrite_edited=true. "
+        "All or nothing: a name used by another of your tools or on the instance is a 409 NAME_CONFLICT, and "
+        "nothing is written."
     ),
     parameters=[OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH, description="Table id.")],
     request=GenerateToolsSerializer,
-    responses={201: GeneratedToolsSerializer},
+    responses={
+        201: OpenApiResponse(GeneratedToolsSerializer, description="At least one tool was created."),
+        200: OpenApiResponse(
+            GeneratedToolsSerializer, description="Every tool was generated before: updated, unchanged or kept."
+        ),
+    },
 )
 class GenerateToolsView(APIView):
     parser_classes = [JSONParser]
@@ -208,8 +246,9 @@ class GenerateToolsView(APIView):
                 "tools": ToolSerializer(generated.tools, many=True, context=context).data,
                 "bindings": BindingSerializer(generated.bindings, many=True, context=context).data,
                 "notes": generated.notes,
+                "changes": [change.as_dict() for change in generated.changes],
             },
-            status=status.HTTP_201_CREATED,
+            status=status.HTTP_201_CREATED if generated.created_any else status.HTTP_200_OK,
         )
 
 

@@ -86,7 +86,7 @@ class McpInstanceSerializer(FullCleanModelSerializer):
         return services.instance_create(owner=self.owner(), **validated_data)
 
     def update(self, instance, validated_data):
-        return services.instance_update(instance=instance, **validated_data)
+        return services.instance_update(instance=instance, force=self.context.get("force", False), **validated_data)
 
 
 ATTRIBUTES_SCHEMA = {
@@ -249,7 +249,7 @@ class BindingSerializer(FullCleanModelSerializer):
         return services.binding_create(**validated_data)
 
     def update(self, instance, validated_data):
-        return services.binding_update(binding=instance, **validated_data)
+        return services.binding_update(binding=instance, force=self.context.get("force", False), **validated_data)
 
 
 @extend_schema_field(

@@ -16,7 +16,13 @@ from tools_app.api.instance_serializers import (
     PromptSerializer,
 )
 from tools_app.api.schema import ErrorSerializer
-from tools_app.api.views import OwnedViewSetMixin, get_owned_or_404
+from tools_app.api.views import (
+    FORCE_PARAMETER,
+    ChangeGuardMixin,
+    OwnedViewSetMixin,
+    get_owned_or_404,
+    in_use_response,
+)
 from tools_app.models import ApiKey, Binding, McpInstance, Prompt
 
 __all__ = ["ApiKeyViewSet", "BindingViewSet", "McpInstanceViewSet", "PromptViewSet"]
@@ -42,17 +48,39 @@ NAME_CONFLICT = {
     ),
 }
 
+NAME_CONFLICT_OR_IN_USE = {
+    400: NAME_CONFLICT[400],
+    409: OpenApiResponse(
+        ErrorSerializer,
+        description="NAME_CONFLICT: the effective name is taken on the instance (ignoring case); the message names "
+        "the other tool and the instance. Or IN_USE: the binding is in use and its name, tool or instance would "
+        "change, without ?force=true (`details.used_by` lists the instances, tool names and recent clients).",
+    ),
+}
+
 
 @extend_schema_view(
     list=extend_schema(summary="List your MCP instances"),
     create=extend_schema(summary="Create an MCP instance", responses={201: McpInstanceSerializer, **SLUG_TAKEN}),
     retrieve=extend_schema(summary="Get an MCP instance"),
     partial_update=extend_schema(
-        summary="Change an MCP instance", responses={200: McpInstanceSerializer, **SLUG_TAKEN}
+        summary="Change an MCP instance",
+        description="A new `slug` moves the endpoint: for an instance in use (an enabled binding while it is "
+        "enabled, or calls lately) that needs ?force=true, else 409 IN_USE and nothing changes.",
+        parameters=[FORCE_PARAMETER],
+        responses={
+            200: McpInstanceSerializer,
+            **SLUG_TAKEN,
+            409: in_use_response("moves the endpoint (a new slug) of an instance"),
+        },
     ),
-    destroy=extend_schema(summary="Delete an MCP instance, its keys and bindings"),
+    destroy=extend_schema(
+        summary="Delete an MCP instance, its keys and bindings",
+        parameters=[FORCE_PARAMETER],
+        responses={204: None, 409: in_use_response("deletes an instance")},
+    ),
 )
-class McpInstanceViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
+class McpInstanceViewSet(ChangeGuardMixin, OwnedViewSetMixin, viewsets.ModelViewSet):
     """Your MCP instances: one MCP endpoint, /mcp/<slug>/, each."""
 
     # SPEC §6 lists GET, POST, PATCH, DELETE: no PUT.
@@ -64,7 +92,7 @@ class McpInstanceViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
     ordering_fields = ["id", "name", "slug", "created_at", "updated_at"]
 
     def perform_destroy(self, instance: McpInstance):
-        services.instance_delete(instance=instance)
+        services.instance_delete(instance=instance, force=self.forced())
 
 
 INSTANCE_PK = OpenApiParameter("instance_pk", OpenApiTypes.INT, OpenApiParameter.PATH, description="Instance id.")
@@ -148,11 +176,18 @@ class ApiKeyViewSet(
     retrieve=extend_schema(summary="Get a binding"),
     partial_update=extend_schema(
         summary="Change a binding (a name collision is 409 NAME_CONFLICT)",
-        responses={200: BindingSerializer, **NAME_CONFLICT},
+        description="A binding in use (enabled on an enabled instance, or called lately) keeps its effective name, "
+        "tool and instance unless ?force=true: otherwise 409 IN_USE and nothing changes.",
+        parameters=[FORCE_PARAMETER],
+        responses={200: BindingSerializer, **NAME_CONFLICT_OR_IN_USE},
     ),
-    destroy=extend_schema(summary="Unbind a tool"),
+    destroy=extend_schema(
+        summary="Unbind a tool",
+        parameters=[FORCE_PARAMETER],
+        responses={204: None, 409: in_use_response("unbinds a tool")},
+    ),
 )
-class BindingViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
+class BindingViewSet(ChangeGuardMixin, OwnedViewSetMixin, viewsets.ModelViewSet):
     """Your bindings: which tools an MCP instance exposes, under which names."""
 
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
@@ -163,7 +198,7 @@ class BindingViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
     ordering_fields = ["id", "name_key", "created_at", "updated_at"]
 
     def perform_destroy(self, instance: Binding):
-        services.binding_delete(binding=instance)
+        services.binding_delete(binding=instance, force=self.forced())
 
 
 PROMPT_REFUSALS = {

@@ -27,6 +27,7 @@ from rest_framework import serializers
 from rest_framework.authentication import SessionAuthentication
 
 from tools_app.resource_uris import validate_resource_uri
+from tools_app.services.setup import SETUP_SCHEMA
 from tools_app.tool_types import TOOL_TYPES
 from tools_app.validators import validate_json_pointer, validate_prompt_name, validate_rate, validate_tool_name
 
@@ -525,10 +526,56 @@ def _integer_query_ids(paths: dict[str, Any]) -> None:
                     schema.setdefault("maximum", MAX_ID)
 
 
+def _openapi_30(schema: Any) -> Any:
+    """A JSON Schema (Draft 2020-12) as OpenAPI 3.0 says it: a type list with "null" is the type and `nullable`."""
+    if isinstance(schema, list):
+        return [_openapi_30(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    converted = {key: _openapi_30(value) for key, value in schema.items()}
+    types = converted.get("type")
+    if isinstance(types, list):
+        others = [kind for kind in types if kind != "null"]
+        converted["type"] = others[0]
+        if "null" in types:
+            converted["nullable"] = True
+    return converted
+
+
+# The setup document (tools_app.services.setup): its structure is the service's own schema.
+SETUP_PATHS = {
+    ("/api/setup/plan/", "post"): "request",
+    ("/api/setup/apply/", "post"): "request",
+    ("/api/setup/export/", "get"): "response",
+}
+
+
+def _setup_document(components: dict[str, Any], paths: dict[str, Any]) -> None:
+    document = _openapi_30(SETUP_SCHEMA)
+    document["description"] = (
+        "A whole setup (or one instance's) as GET /api/setup/export/ writes it: tables, tools and instances with "
+        "their bindings and prompts, named by names and slugs, never ids; API keys never. Each object is checked "
+        "by its resource's own rules when planned or applied."
+    )
+    components["SetupDocument"] = document
+    ref = {"$ref": "#/components/schemas/SetupDocument"}
+    for (path, method), where in SETUP_PATHS.items():
+        operation = paths.get(path, {}).get(method)
+        if operation is None:
+            continue
+        if where == "request":
+            operation["requestBody"]["content"]["application/json"]["schema"] = ref
+            operation["requestBody"]["required"] = True
+        else:
+            operation["responses"]["200"]["content"]["application/json"]["schema"] = ref
+
+
 def postprocess_schema(result: dict[str, Any], generator, request, public) -> dict[str, Any]:
-    """SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]: JSON-valued fields, tool types, links, id bounds."""
+    """SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]: JSON-valued fields, tool types, setup documents, links, id
+    bounds."""
     components = result.setdefault("components", {}).setdefault("schemas", {})
     components.update(_json_components())
+    _setup_document(components, result.get("paths", {}))
     for (component, field), target in JSON_FIELDS.items():
         for name in (component, "Patched" + component):
             prop = components.get(name, {}).get("properties", {}).get(field)

@@ -419,7 +419,7 @@ class ToolSerializer(FullCleanModelSerializer):
         return services.tool_create(owner=self.owner(), **validated_data)
 
     def update(self, instance, validated_data):
-        return services.tool_update(tool=instance, **validated_data)
+        return services.tool_update(tool=instance, force=self.context.get("force", False), **validated_data)
 
 
 class ToolCallSerializer(StrictSerializer):

@@ -43,12 +43,16 @@ from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
 from tools_app.models import ApiToken, Surface, Table, TableChange, Tool
 
 __all__ = [
+    "FORCE_PARAMETER",
     "ApiTokenViewSet",
     "AuthTokenView",
+    "ChangeGuardMixin",
     "OwnedViewSetMixin",
     "TableViewSet",
     "ToolViewSet",
+    "force_requested",
     "get_owned_or_404",
+    "in_use_response",
     "parse_id",
 ]
 
@@ -87,6 +91,56 @@ class OwnedViewSetMixin:
         lookup = self.lookup_url_kwarg or self.lookup_field
         self.kwargs[lookup] = parse_id(self.kwargs.get(lookup), self.queryset.model)
         return super().get_object()
+
+
+#
+# The change guard (services.guard): ?force=true confirms a change of something in use
+#
+
+FORCE_PARAMETER = OpenApiParameter(
+    "force",
+    OpenApiTypes.BOOL,
+    OpenApiParameter.QUERY,
+    required=False,
+    description="true: go on even though the object is in use (bound and enabled on an enabled instance, or called "
+    "in the last TOOLHUB_IN_USE_DAYS days). Without it, such a change is refused with 409 IN_USE listing "
+    "`details.used_by`, and nothing is changed.",
+)
+
+
+def in_use_response(change: str) -> OpenApiResponse:
+    """The 409 IN_USE answer of an operation that `change`s something (e.g. "deletes the table")."""
+    return OpenApiResponse(
+        ErrorSerializer,
+        description=f"IN_USE: the operation {change}, which is in use: `details.used_by` lists the instances, tool "
+        "names and recent clients (`[{instance, tool, tool_id, bound, calls, last_called, clients}]`). Nothing was "
+        "changed; send ?force=true to go on.",
+    )
+
+
+def force_requested(request) -> bool:
+    """The `force` query parameter: true or false (1 or 0), absent = false; anything else is a 400 naming it."""
+    value = request.query_params.get("force")
+    if value is None:
+        return False
+    if value.strip().lower() in ("true", "1"):
+        return True
+    if value.strip().lower() in ("false", "0"):
+        return False
+    raise serializers.ValidationError({"force": ["Must be true or false."]})
+
+
+class ChangeGuardMixin:
+    """?force=true reaches the services: the serializers' updates (context["force"]) and perform_destroy."""
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()  # type: ignore[misc]
+        if getattr(self, "action", None) in ("update", "partial_update"):
+            context["force"] = force_requested(self.request)  # type: ignore[attr-defined]
+        return context
+
+    def forced(self) -> bool:
+        return force_requested(self.request)  # type: ignore[attr-defined]
 
 
 #
@@ -205,9 +259,13 @@ IF_MATCH = OpenApiParameter(
         parameters=[IF_MATCH],
         responses={200: TableSerializer, 412: PRECONDITION_RESPONSE},
     ),
-    destroy=extend_schema(summary="Delete a table and the tools on it"),
+    destroy=extend_schema(
+        summary="Delete a table and the tools on it",
+        parameters=[FORCE_PARAMETER],
+        responses={204: None, 409: in_use_response("deletes a table whose tools")},
+    ),
 )
-class TableViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
+class TableViewSet(ChangeGuardMixin, OwnedViewSetMixin, viewsets.ModelViewSet):
     """Your tables: JSON documents that tools read and write, with their history (docs/history.md)."""
 
     queryset = Table.objects.all()
@@ -218,7 +276,7 @@ class TableViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
     ordering_fields = ["id", "name", "created_at", "updated_at", "version"]
 
     def perform_destroy(self, instance: Table):
-        services.table_delete(table=instance)
+        services.table_delete(table=instance, force=self.forced())
 
     def get_serializer_context(self):
         context = super().get_serializer_context()
@@ -329,17 +387,42 @@ TOOL_CHANGE_RULES = (
     "ToolCreateRequest states them per `type` (a table for data types, none and no JSON path for the others, a "
     "description unless external, the arguments the type needs): otherwise a 400 naming the field."
 )
+TOOL_GUARD = (
+    " A tool in use (bound and enabled on an enabled instance, or called lately) is not renamed, nor given an input "
+    "schema that refuses calls the current one accepts (an argument now required, a property removed, a type "
+    "narrowed, undeclared arguments no longer allowed), without ?force=true: 409 IN_USE, nothing changed."
+)
+TOOL_CHANGE_CONFLICTS = OpenApiResponse(
+    ErrorSerializer,
+    description="NAME_CONFLICT: the new name is taken on an instance the tool is bound to; or IN_USE: a rename or a "
+    "breaking input-schema change of a tool in use, without ?force=true (`details.used_by` lists the instances, "
+    "tool names and recent clients); or CONFLICT: a concurrent write.",
+)
 
 
 @extend_schema_view(
     list=extend_schema(summary="List your tools"),
     create=extend_schema(summary="Create a tool"),
     retrieve=extend_schema(summary="Get a tool"),
-    update=extend_schema(summary="Replace a tool", description=TOOL_CHANGE_RULES),
-    partial_update=extend_schema(summary="Change a tool", description=TOOL_CHANGE_RULES),
-    destroy=extend_schema(summary="Delete a tool (and its bindings)"),
+    update=extend_schema(
+        summary="Replace a tool",
+        description=TOOL_CHANGE_RULES + TOOL_GUARD,
+        parameters=[FORCE_PARAMETER],
+        responses={200: ToolSerializer, 409: TOOL_CHANGE_CONFLICTS},
+    ),
+    partial_update=extend_schema(
+        summary="Change a tool",
+        description=TOOL_CHANGE_RULES + TOOL_GUARD,
+        parameters=[FORCE_PARAMETER],
+        responses={200: ToolSerializer, 409: TOOL_CHANGE_CONFLICTS},
+    ),
+    destroy=extend_schema(
+        summary="Delete a tool (and its bindings)",
+        parameters=[FORCE_PARAMETER],
+        responses={204: None, 409: in_use_response("deletes a tool")},
+    ),
 )
-class ToolViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
+class ToolViewSet(ChangeGuardMixin, OwnedViewSetMixin, viewsets.ModelViewSet):
     """Your tools: typed operations on a mount point of a table, registry tools and external tools."""
 
     queryset = Tool.objects.all()
@@ -349,7 +432,7 @@ class ToolViewSet(OwnedViewSetMixin, viewsets.ModelViewSet):
     ordering_fields = ["id", "name", "type", "use_count", "last_used", "created_at", "updated_at"]
 
     def perform_destroy(self, instance: Tool):
-        services.tool_delete(tool=instance)
+        services.tool_delete(tool=instance, force=self.forced())
 
     @extend_schema(
         summary="List your tools on one table",

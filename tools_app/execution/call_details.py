@@ -169,7 +169,7 @@ def query_exposes(query: Any, fields: frozenset[str]) -> bool:
     return tree is None or _exposes(tree, fields)
 
 
-def _exposes(node: dict[str, Any], fields: frozenset[str]) -> bool:
+def _exposes(node: Any, fields: frozenset[str]) -> bool:
     kind = node.get("type")
     children = node.get("children", [])
     if kind == "field":

@@ -38,6 +38,7 @@ class ErrorCode(StrEnum):
     IDEMPOTENCY_KEY_REUSED = "IDEMPOTENCY_KEY_REUSED"
     PRECONDITION_FAILED = "PRECONDITION_FAILED"
     QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+    IN_USE = "IN_USE"
     INTERNAL_ERROR = "INTERNAL_ERROR"
 
 
@@ -108,6 +109,12 @@ ERROR_CODES: dict[ErrorCode, ErrorMeaning] = {
     ErrorCode.QUOTA_EXCEEDED: ErrorMeaning(
         413,
         "A write would take the owner over a storage quota; names the quota, its limit and usage. Nothing was written.",
+    ),
+    ErrorCode.IN_USE: ErrorMeaning(
+        409,
+        "A delete, rename or breaking schema change of something in use (bound and enabled on an enabled instance, "
+        "or called lately); `details.used_by` names the instances, tools and clients. Nothing was changed; "
+        "confirm (the API's ?force=true) to go on.",
     ),
     ErrorCode.INTERNAL_ERROR: ErrorMeaning(
         500, "An unexpected failure on the server; it was logged, and the answer reveals nothing of it."

@@ -15,6 +15,8 @@ constraints, never by a pre-check alone.
 - imports.py: a table from a JSON, CSV or NDJSON file
 - generate.py: a planned set of tools (tools_app.toolsets) created and bound all or nothing
 - call_log.py: the call log's retention and each owner's storage bound
+- guard.py: the change guard (IN_USE unless confirmed), on the selector tools_app.selectors.usage_of
+- setup.py: an owner's setup as one document: export, plan, apply (all or nothing)
 """
 
 from tools_app.services.call_log import CallLogUpkeep, call_log_prune, call_log_trim
@@ -47,6 +49,7 @@ from tools_app.services.instances import (
 )
 from tools_app.services.locks import key_share, lock_rows
 from tools_app.services.prompts import PROMPT_FIELDS, prompt_create, prompt_delete, prompt_update
+from tools_app.services.setup import setup_apply, setup_export, setup_plan, setup_validate
 from tools_app.services.table_log import (
     SafeWrite,
     WriteAudit,
@@ -128,6 +131,10 @@ __all__ = [
     "prompt_create",
     "prompt_delete",
     "prompt_update",
+    "setup_apply",
+    "setup_export",
+    "setup_plan",
+    "setup_validate",
     "instance_update",
     "key_share",
     "lock_rows",

@@ -1,11 +1,18 @@
-"""Create a planned set of tools (and their bindings) all or nothing.
+"""Create a planned set of tools (and their bindings) all or nothing, or bring a generated set up to date.
 
-The plan (names, types, descriptions, output schemas derived from the data) is tools_app.toolsets'; this
-is its write: every name is checked first (one of the owner's tools, or a binding on the instance, already
-holding it is a NAME_CONFLICT), then the tools are created and bound in one transaction, so a refusal at any
-step (a concurrent bind taking a name included) leaves nothing behind.
+The plan (names, types, descriptions, output schemas derived from the data) is tools_app.toolsets'; this is its
+write. A tool the generator made carries `metadata.generated` = {"hash": generated_hash(...) of the text it was
+given, "shape": the data's shape then, "prefix"}: generating again for the same table, mount and type updates
+that tool's description, output schema and examples instead of refusing its name, unless its owner edited them
+by hand since (its text no longer has the stored hash): that tool is kept as it is, and the diff says what
+generation would write (`overwrite_edited` writes it anyway). Every other name already used by one of the owner's
+tools, or by a binding on the instance, is a NAME_CONFLICT. The whole set is written in one transaction, so a
+refusal at any step (a concurrent bind taking a name included) leaves nothing behind.
 """
 
+import hashlib
+import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -16,9 +23,49 @@ from tools_app.kernel.errors import ErrorCode
 from tools_app.models import Binding, McpInstance, Tool
 from tools_app.services.instances import binding_create
 from tools_app.services.locks import lock_rows_no_key
-from tools_app.services.tables import tool_create
+from tools_app.services.tables import tool_create, tool_update
 
-__all__ = ["tool_set_create"]
+__all__ = ["GENERATED_FIELDS", "ToolSetChange", "generated_edited", "generated_hash", "tool_set_create"]
+
+# What generation writes into a tool and the owner may edit: regeneration updates these.
+GENERATED_FIELDS = ("description", "output_schema", "examples")
+# The metadata keys generation owns (beside `generated` itself); the owner's other keys are kept.
+GENERATED_METADATA = ("key_field", "preview_keys", "examples")
+
+
+def _generated_text(description: str, output_schema: Any, metadata: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "output_schema": output_schema, "examples": metadata.get("examples")}
+
+
+def generated_hash(description: str, output_schema: Any, metadata: dict[str, Any]) -> str:
+    """The hash of a tool's generated text (GENERATED_FIELDS): equal while nobody edited it."""
+    text = json.dumps(_generated_text(description, output_schema, metadata), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def generated_edited(tool: Tool) -> bool:
+    """Whether a generated tool's text was edited since it was generated (False for a tool not generated)."""
+    marker = (tool.metadata or {}).get("generated")
+    if not isinstance(marker, dict) or "hash" not in marker:
+        return False
+    return marker["hash"] != generated_hash(tool.description, tool.output_schema, tool.metadata or {})
+
+
+@dataclass(frozen=True)
+class ToolSetChange:
+    """What generation did to one tool: `create`, `update`, `unchanged`, or `kept` (edited by hand, not
+    overwritten); `diff` maps each GENERATED_FIELDS field that differs to (current, generated)."""
+
+    name: str
+    action: str
+    diff: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "action": self.action,
+            "diff": {key: {"old": old, "new": new} for key, (old, new) in self.diff.items()},
+        }
 
 
 def _conflict(name: str, message: str, **params: Any) -> ValidationError:
@@ -27,20 +74,39 @@ def _conflict(name: str, message: str, **params: Any) -> ValidationError:
     )
 
 
-def _check_names(owner, names: list[str], mcp_instance: McpInstance | None) -> None:
-    """NAME_CONFLICT for a name already used by one of the owner's tools, or by a binding on the instance."""
-    for name in names:
-        existing = Tool.objects.filter(owner=owner, name__iexact=name).order_by("pk").first()
-        if existing is not None:
+def _regenerates(existing: Tool, fields: dict[str, Any]) -> bool:
+    """Whether `existing` is the tool this spec generated before: marked generated, same table, mount and type."""
+    marker = (existing.metadata or {}).get("generated")
+    table = fields.get("table")
+    return (
+        isinstance(marker, dict)
+        and existing.type == fields["type"]
+        and table is not None
+        and existing.table_id == table.pk
+        and existing.json_path == fields.get("json_path", "")
+    )
+
+
+def _existing(owner, tools: list[dict[str, Any]], mcp_instance: McpInstance | None) -> dict[str, Tool]:
+    """The owner's generated tools each spec regenerates, by name; NAME_CONFLICT for a name another tool of the
+    owner, or a binding on the instance, already uses."""
+    found: dict[str, Tool] = {}
+    for fields in tools:
+        name = fields["name"]
+        same_name = list(Tool.objects.filter(owner=owner, name__iexact=name).order_by("pk")[:2])
+        if len(same_name) == 1 and same_name[0].name == name and _regenerates(same_name[0], fields):
+            found[name] = same_name[0]
+        elif same_name:
             raise _conflict(
                 name,
-                "The name %(name)r is already used by your tool %(tool)r (id %(id)d); pass another name_prefix, "
-                "or delete that tool first.",
-                tool=existing.name,
-                id=existing.pk,
+                "The name %(name)r is already used by your tool %(tool)r (id %(id)d); pass another name_prefix, or "
+                "delete that tool first.",
+                tool=same_name[0].name,
+                id=same_name[0].pk,
             )
         if mcp_instance is not None:
-            clashes = Binding.objects.name_clashes(instance_ids=[mcp_instance.pk], name=name)
+            exclude = found[name].pk if name in found else None
+            clashes = Binding.objects.name_clashes(instance_ids=[mcp_instance.pk], name=name, exclude_tool=exclude)
             if clashes:
                 raise _conflict(
                     name,
@@ -49,23 +115,66 @@ def _check_names(owner, names: list[str], mcp_instance: McpInstance | None) -> N
                     tool=clashes[0].tool,
                     instance=clashes[0].instance,
                 )
+    return found
+
+
+def _diff(tool: Tool, fields: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    current = _generated_text(tool.description, tool.output_schema, tool.metadata or {})
+    wanted = _generated_text(fields["description"], fields.get("output_schema"), fields.get("metadata") or {})
+    return {key: (current[key], wanted[key]) for key in GENERATED_FIELDS if current[key] != wanted[key]}
+
+
+def _regenerate(tool: Tool, fields: dict[str, Any], overwrite_edited: bool) -> ToolSetChange:
+    diff = _diff(tool, fields)
+    metadata = dict(tool.metadata or {})
+    wanted_metadata = fields.get("metadata") or {}
+    edited = generated_edited(tool)
+    if edited and not overwrite_edited:
+        return ToolSetChange(tool.name, "kept", diff)
+    for key in GENERATED_METADATA:
+        if key in wanted_metadata:
+            metadata[key] = wanted_metadata[key]
+        else:
+            metadata.pop(key, None)
+    metadata["generated"] = wanted_metadata["generated"]
+    if not diff and metadata == tool.metadata:
+        return ToolSetChange(tool.name, "unchanged")
+    tool_update(
+        tool=tool, description=fields["description"], output_schema=fields.get("output_schema"), metadata=metadata
+    )
+    return ToolSetChange(tool.name, "update", diff)
 
 
 def tool_set_create(
-    *, owner, tools: list[dict[str, Any]], mcp_instance: McpInstance | None = None
-) -> tuple[list[Tool], list[Binding]]:
-    """Create the tools (each a dict of tool_create's fields) and bind each to `mcp_instance`; all or nothing."""
+    *,
+    owner,
+    tools: list[dict[str, Any]],
+    mcp_instance: McpInstance | None = None,
+    overwrite_edited: bool = False,
+) -> tuple[list[Tool], list[Binding], list[ToolSetChange]]:
+    """Create the tools (each a dict of tool_create's fields), or update the generated tools they regenerate (see
+    the module), and bind each to `mcp_instance` where it is not bound yet; all or nothing. Returns the tools
+    (created or existing), the bindings made, and what happened to each tool."""
     created: list[Tool] = []
     bindings: list[Binding] = []
+    changes: list[ToolSetChange] = []
     with transaction.atomic():
         # One owner's tool sets are created one at a time (PostgreSQL: the owner's row, FOR NO KEY UPDATE, which
         # foreign-key checks do not wait for; SQLite's IMMEDIATE transactions already run one at a time), so two
         # at once cannot both pass the name check below.
         lock_rows_no_key(get_user_model().objects.filter(pk=owner.pk))
-        _check_names(owner, [fields["name"] for fields in tools], mcp_instance)
+        existing = _existing(owner, tools, mcp_instance)
         for fields in tools:
-            created.append(tool_create(owner=owner, **fields))
+            tool = existing.get(fields["name"])
+            if tool is None:
+                created.append(tool_create(owner=owner, **fields))
+                changes.append(ToolSetChange(fields["name"], "create"))
+            else:
+                changes.append(_regenerate(tool, fields, overwrite_edited))
+                created.append(tool)
         if mcp_instance is not None:
+            bound = set(Binding.objects.filter(mcp_instance=mcp_instance).values_list("tool_id", flat=True))
             for tool in created:
-                bindings.append(binding_create(mcp_instance=mcp_instance, tool=tool))
-    return created, bindings
+                if tool.pk not in bound:
+                    bindings.append(binding_create(mcp_instance=mcp_instance, tool=tool))
+    return created, bindings, changes

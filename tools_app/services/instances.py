@@ -1,5 +1,6 @@
 """Every write to instances, bindings and API keys goes through here (full_clean, locks, constraints)."""
 
+from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -8,6 +9,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from tools_app.models import API_KEY_PREFIX, ApiKey, Binding, McpInstance, Tool, name_conflict_error
+from tools_app.selectors import usage_of
+from tools_app.services.guard import named, refuse_if_in_use
 from tools_app.services.history import ADDITION, CHANGE, history_record
 from tools_app.services.locks import key_share, lock_rows
 
@@ -37,14 +40,27 @@ def instance_create(*, owner, **fields: Any) -> McpInstance:
     return instance
 
 
-def instance_update(*, instance: McpInstance, **fields: Any) -> McpInstance:
+def instance_update(*, instance: McpInstance, force: bool = False, **fields: Any) -> McpInstance:
+    """Change an instance. A new slug moves its endpoint (/mcp/<slug>/): for an instance in use that is IN_USE,
+    nothing written, unless `force` (the change guard, services.guard)."""
     for key, value in fields.items():
         if key not in INSTANCE_FIELDS:
             raise TypeError(f"instance_update got an unexpected field {key!r}")
         setattr(instance, key, value)
     instance.full_clean()
-    # force_update: a row deleted by a concurrent request is not INSERTed again (the API answers 404).
-    instance.save(force_update=True)
+    with transaction.atomic():
+        if not force and instance.pk is not None:
+            stored = McpInstance.objects.select_for_update(no_key=True).filter(pk=instance.pk)
+            old_slug = stored.values_list("slug", flat=True).first()
+            if old_slug is not None and old_slug != instance.slug:
+                refuse_if_in_use(
+                    usage_of(instances=[instance.pk]),
+                    what=f"The instance {old_slug!r}",
+                    change=f"would move from /mcp/{old_slug}/ to /mcp/{instance.slug}/",
+                    force=False,
+                )
+        # force_update: a row deleted by a concurrent request is not INSERTed again (the API answers 404).
+        instance.save(force_update=True)
     return instance
 
 
@@ -114,12 +130,12 @@ def _lock_for_binding(binding: Binding) -> str:
     return names[0][0]
 
 
-def _save_binding(binding: Binding, field: str) -> Binding:
+def _save_binding(binding: Binding, field: str, guard: Callable[[Binding], None] | None = None) -> Binding:
     """full_clean() then save under the instance's and the tool's row locks (see _lock_for_binding).
 
     Refused, with nothing written: the tool already bound to the instance ("unique" on `tool`), or its
-    effective name taken there (NAME_CONFLICT on `field`). The unique constraints are the guarantee; the
-    locks make the friendly checks exact.
+    effective name taken there (NAME_CONFLICT on `field`); then what `guard` refuses (the change guard's IN_USE).
+    The unique constraints are the guarantee; the locks make the friendly checks exact.
     """
     binding.full_clean(validate_constraints=False)
     try:
@@ -129,6 +145,8 @@ def _save_binding(binding: Binding, field: str) -> Binding:
             refusal = _refusal(binding, field)
             if refusal is not None:
                 raise refusal
+            if guard is not None:
+                guard(binding)
             binding.save(force_update=not binding._state.adding)
     except IntegrityError as exc:
         refusal = _refusal(binding, field)
@@ -192,9 +210,10 @@ def binding_create_many(*, mcp_instance: McpInstance, tools: list[Tool], enabled
     return bindings
 
 
-def binding_update(*, binding: Binding, **fields: Any) -> Binding:
+def binding_update(*, binding: Binding, force: bool = False, **fields: Any) -> Binding:
     """Change enabled/overrides/resource URI (or the tool); an override into a collision is refused
-    (NAME_CONFLICT), a resource URI that clashes on `resource_uri`."""
+    (NAME_CONFLICT), a resource URI that clashes on `resource_uri`. A binding in use whose effective name, tool or
+    instance changes is IN_USE, nothing written, unless `force` (the change guard, services.guard)."""
     allowed = {*BINDING_FIELDS, "tool", "mcp_instance"}
     for key, value in fields.items():
         if key not in allowed:
@@ -203,24 +222,48 @@ def binding_update(*, binding: Binding, **fields: Any) -> Binding:
         if key == "pinned_arguments" and value is None:
             value = {}
         setattr(binding, key, "" if value is None and blank_if_none else value)
-    return _save_binding(binding, "name_override" if binding.name_override else "tool")
+    field = "name_override" if binding.name_override else "tool"
+    if force or binding.pk is None:
+        return _save_binding(binding, field)
+    return _save_binding(binding, field, guard=_binding_guard)
 
 
-def binding_delete(*, binding: Binding) -> None:
+def _binding_guard(binding: Binding) -> None:
+    """IN_USE when a binding in use would change its effective name, its tool or its instance (the committed row
+    against `binding`; called under the locks, after the binding's own checks)."""
+    stored = Binding.objects.filter(pk=binding.pk).select_related("tool").first()
+    if stored is None:
+        return
+    moved = (stored.tool_id, stored.mcp_instance_id) != (binding.tool_id, binding.mcp_instance_id)
+    renamed = stored.effective_name.lower() != binding.effective_name.lower()
+    if moved or renamed:
+        change = f"would be renamed to {binding.effective_name!r}" if renamed else "would serve another tool"
+        refuse_if_in_use(
+            usage_of(bindings=[binding.pk]), what=f"The binding {stored.effective_name!r}", change=change, force=False
+        )
+
+
+def binding_delete(*, binding: Binding, force: bool = False) -> None:
     """Unbind one tool; see binding_delete_many."""
-    binding_delete_many(bindings=Binding.objects.filter(pk=binding.pk))
+    binding_delete_many(bindings=Binding.objects.filter(pk=binding.pk), force=force)
 
 
-def binding_delete_many(*, bindings: QuerySet[Binding]) -> int:
+def binding_delete_many(*, bindings: QuerySet[Binding], force: bool = False) -> int:
     """Delete the bindings (the tools stay); return how many were deleted.
 
     Locks the instances they belong to first (FOR NO KEY UPDATE, as a bind does), so an unbind and a bind
-    of the same instance queue instead of judging names on a state the other is changing.
+    of the same instance queue instead of judging names on a state the other is changing. A binding in use
+    (selectors.usage_of) is IN_USE, nothing deleted, unless `force`.
     """
     with transaction.atomic():
         instances = McpInstance.objects.filter(pk__in=bindings.values("mcp_instance_id")).order_by("pk")
         list(instances.select_for_update(no_key=True).values_list("pk", flat=True))
-        count, _ = Binding.objects.filter(pk__in=bindings.values("pk")).delete()
+        doomed = Binding.objects.filter(pk__in=bindings.values("pk"))
+        if not force:
+            ids = list(doomed.values_list("pk", flat=True))
+            what = named("binding", ids, [binding.effective_name for binding in doomed.select_related("tool")[:3]])
+            refuse_if_in_use(usage_of(bindings=ids), what=what, change="would be deleted", force=False)
+        count, _ = doomed.delete()
     return count
 
 
@@ -287,16 +330,20 @@ def api_key_revoke(*, api_key: ApiKey, actor: Any = None, via: str = "API") -> A
 #
 
 
-def instance_delete(*, instance: McpInstance) -> None:
+def instance_delete(*, instance: McpInstance, force: bool = False) -> None:
     """Delete an instance with its keys, bindings and call log; see instance_delete_many."""
-    instance_delete_many(instances=McpInstance.objects.filter(pk=instance.pk))
+    instance_delete_many(instances=McpInstance.objects.filter(pk=instance.pk), force=force)
 
 
-def instance_delete_many(*, instances: QuerySet[McpInstance]) -> None:
-    """Delete the instances with their keys, bindings and call-log rows. Locks their keys, then them."""
+def instance_delete_many(*, instances: QuerySet[McpInstance], force: bool = False) -> None:
+    """Delete the instances with their keys, bindings and call-log rows. Locks their keys, then them. An
+    instance in use (selectors.usage_of) is IN_USE, nothing deleted, unless `force`."""
     with transaction.atomic():
         lock_rows(ApiKey.objects.filter(mcp_instance__in=instances.values("pk")))
-        lock_rows(McpInstance.objects.filter(pk__in=instances.values("pk")))
+        ids = lock_rows(McpInstance.objects.filter(pk__in=instances.values("pk")))
+        if not force:
+            what = named("instance", ids, McpInstance.objects.filter(pk__in=ids).values_list("slug", flat=True))
+            refuse_if_in_use(usage_of(instances=ids), what=what, change="would be deleted", force=False)
         instances.delete()
 
 

@@ -11,10 +11,13 @@ from django.utils import timezone
 
 from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.models import Table, TableSnapshot, TableStorage, Tool, name_conflict_error
+from tools_app.selectors import usage_of
 from tools_app.services import table_log
+from tools_app.services.guard import named, refuse_if_in_use
 from tools_app.services.locks import lock_rows
 from tools_app.services.quotas import data_quota_check
 from tools_app.services.table_cache import table_cache
+from tools_app.tool_schemas import input_schema_breaks
 from tools_app.validators import EncodedJSON
 
 TOOL_FIELDS = (
@@ -169,12 +172,16 @@ def tool_create(*, owner, **fields: Any) -> Tool:
     return tool
 
 
-def tool_update(*, tool: Tool, **fields: Any) -> Tool:
+def tool_update(*, tool: Tool, force: bool = False, **fields: Any) -> Tool:
     """Change a tool; a rename into a name already bound on one of its instances is refused (NAME_CONFLICT).
 
     The bindings' stored name keys follow the rename in the same transaction; the database's unique
     constraint on (instance, name key) makes the rule hold under concurrent requests. Locks the tool row;
     raises Tool.DoesNotExist if the tool was deleted meanwhile. Never writes use_count or last_used.
+
+    The change guard (services.guard): a rename that changes the name MCP clients call it by on an instance, or an
+    input schema change that refuses calls the old schema accepted (tool_schemas.input_schema_breaks), of a tool
+    in use is IN_USE, nothing written, unless `force`.
     """
     unknown = set(fields) - set(TOOL_FIELDS)
     if unknown:
@@ -194,8 +201,12 @@ def tool_update(*, tool: Tool, **fields: Any) -> Tool:
             # FOR UPDATE, not NO KEY UPDATE: a bind reads the tool's name under FOR KEY SHARE (mcp_app
             # services), which only FOR UPDATE conflicts with, so a rename and a bind of one tool queue
             # (SPEC §2.4 under concurrency) while binds never wait for the call recorder's counter updates.
-            counters = Tool.objects.select_for_update().filter(pk=tool.pk).values_list("use_count", "last_used")
-            tool.use_count, tool.last_used = counters.get()
+            stored = Tool.objects.select_for_update().filter(pk=tool.pk)
+            tool.use_count, tool.last_used, old_name, old_schema = stored.values_list(
+                "use_count", "last_used", "name", "input_schema"
+            ).get()
+            if not force:
+                _guard_tool_change(tool, old_name, old_schema)
             tool.save(update_fields=[*TOOL_FIELDS, "updated_at"])
             tool.bindings.filter(name_override="").update(name_key=tool.name.lower())
     except IntegrityError as exc:
@@ -206,35 +217,58 @@ def tool_update(*, tool: Tool, **fields: Any) -> Tool:
     return tool
 
 
-def tool_delete(*, tool: Tool) -> None:
+def _guard_tool_change(tool: Tool, old_name: str, old_schema: Any) -> None:
+    """IN_USE for a rename or a breaking input-schema change of a tool in use (see tool_update)."""
+    renamed = old_name.lower() != tool.name.lower()
+    breaks = input_schema_breaks(old_schema, tool.input_schema)
+    if not renamed and not breaks:
+        return
+    used_by = usage_of(tools=[tool.pk])
+    if not breaks:
+        # Only the names clients call it by change: bindings without an override (API callers use its id).
+        used_by = [used for used in used_by if used.instance is not None and used.tool.lower() == old_name.lower()]
+        change = f"would be renamed to {tool.name!r}"
+    else:
+        change = "would refuse calls it accepts now (" + " ".join(breaks) + ")"
+    refuse_if_in_use(used_by, what=f"The tool {old_name!r}", change=change, force=False)
+
+
+def tool_delete(*, tool: Tool, force: bool = False) -> None:
     """Delete a tool and its bindings; see tool_delete_many."""
-    tool_delete_many(tools=Tool.objects.filter(pk=tool.pk))
+    tool_delete_many(tools=Tool.objects.filter(pk=tool.pk), force=force)
 
 
-def tool_delete_many(*, tools: QuerySet[Tool]) -> None:
+def tool_delete_many(*, tools: QuerySet[Tool], force: bool = False) -> None:
     """Delete the tools and their bindings; call-log rows keep the tool's name and lose the link (SET_NULL).
 
     Locks the tool rows first (PostgreSQL; in id order, as the call recorder updates them). Without the
     lock, a call-log row written for a tool between the SET NULL update and the DELETE would make the
     delete fail on the foreign key; with it, the writer waits, then finds the tool gone and keeps its row
-    without the tool.
+    without the tool. A tool in use (selectors.usage_of) is IN_USE, nothing deleted, unless `force`.
     """
     with transaction.atomic():
-        lock_rows(Tool.objects.filter(pk__in=tools.values("pk")))
+        ids = lock_rows(Tool.objects.filter(pk__in=tools.values("pk")))
+        if not force:
+            what = named("tool", ids, Tool.objects.filter(pk__in=ids).values_list("name", flat=True))
+            refuse_if_in_use(usage_of(tools=ids), what=what, change="would be deleted", force=False)
         tools.delete()
 
 
-def table_delete(*, table: Table) -> None:
+def table_delete(*, table: Table, force: bool = False) -> None:
     """Delete a table and the tools on it; see table_delete_many."""
-    table_delete_many(tables=Table.objects.filter(pk=table.pk))
+    table_delete_many(tables=Table.objects.filter(pk=table.pk), force=force)
 
 
-def table_delete_many(*, tables: QuerySet[Table]) -> None:
+def table_delete_many(*, tables: QuerySet[Table], force: bool = False) -> None:
     """Delete the tables, the tools on them and their bindings. Locks the tables, then their tools (as
-    tool_delete_many does, for the same reason)."""
+    tool_delete_many does, for the same reason). A table whose tools are in use (selectors.usage_of) is IN_USE,
+    nothing deleted, unless `force`."""
     with transaction.atomic():
-        lock_rows(Table.objects.filter(pk__in=tables.values("pk")))
+        ids = lock_rows(Table.objects.filter(pk__in=tables.values("pk")))
         lock_rows(Tool.objects.filter(table__in=tables.values("pk")))
+        if not force:
+            what = named("table", ids, Table.objects.filter(pk__in=ids).values_list("name", flat=True))
+            refuse_if_in_use(usage_of(tables=ids), what=what, change="would be deleted with its tools", force=False)
         tables.delete()
 
 

@@ -310,17 +310,18 @@ def test_generate_creates_the_read_set_named_and_described_from_the_data(owner, 
     assert body["notes"] == []
     tools = {tool["type"]: tool for tool in body["tools"]}
     fields = (
-        'Fields: id (integer, e.g. 1), customer (string, e.g. "Ada"), status (string, e.g. "paid"), total (integer|'
-        'number, e.g. 10.5), vip (boolean|null, e.g. true), zip (integer|null|string, e.g. "01234").'
+        'Fields (names and example values quoted from the data): "id" (integer, e.g. 1), "customer" (string, e.g. '
+        '"Ada"), "status" (string, e.g. "paid"), "total" (integer|number, e.g. 10.5), "vip" (boolean|null, e.g. '
+        'true), "zip" (integer|null|string, e.g. "01234").'
     )
     assert tools["query_data"]["description"] == (
-        "Run a JMESPath expression over the table 'Sales 2024' (3 records, an array) and return its value. "
+        'Run a JMESPath expression over the table "Sales 2024" (3 records, an array) and return its value. '
         + fields
         + " Examples run on this data: `length(@)` -> 3; `[?status=='paid'] | length(@)` -> 2; "
         "`max_by(@, &total).id` -> 2."
     )
     assert tools["select"]["description"] == (
-        "Fetch full records of the table 'Sales 2024' by their 'id' field, e.g. keys=[1, 2]; keys that are not "
+        'Fetch full records of the table "Sales 2024" by their "id" field, e.g. keys=[1, 2]; keys that are not '
         "found are listed in not_found. " + fields
     )
     assert tools["preview"]["metadata"]["preview_keys"] == ["id", "customer", "status", "total"]
@@ -400,7 +401,7 @@ def test_generate_with_writes_and_an_instance_creates_and_binds_all_eight(owner,
     preview = next(tool for tool in body["tools"] if tool["type"] == "preview")
     assert preview["metadata"]["preview_keys"] == ["customer", "total"]
     assert preview["description"] == (
-        "Preview the table 'Sales 2024' with only customer, total of each of the 3 records; `limit` and `offset` "
+        'Preview the table "Sales 2024" with only "customer", "total" of each of the 3 records; `limit` and `offset` '
         "page through them, and total_count says how many there are."
     )
 
@@ -459,7 +460,7 @@ def test_an_object_mount_is_keyed_by_its_entries(owner, make_table):
         "catalog_products_update",
     ]
     assert tools["select"]["description"].startswith(
-        "Fetch full records of the table 'catalog' at /products by their key, e.g. keys=[\"KB-01\"];"
+        'Fetch full records of the table "catalog" at "/products" by their key, e.g. keys=["KB-01"];'
     )
     assert tools["query_data"]["description"].endswith(
         "Examples run on this data: `keys(@)[:3]` -> [\"KB-01\"]; `values(@)[?name=='Keyboard'] | length(@)` -> 1."
@@ -514,7 +515,7 @@ def test_an_empty_array_gets_the_tools_that_need_no_key(owner, make_table):
     ]
     query = body["tools"][2]
     assert query["description"] == (
-        "Run a JMESPath expression over the table 'inbox' at /messages (0 items, an array) and return its value. "
+        'Run a JMESPath expression over the table "inbox" at "/messages" (0 items, an array) and return its value. '
         "Examples run on this data: `length(@)` -> 0."
     )
 
@@ -595,7 +596,8 @@ def test_a_name_taken_on_the_instance_is_a_409_and_nothing_is_created(
         (
             {"colour": "red"},
             "colour",
-            "Unknown field. The fields are: json_path, mcp_instance, name_prefix, preview_keys, writes.",
+            "Unknown field. The fields are: json_path, mcp_instance, name_prefix, overwrite_edited, preview_keys, "
+            "writes.",
         ),
     ],
 )

@@ -255,7 +255,7 @@ def test_index_follows_binding_edits(tools, owner, instance, bind):
     assert names(search_tools(scope=scope, query="forecast")) == ["weather.forecast"]
     binding = Binding.objects.get(tool=tools["weather.forecast"])
     # when
-    binding_update(binding=binding, name_override="rain_outlook")
+    binding_update(force=True, binding=binding, name_override="rain_outlook")
     renamed = search_tools(scope=scope, query="forecast")
     binding_update(binding=binding, enabled=False)
     disabled = search_tools(scope=scope, query="forecast")

@@ -146,7 +146,7 @@ def test_get_tool_definition_uses_effective_names_on_an_instance(catalog, instan
     # given
     from tools_app.services import binding_update
 
-    binding_update(binding=Binding.objects.get(tool=catalog["orders"]), name_override="orders_v2")
+    binding_update(force=True, binding=Binding.objects.get(tool=catalog["orders"]), name_override="orders_v2")
     scope = InstanceScope(instance)
     # when
     result = run(catalog["get_tool_definition"], scope, tool_name="orders_v2")

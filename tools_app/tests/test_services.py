@@ -293,7 +293,7 @@ def test_rename_into_a_name_used_on_another_instance_is_allowed(owner, table, ma
     bind(make_instance(owner, slug="one"), first)
     bind(make_instance(owner, slug="two"), second)
     # when
-    services.tool_update(tool=second, name="orders_query")
+    services.tool_update(force=True, tool=second, name="orders_query")
     # then
     assert Tool.objects.get(pk=second.pk).name == "orders_query"
 
@@ -319,7 +319,7 @@ def test_rename_moves_the_binding_name_key(owner, table, make_tool, make_instanc
     plain = bind(make_instance(owner, slug="one"), tool)
     overridden = bind(make_instance(owner, slug="two"), tool, name_override="q")
     # when
-    services.tool_update(tool=tool, name="Find_Orders")
+    services.tool_update(force=True, tool=tool, name="Find_Orders")
     # then
     assert Binding.objects.get(pk=plain.pk).name_key == "find_orders"
     assert Binding.objects.get(pk=overridden.pk).name_key == "q"
@@ -399,7 +399,7 @@ def test_tool_delete_removes_the_tool_and_its_bindings(owner, table, make_tool, 
     bind(instance, doomed)
     kept_binding = bind(instance, kept)
     # when
-    services.tool_delete(tool=doomed)
+    services.tool_delete(force=True, tool=doomed)
     # then
     assert list(Tool.objects.values_list("name", flat=True)) == ["kept"]
     assert list(Binding.objects.values_list("pk", flat=True)) == [kept_binding.pk]
@@ -413,7 +413,7 @@ def test_table_delete_removes_the_table_and_the_tools_on_it(owner, make_table, m
     bind(instance, make_tool(owner, doomed, name="on_doomed"))
     kept_tool = make_tool(owner, kept, name="on_kept")
     # when
-    services.table_delete(table=doomed)
+    services.table_delete(force=True, table=doomed)
     # then
     assert list(Table.objects.values_list("name", flat=True)) == ["kept"]
     assert list(Tool.objects.values_list("pk", flat=True)) == [kept_tool.pk]
