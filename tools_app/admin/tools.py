@@ -237,7 +237,10 @@ class TableAdmin(OwnedAdmin):
 
     def get_fieldsets(self, request, obj=None):
         data_fields = ["data_file", "data_format"] if self.is_large(obj) else ["data", "data_file", "data_format"]
-        fieldsets = [(None, {"fields": ["name", "description"]}), ("Data", {"fields": data_fields})]
+        fieldsets = [
+            (None, {"fields": ["name", "description", "indexed_fields"]}),
+            ("Data", {"fields": data_fields}),
+        ]
         if obj is not None:
             fieldsets.append(("Versions", {"fields": ["version", "created_at", "updated_at"]}))
         return fieldsets
@@ -263,7 +266,7 @@ class TableAdmin(OwnedAdmin):
         return format_html('<a href="{}">{}</a>', url, obj.tool_count)
 
     def save_model(self, request, obj, form, change):
-        fields = {"name": obj.name, "description": obj.description}
+        fields = {"name": obj.name, "description": obj.description, "indexed_fields": obj.indexed_fields}
         uploaded = form.cleaned_data.get("data_file")
         if "data" in form.fields or uploaded is not None:
             fields["data"] = uploaded if uploaded is not None else form.cleaned_data.get("data")

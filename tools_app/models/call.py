@@ -56,6 +56,9 @@ class CallLog(models.Model):
     error_code = models.CharField(max_length=40, blank=True)
     error_message = models.TextField(blank=True)
     duration_ms = models.FloatField()
+    # What the call's table queries reported: the suggestion to index a field a slow query filtered on
+    # (tools_app.data_access.slow_queries).
+    notes = models.TextField(blank=True, default="")
     # When the call started.
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
 

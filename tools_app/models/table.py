@@ -7,7 +7,13 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from tools_app.models.base import OwnedModel
-from tools_app.validators import TableDocumentDecoder, TableDocumentEncoder, validate_json_value, validate_table_depth
+from tools_app.validators import (
+    TableDocumentDecoder,
+    TableDocumentEncoder,
+    validate_indexed_fields,
+    validate_json_value,
+    validate_table_depth,
+)
 
 _UNSET: Any = object()
 
@@ -31,6 +37,15 @@ class Table(OwnedModel):
     # The sum of the `bytes` of the table's history entries (TableChange): kept by services.table_log as entries
     # are appended and pruned, and bounded per table and per owner (docs/history.md, "Quotas").
     history_bytes = models.PositiveBigIntegerField(default=0, editable=False)
+
+    # Record fields the engine keeps expression indexes on, per collection of the table
+    # (tools_app.services.table_indexes; docs/tables-at-scale.md, "Indexes").
+    indexed_fields = models.JSONField(
+        default=list,
+        blank=True,
+        validators=[validate_indexed_fields],
+        help_text="Record field names whose filters and sorts the database answers from an index.",
+    )
 
     # (table id, version) -> the document: services.table_log.document, plugged in by the services when they
     # load (tools_app.apps imports them once the models are ready). The models sit below the services, so they

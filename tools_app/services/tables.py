@@ -15,6 +15,7 @@ from tools_app.services import table_log
 from tools_app.services.locks import lock_rows
 from tools_app.services.quotas import data_quota_check
 from tools_app.services.table_cache import table_cache
+from tools_app.services.table_indexes import ensure_indexes
 from tools_app.validators import EncodedJSON
 
 TOOL_FIELDS = (
@@ -35,15 +36,20 @@ TOOL_FIELDS = (
 #
 
 
-def table_create(*, owner, name: str, description: str = "", data: Any = None) -> Table:
+def table_create(
+    *, owner, name: str, description: str = "", data: Any = None, indexed_fields: list | None = None
+) -> Table:
     """Create a table (version 1, its own snapshot) after full_clean(); QUOTA_EXCEEDED, nothing written, when its
-    document would take the owner over TOOLHUB_MAX_OWNER_DATA_BYTES."""
-    table = Table(owner=owner, name=name, description=description)
+    document would take the owner over TOOLHUB_MAX_OWNER_DATA_BYTES. Its `indexed_fields` get their record
+    indexes after the commit (services.table_indexes)."""
+    table = Table(owner=owner, name=name, description=description, indexed_fields=list(indexed_fields or []))
     table.data = {} if data is None else data
     table.full_clean()  # sets data_bytes from the checked JSON text
     data_quota_check(owner_id=owner.pk, new_size=table.data_bytes)
     with transaction.atomic():
         table.save()  # the row and its snapshot at version 1
+        if table.indexed_fields:
+            ensure_indexes(table.pk)
     return table
 
 
@@ -84,11 +90,13 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
     """Change name/description and, when given, replace the data (a data write: version +1, with its history
     entry; the new document is the table's new snapshot: table_log.table_replace).
 
-    SPEC §8: version counts data writes only; editing the name or description leaves it. `expected_version` (the
-    API's If-Match): PRECONDITION_FAILED, nothing written, when the table is at another version. A larger
-    document that would take the owner over TOOLHUB_MAX_OWNER_DATA_BYTES: QUOTA_EXCEEDED, nothing written.
+    SPEC §8: version counts data writes only; editing the name, description or indexed_fields leaves it. Changed
+    `indexed_fields` get their record indexes built and dropped after the commit (services.table_indexes).
+    `expected_version` (the API's If-Match): PRECONDITION_FAILED, nothing written, when the table is at another
+    version. A larger document that would take the owner over TOOLHUB_MAX_OWNER_DATA_BYTES: QUOTA_EXCEEDED,
+    nothing written.
     """
-    unknown = set(fields) - {"name", "description", "data"}
+    unknown = set(fields) - {"name", "description", "data", "indexed_fields"}
     if unknown:
         raise TypeError(f"table_update got unexpected fields {sorted(unknown)}")
     writes_data = "data" in fields
@@ -108,6 +116,7 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
         current = table_log.document(table.pk, locked.version) if writes_data else None
         data_changed = current is not None and not _same_json(fields["data"], current.data)
         old_size = locked.data_bytes
+        indexes_changed = "indexed_fields" in fields and fields["indexed_fields"] != locked.indexed_fields
         for key, value in fields.items():
             setattr(locked, key, value)
         locked.full_clean()  # the document only when it is given (Table.clean)
@@ -116,13 +125,15 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
                 owner_id=locked.owner_id, table_id=locked.pk, old_size=old_size, new_size=locked.data_bytes
             )
         locked.updated_at = now
-        locked.save(update_fields=["name", "description", "updated_at"])
+        locked.save(update_fields=["name", "description", "indexed_fields", "updated_at"])
         locked._document_pending = False  # the document is written by table_replace, never by save()
         if data_changed:
             assert current is not None
             table_log.table_replace(table=locked, data=fields["data"], current=current, now=now)
+        if indexes_changed:
+            ensure_indexes(locked.pk)
     locked.refresh_from_db(fields=["version", "data_bytes", "updated_at"])
-    copied = ["name", "description", "version", "data_bytes", "updated_at"]
+    copied = ["name", "description", "indexed_fields", "version", "data_bytes", "updated_at"]
     table.__dict__.update({key: getattr(locked, key) for key in copied})
     table.refresh_from_db(fields=["data"])  # read again through the cache on its next use
     return table
@@ -227,7 +238,10 @@ def table_delete_many(*, tables: QuerySet[Table]) -> None:
     with transaction.atomic():
         lock_rows(Table.objects.filter(pk__in=tables.values("pk")))
         lock_rows(Tool.objects.filter(table__in=tables.values("pk")))
+        indexed = list(tables.exclude(indexed_fields=[]).values_list("pk", flat=True)[:1])
         tables.delete()
+        for table_id in indexed:  # one sync drops the indexes of every collection that is gone
+            ensure_indexes(table_id)
 
 
 def tool_use_record(*, tool_id: int, at: datetime | None = None) -> None:

@@ -1,0 +1,23 @@
+from django.db import migrations, models
+
+import tools_app.validators
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ('tools_app', '0019_table_records'),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name='calllog',
+            name='notes',
+            field=models.TextField(blank=True, default=''),
+        ),
+        migrations.AddField(
+            model_name='table',
+            name='indexed_fields',
+            field=models.JSONField(blank=True, default=list, help_text='Record field names whose filters and sorts the database answers from an index.', validators=[tools_app.validators.validate_indexed_fields]),
+        ),
+    ]
