@@ -143,36 +143,37 @@ def validate_indexed_fields(value: Any) -> None:
     """A table's `indexed_fields`: a list of distinct record field names (top-level keys of the records), each a
     non-empty string of at most MAX_INDEXED_FIELD_LENGTH characters without `"`, `\\` or control characters
     (which SQLite's JSON paths cannot spell, so no query on such a field is compiled), at most
-    max_indexed_fields() of them."""
+    max_indexed_fields() of them. The code is "indexed_fields": the JSON field would replace a message of its own
+    codes ("invalid", "unique") by its generic one."""
     if not isinstance(value, list):
-        raise ValidationError("indexed_fields must be a list of record field names.", code="invalid")
+        raise ValidationError("indexed_fields must be a list of record field names.", code="indexed_fields")
     limit = max_indexed_fields()
     if len(value) > limit:
         raise ValidationError(
             f"indexed_fields may list at most {limit} fields (TOOLHUB_MAX_INDEXED_FIELDS); {len(value)} were given.",
-            code="max_length",
+            code="indexed_fields",
         )
     seen: set[str] = set()
     for index, name in enumerate(value):
         if not isinstance(name, str) or not name:
             raise ValidationError(
-                f"indexed_fields[{index}] must be a non-empty string (a record field name).", code="invalid"
+                f"indexed_fields[{index}] must be a non-empty string (a record field name).", code="indexed_fields"
             )
         if len(name) > MAX_INDEXED_FIELD_LENGTH:
             raise ValidationError(
                 f"indexed_fields[{index}] is {len(name)} characters long; at most {MAX_INDEXED_FIELD_LENGTH}.",
-                code="max_length",
+                code="indexed_fields",
             )
         if any(char in name for char in '"\\') or any(ord(char) < 0x20 for char in name):
             raise ValidationError(
                 f'indexed_fields[{index}] ({name!r}) holds a quote ("), a backslash or a control character, '
                 "which no index can be built on.",
-                code="invalid",
+                code="indexed_fields",
             )
         if any(0xD800 <= ord(char) <= 0xDFFF for char in name):
-            raise ValidationError(f"indexed_fields[{index}] holds a lone surrogate.", code="invalid")
+            raise ValidationError(f"indexed_fields[{index}] holds a lone surrogate.", code="indexed_fields")
         if name in seen:
-            raise ValidationError(f"indexed_fields lists {name!r} twice.", code="unique")
+            raise ValidationError(f"indexed_fields lists {name!r} twice.", code="indexed_fields")
         seen.add(name)
 
 
