@@ -1,7 +1,5 @@
 from django.db import migrations, models
 
-import tools_app.validators
-
 
 class Migration(migrations.Migration):
 
@@ -18,6 +16,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='table',
             name='indexed_fields',
-            field=models.JSONField(blank=True, default=list, help_text='Record field names whose filters and sorts the database answers from an index.', validators=[tools_app.validators.validate_indexed_fields]),
+            field=models.JSONField(blank=True, default=list, help_text='Record field names whose filters and sorts the database answers from an index.'),
         ),
     ]

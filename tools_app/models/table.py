@@ -43,7 +43,6 @@ class Table(OwnedModel):
     indexed_fields = models.JSONField(
         default=list,
         blank=True,
-        validators=[validate_indexed_fields],
         help_text="Record field names whose filters and sorts the database answers from an index.",
     )
 
@@ -91,6 +90,11 @@ class Table(OwnedModel):
         self._document_pending = True
 
     def clean(self):
+        # Here, not as the field's validator: Django skips validators for "empty" values ({}, ""), which are no list.
+        try:
+            validate_indexed_fields(self.indexed_fields)
+        except ValidationError as exc:
+            raise ValidationError({"indexed_fields": exc.error_list}) from exc
         if not self._document_pending:
             return  # not set, so not changed: a rename must not load and re-check the whole document
         if self._document is None:

@@ -36,13 +36,13 @@ TOOL_FIELDS = (
 #
 
 
-def table_create(
-    *, owner, name: str, description: str = "", data: Any = None, indexed_fields: list | None = None
-) -> Table:
+def table_create(*, owner, name: str, description: str = "", data: Any = None, indexed_fields: Any = None) -> Table:
     """Create a table (version 1, its own snapshot) after full_clean(); QUOTA_EXCEEDED, nothing written, when its
     document would take the owner over TOOLHUB_MAX_OWNER_DATA_BYTES. Its `indexed_fields` get their record
     indexes after the commit (services.table_indexes)."""
-    table = Table(owner=owner, name=name, description=description, indexed_fields=list(indexed_fields or []))
+    table = Table(
+        owner=owner, name=name, description=description, indexed_fields=[] if indexed_fields is None else indexed_fields
+    )
     table.data = {} if data is None else data
     table.full_clean()  # sets data_bytes from the checked JSON text
     data_quota_check(owner_id=owner.pk, new_size=table.data_bytes)

@@ -152,6 +152,20 @@ def test_the_generated_tools_say_which_fields_are_fast(owner, make_table):
     assert "indexed" not in by_type["preview"]
 
 
+@pytest.mark.django_db
+@pytest.mark.usefixtures("fast_passwords")
+@pytest.mark.parametrize("value", [{}, {"status": 1}, "", ["a", "a"]])
+def test_a_table_created_with_bad_indexed_fields_is_refused_whole(owner, value):
+    before = db_snapshot()
+
+    response = client_for(owner).post("/api/tables/", {"name": "orders", "indexed_fields": value}, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["error"] == "VALIDATION_ERROR"
+    assert list(response.json()["fields"]) == ["indexed_fields"]
+    assert db_snapshot() == before
+
+
 #
 # The engine's indexes
 #
