@@ -207,6 +207,11 @@ TOOLHUB_MAX_REQUEST_BYTES = int(os.environ.get("TOOLHUB_MAX_REQUEST_BYTES", 64 *
 TOOLHUB_MAX_MCP_REQUEST_BYTES = int(os.environ.get("TOOLHUB_MAX_MCP_REQUEST_BYTES", 4 * 1024 * 1024))
 TOOLHUB_MAX_TABLE_BYTES = int(os.environ.get("TOOLHUB_MAX_TABLE_BYTES", 50 * 1024 * 1024))
 TOOLHUB_MAX_TABLE_DEPTH = int(os.environ.get("TOOLHUB_MAX_TABLE_DEPTH", 64))
+# Table record indexes (docs/tables-at-scale.md, "Indexes"): how many fields a table may declare in
+# indexed_fields; a query answered in SQL slower than TOOLHUB_SLOW_QUERY_MS that filters or sorts on an
+# undeclared field is counted (toolhub_slow_queries_total) and its call log row suggests declaring it.
+TOOLHUB_MAX_INDEXED_FIELDS = env_int("TOOLHUB_MAX_INDEXED_FIELDS", 16, minimum=0)
+TOOLHUB_SLOW_QUERY_MS = env_int("TOOLHUB_SLOW_QUERY_MS", 200, minimum=0)
 # Table imports (POST /api/tables/import/, the admin's file upload) running at once per server process: per
 # owner, and in all; one more is refused at once with RATE_LIMITED (tools_app/services/imports.py).
 TOOLHUB_IMPORTS_PER_OWNER = env_int("TOOLHUB_IMPORTS_PER_OWNER", 1, minimum=1)

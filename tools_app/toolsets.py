@@ -364,6 +364,8 @@ def _descriptions(
     ident = f"their {key_shown} field" if key else "their key"
     summary = sample.field_summary(420)
     fields_text = f" Fields (names and example values quoted from the data): {summary}." if summary else ""
+    indexed = ", ".join(_field_ref(name) for name in table.indexed_fields)
+    fast_text = f" Filters and sorts on {indexed} are fast (indexed); on other fields slower." if indexed else ""
     example_lines = "; ".join(f"`{expression}` -> {_short(result)}" for expression, result in queries)
     key_examples = (
         [sample.records[i].get(key) for i in range(min(2, len(sample.records)))]
@@ -374,7 +376,7 @@ def _descriptions(
     texts = {
         "get_data_schema": (
             f"Describe the shape of {where}: {what}, each field with its types, and one record template. Call it "
-            f"first to learn the fields before writing a query.{fields_text}",
+            f"first to learn the fields before writing a query.{fast_text}{fields_text}",
             [f"{prefix}_schema()"],
         ),
         "get_all_data": (
@@ -384,7 +386,7 @@ def _descriptions(
         ),
         "query_data": (
             f"Run a JMESPath expression over {where} ({what}, an {'array' if sample.is_array else 'object'}) and "
-            f"return its value.{fields_text}"
+            f"return its value.{fast_text}{fields_text}"
             + (f" Examples run on this data: {example_lines}." if example_lines else ""),
             [f"{prefix}_query(query={json.dumps(expression)})" for expression, _ in queries],
         ),

@@ -129,6 +129,54 @@ def history_max_arguments_bytes() -> int:
     return max(0, int(getattr(settings, "TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES", DEFAULT_HISTORY_MAX_ARGUMENTS_BYTES)))
 
 
+DEFAULT_MAX_INDEXED_FIELDS = 16
+MAX_INDEXED_FIELD_LENGTH = 200
+
+
+def max_indexed_fields() -> int:
+    """TOOLHUB_MAX_INDEXED_FIELDS: how many record fields one table may declare in `indexed_fields` (each is one
+    index per collection of the table, two on PostgreSQL: every write to the table's records updates them)."""
+    return max(0, int(getattr(settings, "TOOLHUB_MAX_INDEXED_FIELDS", DEFAULT_MAX_INDEXED_FIELDS)))
+
+
+def validate_indexed_fields(value: Any) -> None:
+    """A table's `indexed_fields`: a list of distinct record field names (top-level keys of the records), each a
+    non-empty string of at most MAX_INDEXED_FIELD_LENGTH characters without `"`, `\\` or control characters
+    (which SQLite's JSON paths cannot spell, so no query on such a field is compiled), at most
+    max_indexed_fields() of them. The code is "indexed_fields": the JSON field would replace a message of its own
+    codes ("invalid", "unique") by its generic one."""
+    if not isinstance(value, list):
+        raise ValidationError("indexed_fields must be a list of record field names.", code="indexed_fields")
+    limit = max_indexed_fields()
+    if len(value) > limit:
+        raise ValidationError(
+            f"indexed_fields may list at most {limit} fields (TOOLHUB_MAX_INDEXED_FIELDS); {len(value)} were given.",
+            code="indexed_fields",
+        )
+    seen: set[str] = set()
+    for index, name in enumerate(value):
+        if not isinstance(name, str) or not name:
+            raise ValidationError(
+                f"indexed_fields[{index}] must be a non-empty string (a record field name).", code="indexed_fields"
+            )
+        if len(name) > MAX_INDEXED_FIELD_LENGTH:
+            raise ValidationError(
+                f"indexed_fields[{index}] is {len(name)} characters long; at most {MAX_INDEXED_FIELD_LENGTH}.",
+                code="indexed_fields",
+            )
+        if any(char in name for char in '"\\') or any(ord(char) < 0x20 for char in name):
+            raise ValidationError(
+                f'indexed_fields[{index}] ({name!r}) holds a quote ("), a backslash or a control character, '
+                "which no index can be built on.",
+                code="indexed_fields",
+            )
+        if any(0xD800 <= ord(char) <= 0xDFFF for char in name):
+            raise ValidationError(f"indexed_fields[{index}] holds a lone surrogate.", code="indexed_fields")
+        if name in seen:
+            raise ValidationError(f"indexed_fields lists {name!r} twice.", code="indexed_fields")
+        seen.add(name)
+
+
 def max_table_depth() -> int:
     """TOOLHUB_MAX_TABLE_DEPTH: how many objects/arrays deep a table document may nest."""
     return int(getattr(settings, "TOOLHUB_MAX_TABLE_DEPTH", DEFAULT_MAX_TABLE_DEPTH))

@@ -302,7 +302,7 @@ class TableAdmin(OwnedAdmin):
     def get_fieldsets(self, request, obj=None):
         data_fields = ["data_file", "data_format"] if self.is_large(obj) else ["data", "data_file", "data_format"]
         fieldsets = [
-            (None, {"fields": ["name", "description"]}),
+            (None, {"fields": ["name", "description", "indexed_fields"]}),
             ("Data", {"fields": data_fields}),
             ("Call log", {"fields": ["redact_fields"]}),
         ]
@@ -331,7 +331,7 @@ class TableAdmin(OwnedAdmin):
         return format_html('<a href="{}">{}</a>', url, obj.tool_count)
 
     def save_model(self, request, obj, form, change):
-        fields = {"name": obj.name, "description": obj.description}
+        fields = {"name": obj.name, "description": obj.description, "indexed_fields": obj.indexed_fields}
         if "redact_fields" in form.cleaned_data:
             fields["redact_fields"] = form.cleaned_data["redact_fields"]
         uploaded = form.cleaned_data.get("data_file")

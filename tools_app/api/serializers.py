@@ -19,7 +19,7 @@ from rest_framework.authtoken.serializers import AuthTokenSerializer
 
 from tools_app import services
 from tools_app.models import ApiToken, Table, TableChange, Tool
-from tools_app.validators import MAX_REDACT_FIELD_LENGTH, MAX_REDACT_FIELDS
+from tools_app.validators import MAX_INDEXED_FIELD_LENGTH, MAX_REDACT_FIELD_LENGTH, MAX_REDACT_FIELDS
 
 __all__ = [
     "ApiTokenSerializer",
@@ -240,6 +240,26 @@ class FieldNamesField(serializers.ListField):
         return names
 
 
+INDEXED_FIELDS_SCHEMA = {
+    "type": "array",
+    "items": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_INDEXED_FIELD_LENGTH,
+        "pattern": '^[^"\\\\\\x00-\\x1f]+$',
+    },
+    "uniqueItems": True,
+    "description": "Record field names (top-level keys of the table's records) the database keeps expression indexes "
+    "on: filters and sorts on them are fast, and the table's tools say so. Distinct, at most "
+    "TOOLHUB_MAX_INDEXED_FIELDS (default 16); no quote, backslash or control character. Default [].",
+}
+
+
+@extend_schema_field(INDEXED_FIELDS_SCHEMA)
+class IndexedFieldsField(serializers.JSONField):
+    """A table's indexed_fields; checked by the model (tools_app.validators.validate_indexed_fields)."""
+
+
 class TableSerializer(FullCleanModelSerializer):
     """A JSON document (any JSON value, usually an object or an array) that tools read and write.
 
@@ -266,9 +286,22 @@ class TableSerializer(FullCleanModelSerializer):
         "tokens, API keys, ...) are always redacted. Default [].",
     )
 
+    indexed_fields = IndexedFieldsField(required=False)
+
     class Meta:
         model = Table
-        fields = ["id", "name", "description", "data", "redact_fields", "version", "owner", "created_at", "updated_at"]
+        fields = [
+            "id",
+            "name",
+            "description",
+            "data",
+            "redact_fields",
+            "indexed_fields",
+            "version",
+            "owner",
+            "created_at",
+            "updated_at",
+        ]
         read_only_fields = ["id", "version", "owner", "created_at", "updated_at"]
 
     def create(self, validated_data):

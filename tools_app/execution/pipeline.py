@@ -48,6 +48,7 @@ from django.utils import timezone
 
 from tools_app.choices import READ_TYPES, REGISTRY_TYPES, ToolType
 from tools_app.data_access.budget import enforced
+from tools_app.data_access.slow_queries import current_note, watching
 from tools_app.execution.call_details import (
     Recorded,
     arguments_max_bytes,
@@ -353,7 +354,7 @@ def run_tool_call(
     `progress`, when given, is told (from the calling thread) when the tool starts running and when it has
     run: MCP sends these as progress notifications to a client that asked for them."""
     surface = str(caller.surface)
-    with call_span(surface=surface, tool=name, instance=target.instance_slug):
+    with call_span(surface=surface, tool=name, instance=target.instance_slug), watching():
         outcome = _run_tool_call(caller, target, name, arguments, progress)
     call_finished(
         surface=surface,
@@ -827,7 +828,7 @@ def _record_sql(vendor: str) -> tuple[str, str, str, str | None]:
     columns = [
         "surface", "user", "mcp_instance", "tool", "tool_name", "api_key", "owner", "status", "error_code",
         "error_message", "duration_ms", "created_at", "oauth_client", "arguments", "arguments_truncated",
-        "result_excerpt", "result_truncated", "recorded_bytes",
+        "result_excerpt", "result_truncated", "recorded_bytes", "notes",
     ]  # fmt: skip
     names = ", ".join(column(CallLog, name) for name in columns)
     insert = f"INSERT INTO {quote(CallLog._meta.db_table)} ({names}) VALUES ({', '.join(['%s'] * len(columns))})"
@@ -872,6 +873,7 @@ def _write(
         "" if got is None else got.text,
         got is not None and got.truncated,
         details.size,
+        current_note(),
     ]
     use_sql, touch_sql, insert_sql, combined = _record_sql(connection.vendor)
     with connection.cursor() as cursor:

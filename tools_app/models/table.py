@@ -10,6 +10,7 @@ from tools_app.models.base import OwnedModel
 from tools_app.validators import (
     TableDocumentDecoder,
     TableDocumentEncoder,
+    validate_indexed_fields,
     validate_json_value,
     validate_redact_fields,
     validate_table_depth,
@@ -62,6 +63,14 @@ class Table(OwnedModel):
         "(passwords, tokens, API keys, ...) are always redacted.",
     )
 
+    # Record fields the engine keeps expression indexes on, per collection of the table
+    # (tools_app.services.table_indexes; docs/tables-at-scale.md, "Indexes").
+    indexed_fields = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Record field names whose filters and sorts the database answers from an index.",
+    )
+
     # (table id, version) -> the document: services.table_log.document, plugged in by the services when they
     # load (tools_app.apps imports them once the models are ready). The models sit below the services, so they
     # name the reader's shape here and never import it.
@@ -106,6 +115,11 @@ class Table(OwnedModel):
         self._document_pending = True
 
     def clean(self):
+        # Here, not as the field's validator: Django skips validators for "empty" values ({}, ""), which are no list.
+        try:
+            validate_indexed_fields(self.indexed_fields)
+        except ValidationError as exc:
+            raise ValidationError({"indexed_fields": exc.error_list}) from exc
         if not self._document_pending:
             return  # not set, so not changed: a rename must not load and re-check the whole document
         if self._document is None:

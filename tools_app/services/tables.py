@@ -17,6 +17,7 @@ from tools_app.services.guard import named, refuse_if_in_use
 from tools_app.services.locks import lock_rows
 from tools_app.services.quotas import data_quota_check
 from tools_app.services.table_cache import table_cache
+from tools_app.services.table_indexes import ensure_indexes
 from tools_app.tool_schemas import input_schema_breaks
 from tools_app.validators import EncodedJSON
 
@@ -39,16 +40,31 @@ TOOL_FIELDS = (
 
 
 def table_create(
-    *, owner, name: str, description: str = "", data: Any = None, redact_fields: list[str] | None = None
+    *,
+    owner,
+    name: str,
+    description: str = "",
+    data: Any = None,
+    redact_fields: list[str] | None = None,
+    indexed_fields: Any = None,
 ) -> Table:
     """Create a table (version 1, its own snapshot) after full_clean(); QUOTA_EXCEEDED, nothing written, when its
-    document would take the owner over TOOLHUB_MAX_OWNER_DATA_BYTES."""
-    table = Table(owner=owner, name=name, description=description, redact_fields=redact_fields or [])
+    document would take the owner over TOOLHUB_MAX_OWNER_DATA_BYTES. Its `indexed_fields` get their record
+    indexes after the commit (services.table_indexes)."""
+    table = Table(
+        owner=owner,
+        name=name,
+        description=description,
+        redact_fields=redact_fields or [],
+        indexed_fields=[] if indexed_fields is None else indexed_fields,
+    )
     table.data = {} if data is None else data
     table.full_clean()  # sets data_bytes from the checked JSON text
     data_quota_check(owner_id=owner.pk, new_size=table.data_bytes)
     with transaction.atomic():
         table.save()  # the row and its snapshot at version 1
+        if table.indexed_fields:
+            ensure_indexes(table.pk)
     return table
 
 
@@ -89,11 +105,13 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
     """Change name/description and, when given, replace the data (a data write: version +1, with its history
     entry; the new document is the table's new snapshot: table_log.table_replace).
 
-    SPEC §8: version counts data writes only; editing the name or description leaves it. `expected_version` (the
-    API's If-Match): PRECONDITION_FAILED, nothing written, when the table is at another version. A larger
-    document that would take the owner over TOOLHUB_MAX_OWNER_DATA_BYTES: QUOTA_EXCEEDED, nothing written.
+    SPEC §8: version counts data writes only; editing the name, description or indexed_fields leaves it. Changed
+    `indexed_fields` get their record indexes built and dropped after the commit (services.table_indexes).
+    `expected_version` (the API's If-Match): PRECONDITION_FAILED, nothing written, when the table is at another
+    version. A larger document that would take the owner over TOOLHUB_MAX_OWNER_DATA_BYTES: QUOTA_EXCEEDED,
+    nothing written.
     """
-    unknown = set(fields) - {"name", "description", "data", "redact_fields"}
+    unknown = set(fields) - {"name", "description", "data", "redact_fields", "indexed_fields"}
     if unknown:
         raise TypeError(f"table_update got unexpected fields {sorted(unknown)}")
     writes_data = "data" in fields
@@ -119,6 +137,7 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
         current = table_log.document(table.pk, locked.version) if writes_data else None
         data_changed = current is not None and not _same_json(fields["data"], current.data)
         old_size = locked.data_bytes
+        indexes_changed = "indexed_fields" in fields and fields["indexed_fields"] != locked.indexed_fields
         for key, value in fields.items():
             setattr(locked, key, value)
         locked.full_clean()  # the document only when it is given (Table.clean)
@@ -127,13 +146,15 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
                 owner_id=locked.owner_id, table_id=locked.pk, old_size=old_size, new_size=locked.data_bytes
             )
         locked.updated_at = now
-        locked.save(update_fields=["name", "description", "redact_fields", "updated_at"])
+        locked.save(update_fields=["name", "description", "redact_fields", "indexed_fields", "updated_at"])
         locked._document_pending = False  # the document is written by table_replace, never by save()
         if data_changed:
             assert current is not None
             table_log.table_replace(table=locked, data=fields["data"], current=current, now=now)
+        if indexes_changed:
+            ensure_indexes(locked.pk)
     locked.refresh_from_db(fields=["version", "data_bytes", "updated_at"])
-    copied = ["name", "description", "redact_fields", "version", "data_bytes", "updated_at"]
+    copied = ["name", "description", "redact_fields", "indexed_fields", "version", "data_bytes", "updated_at"]
     table.__dict__.update({key: getattr(locked, key) for key in copied})
     table.refresh_from_db(fields=["data"])  # read again through the cache on its next use
     return table
@@ -269,7 +290,10 @@ def table_delete_many(*, tables: QuerySet[Table], force: bool = False) -> None:
         if not force:
             what = named("table", ids, Table.objects.filter(pk__in=ids).values_list("name", flat=True))
             refuse_if_in_use(usage_of(tables=ids), what=what, change="would be deleted with its tools", force=False)
+        indexed = list(tables.exclude(indexed_fields=[]).values_list("pk", flat=True)[:1])
         tables.delete()
+        for table_id in indexed:  # one sync drops the indexes of every collection that is gone
+            ensure_indexes(table_id)
 
 
 def tool_use_record(*, tool_id: int, at: datetime | None = None) -> None:

@@ -54,6 +54,7 @@ __all__ = [
     "ValuePlan",
     "Where",
     "build_plan",
+    "filtered_fields",
 ]
 
 Step = tuple[str, Any]  # ("field", name) or ("index", int)
@@ -478,3 +479,57 @@ def _function_pred(node: dict, prefix: Path) -> Pred:
     if isinstance(first, Lit) and isinstance(second, Lit):
         raise _refuse(node, "a constant call")
     return Prefix(name == "ends_with", first, second)
+
+
+#
+# What a plan reads
+#
+
+
+def filtered_fields(plan: ValuePlan) -> frozenset[str]:
+    """The record fields whose values decide which records a plan keeps or in what order (filter conditions,
+    sort_by / max_by / min_by keys, min / max of a field): the fields an index on `data`'s top-level field
+    (tools_app.data_access.sql.indexes) can serve. Paths below a field (`a.b`) and what is only projected are
+    not listed: no index of a declared field serves them."""
+    found: set[str] = set()
+    _list_fields(plan.source, found)
+    if isinstance(plan, Pick) and plan.how != "index":
+        _path_field(plan.key, found)
+    if isinstance(plan, Fold) and plan.function in ("min", "max") and isinstance(plan.source.elem, ElemPath):
+        _path_field(plan.source.elem.path, found)
+    return frozenset(found)
+
+
+def _list_fields(plan: ListPlan, found: set[str]) -> None:
+    if isinstance(plan, Scan):
+        return
+    if isinstance(plan, Where):
+        _pred_fields(plan.pred, found)
+    elif isinstance(plan, Sort):
+        _path_field(plan.key, found)
+    _list_fields(plan.source, found)
+
+
+def _pred_fields(pred: Pred, found: set[str]) -> None:
+    if isinstance(pred, And | Or):
+        _pred_fields(pred.left, found)
+        _pred_fields(pred.right, found)
+    elif isinstance(pred, Not):
+        _pred_fields(pred.inner, found)
+    elif isinstance(pred, Truthy):
+        _path_field(pred.path, found)
+    elif isinstance(pred, Compare):
+        for operand in (pred.left, pred.right):
+            if isinstance(operand, PathRef):
+                _path_field(operand.path, found)
+    elif isinstance(pred, Contains):
+        _path_field(pred.subject.path, found)
+    elif isinstance(pred, Prefix):
+        for operand in (pred.text, pred.affix):
+            if isinstance(operand, PathRef):
+                _path_field(operand.path, found)
+
+
+def _path_field(path: Path, found: set[str]) -> None:
+    if len(path) == 1 and path[0][0] == "field":
+        found.add(path[0][1])

@@ -61,6 +61,16 @@ TABLE_WRITE_DURATION = Histogram(
     "Duration of a table write (read, change and save under the row lock).",
     buckets=LATENCY_BUCKETS,
 )
+SLOW_QUERIES = Counter(
+    "toolhub_slow_queries",
+    "Table queries answered in SQL over TOOLHUB_SLOW_QUERY_MS that filter or sort on a record field the table does"
+    " not declare in indexed_fields, by field (each such field once per query).",
+    ["field"],
+)
+INDEX_BUILD_FAILURES = Counter(
+    "toolhub_index_builds_failed",
+    "Record index builds or drops that failed (tools_app.services.table_indexes); the next sync retries them.",
+)
 DB_POOL = Gauge(
     "toolhub_db_pool_connections",
     "PostgreSQL connection pool of each worker (summed over live workers): size, idle (available), waiting.",
@@ -146,6 +156,27 @@ def call_finished(
                 "duration_ms": round(outcome.duration_ms, 3),
             },
         )
+
+
+# Field names come from the data: at most this many distinct label values per process, then "other".
+MAX_FIELD_LABELS = 200
+MAX_FIELD_LABEL_CHARS = 64
+_field_labels: set[str] = set()
+
+
+def slow_query(field: str) -> None:
+    """Count one slow query that read the unindexed record field `field`."""
+    label = field[:MAX_FIELD_LABEL_CHARS]
+    if label not in _field_labels:
+        if len(_field_labels) >= MAX_FIELD_LABELS:
+            label = "other"
+        else:
+            _field_labels.add(label)
+    SLOW_QUERIES.labels(label).inc()
+
+
+def index_build_failed() -> None:
+    INDEX_BUILD_FAILURES.inc()
 
 
 def rate_limited(scope: str) -> None:

@@ -1,0 +1,104 @@
+"""Slow table queries on fields without an index, made visible (docs/tables-at-scale.md, "Indexes").
+
+Whoever runs a compiled query (tools_app.data_access.sql_query.run_sql) times it and reports it:
+
+    slow = observe_query(query, indexed_fields=table.indexed_fields, duration_ms=elapsed)
+
+When the query took over TOOLHUB_SLOW_QUERY_MS and its plan filters or sorts on record fields the table does
+not declare (plan.filtered_fields), each such field is counted in `toolhub_slow_queries_total{field=...}`, and
+the call in progress (the pipeline's `watching()` block) keeps the suggestion for its call-log row
+(CallLog.notes): "declare `f` in indexed_fields". A query whose fields are all indexed is not reported: an
+index was there to use.
+"""
+
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from tools_app.data_access.sql.plan import filtered_fields
+from tools_app.data_access.sql_query import SqlQuery
+from tools_app.kernel.telemetry.metrics import slow_query
+
+__all__ = ["CallNotes", "SlowQuery", "current_note", "observe_query", "slow_query_ms", "suggestion", "watching"]
+
+DEFAULT_SLOW_QUERY_MS = 200
+MAX_NOTE_CHARS = 500
+
+
+def slow_query_ms() -> float:
+    """TOOLHUB_SLOW_QUERY_MS: a compiled query slower than this, reading an unindexed field, is reported."""
+    return float(getattr(settings, "TOOLHUB_SLOW_QUERY_MS", DEFAULT_SLOW_QUERY_MS))
+
+
+@dataclass(frozen=True)
+class SlowQuery:
+    fields: tuple[str, ...]  # the unindexed fields it filtered or sorted on, sorted
+    duration_ms: float
+
+    @property
+    def note(self) -> str:
+        return suggestion(self.fields, self.duration_ms)
+
+
+def suggestion(fields: Collection[str], duration_ms: float) -> str:
+    """The call log's note: which fields to declare."""
+    named = ", ".join(f"`{name}`" for name in sorted(fields))
+    return (
+        f"A table query took {duration_ms:.0f} ms filtering or sorting on {named} without an index: "
+        f"declare {named} in the table's indexed_fields."
+    )[:MAX_NOTE_CHARS]
+
+
+@dataclass
+class CallNotes:
+    """What one call's queries reported (the first slow query's note is the call's)."""
+
+    slow: list[SlowQuery] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        if not self.slow:
+            return ""
+        fields = sorted({name for query in self.slow for name in query.fields})
+        return suggestion(fields, max(query.duration_ms for query in self.slow))
+
+
+_CURRENT: ContextVar[CallNotes | None] = ContextVar("toolhub_call_notes", default=None)
+
+
+@contextmanager
+def watching() -> Iterator[CallNotes]:
+    """Collect the reports of the queries run inside the block (one tool call): the pipeline wraps a call in it
+    and writes `current_note()` into the call's log row."""
+    notes = CallNotes()
+    token = _CURRENT.set(notes)
+    try:
+        yield notes
+    finally:
+        _CURRENT.reset(token)
+
+
+def current_note() -> str:
+    """The note for the call in progress ("" when no slow query on an unindexed field was reported)."""
+    notes = _CURRENT.get()
+    return "" if notes is None else notes.text
+
+
+def observe_query(query: SqlQuery, *, indexed_fields: Collection[str], duration_ms: float) -> SlowQuery | None:
+    """Report a compiled query that ran for `duration_ms`: the SlowQuery (counted, and kept for the call in
+    progress) when it is slow and filtered or sorted on fields outside `indexed_fields`; else None."""
+    if duration_ms <= slow_query_ms():
+        return None
+    unindexed = tuple(sorted(filtered_fields(query.plan) - set(indexed_fields)))
+    if not unindexed:
+        return None
+    for name in unindexed:
+        slow_query(name)
+    slow = SlowQuery(unindexed, duration_ms)
+    notes = _CURRENT.get()
+    if notes is not None:
+        notes.slow.append(slow)
+    return slow

@@ -1,0 +1,174 @@
+"""Expression indexes on a collection's records, per declared field (docs/tables-at-scale.md, "Indexes").
+
+For each record field `f` and each collection `c`, a partial index over the rows of `c` only, on exactly the
+expression tools_app.data_access.sql.render writes for `f` (so the engine's planner matches it):
+
+    SQLite       tr_<c>_<h>    ((data ->> '$."f"'))                                          WHERE collection_id = <c>
+    PostgreSQL   tr_<c>_<h>_s  (((data ->> 'f') COLLATE "C"))                                WHERE collection_id = <c>
+                 tr_<c>_<h>_n  ((CASE WHEN jsonb_typeof((data -> 'f')) = 'number'
+                                 THEN (data ->> 'f')::numeric END))                           WHERE collection_id = <c>
+
+`<h>` is the first 12 hex digits of the SHA-256 of the field name: names are deterministic, at most 39
+characters (PostgreSQL cuts names at 63), and say nothing of the data. Every index this module makes starts
+with `tr_<collection id>_`; the catalog is the record of what exists, so sync_indexes() is idempotent and
+repairs what a failed or interrupted run left (PostgreSQL's invalid indexes included).
+
+On PostgreSQL the indexes are built and dropped CONCURRENTLY (writes to the records go on meanwhile), which
+cannot run inside a transaction: sync_indexes() refuses to run in one (the caller defers it to after the
+commit: tools_app.services.table_indexes). SQLite has no such form; its CREATE INDEX is one short write.
+
+This module takes a DB-API cursor (Django's) and names the records table, so that the storage code below the
+models can call it too.
+"""
+
+import hashlib
+import logging
+import re
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+
+from tools_app.data_access.sql.render import PostgresDialect, SQLiteDialect, _quote_name, dialect_for
+
+__all__ = [
+    "IndexSync",
+    "index_name_prefix",
+    "indexed_collection_ids",
+    "index_statements",
+    "sync_indexes",
+    "wanted_indexes",
+]
+
+logger = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^tr_(\d+)_[0-9a-f]{12}(_[sn])?$")
+
+
+def index_name_prefix(collection_id: int) -> str:
+    return f"tr_{int(collection_id)}_"
+
+
+def _field_hash(name: str) -> str:
+    return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def index_statements(*, dialect: str, records_table: str, collection_id: int, field_name: str) -> dict[str, str]:
+    """{index name: CREATE INDEX statement} for `field_name` over collection `collection_id`: the expressions
+    are the renderer's own (SQLiteDialect.value, PostgresDialect.string and .number of the field's path).
+
+    The statements run with a parameter tuple (the renderer doubles `%` in inlined text), and on PostgreSQL
+    without `CONCURRENTLY` (sync_indexes adds it). NotCompilable for a name no JSON path can spell."""
+    d = dialect_for(dialect)
+    path = (("field", field_name),)
+    prefix = f"{index_name_prefix(collection_id)}{_field_hash(field_name)}"
+    where = f"WHERE collection_id = {int(collection_id)}"
+    table = _quote_name(records_table)
+    if isinstance(d, SQLiteDialect):
+        return {prefix: f'CREATE INDEX IF NOT EXISTS "{prefix}" ON {table} ({d.value(path).text}) {where}'}
+    assert isinstance(d, PostgresDialect)
+    return {
+        f"{prefix}_s": f'CREATE INDEX IF NOT EXISTS "{prefix}_s" ON {table} (({d.string(path).text})) {where}',
+        f"{prefix}_n": f'CREATE INDEX IF NOT EXISTS "{prefix}_n" ON {table} ({d.number(path).text}) {where}',
+    }
+
+
+def wanted_indexes(
+    *, dialect: str, records_table: str, collection_ids: Iterable[int], fields: Iterable[str]
+) -> dict[str, str]:
+    """Every index (name → statement) the collections need for `fields`."""
+    names = list(fields)
+    wanted: dict[str, str] = {}
+    for collection_id in collection_ids:
+        for name in names:
+            wanted.update(index_statements(dialect=dialect, records_table=records_table, collection_id=collection_id,
+                                           field_name=name))  # fmt: skip
+    return wanted
+
+
+@dataclass
+class IndexSync:
+    """What sync_indexes did: indexes created, dropped, and those that failed (name → the engine's message)."""
+
+    created: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+def _existing(cursor, dialect: str, records_table: str) -> dict[str, bool]:
+    """The module's indexes on the records table: name → valid (PostgreSQL: not left invalid by a failed
+    concurrent build)."""
+    if dialect == "postgresql":
+        cursor.execute(
+            "SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+            " WHERE i.indrelid = %s::regclass AND c.relname LIKE 'tr\\_%%'",
+            (records_table,),
+        )
+    else:
+        cursor.execute(
+            "SELECT name, 1 FROM sqlite_master WHERE type = 'index' AND tbl_name = %s"
+            " AND name LIKE 'tr\\_%%' ESCAPE '\\'",
+            (records_table,),
+        )
+    return {str(name): bool(valid) for name, valid in cursor.fetchall() if _NAME.match(str(name))}
+
+
+def indexed_collection_ids(cursor, *, dialect: str, records_table: str) -> set[int]:
+    """The collections that have at least one of this module's indexes (a sync drops those of deleted ones)."""
+    return {int(_NAME.match(name).group(1)) for name in _existing(cursor, dialect, records_table)}  # type: ignore[union-attr]
+
+
+def sync_indexes(
+    cursor,
+    *,
+    dialect: str,
+    records_table: str,
+    collection_ids: Collection[int],
+    fields: Iterable[str],
+    in_transaction: bool,
+    drop_collections: Collection[int] = (),
+) -> IndexSync:
+    """Make the indexes of `collection_ids` exactly those of `fields`: create the missing ones, drop the others
+    of these collections and every index of `drop_collections` (collections deleted). Idempotent.
+
+    On PostgreSQL, CONCURRENTLY: `in_transaction` must be False (ValueError otherwise). A statement that fails
+    does not stop the others: it is logged and listed in `failed`, and an index its failure left invalid is
+    dropped, so the next run builds it again."""
+    concurrent = dialect == "postgresql"
+    if concurrent and in_transaction:
+        raise ValueError("PostgreSQL builds the record indexes CONCURRENTLY, which cannot run inside a transaction")
+    wanted = wanted_indexes(dialect=dialect, records_table=records_table, collection_ids=collection_ids,
+                            fields=fields)  # fmt: skip
+    mine = {int(c) for c in collection_ids} | {int(c) for c in drop_collections}
+    existing = _existing(cursor, dialect, records_table)
+    result = IndexSync()
+    drops = [
+        name
+        for name, valid in existing.items()
+        if int(_NAME.match(name).group(1)) in mine and (name not in wanted or not valid)  # type: ignore[union-attr]
+    ]
+    for name in sorted(drops):
+        if _run(cursor, _drop(name, concurrent), name, result):
+            result.dropped.append(name)
+    for name, statement in sorted(wanted.items()):
+        if existing.get(name):
+            continue
+        if concurrent:
+            statement = statement.replace("CREATE INDEX IF NOT EXISTS", "CREATE INDEX CONCURRENTLY IF NOT EXISTS", 1)
+        if _run(cursor, statement, name, result):
+            result.created.append(name)
+        elif concurrent:
+            _run(cursor, _drop(name, concurrent), name, IndexSync())  # an invalid leftover: built again next run
+    return result
+
+
+def _drop(name: str, concurrent: bool) -> str:
+    return f'DROP INDEX {"CONCURRENTLY " if concurrent else ""}IF EXISTS "{name}"'
+
+
+def _run(cursor, statement: str, name: str, result: IndexSync) -> bool:
+    try:
+        cursor.execute(statement, ())
+    except Exception as exc:  # one index's failure (lock timeout, cancelled build) must not stop the others
+        logger.warning("Record index %s: %s failed: %s", name, statement.split(" ON ")[0], exc)
+        result.failed[name] = str(exc)
+        return False
+    return True

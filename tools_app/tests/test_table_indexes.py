@@ -1,0 +1,362 @@
+"""A table's indexed_fields (SPEC §10): the API and its checks, the engine's expression indexes per collection
+(tools_app.services.table_indexes, data_access/sql/indexes.py) used by the compiled filters, and slow queries
+on unindexed fields (data_access/slow_queries.py). On the test database's engine (SQLite, or PostgreSQL with
+DATABASE_URL)."""
+
+import pytest
+from django.db import connection, transaction
+from django.test import override_settings
+from jmespath.parser import Parser
+from prometheus_client import REGISTRY
+
+from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tools_app import services
+from tools_app.data_access import slow_queries
+from tools_app.data_access.sql.indexes import index_statements
+from tools_app.data_access.sql.plan import build_plan, filtered_fields
+from tools_app.data_access.sql.render import dialect_for
+from tools_app.data_access.sql_query import compile_sql_expression, run_sql
+from tools_app.execution import pipeline
+from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
+from tools_app.models import CallLog, Surface, Table, TableCollection
+from tools_app.services.table_indexes import ensure_indexes
+from tools_app.tests import sql_differential as differential
+from tools_app.tests.sql_differential import dialect, store
+from tools_app.toolsets import generate_tools
+
+RECORDS = differential.RECORDS
+
+
+def _indexes() -> set[str]:
+    """The record indexes the engine has (this module's names: tr_<collection>_...)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s", (RECORDS,))
+        else:
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = %s", (RECORDS,))
+        return {row[0] for row in cursor.fetchall() if row[0].startswith("tr_")}
+
+
+def _plan_of(expression: str, collection_id: int) -> tuple[str, list]:
+    """The engine's plan for the compiled expression over the collection, and the answer."""
+    query = compile_sql_expression(expression, dialect(), "array")
+    assert query is not None
+    statement = query.statement(table=RECORDS, collection_id=collection_id)
+    explain = "EXPLAIN " if dialect() == "postgresql" else "EXPLAIN QUERY PLAN "
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE", ())
+        cursor.execute(explain + statement.sql, statement.params)
+        plan = " ".join(str(column) for row in cursor.fetchall() for column in row)
+        answer = run_sql(query, cursor, table=RECORDS, collection_id=collection_id)
+    assert answer is not None
+    return plan, answer.value
+
+
+def _names(collection_id: int, field_name: str) -> list[str]:
+    return sorted(index_statements(dialect=dialect(), records_table=RECORDS, collection_id=collection_id,
+                                   field_name=field_name))  # fmt: skip
+
+
+#
+# The API
+#
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("fast_passwords")
+def test_a_table_has_no_indexed_fields_until_its_owner_declares_some(owner, table):
+    """GET shows `indexed_fields: []`; PATCH sets them (the version stays: no data write) and GET shows them."""
+    # given
+    client = client_for(owner)
+    assert client.get(f"/api/tables/{table.pk}/").json()["indexed_fields"] == []
+
+    # when
+    response = client.patch(f"/api/tables/{table.pk}/", {"indexed_fields": ["status", "total"]}, format="json")
+
+    # then
+    assert response.status_code == 200
+    assert response.json()["indexed_fields"] == ["status", "total"]
+    assert response.json()["version"] == 1
+    assert client.get(f"/api/tables/{table.pk}/").json()["indexed_fields"] == ["status", "total"]
+    assert Table.objects.get(pk=table.pk).indexed_fields == ["status", "total"]
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("fast_passwords")
+def test_a_table_can_be_created_with_indexed_fields(owner):
+    response = client_for(owner).post(
+        "/api/tables/", {"name": "orders", "data": [], "indexed_fields": ["customer"]}, format="json"
+    )
+
+    assert response.status_code == 201
+    assert response.json()["indexed_fields"] == ["customer"]
+    assert Table.objects.get().indexed_fields == ["customer"]
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("fast_passwords")
+@override_settings(TOOLHUB_MAX_INDEXED_FIELDS=2)
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("status", "indexed_fields must be a list of record field names."),
+        ({"status": True}, "indexed_fields must be a list of record field names."),
+        (None, "This field may not be null."),
+        ([5], "indexed_fields[0] must be a non-empty string (a record field name)."),
+        (["status", ""], "indexed_fields[1] must be a non-empty string (a record field name)."),
+        (["x" * 201], "indexed_fields[0] is 201 characters long; at most 200."),
+        (["status", "status"], "indexed_fields lists 'status' twice."),
+        (["a", "b", "c"], "indexed_fields may list at most 2 fields (TOOLHUB_MAX_INDEXED_FIELDS); 3 were given."),
+        (
+            ['say "hi"'],
+            'indexed_fields[0] (\'say "hi"\') holds a quote ("), a backslash or a control character, which no index '
+            "can be built on.",
+        ),
+        (
+            ["tab\there"],
+            "indexed_fields[0] ('tab\\there') holds a quote (\"), a backslash or a control character, which no index "
+            "can be built on.",
+        ),
+    ],
+)
+def test_bad_indexed_fields_are_a_400_naming_the_field_and_write_nothing(owner, table, value, message):
+    # given
+    before = db_snapshot()
+
+    # when
+    response = client_for(owner).patch(f"/api/tables/{table.pk}/", {"indexed_fields": value}, format="json")
+
+    # then
+    assert response.status_code == 400
+    body = response.json()
+    assert body["error"] == "VALIDATION_ERROR"
+    assert body["fields"] == {"indexed_fields": [message]}
+    assert db_snapshot() == before
+    assert Table.objects.get(pk=table.pk).indexed_fields == []
+
+
+@pytest.mark.django_db
+def test_the_generated_tools_say_which_fields_are_fast(owner, make_table):
+    # given
+    table = make_table(owner, data=[{"id": 1, "status": "paid", "customer": "ada"}])
+    services.table_update(table=table, indexed_fields=["status", "first name"])
+
+    # when
+    generated = generate_tools(owner=owner, table=table)
+
+    # then
+    by_type = {tool.type: tool.description for tool in generated.tools}
+    fast = ' Filters and sorts on status, "first name" are fast (indexed); on other fields slower.'
+    assert fast in by_type["query_data"]
+    assert fast in by_type["get_data_schema"]
+    assert "indexed" not in by_type["preview"]
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("fast_passwords")
+@pytest.mark.parametrize("value", [{}, {"status": 1}, "", ["a", "a"]])
+def test_a_table_created_with_bad_indexed_fields_is_refused_whole(owner, value):
+    before = db_snapshot()
+
+    response = client_for(owner).post("/api/tables/", {"name": "orders", "indexed_fields": value}, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["error"] == "VALIDATION_ERROR"
+    assert list(response.json()["fields"]) == ["indexed_fields"]
+    assert db_snapshot() == before
+
+
+#
+# The engine's indexes
+#
+
+
+def test_index_names_are_deterministic_and_bounded_and_expressions_are_the_renderers():
+    """Names: tr_<collection>_<12 hex of the field's SHA-256>[_s|_n], at most 63 characters at the largest ids
+    and longest names; expressions: exactly what the renderer writes for the field."""
+    long_name = "é" * 200
+    for engine in ("sqlite", "postgresql"):
+        statements = index_statements(
+            dialect=engine, records_table=RECORDS, collection_id=2**63 - 1, field_name=long_name
+        )
+        again = index_statements(dialect=engine, records_table=RECORDS, collection_id=2**63 - 1, field_name=long_name)
+        assert statements == again
+        assert all(len(name) <= 63 for name in statements)
+        assert all(name.startswith("tr_9223372036854775807_") for name in statements)
+    path = (("field", "status"),)
+    sqlite = index_statements(dialect="sqlite", records_table=RECORDS, collection_id=7, field_name="status")
+    assert list(sqlite.values()) == [
+        f'CREATE INDEX IF NOT EXISTS "{next(iter(sqlite))}" ON "{RECORDS}" ((data ->> \'$."status"\'))'
+        " WHERE collection_id = 7"
+    ]
+    assert dialect_for("sqlite").value(path).text == "(data ->> '$.\"status\"')"
+    postgres = index_statements(dialect="postgresql", records_table=RECORDS, collection_id=7, field_name="status")
+    number_index, string_index = sorted(postgres)
+    assert number_index.endswith("_n")
+    assert string_index.endswith("_s")
+    assert postgres[number_index].endswith(
+        "((CASE WHEN jsonb_typeof((data -> 'status')) = 'number' THEN (data ->> 'status')::numeric END))"
+        " WHERE collection_id = 7"
+    )
+    assert postgres[string_index].endswith("""(((data ->> 'status') COLLATE "C")) WHERE collection_id = 7""")
+    assert dialect_for("postgresql").string(path).text == """(data ->> 'status') COLLATE "C\""""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_declared_fields_are_indexed_per_collection_and_the_compiled_filter_uses_them(owner, make_table):
+    """Records written with store.write_records; `status` declared → the collection's index exists after the
+    commit and the engine's plan for the compiled filter uses it (the same answer); removing the field drops it."""
+    # given
+    table = make_table(owner, name="orders", data=[])
+    records = [{"id": index, "status": f"status-{index % 40}", "total": index} for index in range(2000)]
+    collection = store(table, "/orders", records)
+    status_names = _names(collection.collection_id, "status")
+    before, expected = _plan_of("[?status=='status-0'].id", collection.collection_id)
+    assert not any(name in before for name in status_names)
+
+    # when
+    services.table_update(table=table, indexed_fields=["status", "total"])
+
+    # then
+    total_names = _names(collection.collection_id, "total")
+    assert _indexes() == set(status_names) | set(total_names)
+    plan, ids = _plan_of("[?status=='status-0'].id", collection.collection_id)
+    assert status_names[-1] in plan, plan  # SQLite's one index; PostgreSQL's string (_s) index
+    assert ids == expected == list(range(0, 2000, 40))
+    plan, ids = _plan_of("[?total == `1990`].id", collection.collection_id)
+    if dialect() == "postgresql":  # SQLite's statement also checks for integers beyond 64 bits (an OR): a scan
+        assert total_names[0] in plan, plan  # the numeric (_n) index (sorted: _n before _s)
+    assert ids == [1990]
+
+    # when
+    services.table_update(table=table, indexed_fields=["total"])
+
+    # then
+    assert _indexes() == set(total_names)
+    plan, ids = _plan_of("[?status=='status-0'].id", collection.collection_id)
+    assert not any(name in plan for name in status_names)
+    assert ids == expected
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_new_collection_gets_the_indexes_and_a_deleted_table_loses_them(owner, make_table):
+    # given
+    table = make_table(owner, name="orders", data=[])
+    first = store(table, "/a", [{"id": 1, "status": "paid"}])
+    services.table_update(table=table, indexed_fields=["status"])
+    assert _indexes() == set(_names(first.collection_id, "status"))
+
+    # when: the storage creates another collection and calls ensure_indexes
+    second = store(table, "/b", [{"id": 2, "status": "new"}])
+    ensure_indexes(table.pk)
+
+    # then
+    assert _indexes() == set(_names(first.collection_id, "status")) | set(_names(second.collection_id, "status"))
+
+    # when
+    services.table_delete(table=table)
+
+    # then
+    assert TableCollection.objects.count() == 0
+    assert _indexes() == set()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_declaration_builds_no_index(owner, make_table):
+    """Inside a transaction the build waits for the commit: a rollback leaves neither fields nor indexes."""
+    table = make_table(owner, name="orders", data=[])
+    store(table, "/a", [{"id": 1, "status": "paid"}])
+
+    def declare_then_fail() -> None:
+        with transaction.atomic():
+            services.table_update(table=table, indexed_fields=["status"])
+            raise RuntimeError("rolled back")
+
+    with pytest.raises(RuntimeError):
+        declare_then_fail()
+
+    assert Table.objects.get(pk=table.pk).indexed_fields == []
+    assert _indexes() == set()
+
+
+#
+# Slow queries on unindexed fields
+#
+
+
+@pytest.mark.parametrize(
+    ("expression", "fields"),
+    [
+        ("[?status=='paid'].id", {"status"}),
+        ("[?status=='paid' && total > `5`] | sort_by(@, &customer)[:3].id", {"status", "total", "customer"}),
+        ("[?!(a.b == `1`) || starts_with(name, 'x')]", {"name"}),
+        ("max_by(@, &total).id", {"total"}),
+        ("[*].total | max(@)", {"total"}),
+        ("[*].id", set()),
+        ("length([?contains(tags, 'x')])", {"tags"}),
+    ],
+)
+def test_a_plan_lists_the_fields_it_filters_or_sorts_on(expression, fields):
+    assert filtered_fields(build_plan(Parser().parse(expression).parsed)) == fields
+
+
+def _slow_count(field_name: str) -> float:
+    return REGISTRY.get_sample_value("toolhub_slow_queries_total", {"field": field_name}) or 0.0
+
+
+@override_settings(TOOLHUB_SLOW_QUERY_MS=50)
+def test_a_slow_query_on_an_unindexed_field_is_counted_and_suggests_the_field():
+    query = compile_sql_expression("[?status=='paid' && total > `5`].id", "sqlite", "array")
+    assert query is not None
+    status_before, total_before = _slow_count("status"), _slow_count("total")
+
+    with slow_queries.watching() as notes:
+        fast = slow_queries.observe_query(query, indexed_fields=[], duration_ms=50)
+        covered = slow_queries.observe_query(query, indexed_fields=["status", "total"], duration_ms=900)
+        slow = slow_queries.observe_query(query, indexed_fields=["status"], duration_ms=120.4)
+        note = slow_queries.current_note()
+
+    assert fast is None
+    assert covered is None
+    assert slow == slow_queries.SlowQuery(("total",), 120.4)
+    assert note == (
+        "A table query took 120 ms filtering or sorting on `total` without an index: declare `total` in the "
+        "table's indexed_fields."
+    )
+    assert notes.slow == [slow]
+    assert _slow_count("total") == total_before + 1
+    assert _slow_count("status") == status_before
+    assert slow_queries.current_note() == ""  # outside a call
+
+
+@pytest.mark.django_db
+@override_settings(TOOLHUB_SLOW_QUERY_MS=10)
+def test_the_call_log_row_carries_the_suggestion(owner, table, make_tool, monkeypatch):
+    """A call during which a compiled query was reported slow: its CallLog row's notes suggest the field."""
+    # given
+    tool = make_tool(owner, table=table, type="query_data")
+    query = compile_sql_expression("[?customer=='ada'].id", "sqlite", "array")
+    assert query is not None
+    real_execute = pipeline.execute
+
+    def execute_and_report(*args, **kwargs):
+        slow_queries.observe_query(query, indexed_fields=[], duration_ms=35)
+        return real_execute(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "execute", execute_and_report)
+    caller = Caller(surface=Surface.ADMIN, user_id=owner.pk, user=owner)
+
+    # when
+    outcome = run_tool_call(caller=caller, target=target_of_tool(tool), name=tool.name, arguments={"query": "[0].id"})
+    monkeypatch.undo()
+    plain = run_tool_call(caller=caller, target=target_of_tool(tool), name=tool.name, arguments={"query": "[1].id"})
+
+    # then
+    assert outcome.ok
+    assert plain.ok
+    rows = list(CallLog.objects.order_by("id").values_list("notes", flat=True))
+    assert rows == [
+        "A table query took 35 ms filtering or sorting on `customer` without an index: declare `customer` in the "
+        "table's indexed_fields.",
+        "",
+    ]
