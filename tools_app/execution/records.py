@@ -18,6 +18,7 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
 
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +51,10 @@ __all__ = [
 
 CHUNK = 2_000
 SCHEMA_SAMPLE = 10_000
+# SQLite virtual-machine instructions between two looks at the call's clocks (one look costs ~1 µs; 10,000
+# instructions take ~0.1-1 ms), so a statement over its budget stops within about a millisecond.
+PROGRESS_EVERY = 10_000
+QUERY_CANCELED = "57014"  # PostgreSQL's SQLSTATE of a statement stopped by statement_timeout
 DEFAULT_MAX_EVALUATED_BYTES = 50 * 1024 * 1024
 
 
@@ -89,6 +94,86 @@ def collections(table_id: int) -> dict[str, Collection]:
         "id", "mount", "kind", "key_field", "record_count"
     )
     return {row[1]: Collection(*row) for row in rows}
+
+
+#
+# Budgets inside the engine
+#
+
+
+@contextmanager
+def engine_budget() -> Iterator[None]:
+    """Around statements over rows: the call's time budget (data_access.budget) holds inside the engine, so a
+    statement over it stops part-way with QUERY_TOO_EXPENSIVE and the connection stays usable.
+
+    - SQLite: a progress handler asks the budget every PROGRESS_EVERY instructions (`check_time`); when it
+      refuses, the handler returns non-zero, the statement is interrupted, and the budget's own error is raised.
+    - PostgreSQL: `statement_timeout` = the call's remaining time (`remaining_ms`), local to a transaction (a
+      savepoint inside an outer one, after which the previous value is put back); a cancelled statement is
+      QUERY_TOO_EXPENSIVE.
+
+    Without an active budget (a trusted direct call) nothing is installed.
+    """
+    current = budget.active()
+    if current is None:
+        yield
+        return
+    current.check_time()
+    if connection.vendor == "postgresql":
+        with _statement_timeout(current):
+            yield
+        return
+    connection.ensure_connection()
+    raw = connection.connection
+    stopped: list[BaseException] = []
+
+    def check() -> int:
+        try:
+            current.check_time()
+        except BaseException as exc:  # raised from the statement's caller below, not inside SQLite
+            stopped.append(exc)
+            return 1
+        return 0
+
+    raw.set_progress_handler(check, PROGRESS_EVERY)
+    try:
+        yield
+    except Exception as exc:
+        if stopped:
+            raise stopped[0] from exc
+        raise
+    finally:
+        raw.set_progress_handler(None, 0)
+
+
+@contextmanager
+def _statement_timeout(current: budget.QueryBudget) -> Iterator[None]:
+    limit = max(1, int(current.remaining_ms()))
+    outer = connection.in_atomic_block
+    try:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT current_setting('statement_timeout'), set_config('statement_timeout', %s, true)",
+                    (f"{limit}ms",),
+                )
+                previous = cursor.fetchone()[0]
+            yield
+            if outer:  # SET LOCAL lasts to the end of the outer transaction: the caller's own limit comes back
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT set_config('statement_timeout', %s, true)", (previous,))
+    except Exception as exc:
+        if (
+            getattr(exc.__cause__, "sqlstate", None) == QUERY_CANCELED
+            or getattr(exc, "sqlstate", None) == QUERY_CANCELED
+        ):
+            raise budget.too_expensive(
+                "CPU-time budget",
+                current.limits.cpu_ms,
+                "ms",
+                f" (the database statement ran over its {limit:,} ms left)",
+            ) from exc
+        raise
 
 
 #
@@ -210,7 +295,7 @@ def _select(
         sql += " LIMIT -1"  # SQLite takes OFFSET only after a LIMIT
     if offset:
         sql += f" OFFSET {int(offset)}"
-    with connection.cursor() as cursor:
+    with engine_budget(), connection.cursor() as cursor:
         cursor.execute(sql, (collection.id, *params))
         return _decoded(cursor.fetchall(), cursor, {})
 
@@ -227,7 +312,7 @@ def _chunks(collection: Collection, limit: int | None = None) -> Iterator[list[t
         size = CHUNK if left is None else min(CHUNK, left)
         where = "" if after is None else " AND position > %s"
         params: tuple = (collection.id,) if after is None else (collection.id, after)
-        with connection.cursor() as cursor:
+        with engine_budget(), connection.cursor() as cursor:
             cursor.execute(
                 f'SELECT position, "key", {text}, layout_id FROM "{_records_table()}" WHERE collection_id = %s'
                 f"{where} ORDER BY position LIMIT {size}",
@@ -306,7 +391,7 @@ def _query(collection: Collection, mount: Mount, arguments: dict) -> Any:
     compile_expression(expression)  # an invalid expression is refused as the evaluator refuses it
     compiled = compile_sql_expression(expression, _dialect(), collection.kind)
     if compiled is not None:
-        with connection.cursor() as cursor:
+        with engine_budget(), connection.cursor() as cursor:
             answer = run_sql(
                 compiled,
                 cursor,

@@ -6,8 +6,10 @@ import io
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import DatabaseError, connection
 
 from tools_app import services
+from tools_app.data_access import budget
 from tools_app.execution import records
 from tools_app.execution.executors import execute
 from tools_app.kernel.errors import ToolError, ToolhubError
@@ -245,3 +247,32 @@ def test_a_rows_table_is_not_replaced_whole_nor_restored(make_table, make_tool, 
     assert TableChange.objects.filter(table=table).count() == 1
     assert list(TableRecord.objects.filter(collection__table=table).values_list("key", flat=True)) == ["1", "2"]
     assert TableSnapshot.objects.get(table=table).data == []
+
+
+def test_a_compiled_query_over_its_time_budget_is_stopped_inside_the_engine(make_table, make_tool, owner):
+    """The statement itself is stopped (SQLite's progress handler, PostgreSQL's statement_timeout): the error comes
+    out of the database driver, and the next query on the same connection answers."""
+    data = [{"id": n, "name": f"name {n * 7919 % 40_000:05d}", "text": "x" * 60} for n in range(40_000)]
+    table = make_table(owner, name="slow", data=data)
+    tool = make_tool(owner, table=table, type="query_data", json_path="")
+    records.table_to_rows(table.pk)
+    timeout_before = _statement_timeout()
+    tiny = budget.Limits(cpu_ms=5, max_elements=10**9, max_bytes=10**9)
+    with budget.enforced(tiny), pytest.raises(ToolError) as stopped:
+        execute(tool=tool, arguments={"query": "sort_by([?contains(name, '9')], &name)[*].{n: name, t: text}"})
+    assert stopped.value.code == "QUERY_TOO_EXPENSIVE"
+    assert "CPU-time budget of 5 ms" in str(stopped.value)
+    assert isinstance(stopped.value.__cause__, DatabaseError)  # the statement was interrupted, not a check after it
+    assert _statement_timeout() == timeout_before
+    roomy = budget.Limits(cpu_ms=60_000, max_elements=10**9, max_bytes=10**9)
+    with budget.enforced(roomy):
+        assert execute(tool=tool, arguments={"query": "[?id == `39999`].name"}) == [f"name {39999 * 7919 % 40_000:05d}"]
+    assert execute(tool=tool, arguments={"query": "length(@)"}) == 40_000
+
+
+def _statement_timeout():
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW statement_timeout")
+        return cursor.fetchone()[0]
