@@ -24,6 +24,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import F
 
 from tools_app import services
 from tools_app.data_access import budget, operations, pointer
@@ -47,6 +48,7 @@ __all__ = [
     "read",
     "schema",
     "table_to_rows",
+    "write",
 ]
 
 CHUNK = 2_000
@@ -464,3 +466,169 @@ def schema(table_id: int, version: int, mount: Mount, arguments: dict) -> Any:
     shape = describe(sample if collection.kind == "array" else members)
     shape["item_count" if collection.kind == "array" else "key_count"] = collection.record_count
     return shape
+
+
+#
+# Writing
+#
+
+# change(data, derived) -> (new_data, outcome, patch, inverse, carried), as services.table_write applies it.
+RowsChange = Callable[[Any, dict], tuple[Any, Any, list, list, dict]]
+
+
+def write(table_id: int, mount: Mount, operation: Callable[..., Any], arguments: dict, *, dry_run: bool) -> RowsChange:
+    """The change of a create/update/delete (`operation` of data_access.operations) over a rows table, for
+    services.table_write to run under the table's row lock: it touches only the rows it writes (none with
+    `dry_run`), checks and answers exactly as the document's write does (KEY_EXISTS, KEY_NOT_FOUND, the count),
+    and returns per-record operations as the entry's patch and inverse (docs/tables-at-scale.md, "History"):
+    `{"op": "add", "collection", "position", "key", "value"}`, `{"op": "remove", "collection", "position"}`,
+    `{"op": "replace", "collection", "position", "value"}`. The document (without the records) is unchanged.
+
+    TOOL_NOT_CALLABLE when the mount is not one of the table's collections, or keys its records by another field
+    than the collection does: such a write would need the records in the document.
+    """
+    collection = collections(table_id).get(mount.json_path)
+    if collection is None or (collection.kind == "array" and mount.key_field != collection.key_field):
+        where = "is not one of its record collections" if collection is None else "keys its records by another field"
+        raise ToolError(
+            ErrorCode.TOOL_NOT_CALLABLE,
+            f"The tool's mount {mount.label()!r} {where} of a table stored as rows (docs/tables-at-scale.md); "
+            "nothing was written.",
+        )
+    writes = {operations.create: _create, operations.update: _update, operations.delete: _delete}
+    build = writes.get(operation)
+    if build is None:
+        raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, "This write is not built for tables stored as rows.")
+
+    def change(data: Any, derived: dict) -> tuple[Any, Any, list, list, dict]:
+        with connection.cursor() as cursor:
+            count, patch, inverse = build(cursor, collection, mount, arguments, dry_run)
+        return data, count, patch, inverse, {}
+
+    return change
+
+
+def _by_keys(cursor: Any, collection: Collection, keys: list[str]) -> list[tuple[int, str | None, Any, int]]:
+    """The records holding one of `keys`, in position order."""
+    rows: list[tuple] = []
+    text = "data::text" if _dialect() == "postgresql" else "data"
+    for start in range(0, len(keys), 500):
+        part = keys[start : start + 500]
+        cursor.execute(
+            f'SELECT position, "key", {text}, layout_id FROM "{_records_table()}" WHERE collection_id = %s'
+            f' AND "key" IN ({", ".join(["%s"] * len(part))})',
+            (collection.id, *part),
+        )
+        rows.extend(cursor.fetchall())
+    rows.sort(key=lambda row: row[0])
+    return _decoded(rows, cursor, {})
+
+
+def _create(cursor: Any, collection: Collection, mount: Mount, arguments: dict, dry_run: bool) -> tuple:
+    elements = arguments["elements"]
+    if collection.kind == "array":
+        pairs = [
+            (operations.record_key(element, i, mount.key_field, "create"), element)
+            for i, element in enumerate(elements)
+        ]
+    else:
+        pairs = [operations.entry_pair(element, i, "create") for i, element in enumerate(elements)]
+    keys = [key for key, _ in pairs]
+    existing = {row[1] for row in _by_keys(cursor, collection, list(dict.fromkeys(keys)))}
+    operations.check_new_keys(keys, existing, mount)
+    cursor.execute(f'SELECT MAX(position) FROM "{_records_table()}" WHERE collection_id = %s', (collection.id,))
+    last = cursor.fetchone()[0]
+    first = 0 if last is None else int(last) + store.POSITION_GAP
+    positions = [first + number * store.POSITION_GAP for number in range(len(pairs))]
+    patch = [
+        {"op": "add", "collection": collection.id, "position": position, "key": key, "value": value}
+        for position, (key, value) in zip(positions, pairs, strict=True)
+    ]
+    inverse = [{"op": "remove", "collection": collection.id, "position": position} for position in reversed(positions)]
+    if not dry_run:
+        store.write_records(
+            cursor,
+            dialect=_dialect(),
+            records_table=_records_table(),
+            layouts_table=_layouts_table(),
+            collection_id=collection.id,
+            value=[value for _, value in pairs] if collection.kind == "array" else dict(pairs),
+            key_of=_key_of(collection.key_field),
+            first_position=first,
+        )
+        _count(collection, len(pairs))
+    return len(elements), patch, inverse
+
+
+def _update(cursor: Any, collection: Collection, mount: Mount, arguments: dict, dry_run: bool) -> tuple:
+    elements = arguments["elements"]
+    if collection.kind == "array":
+        wanted = [
+            (operations.record_key(element, i, mount.key_field, "update"), element)
+            for i, element in enumerate(elements)
+        ]
+    else:
+        wanted = [operations.entry_pair(element, i, "update") for i, element in enumerate(elements)]
+    first: dict[str, tuple[int, Any]] = {}
+    for position, key, record, _size in _by_keys(cursor, collection, list(dict.fromkeys(key for key, _ in wanted))):
+        if key is not None and key not in first:  # the first record by position holds the key, as KeyIndex finds
+            first[key] = (position, record)
+    before: dict[int, Any] = {}
+    after: dict[int, Any] = {}
+    for number, (key, element) in enumerate(wanted):
+        if key not in first:
+            raise operations.missing(key, number, mount, "updated")
+        position, record = first[key]
+        before.setdefault(position, record)
+        if collection.kind == "array":
+            # The key only identifies the record: "1" finds id 1 (SPEC §8) but must not rewrite it as "1".
+            fields = {field: value for field, value in element.items() if field != mount.key_field}
+        else:
+            fields = element
+        after[position] = operations.merge_patch(after.get(position, record), fields)
+    patch = [
+        {"op": "replace", "collection": collection.id, "position": position, "value": value}
+        for position, value in after.items()
+    ]
+    inverse = [
+        {"op": "replace", "collection": collection.id, "position": position, "value": before[position]}
+        for position in reversed(after)
+    ]
+    if not dry_run:
+        for position, value in after.items():
+            store.replace_record(
+                cursor,
+                dialect=_dialect(),
+                records_table=_records_table(),
+                layouts_table=_layouts_table(),
+                collection_id=collection.id,
+                position=position,
+                record=value,
+            )
+    return len(elements), patch, inverse
+
+
+def _delete(cursor: Any, collection: Collection, mount: Mount, arguments: dict, dry_run: bool) -> tuple:
+    keys = [operations.key_text(key) for key in arguments["keys"]]
+    wanted = list(dict.fromkeys(keys))
+    rows = _by_keys(cursor, collection, wanted)
+    held = {row[1] for row in rows}
+    for number, key in enumerate(keys):
+        if key not in held:
+            raise operations.missing(key, number, mount, "deleted", path="keys")
+    # Every record holding one of the keys goes (an array may repeat a key: data stored before keys were checked).
+    patch = [{"op": "remove", "collection": collection.id, "position": row[0]} for row in reversed(rows)]
+    inverse = [
+        {"op": "add", "collection": collection.id, "position": position, "key": key, "value": record}
+        for position, key, record, _size in rows
+    ]
+    if not dry_run:
+        store.delete_records(
+            cursor, records_table=_records_table(), collection_id=collection.id, positions=[row[0] for row in rows]
+        )
+        _count(collection, -len(rows))
+    return len(rows) if collection.kind == "array" else len(wanted), patch, inverse
+
+
+def _count(collection: Collection, delta: int) -> None:
+    TableCollection.objects.filter(pk=collection.id).update(record_count=F("record_count") + delta)
