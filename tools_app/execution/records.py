@@ -37,9 +37,11 @@ from tools_app.data_access.sql_query import compile_sql_expression, run_sql
 from tools_app.kernel import json_patch
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import Table, TableCollection, TableRecord, TableRecordLayout, TableSnapshot, TableStorage, Tool
+from tools_app.services import table_log
 
 __all__ = [
     "CHUNK",
+    "apply_operations",
     "SCHEMA_SAMPLE",
     "Collection",
     "collection_mounts",
@@ -632,3 +634,50 @@ def _delete(cursor: Any, collection: Collection, mount: Mount, arguments: dict, 
 
 def _count(collection: Collection, delta: int) -> None:
     TableCollection.objects.filter(pk=collection.id).update(record_count=F("record_count") + delta)
+
+
+def apply_operations(table_id: int, operations_: list) -> None:
+    """Apply per-record operations (an entry's patch or inverse, as `write` makes them) to the table's rows, in
+    order, inside the caller's transaction (which holds the table's row lock): what restore runs."""
+    kinds = {collection.id: collection.kind for collection in collections(table_id).values()}
+    counts: dict[int, int] = {}
+    with connection.cursor() as cursor:
+        for operation in operations_:
+            collection_id, position, op = operation["collection"], operation["position"], operation["op"]
+            if collection_id not in kinds:
+                raise RuntimeError(f"Table {table_id} has no collection {collection_id}.")
+            if op == "add":
+                key = operation.get("key")
+                store.write_records(
+                    cursor,
+                    dialect=_dialect(),
+                    records_table=_records_table(),
+                    layouts_table=_layouts_table(),
+                    collection_id=collection_id,
+                    value={key: operation["value"]} if kinds[collection_id] == "object" else [operation["value"]],
+                    key_of=lambda _record, key=key: key,
+                    first_position=position,
+                )
+                counts[collection_id] = counts.get(collection_id, 0) + 1
+            elif op == "remove":
+                store.delete_records(
+                    cursor, records_table=_records_table(), collection_id=collection_id, positions=[position]
+                )
+                counts[collection_id] = counts.get(collection_id, 0) - 1
+            else:
+                store.replace_record(
+                    cursor,
+                    dialect=_dialect(),
+                    records_table=_records_table(),
+                    layouts_table=_layouts_table(),
+                    collection_id=collection_id,
+                    position=position,
+                    record=operation["value"],
+                )
+    for collection_id, delta in counts.items():
+        if delta:
+            TableCollection.objects.filter(pk=collection_id).update(record_count=F("record_count") + delta)
+
+
+# The services restore a rows table through this module (they may not import data access).
+table_log.rows_apply = apply_operations
