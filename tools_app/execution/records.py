@@ -655,7 +655,7 @@ def apply_operations(table_id: int, operations_: list) -> None:
                     layouts_table=_layouts_table(),
                     collection_id=collection_id,
                     value={key: operation["value"]} if kinds[collection_id] == "object" else [operation["value"]],
-                    key_of=lambda _record, key=key: key,
+                    key_of=_constant(key),
                     first_position=position,
                 )
                 counts[collection_id] = counts.get(collection_id, 0) + 1
@@ -677,6 +677,10 @@ def apply_operations(table_id: int, operations_: list) -> None:
     for collection_id, delta in counts.items():
         if delta:
             TableCollection.objects.filter(pk=collection_id).update(record_count=F("record_count") + delta)
+
+
+def _constant(key: str | None) -> Callable[[Any], str | None]:
+    return lambda _record: key
 
 
 # The services restore a rows table through this module (they may not import data access).
