@@ -238,6 +238,11 @@ class QueryBudget:
         finally:
             self._movable = False
 
+    def remaining_ms(self) -> float:
+        """What is left of the call's time: the lesser of its CPU budget (a statement the database engine runs
+        for the call spends it, while the calling thread waits) and of its elapsed-time deadline."""
+        return min(self._cpu_deadline - _thread_time(), self._wall_deadline - _monotonic()) * 1000
+
     @property
     def wall_started(self) -> float:
         """When the evaluation's elapsed time began (time.monotonic(): the same clock in every process)."""

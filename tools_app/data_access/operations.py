@@ -452,3 +452,11 @@ def _missing(key: str, index: int, mount: Mount, verb: str, path: str = "element
         f"{path}[{index}]: no element with key {key!r} in {mount.label()!r}; nothing was {verb}.",
         {"key": key, "index": index},
     )
+
+
+# What a write over a rows table (tools_app.execution.records) checks and answers exactly as the writes above do.
+record_key = _record_key
+entry_pair = _entry_pair
+merge_patch = _merge_patch
+check_new_keys = _check_new_keys
+missing = _missing

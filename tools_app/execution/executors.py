@@ -162,11 +162,9 @@ def write_mount(tool: Tool, build: Callable[[Mount, dict], Any], arguments: dict
     def limited(data: Any, derived: dict) -> Any:
         # Under the table's lock, so a table cannot move to rows between this check and the write.
         if services.table_head(table_id)[1] == TableStorage.ROWS:
-            raise ToolError(
-                ErrorCode.TOOL_NOT_CALLABLE,
-                f"The table of the tool {tool.name!r} stores its records as rows, which take no writes through "
-                "tools yet (docs/tables-at-scale.md). Nothing was written.",
-            )
+            rows_change = records.write(table_id, mount, build, arguments, dry_run=bool(safe and safe.dry_run))
+            _check_depth(mount, arguments, data)  # the document keeps the collection's empty container
+            return rows_change(data, derived)
         _check_depth(mount, arguments, data)
         return change(data, derived)
 

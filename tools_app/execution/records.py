@@ -18,11 +18,13 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
 
 import json
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import F
 
 from tools_app import services
 from tools_app.data_access import budget, operations, pointer
@@ -35,9 +37,11 @@ from tools_app.data_access.sql_query import compile_sql_expression, run_sql
 from tools_app.kernel import json_patch
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import Table, TableCollection, TableRecord, TableRecordLayout, TableSnapshot, TableStorage, Tool
+from tools_app.services import table_log
 
 __all__ = [
     "CHUNK",
+    "apply_operations",
     "SCHEMA_SAMPLE",
     "Collection",
     "collection_mounts",
@@ -46,10 +50,15 @@ __all__ = [
     "read",
     "schema",
     "table_to_rows",
+    "write",
 ]
 
 CHUNK = 2_000
 SCHEMA_SAMPLE = 10_000
+# SQLite virtual-machine instructions between two looks at the call's clocks (one look costs ~1 µs; 10,000
+# instructions take ~0.1-1 ms), so a statement over its budget stops within about a millisecond.
+PROGRESS_EVERY = 10_000
+QUERY_CANCELED = "57014"  # PostgreSQL's SQLSTATE of a statement stopped by statement_timeout
 DEFAULT_MAX_EVALUATED_BYTES = 50 * 1024 * 1024
 
 
@@ -89,6 +98,86 @@ def collections(table_id: int) -> dict[str, Collection]:
         "id", "mount", "kind", "key_field", "record_count"
     )
     return {row[1]: Collection(*row) for row in rows}
+
+
+#
+# Budgets inside the engine
+#
+
+
+@contextmanager
+def engine_budget() -> Iterator[None]:
+    """Around statements over rows: the call's time budget (data_access.budget) holds inside the engine, so a
+    statement over it stops part-way with QUERY_TOO_EXPENSIVE and the connection stays usable.
+
+    - SQLite: a progress handler asks the budget every PROGRESS_EVERY instructions (`check_time`); when it
+      refuses, the handler returns non-zero, the statement is interrupted, and the budget's own error is raised.
+    - PostgreSQL: `statement_timeout` = the call's remaining time (`remaining_ms`), local to a transaction (a
+      savepoint inside an outer one, after which the previous value is put back); a cancelled statement is
+      QUERY_TOO_EXPENSIVE.
+
+    Without an active budget (a trusted direct call) nothing is installed.
+    """
+    current = budget.active()
+    if current is None:
+        yield
+        return
+    current.check_time()
+    if connection.vendor == "postgresql":
+        with _statement_timeout(current):
+            yield
+        return
+    connection.ensure_connection()
+    raw = connection.connection
+    stopped: list[BaseException] = []
+
+    def check() -> int:
+        try:
+            current.check_time()
+        except BaseException as exc:  # raised from the statement's caller below, not inside SQLite
+            stopped.append(exc)
+            return 1
+        return 0
+
+    raw.set_progress_handler(check, PROGRESS_EVERY)
+    try:
+        yield
+    except Exception as exc:
+        if stopped:
+            raise stopped[0] from exc
+        raise
+    finally:
+        raw.set_progress_handler(None, 0)
+
+
+@contextmanager
+def _statement_timeout(current: budget.QueryBudget) -> Iterator[None]:
+    limit = max(1, int(current.remaining_ms()))
+    outer = connection.in_atomic_block
+    try:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT current_setting('statement_timeout'), set_config('statement_timeout', %s, true)",
+                    (f"{limit}ms",),
+                )
+                previous = cursor.fetchone()[0]
+            yield
+            if outer:  # SET LOCAL lasts to the end of the outer transaction: the caller's own limit comes back
+                with connection.cursor() as cursor:
+                    cursor.execute("SELECT set_config('statement_timeout', %s, true)", (previous,))
+    except Exception as exc:
+        if (
+            getattr(exc.__cause__, "sqlstate", None) == QUERY_CANCELED
+            or getattr(exc, "sqlstate", None) == QUERY_CANCELED
+        ):
+            raise budget.too_expensive(
+                "CPU-time budget",
+                current.limits.cpu_ms,
+                "ms",
+                f" (the database statement ran over its {limit:,} ms left)",
+            ) from exc
+        raise
 
 
 #
@@ -210,7 +299,7 @@ def _select(
         sql += " LIMIT -1"  # SQLite takes OFFSET only after a LIMIT
     if offset:
         sql += f" OFFSET {int(offset)}"
-    with connection.cursor() as cursor:
+    with engine_budget(), connection.cursor() as cursor:
         cursor.execute(sql, (collection.id, *params))
         return _decoded(cursor.fetchall(), cursor, {})
 
@@ -227,7 +316,7 @@ def _chunks(collection: Collection, limit: int | None = None) -> Iterator[list[t
         size = CHUNK if left is None else min(CHUNK, left)
         where = "" if after is None else " AND position > %s"
         params: tuple = (collection.id,) if after is None else (collection.id, after)
-        with connection.cursor() as cursor:
+        with engine_budget(), connection.cursor() as cursor:
             cursor.execute(
                 f'SELECT position, "key", {text}, layout_id FROM "{_records_table()}" WHERE collection_id = %s'
                 f"{where} ORDER BY position LIMIT {size}",
@@ -306,7 +395,7 @@ def _query(collection: Collection, mount: Mount, arguments: dict) -> Any:
     compile_expression(expression)  # an invalid expression is refused as the evaluator refuses it
     compiled = compile_sql_expression(expression, _dialect(), collection.kind)
     if compiled is not None:
-        with connection.cursor() as cursor:
+        with engine_budget(), connection.cursor() as cursor:
             answer = run_sql(
                 compiled,
                 cursor,
@@ -379,3 +468,220 @@ def schema(table_id: int, version: int, mount: Mount, arguments: dict) -> Any:
     shape = describe(sample if collection.kind == "array" else members)
     shape["item_count" if collection.kind == "array" else "key_count"] = collection.record_count
     return shape
+
+
+#
+# Writing
+#
+
+# change(data, derived) -> (new_data, outcome, patch, inverse, carried), as services.table_write applies it.
+RowsChange = Callable[[Any, dict], tuple[Any, Any, list, list, dict]]
+
+
+def write(table_id: int, mount: Mount, operation: Callable[..., Any], arguments: dict, *, dry_run: bool) -> RowsChange:
+    """The change of a create/update/delete (`operation` of data_access.operations) over a rows table, for
+    services.table_write to run under the table's row lock: it touches only the rows it writes (none with
+    `dry_run`), checks and answers exactly as the document's write does (KEY_EXISTS, KEY_NOT_FOUND, the count),
+    and returns per-record operations as the entry's patch and inverse (docs/tables-at-scale.md, "History"):
+    `{"op": "add", "collection", "position", "key", "value"}`, `{"op": "remove", "collection", "position"}`,
+    `{"op": "replace", "collection", "position", "value"}`. The document (without the records) is unchanged.
+
+    TOOL_NOT_CALLABLE when the mount is not one of the table's collections, or keys its records by another field
+    than the collection does: such a write would need the records in the document.
+    """
+    collection = collections(table_id).get(mount.json_path)
+    if collection is None or (collection.kind == "array" and mount.key_field != collection.key_field):
+        where = "is not one of its record collections" if collection is None else "keys its records by another field"
+        raise ToolError(
+            ErrorCode.TOOL_NOT_CALLABLE,
+            f"The tool's mount {mount.label()!r} {where} of a table stored as rows (docs/tables-at-scale.md); "
+            "nothing was written.",
+        )
+    writes = {operations.create: _create, operations.update: _update, operations.delete: _delete}
+    build = writes.get(operation)
+    if build is None:
+        raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, "This write is not built for tables stored as rows.")
+
+    def change(data: Any, derived: dict) -> tuple[Any, Any, list, list, dict]:
+        with connection.cursor() as cursor:
+            count, patch, inverse = build(cursor, collection, mount, arguments, dry_run)
+        return data, count, patch, inverse, {}
+
+    return change
+
+
+def _by_keys(cursor: Any, collection: Collection, keys: list[str]) -> list[tuple[int, str | None, Any, int]]:
+    """The records holding one of `keys`, in position order."""
+    rows: list[tuple] = []
+    text = "data::text" if _dialect() == "postgresql" else "data"
+    for start in range(0, len(keys), 500):
+        part = keys[start : start + 500]
+        cursor.execute(
+            f'SELECT position, "key", {text}, layout_id FROM "{_records_table()}" WHERE collection_id = %s'
+            f' AND "key" IN ({", ".join(["%s"] * len(part))})',
+            (collection.id, *part),
+        )
+        rows.extend(cursor.fetchall())
+    rows.sort(key=lambda row: row[0])
+    return _decoded(rows, cursor, {})
+
+
+def _create(cursor: Any, collection: Collection, mount: Mount, arguments: dict, dry_run: bool) -> tuple:
+    elements = arguments["elements"]
+    if collection.kind == "array":
+        pairs = [
+            (operations.record_key(element, i, mount.key_field, "create"), element)
+            for i, element in enumerate(elements)
+        ]
+    else:
+        pairs = [operations.entry_pair(element, i, "create") for i, element in enumerate(elements)]
+    keys = [key for key, _ in pairs]
+    existing = {row[1] for row in _by_keys(cursor, collection, list(dict.fromkeys(keys)))}
+    operations.check_new_keys(keys, existing, mount)
+    cursor.execute(f'SELECT MAX(position) FROM "{_records_table()}" WHERE collection_id = %s', (collection.id,))
+    last = cursor.fetchone()[0]
+    first = 0 if last is None else int(last) + store.POSITION_GAP
+    positions = [first + number * store.POSITION_GAP for number in range(len(pairs))]
+    patch = [
+        {"op": "add", "collection": collection.id, "position": position, "key": key, "value": value}
+        for position, (key, value) in zip(positions, pairs, strict=True)
+    ]
+    inverse = [{"op": "remove", "collection": collection.id, "position": position} for position in reversed(positions)]
+    if not dry_run:
+        store.write_records(
+            cursor,
+            dialect=_dialect(),
+            records_table=_records_table(),
+            layouts_table=_layouts_table(),
+            collection_id=collection.id,
+            value=[value for _, value in pairs] if collection.kind == "array" else dict(pairs),
+            key_of=_key_of(collection.key_field),
+            first_position=first,
+        )
+        _count(collection, len(pairs))
+    return len(elements), patch, inverse
+
+
+def _update(cursor: Any, collection: Collection, mount: Mount, arguments: dict, dry_run: bool) -> tuple:
+    elements = arguments["elements"]
+    if collection.kind == "array":
+        wanted = [
+            (operations.record_key(element, i, mount.key_field, "update"), element)
+            for i, element in enumerate(elements)
+        ]
+    else:
+        wanted = [operations.entry_pair(element, i, "update") for i, element in enumerate(elements)]
+    first: dict[str, tuple[int, Any]] = {}
+    for position, key, record, _size in _by_keys(cursor, collection, list(dict.fromkeys(key for key, _ in wanted))):
+        if key is not None and key not in first:  # the first record by position holds the key, as KeyIndex finds
+            first[key] = (position, record)
+    before: dict[int, Any] = {}
+    after: dict[int, Any] = {}
+    for number, (key, element) in enumerate(wanted):
+        if key not in first:
+            raise operations.missing(key, number, mount, "updated")
+        position, record = first[key]
+        before.setdefault(position, record)
+        if collection.kind == "array":
+            # The key only identifies the record: "1" finds id 1 (SPEC §8) but must not rewrite it as "1".
+            fields = {field: value for field, value in element.items() if field != mount.key_field}
+        else:
+            fields = element
+        after[position] = operations.merge_patch(after.get(position, record), fields)
+    patch = [
+        {"op": "replace", "collection": collection.id, "position": position, "value": value}
+        for position, value in after.items()
+    ]
+    inverse = [
+        {"op": "replace", "collection": collection.id, "position": position, "value": before[position]}
+        for position in reversed(after)
+    ]
+    if not dry_run:
+        for position, value in after.items():
+            store.replace_record(
+                cursor,
+                dialect=_dialect(),
+                records_table=_records_table(),
+                layouts_table=_layouts_table(),
+                collection_id=collection.id,
+                position=position,
+                record=value,
+            )
+    return len(elements), patch, inverse
+
+
+def _delete(cursor: Any, collection: Collection, mount: Mount, arguments: dict, dry_run: bool) -> tuple:
+    keys = [operations.key_text(key) for key in arguments["keys"]]
+    wanted = list(dict.fromkeys(keys))
+    rows = _by_keys(cursor, collection, wanted)
+    held = {row[1] for row in rows}
+    for number, key in enumerate(keys):
+        if key not in held:
+            raise operations.missing(key, number, mount, "deleted", path="keys")
+    # Every record holding one of the keys goes (an array may repeat a key: data stored before keys were checked).
+    patch = [{"op": "remove", "collection": collection.id, "position": row[0]} for row in reversed(rows)]
+    inverse = [
+        {"op": "add", "collection": collection.id, "position": position, "key": key, "value": record}
+        for position, key, record, _size in rows
+    ]
+    if not dry_run:
+        store.delete_records(
+            cursor, records_table=_records_table(), collection_id=collection.id, positions=[row[0] for row in rows]
+        )
+        _count(collection, -len(rows))
+    return len(rows) if collection.kind == "array" else len(wanted), patch, inverse
+
+
+def _count(collection: Collection, delta: int) -> None:
+    TableCollection.objects.filter(pk=collection.id).update(record_count=F("record_count") + delta)
+
+
+def apply_operations(table_id: int, operations_: list) -> None:
+    """Apply per-record operations (an entry's patch or inverse, as `write` makes them) to the table's rows, in
+    order, inside the caller's transaction (which holds the table's row lock): what restore runs."""
+    kinds = {collection.id: collection.kind for collection in collections(table_id).values()}
+    counts: dict[int, int] = {}
+    with connection.cursor() as cursor:
+        for operation in operations_:
+            collection_id, position, op = operation["collection"], operation["position"], operation["op"]
+            if collection_id not in kinds:
+                raise RuntimeError(f"Table {table_id} has no collection {collection_id}.")
+            if op == "add":
+                key = operation.get("key")
+                store.write_records(
+                    cursor,
+                    dialect=_dialect(),
+                    records_table=_records_table(),
+                    layouts_table=_layouts_table(),
+                    collection_id=collection_id,
+                    value={key: operation["value"]} if kinds[collection_id] == "object" else [operation["value"]],
+                    key_of=_constant(key),
+                    first_position=position,
+                )
+                counts[collection_id] = counts.get(collection_id, 0) + 1
+            elif op == "remove":
+                store.delete_records(
+                    cursor, records_table=_records_table(), collection_id=collection_id, positions=[position]
+                )
+                counts[collection_id] = counts.get(collection_id, 0) - 1
+            else:
+                store.replace_record(
+                    cursor,
+                    dialect=_dialect(),
+                    records_table=_records_table(),
+                    layouts_table=_layouts_table(),
+                    collection_id=collection_id,
+                    position=position,
+                    record=operation["value"],
+                )
+    for collection_id, delta in counts.items():
+        if delta:
+            TableCollection.objects.filter(pk=collection_id).update(record_count=F("record_count") + delta)
+
+
+def _constant(key: str | None) -> Callable[[Any], str | None]:
+    return lambda _record: key
+
+
+# The services restore a rows table through this module (they may not import data access).
+table_log.rows_apply = apply_operations

@@ -461,6 +461,11 @@ def oldest_version(table_id: int, current: int) -> int:
 #
 
 
+# Applies per-record operations ({"collection": id, ...}, in order) to a rows table's rows inside the caller's
+# transaction: set by tools_app.execution.records, which owns the rows (the services may not reach data access).
+rows_apply: Callable[[int, list], None] | None = None
+
+
 def table_restore(*, table_id: int, version: int) -> int:
     """Write the document as it was at `version` as a new version (its entry has the current audit); return the
     new version. Raises TableChange.DoesNotExist when `version` is outside retention."""
@@ -468,9 +473,13 @@ def table_restore(*, table_id: int, version: int) -> int:
     now = timezone.now()
     with transaction.atomic():
         current, size, owner_id = _locked(table_id)
-        if Table.objects.filter(pk=table_id, storage=TableStorage.ROWS).exists():
+        storage, since = Table.objects.filter(pk=table_id).values_list("storage", "rows_since_version").get()
+        if storage == TableStorage.ROWS and (rows_apply is None or since is None or version < since):
             # Its entries before the move patch the document with the records in it, which it no longer holds.
-            raise TableChange.DoesNotExist(f"Table {table_id} stores its records as rows: no version is restorable.")
+            raise TableChange.DoesNotExist(
+                f"Table {table_id} stores its records as rows since version {since}: only versions from it on are "
+                "restorable."
+            )
         entry = document(table_id, current)
         rows = list(
             TableChange.objects.filter(table_id=table_id, version__gt=version, version__lte=current)
@@ -481,7 +490,9 @@ def table_restore(*, table_id: int, version: int) -> int:
             raise TableChange.DoesNotExist(f"Version {version} of table {table_id} is not kept.")
         patch = [operation for inverse, _ in rows for operation in inverse]
         inverse = [operation for _, forward in reversed(rows) for operation in forward]
-        data = json_patch.apply(entry.data, patch)
+        data = _applied(entry.data, [patch])
+        if storage == TableStorage.ROWS and rows_apply is not None:
+            rows_apply(table_id, [operation for operation in patch if "collection" in operation])
         old_size = size or _size(entry.data)
         new_size = old_size + size_delta(patch, inverse)
         data_quota_check(owner_id=owner_id, table_id=table_id, old_size=old_size, new_size=new_size)

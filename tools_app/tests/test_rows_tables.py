@@ -6,8 +6,10 @@ import io
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import DatabaseError, connection
 
 from tools_app import services
+from tools_app.data_access import budget
 from tools_app.execution import records
 from tools_app.execution.executors import execute
 from tools_app.kernel.errors import ToolError, ToolhubError
@@ -217,22 +219,145 @@ def test_a_query_over_the_evaluated_bytes_is_too_expensive_and_a_compiled_one_an
     assert "TOOLHUB_MAX_EVALUATED_BYTES" in str(refused.value)
 
 
-def test_a_write_to_a_rows_table_is_refused_and_writes_nothing(make_table, make_tool, owner):
-    table = make_table(owner, name="rows", data=[{"id": 1}])
-    create = make_tool(owner, table=table, type="create", json_path="")
+def test_a_write_outside_the_collections_of_a_rows_table_is_refused_and_writes_nothing(make_table, make_tool, owner):
+    table = make_table(owner, name="rows", data={"orders": [{"id": 1}], "tags": [1]})
+    make_tool(owner, table=table, type="get_all_data", json_path="/orders")
     records.table_to_rows(table.pk)
+    create = make_tool(owner, table=table, type="create", json_path="/tags")
     with pytest.raises(ToolError) as refused:
         execute(tool=create, arguments={"elements": [{"id": 2}]})
     assert refused.value.code == "TOOL_NOT_CALLABLE"
-    assert "Nothing was written." in str(refused.value)
+    assert "'/tags' is not one of its record collections" in str(refused.value)
     table.refresh_from_db()
     assert table.version == 1
     assert TableChange.objects.filter(table=table).count() == 0
     assert list(TableRecord.objects.filter(collection__table=table).values_list("key", flat=True)) == ["1"]
-    assert TableSnapshot.objects.get(table=table).data == []
+    assert TableSnapshot.objects.get(table=table).data == {"orders": [], "tags": [1]}
 
 
-def test_a_rows_table_is_not_replaced_whole_nor_restored(make_table, make_tool, owner):
+DEEP: list = []
+for _ in range(70):
+    DEEP = [DEEP]
+
+WRITES = [
+    ("/orders", "create", {"elements": [{"id": 7, "customer": "New", "status": "new", "total": 1}]}),
+    ("/orders", "create", {"elements": [{"id": 1, "customer": "again"}]}),
+    ("/orders", "create", {"elements": [{"id": 8}, {"id": "8"}]}),
+    ("/orders", "create", {"elements": [{"customer": "no key"}]}),
+    ("/orders", "create", {"elements": [{"id": 9, "deep": DEEP}]}),
+    ("/orders", "update", {"elements": [{"id": 1, "status": "shipped", "note": None}, {"id": "1", "total": 5}]}),
+    ("/orders", "update", {"elements": [{"id": 2, "status": "first of two"}]}),
+    ("/orders", "update", {"elements": [{"id": 99, "status": "x"}]}),
+    ("/orders", "update", {"elements": [{"id": 7, "status": "shipped"}, {"id": 100}]}),
+    ("/orders", "create", {"elements": [{"id": 10, "total": 3}], "dry_run": True}),
+    ("/orders", "delete", {"keys": [3, "4"]}),
+    ("/orders", "delete", {"keys": [2]}),
+    ("/orders", "delete", {"keys": [5, 55]}),
+    ("/orders", "delete", {"keys": ["true"], "expected_version": 1}),
+    ("/orders", "delete", {"keys": ["true"], "idempotency_key": "k-1"}),
+    ("/orders", "delete", {"keys": ["true"], "idempotency_key": "k-1"}),
+    ("/orders", "delete", {"keys": ["true"], "idempotency_key": "k-1", "expected_version": 3}),
+    ("/orders", "create", {"elements": [{"id": 3, "customer": "back", "b": 1, "a": {"z": 1, "y": 2}}]}),
+    ("/orders", "update", {"elements": [{"id": 6, "tags": None}], "dry_run": True}),
+    ("/catalog", "create", {"elements": [{"key": "HD", "content": {"name": "Hub", "price": 9}}]}),
+    ("/catalog", "create", {"elements": [{"key": "KB", "content": {}}]}),
+    ("/catalog", "update", {"elements": [{"key": "MS", "content": {"price": 50, "b": None}}]}),
+    ("/catalog", "update", {"elements": [{"key": "", "content": 3}]}),
+    ("/catalog", "update", {"elements": [{"key": "zz", "content": {}}]}),
+    ("/catalog", "delete", {"keys": ["CB"]}),
+    ("/catalog", "delete", {"keys": ["CB"]}),
+    ("/catalog", "delete", {"keys": ["KB"], "dry_run": True}),
+]
+
+
+def _writers(make_tool, owner, table, prefix):
+    return {
+        (mount, kind): make_tool(
+            owner,
+            table=table,
+            type=kind,
+            name=f"{prefix}_{kind}_{mount.strip('/')}",
+            json_path=mount,
+            metadata={"key_field": "id"},
+        )
+        for mount in ("/orders", "/catalog")
+        for kind in ("create", "update", "delete")
+    }
+
+
+def test_writes_on_a_rows_table_answer_and_end_as_on_the_document(both, make_tool, owner):
+    """The same writes on the same table stored both ways: the same answers (a dry run's patch aside: per-record
+    operations on rows), the same versions, and then every read answers the same."""
+    document_tools, rows_tools, rows = both
+    document = document_tools[("/orders", "get_all_data")].table
+    document_writers = _writers(make_tool, owner, document, "dw")
+    rows_writers = _writers(make_tool, owner, rows, "rw")
+    outcomes = []
+    for mount, kind, arguments in WRITES:
+        expected = _answer(document_writers[(mount, kind)], arguments)
+        got = _answer(rows_writers[(mount, kind)], arguments)
+        if arguments.get("dry_run") and got[0] == "ok":
+            assert got[1].pop("patch") != expected[1].pop("patch")
+        assert got == expected, (mount, kind, arguments)
+        outcomes.append(got[:2] if got[0] == "error" else ("ok",))
+    assert {outcome: outcomes.count(outcome) for outcome in sorted(set(outcomes))} == {
+        ("error", "INVALID_ARGUMENTS"): 1,
+        ("error", "KEY_EXISTS"): 3,
+        ("error", "KEY_NOT_FOUND"): 5,
+        ("error", "VALIDATION_ERROR"): 1,
+        ("error", "VERSION_CONFLICT"): 1,
+        ("error", "IDEMPOTENCY_KEY_REUSED"): 1,
+        ("ok",): 15,
+    }
+    document.refresh_from_db()
+    rows.refresh_from_db()
+    assert rows.version == document.version == 12
+    assert list(TableChange.objects.filter(table=rows).order_by("version").values_list("version", flat=True)) == list(
+        range(2, 13)
+    )
+    counts = dict(TableCollection.objects.filter(table=rows).values_list("mount", "record_count"))
+    assert counts == {"/orders": 7, "/catalog": 4}
+    assert TableRecord.objects.filter(collection__table=rows).count() == 11
+    assert TableSnapshot.objects.get(table=rows).data == {
+        "settings": {"currency": "EUR"},
+        "orders": [],
+        "catalog": {},
+        "tags": [1, 2, 3],
+    }
+    assert _differential(both)[("ok",)] == 55
+
+
+def test_a_rows_write_keeps_per_record_operations_and_their_inverses(make_table, make_tool, owner):
+    table = make_table(owner, name="rows", data=[{"id": 1, "a": 1}, {"id": 2, "a": 2}])
+    create = make_tool(owner, table=table, type="create", json_path="", name="c", metadata={"key_field": "id"})
+    update = make_tool(owner, table=table, type="update", json_path="", name="u", metadata={"key_field": "id"})
+    delete = make_tool(owner, table=table, type="delete", json_path="", name="d", metadata={"key_field": "id"})
+    records.table_to_rows(table.pk)
+    collection = TableCollection.objects.get(table=table).pk
+    assert execute(tool=create, arguments={"elements": [{"id": 3, "a": 3}]}) == {"created": 1, "version": 2}
+    assert execute(tool=update, arguments={"elements": [{"id": 1, "a": None, "b": 1}]}) == {"updated": 1, "version": 3}
+    assert execute(tool=delete, arguments={"keys": [2]}) == {"deleted": 1, "version": 4}
+    entries = list(TableChange.objects.filter(table=table).order_by("version").values_list("patch", "inverse"))
+    assert entries == [
+        (
+            [{"op": "add", "collection": collection, "position": 2048, "key": "3", "value": {"id": 3, "a": 3}}],
+            [{"op": "remove", "collection": collection, "position": 2048}],
+        ),
+        (
+            [{"op": "replace", "collection": collection, "position": 0, "value": {"id": 1, "b": 1}}],
+            [{"op": "replace", "collection": collection, "position": 0, "value": {"id": 1, "a": 1}}],
+        ),
+        (
+            [{"op": "remove", "collection": collection, "position": 1024}],
+            [{"op": "add", "collection": collection, "position": 1024, "key": "2", "value": {"id": 2, "a": 2}}],
+        ),
+    ]
+    rows = TableRecord.objects.filter(collection__table=table).order_by("position")
+    assert list(rows.values_list("position", "key")) == [(0, "1"), (2048, "3")]
+    assert TableCollection.objects.get(pk=collection).record_count == 2
+
+
+def test_a_rows_table_is_not_replaced_whole_nor_restored_before_its_move(make_table, make_tool, owner):
     table = make_table(owner, name="rows", data=[{"id": 1}])
     services.table_update(table=table, data=[{"id": 1}, {"id": 2}])  # version 2, as a document
     records.table_to_rows(table.pk)
@@ -245,3 +370,67 @@ def test_a_rows_table_is_not_replaced_whole_nor_restored(make_table, make_tool, 
     assert TableChange.objects.filter(table=table).count() == 1
     assert list(TableRecord.objects.filter(collection__table=table).values_list("key", flat=True)) == ["1", "2"]
     assert TableSnapshot.objects.get(table=table).data == []
+
+
+def test_a_compiled_query_over_its_time_budget_is_stopped_inside_the_engine(make_table, make_tool, owner):
+    """The statement itself is stopped (SQLite's progress handler, PostgreSQL's statement_timeout): the error comes
+    out of the database driver, and the next query on the same connection answers."""
+    data = [{"id": n, "name": f"name {n * 7919 % 40_000:05d}", "text": "x" * 60} for n in range(40_000)]
+    table = make_table(owner, name="slow", data=data)
+    tool = make_tool(owner, table=table, type="query_data", json_path="")
+    records.table_to_rows(table.pk)
+    timeout_before = _statement_timeout()
+    tiny = budget.Limits(cpu_ms=5, max_elements=10**9, max_bytes=10**9)
+    with budget.enforced(tiny), pytest.raises(ToolError) as stopped:
+        execute(tool=tool, arguments={"query": "sort_by([?contains(name, '9')], &name)[*].{n: name, t: text}"})
+    assert stopped.value.code == "QUERY_TOO_EXPENSIVE"
+    assert "CPU-time budget of 5 ms" in str(stopped.value)
+    assert isinstance(stopped.value.__cause__, DatabaseError)  # the statement was interrupted, not a check after it
+    assert _statement_timeout() == timeout_before
+    roomy = budget.Limits(cpu_ms=60_000, max_elements=10**9, max_bytes=10**9)
+    with budget.enforced(roomy):
+        assert execute(tool=tool, arguments={"query": "[?id == `39999`].name"}) == [f"name {39999 * 7919 % 40_000:05d}"]
+    assert execute(tool=tool, arguments={"query": "length(@)"}) == 40_000
+
+
+def _statement_timeout():
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW statement_timeout")
+        return cursor.fetchone()[0]
+
+
+def test_a_rows_table_is_restored_by_its_per_record_inverses(make_table, make_tool, owner):
+    """Restore to a version since the move applies the inverses newest first to the rows, as one new version whose
+    entry restores forward again; a position freed and taken again by a later create comes back right."""
+    table = make_table(owner, name="rows", data={"list": [{"id": 1, "a": 1}, {"id": 2}], "map": {"k": {"v": 1}}})
+    tools = {
+        (mount, kind): make_tool(
+            owner, table=table, type=kind, name=f"{kind}_{mount[1:]}", json_path=mount, metadata={"key_field": "id"}
+        )
+        for mount in ("/list", "/map")
+        for kind in ("create", "update", "delete", "get_all_data")
+    }
+    records.table_to_rows(table.pk)
+
+    def everything():
+        return [execute(tool=tools[(mount, "get_all_data")], arguments={}) for mount in ("/list", "/map")]
+
+    moved = everything()
+    execute(tool=tools[("/list", "delete")], arguments={"keys": [2]})
+    execute(tool=tools[("/list", "create")], arguments={"elements": [{"id": 3, "z": 1, "b": [1]}]})
+    execute(tool=tools[("/list", "update")], arguments={"elements": [{"id": 1, "a": None, "c": {"y": 1, "x": 2}}]})
+    execute(tool=tools[("/map", "create")], arguments={"elements": [{"key": "n", "content": 5}]})
+    execute(tool=tools[("/map", "delete")], arguments={"keys": ["k"]})
+    written = everything()
+    assert written == [[{"id": 1, "c": {"y": 1, "x": 2}}, {"id": 3, "z": 1, "b": [1]}], {"n": 5}]
+    assert services.table_restore(table_id=table.pk, version=1) == 7
+    assert everything() == moved
+    counts = dict(TableCollection.objects.filter(table=table).values_list("mount", "record_count"))
+    assert counts == {"/list": 2, "/map": 1}
+    assert services.table_restore(table_id=table.pk, version=6) == 8
+    assert everything() == written
+    table.refresh_from_db()
+    assert table.version == 8
+    assert TableSnapshot.objects.get(table=table).data == {"list": [], "map": {}}

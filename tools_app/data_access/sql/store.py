@@ -13,20 +13,22 @@ from typing import Any
 
 from tools_app.data_access.sql.codec import Layout, layout_of, record_text, restore
 
-__all__ = ["POSITION_GAP", "iter_records", "layouts_by_id", "write_records"]
+__all__ = ["POSITION_GAP", "delete_records", "iter_records", "layouts_by_id", "replace_record", "write_records"]
 
 # Positions are spaced so that a record inserted between two others takes a free position in between;
 # the collection is renumbered only when there is none.
 POSITION_GAP = 1024
 
 
-def _rows(value: list | dict, key_of: Callable[[Any], str | None] | None) -> Iterator[tuple[int, str | None, Any]]:
+def _rows(
+    value: list | dict, key_of: Callable[[Any], str | None] | None, first_position: int = 0
+) -> Iterator[tuple[int, str | None, Any]]:
     if isinstance(value, dict):
         items: Iterable[tuple[str | None, Any]] = value.items()
     else:
         items = ((None if key_of is None else key_of(record), record) for record in value)
     for index, (key, record) in enumerate(items):
-        yield index * POSITION_GAP, key, record
+        yield first_position + index * POSITION_GAP, key, record
 
 
 def write_records(
@@ -39,23 +41,18 @@ def write_records(
     value: list | dict,
     batch: int = 5_000,
     key_of: Callable[[Any], str | None] | None = None,
+    first_position: int = 0,
 ) -> int:
     """Store every record of `value` (an array of records, or an object of records by key) as one row of
-    `collection_id`, in order; return how many. The collection must be empty. An array's records get the key
-    `key_of(record)` (none without it); an object's members their key."""
+    `collection_id`, in order from `first_position` (POSITION_GAP apart); return how many. The positions must be
+    free: an empty collection, or past its last record. An array's records get the key `key_of(record)` (none
+    without it); an object's members their key."""
     layout_ids: dict[str, int] = {}
     pending: list[tuple] = []
     count = 0
-    for position, key, record in _rows(value, key_of):
-        layout = layout_of(record) if dialect == "postgresql" else None
-        layout_id = None
-        if layout is not None:
-            text = json.dumps(layout, separators=(",", ":"), ensure_ascii=False)
-            digest = hashlib.sha256(text.encode()).hexdigest()
-            if digest not in layout_ids:
-                layout_ids[digest] = _layout_id(cursor, layouts_table, collection_id, digest, text)
-            layout_id = layout_ids[digest]
-        pending.append((collection_id, position, key, record_text(record, dialect=dialect), layout_id))
+    for position, key, record in _rows(value, key_of, first_position):
+        text, layout_id = _encoded(cursor, dialect, layouts_table, collection_id, record, layout_ids)
+        pending.append((collection_id, position, key, text, layout_id))
         count += 1
         if len(pending) >= batch:
             _insert(cursor, dialect, records_table, pending)
@@ -63,6 +60,50 @@ def write_records(
     if pending:
         _insert(cursor, dialect, records_table, pending)
     return count
+
+
+def _encoded(
+    cursor: Any, dialect: str, layouts_table: str, collection_id: int, record: Any, layout_ids: dict[str, int]
+) -> tuple[str, int | None]:
+    """A record's stored text and its layout's id (PostgreSQL, when JSONB would reorder its keys)."""
+    layout = layout_of(record) if dialect == "postgresql" else None
+    layout_id = None
+    if layout is not None:
+        text = json.dumps(layout, separators=(",", ":"), ensure_ascii=False)
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        if digest not in layout_ids:
+            layout_ids[digest] = _layout_id(cursor, layouts_table, collection_id, digest, text)
+        layout_id = layout_ids[digest]
+    return record_text(record, dialect=dialect), layout_id
+
+
+def replace_record(
+    cursor: Any,
+    *,
+    dialect: str,
+    records_table: str,
+    layouts_table: str,
+    collection_id: int,
+    position: int,
+    record: Any,
+) -> None:
+    """Write `record` over the row at `position` of the collection (its key stays)."""
+    text, layout_id = _encoded(cursor, dialect, layouts_table, collection_id, record, {})
+    cast = "::jsonb" if dialect == "postgresql" else ""
+    cursor.execute(
+        f'UPDATE "{records_table}" SET data = %s{cast}, layout_id = %s WHERE collection_id = %s AND position = %s',
+        (text, layout_id, collection_id, position),
+    )
+
+
+def delete_records(cursor: Any, *, records_table: str, collection_id: int, positions: list[int]) -> None:
+    """Delete the rows at `positions` of the collection."""
+    for start in range(0, len(positions), 500):
+        part = positions[start : start + 500]
+        cursor.execute(
+            f'DELETE FROM "{records_table}" WHERE collection_id = %s AND position IN ({", ".join(["%s"] * len(part))})',
+            (collection_id, *part),
+        )
 
 
 def _layout_id(cursor: Any, table: str, collection_id: int, digest: str, text: str) -> int:
