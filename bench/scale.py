@@ -42,7 +42,6 @@ import asyncio
 import json
 import os
 import random
-import resource
 import shutil
 import statistics
 import subprocess
@@ -157,7 +156,8 @@ def median_ms(call: Callable[[], Any], runs: int) -> tuple[float, Any]:
 
 
 def max_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """This process's peak RSS (VmHWM: ru_maxrss would carry the parent's peak across fork and exec)."""
+    return _status_kib(os.getpid(), "VmHWM") / 1024
 
 
 def rss_mib() -> float:
