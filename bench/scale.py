@@ -533,7 +533,9 @@ def side_mcp(args: argparse.Namespace, engine: str, data: Path, workdir: Path) -
         )
         env["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{pg_name}"))
     else:
-        env["DATABASE_URL"] = f"sqlite:///{workdir / 'mcp.sqlite3'}"
+        sqlite_file = workdir / f"mcp_{args.records}.sqlite3"
+        sqlite_file.unlink(missing_ok=True)
+        env["DATABASE_URL"] = f"sqlite:///{sqlite_file}"
     out: dict[str, Any] = {"queries": {}}
     servers: list[Any] = []
 
@@ -590,6 +592,9 @@ def side_mcp(args: argparse.Namespace, engine: str, data: Path, workdir: Path) -
                 out.setdefault("server_log", []).append(log[-1500:])
         if pg_name:
             subprocess.run(["psql", pg_admin, "-qc", f"DROP DATABASE IF EXISTS {pg_name} WITH (FORCE)"], check=False)
+        else:
+            for path in workdir.glob(f"mcp_{args.records}.sqlite3*"):
+                path.unlink(missing_ok=True)
     return out
 
 
