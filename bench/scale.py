@@ -155,6 +155,11 @@ def median_ms(call: Callable[[], Any], runs: int) -> tuple[float, Any]:
     return statistics.median(samples), result
 
 
+def progress(out: dict[str, Any]) -> None:
+    """What a side measured so far, printed so that a side stopped at --timeout still reports it."""
+    print("PART " + json.dumps(out), flush=True)
+
+
 def max_rss_mib() -> float:
     """This process's peak RSS (VmHWM: ru_maxrss would carry the parent's peak across fork and exec)."""
     return _status_kib(os.getpid(), "VmHWM") / 1024
@@ -265,6 +270,8 @@ def _bare(args: argparse.Namespace) -> dict[str, Any]:
 
     runs = args.runs
     queries: dict[str, Any] = {}
+    out["queries"] = queries
+    progress(out)
     for name, (expression, _) in QUERIES.items():
         query = compile_sql_expression(expression, vendor, "array")
         if query is None:
@@ -286,6 +293,7 @@ def _bare(args: argparse.Namespace) -> dict[str, Any]:
         ms, value = median_ms(answered, runs)
         statement_ms, _ = median_ms(alone, runs)
         queries[name] = {"ms": ms, "statement_ms": statement_ms, "answer": summary(value)}
+        progress(out)
 
     keys = [str(key) for key in select_keys(args.records)]
     marks = ", ".join(["%s"] * len(keys))
@@ -385,6 +393,8 @@ def side_duckdb(args: argparse.Namespace) -> dict[str, Any]:
     out["import_peak_rss_growth_mib"] = max_rss_mib() - rss_before
     runs = args.runs
     queries: dict[str, Any] = {}
+    out["queries"] = queries
+    progress(out)
 
     def column(sql: str, params: list | None = None) -> Callable[[], Any]:
         def call() -> Any:
@@ -400,6 +410,7 @@ def side_duckdb(args: argparse.Namespace) -> dict[str, Any]:
         if name in ("length(filter)", "max_by"):
             value = value[0]
         queries[name] = {"ms": ms, "answer": summary(value)}
+        progress(out)
     keys = select_keys(args.records)
     select = column(f"SELECT id FROM orders WHERE id IN ({', '.join('?' * len(keys))}) ORDER BY pos", keys)
     preview_sql = f"SELECT to_json(o) FROM orders o WHERE pos > ? ORDER BY pos LIMIT {PREVIEW}"
@@ -725,8 +736,10 @@ def run_side(args: argparse.Namespace, side: str, engine: str, size: int, data: 
     ]  # fmt: skip
     try:
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        return {"stopped": f"stopped at the {args.timeout} s timeout"}
+    except subprocess.TimeoutExpired as stopped:
+        output = stopped.stdout.decode() if isinstance(stopped.stdout, bytes) else stopped.stdout or ""
+        parts = [line[5:] for line in output.splitlines() if line.startswith("PART ")]
+        return {**(json.loads(parts[-1]) if parts else {}), "stopped": f"stopped at the {args.timeout} s timeout"}
     if done.returncode != 0:
         return {"stopped": done.stderr[-1500:]}
     return json.loads(done.stdout.strip().splitlines()[-1])
