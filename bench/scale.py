@@ -29,8 +29,8 @@ TOOLHUB_MAX_REQUEST_BYTES and the owner's data quota are raised so that the docu
 what it then does (time, memory, errors) is what the run reports. Each side of each size stops at
 `--timeout` seconds (reported as such).
 
-`--storage document|rows` asks for that storage of the table (Table.storage). Until the field exists the
-option is reported and ignored: the table has the storage the code gives it.
+`--storage document|rows` serves the table as a document, or moves its collections into rows after its tools
+are made (tools_app.execution.records.table_to_rows, as `manage.py tables_to_rows` does).
 
 PostgreSQL: `--database-url` names the server (default postgres://postgres@127.0.0.1:5432/postgres); each
 side creates its own database there (th_bench_scale_<pid>_<side>) and drops it at the end. SQLite: files in a
@@ -477,18 +477,6 @@ from tools_app.services import binding_create
 table = Table.objects.get(pk=int(sys.argv[1]))
 instance = McpInstance.objects.get(slug="scale")
 wanted = sys.argv[2]
-storage_note = "no Table.storage field: the table has the storage the code gives it"
-if any(field.name == "storage" for field in Table._meta.get_fields()):
-    setter = getattr(services, "table_set_storage", None)
-    if setter is not None:
-        setter(table=table, storage=wanted)
-        storage_note = f"services.table_set_storage(storage={wanted!r})"
-    else:
-        table.storage = wanted
-        table.save(update_fields=["storage"])
-        storage_note = f"Table.storage set to {wanted!r} (no service to move the data found)"
-    table.refresh_from_db()
-    storage_note += f"; the table reads back storage={table.storage!r}"
 for kind, name, fields in [
     ("query_data", "orders_query", {}),
     ("preview", "orders_preview", {"metadata": {"preview_keys": ["id", "customer", "status", "total"]}}),
@@ -498,6 +486,13 @@ for kind, name, fields in [
     tool = services.tool_create(owner=table.owner, name=f"scale_{name}", type=kind, table=table,
                                 description=f"Scale bench {kind}.", **fields)
     binding_create(mcp_instance=instance, tool=tool, name_override=name)
+# After the tools: a table moves the collections at its tools' mounts (execution.records.table_to_rows).
+if wanted == "rows":
+    from tools_app.execution.records import table_to_rows
+
+    table_to_rows(table.pk)
+table.refresh_from_db()
+storage_note = f"the table reads back storage={table.storage!r}"
 print(json.dumps({"storage": storage_note}))
 """
 
