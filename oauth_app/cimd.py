@@ -36,11 +36,11 @@ from urllib.parse import urlsplit
 
 import urllib3
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections
 from oauth2_provider import cimd as library
 from oauth2_provider.settings import oauth2_settings
 
 from oauth_app.models import ClientDocument
+from tools_app.kernel.connections import release_connections
 
 MAX_URI_LENGTH = 2000
 # What the status line and headers of a metadata document's response may take, on top of the document.
@@ -116,15 +116,6 @@ def _https_uri(value) -> str:
     return value if parts.scheme == "https" and parts.hostname else ""
 
 
-def release_database_connection() -> None:
-    """Hand this thread's PostgreSQL connection back to the pool before a wait that needs none (a connection
-    inside an atomic block belongs to an outer caller, a test's transaction: left alone). The next query takes
-    one again."""
-    connection = connections[DEFAULT_DB_ALIAS]
-    if connection.vendor == "postgresql" and not connection.in_atomic_block:
-        connection.close()
-
-
 def _any_addresses(hostname: str, port: int) -> list[str]:
     """A trusted test origin's addresses, loopback included."""
     try:
@@ -155,7 +146,7 @@ class ToolhubMetadataFetcher(library.SafeMetadataFetcher):
         parsed = library._validate_client_id_url(client_id)
         port = parsed.port or 443
         trusted = _trusted(client_id)
-        release_database_connection()
+        release_connections()
 
         resolve = _any_addresses if trusted else library._resolve_and_validate
         lookup = _dns.submit(resolve, parsed.hostname, port)

@@ -6,8 +6,8 @@ exist (Django hashes anyway, so that both take as long), an OAuth client authent
 Two rules hold for every hash made through the hashers below, whoever asks for it:
 
 - **No database connection is held while it hashes.** Before hashing, the thread's connections go back to
-  the pool (PostgreSQL with psycopg's pool: `close()` returns a connection to the pool; without a pool it
-  is closed). The next query takes one again. A connection inside a transaction (`atomic`) is kept: it
+  the pool (tools_app.kernel.connections: PostgreSQL's pool; SQLite has none). The next query takes one
+  again. A connection inside a transaction (`atomic`) is kept: it
   cannot be given back without ending the transaction, and such callers are authenticated writes, not a
   login.
 - **At most TOOLHUB_PASSWORD_HASHES_PER_WORKER hashes run at once in a process.** One more is refused at
@@ -26,9 +26,9 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import hashers
-from django.db import connections
 
 from tools_app.kernel import telemetry
+from tools_app.kernel.connections import release_connections
 from tools_app.kernel.errors import ErrorCode, ToolhubError
 
 __all__ = [
@@ -95,14 +95,6 @@ class _Slots:
 
 
 _slots = _Slots()
-
-
-def release_connections() -> None:
-    """Give this thread's database connections back (to the pool, when there is one), except one inside a
-    transaction; the next query takes one again."""
-    for connection in connections.all(initialized_only=True):
-        if connection.connection is not None and not connection.in_atomic_block:
-            connection.close()
 
 
 @contextmanager
