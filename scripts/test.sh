@@ -3,11 +3,13 @@
 # On PostgreSQL: DATABASE_URL=postgres://postgres@127.0.0.1:5432/toolhub bash scripts/test.sh
 # In parallel worker processes (pytest-xdist): TOOLHUB_TEST_WORKERS of them (default 3: many tests wait on a
 # server or a subprocess, so one more than the 2 cores of the project's machines keeps them busy); 0 runs the
-# suite in this one process. `--dist loadfile` keeps each test file on one worker, so a module-scoped fixture (a
-# live server, a browser) is set up once; the files with the most tests are handed out first.
+# suite in this one process. `--dist load` hands tests out in collection order, so pytest-django's order holds
+# on every worker: the tests that flush the database (transaction=True) run after those that read the data the
+# migrations put there (the `toolhub users` group). `--dist loadfile` breaks that order (measured: 140 tests
+# then found no group).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh --test
 export DJANGO_SECRET_KEY=${DJANGO_SECRET_KEY:-test-secret-key-not-for-production}
 workers=${TOOLHUB_TEST_WORKERS:-3}
-exec .venv/bin/python -m pytest -n "$workers" --dist loadfile "$@"
+exec .venv/bin/python -m pytest -n "$workers" --dist load "$@"

@@ -281,6 +281,11 @@ def test_disable_and_unbind_selected_ask_first(server, new_page, ids):
 
     page.once("dialog", answer(True))
     page.click("#changelist-form button[name=index]")
+    # The bindings are in use (bound and enabled on an enabled instance): the change guard's page asks again.
+    page.wait_for_selector("input[name=confirm_in_use]")
+    assert bindings(server) == before
+    page.check("input[name=confirm_in_use]")
+    page.click("input[type=submit][value=Unbind]")
     page.wait_for_selector(".messagelist .success")
     assert "Unbound 3 tool(s)" in page.inner_text(".messagelist")
     assert bindings(server) == {"total": TOOL_COUNT - 3, "enabled": TOOL_COUNT - 3}
