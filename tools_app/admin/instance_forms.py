@@ -75,16 +75,7 @@ class BindingAdminForm(ModelMessagesForm):
 
     class Meta:
         model = Binding
-        fields = [
-            "mcp_instance",
-            "tool",
-            "enabled",
-            "name_override",
-            "description_override",
-            "resource_uri",
-            "read_only",
-            "pinned_arguments",
-        ]
+        fields = ["mcp_instance", "tool", *services.BINDING_FIELDS]
         widgets = {"description_override": forms.Textarea(attrs={"rows": 3})}
 
     pinned_arguments = PrettyJSONField(
