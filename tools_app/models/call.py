@@ -72,8 +72,8 @@ class CallLog(models.Model):
     # UTF-8 bytes of arguments, result_excerpt and error_message: what the owner's storage bound counts.
     recorded_bytes = models.PositiveIntegerField(default=0, db_default=0)
     # What the call's table queries reported: the suggestion to index a field a slow query filtered on
-    # (tools_app.data_access.slow_queries).
-    notes = models.TextField(blank=True, default="")
+    # (tools_app.data_access.slow_queries). A database default too, as the columns above have.
+    notes = models.TextField(blank=True, default="", db_default="")
     # When the call started.
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
 
