@@ -131,6 +131,18 @@ class ThrowawayDatabase:
 #
 
 
+def in_throwaway_database(run: Callable[["ThrowawayDatabase"], int]) -> int:
+    """Django set up on a throwaway database (this module's settings for benches), then `run(database)`."""
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-secret-key-not-for-production")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "toolhub.settings"
+    with ThrowawayDatabase() as database:
+        import django
+
+        django.setup()
+        return run(database)
+
+
 def percentile(samples: list[float], fraction: float) -> float:
     ordered = sorted(samples)
     index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
@@ -211,16 +223,7 @@ def main() -> int:
     parser.add_argument("--warm-runs", type=int, default=30, help="timed warm calls per operation (default 30)")
     parser.add_argument("--cold-runs", type=int, default=5, help="timed cold calls per operation (default 5)")
     args = parser.parse_args()
-
-    sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-secret-key-not-for-production")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "toolhub.settings"
-
-    with ThrowawayDatabase() as database:
-        import django
-
-        django.setup()
-        return run(args, database)
+    return in_throwaway_database(lambda database: run(args, database))
 
 
 def run(args: argparse.Namespace, database: ThrowawayDatabase) -> int:

@@ -19,15 +19,11 @@ differences found. Exit status 1 when there is one.
 """
 
 import argparse
-import os
 import random
-import sys
 import time
-from pathlib import Path
 
 import data_access as throwaway  # bench/data_access.py: the throwaway database
 
-ROOT = Path(__file__).resolve().parents[1]
 throwaway.BENCH_DATABASE = "th_bench_sql_fuzz"
 
 
@@ -38,15 +34,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     parser.add_argument("--show", type=int, default=10, help="differences printed (default 10)")
     args = parser.parse_args()
-
-    sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-secret-key-not-for-production")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "toolhub.settings"
-    with throwaway.ThrowawayDatabase() as database:
-        import django
-
-        django.setup()
-        return run(args, database.label)
+    return throwaway.in_throwaway_database(lambda database: run(args, database.label))
 
 
 def run(args: argparse.Namespace, label: str) -> int:

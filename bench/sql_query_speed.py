@@ -24,15 +24,12 @@ DATABASE_URL=postgres://..., the database `th_bench_sql_speed` on that server.
 import argparse
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import data_access as throwaway  # bench/data_access.py: the throwaway database and the records
 
-ROOT = Path(__file__).resolve().parents[1]
 throwaway.BENCH_DATABASE = "th_bench_sql_speed"
 FILTER = "[?status=='shipped' && total > `500`].id"
 
@@ -52,15 +49,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=30, help="timed runs of each SQL form (default 30)")
     parser.add_argument("--python-runs", type=int, default=7, help="timed runs of jmespath in Python (default 7)")
     args = parser.parse_args()
-
-    sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-secret-key-not-for-production")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "toolhub.settings"
-    with throwaway.ThrowawayDatabase() as database:
-        import django
-
-        django.setup()
-        return run(args, database.label)
+    return throwaway.in_throwaway_database(lambda database: run(args, database.label))
 
 
 def run(args: argparse.Namespace, label: str) -> int:
