@@ -34,10 +34,11 @@ class ApiKey(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     # What the key may use (tools_app.grants), fixed when it is issued: to change it, issue another key.
     read_only = models.BooleanField(
-        default=False, help_text="A read-only key sees and calls only tools that change no data."
+        default=False, db_default=False, help_text="A read-only key sees and calls only tools that change no data."
     )
     attributes = models.JSONField(
         default=dict,
+        db_default={},
         blank=True,
         help_text="Values a binding's pinned arguments can take from the key: a JSON object of strings, e.g. "
         '{"customer": "acme"} (pinned as {"from": "key.attributes.customer"}).',

@@ -92,11 +92,13 @@ class Binding(models.Model):
     # tools_app.grants: a read-only binding of a tool that changes data is in no caller's set.
     read_only = models.BooleanField(
         default=False,
+        db_default=False,
         help_text="Read-only: a tool that changes data (create, update, delete, register_tool) "
         "bound this way is listed to no caller and refused.",
     )
     pinned_arguments = models.JSONField(
         default=dict,
+        db_default={},
         blank=True,
         help_text='Arguments this binding fixes, hidden from callers: {"<argument>": {"value": <json>}} or '
         '{"<argument>": {"from": "key.label" | "key.attributes.<name>" | "user.username"}}.',

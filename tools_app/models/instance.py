@@ -40,7 +40,9 @@ class McpInstance(OwnedModel):
     allow_registration = models.BooleanField(default=False)
     # tools_app.grants: every caller sees and calls only the tools that change no data.
     read_only = models.BooleanField(
-        default=False, help_text="Every caller sees and calls only the bound tools that change no data."
+        default=False,
+        db_default=False,
+        help_text="Every caller sees and calls only the bound tools that change no data.",
     )
     # The upper bound is PostgreSQL's integer maximum, so SQLite (64-bit) refuses what PostgreSQL cannot store.
     # The default (about 10,000-16,000 tokens of JSON) and why: docs/paging.md.

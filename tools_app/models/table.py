@@ -45,10 +45,14 @@ class Table(OwnedModel):
     data_bytes = models.PositiveBigIntegerField(default=0, editable=False)
     # The sum of the `bytes` of the table's history entries (TableChange): kept by services.table_log as entries
     # are appended and pruned, and bounded per table and per owner (docs/history.md, "Quotas").
-    history_bytes = models.PositiveBigIntegerField(default=0, editable=False)
+    history_bytes = models.PositiveBigIntegerField(default=0, db_default=0, editable=False)
     # Moves once, document -> rows (manage.py tables_to_rows); never back.
     storage = models.CharField(
-        max_length=8, choices=TableStorage.choices, default=TableStorage.DOCUMENT, editable=False
+        max_length=8,
+        choices=TableStorage.choices,
+        default=TableStorage.DOCUMENT,
+        db_default=TableStorage.DOCUMENT,
+        editable=False,
     )
     # The version at which the table moved to rows: history entries up to it hold document patches.
     rows_since_version = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
@@ -67,6 +71,7 @@ class Table(OwnedModel):
     # (tools_app.services.table_indexes; docs/tables-at-scale.md, "Indexes").
     indexed_fields = models.JSONField(
         default=list,
+        db_default=[],
         blank=True,
         help_text="Record field names whose filters and sorts the database answers from an index.",
     )

@@ -53,7 +53,7 @@ class TableChange(models.Model):
     result = models.JSONField(null=True, blank=True)
     # What the entry costs: the JSON text of its patch, inverse, arguments and result. Their sum over a table is
     # Table.history_bytes, which the history quotas bound (services.table_log.history_enforce).
-    bytes = models.PositiveBigIntegerField(default=0, editable=False)
+    bytes = models.PositiveBigIntegerField(default=0, db_default=0, editable=False)
 
     class Meta:
         ordering = ["table", "-version"]

@@ -21,9 +21,9 @@ class TableCollection(models.Model):
     table = models.ForeignKey(Table, on_delete=models.CASCADE, related_name="collections")
     mount = models.CharField(max_length=2000, blank=True, help_text="JSON Pointer of the collection; '' = the root.")
     kind = models.CharField(max_length=6, choices=CollectionKind.choices)
-    record_count = models.PositiveBigIntegerField(default=0)
+    record_count = models.PositiveBigIntegerField(default=0, db_default=0)
     # An array's records are keyed (TableRecord.key) by this field of theirs: select by it is an index lookup.
-    key_field = models.CharField(max_length=200, blank=True, default="id")
+    key_field = models.CharField(max_length=200, blank=True, default="id", db_default="id")
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["table", "mount"], name="table_collection_unique_mount")]
