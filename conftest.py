@@ -165,18 +165,29 @@ def login_lockout_off(settings):
     settings.AXES_ENABLED = False
 
 
-@pytest.fixture(autouse=True)
-def _clear_process_state():
-    """Each test starts with an empty per-process data cache and no remembered heavy callers (test databases
-    reuse ids)."""
+def _forget_process_state() -> None:
+    from mcp_app.auth import auth_cache
+    from tools_app.execution import pipeline
     from tools_app.execution.call_limits import call_slots
+    from tools_app.registry.search import index_cache
     from tools_app.services.table_cache import table_cache
 
     table_cache.clear()
     call_slots.forget_heavy_callers()
+    auth_cache.clear()
+    pipeline.key_touches.clear()
+    index_cache.clear()
+    pipeline.result_cache.clear()
+    pipeline.tool_cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def _clear_process_state():
+    """Each test starts and ends with empty per-process caches (tables, keys, tools, results, search indexes)
+    and no remembered heavy callers (test databases reuse ids)."""
+    _forget_process_state()
     yield
-    table_cache.clear()
-    call_slots.forget_heavy_callers()
+    _forget_process_state()
 
 
 def pytest_runtest_setup(item):

@@ -1,26 +1,6 @@
-"""Fixtures shared by the MCP tests."""
+"""Fixtures shared by the MCP tests (the per-process caches are emptied around every test by the root conftest)."""
 
 import pytest
-
-from mcp_app.auth import auth_cache
-from tools_app.execution import pipeline as calls
-from tools_app.registry.search import index_cache
-
-
-def _clear_process_state() -> None:
-    auth_cache.clear()
-    calls.key_touches.clear()
-    index_cache.clear()
-    calls.result_cache.clear()
-    calls.tool_cache.clear()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_process_state():
-    """Each test starts and ends with empty per-process caches."""
-    _clear_process_state()
-    yield
-    _clear_process_state()
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from typing import Any, cast
 # class functions check exprefs by), Functions.FUNCTION_TABLE and functions.REVERSE_TYPES_MAP (the
 # signatures to type-check arguments with). None of them is public API, so they can change in any
 # release: jmespath is pinned to 1.1.0 in requirements.txt, and
-# tools_app/tests/test_jmespath_compliance.py fails on any other installed version.
+# tools_app/tests/data_access/test_jmespath_compliance.py fails on any other installed version.
 from jmespath import functions as jmespath_functions
 from jmespath import visitor
 from jmespath.parser import Parser

@@ -118,7 +118,7 @@ def diff(old: Any, new: Any, *, keys: Sequence[str] = ("id",), at: Sequence[Any]
     (never a shift of every later index); other elements are matched by content, or position by position when
     both middles have the same length. `at` is the path of `old` inside a larger document (the operations'
     paths start there). Values are compared as JSON: 1, 1.0 and true differ. `apply(old, patch)` is `new` and
-    `apply(new, inverse)` is `old` (tools_app/tests/test_history_storage.py checks it on random documents).
+    `apply(new, inverse)` is `old` (tools_app/tests/services/test_history_storage.py checks it on random documents).
     """
     patch: list[dict[str, Any]] = []
     undo: list[dict[str, Any]] = []

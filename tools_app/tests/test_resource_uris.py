@@ -265,7 +265,7 @@ def test_openapi_states_the_fields():
     """resource_uri has the scheme pattern and the length limit; log_level is one of the levels, or off."""
     from rest_framework.test import APIClient
 
-    from tests.test_api_openapi import matches
+    from tools_app.tests.api.test_openapi import matches
 
     # when
     schema = APIClient().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
@@ -327,7 +327,7 @@ def test_admin_binding_form_saves_a_template(owner_client, instance, tools):
 
 def test_admin_inline_rows_of_one_submit_may_not_share_a_uri(owner_client, instance, tools):
     # given
-    from mcp_app.tests.test_admin import change_url, instance_form
+    from tools_app.tests.admin.test_instances import change_url, instance_form
 
     rows = [
         {"tool": tools["reader"].pk, "resource_uri": "orders://all"},
@@ -346,7 +346,7 @@ def test_admin_inline_rows_of_one_submit_may_not_share_a_uri(owner_client, insta
 
 def test_admin_instance_form_sets_the_log_level(owner_client, instance):
     # given
-    from mcp_app.tests.test_admin import change_url, instance_form
+    from tools_app.tests.admin.test_instances import change_url, instance_form
 
     # when
     response = owner_client.post(change_url(instance), instance_form(instance, log_level="info"))

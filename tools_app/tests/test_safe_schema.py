@@ -136,7 +136,7 @@ def test_api_refuses_an_output_schema_reaching_out_on_update(owner, table, make_
 def test_admin_refuses_an_input_schema_reaching_out(client, owner, table, make_tool):
     """The admin's tool form shows the error on input_schema; nothing is written."""
     # given
-    from tools_app.tests.test_admin import tool_form
+    from tools_app.tests.admin.test_tables_and_tools import tool_form
 
     tool = make_tool(owner, table, name="q")
     client.force_login(owner)

@@ -158,7 +158,7 @@ def test_every_error_code_is_documented_with_its_meaning():
     from tools_app.kernel.errors import ERROR_CODES
 
     # given
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "errors.md").read_text()
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "errors.md").read_text()
     rows = [line for line in doc.splitlines() if line.startswith("| `")]
     # when
     documented = {line.split("`")[1]: line for line in rows}

@@ -8,9 +8,9 @@ import pytest
 from django.conf import settings
 
 from mcp_app.tests.mcp_harness import Harness
-from mcp_app.tests.test_concurrency import _in_threads, postgres_db  # noqa: F401  (postgres_db: a fixture)
 from tools_app.models import Binding, CallLog, Tool
 from tools_app.services import instance_update
+from tools_app.tests.services.test_concurrency import _in_threads, postgres_db  # noqa: F401  (postgres_db: a fixture)
 
 pytestmark = pytest.mark.django_db
 

@@ -295,7 +295,7 @@ def test_default_rates_are_the_documented_values():
         "anon": "60/minute",
         "token": "10/minute",
     }
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[3]
     for doc in (root / "README.md", root / "docs" / "rate-limits.md"):
         text = doc.read_text()
         for scope, variable in [("mcp_key", "MCP_KEY"), ("user", "USER"), ("token", "TOKEN"), ("anon", "ANON")]:

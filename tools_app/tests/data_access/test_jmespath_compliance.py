@@ -27,10 +27,10 @@ from jmespath import exceptions as jmespath_errors
 from tools_app.data_access.jmespath_compiler import compile_query
 from tools_app.data_access.query import compile_expression, run_query
 from tools_app.kernel.errors import ErrorCode, ToolError
-from tools_app.tests.test_jmespath_compiler import _canonical as _typed
+from tools_app.tests.data_access.test_jmespath_compiler import _canonical as _typed
 
 COMPLIANCE_DIR = Path(__file__).parent / "jmespath_compliance"
-REQUIREMENTS = Path(__file__).resolve().parents[2] / "requirements.txt"
+REQUIREMENTS = Path(__file__).resolve().parents[3] / "requirements.txt"
 # The jmespath release whose TreeInterpreter the compiler reproduces and whose private names it uses.
 JMESPATH_VERSION = "1.1.0"
 # Some cases use the legacy `literal` string syntax on purpose; jmespath warns about it.

@@ -18,7 +18,7 @@ from django.core.management import call_command
 from tools_app import services
 from tools_app.models import ApiKey
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 OLD_PYTHON = """#!/bin/bash
 case "$1" in

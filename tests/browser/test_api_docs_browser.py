@@ -14,7 +14,7 @@ from tests.browser.support import CHROMIUM, CHROMIUM_ARGS
 pytestmark = pytest.mark.browser
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
-ARTIFACTS = Path(__file__).resolve().parent.parent / "artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
 
 def test_swagger_ui_renders_every_operation_offline(live_server):

@@ -261,7 +261,7 @@ def _manage(tmp_path, *args: str, **env: str) -> subprocess.CompletedProcess:
     base = {"PATH": os.environ.get("PATH", ""), "DATABASE_URL": f"sqlite:///{tmp_path / 'prod.sqlite3'}"}
     return subprocess.run(
         [sys.executable, "manage.py", *args],
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=Path(__file__).resolve().parents[3],
         env={**base, **env},
         capture_output=True,
         text=True,

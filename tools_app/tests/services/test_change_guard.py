@@ -6,12 +6,12 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from mcp_app.tests.test_concurrency import _in_threads, postgres_db  # noqa: F401 (fixture)
 from tests.api_helpers import client_for, db_snapshot
 from tools_app import services
 from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.models import Binding, CallLog, McpInstance, Table, Tool
 from tools_app.selectors import UsedBy, usage_of
+from tools_app.tests.services.test_concurrency import _in_threads, postgres_db  # noqa: F401 (fixture)
 from tools_app.tool_schemas import input_schema_breaks
 
 pytestmark = pytest.mark.django_db

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from mcp_app.tests.test_admin import change_url, instance_form
 from tools_app.kernel.errors import ErrorCode
 from tools_app.models import Prompt
 from tools_app.services import prompt_create
+from tools_app.tests.admin.test_instances import change_url, instance_form
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ from prometheus_client import REGISTRY
 
 from tools_app.kernel import telemetry  # noqa: F401  (registers the metrics)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "operations.md").read_text()
 SUFFIXES = ("_total", "_bucket", "_count", "_sum", "_created")
 
