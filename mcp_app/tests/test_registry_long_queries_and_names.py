@@ -1,4 +1,5 @@
-"""Issue 17 over MCP and the API: long queries up to the limit, a clear error past it, and names a model can copy.
+"""Registry search over MCP and the API: long queries up to the limit, a clear error past it, and names a model
+can copy.
 
 Names (tools, parameters, categories) in the Markdown a model reads are code spans, never backslash-escaped:
 every name is read back out of the Markdown (parsed by markdown-it, CommonMark) and must be the name itself.
