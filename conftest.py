@@ -110,6 +110,32 @@ def bind(db):
 
 
 @pytest.fixture
+def served(owner, table, make_tool, instance, bind, make_api_key):
+    """The instance 'shop' serving one query tool, orders_query, with one key (plaintext in "key")."""
+    tool = make_tool(owner, table, name="orders_query")
+    binding = bind(instance, tool)
+    api_key, plaintext = make_api_key(instance)
+    return {
+        "instance": instance,
+        "tool": tool,
+        "binding": binding,
+        "table": table,
+        "api_key": api_key,
+        "key": plaintext,
+    }
+
+
+PAGED_RECORDS = [{"id": i, "name": f"n{i:03d}"} for i in range(100)]
+
+
+@pytest.fixture
+def records(owner, make_table):
+    """A table 'records' of 100 rows {"id": 0..99, "name": "n000".."n099"}: a list that the paging tests cut
+    into pages."""
+    return make_table(owner, name="records", data=[dict(r) for r in PAGED_RECORDS])
+
+
+@pytest.fixture
 def make_api_key(db):
     """make_api_key(instance, label="test") -> (ApiKey, plaintext)."""
     from tools_app.services import api_key_issue
@@ -188,6 +214,16 @@ def _clear_process_state():
     _forget_process_state()
     yield
     _forget_process_state()
+
+
+@pytest.fixture
+def postgres_db(transactional_db):
+    """Committed data that other connections (threads, processes) see: PostgreSQL only, skipped on SQLite (its
+    test database lives in memory, so another connection sees nothing)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL (row locks, concurrent connections): set DATABASE_URL=postgres://... to run")
 
 
 def pytest_runtest_setup(item):

@@ -27,7 +27,7 @@ WARM_UP = "[*].[" + ",".join(["@"] * 8) + "] | [] | [*].to_string(@) | [*].lengt
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def heavy_server(tmp_path_factory):
     with server_database("heavy", tmp_path_factory.mktemp("heavy"), secret="heavy-secret") as env:
         env = {
             **env,
@@ -79,12 +79,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def test_an_expensive_query_runs_in_the_worker_while_a_light_call_is_answered(server):
-    base = server["uvicorn"].base
-    server_pid = server["uvicorn"].process.pid
+def test_an_expensive_query_runs_in_the_worker_while_a_light_call_is_answered(heavy_server):
+    base = heavy_server["uvicorn"].base
+    server_pid = heavy_server["uvicorn"].process.pid
     # The worker starts with the server; until it has set itself up, expensive reads stay in the server.
     # Warm up until a moderately expensive query (~130 ms of CPU) is seen evaluated by the worker.
-    warm, _ = call(base, server["light"], "[?id==`1`].status | [0]")
+    warm, _ = call(base, heavy_server["light"], "[?id==`1`].status | [0]")
     assert warm.is_error is False
     deadline = time.monotonic() + 60
     while not heavy_workers(server_pid) and time.monotonic() < deadline:
@@ -92,7 +92,7 @@ def test_an_expensive_query_runs_in_the_worker_while_a_light_call_is_answered(se
     (worker,) = heavy_workers(server_pid)
     while time.monotonic() < deadline:
         before = cpu_seconds(worker)
-        warm, _ = call(base, server["light"], WARM_UP)
+        warm, _ = call(base, heavy_server["light"], WARM_UP)
         assert warm.structured_content == {"result": 611_392}
         if cpu_seconds(worker) > before:
             break
@@ -104,12 +104,12 @@ def test_an_expensive_query_runs_in_the_worker_while_a_light_call_is_answered(se
 
     def expensive() -> None:
         heavy["started"] = time.monotonic()
-        heavy["result"], heavy["answered"] = call(base, server["heavy"], BURNER)
+        heavy["result"], heavy["answered"] = call(base, heavy_server["heavy"], BURNER)
 
     thread = threading.Thread(target=expensive)
     thread.start()
     time.sleep(0.5)  # the expensive call has turned heavy and moved to the worker
-    light, light_answered = call(base, server["light"], "[?id==`7`].status | [0]")
+    light, light_answered = call(base, heavy_server["light"], "[?id==`7`].status | [0]")
     thread.join(timeout=30)
 
     assert light.is_error is False

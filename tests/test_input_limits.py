@@ -152,7 +152,7 @@ def test_asgi_guard_answers_a_declared_length_unread(settings):
 
 
 @pytest.fixture
-def shop(owner, table, make_tool, instance, bind, make_api_key):
+def writer_shop(owner, table, make_tool, instance, bind, make_api_key):
     tool = make_tool(owner, table, type="create", name="orders_create", description="Add orders.")
     bind(instance, tool)
     bind(instance, make_tool(owner, table, type="update", name="orders_update", description="Change orders."))
@@ -172,22 +172,22 @@ MCP_TOO_LARGE = {
 }
 
 
-def test_mcp_body_over_the_limit_is_413_with_a_jsonrpc_error(shop, settings):
+def test_mcp_body_over_the_limit_is_413_with_a_jsonrpc_error(writer_shop, settings):
     """/mcp/<slug>/: 413 whose body is a JSON-RPC error naming REQUEST_TOO_LARGE and the limit; nothing runs."""
     # given
     settings.TOOLHUB_MAX_MCP_REQUEST_BYTES = 1000
     body = rpc_body("tools/call", {"name": "orders_create", "arguments": {"elements": [{"id": 9, "note": "x" * 2000}]}})
-    before = table_state(shop["table"])
+    before = table_state(writer_shop["table"])
     # when
-    response = Harness().post("shop", body, key=shop["key"])
+    response = Harness().post("shop", body, key=writer_shop["key"])
     # then
     assert response.status_code == 413
     assert response.json() == MCP_TOO_LARGE
-    assert table_state(shop["table"]) == before
+    assert table_state(writer_shop["table"]) == before
     assert CallLog.objects.count() == 0
 
 
-def test_mcp_body_without_a_length_is_cut_at_the_limit(shop, settings):
+def test_mcp_body_without_a_length_is_cut_at_the_limit(writer_shop, settings):
     """A body sent without Content-Length is read only until it passes the limit; 413, the rest unread."""
     # given
     from mcp_app.transport import McpEndpoint
@@ -207,7 +207,7 @@ def test_mcp_body_without_a_length_is_cut_at_the_limit(shop, settings):
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory):
+def limited_server(tmp_path_factory):
     """uvicorn on its own database, limits lowered to 100,000 bytes (API) and 50,000 bytes (MCP)."""
     with server_database("limits", tmp_path_factory.mktemp("limits"), secret="s") as env:
         env = {**env, "TOOLHUB_MAX_REQUEST_BYTES": "100000", "TOOLHUB_MAX_MCP_REQUEST_BYTES": "50000"}
@@ -258,14 +258,14 @@ def split_response(raw: bytes) -> tuple[int, bytes]:
 
 
 @pytest.mark.e2e
-def test_live_api_declared_oversize_is_413_without_reading_the_body(live):
+def test_live_api_declared_oversize_is_413_without_reading_the_body(limited_server):
     """uvicorn: a POST declaring 100 MB gets 413 at once; the client never has to send the body."""
     # when
     head = (
         b"POST /api/tables/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         b"Content-Length: 100000000\r\n\r\n"
     )
-    status, body = split_response(raw_exchange(live["server"].port, head, []))
+    status, body = split_response(raw_exchange(limited_server["server"].port, head, []))
     # then
     assert status == 413
     assert json.loads(body) == {
@@ -275,7 +275,7 @@ def test_live_api_declared_oversize_is_413_without_reading_the_body(live):
 
 
 @pytest.mark.e2e
-def test_live_api_chunked_oversize_is_413(live):
+def test_live_api_chunked_oversize_is_413(limited_server):
     """uvicorn: a chunked body (no length) is refused once it passes the limit."""
     # given
     head = (
@@ -285,25 +285,29 @@ def test_live_api_chunked_oversize_is_413(live):
     chunk = b"x" * 30_000
     chunks = [f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n" for _ in range(10)] + [b"0\r\n\r\n"]
     # when
-    status, body = split_response(raw_exchange(live["server"].port, head, chunks))
+    status, body = split_response(raw_exchange(limited_server["server"].port, head, chunks))
     # then
     assert status == 413
     assert json.loads(body)["error"] == "REQUEST_TOO_LARGE"
 
 
 @pytest.mark.e2e
-def test_live_mcp_oversize_is_413_with_a_jsonrpc_error(live):
+def test_live_mcp_oversize_is_413_with_a_jsonrpc_error(limited_server):
     """uvicorn, /mcp/<slug>/: 413 with the JSON-RPC error, for a declared length and for a body actually sent."""
     # given
     payload = json.dumps(rpc_body("tools/list")).encode()[:-1] + b',"pad":"' + b"x" * 60_000 + b'"}'
     common = (
         f"POST /mcp/live/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        f"Accept: application/json, text/event-stream\r\nAuthorization: Bearer {live['key']}\r\n"
+        f"Accept: application/json, text/event-stream\r\nAuthorization: Bearer {limited_server['key']}\r\n"
     ).encode()
     # when
-    declared = split_response(raw_exchange(live["server"].port, common + b"Content-Length: 100000000\r\n\r\n", []))
+    declared = split_response(
+        raw_exchange(limited_server["server"].port, common + b"Content-Length: 100000000\r\n\r\n", [])
+    )
     sent = split_response(
-        raw_exchange(live["server"].port, common + f"Content-Length: {len(payload)}\r\n\r\n".encode(), [payload])
+        raw_exchange(
+            limited_server["server"].port, common + f"Content-Length: {len(payload)}\r\n\r\n".encode(), [payload]
+        )
     )
     # then
     expected = {
@@ -380,14 +384,14 @@ def test_admin_table_form_refuses_a_document_too_deep(client, owner):
     assert db_snapshot() == before
 
 
-def test_pipeline_create_refuses_an_element_too_deep_on_every_surface(owner, shop):
+def test_pipeline_create_refuses_an_element_too_deep_on_every_surface(owner, writer_shop):
     """create over MCP and the API: an element that would nest the table 65 deep is VALIDATION_ERROR."""
     # given
-    table, tool = shop["table"], shop["tool"]
+    table, tool = writer_shop["table"], writer_shop["tool"]
     before = table_state(table)
     element = {"id": 9, "deep": nested(63)}  # the root array is level 1, the element 2, `deep` 3 to 65
     # when
-    over_mcp = Harness().call("shop", shop["key"], "orders_create", {"elements": [element]})["result"]
+    over_mcp = Harness().call("shop", writer_shop["key"], "orders_create", {"elements": [element]})["result"]
     over_api = client_for(owner).post(
         f"/api/tools/{tool.pk}/call/", {"arguments": {"elements": [element]}}, format="json"
     )
@@ -408,43 +412,43 @@ def test_pipeline_create_refuses_an_element_too_deep_on_every_surface(owner, sho
     assert list(CallLog.objects.values_list("error_code", flat=True)) == ["VALIDATION_ERROR", "VALIDATION_ERROR"]
 
 
-def test_pipeline_element_at_the_depth_limit_is_written(shop):
+def test_pipeline_element_at_the_depth_limit_is_written(writer_shop):
     """One level less fits exactly: written, version +1."""
     # given
     element = {"id": 9, "deep": nested(62)}
     # when
-    result = Harness().call("shop", shop["key"], "orders_create", {"elements": [element]})["result"]
+    result = Harness().call("shop", writer_shop["key"], "orders_create", {"elements": [element]})["result"]
     # then
     assert result["isError"] is False
-    assert table_state(shop["table"])[0] == 2
+    assert table_state(writer_shop["table"])[0] == 2
 
 
-def test_pipeline_update_refuses_a_patch_too_deep(shop):
+def test_pipeline_update_refuses_a_patch_too_deep(writer_shop):
     """update (merge patch) is held to the same depth."""
     # given
-    before = table_state(shop["table"])
+    before = table_state(writer_shop["table"])
     # when
-    result = Harness().call("shop", shop["key"], "orders_update", {"elements": [{"id": 1, "deep": nested(63)}]})
+    result = Harness().call("shop", writer_shop["key"], "orders_update", {"elements": [{"id": 1, "deep": nested(63)}]})
     # then
     assert result["result"]["content"][0]["text"].startswith(
         "VALIDATION_ERROR: A table document nests at most 64 levels of objects and arrays (TOOLHUB_MAX_TABLE_DEPTH)"
     )
-    assert table_state(shop["table"]) == before
+    assert table_state(writer_shop["table"]) == before
 
 
-def test_pipeline_create_refuses_a_document_too_large(shop, settings):
+def test_pipeline_create_refuses_a_document_too_large(writer_shop, settings):
     """create that would grow the document over TOOLHUB_MAX_TABLE_BYTES: VALIDATION_ERROR; nothing written."""
     # given
     settings.TOOLHUB_MAX_TABLE_BYTES = 400
-    before = table_state(shop["table"])
+    before = table_state(writer_shop["table"])
     # when
-    result = Harness().call("shop", shop["key"], "orders_create", {"elements": [{"id": 9, "note": "x" * 200}]})
+    result = Harness().call("shop", writer_shop["key"], "orders_create", {"elements": [{"id": 9, "note": "x" * 200}]})
     # then
     assert result["result"]["content"][0]["text"] == (
         "VALIDATION_ERROR: A table document is at most 400 bytes of JSON (TOOLHUB_MAX_TABLE_BYTES); this one is "
         "415 bytes. Nothing was written."
     )
-    assert table_state(shop["table"]) == before
+    assert table_state(writer_shop["table"]) == before
 
 
 #

@@ -1,12 +1,18 @@
-"""Fixtures shared by the MCP tests (the per-process caches are emptied around every test by the root conftest)."""
+"""Fixtures shared by the MCP tests (the per-process caches are emptied around every test by the root conftest;
+`served`, an instance with one tool and a key, is the root conftest's)."""
 
 import pytest
 
+from mcp_app.tests.mcp_harness import Harness
+
 
 @pytest.fixture
-def served(owner, table, make_tool, instance, bind, make_api_key):
-    """An instance 'shop' with one query tool (orders_query) and one key; a test module may define its own."""
-    tool = make_tool(owner, table, name="orders_query")
-    bind(instance, tool)
-    api_key, plaintext = make_api_key(instance)
-    return {"instance": instance, "tool": tool, "api_key": api_key, "key": plaintext}
+def key(instance, make_api_key):
+    """The plaintext of a new key of the instance 'shop'."""
+    return make_api_key(instance)[1]
+
+
+@pytest.fixture
+def harness():
+    """The MCP endpoint in process (mcp_harness.Harness, default settings)."""
+    return Harness()

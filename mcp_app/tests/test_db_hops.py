@@ -26,13 +26,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 POOL_THREADS = 3
 
 
-@pytest.fixture
-def served(owner, table, make_tool, instance, bind, make_api_key):
-    binding = bind(instance, make_tool(owner, table, name="orders_query"))
-    api_key, plaintext = make_api_key(instance)
-    return {"binding": binding, "api_key": api_key, "key": plaintext, "table": table}
-
-
 def open_backends() -> set[int]:
     """Process ids of the server connections to this test database (PostgreSQL)."""
     with connection.cursor() as cursor:

@@ -33,20 +33,20 @@ print(json.dumps({"key": key}))
 
 
 @pytest.fixture(scope="module")
-def server_db(tmp_path_factory):
+def prompts_db(tmp_path_factory):
     with server_database("b_prompts", tmp_path_factory.mktemp("prompts"), secret="prompts-secret") as env:
         seeded = run_python(env, SEED)
         yield {"env": env, "key": json.loads(seeded)["key"]}
 
 
 @pytest.fixture(scope="module")
-def uvicorn(server_db):
-    with Uvicorn(server_db["env"]) as server:
+def prompts_server(prompts_db):
+    with Uvicorn(prompts_db["env"]) as server:
         yield server
 
 
 @pytest.mark.parametrize(("mode", "version"), ERAS)
-def test_sdk_client_lists_and_gets_an_owner_prompt_with_arguments(server_db, uvicorn, mode, version):
+def test_sdk_client_lists_and_gets_an_owner_prompt_with_arguments(prompts_db, prompts_server, mode, version):
     # given
     async def scenario(client):
         listed = await client.list_prompts()
@@ -64,7 +64,7 @@ def test_sdk_client_lists_and_gets_an_owner_prompt_with_arguments(server_db, uvi
 
     # when
     negotiated, listed, got, completion, refused = sdk_session(
-        f"{uvicorn.base}/mcp/reports/", server_db["key"], mode, scenario
+        f"{prompts_server.base}/mcp/reports/", prompts_db["key"], mode, scenario
     )
     # then
     assert negotiated == version

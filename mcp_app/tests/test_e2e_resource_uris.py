@@ -42,19 +42,19 @@ print(json.dumps(keys))
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def uris_server(tmp_path_factory):
     with server_database("b_uris", tmp_path_factory.mktemp("uris"), secret="uris-secret") as env:
         keys = json.loads(run_python(env, SEED))
         with Uvicorn(env) as uvicorn:
             yield {"base": uvicorn.base, "keys": keys}
 
 
-def session(server, slug: str, mode: str, scenario, **options):
-    return sdk_session(f"{server['base']}/mcp/{slug}/", server["keys"][slug], mode, scenario, **options)
+def session(uris_server, slug: str, mode: str, scenario, **options):
+    return sdk_session(f"{uris_server['base']}/mcp/{slug}/", uris_server["keys"][slug], mode, scenario, **options)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-def test_custom_uri_template_and_completion_over_http(server, mode):
+def test_custom_uri_template_and_completion_over_http(uris_server, mode):
     # given
     template = "test://template/{id}/data"
 
@@ -69,7 +69,7 @@ def test_custom_uri_template_and_completion_over_http(server, mode):
         return resources, templates, text, record, keys
 
     # when
-    resources, templates, text, record, keys = session(server, "uris", mode, scenario)
+    resources, templates, text, record, keys = session(uris_server, "uris", mode, scenario)
     # then
     assert [str(resource.uri) for resource in resources.resources][0] == "test://static-text"
     assert [t.uri_template for t in templates.resource_templates] == [template]
@@ -82,7 +82,7 @@ def test_custom_uri_template_and_completion_over_http(server, mode):
 
 
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # logging/setLevel, on purpose
-def test_a_call_on_an_instance_with_a_log_level_brings_its_logs_without_a_progress_token(server):
+def test_a_call_on_an_instance_with_a_log_level_brings_its_logs_without_a_progress_token(uris_server):
     # given
     logs = []
 
@@ -94,7 +94,7 @@ def test_a_call_on_an_instance_with_a_log_level_brings_its_logs_without_a_progre
         return await client.call_tool("records_query", {"query": "length(@)"})
 
     # when
-    result = session(server, "uris", "legacy", scenario, logging_callback=on_log)
+    result = session(uris_server, "uris", "legacy", scenario, logging_callback=on_log)
     # then
     assert result.structured_content == {"result": 2}
     assert logs == [
@@ -105,19 +105,19 @@ def test_a_call_on_an_instance_with_a_log_level_brings_its_logs_without_a_progre
     ]
 
 
-def test_an_instance_without_a_log_level_answers_plain_json(server):
+def test_an_instance_without_a_log_level_answers_plain_json(uris_server):
     # given
     params = {"name": "records_query", "arguments": {"query": "length(@)"}}
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
     headers = {
-        "authorization": f"Bearer {server['keys']['quiet']}",
+        "authorization": f"Bearer {uris_server['keys']['quiet']}",
         "accept": "application/json, text/event-stream",
         "mcp-protocol-version": "2025-11-25",
     }
-    logged = {**headers, "authorization": f"Bearer {server['keys']['uris']}"}
+    logged = {**headers, "authorization": f"Bearer {uris_server['keys']['uris']}"}
     # when
-    quiet = httpx2.post(f"{server['base']}/mcp/quiet/", json=body, headers=headers, timeout=30)
-    streamed = httpx2.post(f"{server['base']}/mcp/uris/", json=body, headers=logged, timeout=30)
+    quiet = httpx2.post(f"{uris_server['base']}/mcp/quiet/", json=body, headers=headers, timeout=30)
+    streamed = httpx2.post(f"{uris_server['base']}/mcp/uris/", json=body, headers=logged, timeout=30)
     # then
     assert quiet.headers["content-type"].startswith("application/json")
     assert quiet.json()["result"]["structuredContent"] == {"result": 2}

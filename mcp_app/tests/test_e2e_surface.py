@@ -36,7 +36,7 @@ print(json.dumps({"search": Discovery}))
 
 
 @pytest.fixture(scope="module")
-def server_db(tmp_path_factory):
+def surface_db(tmp_path_factory):
     with server_database("b_surface", tmp_path_factory.mktemp("surface"), secret="surface-secret") as env:
         seeded = seed_mcp(env, slug="surface", rows=30, user="surface")
         run_python(env, SEARCH_INSTANCE)
@@ -44,13 +44,13 @@ def server_db(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def uvicorn(server_db):
-    with Uvicorn(server_db["env"]) as server:
+def surface_server(surface_db):
+    with Uvicorn(surface_db["env"]) as server:
         yield server
 
 
 @pytest.mark.parametrize(("mode", "version"), ERAS)
-def test_search_then_call_tool_over_http(server_db, uvicorn, mode, version):
+def test_search_then_call_tool_over_http(surface_db, surface_server, mode, version):
     # given
     async def scenario(client):
         listed = await client.list_tools()
@@ -64,7 +64,7 @@ def test_search_then_call_tool_over_http(server_db, uvicorn, mode, version):
 
     # when
     negotiated, listed, found, called, missing = sdk_session(
-        f"{uvicorn.base}/mcp/surface/", server_db["key"], mode, scenario
+        f"{surface_server.base}/mcp/surface/", surface_db["key"], mode, scenario
     )
     # then
     assert negotiated == version
@@ -77,9 +77,9 @@ def test_search_then_call_tool_over_http(server_db, uvicorn, mode, version):
 
 
 @pytest.mark.parametrize(("mode", "version"), ERAS)
-def test_resources_prompts_and_completion_over_http(server_db, uvicorn, mode, version):
+def test_resources_prompts_and_completion_over_http(surface_db, surface_server, mode, version):
     # given
-    uri = f"toolhub://tables/{server_db['table_id']}"
+    uri = f"toolhub://tables/{surface_db['table_id']}"
 
     async def scenario(client):
         resources = await client.list_resources()
@@ -98,7 +98,7 @@ def test_resources_prompts_and_completion_over_http(server_db, uvicorn, mode, ve
 
     # when
     resources, templates, whole, record, prompts, guide, names, keys = sdk_session(
-        f"{uvicorn.base}/mcp/surface/", server_db["key"], mode, scenario
+        f"{surface_server.base}/mcp/surface/", surface_db["key"], mode, scenario
     )
     # then
     assert [str(resource.uri) for resource in resources.resources] == [uri]
@@ -112,7 +112,7 @@ def test_resources_prompts_and_completion_over_http(server_db, uvicorn, mode, ve
 
 
 @pytest.mark.parametrize(("mode", "log_level"), [("legacy", None), ("auto", "debug")])
-def test_progress_and_logs_over_http(server_db, uvicorn, mode, log_level):
+def test_progress_and_logs_over_http(surface_db, surface_server, mode, log_level):
     # given
     progress, logs = [], []
 
@@ -131,7 +131,12 @@ def test_progress_and_logs_over_http(server_db, uvicorn, mode, log_level):
 
     # when
     result = sdk_session(
-        f"{uvicorn.base}/mcp/surface/", server_db["key"], mode, scenario, logging_callback=on_log, log_level=log_level
+        f"{surface_server.base}/mcp/surface/",
+        surface_db["key"],
+        mode,
+        scenario,
+        logging_callback=on_log,
+        log_level=log_level,
     )
     # then
     assert result.structured_content == {"result": 30}
@@ -145,16 +150,16 @@ def test_progress_and_logs_over_http(server_db, uvicorn, mode, log_level):
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-def test_wrong_key_is_a_json_rpc_error_the_sdk_shows(server_db, uvicorn, mode):
+def test_wrong_key_is_a_json_rpc_error_the_sdk_shows(surface_db, surface_server, mode):
     # given
     async def scenario(client):
         return await client.list_tools()
 
     # when
     with pytest.raises(BaseException) as raised:
-        sdk_session(f"{uvicorn.base}/mcp/surface/", "th_wrong", mode, scenario)
+        sdk_session(f"{surface_server.base}/mcp/surface/", "th_wrong", mode, scenario)
     raw = httpx2.post(
-        f"{uvicorn.base}/mcp/surface/",
+        f"{surface_server.base}/mcp/surface/",
         json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
         headers={"accept": "application/json, text/event-stream", "authorization": "Bearer th_wrong"},
     )
@@ -173,17 +178,17 @@ INSPECTOR = ROOT / "node_modules" / ".bin" / "mcp-inspector"
 
 
 @pytest.mark.skipif(not INSPECTOR.exists(), reason="MCP Inspector not installed (npm install in the project root)")
-def test_mcp_inspector_cli_runs_a_search_mode_tool_through_call_tool(server_db, uvicorn):
+def test_mcp_inspector_cli_runs_a_search_mode_tool_through_call_tool(surface_db, surface_server):
     """The Inspector CLI only calls listed tools: on a search-mode instance it reaches any tool via call_tool."""
     # given
     common = [
         str(INSPECTOR),
         "--cli",
-        f"{uvicorn.base}/mcp/surface/",
+        f"{surface_server.base}/mcp/surface/",
         "--transport",
         "http",
         "--header",
-        f"Authorization: Bearer {server_db['key']}",
+        f"Authorization: Bearer {surface_db['key']}",
     ]
     call = ["--method", "tools/call", "--tool-name", "call_tool", "--tool-arg", "tool_name=orders_query"]
     # when

@@ -6,22 +6,12 @@ import pytest
 from django.utils import timezone
 from mcp_types import METHOD_NOT_FOUND
 
-from mcp_app.tests.mcp_harness import ERAS, LEGACY, MODERN, Harness
+from mcp_app.tests.mcp_harness import ERAS, LEGACY, MODERN
 from tools_app import services
 from tools_app.execution import pipeline as mcp_server
 from tools_app.models import CallLog, McpInstance, Table, Tool
 from tools_app.registry.instance_scope import InstanceScope
 from tools_app.services import binding_update, instance_update
-
-
-@pytest.fixture
-def key(instance, make_api_key):
-    return make_api_key(instance)[1]
-
-
-@pytest.fixture
-def harness():
-    return Harness()
 
 
 def tools_of(reply):

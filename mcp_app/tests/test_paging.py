@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mcp_app.tests.mcp_harness import ERAS, Harness
+from mcp_app.tests.mcp_harness import ERAS
 from tools_app import services
 from tools_app.execution import pipeline as calls
 from tools_app.models import CallLog, Table
@@ -19,21 +19,6 @@ RECORDS = [{"id": i, "name": f"n{i:03d}"} for i in range(100)]
 # leaving 836): 10 * 22 + 25 * 23 + 34 = 829 <= 836 < 853 for 35 items, 34 * 23 + 33 = 815 <= 836 < 839 for
 # the next 34, and the last 31.
 PAGE_SIZES = [35, 34, 31]
-
-
-@pytest.fixture
-def key(instance, make_api_key):
-    return make_api_key(instance)[1]
-
-
-@pytest.fixture
-def harness():
-    return Harness()
-
-
-@pytest.fixture
-def records(owner, make_table):
-    return make_table(owner, name="records", data=[dict(r) for r in RECORDS])
 
 
 @pytest.fixture

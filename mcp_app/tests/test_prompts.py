@@ -26,7 +26,7 @@ USAGE_GUIDE = {
 
 
 @pytest.fixture
-def shop(owner, other_user, instance, make_instance, make_api_key):
+def prompt_shop(owner, other_user, instance, make_instance, make_api_key):
     """Instance 'shop' with two enabled prompts and a disabled one; another owner's instance has its own."""
     simple = prompt_create(mcp_instance=instance, name="test_simple_prompt", template=SIMPLE)
     with_arguments = prompt_create(
@@ -46,14 +46,14 @@ def shop(owner, other_user, instance, make_instance, make_api_key):
     return {"instance": instance, "simple": simple, "with_arguments": with_arguments, "key": make_api_key(instance)[1]}
 
 
-def rpc(shop, method, params=None, *, era):
-    return Harness().rpc("shop", shop["key"], method, params, era=era)
+def rpc(prompt_shop, method, params=None, *, era):
+    return Harness().rpc("shop", prompt_shop["key"], method, params, era=era)
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_list_shows_usage_guide_then_the_enabled_prompts_by_name(shop, era):
+def test_list_shows_usage_guide_then_the_enabled_prompts_by_name(prompt_shop, era):
     # when
-    listed = rpc(shop, "prompts/list", era=era)["result"]
+    listed = rpc(prompt_shop, "prompts/list", era=era)["result"]
     # then
     assert listed["prompts"] == [
         USAGE_GUIDE,
@@ -74,14 +74,14 @@ def test_list_shows_usage_guide_then_the_enabled_prompts_by_name(shop, era):
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_list_is_paged(shop, era, settings):
+def test_list_is_paged(prompt_shop, era, settings):
     # given
     settings.TOOLHUB_MCP_PAGE_SIZE = 1
     # when
-    pages = [rpc(shop, "prompts/list", era=era)["result"]]
+    pages = [rpc(prompt_shop, "prompts/list", era=era)["result"]]
     while "nextCursor" in pages[-1]:
-        pages.append(rpc(shop, "prompts/list", {"cursor": pages[-1]["nextCursor"]}, era=era)["result"])
-    bad = rpc(shop, "prompts/list", {"cursor": "nonsense"}, era=era)
+        pages.append(rpc(prompt_shop, "prompts/list", {"cursor": pages[-1]["nextCursor"]}, era=era)["result"])
+    bad = rpc(prompt_shop, "prompts/list", {"cursor": "nonsense"}, era=era)
     # then
     assert [[prompt["name"] for prompt in page["prompts"]] for page in pages] == [
         ["usage_guide"],
@@ -92,15 +92,15 @@ def test_list_is_paged(shop, era, settings):
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_get_renders_the_template_with_the_arguments(shop, era):
+def test_get_renders_the_template_with_the_arguments(prompt_shop, era):
     # when
     got = rpc(
-        shop,
+        prompt_shop,
         "prompts/get",
         {"name": "test_prompt_with_arguments", "arguments": {"arg1": "a {{arg2}}", "arg2": "b"}},
         era=era,
     )["result"]
-    simple = rpc(shop, "prompts/get", {"name": "test_simple_prompt"}, era=era)["result"]
+    simple = rpc(prompt_shop, "prompts/get", {"name": "test_simple_prompt"}, era=era)["result"]
     # then
     assert got["description"] == "A prompt with two required arguments."
     assert got["messages"] == [
@@ -138,43 +138,45 @@ def test_get_renders_the_template_with_the_arguments(shop, era):
         ),
     ],
 )
-def test_get_refusals_are_invalid_params_naming_the_cause(shop, era, params, message):
+def test_get_refusals_are_invalid_params_naming_the_cause(prompt_shop, era, params, message):
     # when
-    reply = rpc(shop, "prompts/get", params, era=era)
+    reply = rpc(prompt_shop, "prompts/get", params, era=era)
     # then
     assert reply["error"]["code"] == types.INVALID_PARAMS
     assert reply["error"]["message"] == message
 
 
-def test_a_disabled_prompt_leaves_the_list_and_cannot_be_got(shop):
+def test_a_disabled_prompt_leaves_the_list_and_cannot_be_got(prompt_shop):
     # given
-    prompt_update(prompt=shop["simple"], enabled=False)
+    prompt_update(prompt=prompt_shop["simple"], enabled=False)
     # when
-    names = [prompt["name"] for prompt in rpc(shop, "prompts/list", era=MODERN)["result"]["prompts"]]
-    reply = rpc(shop, "prompts/get", {"name": "test_simple_prompt"}, era=MODERN)
+    names = [prompt["name"] for prompt in rpc(prompt_shop, "prompts/list", era=MODERN)["result"]["prompts"]]
+    reply = rpc(prompt_shop, "prompts/get", {"name": "test_simple_prompt"}, era=MODERN)
     # then
     assert names == ["usage_guide", "test_prompt_with_arguments"]
     assert reply["error"]["code"] == types.INVALID_PARAMS
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_completion_of_an_owner_prompt_argument_is_empty(shop, era):
+def test_completion_of_an_owner_prompt_argument_is_empty(prompt_shop, era):
     # when
     params = {
         "ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"},
         "argument": {"name": "arg1", "value": "x"},
     }
-    completion = rpc(shop, "completion/complete", params, era=era)["result"]["completion"]
+    completion = rpc(prompt_shop, "completion/complete", params, era=era)["result"]["completion"]
     # then
     assert completion == {"values": [], "total": 0, "hasMore": False}
 
 
-def test_usage_guide_is_unchanged_beside_owner_prompts(shop, make_tool, table, bind, owner):
+def test_usage_guide_is_unchanged_beside_owner_prompts(prompt_shop, make_tool, table, bind, owner):
     # given
-    bind(shop["instance"], make_tool(owner, table, name="orders_query", description="Query the orders."))
+    bind(prompt_shop["instance"], make_tool(owner, table, name="orders_query", description="Query the orders."))
     # when
-    got = rpc(shop, "prompts/get", {"name": "usage_guide", "arguments": {"tool_names": "orders_query"}}, era=MODERN)
-    bad = rpc(shop, "prompts/get", {"name": "usage_guide", "arguments": {"arg1": "x"}}, era=MODERN)
+    got = rpc(
+        prompt_shop, "prompts/get", {"name": "usage_guide", "arguments": {"tool_names": "orders_query"}}, era=MODERN
+    )
+    bad = rpc(prompt_shop, "prompts/get", {"name": "usage_guide", "arguments": {"arg1": "x"}}, era=MODERN)
     # then
     assert got["result"]["description"] == "The usage guide of Shop's tools."
     assert "orders_query" in got["result"]["messages"][0]["content"]["text"]

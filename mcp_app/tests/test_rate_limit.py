@@ -38,7 +38,7 @@ def assert_limited(response, window: set[int], *, request_id, limit: str) -> Non
 
 
 @pytest.fixture
-def shop(owner, table, make_tool, make_instance, bind, make_api_key):
+def limited_shop(owner, table, make_tool, make_instance, bind, make_api_key):
     """Instance 'shop' (3 requests per minute per key) with orders_create and orders_query, two keys."""
     instance = make_instance(owner, "shop", key_rate_limit="3/minute")
     for tool in (make_tool(owner, table, type="create", name="orders_create"), make_tool(owner, table)):
@@ -53,12 +53,12 @@ def create(harness: Harness, key: str, record_id: int, *, era: str = LEGACY, req
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_the_request_over_a_keys_rate_is_429_and_writes_nothing(era, rate_limited, shop, table):
+def test_the_request_over_a_keys_rate_is_429_and_writes_nothing(era, rate_limited, limited_shop, table):
     """Three requests pass; the fourth, a create, is refused before the SDK: the table's version and data,
     the call log, the tool's use count and the key's last use stay as they were."""
     # given
     harness = Harness()
-    key = shop["keys"][0]
+    key = limited_shop["keys"][0]
     assert harness.rpc("shop", key, "tools/list", era=era)["result"]["tools"]
     for record_id in (9, 10):
         assert create(harness, key, record_id, era=era).json()["result"]["isError"] is False
@@ -73,10 +73,10 @@ def test_the_request_over_a_keys_rate_is_429_and_writes_nothing(era, rate_limite
     assert Tool.objects.get(name="orders_create").use_count == 2
 
 
-def test_every_authenticated_http_request_counts(rate_limited, shop):
+def test_every_authenticated_http_request_counts(rate_limited, limited_shop):
     """Notifications, malformed bodies and GETs count too: one HTTP request, one count."""
     harness = Harness()
-    key = shop["keys"][0]
+    key = limited_shop["keys"][0]
     notification = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     assert harness.post("shop", notification, key=key).status_code == 202
     assert harness.post("shop", {"jsonrpc": "2.0", "id": 1}, key=key).status_code == 400  # no method
@@ -89,18 +89,18 @@ def test_every_authenticated_http_request_counts(rate_limited, shop):
     )
 
 
-def test_unauthenticated_requests_do_not_count(rate_limited, shop):
+def test_unauthenticated_requests_do_not_count(rate_limited, limited_shop):
     """A wrong or missing key is 401 and costs the instance's keys nothing."""
     harness = Harness()
     for key in ("wrong", None):
         for _ in range(4):
             assert harness.post("shop", rpc_body("tools/list"), key=key).status_code == 401
-    assert harness.rpc("shop", shop["keys"][0], "tools/list")["result"]["tools"]
+    assert harness.rpc("shop", limited_shop["keys"][0], "tools/list")["result"]["tools"]
 
 
-def test_keys_do_not_share_a_bucket(rate_limited, shop):
+def test_keys_do_not_share_a_bucket(rate_limited, limited_shop):
     harness = Harness()
-    first, second = shop["keys"]
+    first, second = limited_shop["keys"]
     for _ in range(3):
         harness.rpc("shop", first, "ping")
     assert harness.post("shop", rpc_body("ping"), key=first).status_code == 429
@@ -108,7 +108,7 @@ def test_keys_do_not_share_a_bucket(rate_limited, shop):
     assert statuses == [200, 200, 200, 429]
 
 
-def test_limits_per_instance_differ(rate_limited, owner, shop, make_instance, make_api_key):
+def test_limits_per_instance_differ(rate_limited, owner, limited_shop, make_instance, make_api_key):
     """'shop' allows 3 per key, 'crm' has no rate of its own and gets the default (here 5/minute)."""
     # given
     rate_limited(mcp_key="5/minute")
@@ -116,7 +116,7 @@ def test_limits_per_instance_differ(rate_limited, owner, shop, make_instance, ma
     crm_key = make_api_key(crm)[1]
     harness = Harness()
     # when
-    shop_statuses = [harness.post("shop", rpc_body("ping"), key=shop["keys"][0]).status_code for _ in range(6)]
+    shop_statuses = [harness.post("shop", rpc_body("ping"), key=limited_shop["keys"][0]).status_code for _ in range(6)]
     crm_statuses = [harness.post("crm", rpc_body("ping"), key=crm_key).status_code for _ in range(6)]
     # then
     assert shop_statuses == [200, 200, 200, 429, 429, 429]
@@ -126,27 +126,27 @@ def test_limits_per_instance_differ(rate_limited, owner, shop, make_instance, ma
 
 
 @pytest.mark.parametrize("method", ["tools/call", "tools/list", "ping"])
-def test_a_changed_instance_rate_is_followed_from_the_next_request(method, rate_limited, shop):
+def test_a_changed_instance_rate_is_followed_from_the_next_request(method, rate_limited, limited_shop):
     """A worker that knows the key (its auth hint) counts with the rate the hint holds; the request's own
     database check brings the new rate, and from the next request on the worker counts in the new rate
     (a new rate is a new bucket: its count starts at zero)."""
     # given
     harness = Harness()
-    key = shop["keys"][0]
+    key = limited_shop["keys"][0]
     params = {"name": "orders_query", "arguments": {"query": "length(@)"}} if method == "tools/call" else None
     assert [harness.post("shop", rpc_body(method, params), key=key).status_code for _ in range(2)] == [200, 200]
     # when
-    instance_update(instance=shop["instance"], key_rate_limit="2/minute")
+    instance_update(instance=limited_shop["instance"], key_rate_limit="2/minute")
     statuses = [harness.post("shop", rpc_body(method, params), key=key).status_code for _ in range(4)]
     # then: the first request is counted under 3/minute (its third) and brings the new rate
     assert statuses == [200, 200, 200, 429]
     assert auth_cache.get("shop", ApiKey.hash_key(key)).key_rate_limit == "2/minute"
 
 
-def test_the_sdk_client_sees_the_refusal(rate_limited, owner, shop):
+def test_the_sdk_client_sees_the_refusal(rate_limited, owner, limited_shop):
     """A real client (the SDK's, legacy mode: initialize, notifications/initialized, tools/call) gets the
     JSON-RPC error of the 429 as an MCPError with toolhub's code and data."""
-    key = shop["keys"][0]
+    key = limited_shop["keys"][0]
 
     async def scenario(client):
         await client.call_tool("orders_create", {"elements": [{"id": 9}]})  # the third request
@@ -160,5 +160,5 @@ def test_the_sdk_client_sees_the_refusal(rate_limited, owner, shop):
     assert isinstance(leaf, MCPError)
     assert (leaf.error.code, leaf.error.data["error"]) == (RATE_LIMITED_RPC_CODE, "RATE_LIMITED")
     assert leaf.error.message.startswith("RATE_LIMITED: Too many requests for this API key: the limit is 3 requests")
-    assert Table.objects.get(pk=shop["instance"].bindings.first().tool.table_id).version == 2
+    assert Table.objects.get(pk=limited_shop["instance"].bindings.first().tool.table_id).version == 2
     assert CallLog.objects.count() == 1

@@ -23,7 +23,7 @@ REGISTRY_NAMES = [
 
 
 @pytest.fixture
-def shop(owner, table, make_tool, instance, bind, make_api_key):
+def registry_shop(owner, table, make_tool, instance, bind, make_api_key):
     """Instance 'shop': the five registry tools and two data tools, one of them bound under an override."""
     for name in REGISTRY_NAMES:
         bind(instance, make_tool(owner, type=name, name=name, description=f"Registry tool {name}."))
@@ -34,8 +34,8 @@ def shop(owner, table, make_tool, instance, bind, make_api_key):
     return {"instance": instance, "query": query, "select": select, "key": make_api_key(instance)[1]}
 
 
-def call(shop, name, arguments=None, *, era=LEGACY):
-    return Harness().call("shop", shop["key"], name, arguments, era=era)
+def call(registry_shop, name, arguments=None, *, era=LEGACY):
+    return Harness().call("shop", registry_shop["key"], name, arguments, era=era)
 
 
 def text_of(result):
@@ -54,39 +54,41 @@ def writes_snapshot():
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_search_sends_markdown_text_and_the_full_result(shop, era):
+def test_search_sends_markdown_text_and_the_full_result(registry_shop, era):
     """search_tools: the text is the result's Markdown; structuredContent is the whole result (SPEC §5)."""
     # when
-    result = call(shop, "search_tools", {"query": "orders"}, era=era)["result"]
+    result = call(registry_shop, "search_tools", {"query": "orders"}, era=era)["result"]
     # then
     assert result["isError"] is False
     structured = result["structuredContent"]
     assert text_of(result) == structured["markdown"]
     assert text_of(result).startswith("## Search results for `orders` (bm25)\n\n1. `orders_by_id`\n")
     assert [hit["tool_name"] for hit in structured["results"]] == ["orders_by_id", "orders_query"]
-    assert structured["results"][1]["tool_id"] == shop["query"].pk
+    assert structured["results"][1]["tool_id"] == registry_shop["query"].pk
     assert structured["count"] == 2
     assert all(0 <= hit["score"] <= 1 for hit in structured["results"])
     assert set(structured) == {"query", "method", "count", "results", "markdown"}
 
 
-def test_search_covers_only_this_instances_enabled_bindings(shop, owner, table, make_tool, bind, make_instance):
+def test_search_covers_only_this_instances_enabled_bindings(
+    registry_shop, owner, table, make_tool, bind, make_instance
+):
     """A disabled binding and another instance's tool are not found; effective names are shown."""
     # given
     hidden = make_tool(owner, table, name="orders_hidden", description="Hidden orders tool.")
-    bind(shop["instance"], hidden, enabled=False)
+    bind(registry_shop["instance"], hidden, enabled=False)
     other = make_instance(owner, slug="other")
     bind(other, make_tool(owner, table, name="orders_elsewhere", description="Orders on another instance."))
     # when
-    structured = call(shop, "search_tools", {"query": "orders", "limit": 10})["result"]["structuredContent"]
+    structured = call(registry_shop, "search_tools", {"query": "orders", "limit": 10})["result"]["structuredContent"]
     # then
     assert [hit["tool_name"] for hit in structured["results"]] == ["orders_by_id", "orders_query"]
 
 
-def test_search_with_an_unknown_method_is_invalid_search_method(shop):
+def test_search_with_an_unknown_method_is_invalid_search_method(registry_shop):
     """SPEC §5: an unknown method is INVALID_SEARCH_METHOD, as an isError result."""
     # when
-    result = call(shop, "search_tools", {"query": "orders", "search_method": "telepathy"})["result"]
+    result = call(registry_shop, "search_tools", {"query": "orders", "search_method": "telepathy"})["result"]
     # then
     assert result["isError"] is True
     assert text_of(result).startswith("INVALID_SEARCH_METHOD: ")
@@ -94,10 +96,10 @@ def test_search_with_an_unknown_method_is_invalid_search_method(shop):
     assert result["structuredContent"]["details"]["methods"] == ["regex", "bm25", "embedding", "hybrid"]
 
 
-def test_search_by_regex(shop):
+def test_search_by_regex(registry_shop):
     """The regex method matches names, over MCP too."""
     # when
-    structured = call(shop, "search_tools", {"query": "^orders_by", "search_method": "regex"})["result"][
+    structured = call(registry_shop, "search_tools", {"query": "^orders_by", "search_method": "regex"})["result"][
         "structuredContent"
     ]
     # then
@@ -111,32 +113,32 @@ def test_search_by_regex(shop):
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_definition_is_json_text_under_the_effective_name_and_bumps_use(shop, era):
+def test_definition_is_json_text_under_the_effective_name_and_bumps_use(registry_shop, era):
     """get_tool_definition has no Markdown: the JSON is the text; the defined tool's use count goes up by one."""
     # when
-    result = call(shop, "get_tool_definition", {"tool_name": "orders_query"}, era=era)["result"]
+    result = call(registry_shop, "get_tool_definition", {"tool_name": "orders_query"}, era=era)["result"]
     # then
     assert result["isError"] is False
     structured = result["structuredContent"]
     assert json.loads(text_of(result)) == structured
     assert structured["name"] == "orders_query"
-    assert structured["tool_id"] == shop["query"].pk
+    assert structured["tool_id"] == registry_shop["query"].pk
     assert structured["description"] == "Query the shop's orders with JMESPath."
     assert structured["category"] == "read"
     assert structured["input_schema"]["required"] == ["query"]
-    shop["query"].refresh_from_db()
-    assert shop["query"].use_count == 1
+    registry_shop["query"].refresh_from_db()
+    assert registry_shop["query"].use_count == 1
 
 
-def test_definition_of_an_unknown_tool_is_tool_not_found(shop):
+def test_definition_of_an_unknown_tool_is_tool_not_found(registry_shop):
     """An unknown (or only differently-named) tool is TOOL_NOT_FOUND; no use count moves."""
     # when
-    result = call(shop, "get_tool_definition", {"tool_name": "orders_query_v2"})["result"]
+    result = call(registry_shop, "get_tool_definition", {"tool_name": "orders_query_v2"})["result"]
     # then
     assert result["isError"] is True
     assert text_of(result).startswith("TOOL_NOT_FOUND: No tool named 'orders_query_v2' here.")
-    shop["query"].refresh_from_db()
-    assert shop["query"].use_count == 0
+    registry_shop["query"].refresh_from_db()
+    assert registry_shop["query"].use_count == 0
 
 
 #
@@ -145,10 +147,10 @@ def test_definition_of_an_unknown_tool_is_tool_not_found(shop):
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_categories_all_sends_markdown_counts(shop, era):
+def test_categories_all_sends_markdown_counts(registry_shop, era):
     """category "all": every category with its count, the Markdown as text."""
     # when
-    result = call(shop, "list_tools_by_category", {"category": "all"}, era=era)["result"]
+    result = call(registry_shop, "list_tools_by_category", {"category": "all"}, era=era)["result"]
     # then
     assert text_of(result) == "## Tool categories (2)\n\n- `read`: 2 tools\n- `registry`: 5 tools\n"
     structured = result["structuredContent"]
@@ -157,10 +159,10 @@ def test_categories_all_sends_markdown_counts(shop, era):
     assert structured["markdown"] == text_of(result)
 
 
-def test_category_lists_its_tools(shop):
+def test_category_lists_its_tools(registry_shop):
     """A category lists its tools by effective name, Markdown as text."""
     # when
-    result = call(shop, "list_tools_by_category", {"category": "read"})["result"]
+    result = call(registry_shop, "list_tools_by_category", {"category": "read"})["result"]
     # then
     assert text_of(result) == (
         "## Tools in category `read` (2)\n\n"
@@ -171,10 +173,10 @@ def test_category_lists_its_tools(shop):
     assert result["structuredContent"]["truncated"] is False
 
 
-def test_unknown_category_is_invalid_category_naming_those_that_exist(shop):
+def test_unknown_category_is_invalid_category_naming_those_that_exist(registry_shop):
     """SPEC §5: INVALID_CATEGORY with the categories that exist."""
     # when
-    result = call(shop, "list_tools_by_category", {"category": "billing"})["result"]
+    result = call(registry_shop, "list_tools_by_category", {"category": "billing"})["result"]
     # then
     assert result["isError"] is True
     assert text_of(result) == (
@@ -189,10 +191,10 @@ def test_unknown_category_is_invalid_category_naming_those_that_exist(shop):
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_guide_sends_its_markdown_content_with_warnings(shop, era):
+def test_guide_sends_its_markdown_content_with_warnings(registry_shop, era):
     """The guide's `content` is the text, followed by its warnings; structuredContent is the full response."""
     # when
-    result = call(shop, "get_tool_usage_guide", {"tool_names": ["orders_query", "nope"]}, era=era)["result"]
+    result = call(registry_shop, "get_tool_usage_guide", {"tool_names": ["orders_query", "nope"]}, era=era)["result"]
     # then
     assert result["isError"] is False
     structured = result["structuredContent"]
@@ -209,10 +211,10 @@ def test_guide_sends_its_markdown_content_with_warnings(shop, era):
     assert structured["metadata"]["filtered_count"] == 1
 
 
-def test_guide_without_warnings_is_its_content_alone(shop):
+def test_guide_without_warnings_is_its_content_alone(registry_shop):
     """No warnings: the text is exactly the guide's Markdown."""
     # when
-    result = call(shop, "get_tool_usage_guide", {"category": "read"})["result"]
+    result = call(registry_shop, "get_tool_usage_guide", {"category": "read"})["result"]
     # then
     assert result["structuredContent"]["warnings"] == []
     assert text_of(result) == result["structuredContent"]["content"]
@@ -225,10 +227,10 @@ def test_guide_without_warnings_is_its_content_alone(shop):
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_register_tool_creates_a_bound_external_tool(shop, owner, era):
+def test_register_tool_creates_a_bound_external_tool(registry_shop, owner, era):
     """With allow_registration: an `external` tool owned by the instance's owner, bound to the instance."""
     # given
-    instance_update(instance=shop["instance"], allow_registration=True)
+    instance_update(instance=registry_shop["instance"], allow_registration=True)
     arguments = {
         "name": "weather_now",
         "description": "Current weather for a city.",
@@ -238,7 +240,7 @@ def test_register_tool_creates_a_bound_external_tool(shop, owner, era):
         "mcp_server": "https://weather.example/mcp",
     }
     # when
-    result = call(shop, "register_tool", arguments, era=era)["result"]
+    result = call(registry_shop, "register_tool", arguments, era=era)["result"]
     # then
     assert result["isError"] is False
     structured = result["structuredContent"]
@@ -248,22 +250,24 @@ def test_register_tool_creates_a_bound_external_tool(shop, owner, era):
     assert json.loads(text_of(result)) == structured
     assert (tool.type, tool.owner_id, tool.category, tool.tags) == ("external", owner.pk, "weather", ["forecast"])
     assert tool.metadata["mcp_server"] == "https://weather.example/mcp"
-    assert Binding.objects.filter(mcp_instance=shop["instance"], tool=tool, enabled=True).count() == 1
+    assert Binding.objects.filter(mcp_instance=registry_shop["instance"], tool=tool, enabled=True).count() == 1
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_registered_tool_is_searchable_not_listed_and_not_callable(shop, era):
+def test_registered_tool_is_searchable_not_listed_and_not_callable(registry_shop, era):
     """A tool registered over MCP is found by the next search_tools, never listed by tools/list (external,
     SPEC §4.3), and calling it is -32602 naming where it is served (SPEC §8)."""
     # given
-    instance_update(instance=shop["instance"], allow_registration=True)
-    before = [tool["name"] for tool in Harness().rpc("shop", shop["key"], "tools/list", era=era)["result"]["tools"]]
+    instance_update(instance=registry_shop["instance"], allow_registration=True)
+    before = [
+        tool["name"] for tool in Harness().rpc("shop", registry_shop["key"], "tools/list", era=era)["result"]["tools"]
+    ]
     arguments = {"name": "weather_now", "description": "Current weather for a city.", "mcp_server": "wx-server"}
-    assert call(shop, "register_tool", arguments, era=era)["result"]["isError"] is False
+    assert call(registry_shop, "register_tool", arguments, era=era)["result"]["isError"] is False
     # when
-    listed = Harness().rpc("shop", shop["key"], "tools/list", era=era)["result"]["tools"]
-    found = call(shop, "search_tools", {"query": "weather city"}, era=era)["result"]["structuredContent"]
-    called = call(shop, "weather_now", {"city": "Oslo"}, era=era)
+    listed = Harness().rpc("shop", registry_shop["key"], "tools/list", era=era)["result"]["tools"]
+    found = call(registry_shop, "search_tools", {"query": "weather city"}, era=era)["result"]["structuredContent"]
+    called = call(registry_shop, "weather_now", {"city": "Oslo"}, era=era)
     # then
     assert [tool["name"] for tool in listed] == before
     assert "weather_now" not in before
@@ -273,12 +277,12 @@ def test_registered_tool_is_searchable_not_listed_and_not_callable(shop, era):
     assert "wx-server" in called["error"]["message"]
 
 
-def test_register_tool_without_allow_registration_fails_and_writes_nothing(shop):
+def test_register_tool_without_allow_registration_fails_and_writes_nothing(registry_shop):
     """allow_registration off (the default): REGISTRATION_FAILED with the reason; no tool, no binding."""
     # given
     before = writes_snapshot()
     # when
-    result = call(shop, "register_tool", {"name": "weather_now", "description": "Weather."})["result"]
+    result = call(registry_shop, "register_tool", {"name": "weather_now", "description": "Weather."})["result"]
     # then
     assert result["isError"] is True
     assert text_of(result) == (
@@ -299,13 +303,13 @@ def test_register_tool_without_allow_registration_fails_and_writes_nothing(shop)
         ),
     ],
 )
-def test_register_tool_refusals_write_nothing(shop, name, reason):
+def test_register_tool_refusals_write_nothing(registry_shop, name, reason):
     """An invalid name or a name taken on the instance is REGISTRATION_FAILED naming why; nothing written."""
     # given
-    instance_update(instance=shop["instance"], allow_registration=True)
+    instance_update(instance=registry_shop["instance"], allow_registration=True)
     before = writes_snapshot()
     # when
-    result = call(shop, "register_tool", {"name": name, "description": "Weather."})["result"]
+    result = call(registry_shop, "register_tool", {"name": name, "description": "Weather."})["result"]
     # then
     assert result["isError"] is True
     prefix = f"REGISTRATION_FAILED: The tool {name!r} was not registered: "
@@ -320,15 +324,17 @@ def test_register_tool_refusals_write_nothing(shop, name, reason):
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_search_discovery_lists_only_registry_tools_and_finds_the_rest(shop, era):
+def test_search_discovery_lists_only_registry_tools_and_finds_the_rest(registry_shop, era):
     """discovery=search: tools/list shows the five registry tools; search finds a data tool, which is
     then callable by name."""
     # given
-    instance_update(instance=shop["instance"], discovery="search")
+    instance_update(instance=registry_shop["instance"], discovery="search")
     # when
-    listed = Harness().rpc("shop", shop["key"], "tools/list", era=era)["result"]["tools"]
-    found = call(shop, "search_tools", {"query": "query orders jmespath"}, era=era)["result"]["structuredContent"]
-    called = call(shop, found["results"][0]["tool_name"], {"query": "[?id==`2`].customer"}, era=era)["result"]
+    listed = Harness().rpc("shop", registry_shop["key"], "tools/list", era=era)["result"]["tools"]
+    found = call(registry_shop, "search_tools", {"query": "query orders jmespath"}, era=era)["result"][
+        "structuredContent"
+    ]
+    called = call(registry_shop, found["results"][0]["tool_name"], {"query": "[?id==`2`].customer"}, era=era)["result"]
     # then
     assert [tool["name"] for tool in listed] == ["call_tool", *REGISTRY_NAMES]  # issue 15: the call proxy first
     assert all(tool["annotations"]["readOnlyHint"] for tool in listed[1:] if tool["name"] != "register_tool")
@@ -337,12 +343,12 @@ def test_search_discovery_lists_only_registry_tools_and_finds_the_rest(shop, era
     assert called["structuredContent"] == {"result": ["alan"]}
 
 
-def test_registry_calls_are_recorded(shop):
+def test_registry_calls_are_recorded(registry_shop):
     """Registry calls are recorded like any call: a call-log row and the registry tool's use count."""
     # given
     search = Tool.objects.get(name="search_tools")
     # when
-    call(shop, "search_tools", {"query": "orders"})
+    call(registry_shop, "search_tools", {"query": "orders"})
     # then
     assert list(CallLog.objects.values_list("tool_id", "tool_name", "status")) == [(search.pk, "search_tools", "ok")]
     search.refresh_from_db()

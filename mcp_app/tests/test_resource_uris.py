@@ -8,7 +8,7 @@ import pytest
 from mcp_app.tests.mcp_harness import ERAS, LEGACY, MODERN, Harness, rpc_body
 from tools_app.models import CallLog
 from tools_app.services import binding_update, instance_update
-from tools_app.tests.services.test_concurrency import _in_threads, postgres_db  # noqa: F401 (fixture)
+from tools_app.tests.services.test_concurrency import _in_threads
 
 RECORDS = [{"id": 123, "name": "Test Data 123"}, {"id": 124, "name": "Test Data 124"}, {"id": "a b", "name": "spaced"}]
 

@@ -18,7 +18,7 @@ PEOPLE = {"people": [{"sku": f"P-{n:02d}", "name": f"person {n}"} for n in range
 
 
 @pytest.fixture
-def shop(owner, table, make_table, make_tool, instance, bind, make_api_key):
+def search_shop(owner, table, make_table, make_tool, instance, bind, make_api_key):
     """Instance 'shop' in search mode: the registry's search tools, a query tool, select and get_all_data."""
     instance_update(instance=instance, discovery=Discovery.SEARCH)
     for name in ("search_tools", "get_tool_definition"):
@@ -47,8 +47,8 @@ def shop(owner, table, make_table, make_tool, instance, bind, make_api_key):
     }
 
 
-def rpc(shop, method, params=None, *, era=LEGACY):
-    return Harness().rpc("shop", shop["key"], method, params, era=era)
+def rpc(search_shop, method, params=None, *, era=LEGACY):
+    return Harness().rpc("shop", search_shop["key"], method, params, era=era)
 
 
 #
@@ -57,11 +57,11 @@ def rpc(shop, method, params=None, *, era=LEGACY):
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_search_mode_lists_call_tool_first_and_it_runs_a_tool_recorded_under_its_name(shop, era):
+def test_search_mode_lists_call_tool_first_and_it_runs_a_tool_recorded_under_its_name(search_shop, era):
     # when
-    listed = rpc(shop, "tools/list", era=era)["result"]["tools"]
+    listed = rpc(search_shop, "tools/list", era=era)["result"]["tools"]
     called = rpc(
-        shop,
+        search_shop,
         "tools/call",
         {
             "name": "call_tool",
@@ -75,14 +75,14 @@ def test_search_mode_lists_call_tool_first_and_it_runs_a_tool_recorded_under_its
     assert called["isError"] is False
     assert called["structuredContent"] == {"result": "alan"}
     log = CallLog.objects.get()
-    assert (log.tool_name, log.tool_id, log.status) == ("orders_query", shop["query"].pk, "ok")
-    assert Tool.objects.get(pk=shop["query"].pk).use_count == 1
+    assert (log.tool_name, log.tool_id, log.status) == ("orders_query", search_shop["query"].pk, "ok")
+    assert Tool.objects.get(pk=search_shop["query"].pk).use_count == 1
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_call_tool_unknown_name_is_tool_not_found_with_the_nearest_names(shop, era):
+def test_call_tool_unknown_name_is_tool_not_found_with_the_nearest_names(search_shop, era):
     # when
-    result = rpc(shop, "tools/call", {"name": "call_tool", "arguments": {"tool_name": "order_query"}}, era=era)
+    result = rpc(search_shop, "tools/call", {"name": "call_tool", "arguments": {"tool_name": "order_query"}}, era=era)
     # then
     result = result["result"]
     assert result["isError"] is True
@@ -93,16 +93,16 @@ def test_call_tool_unknown_name_is_tool_not_found_with_the_nearest_names(shop, e
     }
     log = CallLog.objects.get()
     assert (log.tool_name, log.tool_id, log.error_code) == ("order_query", None, "TOOL_NOT_FOUND")
-    assert Tool.objects.get(pk=shop["query"].pk).use_count == 0
+    assert Tool.objects.get(pk=search_shop["query"].pk).use_count == 0
 
 
-def test_call_tool_of_a_disabled_binding_is_tool_not_found_and_runs_nothing(shop):
+def test_call_tool_of_a_disabled_binding_is_tool_not_found_and_runs_nothing(search_shop):
     # given
-    binding = shop["instance"].bindings.get(tool=shop["query"])
+    binding = search_shop["instance"].bindings.get(tool=search_shop["query"])
     binding_update(binding=binding, enabled=False)
     # when
     result = rpc(
-        shop,
+        search_shop,
         "tools/call",
         {"name": "call_tool", "arguments": {"tool_name": "orders_query", "arguments": {"query": "@"}}},
     )["result"]
@@ -110,7 +110,7 @@ def test_call_tool_of_a_disabled_binding_is_tool_not_found_and_runs_nothing(shop
     assert result["isError"] is True
     assert result["structuredContent"]["error"] == "TOOL_NOT_FOUND"
     assert "orders_query" not in result["structuredContent"]["details"]["suggestions"]
-    assert Tool.objects.get(pk=shop["query"].pk).use_count == 0
+    assert Tool.objects.get(pk=search_shop["query"].pk).use_count == 0
 
 
 @pytest.mark.parametrize(
@@ -122,9 +122,9 @@ def test_call_tool_of_a_disabled_binding_is_tool_not_found_and_runs_nothing(shop
         ({"tool_name": "orders_query", "extra": 1}, "unknown: 'extra'"),
     ],
 )
-def test_call_tool_bad_arguments_are_invalid_arguments_and_run_nothing(shop, arguments, message):
+def test_call_tool_bad_arguments_are_invalid_arguments_and_run_nothing(search_shop, arguments, message):
     # when
-    result = rpc(shop, "tools/call", {"name": "call_tool", "arguments": arguments})["result"]
+    result = rpc(search_shop, "tools/call", {"name": "call_tool", "arguments": arguments})["result"]
     # then
     assert result["isError"] is True
     assert result["content"][0]["text"].startswith("INVALID_ARGUMENTS: Invalid arguments: ")
@@ -132,40 +132,44 @@ def test_call_tool_bad_arguments_are_invalid_arguments_and_run_nothing(shop, arg
     assert CallLog.objects.count() == 0
 
 
-def test_call_tool_with_a_name_no_tool_can_have_is_tool_not_found(shop):
+def test_call_tool_with_a_name_no_tool_can_have_is_tool_not_found(search_shop):
     # when
-    result = rpc(shop, "tools/call", {"name": "call_tool", "arguments": {"tool_name": "bad\u0000name" * 20}})["result"]
+    result = rpc(search_shop, "tools/call", {"name": "call_tool", "arguments": {"tool_name": "bad\u0000name" * 20}})[
+        "result"
+    ]
     # then
     assert result["isError"] is True
     assert result["structuredContent"]["error"] == "TOOL_NOT_FOUND"
 
 
-def test_call_tool_arguments_failing_the_tools_schema_name_the_argument(shop):
+def test_call_tool_arguments_failing_the_tools_schema_name_the_argument(search_shop):
     # when
     result = rpc(
-        shop, "tools/call", {"name": "call_tool", "arguments": {"tool_name": "orders_query", "arguments": {"query": 5}}}
+        search_shop,
+        "tools/call",
+        {"name": "call_tool", "arguments": {"tool_name": "orders_query", "arguments": {"query": 5}}},
     )["result"]
     # then
     assert result["isError"] is True
     assert result["content"][0]["text"].startswith("INVALID_ARGUMENTS: ")
-    assert CallLog.objects.get().tool_id == shop["query"].pk
+    assert CallLog.objects.get().tool_id == search_shop["query"].pk
 
 
-def test_without_search_mode_there_is_no_call_tool(shop):
+def test_without_search_mode_there_is_no_call_tool(search_shop):
     # given
-    instance_update(instance=shop["instance"], discovery=Discovery.LIST_ALL)
+    instance_update(instance=search_shop["instance"], discovery=Discovery.LIST_ALL)
     # when
-    listed = rpc(shop, "tools/list")["result"]["tools"]
-    refused = rpc(shop, "tools/call", {"name": "call_tool", "arguments": {"tool_name": "orders_query"}})
+    listed = rpc(search_shop, "tools/list")["result"]["tools"]
+    refused = rpc(search_shop, "tools/call", {"name": "call_tool", "arguments": {"tool_name": "orders_query"}})
     # then
     assert "call_tool" not in [tool["name"] for tool in listed]
     assert refused["error"]["code"] == types.INVALID_PARAMS
 
 
-def test_search_tools_and_the_guide_point_to_call_tool_in_search_mode(shop):
+def test_search_tools_and_the_guide_point_to_call_tool_in_search_mode(search_shop):
     # when
-    found = rpc(shop, "tools/call", {"name": "search_tools", "arguments": {"query": "orders"}})["result"]
-    guide = rpc(shop, "prompts/get", {"name": "usage_guide"})["result"]
+    found = rpc(search_shop, "tools/call", {"name": "search_tools", "arguments": {"query": "orders"}})["result"]
+    guide = rpc(search_shop, "prompts/get", {"name": "usage_guide"})["result"]
     # then
     assert "call_tool" in found["content"][0]["text"]
     assert found["structuredContent"]["call_with"] == "call_tool"
@@ -178,13 +182,13 @@ def test_search_tools_and_the_guide_point_to_call_tool_in_search_mode(shop):
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_resources_are_the_mounts_a_bound_tool_reads_whole(shop, era):
+def test_resources_are_the_mounts_a_bound_tool_reads_whole(search_shop, era):
     # when
-    listed = rpc(shop, "resources/list", era=era)["result"]
-    templates = rpc(shop, "resources/templates/list", era=era)["result"]
+    listed = rpc(search_shop, "resources/list", era=era)["result"]
+    templates = rpc(search_shop, "resources/templates/list", era=era)["result"]
     # then
-    people_uri = f"toolhub://tables/{shop['people'].pk}/people"
-    orders_uri = f"toolhub://tables/{shop['query'].table_id}"
+    people_uri = f"toolhub://tables/{search_shop['people'].pk}/people"
+    orders_uri = f"toolhub://tables/{search_shop['query'].table_id}"
     assert [resource["uri"] for resource in listed["resources"]] == sorted([orders_uri, people_uri])
     people = next(resource for resource in listed["resources"] if resource["uri"] == people_uri)
     assert people["mimeType"] == "application/json"
@@ -197,18 +201,18 @@ def test_resources_are_the_mounts_a_bound_tool_reads_whole(shop, era):
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_resource_lists_are_paged(shop, era, settings):
+def test_resource_lists_are_paged(search_shop, era, settings):
     # given
     settings.TOOLHUB_MCP_PAGE_SIZE = 1
     # when
-    first = rpc(shop, "resources/list", era=era)["result"]
-    second = rpc(shop, "resources/list", {"cursor": first["nextCursor"]}, era=era)["result"]
-    templates = rpc(shop, "resources/templates/list", era=era)["result"]
-    more = rpc(shop, "resources/templates/list", {"cursor": templates["nextCursor"]}, era=era)["result"]
-    bad = rpc(shop, "resources/list", {"cursor": "nonsense"}, era=era)
+    first = rpc(search_shop, "resources/list", era=era)["result"]
+    second = rpc(search_shop, "resources/list", {"cursor": first["nextCursor"]}, era=era)["result"]
+    templates = rpc(search_shop, "resources/templates/list", era=era)["result"]
+    more = rpc(search_shop, "resources/templates/list", {"cursor": templates["nextCursor"]}, era=era)["result"]
+    bad = rpc(search_shop, "resources/list", {"cursor": "nonsense"}, era=era)
     # then
     assert [r["uri"] for r in first["resources"] + second["resources"]] == sorted(
-        [f"toolhub://tables/{shop['query'].table_id}", f"toolhub://tables/{shop['people'].pk}/people"]
+        [f"toolhub://tables/{search_shop['query'].table_id}", f"toolhub://tables/{search_shop['people'].pk}/people"]
     )
     assert "nextCursor" not in second
     assert len(templates["resourceTemplates"] + more["resourceTemplates"]) == 2
@@ -217,12 +221,12 @@ def test_resource_lists_are_paged(shop, era, settings):
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_reading_a_resource_runs_its_tool_through_the_pipeline(shop, era):
+def test_reading_a_resource_runs_its_tool_through_the_pipeline(search_shop, era):
     # given
-    uri = f"toolhub://tables/{shop['people'].pk}/people"
+    uri = f"toolhub://tables/{search_shop['people'].pk}/people"
     # when
-    read = rpc(shop, "resources/read", {"uri": uri}, era=era)["result"]
-    record = rpc(shop, "resources/read", {"uri": uri + "?key=P-03"}, era=era)["result"]
+    read = rpc(search_shop, "resources/read", {"uri": uri}, era=era)["result"]
+    record = rpc(search_shop, "resources/read", {"uri": uri + "?key=P-03"}, era=era)["result"]
     # then
     assert read["contents"][0]["mimeType"] == "application/json"
     assert json.loads(read["contents"][0]["text"]) == PEOPLE["people"]
@@ -230,17 +234,17 @@ def test_reading_a_resource_runs_its_tool_through_the_pipeline(shop, era):
     assert list(CallLog.objects.order_by("id").values_list("tool_name", flat=True)) == ["people_all", "people_by_sku"]
 
 
-def test_a_resource_over_the_budget_comes_in_pages(shop):
+def test_a_resource_over_the_budget_comes_in_pages(search_shop):
     # given
-    instance_update(instance=shop["instance"], max_result_bytes=1_000)
+    instance_update(instance=search_shop["instance"], max_result_bytes=1_000)
     big = {"people": [{"sku": f"P-{n:03d}", "name": "x" * 40} for n in range(60)]}
     from tools_app.services import table_update
 
-    table_update(table=shop["people"], data=big)
-    uri = f"toolhub://tables/{shop['people'].pk}/people"
+    table_update(table=search_shop["people"], data=big)
+    uri = f"toolhub://tables/{search_shop['people'].pk}/people"
     # when
-    first = rpc(shop, "resources/read", {"uri": uri})["result"]["contents"][0]
-    second = rpc(shop, "resources/read", {"uri": first["_meta"]["toolhub/next"]})["result"]["contents"][0]
+    first = rpc(search_shop, "resources/read", {"uri": uri})["result"]["contents"][0]
+    second = rpc(search_shop, "resources/read", {"uri": first["_meta"]["toolhub/next"]})["result"]["contents"][0]
     # then
     page = json.loads(first["text"])
     assert page["total"] == 60
@@ -260,12 +264,12 @@ def test_a_resource_over_the_budget_comes_in_pages(shop):
         ("toolhub://tables/" + "9" * 3000, types.INVALID_PARAMS, "over 2000 characters"),
     ],
 )
-def test_unknown_or_unserved_resources_are_errors(shop, uri, code, words):
+def test_unknown_or_unserved_resources_are_errors(search_shop, uri, code, words):
     # given
     secret = Tool.objects.get(name="secret_schema").table_id
-    uri = uri.replace("{people}", str(shop["people"].pk)).replace("{secret}", str(secret))
+    uri = uri.replace("{people}", str(search_shop["people"].pk)).replace("{secret}", str(secret))
     # when
-    reply = rpc(shop, "resources/read", {"uri": uri})
+    reply = rpc(search_shop, "resources/read", {"uri": uri})
     # then
     assert reply["error"]["code"] == code
     assert words in reply["error"]["message"]
@@ -277,11 +281,11 @@ def test_unknown_or_unserved_resources_are_errors(shop, uri, code, words):
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_usage_guide_prompt_with_its_arguments(shop, era):
+def test_usage_guide_prompt_with_its_arguments(search_shop, era):
     # when
-    listed = rpc(shop, "prompts/list", era=era)["result"]["prompts"]
-    got = rpc(shop, "prompts/get", {"name": "usage_guide", "arguments": {"tool_names": "orders_query"}}, era=era)
-    unknown = rpc(shop, "prompts/get", {"name": "nope"}, era=era)
+    listed = rpc(search_shop, "prompts/list", era=era)["result"]["prompts"]
+    got = rpc(search_shop, "prompts/get", {"name": "usage_guide", "arguments": {"tool_names": "orders_query"}}, era=era)
+    unknown = rpc(search_shop, "prompts/get", {"name": "nope"}, era=era)
     # then
     assert [(p["name"], [a["name"] for a in p["arguments"]]) for p in listed] == [
         ("usage_guide", ["tool_names", "category"])
@@ -294,13 +298,13 @@ def test_usage_guide_prompt_with_its_arguments(shop, era):
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_completion_of_prompt_arguments_and_record_keys(shop, era):
+def test_completion_of_prompt_arguments_and_record_keys(search_shop, era):
     # given
-    template = f"toolhub://tables/{shop['people'].pk}/people{{?key}}"
+    template = f"toolhub://tables/{search_shop['people'].pk}/people{{?key}}"
 
     def complete(ref, name, value):
         params = {"ref": ref, "argument": {"name": name, "value": value}}
-        return rpc(shop, "completion/complete", params, era=era)["result"]["completion"]
+        return rpc(search_shop, "completion/complete", params, era=era)["result"]["completion"]
 
     prompt = {"type": "ref/prompt", "name": "usage_guide"}
     # when
@@ -315,15 +319,15 @@ def test_completion_of_prompt_arguments_and_record_keys(shop, era):
     assert other["values"] == []
 
 
-def test_keys_of_a_mount_only_select_reads_are_not_completed(shop):
+def test_keys_of_a_mount_only_select_reads_are_not_completed(search_shop):
     # given
-    binding = shop["instance"].bindings.get(tool=shop["everyone"])
+    binding = search_shop["instance"].bindings.get(tool=search_shop["everyone"])
     binding_update(binding=binding, enabled=False)
-    template = f"toolhub://tables/{shop['people'].pk}/people{{?key}}"
+    template = f"toolhub://tables/{search_shop['people'].pk}/people{{?key}}"
     # when
     params = {"ref": {"type": "ref/resource", "uri": template}, "argument": {"name": "key", "value": ""}}
-    completion = rpc(shop, "completion/complete", params)["result"]["completion"]
-    record = rpc(shop, "resources/read", {"uri": template.replace("{?key}", "?key=P-02")})["result"]
+    completion = rpc(search_shop, "completion/complete", params)["result"]["completion"]
+    record = rpc(search_shop, "resources/read", {"uri": template.replace("{?key}", "?key=P-02")})["result"]
     # then
     assert completion["values"] == []
     assert json.loads(record["contents"][0]["text"])["sku"] == "P-02"  # by a known key, still served
@@ -334,15 +338,15 @@ def test_keys_of_a_mount_only_select_reads_are_not_completed(shop):
 #
 
 
-def test_set_level_is_accepted_in_the_handshake_era(shop):
+def test_set_level_is_accepted_in_the_handshake_era(search_shop):
     # when
-    reply = rpc(shop, "logging/setLevel", {"level": "debug"})
+    reply = rpc(search_shop, "logging/setLevel", {"level": "debug"})
     # then
     assert reply["result"] == {}
 
 
 @pytest.mark.parametrize(("mode", "log_level"), [("legacy", None), ("auto", "debug")])
-def test_sdk_client_gets_progress_and_logs_on_the_call_that_asked(shop, mode, log_level):
+def test_sdk_client_gets_progress_and_logs_on_the_call_that_asked(search_shop, mode, log_level):
     # given
     progress, logs = [], []
 
@@ -359,7 +363,7 @@ def test_sdk_client_gets_progress_and_logs_on_the_call_that_asked(shop, mode, lo
         logs.append(params)
 
     # when
-    plain, streamed = sdk_client(shop, scenario, mode=mode, logging_callback=on_log, log_level=log_level)
+    plain, streamed = sdk_client(search_shop, scenario, mode=mode, logging_callback=on_log, log_level=log_level)
     # then
     assert plain.structured_content == streamed.structured_content == {"result": 3}
     assert progress == [
@@ -373,24 +377,24 @@ def test_sdk_client_gets_progress_and_logs_on_the_call_that_asked(shop, mode, lo
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_a_streamed_call_with_a_revoked_key_is_401_and_runs_nothing(shop, era):
+def test_a_streamed_call_with_a_revoked_key_is_401_and_runs_nothing(search_shop, era):
     # given
     from mcp_app.tests.mcp_harness import rpc_body
     from tools_app.services import api_key_revoke
 
     harness = Harness()
-    assert harness.post("shop", rpc_body("tools/list", era=era), key=shop["key"], era=era).status_code == 200
-    api_key_revoke(api_key=shop["instance"].api_keys.get())
+    assert harness.post("shop", rpc_body("tools/list", era=era), key=search_shop["key"], era=era).status_code == 200
+    api_key_revoke(api_key=search_shop["instance"].api_keys.get())
     params = {"name": "orders_query", "arguments": {"query": "@"}, "_meta": {"progressToken": "p1"}}
     # when
-    response = harness.post("shop", rpc_body("tools/call", params, era=era), key=shop["key"], era=era)
+    response = harness.post("shop", rpc_body("tools/call", params, era=era), key=search_shop["key"], era=era)
     # then
     assert response.status_code == 401
     assert response.json()["error"]["data"]["error"] == "UNAUTHORIZED"
     assert CallLog.objects.count() == 0
 
 
-def sdk_client(shop, scenario, *, mode, **options):
+def sdk_client(search_shop, scenario, *, mode, **options):
     import httpx2
     from asgiref.sync import async_to_sync
     from mcp.client import Client
@@ -401,7 +405,8 @@ def sdk_client(shop, scenario, *, mode, **options):
     async def run():
         async with harness.endpoint.running():
             http = httpx2.AsyncClient(
-                transport=httpx2.ASGITransport(app=harness.endpoint), headers={"authorization": f"Bearer {shop['key']}"}
+                transport=httpx2.ASGITransport(app=harness.endpoint),
+                headers={"authorization": f"Bearer {search_shop['key']}"},
             )
             async with http:
                 transport = streamable_http_client("http://localhost/mcp/shop/", http_client=http)
@@ -417,7 +422,7 @@ def sdk_client(shop, scenario, *, mode, **options):
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_server_info_names_toolhub_and_its_version(shop, era):
+def test_server_info_names_toolhub_and_its_version(search_shop, era):
     # given
     import tomllib
 
@@ -432,7 +437,7 @@ def test_server_info_names_toolhub_and_its_version(shop, era):
     # when
     reply = Harness().rpc(
         "shop",
-        shop["key"],
+        search_shop["key"],
         "initialize",
         {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
     )
@@ -443,16 +448,16 @@ def test_server_info_names_toolhub_and_its_version(shop, era):
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-def test_sdk_client_with_a_wrong_key_sees_why(shop, mode):
+def test_sdk_client_with_a_wrong_key_sees_why(search_shop, mode):
     # given
-    shop = {**shop, "key": "th_wrong"}
+    search_shop = {**search_shop, "key": "th_wrong"}
 
     async def scenario(client):
         return await client.list_tools()
 
     # when
     with pytest.raises(Exception) as raised:
-        sdk_client(shop, scenario, mode=mode)
+        sdk_client(search_shop, scenario, mode=mode)
     # then
     error = raised.value
     while isinstance(error, BaseExceptionGroup):
@@ -475,11 +480,11 @@ def _type_arrays(schema, path="$"):
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_listed_schemas_have_no_type_arrays(shop, era):
+def test_listed_schemas_have_no_type_arrays(search_shop, era):
     # given
-    instance_update(instance=shop["instance"], discovery=Discovery.LIST_ALL)
+    instance_update(instance=search_shop["instance"], discovery=Discovery.LIST_ALL)
     # when
-    listed = rpc(shop, "tools/list", era=era)["result"]["tools"]
+    listed = rpc(search_shop, "tools/list", era=era)["result"]["tools"]
     # then
     by_name = {tool["name"]: tool for tool in listed}
     assert by_name["orders_by_id"]["inputSchema"]["properties"]["keys"]["items"] == {
@@ -494,23 +499,23 @@ def test_listed_schemas_have_no_type_arrays(shop, era):
     ]  # stored as written: only what hosts see changes
 
 
-def test_select_keys_still_validate_through_the_anyof_form(shop):
+def test_select_keys_still_validate_through_the_anyof_form(search_shop):
     # when
-    result = rpc(shop, "tools/call", {"name": "orders_by_id", "arguments": {"keys": [1, "2"]}})["result"]
-    refused = rpc(shop, "tools/call", {"name": "orders_by_id", "arguments": {"keys": [True]}})["result"]
+    result = rpc(search_shop, "tools/call", {"name": "orders_by_id", "arguments": {"keys": [1, "2"]}})["result"]
+    refused = rpc(search_shop, "tools/call", {"name": "orders_by_id", "arguments": {"keys": [True]}})["result"]
     # then
     assert [item["id"] for item in result["structuredContent"]["items"]] == [1, 2]
     assert refused["isError"] is True
 
 
 @pytest.mark.parametrize("fmt", ["mcp", "openai", "anthropic"])
-def test_every_export_format_has_no_type_arrays(shop, fmt):
+def test_every_export_format_has_no_type_arrays(search_shop, fmt):
     # given
     from tools_app.registry import export_tools
     from tools_app.registry.instance_scope import InstanceScope
 
     # when
-    exported = export_tools(scope=InstanceScope(shop["instance"]), format=fmt)
+    exported = export_tools(scope=InstanceScope(search_shop["instance"]), format=fmt)
     # then
     assert exported["count"] == 7
     assert _type_arrays(exported["tools"]) == []

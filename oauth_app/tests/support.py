@@ -18,6 +18,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+# The redirect URI of the test clients (a loopback address, as a native client's).
+CALLBACK = "http://127.0.0.1:53682/callback"
+
 
 def make_certificate(directory: Path) -> tuple[Path, Path]:
     """A self-signed certificate (its own CA) for localhost and 127.0.0.1: (certificate file, key file)."""

@@ -14,7 +14,8 @@ from oauth2_provider.models import AccessToken, Grant, RefreshToken, get_applica
 from oauth_app import cimd
 from oauth_app.cimd import ToolhubMetadataFetcher
 from oauth_app.models import ClientDocument
-from oauth_app.tests.test_oauth import CALLBACK, document
+from oauth_app.tests.support import CALLBACK
+from oauth_app.tests.test_oauth import document
 
 Application = get_application_model()
 DEADLINE = 1.0  # the `documents` fixture's CIMD_FETCH_TIMEOUT_SECONDS

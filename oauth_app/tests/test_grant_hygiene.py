@@ -8,8 +8,8 @@ import pytest
 from oauth2_provider.models import AccessToken, Grant, RefreshToken, get_application_model
 
 from mcp_app.tests.mcp_harness import Harness, rpc_body
-from oauth_app.tests.support import pkce_pair
-from oauth_app.tests.test_oauth import CALLBACK, authorize_query, issue, refresh
+from oauth_app.tests.support import CALLBACK, pkce_pair
+from oauth_app.tests.test_oauth import authorize_query, issue, refresh
 from oauth_app.tests.test_registration import metadata, register
 from tools_app import services
 from tools_app.models import ApiToken
@@ -141,7 +141,7 @@ def exchange(client, application, code: str, verifier: str):
     )
 
 
-def test_a_replayed_code_revokes_the_tokens_it_issued(client, owner, instance, app, served):
+def test_a_replayed_code_revokes_the_tokens_it_issued(client, owner, instance, app, reader_writer):
     # given: a code exchanged, its tokens refreshed once, and a token of another authorization
     code, verifier = authorization_code(client, owner, instance, app)
     first = exchange(client, app, code, verifier).json()
@@ -185,7 +185,7 @@ def works(client, app, instance, tokens) -> dict:
 
 @pytest.mark.parametrize("change", ["password", "deactivated", "everywhere", "everywhere-api", "everywhere-admin"])
 def test_grants_end_with_the_users_password_account_or_log_out_everywhere(
-    client, owner, superuser, instance, app, served, change
+    client, owner, superuser, instance, app, reader_writer, change
 ):
     # given: the owner and a superuser each authorized the client; the owner has an API token too
     mine = issue(client, owner, instance, app)
@@ -225,7 +225,7 @@ def test_grants_end_with_the_users_password_account_or_log_out_everywhere(
     assert ApiToken.objects.filter(pk=api_token.pk).exists() is (not change.startswith("everywhere"))
 
 
-def test_saving_a_user_without_a_credential_change_keeps_the_grants(client, owner, instance, app, served):
+def test_saving_a_user_without_a_credential_change_keeps_the_grants(client, owner, instance, app, reader_writer):
     tokens = issue(client, owner, instance, app)
     client.logout()
     owner.email = "owner@example.com"

@@ -15,12 +15,11 @@ from oauth2_provider.models import AccessToken, Grant, RefreshToken, get_applica
 from mcp_app.auth import auth_cache
 from mcp_app.tests.mcp_harness import Harness, rpc_body
 from oauth_app.models import ClientDocument
-from oauth_app.tests.support import DocumentServer, make_certificate, pkce_pair
+from oauth_app.tests.support import CALLBACK, pkce_pair
 from tools_app.models import CallLog, TableChange
 from tools_app.oauth import resource_url
 
 Application = get_application_model()
-CALLBACK = "http://127.0.0.1:53682/callback"
 
 
 @pytest.fixture(autouse=True)
@@ -30,17 +29,6 @@ def _fresh(login_lockout_off):
     yield
     cache.clear()
     auth_cache.clear()
-
-
-@pytest.fixture
-def app(db):
-    return Application.objects.create(
-        name="Test client",
-        client_type=Application.CLIENT_PUBLIC,
-        authorization_grant_type=Application.GRANT_AUTHORIZATION_CODE,
-        redirect_uris=CALLBACK,
-        client_secret="",
-    )
 
 
 def nothing_granted() -> dict:
@@ -255,17 +243,6 @@ def test_metadata_document_resolving_to_loopback_gets_no_connection(client, owne
     assert Application.objects.count() == 0
 
 
-@pytest.fixture
-def documents(tmp_path, settings):
-    cert_file, key_file = make_certificate(tmp_path)
-    server = DocumentServer(cert_file, key_file)
-    settings.TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS = [server.origin]
-    settings.TOOLHUB_OAUTH_CIMD_CA_FILE = str(cert_file)
-    settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CIMD_FETCH_TIMEOUT_SECONDS": 1}
-    yield server
-    server.stop()
-
-
 def document(client_id: str, **extra) -> dict:
     return {
         "client_id": client_id,
@@ -352,21 +329,10 @@ def make_token(owner, app, slug: str, *, scope: str = "tools:all", expires_in: i
     return token
 
 
-@pytest.fixture
-def served(owner, table, make_tool, instance, bind, make_instance):
-    reader = make_tool(owner, name="reader", type="get_all_data", table=table)
-    writer = make_tool(owner, name="writer", type="create", table=table)
-    bind(instance, reader)
-    bind(instance, writer)
-    other = make_instance(owner, slug="other")
-    bind(other, reader)
-    return {"instance": instance, "other": other}
-
-
-def test_tokens_the_endpoint_refuses(owner, app, served):
+def test_tokens_the_endpoint_refuses(owner, app, reader_writer):
     # given
     harness = Harness()
-    slug = served["instance"].slug
+    slug = reader_writer["instance"].slug
     good = make_token(owner, app, slug, raw="tho_" + "G" * 43)
     expired = make_token(owner, app, slug, expires_in=-1, raw="tho_" + "E" * 43)
     for_other = make_token(owner, app, "other", raw="tho_" + "O" * 43)
@@ -400,11 +366,11 @@ def test_tokens_the_endpoint_refuses(owner, app, served):
     assert (row.oauth_client, row.user_id, row.api_key_id) == (app.client_id, owner.pk, None)
 
 
-def test_a_write_with_a_token_records_its_client_in_the_table_history(client, owner, app, served, table):
+def test_a_write_with_a_token_records_its_client_in_the_table_history(client, owner, app, reader_writer, table):
     """Issue 14's audit names the OAuth client next to the user who authorized it, in the API and the admin."""
     # given
     harness = Harness()
-    slug = served["instance"].slug
+    slug = reader_writer["instance"].slug
     token = make_token(owner, app, slug, raw="tho_" + "W" * 43)
     version = table.version
 
@@ -429,10 +395,10 @@ def test_a_write_with_a_token_records_its_client_in_the_table_history(client, ow
     assert f"MCP, tool writer, as writer, OAuth client {app.client_id}" in page.content.decode()
 
 
-def test_read_only_token_cannot_call_a_tool_that_changes_data(owner, app, served, table):
+def test_read_only_token_cannot_call_a_tool_that_changes_data(owner, app, reader_writer, table):
     # given
     harness = Harness()
-    slug = served["instance"].slug
+    slug = reader_writer["instance"].slug
     token = make_token(owner, app, slug, scope="tools:read", raw="tho_" + "R" * 43)
     version = table.version
 
@@ -452,10 +418,10 @@ def test_read_only_token_cannot_call_a_tool_that_changes_data(owner, app, served
     assert list(CallLog.objects.values_list("tool_name", flat=True)) == ["reader"]
 
 
-def test_read_only_token_cannot_reach_a_writing_tool_through_the_call_tool_proxy(owner, app, served, table):
+def test_read_only_token_cannot_reach_a_writing_tool_through_the_call_tool_proxy(owner, app, reader_writer, table):
     """Issue 15's call_tool runs a tool by name: the token's scope is that tool's, as if called directly."""
     # given
-    instance = served["instance"]
+    instance = reader_writer["instance"]
     instance.discovery = "search"
     instance.save(update_fields=["discovery"])
     harness = Harness()
@@ -616,10 +582,10 @@ def test_users_see_and_revoke_their_authorized_clients_in_the_admin(
 
 
 @pytest.mark.parametrize("method", ["tools/call", "tools/list"])
-def test_token_stops_working_when_the_user_who_authorized_it_is_deactivated(superuser, app, served, method):
+def test_token_stops_working_when_the_user_who_authorized_it_is_deactivated(superuser, app, reader_writer, method):
     # given: a superuser authorized a client for the owner's instance; this process has seen the token valid
     harness = Harness()
-    slug = served["instance"].slug
+    slug = reader_writer["instance"].slug
     token = make_token(superuser, app, slug, raw="tho_" + "S" * 43)
     call = rpc_body("tools/call", {"name": "reader", "arguments": {}})
     assert harness.post(slug, call, key=token).status_code == 200

@@ -13,7 +13,8 @@ from django.test import RequestFactory
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, get_application_model
 
-from oauth_app.tests.test_oauth import CALLBACK, issue
+from oauth_app.tests.support import CALLBACK
+from oauth_app.tests.test_oauth import issue
 
 Application = get_application_model()
 

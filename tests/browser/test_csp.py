@@ -44,7 +44,7 @@ document.addEventListener('securitypolicyviolation', (e) => {
 
 
 @pytest.fixture(scope="module")
-def ids(server):
+def csp_objects(server):
     return json.loads(run_python(server["env"], SETUP))
 
 
@@ -69,17 +69,17 @@ def violations(page, console: list[str]) -> list[str]:
     return found
 
 
-def admin_pages(ids: dict) -> dict[str, str]:
+def admin_pages(csp_objects: dict) -> dict[str, str]:
     return {
         "index": "/admin/",
         "tables": "/admin/tools_app/table/",
-        "table": f"/admin/tools_app/table/{ids['table']}/change/",
+        "table": f"/admin/tools_app/table/{csp_objects['table']}/change/",
         "table-add": "/admin/tools_app/table/add/",
         "tools": "/admin/tools_app/tool/",
-        "tool": f"/admin/tools_app/tool/{ids['tool']}/change/",
+        "tool": f"/admin/tools_app/tool/{csp_objects['tool']}/change/",
         "tool-add": "/admin/tools_app/tool/add/",
         "instances": "/admin/tools_app/mcpinstance/",
-        "instance": f"/admin/tools_app/mcpinstance/{ids['instance']}/change/",
+        "instance": f"/admin/tools_app/mcpinstance/{csp_objects['instance']}/change/",
         "bindings": "/admin/tools_app/binding/",
         "keys": "/admin/tools_app/apikey/",
         "calls": "/admin/tools_app/calllog/",
@@ -87,7 +87,7 @@ def admin_pages(ids: dict) -> dict[str, str]:
     }
 
 
-def test_every_page_sends_the_policy(server, ids):
+def test_every_page_sends_the_policy(server, csp_objects):
     """The admin, the API docs and the API answer with the policy: scripts from toolhub only, no framing."""
     import urllib.request
 
@@ -113,30 +113,30 @@ def test_every_page_sends_the_policy(server, ids):
     assert headers["x-content-type-options"] == "nosniff"
 
 
-def test_admin_pages_work_without_violations(server, watched_page, ids):
+def test_admin_pages_work_without_violations(server, watched_page, csp_objects):
     """Every admin page loads its scripts and styles under the CSP; the instance page renders the guide
     with the description's remote image dropped and its raw HTML shown as text."""
     page, console = watched_page()
     requested: list[str] = []
     page.on("request", lambda request: requested.append(request.url))
-    for name, url in admin_pages(ids).items():
+    for name, url in admin_pages(csp_objects).items():
         response = page.goto(url)
         assert response.status == 200, (name, response.status)
         page.wait_for_load_state("load")
         assert violations(page, console) == [], name
         shot(page, f"csp-{name}")
     # The rendered guide: text of the tag, no <img>, nothing fetched from the attacker.
-    page.goto(admin_pages(ids)["instance"])
+    page.goto(admin_pages(csp_objects)["instance"])
     guide = page.locator("#toolhub-guide")
     assert guide.locator("img").count() == 0
     assert "<img src=x onerror=alert(1)>" in guide.inner_text()
     assert not [url for url in requested if "attacker.invalid" in url]
 
 
-def test_try_it_runs_the_tool_under_the_policy(server, watched_page, ids):
+def test_try_it_runs_the_tool_under_the_policy(server, watched_page, csp_objects):
     """try-it fills the example, runs the tool and shows the result with the CSP on."""
     page, console = watched_page()
-    page.goto(f"/admin/tools_app/tool/{ids['tool']}/try/")
+    page.goto(f"/admin/tools_app/tool/{csp_objects['tool']}/try/")
     page.fill("#id_query", "[?status=='shipped'].id")
     page.click("#toolhub-run")
     assert json.loads(page.inner_text("#toolhub-result")) == [2]
@@ -156,12 +156,12 @@ def test_api_docs_render_every_operation_under_the_policy(server, watched_page):
     shot(page, "csp-api-docs")
 
 
-def test_browsable_api_works_under_the_policy(server, watched_page, ids):
+def test_browsable_api_works_under_the_policy(server, watched_page, csp_objects):
     """DRF's browsable API (session login) lists the tools and its forms' scripts run, with no violation."""
     page, console = watched_page()
     page.goto("/api/tools/")
     assert "csp_query" in page.inner_text(".response-info")
-    page.goto(f"/api/tables/{ids['table']}/")
+    page.goto(f"/api/tables/{csp_objects['table']}/")
     # DRF's scripts ran: the raw-data form's tabs and the OPTIONS button are wired by its JavaScript.
     assert page.evaluate("typeof window.jQuery === 'function'")
     assert violations(page, console) == []

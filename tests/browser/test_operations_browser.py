@@ -1,7 +1,7 @@
-"""Issue 18: the operator's page in Chromium. A fresh server, a superuser `root` and a staff user `alice`;
-four MCP calls (one failing, one to a tool that does not exist) are made over HTTP; the page, reached from
-the admin's index, shows exactly those numbers, the same as /metrics. alice sees no link and gets 403.
-Screenshot: artifacts/screenshots/operations.png."""
+"""The operator's page in Chromium. The module's own server (conftest), a superuser `root` and the staff
+user `alice`; four MCP calls (one failing, one to a tool that does not exist) are made over HTTP; the page,
+reached from the admin's index, shows exactly those numbers, the same as /metrics. alice sees no link and
+gets 403. Screenshot: artifacts/screenshots/operations.png."""
 
 import json
 import urllib.request
@@ -10,17 +10,16 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_app.tests.mcp_harness import rpc_body
-from tests.browser.support import PASSWORD, require_browser, shot
-from tests.live_server import Uvicorn, run_python, server_database
+from tests.browser.support import PASSWORD, shot
+from tests.live_server import run_python
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 SETUP = f"""
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from tools_app import services
 root = User.objects.create_user("root", password={PASSWORD!r}, is_staff=True, is_superuser=True)
-alice = User.objects.create_user("alice", password={PASSWORD!r}, is_staff=True)
-alice.groups.add(Group.objects.get(name="toolhub users"))
+alice = User.objects.get(username="alice")
 table = services.table_create(owner=alice, name="orders", data=[{{"id": 1}}, {{"id": 2}}])
 tool = services.tool_create(owner=alice, name="orders_query", type="query_data", table=table, description="q")
 instance = services.instance_create(owner=alice, name="Shop", slug="shop")
@@ -30,15 +29,13 @@ print(services.api_key_issue(mcp_instance=instance, label="ops")[1])
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    require_browser()
-    with server_database("e_ops", tmp_path_factory.mktemp("ops_browser"), secret="ops-browser-secret") as env:
-        key = run_python(env, SETUP)
-        with Uvicorn(env) as uvicorn:
-            yield {"base": uvicorn.base, "env": env, "key": key}
+def shop_key(server):
+    """alice's instance 'shop' serving orders_query, and the superuser `root`: the instance's key. The server is
+    this module's own (conftest: module scope), so its counters hold only this module's calls."""
+    return run_python(server["env"], SETUP)
 
 
-def mcp_call(server, name: str, query: str) -> dict:
+def mcp_call(server, key: str, name: str, query: str) -> dict:
     body = rpc_body("tools/call", {"name": name, "arguments": {"query": query}})
     request = urllib.request.Request(
         f"{server['base']}/mcp/shop/",
@@ -47,7 +44,7 @@ def mcp_call(server, name: str, query: str) -> dict:
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
             "MCP-Protocol-Version": "2025-11-25",
-            "Authorization": f"Bearer {server['key']}",
+            "Authorization": f"Bearer {key}",
         },
         method="POST",
     )
@@ -55,10 +52,10 @@ def mcp_call(server, name: str, query: str) -> dict:
         return json.loads(response.read())
 
 
-def test_operations_page_shows_the_calls_made(server, new_page):
-    replies = [mcp_call(server, "orders_query", "[].id") for _ in range(2)]
-    replies.append(mcp_call(server, "orders_query", "[?"))
-    replies.append(mcp_call(server, "no_such_tool", "@"))
+def test_operations_page_shows_the_calls_made(server, shop_key, new_page):
+    replies = [mcp_call(server, shop_key, "orders_query", "[].id") for _ in range(2)]
+    replies.append(mcp_call(server, shop_key, "orders_query", "[?"))
+    replies.append(mcp_call(server, shop_key, "no_such_tool", "@"))
     assert [reply.get("result", {}).get("isError") for reply in replies] == [False, False, True, None]
     page = new_page("root")
     page.click("#toolhub-operations-link a")
@@ -84,7 +81,7 @@ def test_operations_page_shows_the_calls_made(server, new_page):
     assert counted == [2.0]
 
 
-def test_the_page_is_for_superusers_only(server, new_page):
+def test_the_page_is_for_superusers_only(server, shop_key, new_page):
     page = new_page("alice")
     assert page.locator("#toolhub-operations-link").count() == 0
     response = page.goto("/admin/operations/")

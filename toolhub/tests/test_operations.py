@@ -35,14 +35,6 @@ def _request_ids_in_errors(settings):
     settings.TOOLHUB_REQUEST_ID_IN_ERRORS = True
 
 
-@pytest.fixture
-def served(owner, table, make_tool, instance, bind, make_api_key):
-    tool = make_tool(owner, table, name="orders_query")
-    bind(instance, tool)
-    _api_key, key = make_api_key(instance)
-    return {"tool": tool, "key": key}
-
-
 #
 # /healthz and /readyz
 #

@@ -4,7 +4,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from tools_app.kernel.errors import ErrorCode
-from tools_app.tests.services.test_concurrency import _in_threads, postgres_db  # noqa: F401 (fixture)
+from tools_app.tests.services.test_concurrency import _in_threads
 
 RACERS = 6
 

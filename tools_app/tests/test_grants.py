@@ -29,7 +29,7 @@ CUSTOMERS = [
 
 
 @pytest.fixture
-def shop(owner, table, make_tool, instance, bind):
+def full_shop(owner, table, make_tool, instance, bind):
     """Instance 'shop' with reads, writes and the registry tools, bound under their own names."""
     tools = {}
     for tool_type in ("query_data", "select", *WRITE_TYPES):
@@ -66,23 +66,25 @@ def guide_names(text: str) -> list[str]:
 #
 
 
-def test_a_read_only_key_sees_the_same_set_without_writes_on_every_surface(client, owner, shop):
+def test_a_read_only_key_sees_the_same_set_without_writes_on_every_surface(client, owner, full_shop):
     """MCP tools/list, search_tools, get_tool_usage_guide, the usage_guide prompt and the API's search, guide and
     export for that key list one set: the tools that change no data."""
     # given
     reader = ApiKey.objects.get(label="reader")
     client.force_login(owner)
-    pk = shop["instance"].pk
+    pk = full_shop["instance"].pk
 
     # when
     over_mcp = {
-        "tools/list": listed(shop["reader"]),
-        "search_tools": searched(shop["reader"]),
+        "tools/list": listed(full_shop["reader"]),
+        "search_tools": searched(full_shop["reader"]),
         "get_tool_usage_guide": guide_names(
-            Harness().call("shop", shop["reader"], "get_tool_usage_guide", {})["result"]["structuredContent"]["content"]
+            Harness().call("shop", full_shop["reader"], "get_tool_usage_guide", {})["result"]["structuredContent"][
+                "content"
+            ]
         ),
         "prompt": guide_names(
-            Harness().rpc("shop", shop["reader"], "prompts/get", {"name": "usage_guide"})["result"]["messages"][0][
+            Harness().rpc("shop", full_shop["reader"], "prompts/get", {"name": "usage_guide"})["result"]["messages"][0][
                 "content"
             ]["text"]
         ),
@@ -106,7 +108,7 @@ def test_a_read_only_key_sees_the_same_set_without_writes_on_every_surface(clien
     # then
     assert over_mcp == dict.fromkeys(over_mcp, READS)
     assert over_api == dict.fromkeys(over_api, READS)
-    assert listed(shop["full"]) == EVERYTHING
+    assert listed(full_shop["full"]) == EVERYTHING
     owner_view = client.get(f"/api/mcp-instances/{pk}/export/").json()["tools"]
     assert sorted(t["name"] for t in owner_view) == EVERYTHING
 
@@ -120,13 +122,13 @@ def test_a_read_only_key_sees_the_same_set_without_writes_on_every_surface(clien
         ("register_tool", {"name": "sneaky", "description": "x"}),
     ],
 )
-def test_a_read_only_key_calling_a_write_tool_is_refused_and_nothing_is_written(shop, table, name, arguments):
+def test_a_read_only_key_calling_a_write_tool_is_refused_and_nothing_is_written(full_shop, table, name, arguments):
     # given
     version = table.version
     tools = Tool.objects.count()
 
     # when
-    reply = Harness().call("shop", shop["reader"], name, arguments)
+    reply = Harness().call("shop", full_shop["reader"], name, arguments)
 
     # then: the tool is not in this caller's set, as it is not in its tools/list (JSON-RPC -32602)
     assert reply["error"]["code"] == -32602
@@ -140,15 +142,15 @@ def test_a_read_only_key_calling_a_write_tool_is_refused_and_nothing_is_written(
     assert Tool.objects.get(name=name).use_count == 0
 
 
-def test_a_read_only_key_cannot_reach_a_write_tool_through_call_tool(shop, table):
+def test_a_read_only_key_cannot_reach_a_write_tool_through_call_tool(full_shop, table):
     # given
-    services.instance_update(instance=shop["instance"], discovery="search")
+    services.instance_update(instance=full_shop["instance"], discovery="search")
     version = table.version
 
     # when
     result = Harness().call(
         "shop",
-        shop["reader"],
+        full_shop["reader"],
         "call_tool",
         {"tool_name": "orders_delete", "arguments": json.dumps({"keys": [1]})},
     )["result"]
@@ -161,17 +163,17 @@ def test_a_read_only_key_cannot_reach_a_write_tool_through_call_tool(shop, table
     assert Table.objects.get(pk=table.pk).version == version
 
 
-def test_a_read_only_instance_and_a_read_only_binding_narrow_every_callers_set(shop, table):
+def test_a_read_only_instance_and_a_read_only_binding_narrow_every_callers_set(full_shop, table):
     # given
-    binding = Binding.objects.get(tool=shop["tools"]["delete"])
+    binding = Binding.objects.get(tool=full_shop["tools"]["delete"])
     services.binding_update(binding=binding, read_only=True)
 
     # when
-    with_read_only_binding = listed(shop["full"])
-    refused = Harness().call("shop", shop["full"], "orders_delete", {"keys": [1]})
-    services.instance_update(instance=shop["instance"], read_only=True)
-    with_read_only_instance = listed(shop["full"])
-    refused_too = Harness().call("shop", shop["full"], "orders_create", {"elements": [{"id": 9}]})
+    with_read_only_binding = listed(full_shop["full"])
+    refused = Harness().call("shop", full_shop["full"], "orders_delete", {"keys": [1]})
+    services.instance_update(instance=full_shop["instance"], read_only=True)
+    with_read_only_instance = listed(full_shop["full"])
+    refused_too = Harness().call("shop", full_shop["full"], "orders_create", {"elements": [{"id": 9}]})
 
     # then
     assert with_read_only_binding == [name for name in EVERYTHING if name != "orders_delete"]
@@ -199,7 +201,7 @@ def _token(owner, slug: str, scope: str) -> str:
     return raw
 
 
-def test_a_token_without_tools_all_lists_no_write_tool_and_keeps_its_step_up_answer(owner, shop, table):
+def test_a_token_without_tools_all_lists_no_write_tool_and_keeps_its_step_up_answer(owner, full_shop, table):
     # given
     token = _token(owner, "shop", "tools:read")
 
@@ -217,11 +219,11 @@ def test_a_token_without_tools_all_lists_no_write_tool_and_keeps_its_step_up_ans
     assert CallLog.objects.count() == 0
 
 
-def test_the_sdk_client_lists_only_what_a_read_only_key_may_use(shop):
+def test_the_sdk_client_lists_only_what_a_read_only_key_may_use(full_shop):
     async def scenario(client):
         return sorted(tool.name for tool in (await client.list_tools()).tools)
 
-    assert Harness().with_client("shop", shop["reader"], scenario) == READS
+    assert Harness().with_client("shop", full_shop["reader"], scenario) == READS
 
 
 #

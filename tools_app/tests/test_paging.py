@@ -25,11 +25,6 @@ def _small_budget(settings):
 
 
 @pytest.fixture
-def records(owner, make_table):
-    return make_table(owner, name="records", data=[dict(r) for r in RECORDS])
-
-
-@pytest.fixture
 def all_records(owner, records, make_tool):
     return make_tool(owner, records, type="get_all_data", name="all_records")
 
@@ -159,12 +154,6 @@ def test_api_67_megabyte_result_answers_within_the_budget(owner, make_table, mak
 #
 # The admin's try-it
 #
-
-
-@pytest.fixture
-def owner_client(client, owner):
-    client.force_login(owner)
-    return client
 
 
 def test_try_it_shows_the_first_page_and_offers_show_all(owner_client, all_records):

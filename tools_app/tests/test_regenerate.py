@@ -20,7 +20,7 @@ ORDERS = [
 
 
 @pytest.fixture
-def orders(owner):
+def orders_table(owner):
     return services.table_create(owner=owner, name="orders", data=[dict(r) for r in ORDERS])
 
 
@@ -28,14 +28,14 @@ def generate(owner, table, **body):
     return client_for(owner).post(f"/api/tables/{table.pk}/generate-tools/", body, format="json")
 
 
-def test_second_run_is_200_and_changes_nothing(owner, orders):
+def test_second_run_is_200_and_changes_nothing(owner, orders_table):
     """Generating again what is up to date: 200, every tool unchanged, nothing written."""
     # given
-    first = generate(owner, orders)
+    first = generate(owner, orders_table)
     before = db_snapshot()
 
     # when
-    second = generate(owner, orders)
+    second = generate(owner, orders_table)
 
     # then
     assert first.status_code == 201
@@ -49,17 +49,17 @@ def test_second_run_is_200_and_changes_nothing(owner, orders):
     assert db_snapshot() == before
 
 
-def test_shape_change_is_flagged_then_regeneration_updates_with_a_diff(owner, orders):
+def test_shape_change_is_flagged_then_regeneration_updates_with_a_diff(owner, orders_table):
     """A new field makes the generated descriptions stale (description_drift says which); generating again
     rewrites them and answers each diff."""
     # given
-    generate(owner, orders)
-    services.table_update(table=orders, data=[{**r, "total": 10.5} for r in ORDERS])
+    generate(owner, orders_table)
+    services.table_update(table=orders_table, data=[{**r, "total": 10.5} for r in ORDERS])
     query = Tool.objects.get(name="orders_query")
 
     # when
     drift = description_drift(query)
-    response = generate(owner, orders)
+    response = generate(owner, orders_table)
 
     # then
     assert drift == (
@@ -80,15 +80,15 @@ def test_shape_change_is_flagged_then_regeneration_updates_with_a_diff(owner, or
     assert description_drift(query) is None
 
 
-def test_hand_edited_description_is_kept_unless_overwrite_is_asked(owner, orders):
+def test_hand_edited_description_is_kept_unless_overwrite_is_asked(owner, orders_table):
     # given
-    generate(owner, orders)
+    generate(owner, orders_table)
     query = Tool.objects.get(name="orders_query")
     services.tool_update(tool=query, description="My own words.")
-    services.table_update(table=orders, data=[{**r, "total": 1} for r in ORDERS])
+    services.table_update(table=orders_table, data=[{**r, "total": 1} for r in ORDERS])
 
     # when
-    kept = generate(owner, orders)
+    kept = generate(owner, orders_table)
 
     # then
     change = next(c for c in kept.json()["changes"] if c["name"] == "orders_query")
@@ -98,7 +98,7 @@ def test_hand_edited_description_is_kept_unless_overwrite_is_asked(owner, orders
     assert next(c for c in kept.json()["changes"] if c["name"] == "orders_all")["action"] == "update"
 
     # when
-    overwritten = generate(owner, orders, overwrite_edited=True)
+    overwritten = generate(owner, orders_table, overwrite_edited=True)
 
     # then
     change = next(c for c in overwritten.json()["changes"] if c["name"] == "orders_query")
@@ -106,20 +106,20 @@ def test_hand_edited_description_is_kept_unless_overwrite_is_asked(owner, orders
     assert Tool.objects.get(pk=query.pk).description.startswith('Run a JMESPath expression over the table "orders"')
 
 
-def test_a_tool_it_did_not_generate_is_still_a_name_conflict(owner, orders, make_tool):
-    make_tool(owner, orders, name="orders_query")
+def test_a_tool_it_did_not_generate_is_still_a_name_conflict(owner, orders_table, make_tool):
+    make_tool(owner, orders_table, name="orders_query")
     before = db_snapshot()
-    response = generate(owner, orders)
+    response = generate(owner, orders_table)
     assert response.status_code == 409
     assert response.json()["error"] == "NAME_CONFLICT"
     assert db_snapshot() == before
 
 
-def test_regeneration_binds_only_what_is_not_bound(owner, orders, make_instance):
+def test_regeneration_binds_only_what_is_not_bound(owner, orders_table, make_instance):
     instance = make_instance(owner)
-    generate(owner, orders, mcp_instance=instance.pk)
+    generate(owner, orders_table, mcp_instance=instance.pk)
     Binding.objects.filter(tool__name="orders_all").delete()
-    response = generate(owner, orders, mcp_instance=instance.pk)
+    response = generate(owner, orders_table, mcp_instance=instance.pk)
     assert response.status_code == 200
     assert [b["tool"] for b in response.json()["bindings"]] == [Tool.objects.get(name="orders_all").pk]
     assert Binding.objects.filter(mcp_instance=instance).count() == 5
@@ -162,17 +162,17 @@ def test_clean_data_text():
     assert clean_data_text("abcdef", 4) == "abc…"
 
 
-def test_admin_flags_a_stale_generated_description(client, owner, orders):
+def test_admin_flags_a_stale_generated_description(client, owner, orders_table):
     # given
     client.force_login(owner)
     owner_client = client
-    generate(owner, orders)
-    services.table_update(table=orders, data=[{"sku": "A", "price": 1}])
+    generate(owner, orders_table)
+    services.table_update(table=orders_table, data=[{"sku": "A", "price": 1}])
     query = Tool.objects.get(name="orders_query")
 
     # when
     tool_page = owner_client.get(reverse("admin:tools_app_tool_change", args=[query.pk]))
-    table_page = owner_client.get(reverse("admin:tools_app_table_change", args=[orders.pk]))
+    table_page = owner_client.get(reverse("admin:tools_app_table_change", args=[orders_table.pk]))
 
     # then
     assert "The data&#x27;s shape changed since this description was generated" in tool_page.content.decode()
@@ -182,17 +182,18 @@ def test_admin_flags_a_stale_generated_description(client, owner, orders):
     assert table_page.content.decode().count("toolhub-drift") == 5
 
 
-def test_admin_generate_again_shows_the_diff(client, owner, orders):
+def test_admin_generate_again_shows_the_diff(client, owner, orders_table):
     """The admin's Generate tools action on a table generated before shows each change as a diff."""
     # given
     client.force_login(owner)
-    generate(owner, orders)
-    services.table_update(table=orders, data=[{**r, "total": 3} for r in ORDERS])
+    generate(owner, orders_table)
+    services.table_update(table=orders_table, data=[{**r, "total": 3} for r in ORDERS])
     url = reverse("admin:tools_app_table_changelist")
 
     # when
     response = client.post(
-        url, {"action": "generate_tools_action", "_selected_action": [str(orders.pk)], "apply": "1", "json_path": ""}
+        url,
+        {"action": "generate_tools_action", "_selected_action": [str(orders_table.pk)], "apply": "1", "json_path": ""},
     )
 
     # then

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 
 @pytest.fixture
-def tools(owner, table, make_tool):
+def reader_tools(owner, table, make_tool):
     """A reader (get_all_data), a second reader (query_data), a select and a schema tool on the orders."""
     return {
         "reader": make_tool(owner, table, type="get_all_data", name="orders_all"),
@@ -74,10 +74,10 @@ def test_conflicts_between_two_uris_of_one_instance(uri, other, clash):
 #
 
 
-def test_a_reader_and_a_select_take_a_uri_and_a_template(instance, tools):
+def test_a_reader_and_a_select_take_a_uri_and_a_template(instance, reader_tools):
     # when
-    reader = binding_create(mcp_instance=instance, tool=tools["reader"], resource_uri="orders://all")
-    select = binding_create(mcp_instance=instance, tool=tools["select"], resource_uri="orders://order/{id}")
+    reader = binding_create(mcp_instance=instance, tool=reader_tools["reader"], resource_uri="orders://all")
+    select = binding_create(mcp_instance=instance, tool=reader_tools["select"], resource_uri="orders://order/{id}")
     # then
     assert list(Binding.objects.order_by("pk").values_list("resource_uri", flat=True)) == [
         "orders://all",
@@ -104,10 +104,10 @@ def test_a_reader_and_a_select_take_a_uri_and_a_template(instance, tools):
         ("schema", "orders://schema", "a get_data_schema tool has no resource URI"),
     ],
 )
-def test_a_bad_resource_uri_is_refused_and_nothing_is_bound(instance, tools, tool, uri, words):
+def test_a_bad_resource_uri_is_refused_and_nothing_is_bound(instance, reader_tools, tool, uri, words):
     # when
     with pytest.raises(ValidationError) as refused:
-        binding_create(mcp_instance=instance, tool=tools[tool], resource_uri=uri)
+        binding_create(mcp_instance=instance, tool=reader_tools[tool], resource_uri=uri)
     # then
     assert list(refused.value.message_dict) == ["resource_uri"]
     assert words in refused.value.message_dict["resource_uri"][0]
@@ -127,26 +127,26 @@ def test_a_bad_resource_uri_is_refused_and_nothing_is_bound(instance, tools, too
         (("select", "orders://order/{id}"), ("reader", "orders://order/7"), "matches 'orders://order/{id}'"),
     ],
 )
-def test_a_clashing_resource_uri_is_refused_naming_the_other_binding(instance, tools, first, second, words):
+def test_a_clashing_resource_uri_is_refused_naming_the_other_binding(instance, reader_tools, first, second, words):
     # given
-    binding_create(mcp_instance=instance, tool=tools[first[0]], resource_uri=first[1])
+    binding_create(mcp_instance=instance, tool=reader_tools[first[0]], resource_uri=first[1])
     before = db_snapshot()
     # when
     with pytest.raises(ValidationError) as refused:
-        binding_create(mcp_instance=instance, tool=tools[second[0]], resource_uri=second[1])
+        binding_create(mcp_instance=instance, tool=reader_tools[second[0]], resource_uri=second[1])
     # then
     message = refused.value.message_dict["resource_uri"][0]
     assert words in message
-    assert f"of the tool {tools[first[0]].name!r} on the instance 'Shop'" in message
+    assert f"of the tool {reader_tools[first[0]].name!r} on the instance 'Shop'" in message
     assert db_snapshot() == before
 
 
-def test_the_same_uri_on_two_instances_is_accepted(owner, make_instance, instance, tools):
+def test_the_same_uri_on_two_instances_is_accepted(owner, make_instance, instance, reader_tools):
     # given
     other = make_instance(owner, name="Other", slug="other")
-    binding_create(mcp_instance=other, tool=tools["reader"], resource_uri="orders://all")
+    binding_create(mcp_instance=other, tool=reader_tools["reader"], resource_uri="orders://all")
     # when
-    binding_create(mcp_instance=instance, tool=tools["reader"], resource_uri="orders://all")
+    binding_create(mcp_instance=instance, tool=reader_tools["reader"], resource_uri="orders://all")
     # then
     assert sorted(Binding.objects.filter(resource_uri="orders://all").values_list("mcp_instance__slug", flat=True)) == [
         "other",
@@ -154,10 +154,10 @@ def test_the_same_uri_on_two_instances_is_accepted(owner, make_instance, instanc
     ]
 
 
-def test_an_update_into_a_clash_is_refused_and_the_binding_keeps_its_uri(instance, tools):
+def test_an_update_into_a_clash_is_refused_and_the_binding_keeps_its_uri(instance, reader_tools):
     # given
-    binding_create(mcp_instance=instance, tool=tools["reader"], resource_uri="orders://all")
-    query = binding_create(mcp_instance=instance, tool=tools["query"], resource_uri="orders://query")
+    binding_create(mcp_instance=instance, tool=reader_tools["reader"], resource_uri="orders://all")
+    query = binding_create(mcp_instance=instance, tool=reader_tools["query"], resource_uri="orders://query")
     # when
     with pytest.raises(ValidationError) as refused:
         binding_update(binding=query, resource_uri="orders://all")
@@ -166,9 +166,9 @@ def test_an_update_into_a_clash_is_refused_and_the_binding_keeps_its_uri(instanc
     assert Binding.objects.get(pk=query.pk).resource_uri == "orders://query"
 
 
-def test_an_update_may_keep_its_own_uri_and_none_clears_it(instance, tools):
+def test_an_update_may_keep_its_own_uri_and_none_clears_it(instance, reader_tools):
     # given
-    binding = binding_create(mcp_instance=instance, tool=tools["reader"], resource_uri="orders://all")
+    binding = binding_create(mcp_instance=instance, tool=reader_tools["reader"], resource_uri="orders://all")
     # when
     binding_update(binding=binding, enabled=False, resource_uri="orders://all")
     kept = Binding.objects.get(pk=binding.pk).resource_uri
@@ -193,11 +193,11 @@ def test_log_level_is_one_of_the_mcp_levels(instance):
 #
 
 
-def test_api_binds_with_a_resource_uri_and_shows_it(owner, instance, tools):
+def test_api_binds_with_a_resource_uri_and_shows_it(owner, instance, reader_tools):
     # when
     response = client_for(owner).post(
         "/api/bindings/",
-        {"mcp_instance": instance.pk, "tool": tools["select"].pk, "resource_uri": "test://template/{id}/data"},
+        {"mcp_instance": instance.pk, "tool": reader_tools["select"].pk, "resource_uri": "test://template/{id}/data"},
         format="json",
     )
     # then
@@ -206,14 +206,14 @@ def test_api_binds_with_a_resource_uri_and_shows_it(owner, instance, tools):
     assert Binding.objects.get().resource_uri == "test://template/{id}/data"
 
 
-def test_api_clash_is_a_400_naming_resource_uri_and_writes_nothing(owner, instance, tools):
+def test_api_clash_is_a_400_naming_resource_uri_and_writes_nothing(owner, instance, reader_tools):
     # given
-    binding_create(mcp_instance=instance, tool=tools["reader"], resource_uri="orders://all")
+    binding_create(mcp_instance=instance, tool=reader_tools["reader"], resource_uri="orders://all")
     before = db_snapshot()
     # when
     response = client_for(owner).post(
         "/api/bindings/",
-        {"mcp_instance": instance.pk, "tool": tools["query"].pk, "resource_uri": "orders://all"},
+        {"mcp_instance": instance.pk, "tool": reader_tools["query"].pk, "resource_uri": "orders://all"},
         format="json",
     )
     # then
@@ -228,9 +228,9 @@ def test_api_clash_is_a_400_naming_resource_uri_and_writes_nothing(owner, instan
 @pytest.mark.parametrize(
     ("value", "words"), [("noscheme", "starts with a scheme"), (5, "Not a valid string."), ("x:" + "y" * 2000, "2000")]
 )
-def test_api_patch_with_a_bad_resource_uri_is_a_400_and_changes_nothing(owner, instance, tools, value, words):
+def test_api_patch_with_a_bad_resource_uri_is_a_400_and_changes_nothing(owner, instance, reader_tools, value, words):
     # given
-    binding = binding_create(mcp_instance=instance, tool=tools["reader"], resource_uri="orders://all")
+    binding = binding_create(mcp_instance=instance, tool=reader_tools["reader"], resource_uri="orders://all")
     # when
     response = client_for(owner).patch(f"/api/bindings/{binding.pk}/", {"resource_uri": value}, format="json")
     # then
@@ -288,19 +288,18 @@ def test_openapi_states_the_fields():
 #
 
 
-@pytest.fixture
-def owner_client(client, owner):
-    client.force_login(owner)
-    return client
-
-
-def test_admin_binding_form_shows_a_clash_on_resource_uri(owner_client, instance, tools):
+def test_admin_binding_form_shows_a_clash_on_resource_uri(owner_client, instance, reader_tools):
     # given
-    binding_create(mcp_instance=instance, tool=tools["reader"], resource_uri="orders://all")
+    binding_create(mcp_instance=instance, tool=reader_tools["reader"], resource_uri="orders://all")
     # when
     response = owner_client.post(
         reverse("admin:tools_app_binding_add"),
-        {"mcp_instance": instance.pk, "tool": tools["query"].pk, "enabled": "on", "resource_uri": "orders://all"},
+        {
+            "mcp_instance": instance.pk,
+            "tool": reader_tools["query"].pk,
+            "enabled": "on",
+            "resource_uri": "orders://all",
+        },
     )
     # then
     assert response.status_code == 200
@@ -309,13 +308,13 @@ def test_admin_binding_form_shows_a_clash_on_resource_uri(owner_client, instance
     assert Binding.objects.count() == 1
 
 
-def test_admin_binding_form_saves_a_template(owner_client, instance, tools):
+def test_admin_binding_form_saves_a_template(owner_client, instance, reader_tools):
     # when
     response = owner_client.post(
         reverse("admin:tools_app_binding_add"),
         {
             "mcp_instance": instance.pk,
-            "tool": tools["select"].pk,
+            "tool": reader_tools["select"].pk,
             "enabled": "on",
             "resource_uri": "orders://order/{id}",
         },
@@ -325,13 +324,13 @@ def test_admin_binding_form_saves_a_template(owner_client, instance, tools):
     assert Binding.objects.get().resource_uri == "orders://order/{id}"
 
 
-def test_admin_inline_rows_of_one_submit_may_not_share_a_uri(owner_client, instance, tools):
+def test_admin_inline_rows_of_one_submit_may_not_share_a_uri(owner_client, instance, reader_tools):
     # given
     from tools_app.tests.admin.test_instances import change_url, instance_form
 
     rows = [
-        {"tool": tools["reader"].pk, "resource_uri": "orders://all"},
-        {"tool": tools["query"].pk, "resource_uri": "orders://all"},
+        {"tool": reader_tools["reader"].pk, "resource_uri": "orders://all"},
+        {"tool": reader_tools["query"].pk, "resource_uri": "orders://all"},
     ]
     # when
     response = owner_client.post(change_url(instance), instance_form(instance, extra_rows=rows))

@@ -19,7 +19,7 @@ SSN = "123-45-6789"
 
 
 @pytest.fixture
-def shop(owner, make_table, make_tool, instance, bind, make_api_key):
+def redacted_shop(owner, make_table, make_tool, instance, bind, make_api_key):
     table = make_table(owner, name="people", data=[{"id": 1, "name": "ada", "ssn": SSN}])
     services.table_update(table=table, redact_fields=["ssn"])
     tool = make_tool(owner, table, name="people_query")
@@ -37,9 +37,9 @@ def detail_url(call: CallLog) -> str:
     return reverse("admin:tools_app_calllog_change", args=[call.pk])
 
 
-def test_the_detail_page_shows_the_call_as_the_client_saw_it(owner, shop):
+def test_the_detail_page_shows_the_call_as_the_client_saw_it(owner, redacted_shop):
     # given
-    Harness().call("shop", shop["key"], "people_query", {"query": "[?id==`1`]"})
+    Harness().call("shop", redacted_shop["key"], "people_query", {"query": "[?id==`1`]"})
     call = CallLog.objects.get()
     # when
     response = logged_in(owner).get(detail_url(call))
@@ -56,12 +56,12 @@ def test_the_detail_page_shows_the_call_as_the_client_saw_it(owner, shop):
     assert 'id="toolhub-open-try-it"' in page
 
 
-def test_open_in_try_it_fills_in_the_arguments(owner, shop):
-    Harness().call("shop", shop["key"], "people_query", {"query": "[0].name"})
+def test_open_in_try_it_fills_in_the_arguments(owner, redacted_shop):
+    Harness().call("shop", redacted_shop["key"], "people_query", {"query": "[0].name"})
     call = CallLog.objects.get()
     client = logged_in(owner)
     link = client.get(detail_url(call)).context["try_it_url"]
-    assert urlparse(link).path == reverse("admin:tools_app_tool_try", args=[shop["tool"].pk])
+    assert urlparse(link).path == reverse("admin:tools_app_tool_try", args=[redacted_shop["tool"].pk])
     assert parse_qs(urlparse(link).query) == {"arguments": ['{"query":"[0].name"}']}
     # when: following it
     form = client.get(link).context["form"]
@@ -72,8 +72,8 @@ def test_open_in_try_it_fills_in_the_arguments(owner, shop):
     assert CallLog.objects.latest("id").surface == "admin"
 
 
-def test_a_failed_call_shows_its_error(owner, shop):
-    Harness().call("shop", shop["key"], "people_query", {"query": "[?"})
+def test_a_failed_call_shows_its_error(owner, redacted_shop):
+    Harness().call("shop", redacted_shop["key"], "people_query", {"query": "[?"})
     call = CallLog.objects.get()
     response = logged_in(owner).get(detail_url(call))
     page = response.content.decode()
@@ -81,24 +81,24 @@ def test_a_failed_call_shows_its_error(owner, shop):
     assert call.error_message in page
 
 
-def test_metadata_only_says_so(owner, shop):
-    services.instance_update(instance=shop["instance"], record_call_details=False)
-    Harness().call("shop", shop["key"], "people_query", {"query": "[0]"})
+def test_metadata_only_says_so(owner, redacted_shop):
+    services.instance_update(instance=redacted_shop["instance"], record_call_details=False)
+    Harness().call("shop", redacted_shop["key"], "people_query", {"query": "[0]"})
     response = logged_in(owner).get(detail_url(CallLog.objects.get()))
     page = response.content.decode()
     assert 'id="toolhub-call-no-details"' in page
     assert "toolhub-open-try-it" not in page
 
 
-def test_another_owners_call_is_a_404(owner, other_user, shop):
-    Harness().call("shop", shop["key"], "people_query", {"query": "[0]"})
+def test_another_owners_call_is_a_404(owner, other_user, redacted_shop):
+    Harness().call("shop", redacted_shop["key"], "people_query", {"query": "[0]"})
     call = CallLog.objects.get()
     assert logged_in(other_user).get(detail_url(call)).status_code == 404
     assert CallLog.objects.count() == 1
 
 
-def test_the_list_links_each_call_to_its_detail(owner, shop):
-    Harness().call("shop", shop["key"], "people_query", {"query": "[0]"})
+def test_the_list_links_each_call_to_its_detail(owner, redacted_shop):
+    Harness().call("shop", redacted_shop["key"], "people_query", {"query": "[0]"})
     call = CallLog.objects.get()
     page = logged_in(owner).get(reverse("admin:tools_app_calllog_changelist")).content.decode()
     assert f'href="{detail_url(call)}"' in page

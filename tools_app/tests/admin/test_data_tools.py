@@ -12,12 +12,6 @@ pytestmark = pytest.mark.django_db
 CSV = b"sku,name,price\nKB-01,Keyboard,120.5\nMS-02,Mouse,44\n"
 
 
-@pytest.fixture
-def owner_client(client, owner):
-    client.force_login(owner)
-    return client
-
-
 def add_table(client, content: bytes, filename: str, **fields):
     upload = SimpleUploadedFile(filename, content)
     form = {"name": "products", "description": "", "data": "", "data_file": upload, "data_format": "", **fields}

@@ -14,18 +14,6 @@ from tools_app.models import ApiKey, Binding, CallLog, McpInstance
 
 
 @pytest.fixture
-def owner_client(client, owner):
-    client.force_login(owner)
-    return client
-
-
-@pytest.fixture
-def other_client(client, other_user):
-    client.force_login(other_user)
-    return client
-
-
-@pytest.fixture
 def bound(owner, table, make_tool, instance, bind):
     """Two tools bound to the owner's instance 'shop': orders_query and orders_all."""
     query = make_tool(owner, table, name="orders_query")
@@ -604,7 +592,7 @@ def test_call_log_is_read_only(owner_client, owner, instance):
 
 
 def test_call_log_row_page_is_viewable(owner_client, owner, instance):
-    """A call's page opens read-only for its owner: the call's detail (tests/test_call_detail_admin.py)."""
+    """A call's page opens read-only for its owner: the call's detail (tools_app/tests/admin/test_call_detail.py)."""
     # given
     log = CallLog.objects.create(owner=owner, mcp_instance=instance, tool_name="a", status="ok", duration_ms=1.0)
     # when

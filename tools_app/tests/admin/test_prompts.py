@@ -15,13 +15,7 @@ REGION = [{"name": "region", "description": "Region name.", "required": True}]
 
 
 @pytest.fixture
-def owner_client(client, owner):
-    client.force_login(owner)
-    return client
-
-
-@pytest.fixture
-def weekly(instance):
+def region_prompt(instance):
     return prompt_create(
         mcp_instance=instance, name="weekly_report", arguments=REGION, template="Report on {{region}}."
     )
@@ -33,7 +27,7 @@ def prompt_errors(response):
     return {index: form.errors for index, form in enumerate(formset.forms) if form.errors}
 
 
-def test_the_instance_page_shows_the_prompt_inline_to_a_toolhub_user(owner_client, instance, weekly):
+def test_the_instance_page_shows_the_prompt_inline_to_a_toolhub_user(owner_client, instance, region_prompt):
     """A staff user of the group `toolhub users` (migration 0014 gave it the prompt permissions) edits prompts."""
     # when
     response = owner_client.get(change_url(instance))
@@ -102,11 +96,15 @@ def test_an_empty_arguments_box_means_no_arguments(owner_client, instance):
         ),
     ],
 )
-def test_a_refused_row_is_a_form_error_and_nothing_is_written(owner_client, instance, weekly, row, field, message):
+def test_a_refused_row_is_a_form_error_and_nothing_is_written(
+    owner_client, instance, region_prompt, row, field, message
+):
     # given
     before = list(Prompt.objects.values())
     # when
-    response = owner_client.post(change_url(instance), instance_form(instance, prompts=[weekly], prompt_rows=[row]))
+    response = owner_client.post(
+        change_url(instance), instance_form(instance, prompts=[region_prompt], prompt_rows=[row])
+    )
     # then
     assert response.status_code == 200
     assert prompt_errors(response) == {1: {field: [message]}}
@@ -123,12 +121,12 @@ def test_invalid_json_in_the_arguments_is_a_form_error(owner_client, instance):
     assert Prompt.objects.count() == 0
 
 
-def test_a_row_edits_and_deletes_prompts(owner_client, instance, weekly):
+def test_a_row_edits_and_deletes_prompts(owner_client, instance, region_prompt):
     # given
     other = prompt_create(mcp_instance=instance, name="other", template="Other.")
-    weekly.enabled = False
-    weekly.template = "New report on {{region}}."
-    data = instance_form(instance, prompts=[other, weekly])
+    region_prompt.enabled = False
+    region_prompt.template = "New report on {{region}}."
+    data = instance_form(instance, prompts=[other, region_prompt])
     data["prompts-0-DELETE"] = "on"
     # when
     response = owner_client.post(change_url(instance), data)
@@ -139,9 +137,9 @@ def test_a_row_edits_and_deletes_prompts(owner_client, instance, weekly):
     ]
 
 
-def test_a_deleted_row_frees_its_name_in_the_same_submit(owner_client, instance, weekly):
+def test_a_deleted_row_frees_its_name_in_the_same_submit(owner_client, instance, region_prompt):
     # given
-    data = instance_form(instance, prompts=[weekly], prompt_rows=[{"name": "WEEKLY_REPORT", "template": "New."}])
+    data = instance_form(instance, prompts=[region_prompt], prompt_rows=[{"name": "WEEKLY_REPORT", "template": "New."}])
     data["prompts-0-DELETE"] = "on"
     # when
     response = owner_client.post(change_url(instance), data)
@@ -150,11 +148,11 @@ def test_a_deleted_row_frees_its_name_in_the_same_submit(owner_client, instance,
     assert list(Prompt.objects.values_list("name", "template")) == [("WEEKLY_REPORT", "New.")]
 
 
-def test_another_user_cannot_reach_the_prompts_of_an_instance(client, other_user, instance, weekly):
+def test_another_user_cannot_reach_the_prompts_of_an_instance(client, other_user, instance, region_prompt):
     # given
     client.force_login(other_user)
     before = list(Prompt.objects.values())
-    data = instance_form(instance, prompts=[weekly], prompt_rows=[{"name": "mine", "template": "t"}])
+    data = instance_form(instance, prompts=[region_prompt], prompt_rows=[{"name": "mine", "template": "t"}])
     data["prompts-0-DELETE"] = "on"
     # when
     opened = client.get(change_url(instance))
@@ -164,7 +162,7 @@ def test_another_user_cannot_reach_the_prompts_of_an_instance(client, other_user
     assert list(Prompt.objects.values()) == before
 
 
-def test_a_refusal_at_save_time_rolls_back_the_whole_page(owner_client, instance, weekly, monkeypatch):
+def test_a_refusal_at_save_time_rolls_back_the_whole_page(owner_client, instance, region_prompt, monkeypatch):
     """A conflict the prompt service finds at save time is shown on the page and nothing is saved."""
     # given
     from django.core.exceptions import ValidationError
@@ -175,15 +173,17 @@ def test_a_refusal_at_save_time_rolls_back_the_whole_page(owner_client, instance
         raise ValidationError({"name": ValidationError("Taken meanwhile.", code=ErrorCode.NAME_CONFLICT)})
 
     monkeypatch.setattr(services, "prompt_update", refuse)
-    weekly.enabled = False
+    region_prompt.enabled = False
     # when
-    response = owner_client.post(change_url(instance), instance_form(instance, prompts=[weekly], description="x"))
+    response = owner_client.post(
+        change_url(instance), instance_form(instance, prompts=[region_prompt], description="x")
+    )
     # then
     assert response.status_code == 200
     assert response.context["adminform"].form.non_field_errors() == ["Prompt 'weekly_report': Taken meanwhile."]
     instance.refresh_from_db()
-    weekly.refresh_from_db()
-    assert (instance.description, weekly.enabled) == ("", True)
+    region_prompt.refresh_from_db()
+    assert (instance.description, region_prompt.enabled) == ("", True)
 
 
 def test_two_new_rows_with_one_name_ignoring_case_are_refused(owner_client, instance):

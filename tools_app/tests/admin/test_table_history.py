@@ -8,24 +8,10 @@ from tools_app import services
 from tools_app.admin.table_history import readable_diff
 from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
 from tools_app.models import Surface, TableChange
-from tools_app.services.table_cache import table_cache
 
 pytestmark = pytest.mark.django_db
 
 RECORDS = [{"id": 1, "status": "new"}, {"id": 2, "status": "paid"}]
-
-
-@pytest.fixture(autouse=True)
-def _empty_cache():
-    table_cache.clear()
-    yield
-    table_cache.clear()
-
-
-@pytest.fixture
-def owner_client(client, owner):
-    client.force_login(owner)
-    return client
 
 
 @pytest.fixture

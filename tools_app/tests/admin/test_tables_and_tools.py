@@ -17,18 +17,6 @@ from tools_app.models import CallLog, Table, Tool
 ADMIN_INDEX = "/admin/"
 
 
-@pytest.fixture
-def owner_client(client, owner):
-    client.force_login(owner)
-    return client
-
-
-@pytest.fixture
-def other_client(client, other_user):
-    client.force_login(other_user)
-    return client
-
-
 def table_form(table_or_none=None, **overrides):
     data = {"name": "orders", "description": "", "data": "[]"}
     if table_or_none is not None:

@@ -1,6 +1,6 @@
 """Issue 19: the OpenAPI schema states the server's rules, and the server enforces what the schema states.
 
-tests/test_api_schemathesis.py checks this property over generated requests; the tests here pin the
+tools_app/tests/api/test_schemathesis.py checks this property over generated requests; the tests here pin the
 individual rules with exact values, in the schema and on the server side by side.
 """
 
@@ -13,14 +13,6 @@ from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F
 from tools_app.tool_types import TOOL_TYPES
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
-
-
-@pytest.fixture(scope="module")
-def schema(django_db_blocker):
-    with django_db_blocker.unblock():
-        response = APIClient().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
-    assert response.status_code == 200
-    return response.json()
 
 
 def component(schema, name):

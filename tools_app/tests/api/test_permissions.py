@@ -102,7 +102,7 @@ ENDPOINTS = [
 
 
 @pytest.fixture
-def world(owner, other_user, superuser, make_table, make_tool, make_instance, bind, make_api_key):
+def owned_objects(owner, other_user, superuser, make_table, make_tool, make_instance, bind, make_api_key):
     """The owner's objects (one of each), plus the three other actors."""
     table = make_table(owner)
     tool = make_tool(owner, table, name="q")
@@ -134,12 +134,12 @@ def _fill(value: Any, ids: dict[str, int]) -> Any:
 
 @pytest.mark.parametrize("actor", ACTORS)
 @pytest.mark.parametrize("endpoint", ENDPOINTS, ids=[endpoint.name for endpoint in ENDPOINTS])
-def test_ownership_matrix(world, endpoint, actor):
+def test_ownership_matrix(owned_objects, endpoint, actor):
     """Each actor gets its status; denials and reads write nothing; lists show only what the actor may see."""
     # given
-    ids = world["ids"]
+    ids = owned_objects["ids"]
     expected = endpoint.expected[ACTORS.index(actor)]
-    client = client_for(world["users"][actor])
+    client = client_for(owned_objects["users"][actor])
     before = db_snapshot()
 
     # when

@@ -138,27 +138,27 @@ def test_an_unreachable_store_serves_the_request_and_logs(rate_limited, settings
 
 
 @pytest.fixture
-def shop(owner, table, make_tool):
+def orders_creator(owner, table, make_tool):
     return {"create": make_tool(owner, table, type="create", name="orders_create"), "table": table}
 
 
-def test_the_request_over_a_users_rate_is_429_and_writes_nothing(rate_limited, owner, shop):
+def test_the_request_over_a_users_rate_is_429_and_writes_nothing(rate_limited, owner, orders_creator):
     """The third call of a '2/minute' user is refused before the view runs: the table's version and data,
     the call log and every other row stay as they were."""
     # given
     rate_limited(user="2/minute")
     client = client_for(owner)
-    url = f"/api/tools/{shop['create'].pk}/call/"
+    url = f"/api/tools/{orders_creator['create'].pk}/call/"
     assert client.get("/api/tables/").status_code == 200
     assert client.post(url, {"arguments": {"elements": [{"id": 9}]}}, format="json").status_code == 200
     before = db_snapshot()
-    version = Table.objects.get(pk=shop["table"].pk).version
+    version = Table.objects.get(pk=orders_creator["table"].pk).version
     # when
     response = client.post(url, {"arguments": {"elements": [{"id": 10}]}}, format="json")
     # then
     limited_body(response, rate_limited.retry_after_now(), scope="user", who="this user", limit="2 requests per minute")
     assert db_snapshot() == before
-    assert Table.objects.get(pk=shop["table"].pk).version == version == 2
+    assert Table.objects.get(pk=orders_creator["table"].pk).version == version == 2
     assert CallLog.objects.count() == 1
 
 

@@ -5,14 +5,6 @@ from rest_framework.test import APIClient
 
 from tools_app.models import Binding, Tool
 from tools_app.paging import cursor_argument_schema
-from tools_app.registry.search import index_cache
-
-
-@pytest.fixture(autouse=True)
-def _fresh_index_cache():
-    index_cache.clear()
-    yield
-    index_cache.clear()
 
 
 def client_for(user=None):
@@ -23,7 +15,7 @@ def client_for(user=None):
 
 
 @pytest.fixture
-def shop(owner, table, make_tool, instance, bind):
+def mixed_shop(owner, table, make_tool, instance, bind):
     """The owner's instance with a data tool and an external tool with a dotted name, both bound."""
     orders = make_tool(
         owner,
@@ -47,7 +39,7 @@ def shop(owner, table, make_tool, instance, bind):
     return {"orders": orders, "pr": pr, "unbound": unbound}
 
 
-def test_search_over_the_callers_tools(owner, shop):
+def test_search_over_the_callers_tools(owner, mixed_shop):
     """GET /api/search/ searches every tool of the caller by default (bm25)."""
     # when
     response = client_for(owner).get("/api/search/", {"q": "orders"})
@@ -57,10 +49,10 @@ def test_search_over_the_callers_tools(owner, shop):
     assert body["method"] == "bm25"
     assert [hit["tool_name"] for hit in body["results"]] == ["query_orders", "unbound_orders"]
     assert set(body["results"][0]) == {"tool_name", "tool_id", "description", "score", "match_reason"}
-    assert body["results"][0]["tool_id"] == shop["orders"].pk
+    assert body["results"][0]["tool_id"] == mixed_shop["orders"].pk
 
 
-def test_search_over_one_instance(owner, shop, instance):
+def test_search_over_one_instance(owner, mixed_shop, instance):
     """mcp_instance narrows the search to that instance's enabled bindings."""
     # when
     response = client_for(owner).get("/api/search/", {"q": "orders", "mcp_instance": instance.pk, "limit": 5})
@@ -69,7 +61,7 @@ def test_search_over_one_instance(owner, shop, instance):
     assert [hit["tool_name"] for hit in response.json()["results"]] == ["query_orders"]
 
 
-def test_search_unknown_method_is_a_400_invalid_search_method(owner, shop):
+def test_search_unknown_method_is_a_400_invalid_search_method(owner, mixed_shop):
     """An unknown method is 400 INVALID_SEARCH_METHOD."""
     # when
     response = client_for(owner).get("/api/search/", {"q": "orders", "method": "psychic"})
@@ -82,7 +74,7 @@ def test_search_unknown_method_is_a_400_invalid_search_method(owner, shop):
     ("params", "field"),
     [({}, "q"), ({"q": "x", "limit": 0}, "limit"), ({"q": "x", "limit": "many"}, "limit")],
 )
-def test_search_bad_parameters_are_a_400_naming_them(owner, shop, params, field):
+def test_search_bad_parameters_are_a_400_naming_them(owner, mixed_shop, params, field):
     """A missing q or a bad limit is 400 VALIDATION_ERROR naming the parameter."""
     # when
     response = client_for(owner).get("/api/search/", params)
@@ -92,7 +84,7 @@ def test_search_bad_parameters_are_a_400_naming_them(owner, shop, params, field)
     assert list(response.json()["fields"]) == [field]
 
 
-def test_search_on_another_users_instance_is_a_400_naming_it(other_user, shop, instance):
+def test_search_on_another_users_instance_is_a_400_naming_it(other_user, mixed_shop, instance):
     """Another user's instance id reads as nonexistent: 400 naming mcp_instance, no results."""
     # when
     response = client_for(other_user).get("/api/search/", {"q": "orders", "mcp_instance": instance.pk})
@@ -101,7 +93,7 @@ def test_search_on_another_users_instance_is_a_400_naming_it(other_user, shop, i
     assert response.json()["fields"] == {"mcp_instance": [f"No MCP instance with id {instance.pk}."]}
 
 
-def test_search_hides_other_users_tools(other_user, shop):
+def test_search_hides_other_users_tools(other_user, mixed_shop):
     """Over the API a user only ever finds its own tools."""
     # when
     response = client_for(other_user).get("/api/search/", {"q": "orders"})
@@ -113,7 +105,7 @@ def test_search_hides_other_users_tools(other_user, shop):
 @pytest.mark.parametrize(
     "path", ["/api/search/?q=x", "/api/mcp-instances/1/guide/", "/api/mcp-instances/1/export/", "/api/tools/1/export/"]
 )
-def test_registry_endpoints_need_credentials(shop, path):
+def test_registry_endpoints_need_credentials(mixed_shop, path):
     """No credentials: 401 and no data."""
     # when
     response = client_for().get(path)
@@ -123,7 +115,7 @@ def test_registry_endpoints_need_credentials(shop, path):
     assert "content" not in response.json()
 
 
-def test_guide_of_an_instance(owner, shop, instance):
+def test_guide_of_an_instance(owner, mixed_shop, instance):
     """GET /api/mcp-instances/<id>/guide/ is the guide response of SPEC §5 over the instance's bindings."""
     # when
     response = client_for(owner).get(
@@ -140,7 +132,7 @@ def test_guide_of_an_instance(owner, shop, instance):
 
 
 @pytest.mark.parametrize("suffix", ["guide/", "export/?format=openai"])
-def test_another_users_instance_is_a_404(other_user, shop, instance, suffix):
+def test_another_users_instance_is_a_404(other_user, mixed_shop, instance, suffix):
     """Another user's instance is a 404 for the guide and the export (SPEC §2)."""
     # when
     response = client_for(other_user).get(f"/api/mcp-instances/{instance.pk}/{suffix}")
@@ -150,7 +142,7 @@ def test_another_users_instance_is_a_404(other_user, shop, instance, suffix):
     assert "tools" not in response.json()
 
 
-def test_superuser_sees_any_instances_guide(superuser, shop, instance):
+def test_superuser_sees_any_instances_guide(superuser, mixed_shop, instance):
     """A superuser may read every instance's guide."""
     # when
     response = client_for(superuser).get(f"/api/mcp-instances/{instance.pk}/guide/")
@@ -159,7 +151,7 @@ def test_superuser_sees_any_instances_guide(superuser, shop, instance):
     assert response.json()["metadata"]["total_tools"] == 2
 
 
-def test_export_an_instance_as_openai_maps_dotted_names(owner, shop, instance):
+def test_export_an_instance_as_openai_maps_dotted_names(owner, mixed_shop, instance):
     """OpenAI function names cannot hold '.', so it becomes '_' and name_map says so."""
     # when
     response = client_for(owner).get(f"/api/mcp-instances/{instance.pk}/export/", {"format": "openai"})
@@ -180,7 +172,7 @@ def test_export_an_instance_as_openai_maps_dotted_names(owner, shop, instance):
     assert len(body["notes"]) == 1
 
 
-def test_export_an_instance_as_mcp_and_anthropic(owner, shop, instance):
+def test_export_an_instance_as_mcp_and_anthropic(owner, mixed_shop, instance):
     """mcp keeps names and uses inputSchema; anthropic maps names and uses input_schema."""
     # when
     mcp = client_for(owner).get(f"/api/mcp-instances/{instance.pk}/export/", {"format": "mcp"}).json()
@@ -196,7 +188,7 @@ def test_export_an_instance_as_mcp_and_anthropic(owner, shop, instance):
     }
 
 
-def test_export_unknown_format_is_a_400_naming_format(owner, shop, instance):
+def test_export_unknown_format_is_a_400_naming_format(owner, mixed_shop, instance):
     """An unknown format is 400 VALIDATION_ERROR naming `format`."""
     # when
     response = client_for(owner).get(f"/api/mcp-instances/{instance.pk}/export/", {"format": "yaml"})
@@ -206,27 +198,27 @@ def test_export_unknown_format_is_a_400_naming_format(owner, shop, instance):
     assert list(response.json()["fields"]) == ["format"]
 
 
-def test_export_one_tool(owner, shop):
+def test_export_one_tool(owner, mixed_shop):
     """GET /api/tools/<id>/export/ exports that tool under its own name."""
     # when
-    response = client_for(owner).get(f"/api/tools/{shop['orders'].pk}/export/", {"format": "anthropic"})
+    response = client_for(owner).get(f"/api/tools/{mixed_shop['orders'].pk}/export/", {"format": "anthropic"})
     # then
     assert response.status_code == 200
     body = response.json()
     assert body["count"] == 1
     assert body["tools"][0]["name"] == "query_orders"
     # a query_data tool pages a long list: its schema gains the optional `cursor` (docs/paging.md)
-    schema = Tool.objects.get(pk=shop["orders"].pk).input_schema
+    schema = Tool.objects.get(pk=mixed_shop["orders"].pk).input_schema
     assert body["tools"][0]["input_schema"] == {
         **schema,
         "properties": {**schema["properties"], "cursor": cursor_argument_schema()},
     }
 
 
-def test_export_another_users_tool_is_a_404(other_user, shop):
+def test_export_another_users_tool_is_a_404(other_user, mixed_shop):
     """Another user's tool is a 404."""
     # when
-    response = client_for(other_user).get(f"/api/tools/{shop['orders'].pk}/export/")
+    response = client_for(other_user).get(f"/api/tools/{mixed_shop['orders'].pk}/export/")
     # then
     assert response.status_code == 404
 
@@ -246,7 +238,7 @@ def test_registry_paths_are_in_the_openapi_schema(owner):
     } <= set(paths)
 
 
-def test_search_with_an_out_of_range_instance_id_is_a_400(owner, shop):
+def test_search_with_an_out_of_range_instance_id_is_a_400(owner, mixed_shop):
     """An instance id beyond 64 bits is a 400 naming mcp_instance, never a database overflow (500)."""
     # when
     response = client_for(owner).get("/api/search/", {"q": "orders", "mcp_instance": 2**70})
@@ -255,7 +247,7 @@ def test_search_with_an_out_of_range_instance_id_is_a_400(owner, shop):
     assert list(response.json()["fields"]) == ["mcp_instance"]
 
 
-def test_register_tool_called_through_the_api_says_it_needs_an_instance(owner, shop, make_tool):
+def test_register_tool_called_through_the_api_says_it_needs_an_instance(owner, mixed_shop, make_tool):
     """POST /api/tools/<id>/call/ runs a register_tool tool with no instance: 400 REGISTRATION_FAILED saying
     registration needs an MCP instance that allows it (not that a setting is off); nothing is written."""
     # given

@@ -3,19 +3,10 @@
 import re
 
 import pytest
-from rest_framework.test import APIClient
 
 from tools_app.api.serializers import FullCleanModelSerializer
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(scope="module")
-def schema(django_db_blocker):
-    with django_db_blocker.unblock():
-        response = APIClient().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
-    assert response.status_code == 200
-    return response.json()
 
 
 def one_line(text: str) -> str:

@@ -324,7 +324,7 @@ def owner_with_token(keep_test_connection, owner):
     return objects, objects.headers
 
 
-# Every phase but the stateful one (links are checked by tests/test_api_openapi.py), every check. No U+0000 in
+# Every phase but the stateful one (links are checked by tools_app/tests/api/test_openapi.py), every check. No U+0000 in
 # generated strings: the server refuses it in every string, keys of JSON values included, and OpenAPI 3.0 cannot
 # constrain object keys (the schema's string patterns say it for every string it can).
 CONFIG = SchemathesisConfig.from_dict(

@@ -28,12 +28,6 @@ ARRAY_IDS = ["array-root", "array-nested"]
 OBJECT_IDS = ["object-root", "object-nested"]
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    # The shared user fixtures set passwords; the default hasher costs ~0.3 s per user.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def mounted(owner, make_table, make_tool):
     """mounted(document, json_path, type, **fields) -> (table, tool) on a fresh copy of the document."""

@@ -150,7 +150,7 @@ def test_installed_jmespath_is_the_version_the_compiler_reproduces():
         f"{JMESPATH_VERSION}'s TreeInterpreter and uses its private names (visitor._equals, visitor._is_comparable, "
         "visitor._Expression, Functions.FUNCTION_TABLE, functions.REVERSE_TYPES_MAP; query.py uses "
         "visitor._Expression too). Before moving the pin in requirements.txt: vendor the compliance suite of the "
-        "new release (tools_app/tests/jmespath_compliance/README.md), run this module and "
+        "new release (tools_app/tests/data_access/jmespath_compliance/README.md), run this module and "
         "test_jmespath_compiler.py, review each private name against the new jmespath/visitor.py and "
         "jmespath/functions.py, then update JMESPATH_VERSION here."
     )

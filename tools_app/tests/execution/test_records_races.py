@@ -3,7 +3,7 @@ history (per-record inverses, newest first) takes the rows back to where they st
 
 import pytest
 
-from tools_app.tests.services.test_concurrency import _in_threads, postgres_db  # noqa: F401 (fixture)
+from tools_app.tests.services.test_concurrency import _in_threads
 
 WORKERS = 6
 CALLS = 5

@@ -21,12 +21,6 @@ pytestmark = pytest.mark.django_db
 KEY_LINE = re.compile(r"^API key \(shown once\): (thk_\S+)$", re.MULTILINE)
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    # The command sets the demo user's password; the default hasher costs ~0.3 s.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def _seed(*args: str) -> str:
     out = StringIO()
     call_command("seed_demo", *args, stdout=out)

@@ -10,12 +10,6 @@ from tools_app.tool_schemas import DEFAULT_INPUT_SCHEMAS, default_input_schema
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    # The shared user fixtures set passwords; the default hasher costs ~0.3 s per user.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def _codes(exc: ValidationError) -> dict[str, list[str]]:
     return {field: [error.code for error in errors] for field, errors in exc.error_dict.items()}
 

@@ -9,14 +9,6 @@ from markdown_it import MarkdownIt
 from tools_app.registry import usage_guide
 from tools_app.registry.instance_scope import InstanceScope
 from tools_app.registry.scope import UserScope
-from tools_app.registry.search import index_cache
-
-
-@pytest.fixture(autouse=True)
-def _fresh_index_cache():
-    index_cache.clear()
-    yield
-    index_cache.clear()
 
 
 def parse(content):

@@ -7,21 +7,14 @@ from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import Tool
 from tools_app.registry import embedding, get_index, search_tools
 from tools_app.registry.scope import UserScope
-from tools_app.registry.search import MAX_QUERY_LENGTH, QUERY_WINDOW, index_cache
+from tools_app.registry.search import MAX_QUERY_LENGTH, QUERY_WINDOW
 
 # A pasted log: many lines of data that say nothing about a tool, the request in the middle.
 LOG_LINE = "2026-11-25T10:{:02d}:00Z worker-{} pid=4711 heap=5123MB gc=31ms queue=17 status=200 path=/v1/items\n"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_index_cache():
-    index_cache.clear()
-    yield
-    index_cache.clear()
-
-
 @pytest.fixture
-def tools(owner, make_tool):
+def external_tools(owner, make_tool):
     specs = {
         "weather.forecast": "Get the weather forecast for a city for the next days.",
         "slack.post_message": "Send a chat message to a channel.",
@@ -38,7 +31,7 @@ def pasted(request, *, before=40, after=40):
     return f"{head}{request}\n{tail}"
 
 
-def test_request_part_keeps_the_request_of_a_long_pasted_message(tools, owner):
+def test_request_part_keeps_the_request_of_a_long_pasted_message(external_tools, owner):
     """The request sentence in the middle of 80 log lines is what the embedding model reads."""
     index = get_index(UserScope(owner))
     query = pasted("Can you convert 250 euros into Japanese yen for me?")
@@ -50,13 +43,13 @@ def test_request_part_keeps_the_request_of_a_long_pasted_message(tools, owner):
     assert len(part) <= QUERY_WINDOW
 
 
-def test_request_part_leaves_a_short_query_as_it_is(tools, owner):
+def test_request_part_leaves_a_short_query_as_it_is(external_tools, owner):
     index = get_index(UserScope(owner))
     # when / then
     assert index.request_part("weather in Paris tomorrow") == "weather in Paris tomorrow"
 
 
-def test_request_part_cuts_one_long_sentence_at_the_window(tools, owner):
+def test_request_part_cuts_one_long_sentence_at_the_window(external_tools, owner):
     index = get_index(UserScope(owner))
     # when
     part = index.request_part("word " * 1000)
@@ -65,7 +58,7 @@ def test_request_part_cuts_one_long_sentence_at_the_window(tools, owner):
 
 
 @pytest.mark.parametrize("method", ["bm25", "regex", "embedding", "hybrid"])
-def test_every_method_answers_a_query_of_the_limit(tools, owner, method):
+def test_every_method_answers_a_query_of_the_limit(external_tools, owner, method):
     """No method refuses or fails on MAX_QUERY_LENGTH characters (regex has its own, shorter, pattern limit)."""
     if method in ("embedding", "hybrid") and not embedding.available():
         pytest.skip("the embedding extra is not installed")
@@ -86,7 +79,7 @@ def test_every_method_answers_a_query_of_the_limit(tools, owner, method):
 
 
 @pytest.mark.parametrize("method", ["embedding", "hybrid"])
-def test_semantic_methods_find_a_request_buried_in_a_pasted_log(tools, owner, method):
+def test_semantic_methods_find_a_request_buried_in_a_pasted_log(external_tools, owner, method):
     """The request sits after 40 log lines: a first-tokens cut would embed only log lines."""
     if not embedding.available():
         pytest.skip("the embedding extra is not installed")
@@ -97,7 +90,7 @@ def test_semantic_methods_find_a_request_buried_in_a_pasted_log(tools, owner, me
     assert [hit["tool_name"] for hit in result["results"]] == ["weather.forecast"]
 
 
-def test_one_character_over_the_limit_is_invalid_arguments_and_writes_nothing(tools, owner):
+def test_one_character_over_the_limit_is_invalid_arguments_and_writes_nothing(external_tools, owner):
     before = Tool.objects.count()
     # when
     with pytest.raises(ToolError) as raised:

@@ -17,17 +17,9 @@ from tools_app.kernel.patterns import compile_pattern
 from tools_app.models import Tool
 from tools_app.registry import get_index, search_tools
 from tools_app.registry.scope import UserScope
-from tools_app.registry.search import index_cache
 
 LONG_DESCRIPTION = "a" * 1000 + "!"  # descriptions hold at most 1,024 characters
 LONG_PARAMETER_TEXT = "a" * 5000 + "!"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_index_cache():
-    index_cache.clear()
-    yield
-    index_cache.clear()
 
 
 @contextmanager
@@ -48,7 +40,7 @@ def at_most(seconds: int):
 
 
 @pytest.fixture
-def tools(owner, make_tool):
+def text_tools(owner, make_tool):
     """A tool with long runs of 'a' (the classic catastrophic input), a short one, and a Chinese one."""
     return {
         "long.text": make_tool(
@@ -118,7 +110,7 @@ ALL_FIELDS_OF = {
         (r"(.*a){12}", {"long.text": ["description", "parameter descriptions"]}),
     ],
 )
-def test_catastrophic_patterns_answer_at_once_with_the_right_result(tools, owner, pattern, expected):
+def test_catastrophic_patterns_answer_at_once_with_the_right_result(text_tools, owner, pattern, expected):
     """Patterns that backtrack exponentially in Python's re run in linear time and give the correct matches.
 
     Measured: each of these takes under 5 ms over this catalogue (Python's re: minutes or more).
@@ -189,7 +181,7 @@ def python_re_matches(owner, pattern):
         r"(?-i:Read)",
     ],
 )
-def test_ordinary_patterns_match_like_python_re(tools, owner, pattern):
+def test_ordinary_patterns_match_like_python_re(text_tools, owner, pattern):
     """Ordinary patterns keep Python's re semantics (Unicode classes, $ before a final newline, inline flags)."""
     # when
     result = search(owner, pattern)
@@ -211,7 +203,7 @@ def test_ordinary_patterns_match_like_python_re(tools, owner, pattern):
         (r"(a{1000}){1000}", "too large"),
     ],
 )
-def test_patterns_needing_backtracking_are_refused_clearly(tools, owner, pattern, says):
+def test_patterns_needing_backtracking_are_refused_clearly(text_tools, owner, pattern, says):
     """Constructs a linear-time engine cannot run are INVALID_QUERY saying which, and nothing is written."""
     # given
     uses_before = list(Tool.objects.order_by("pk").values_list("use_count", flat=True))
@@ -225,7 +217,7 @@ def test_patterns_needing_backtracking_are_refused_clearly(tools, owner, pattern
     assert list(Tool.objects.order_by("pk").values_list("use_count", flat=True)) == uses_before
 
 
-def test_an_expensive_pattern_stops_at_the_time_budget(tools, owner, monkeypatch):
+def test_an_expensive_pattern_stops_at_the_time_budget(text_tools, owner, monkeypatch):
     """Matching stops past REGEX_TIME_BUDGET with INVALID_QUERY saying so (a large counted repetition costs
     seconds over thousands of long tools even in linear time)."""
     # given

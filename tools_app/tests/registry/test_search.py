@@ -13,13 +13,6 @@ from tools_app.registry.text import split_identifier, stem, terms
 from tools_app.services import binding_update
 
 
-@pytest.fixture(autouse=True)
-def _fresh_index_cache():
-    index_cache.clear()
-    yield
-    index_cache.clear()
-
-
 def needs_embedding():
     if not embedding.available():
         pytest.skip("the embedding extra is not installed (pip install -r requirements-embedding.txt)")
@@ -170,7 +163,7 @@ def test_regex_matches_fields_and_scores_by_field(tools, owner):
     [("(unclosed", "not a valid regular expression"), (r"(a)\1", "backreference"), ("x" * 201, "at most 200")],
 )
 def test_regex_bad_patterns_are_invalid_query(tools, owner, pattern, says):
-    """An invalid, backtracking-only or over-long pattern is INVALID_QUERY saying why (test_registry_regex.py)."""
+    """An invalid, backtracking-only or over-long pattern is INVALID_QUERY saying why (test_regex_search.py)."""
     # when
     with pytest.raises(ToolError) as caught:
         search_tools(scope=UserScope(owner), query=pattern, method="regex")

@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 import pytest
-from django.db import DatabaseError, connection, connections
+from django.db import DatabaseError, connections
 
 from tools_app import services
 from tools_app.models import EmbeddingVector
@@ -39,7 +39,7 @@ def new_worker() -> None:
 
 
 @pytest.fixture
-def tools(owner, make_tool):
+def embedded_tools(owner, make_tool):
     return {
         name: make_tool(owner, None, type="external", name=name, description=description) for name, description in SPECS
     }
@@ -62,7 +62,7 @@ def tool_keys(owner) -> dict[str, str]:
     return {doc.name: embedding.text_key(index.embedding_text(doc)) for doc in index.docs}
 
 
-def test_tool_vectors_are_stored_once_per_text(tools, owner):
+def test_tool_vectors_are_stored_once_per_text(embedded_tools, owner):
     """A first semantic search stores one float32 vector per tool text, under the model's id."""
     # when
     result = search_tools(scope=UserScope(owner), query="will it rain tomorrow", method="embedding", limit=3)
@@ -76,7 +76,7 @@ def test_tool_vectors_are_stored_once_per_text(tools, owner):
     assert abs(float(np.linalg.norm(stored)) - 1.0) < 1e-4
 
 
-def test_query_texts_are_not_stored(tools, owner):
+def test_query_texts_are_not_stored(embedded_tools, owner):
     """Callers' queries are embedded but never written to the database."""
     # when
     search_tools(scope=UserScope(owner), query="will it rain tomorrow", method="hybrid")
@@ -85,7 +85,7 @@ def test_query_texts_are_not_stored(tools, owner):
     assert not EmbeddingVector.objects.filter(text_hash=embedding.text_key("will it rain tomorrow")).exists()
 
 
-def test_another_worker_reuses_the_stored_vectors(tools, owner, encoded):
+def test_another_worker_reuses_the_stored_vectors(embedded_tools, owner, encoded):
     """A worker that starts after the vectors were stored embeds only the query, not the tools."""
     # given
     first = search_tools(scope=UserScope(owner), query="send a chat message", method="hybrid")
@@ -101,11 +101,11 @@ def test_another_worker_reuses_the_stored_vectors(tools, owner, encoded):
     assert EmbeddingVector.objects.count() == 3
 
 
-def test_an_edited_tool_is_embedded_once_for_all_workers(tools, owner, encoded):
+def test_an_edited_tool_is_embedded_once_for_all_workers(embedded_tools, owner, encoded):
     """After an edit, one worker embeds the new text; another worker then reads it from the database."""
     # given
     search_tools(scope=UserScope(owner), query="weather", method="embedding")
-    services.tool_update(tool=tools["slack-post_message"], description="Post a note to a team room.")
+    services.tool_update(tool=embedded_tools["slack-post_message"], description="Post a note to a team room.")
     encoded.clear()
     # when
     search_tools(scope=UserScope(owner), query="weather", method="embedding")
@@ -121,7 +121,7 @@ def test_an_edited_tool_is_embedded_once_for_all_workers(tools, owner, encoded):
     assert EmbeddingVector.objects.count() == 4
 
 
-def test_vectors_of_another_model_are_not_used(tools, owner, encoded):
+def test_vectors_of_another_model_are_not_used(embedded_tools, owner, encoded):
     """A vector stored under another model id is ignored: that text is embedded again under this model."""
     # given
     key = tool_keys(owner)["weather.forecast"]
@@ -135,7 +135,7 @@ def test_vectors_of_another_model_are_not_used(tools, owner, encoded):
     assert EmbeddingVector.objects.filter(model_id=embedding.encoder().model_id).count() == 3
 
 
-def test_a_vector_written_meanwhile_by_another_worker_is_kept(tools, owner):
+def test_a_vector_written_meanwhile_by_another_worker_is_kept(embedded_tools, owner):
     """Two workers embedding the same text do not collide: the row written first stays, no error."""
     # given
     keys = tool_keys(owner)
@@ -165,7 +165,7 @@ def test_a_vector_written_meanwhile_by_another_worker_is_kept(tools, owner):
     assert bytes(stored.vector) == theirs.tobytes()
 
 
-def test_a_stored_vector_of_the_wrong_size_is_replaced(tools, owner):
+def test_a_stored_vector_of_the_wrong_size_is_replaced(embedded_tools, owner):
     """A damaged row is deleted and the text embedded and stored again."""
     # given
     key = tool_keys(owner)["weather.forecast"]
@@ -179,7 +179,7 @@ def test_a_stored_vector_of_the_wrong_size_is_replaced(tools, owner):
     assert len(bytes(EmbeddingVector.objects.get(model_id=model_id, text_hash=key).vector)) == 384 * 4
 
 
-def test_search_works_when_the_vectors_cannot_be_stored(tools, owner, monkeypatch, caplog):
+def test_search_works_when_the_vectors_cannot_be_stored(embedded_tools, owner, monkeypatch, caplog):
     """A failed write is logged; the search still answers and nothing is stored."""
 
     # given
@@ -195,7 +195,7 @@ def test_search_works_when_the_vectors_cannot_be_stored(tools, owner, monkeypatc
     assert "Could not store 3 embedding vectors" in caplog.text
 
 
-def test_search_works_when_the_vectors_cannot_be_read(tools, owner, monkeypatch, caplog):
+def test_search_works_when_the_vectors_cannot_be_read(embedded_tools, owner, monkeypatch, caplog):
     """A failed read is logged and the texts are embedded instead; the search still answers."""
     # given
     search_tools(scope=UserScope(owner), query="warm up", method="embedding")
@@ -212,13 +212,6 @@ def test_search_works_when_the_vectors_cannot_be_read(tools, owner, monkeypatch,
     assert "Could not read stored embedding vectors" in caplog.text
     monkeypatch.undo()
     assert EmbeddingVector.objects.count() == 3
-
-
-@pytest.fixture
-def postgres_db(transactional_db):
-    """Committed data visible to other connections, on PostgreSQL only."""
-    if connection.vendor != "postgresql":
-        pytest.skip("Concurrent connections need PostgreSQL (the SQLite test database lives in memory).")
 
 
 @pytest.mark.postgres

@@ -11,14 +11,14 @@ from tools_app import services
 from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.models import Binding, CallLog, McpInstance, Table, Tool
 from tools_app.selectors import UsedBy, usage_of
-from tools_app.tests.services.test_concurrency import _in_threads, postgres_db  # noqa: F401 (fixture)
+from tools_app.tests.services.test_concurrency import _in_threads
 from tools_app.tool_schemas import input_schema_breaks
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def served(owner, table, make_tool, instance, bind):
+def bound_query(owner, table, make_tool, instance, bind):
     """orders_query bound (as `find_orders`) and enabled on the enabled instance 'shop'."""
     tool = make_tool(owner, table, name="orders_query")
     binding = bind(instance, tool, name_override="find_orders")
@@ -46,10 +46,10 @@ def log_call(instance, tool, *, name, key=None, days_ago=0, surface="mcp", user=
 #
 
 
-def test_usage_names_instance_tool_and_recent_clients(served, instance, make_api_key):
+def test_usage_names_instance_tool_and_recent_clients(bound_query, instance, make_api_key):
     """A bound tool is in use on its instance under its effective name, with the calls and clients of the last days."""
     # given
-    tool, _ = served
+    tool, _ = bound_query
     key, _ = make_api_key(instance, label="billing-agent")
     log_call(instance, tool, name="find_orders", key=key)
     log_call(instance, tool, name="find_orders", key=key, days_ago=2)
@@ -65,10 +65,10 @@ def test_usage_names_instance_tool_and_recent_clients(served, instance, make_api
     assert used_by[0].clients == (f"key 'billing-agent' ({key.prefix}…)",)
 
 
-def test_disabled_binding_or_instance_is_not_in_use_unless_called(served, instance, table):
+def test_disabled_binding_or_instance_is_not_in_use_unless_called(bound_query, instance, table):
     """Bound but disabled (binding or instance) is no use; a recent call through it still is."""
     # given
-    tool, binding = served
+    tool, binding = bound_query
     services.binding_update(binding=binding, enabled=False)
 
     # then
@@ -96,8 +96,8 @@ def test_api_calls_count_with_the_user_as_client(owner, table, make_tool):
     ]
 
 
-def test_in_use_days_zero_counts_bindings_only(served, instance, settings):
-    tool, _ = served
+def test_in_use_days_zero_counts_bindings_only(bound_query, instance, settings):
+    tool, _ = bound_query
     settings.TOOLHUB_IN_USE_DAYS = 0
     log_call(instance, tool, name="find_orders")
     assert [(u.tool, u.calls) for u in usage_of(instances=[instance])] == [("find_orders", 0)]
@@ -117,10 +117,10 @@ def test_in_use_days_zero_counts_bindings_only(served, instance, settings):
         ("instance", "/api/mcp-instances/{instance}/"),
     ],
 )
-def test_delete_in_use_is_409_naming_what_breaks_then_force_deletes(owner, table, instance, served, kind, path):
+def test_delete_in_use_is_409_naming_what_breaks_then_force_deletes(owner, table, instance, bound_query, kind, path):
     """DELETE of anything in use is 409 IN_USE with details.used_by, nothing deleted; ?force=true deletes it."""
     # given
-    tool, binding = served
+    tool, binding = bound_query
     url = path.format(table=table.pk, tool=tool.pk, binding=binding.pk, instance=instance.pk)
     client = client_for(owner)
     before = db_snapshot()
@@ -164,9 +164,9 @@ def test_delete_of_what_nothing_uses_needs_no_force(owner, table, make_tool):
     assert not Tool.objects.filter(pk=tool.pk).exists()
 
 
-def test_force_must_be_a_boolean(owner, served):
+def test_force_must_be_a_boolean(owner, bound_query):
     """?force=maybe is a 400 naming `force`; nothing is deleted."""
-    tool, _ = served
+    tool, _ = bound_query
     response = client_for(owner).delete(f"/api/tools/{tool.pk}/?force=maybe")
     assert response.status_code == 400
     assert response.json()["fields"] == {"force": ["Must be true or false."]}
@@ -194,8 +194,8 @@ def test_rename_of_a_tool_clients_call_by_name_needs_force(owner, table, make_to
     assert Tool.objects.get(pk=tool.pk).name == "orders_search"
 
 
-def test_rename_of_a_tool_bound_under_an_override_breaks_nothing(owner, served):
-    tool, _ = served
+def test_rename_of_a_tool_bound_under_an_override_breaks_nothing(owner, bound_query):
+    tool, _ = bound_query
     response = client_for(owner).patch(f"/api/tools/{tool.pk}/", {"name": "renamed"}, format="json")
     assert response.status_code == 200
 
@@ -215,10 +215,10 @@ OPEN = {"type": "object", "properties": {"query": {"type": "string"}, "hint": {"
         ),
     ],
 )
-def test_breaking_input_schema_change_needs_force(owner, served, new_schema, reason):
+def test_breaking_input_schema_change_needs_force(owner, bound_query, new_schema, reason):
     """A PATCH whose input schema refuses calls the current one accepts is 409 IN_USE naming why; force goes on."""
     # given
-    tool, _ = served
+    tool, _ = bound_query
     services.tool_update(tool=tool, input_schema=OPEN, force=True)
     client = client_for(owner)
 
@@ -235,8 +235,8 @@ def test_breaking_input_schema_change_needs_force(owner, served, new_schema, rea
     assert Tool.objects.get(pk=tool.pk).input_schema == new_schema
 
 
-def test_widening_input_schema_is_not_guarded(owner, served):
-    tool, _ = served
+def test_widening_input_schema_is_not_guarded(owner, bound_query):
+    tool, _ = bound_query
     schema = dict(tool.input_schema)
     schema["properties"] = {**schema["properties"], "hint": {"type": "string"}}
     response = client_for(owner).patch(f"/api/tools/{tool.pk}/", {"input_schema": schema}, format="json")
@@ -271,7 +271,7 @@ def test_input_schema_breaks_names_each_reason():
     )
 
 
-def test_slug_change_of_an_instance_in_use_needs_force(owner, instance, served):
+def test_slug_change_of_an_instance_in_use_needs_force(owner, instance, bound_query):
     client = client_for(owner)
     refused = client.patch(f"/api/mcp-instances/{instance.pk}/", {"slug": "store"}, format="json")
     renamed = client.patch(f"/api/mcp-instances/{instance.pk}/", {"name": "The shop"}, format="json")
@@ -285,8 +285,8 @@ def test_slug_change_of_an_instance_in_use_needs_force(owner, instance, served):
     assert McpInstance.objects.get(pk=instance.pk).slug == "store"
 
 
-def test_binding_override_change_in_use_needs_force(owner, served):
-    _, binding = served
+def test_binding_override_change_in_use_needs_force(owner, bound_query):
+    _, binding = bound_query
     client = client_for(owner)
     refused = client.patch(f"/api/bindings/{binding.pk}/", {"name_override": "orders"}, format="json")
     disabled = client.patch(f"/api/bindings/{binding.pk}/", {"description_override": "Find orders."}, format="json")
@@ -299,7 +299,7 @@ def test_binding_override_change_in_use_needs_force(owner, served):
     assert Binding.objects.get(pk=binding.pk).name_override == "orders"
 
 
-def test_services_refuse_unless_forced(served, table):
+def test_services_refuse_unless_forced(bound_query, table):
     """The services themselves apply the guard (every surface): IN_USE, nothing deleted; force=True deletes."""
     with pytest.raises(ToolhubError) as refused:
         services.table_delete(table=table)
@@ -309,8 +309,8 @@ def test_services_refuse_unless_forced(served, table):
     assert not Table.objects.filter(pk=table.pk).exists()
 
 
-def test_another_users_object_is_404_not_409(other_user, served):
-    tool, _ = served
+def test_another_users_object_is_404_not_409(other_user, bound_query):
+    tool, _ = bound_query
     response = client_for(other_user).delete(f"/api/tools/{tool.pk}/")
     assert response.status_code == 404
     assert Tool.objects.filter(pk=tool.pk).exists()
@@ -326,11 +326,11 @@ def admin_url(obj, view: str) -> str:
 
 
 @pytest.mark.parametrize("kind", ["table", "tool", "binding", "instance"])
-def test_admin_delete_page_lists_what_breaks_and_needs_the_box(client, owner, table, instance, served, kind):
+def test_admin_delete_page_lists_what_breaks_and_needs_the_box(client, owner, table, instance, bound_query, kind):
     """The confirmation page shows the instance, tool name and clients; a POST without the box ticked deletes
     nothing and shows the page again; with it, the object goes."""
     # given
-    tool, binding = served
+    tool, binding = bound_query
     obj = {"table": table, "tool": tool, "binding": binding, "instance": instance}[kind]
     client.force_login(owner)
     url = admin_url(obj, "delete")
@@ -367,8 +367,8 @@ def test_admin_delete_page_of_unused_object_asks_no_box(client, owner, table, ma
     assert not Tool.objects.filter(pk=tool.pk).exists()
 
 
-def test_admin_bulk_delete_needs_the_box(client, owner, served):
-    tool, _ = served
+def test_admin_bulk_delete_needs_the_box(client, owner, bound_query):
+    tool, _ = bound_query
     client.force_login(owner)
     url = reverse("admin:tools_app_tool_changelist")
     action = {"action": "delete_selected", "_selected_action": [tool.pk]}
@@ -380,8 +380,8 @@ def test_admin_bulk_delete_needs_the_box(client, owner, served):
     assert not Tool.objects.filter(pk=tool.pk).exists()
 
 
-def test_admin_unbind_action_asks_when_in_use(client, owner, served):
-    _, binding = served
+def test_admin_unbind_action_asks_when_in_use(client, owner, bound_query):
+    _, binding = bound_query
     client.force_login(owner)
     url = reverse("admin:tools_app_binding_changelist")
     action = {"action": "unbind", "_selected_action": [binding.pk]}

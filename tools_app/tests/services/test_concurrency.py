@@ -22,24 +22,6 @@ WORKERS = 8
 CALLS = 25
 NAME_RACERS = 20
 
-SKIP_REASON = (
-    "Row locks and concurrent connections need PostgreSQL (the SQLite test database lives in memory); "
-    "set DATABASE_URL=postgres://... to run."
-)
-
-
-@pytest.fixture
-def postgres_db(transactional_db):
-    """Committed data visible to other connections, on PostgreSQL only."""
-    if connection.vendor != "postgresql":
-        pytest.skip(SKIP_REASON)
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    # The shared user fixtures set passwords; the default hasher costs ~0.3 s per user.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
 
 def _in_threads(count: int, target) -> list:
     """Run target(i) in `count` threads released together; return each result or the exception raised."""

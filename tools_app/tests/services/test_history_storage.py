@@ -23,13 +23,6 @@ from tools_app.services.table_cache import table_cache
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
 
-@pytest.fixture(autouse=True)
-def _empty_cache():
-    table_cache.clear()
-    yield
-    table_cache.clear()
-
-
 def _records(count: int) -> list[dict]:
     return [
         {"id": n, "customer": f"customer-{n % 97}", "status": "new", "note": "n" * 250} for n in range(1, count + 1)
@@ -42,12 +35,6 @@ def _entry_bytes(table_id: int) -> list[int]:
 
 def _history_bytes(table_id: int) -> int:
     return Table.objects.values_list("history_bytes", flat=True).get(pk=table_id)
-
-
-@pytest.fixture
-def owner_client(client, owner):
-    client.force_login(owner)
-    return client
 
 
 def _call(user, tool, arguments: dict):

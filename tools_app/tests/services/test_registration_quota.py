@@ -10,22 +10,22 @@ from django.conf import settings
 from mcp_app.tests.mcp_harness import Harness
 from tools_app.models import Binding, CallLog, Tool
 from tools_app.services import instance_update
-from tools_app.tests.services.test_concurrency import _in_threads, postgres_db  # noqa: F401  (postgres_db: a fixture)
+from tools_app.tests.services.test_concurrency import _in_threads
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def shop(owner, make_tool, instance, bind, make_api_key):
+def open_shop(owner, make_tool, instance, bind, make_api_key):
     """Instance 'shop' of `owner`, open to registration, with register_tool bound: the owner has 1 tool."""
     instance_update(instance=instance, allow_registration=True)
     bind(instance, make_tool(owner, type="register_tool", name="register_tool", description="Register a tool."))
     return {"instance": instance, "key": make_api_key(instance)[1]}
 
 
-def register(shop, name: str) -> dict:
+def register(open_shop, name: str) -> dict:
     arguments = {"name": name, "description": "Current weather for a city.", "mcp_server": "wx-server"}
-    return Harness().call("shop", shop["key"], "register_tool", arguments)["result"]
+    return Harness().call("shop", open_shop["key"], "register_tool", arguments)["result"]
 
 
 def snapshot():
@@ -37,27 +37,27 @@ def test_default_quota_is_1000():
     assert settings.TOOLHUB_MAX_TOOLS_PER_OWNER == 1000
 
 
-def test_registration_up_to_the_quota_succeeds(shop, owner, settings):
+def test_registration_up_to_the_quota_succeeds(open_shop, owner, settings):
     """With quota 2 and one tool, the second tool is registered and bound."""
     # given
     settings.TOOLHUB_MAX_TOOLS_PER_OWNER = 2
     # when
-    result = register(shop, "weather_now")
+    result = register(open_shop, "weather_now")
     # then
     assert result["isError"] is False
     assert Tool.objects.filter(owner=owner).count() == 2
-    assert Binding.objects.filter(mcp_instance=shop["instance"], tool__name="weather_now").count() == 1
+    assert Binding.objects.filter(mcp_instance=open_shop["instance"], tool__name="weather_now").count() == 1
 
 
-def test_registration_over_the_quota_fails_naming_it_and_writes_nothing(shop, owner, settings):
+def test_registration_over_the_quota_fails_naming_it_and_writes_nothing(open_shop, owner, settings):
     """At the quota register_tool is REGISTRATION_FAILED with the quota in the message and the details;
     no tool, no binding; the call is logged as that error."""
     # given
     settings.TOOLHUB_MAX_TOOLS_PER_OWNER = 2
-    assert register(shop, "weather_now")["isError"] is False
+    assert register(open_shop, "weather_now")["isError"] is False
     before = snapshot()
     # when
-    result = register(shop, "weather_tomorrow")
+    result = register(open_shop, "weather_tomorrow")
     # then
     assert result["isError"] is True
     assert result["content"][0]["text"] == (
@@ -71,7 +71,7 @@ def test_registration_over_the_quota_fails_naming_it_and_writes_nothing(shop, ow
     assert (last.tool_name, last.status, last.error_code) == ("register_tool", "error", "REGISTRATION_FAILED")
 
 
-def test_quota_counts_every_tool_of_the_owner_and_only_the_owners(shop, owner, other_user, make_tool, settings):
+def test_quota_counts_every_tool_of_the_owner_and_only_the_owners(open_shop, owner, other_user, make_tool, settings):
     """Tools of any type count; another user's tools do not."""
     # given: the owner has register_tool and a data tool; another user has three tools
     settings.TOOLHUB_MAX_TOOLS_PER_OWNER = 3
@@ -79,8 +79,8 @@ def test_quota_counts_every_tool_of_the_owner_and_only_the_owners(shop, owner, o
     for n in range(3):
         make_tool(other_user, None, type="external", name=f"theirs_{n}", description="")
     # when
-    first = register(shop, "weather_now")
-    second = register(shop, "weather_tomorrow")
+    first = register(open_shop, "weather_now")
+    second = register(open_shop, "weather_tomorrow")
     # then
     assert first["isError"] is False
     assert second["isError"] is True

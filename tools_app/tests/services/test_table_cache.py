@@ -32,18 +32,18 @@ def _data_loads(queries: CaptureQueriesContext) -> int:
 
 
 @pytest.fixture
-def orders(make_table, owner):
+def cached_table(make_table, owner):
     return make_table(owner, data=[dict(record) for record in RECORDS])
 
 
 @pytest.fixture
-def query_tool(make_tool, owner, orders):
-    return make_tool(owner, orders, type="query_data", name="query_orders")
+def query_tool(make_tool, owner, cached_table):
+    return make_tool(owner, cached_table, type="query_data", name="query_orders")
 
 
 @pytest.fixture
-def create_tool(make_tool, owner, orders):
-    return make_tool(owner, orders, type="create", name="create_order")
+def create_tool(make_tool, owner, cached_table):
+    return make_tool(owner, cached_table, type="create", name="create_order")
 
 
 SHIPPED_BIG = {"query": "[?status=='shipped' && total > `500`].id"}
@@ -66,7 +66,7 @@ def test_first_read_loads_the_document_and_later_reads_do_not(query_tool):
 
 
 def test_write_in_this_process_updates_the_cache_without_a_reload(
-    query_tool, create_tool, orders, django_capture_on_commit_callbacks
+    query_tool, create_tool, cached_table, django_capture_on_commit_callbacks
 ):
     """After a committed write the cache holds the new version, so the next read loads nothing."""
     # given
@@ -80,12 +80,12 @@ def test_write_in_this_process_updates_the_cache_without_a_reload(
     assert outcome == {"created": 1, "version": 2}
     assert result == [2, 3, 4]
     assert (len(read.captured_queries), _data_loads(read)) == (1, 0)
-    orders.refresh_from_db()
-    assert orders.version == 2
-    assert [record["id"] for record in orders.data] == [1, 2, 3, 4]
+    cached_table.refresh_from_db()
+    assert cached_table.version == 2
+    assert [record["id"] for record in cached_table.data] == [1, 2, 3, 4]
 
 
-def test_write_with_a_warm_cache_does_not_reload_the_document(query_tool, create_tool, orders):
+def test_write_with_a_warm_cache_does_not_reload_the_document(query_tool, create_tool, cached_table):
     """The writer takes the row lock and reads the version; the cached document of that version is reused."""
     # given
     execute(tool=query_tool, arguments=SHIPPED_BIG)
@@ -95,12 +95,12 @@ def test_write_with_a_warm_cache_does_not_reload_the_document(query_tool, create
     # then
     assert outcome == {"created": 1, "version": 2}
     assert _data_loads(write) == 0
-    orders.refresh_from_db()
-    assert orders.version == 2
-    assert [record["id"] for record in orders.data] == [1, 2, 3, 4]
+    cached_table.refresh_from_db()
+    assert cached_table.version == 2
+    assert [record["id"] for record in cached_table.data] == [1, 2, 3, 4]
 
 
-def test_read_after_an_uncached_version_catches_up_from_the_log(query_tool, create_tool, orders):
+def test_read_after_an_uncached_version_catches_up_from_the_log(query_tool, create_tool, cached_table):
     """A version the cache has not seen (here: the write's cache update never ran) is the cached older version
     with the change log applied (issue 14): the version, then the patches; the document is not parsed again."""
     # given
@@ -114,12 +114,14 @@ def test_read_after_an_uncached_version_catches_up_from_the_log(query_tool, crea
     assert (len(read.captured_queries), _data_loads(read)) == (2, 0)
 
 
-def test_write_by_another_worker_is_seen_by_the_next_read(query_tool, orders):
+def test_write_by_another_worker_is_seen_by_the_next_read(query_tool, cached_table):
     """Another process's write (an entry and version +1) shows on this process's next read, caught up from the log."""
     # given
     assert execute(tool=query_tool, arguments=SHIPPED_BIG) == [2, 3]
     # when
-    write_elsewhere(orders.pk, [{"op": "add", "path": "/-", "value": {"id": 9, "status": "shipped", "total": 999}}])
+    write_elsewhere(
+        cached_table.pk, [{"op": "add", "path": "/-", "value": {"id": 9, "status": "shipped", "total": 999}}]
+    )
     with CaptureQueriesContext(connection) as read:
         result = execute(tool=query_tool, arguments=SHIPPED_BIG)
     with CaptureQueriesContext(connection) as again:
@@ -131,21 +133,23 @@ def test_write_by_another_worker_is_seen_by_the_next_read(query_tool, orders):
     assert (len(again.captured_queries), _data_loads(again)) == (1, 0)
 
 
-def test_write_after_another_workers_write_keeps_both(query_tool, create_tool, orders):
+def test_write_after_another_workers_write_keeps_both(query_tool, create_tool, cached_table):
     """A write never applies its change to a stale cached document: the other worker's record survives."""
     # given
     execute(tool=query_tool, arguments=SHIPPED_BIG)
-    write_elsewhere(orders.pk, [{"op": "add", "path": "/-", "value": {"id": 9, "status": "shipped", "total": 999}}])
+    write_elsewhere(
+        cached_table.pk, [{"op": "add", "path": "/-", "value": {"id": 9, "status": "shipped", "total": 999}}]
+    )
     # when
     outcome = execute(tool=create_tool, arguments={"elements": [{"id": 4, "status": "new", "total": 1}]})
     # then
     assert outcome == {"created": 1, "version": 3}
-    orders.refresh_from_db()
-    assert orders.version == 3
-    assert [record["id"] for record in orders.data] == [1, 2, 3, 9, 4]
+    cached_table.refresh_from_db()
+    assert cached_table.version == 3
+    assert [record["id"] for record in cached_table.data] == [1, 2, 3, 9, 4]
 
 
-def test_failed_write_leaves_the_cached_document_untouched(query_tool, create_tool, orders):
+def test_failed_write_leaves_the_cached_document_untouched(query_tool, create_tool, cached_table):
     """A create refused with KEY_EXISTS changes neither the row nor what readers get from the cache."""
     # given
     execute(tool=query_tool, arguments=SHIPPED_BIG)
@@ -156,15 +160,15 @@ def test_failed_write_leaves_the_cached_document_untouched(query_tool, create_to
     # then
     assert caught.value.code == ErrorCode.KEY_EXISTS
     assert result == [1, 2, 3]
-    orders.refresh_from_db()
-    assert orders.version == 1
-    assert orders.data == RECORDS
+    cached_table.refresh_from_db()
+    assert cached_table.version == 1
+    assert cached_table.data == RECORDS
 
 
-def test_data_schema_is_computed_once_per_version(make_tool, owner, orders, monkeypatch):
+def test_data_schema_is_computed_once_per_version(make_tool, owner, cached_table, monkeypatch):
     """get_data_schema is derived once per cached version, and again after the version changes."""
     # given
-    tool = make_tool(owner, orders, type="get_data_schema", name="orders_schema")
+    tool = make_tool(owner, cached_table, type="get_data_schema", name="orders_schema")
     calls = []
     original = operations.describe
 
@@ -176,7 +180,7 @@ def test_data_schema_is_computed_once_per_version(make_tool, owner, orders, monk
     # when
     first = execute(tool=tool, arguments={})
     second = execute(tool=tool, arguments={})
-    write_elsewhere(orders.pk, [{"op": "replace", "path": "", "value": [{"id": 1}]}])
+    write_elsewhere(cached_table.pk, [{"op": "replace", "path": "", "value": [{"id": 1}]}])
     third = execute(tool=tool, arguments={})
     # then
     assert first == second
@@ -204,7 +208,7 @@ def test_document_is_parsed_with_the_cyclic_collector_paused_and_resumed_after(q
     assert gc.isenabled() is True
 
 
-def test_collector_is_resumed_when_the_load_fails(orders, monkeypatch):
+def test_collector_is_resumed_when_the_load_fails(cached_table, monkeypatch):
     """A failing load (here: the parse raises) still turns the collector back on."""
 
     # given
@@ -214,7 +218,7 @@ def test_collector_is_resumed_when_the_load_fails(orders, monkeypatch):
     monkeypatch.setattr(json_field.json, "loads", broken_loads)
     # when
     with pytest.raises(ValueError, match="broken document"):
-        services.table_data(orders.pk)
+        services.table_data(cached_table.pk)
     # then
     assert gc.isenabled() is True
-    assert table_cache.get(orders.pk, 1) is None
+    assert table_cache.get(cached_table.pk, 1) is None

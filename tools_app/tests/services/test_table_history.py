@@ -27,20 +27,13 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 RECORDS = [{"id": 1, "status": "new"}, {"id": 2, "status": "paid"}, {"id": 3, "status": "new"}]
 
 
-@pytest.fixture(autouse=True)
-def _empty_cache():
-    table_cache.clear()
-    yield
-    table_cache.clear()
-
-
 @pytest.fixture
 def orders(make_table, owner):
     return make_table(owner, name="orders", data=[dict(record) for record in RECORDS])
 
 
 @pytest.fixture
-def tools(make_tool, owner, orders):
+def write_tools(make_tool, owner, orders):
     return {kind: make_tool(owner, orders, type=kind, name=f"orders_{kind}") for kind in ("create", "update", "delete")}
 
 
@@ -131,13 +124,13 @@ def test_checked_refuses_what_is_not_a_patch():
 #
 
 
-def test_writes_append_patches_and_leave_the_snapshot(tools, orders):
+def test_writes_append_patches_and_leave_the_snapshot(write_tools, orders):
     """create, update and delete each append one entry (patch and inverse) and move the version by one; the stored
     snapshot stays at version 1 and the snapshot plus the log is the document."""
     # when
-    execute(tool=tools["create"], arguments={"elements": [{"id": 4, "status": "new"}]})
-    execute(tool=tools["update"], arguments={"elements": [{"id": 2, "status": "shipped", "note": "x"}]})
-    execute(tool=tools["delete"], arguments={"keys": [1, "3"]})
+    execute(tool=write_tools["create"], arguments={"elements": [{"id": 4, "status": "new"}]})
+    execute(tool=write_tools["update"], arguments={"elements": [{"id": 2, "status": "shipped", "note": "x"}]})
+    execute(tool=write_tools["delete"], arguments={"keys": [1, "3"]})
     # then
     entries = list(
         TableChange.objects.filter(table=orders).order_by("version").values_list("version", "patch", "inverse")
@@ -189,16 +182,16 @@ def test_object_mount_writes_are_patches_on_keys(owner, make_table, make_tool):
     assert _document(table.pk) == {"items": {"c~d": {"price": 2}}, "meta": {"orders": [{"id": 1}]}}
 
 
-def test_a_refused_write_appends_nothing(tools, orders):
+def test_a_refused_write_appends_nothing(write_tools, orders):
     """KEY_EXISTS, KEY_NOT_FOUND: no entry, no version, the snapshot untouched."""
     # given
     before = db_snapshot()
     # when
     errors = []
     for tool, arguments in [
-        (tools["create"], {"elements": [{"id": 9}, {"id": 2}]}),
-        (tools["update"], {"elements": [{"id": 1, "status": "x"}, {"id": 99}]}),
-        (tools["delete"], {"keys": [1, 99]}),
+        (write_tools["create"], {"elements": [{"id": 9}, {"id": 2}]}),
+        (write_tools["update"], {"elements": [{"id": 1, "status": "x"}, {"id": 99}]}),
+        (write_tools["delete"], {"keys": [1, 99]}),
     ]:
         with pytest.raises(ToolError) as caught:
             execute(tool=tool, arguments=arguments)
@@ -208,7 +201,7 @@ def test_a_refused_write_appends_nothing(tools, orders):
     assert db_snapshot() == before
 
 
-def test_key_index_follows_a_long_mixed_sequence(tools, orders):
+def test_key_index_follows_a_long_mixed_sequence(write_tools, orders):
     """300 random creates, updates and deletes: the document always equals a plain re-computation, and the kept
     key index answers like a fresh one (it is carried across versions, never rebuilt)."""
     rng = random.Random(7)
@@ -219,15 +212,15 @@ def test_key_index_follows_a_long_mixed_sequence(tools, orders):
         if choice == 0 or not expected:
             batch = [{"id": next_id + n, "v": rng.randrange(9)} for n in range(rng.randrange(1, 3))]
             next_id += len(batch)
-            execute(tool=tools["create"], arguments={"elements": batch})
+            execute(tool=write_tools["create"], arguments={"elements": batch})
             expected.extend(batch)
         elif choice == 1:
             record = rng.choice(expected)
-            execute(tool=tools["update"], arguments={"elements": [{"id": record["id"], "v": -1}]})
+            execute(tool=write_tools["update"], arguments={"elements": [{"id": record["id"], "v": -1}]})
             record["v"] = -1
         else:
             victims = rng.sample([r["id"] for r in expected], min(len(expected), rng.randrange(1, 3)))
-            execute(tool=tools["delete"], arguments={"keys": victims})
+            execute(tool=write_tools["delete"], arguments={"keys": victims})
             expected = [r for r in expected if r["id"] not in victims]
     assert services.table_data(orders.pk)[1] == expected
     table_cache.clear()
@@ -243,14 +236,14 @@ def test_delete_on_duplicate_keys_removes_every_holder(owner, make_table, make_t
     assert services.table_data(table.pk)[1] == [{"id": 1}, {"id": 3}]
 
 
-def test_another_workers_write_is_caught_up_not_reparsed(tools, orders):
+def test_another_workers_write_is_caught_up_not_reparsed(write_tools, orders):
     """This process holds version v; after another worker's writes it applies their patches: two queries (the
     version, the patches), no read of the snapshot."""
     # given
     services.table_data(orders.pk)
     held = table_cache.held(orders.pk)
     with table_log.write_audit(table_log.WriteAudit()):
-        execute(tool=tools["create"], arguments={"elements": [{"id": 4}]})
+        execute(tool=write_tools["create"], arguments={"elements": [{"id": 4}]})
     table_cache.put(orders.pk, held.version, held.data)  # as if the write had been made by another worker
     table_cache._store.put(orders.pk, held)
     # when
@@ -267,7 +260,7 @@ def test_another_workers_write_is_caught_up_not_reparsed(tools, orders):
 #
 
 
-def test_api_call_is_audited_with_user_token_tool_and_arguments(owner, tools, orders):
+def test_api_call_is_audited_with_user_token_tool_and_arguments(owner, write_tools, orders):
     """Over the API with an API token: the entry names the user, the token, the surface, the tool, the arguments."""
     # given
     token, text = services.api_token_issue(user=owner)
@@ -275,13 +268,13 @@ def test_api_call_is_audited_with_user_token_tool_and_arguments(owner, tools, or
     client.credentials(HTTP_AUTHORIZATION=f"Token {text}")
     arguments = {"elements": [{"id": 4, "status": "new"}]}
     # when
-    response = client.post(f"/api/tools/{tools['create'].pk}/call/", {"arguments": arguments}, format="json")
+    response = client.post(f"/api/tools/{write_tools['create'].pk}/call/", {"arguments": arguments}, format="json")
     # then
     assert response.status_code == 200, response.content
     entry = TableChange.objects.get(table=orders)
     assert (entry.surface, entry.user_id, entry.api_token_id, entry.api_key_id) == ("api", owner.pk, token.pk, None)
     assert (entry.tool_id, entry.tool_name, entry.binding_name, entry.arguments) == (
-        tools["create"].pk,
+        write_tools["create"].pk,
         "orders_create",
         "",
         arguments,
@@ -290,10 +283,10 @@ def test_api_call_is_audited_with_user_token_tool_and_arguments(owner, tools, or
     assert entry.version == 2
 
 
-def test_mcp_call_is_audited_with_key_instance_and_binding(owner, tools, orders, instance, bind, make_api_key):
+def test_mcp_call_is_audited_with_key_instance_and_binding(owner, write_tools, orders, instance, bind, make_api_key):
     """Over MCP: the key, the instance and the binding's effective name; the user is the key's owner."""
     # given
-    bind(instance, tools["delete"], name_override="remove_orders")
+    bind(instance, write_tools["delete"], name_override="remove_orders")
     key, text = make_api_key(instance, label="agent-1")
     # when
     result = Harness().call(instance.slug, text, "remove_orders", {"keys": [2]})["result"]
@@ -310,7 +303,7 @@ def test_mcp_call_is_audited_with_key_instance_and_binding(owner, tools, orders,
     assert entry.arguments == {"keys": [2]}
 
 
-def test_audit_and_call_record_are_one_unit(owner, tools, orders, monkeypatch):
+def test_audit_and_call_record_are_one_unit(owner, write_tools, orders, monkeypatch):
     """The entry and the call log row share the write's transaction: a failed record keeps neither."""
     # given
     from tools_app.execution import pipeline as calls
@@ -323,7 +316,10 @@ def test_audit_and_call_record_are_one_unit(owner, tools, orders, monkeypatch):
     caller = Caller(surface=Surface.API, user_id=owner.pk, user=owner)
     # when
     outcome = run_tool_call(
-        caller=caller, target=target_of_tool(tools["create"]), name="orders_create", arguments={"elements": [{"id": 9}]}
+        caller=caller,
+        target=target_of_tool(write_tools["create"]),
+        name="orders_create",
+        arguments={"elements": [{"id": 9}]},
     )
     # then
     assert outcome.error.code == ErrorCode.INTERNAL_ERROR
@@ -335,11 +331,11 @@ def test_audit_and_call_record_are_one_unit(owner, tools, orders, monkeypatch):
 #
 
 
-def test_expected_version_conflict_names_the_version_and_writes_nothing(owner, tools, orders):
+def test_expected_version_conflict_names_the_version_and_writes_nothing(owner, write_tools, orders):
     # given
     before = db_snapshot()
     # when
-    response = _api_call(owner, tools["create"], {"elements": [{"id": 4}], "expected_version": 7})
+    response = _api_call(owner, write_tools["create"], {"elements": [{"id": 4}], "expected_version": 7})
     # then
     assert response.status_code == 409
     assert response.json()["error"] == "VERSION_CONFLICT"
@@ -349,10 +345,10 @@ def test_expected_version_conflict_names_the_version_and_writes_nothing(owner, t
     assert after["tools_app.TableChange"] == []
 
 
-def test_safe_writes_over_mcp(owner, tools, orders, instance, bind, make_api_key):
+def test_safe_writes_over_mcp(owner, write_tools, orders, instance, bind, make_api_key):
     """VERSION_CONFLICT and dry_run mean the same over MCP: an isError result naming the code, or the patch."""
     # given
-    bind(instance, tools["update"])
+    bind(instance, write_tools["update"])
     _, key = make_api_key(instance)
     before = db_snapshot()
     # when
@@ -373,16 +369,16 @@ def test_safe_writes_over_mcp(owner, tools, orders, instance, bind, make_api_key
     assert after["tools_app.TableChange"] == []
 
 
-def test_expected_version_that_matches_writes(owner, tools, orders):
-    response = _api_call(owner, tools["update"], {"elements": [{"id": 1, "status": "x"}], "expected_version": 1})
+def test_expected_version_that_matches_writes(owner, write_tools, orders):
+    response = _api_call(owner, write_tools["update"], {"elements": [{"id": 1, "status": "x"}], "expected_version": 1})
     assert response.json() == {"result": {"updated": 1, "version": 2}}
 
 
-def test_dry_run_returns_the_patch_and_writes_nothing(owner, tools, orders):
+def test_dry_run_returns_the_patch_and_writes_nothing(owner, write_tools, orders):
     # given
     before = db_snapshot()
     # when
-    response = _api_call(owner, tools["delete"], {"keys": [2], "dry_run": True})
+    response = _api_call(owner, write_tools["delete"], {"keys": [2], "dry_run": True})
     # then
     assert response.json() == {"result": {"dry_run": True, "version": 2, "patch": [{"op": "remove", "path": "/1"}]}}
     after = db_snapshot()
@@ -391,22 +387,22 @@ def test_dry_run_returns_the_patch_and_writes_nothing(owner, tools, orders):
     assert services.table_data(orders.pk) == (1, RECORDS)
 
 
-def test_dry_run_of_a_refused_write_is_the_same_error(owner, tools, orders):
-    response = _api_call(owner, tools["create"], {"elements": [{"id": 1}], "dry_run": True})
+def test_dry_run_of_a_refused_write_is_the_same_error(owner, write_tools, orders):
+    response = _api_call(owner, write_tools["create"], {"elements": [{"id": 1}], "dry_run": True})
     assert (response.status_code, response.json()["error"]) == (400, "KEY_EXISTS")
 
 
 def test_idempotency_key_repeat_returns_the_first_result_and_writes_once(
-    owner, tools, orders, instance, bind, make_api_key
+    owner, write_tools, orders, instance, bind, make_api_key
 ):
     """The same key on the same table: the first answer again, on any surface, with one entry only."""
     # given
-    bind(instance, tools["create"])
+    bind(instance, write_tools["create"])
     _, key = make_api_key(instance)
     arguments = {"elements": [{"id": 4}], "idempotency_key": "order-4"}
     # when
-    first = _api_call(owner, tools["create"], arguments).json()
-    again = _api_call(owner, tools["create"], arguments).json()
+    first = _api_call(owner, write_tools["create"], arguments).json()
+    again = _api_call(owner, write_tools["create"], arguments).json()
     over_mcp = Harness().call(instance.slug, key, "orders_create", arguments)["result"]
     # then
     assert first == again == {"result": {"created": 1, "version": 2}}
@@ -416,12 +412,12 @@ def test_idempotency_key_repeat_returns_the_first_result_and_writes_once(
     assert CallLog.objects.count() == 3
 
 
-def test_idempotency_key_with_other_arguments_is_refused(owner, tools, orders):
+def test_idempotency_key_with_other_arguments_is_refused(owner, write_tools, orders):
     # given
-    _api_call(owner, tools["create"], {"elements": [{"id": 4}], "idempotency_key": "k1"})
+    _api_call(owner, write_tools["create"], {"elements": [{"id": 4}], "idempotency_key": "k1"})
     before = db_snapshot()
     # when
-    response = _api_call(owner, tools["create"], {"elements": [{"id": 5}], "idempotency_key": "k1"})
+    response = _api_call(owner, write_tools["create"], {"elements": [{"id": 5}], "idempotency_key": "k1"})
     # then
     assert response.status_code == 409
     assert response.json()["error"] == "IDEMPOTENCY_KEY_REUSED"
@@ -430,12 +426,12 @@ def test_idempotency_key_with_other_arguments_is_refused(owner, tools, orders):
     assert after["tools_app.TableChange"] == before["tools_app.TableChange"]
 
 
-def test_idempotency_key_expires_after_24_hours(owner, tools, orders):
+def test_idempotency_key_expires_after_24_hours(owner, write_tools, orders):
     # given
-    _api_call(owner, tools["create"], {"elements": [{"id": 4}], "idempotency_key": "k1"})
+    _api_call(owner, write_tools["create"], {"elements": [{"id": 4}], "idempotency_key": "k1"})
     TableChange.objects.update(at=timezone.now() - timedelta(hours=25))
     # when
-    response = _api_call(owner, tools["delete"], {"keys": [4], "idempotency_key": "k1"})
+    response = _api_call(owner, write_tools["delete"], {"keys": [4], "idempotency_key": "k1"})
     # then
     assert response.json() == {"result": {"deleted": 1, "version": 3}}
 
@@ -454,11 +450,11 @@ def test_idempotency_key_expires_after_24_hours(owner, tools, orders):
         ({"idempotency_key": 5}, "idempotency_key must be a string of 1 to 200 printable characters"),
     ],
 )
-def test_bad_safe_write_arguments_are_invalid_arguments(owner, tools, orders, arguments, message):
+def test_bad_safe_write_arguments_are_invalid_arguments(owner, write_tools, orders, arguments, message):
     # given
     before = db_snapshot()
     # when
-    response = _api_call(owner, tools["create"], {"elements": [{"id": 4}], **arguments})
+    response = _api_call(owner, write_tools["create"], {"elements": [{"id": 4}], **arguments})
     # then
     assert response.status_code == 400
     assert response.json()["error"] == "INVALID_ARGUMENTS"
@@ -476,15 +472,15 @@ def test_safe_write_arguments_work_with_a_custom_schema(owner, make_tool, orders
     assert result == {"dry_run": True, "version": 2, "patch": [{"op": "add", "path": "/-", "value": {"id": 4}}]}
 
 
-def test_default_schemas_guide_and_export_name_the_safe_write_arguments(owner, tools, instance, bind):
+def test_default_schemas_guide_and_export_name_the_safe_write_arguments(owner, write_tools, instance, bind):
     """The default input schemas declare them; the usage guide and every export format show them."""
     from tools_app.tool_schemas import DEFAULT_INPUT_SCHEMAS
 
     safe = {"expected_version", "dry_run", "idempotency_key"}
     for kind in ("create", "update", "delete"):
         assert safe <= set(DEFAULT_INPUT_SCHEMAS[kind]["properties"])
-        assert safe <= set(tools[kind].input_schema["properties"])
-        bind(instance, tools[kind])
+        assert safe <= set(write_tools[kind].input_schema["properties"])
+        bind(instance, write_tools[kind])
     client = client_for(owner)
     guide = client.get(f"/api/mcp-instances/{instance.pk}/guide/").json()["content"]
     assert all(name in guide for name in safe)
@@ -501,10 +497,10 @@ def test_default_schemas_guide_and_export_name_the_safe_write_arguments(owner, t
 #
 
 
-def test_history_lists_entries_newest_first(owner, tools, orders):
+def test_history_lists_entries_newest_first(owner, write_tools, orders):
     # given
-    _api_call(owner, tools["create"], {"elements": [{"id": 4}]})
-    _api_call(owner, tools["delete"], {"keys": [1]})
+    _api_call(owner, write_tools["create"], {"elements": [{"id": 4}]})
+    _api_call(owner, write_tools["delete"], {"keys": [1]})
     # when
     response = client_for(owner).get(f"/api/tables/{orders.pk}/history/")
     # then
@@ -518,7 +514,7 @@ def test_history_lists_entries_newest_first(owner, tools, orders):
         "user": "owner",
         "api_key": None,
         "surface": "api",
-        "tool": {"id": tools["delete"].pk, "name": "orders_delete"},
+        "tool": {"id": write_tools["delete"].pk, "name": "orders_delete"},
     }
     assert newest["arguments"] == {"keys": [1]}
     assert newest["patch"] == [{"op": "remove", "path": "/0"}]
@@ -526,10 +522,10 @@ def test_history_lists_entries_newest_first(owner, tools, orders):
     assert set(newest) >= {"at", "binding", "api_token"}
 
 
-def test_versions_give_each_document_and_404_outside_retention(owner, tools, orders):
+def test_versions_give_each_document_and_404_outside_retention(owner, write_tools, orders):
     # given
-    _api_call(owner, tools["create"], {"elements": [{"id": 4}]})
-    _api_call(owner, tools["update"], {"elements": [{"id": 4, "x": 1}]})
+    _api_call(owner, write_tools["create"], {"elements": [{"id": 4}]})
+    _api_call(owner, write_tools["update"], {"elements": [{"id": 4, "x": 1}]})
     client = client_for(owner)
     # when / then
     assert client.get(f"/api/tables/{orders.pk}/versions/1/").json() == {"version": 1, "data": RECORDS}
@@ -543,9 +539,9 @@ def test_versions_give_each_document_and_404_outside_retention(owner, tools, ord
     assert client.get(f"/api/tables/{orders.pk}/versions/2/").status_code == 200
 
 
-def test_restore_writes_the_old_document_as_a_new_version(owner, tools, orders):
+def test_restore_writes_the_old_document_as_a_new_version(owner, write_tools, orders):
     # given
-    _api_call(owner, tools["delete"], {"keys": [1, 2, 3]})
+    _api_call(owner, write_tools["delete"], {"keys": [1, 2, 3]})
     # when
     response = client_for(owner).post(f"/api/tables/{orders.pk}/restore/", {"version": 1}, format="json")
     # then
@@ -622,14 +618,14 @@ def test_rename_is_not_a_version_and_has_no_entry(owner, orders):
 
 
 def test_compaction_folds_the_log_into_a_snapshot_after_n_entries(
-    tools, orders, settings, django_capture_on_commit_callbacks
+    write_tools, orders, settings, django_capture_on_commit_callbacks
 ):
     # given
     settings.TOOLHUB_TABLE_COMPACT_EVERY = 3
     # when
     for number in range(4, 9):
         with django_capture_on_commit_callbacks(execute=True):
-            execute(tool=tools["create"], arguments={"elements": [{"id": number}]})
+            execute(tool=write_tools["create"], arguments={"elements": [{"id": number}]})
     # then
     version = Table.objects.get(pk=orders.pk).version
     snapshot_version, data = _snapshot(orders.pk)
@@ -640,12 +636,12 @@ def test_compaction_folds_the_log_into_a_snapshot_after_n_entries(
     assert [r["id"] for r in _document(orders.pk)] == [1, 2, 3, 4, 5, 6, 7, 8]
 
 
-def test_prune_keeps_every_version_inside_retention(tools, orders, settings):
+def test_prune_keeps_every_version_inside_retention(write_tools, orders, settings):
     # given
     settings.TOOLHUB_HISTORY_DAYS = 1
     settings.TOOLHUB_HISTORY_VERSIONS = 2
     for number in range(4, 10):
-        execute(tool=tools["create"], arguments={"elements": [{"id": number}]})  # versions 2..7
+        execute(tool=write_tools["create"], arguments={"elements": [{"id": number}]})  # versions 2..7
     TableChange.objects.filter(version__lte=4).update(at=timezone.now() - timedelta(days=2))
     # when: nothing is pruned while the snapshot still needs the entries
     assert services.table_prune(orders.pk) == 0
@@ -659,7 +655,7 @@ def test_prune_keeps_every_version_inside_retention(tools, orders, settings):
 
 
 def test_crash_between_append_and_compaction_loses_nothing(
-    tools, orders, settings, monkeypatch, django_capture_on_commit_callbacks
+    write_tools, orders, settings, monkeypatch, django_capture_on_commit_callbacks
 ):
     """The write commits its entry; a compaction that dies half-way (after writing the snapshot, before its
     commit) is rolled back whole, the write still answers, and the document is still snapshot + log. The next
@@ -674,7 +670,7 @@ def test_crash_between_append_and_compaction_loses_nothing(
     monkeypatch.setattr(table_log, "table_prune", crash)
     # when
     with django_capture_on_commit_callbacks(execute=True):
-        result = execute(tool=tools["create"], arguments={"elements": [{"id": 4}]})
+        result = execute(tool=write_tools["create"], arguments={"elements": [{"id": 4}]})
     # then
     assert result == {"created": 1, "version": 2}
     assert Table.objects.get(pk=orders.pk).version == 2
@@ -691,10 +687,10 @@ def test_crash_between_append_and_compaction_loses_nothing(
     )
 
 
-def test_crash_inside_the_compaction_transaction_rolls_the_snapshot_back(tools, orders, monkeypatch):
+def test_crash_inside_the_compaction_transaction_rolls_the_snapshot_back(write_tools, orders, monkeypatch):
     """A failure after the snapshot UPDATE but inside its transaction: the old snapshot and version stay."""
     # given
-    execute(tool=tools["create"], arguments={"elements": [{"id": 4}]})
+    execute(tool=write_tools["create"], arguments={"elements": [{"id": 4}]})
     from django.db.models import QuerySet
 
     original_update = QuerySet.update
@@ -716,9 +712,9 @@ def test_crash_inside_the_compaction_transaction_rolls_the_snapshot_back(tools, 
     assert services.table_data(orders.pk) == (2, [*RECORDS, {"id": 4}])
 
 
-def test_a_cold_worker_loads_snapshot_plus_log(tools, orders):
+def test_a_cold_worker_loads_snapshot_plus_log(write_tools, orders):
     for number in range(4, 9):
-        execute(tool=tools["create"], arguments={"elements": [{"id": number}]})
+        execute(tool=write_tools["create"], arguments={"elements": [{"id": number}]})
     table_cache.clear()
     with CaptureQueriesContext(connection) as queries:
         version, data = services.table_data(orders.pk)
@@ -726,20 +722,20 @@ def test_a_cold_worker_loads_snapshot_plus_log(tools, orders):
     assert len(queries.captured_queries) == 3  # version, snapshot, patches
 
 
-def test_size_limit_is_checked_on_the_estimate(tools, orders, settings):
+def test_size_limit_is_checked_on_the_estimate(write_tools, orders, settings):
     """TOOLHUB_MAX_TABLE_BYTES holds without serializing the document: the estimate grows by what is added."""
     import json
 
     settings.TOOLHUB_MAX_TABLE_BYTES = len(json.dumps(RECORDS)) + 40
-    execute(tool=tools["create"], arguments={"elements": [{"id": 4}]})
+    execute(tool=write_tools["create"], arguments={"elements": [{"id": 4}]})
     stored = Table.objects.filter(pk=orders.pk).values_list("data_bytes", flat=True).get()
     assert stored == len(json.dumps([*RECORDS, {"id": 4}]))
     with pytest.raises(ToolError) as caught:
-        execute(tool=tools["create"], arguments={"elements": [{"id": 5, "pad": "x" * 40}]})
+        execute(tool=write_tools["create"], arguments={"elements": [{"id": 5, "pad": "x" * 40}]})
     assert caught.value.code == ErrorCode.VALIDATION_ERROR
 
 
-def test_a_catch_up_that_does_not_apply_loads_the_snapshot(tools, orders):
+def test_a_catch_up_that_does_not_apply_loads_the_snapshot(write_tools, orders):
     """A cached version whose patches do not apply (never expected) is not trusted: the snapshot and the log are."""
     # given: this process holds a wrong version 1 (one record short)
     table_cache.put(orders.pk, 1, RECORDS[:1])

@@ -13,12 +13,6 @@ from tools_app.tool_schemas import DEFAULT_INPUT_SCHEMAS
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    # The shared user fixtures set passwords; the default hasher costs ~0.3 s per user.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def _stored(table: Table) -> Table:
     return Table.objects.get(pk=table.pk)
 

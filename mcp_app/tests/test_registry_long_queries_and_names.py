@@ -1,4 +1,5 @@
-"""Issue 17 over MCP and the API: long queries up to the limit, a clear error past it, and names a model can copy.
+"""Registry search over MCP and the API: long queries up to the limit, a clear error past it, and names a model
+can copy.
 
 Names (tools, parameters, categories) in the Markdown a model reads are code spans, never backslash-escaped:
 every name is read back out of the Markdown (parsed by markdown-it, CommonMark) and must be the name itself.
@@ -12,7 +13,7 @@ from rest_framework.test import APIClient
 
 from mcp_app.tests.mcp_harness import Harness
 from tools_app.models import Binding, Tool
-from tools_app.registry.search import MAX_QUERY_LENGTH, index_cache
+from tools_app.registry.search import MAX_QUERY_LENGTH
 
 # Names that Markdown would mangle unless they are code: emphasis, escapes, link brackets, HTML, backticks.
 TOOL_NAMES = ["weather_x", "__init__", "get_user_by_id", "a.b-c_d", "snake__case__", "x_1_"]
@@ -20,15 +21,8 @@ PARAMETER_NAMES = ["user_id", "*bold*", "[link](x)", "<b>tag</b>", "back`tick", 
 CATEGORY = "data_ops"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_index_cache():
-    index_cache.clear()
-    yield
-    index_cache.clear()
-
-
 @pytest.fixture
-def shop(owner, table, make_tool, instance, bind, make_api_key):
+def weather_shop(owner, table, make_tool, instance, bind, make_api_key):
     for name in ("search_tools", "get_tool_definition", "get_tool_usage_guide", "list_tools_by_category"):
         bind(instance, make_tool(owner, type=name, name=name, description=f"Registry tool {name}."))
     schema = {
@@ -50,8 +44,8 @@ def shop(owner, table, make_tool, instance, bind, make_api_key):
     return {"instance": instance, "key": make_api_key(instance)[1]}
 
 
-def call(shop, name, arguments):
-    reply = Harness().call("shop", shop["key"], name, arguments)
+def call(weather_shop, name, arguments):
+    reply = Harness().call("shop", weather_shop["key"], name, arguments)
     return reply["result"]
 
 
@@ -67,10 +61,10 @@ def code_spans(markdown):
     return spans, fences
 
 
-def test_search_results_show_every_name_as_a_code_span_over_mcp(shop):
+def test_search_results_show_every_name_as_a_code_span_over_mcp(weather_shop):
     """search_tools: each result's name reads back exactly from the Markdown; nothing is backslash-escaped."""
     # when
-    result = call(shop, "search_tools", {"query": "weather report for a city", "limit": 10})
+    result = call(weather_shop, "search_tools", {"query": "weather report for a city", "limit": 10})
     # then
     text = result["content"][0]["text"]
     spans, _ = code_spans(text)
@@ -81,11 +75,11 @@ def test_search_results_show_every_name_as_a_code_span_over_mcp(shop):
     assert "see also weather_x and get_user_by_id." in text
 
 
-def test_categories_and_category_listing_show_names_as_code_over_mcp(shop):
+def test_categories_and_category_listing_show_names_as_code_over_mcp(weather_shop):
     """list_tools_by_category: the category and each tool name read back exactly."""
     # when
-    counts = call(shop, "list_tools_by_category", {"category": "all"})["content"][0]["text"]
-    listing = call(shop, "list_tools_by_category", {"category": CATEGORY, "limit": 50})["content"][0]["text"]
+    counts = call(weather_shop, "list_tools_by_category", {"category": "all"})["content"][0]["text"]
+    listing = call(weather_shop, "list_tools_by_category", {"category": CATEGORY, "limit": 50})["content"][0]["text"]
     # then
     assert CATEGORY in code_spans(counts)[0]
     spans, _ = code_spans(listing)
@@ -93,10 +87,10 @@ def test_categories_and_category_listing_show_names_as_code_over_mcp(shop):
     assert "\\" not in counts + listing
 
 
-def test_guide_shows_tool_and_parameter_names_exactly_over_mcp(shop):
+def test_guide_shows_tool_and_parameter_names_exactly_over_mcp(weather_shop):
     """The usage guide: tool names as code in headings, parameter names exactly in the JSON block."""
     # when
-    text = call(shop, "get_tool_usage_guide", {"tool_names": TOOL_NAMES})["content"][0]["text"]
+    text = call(weather_shop, "get_tool_usage_guide", {"tool_names": TOOL_NAMES})["content"][0]["text"]
     # then
     spans, fences = code_spans(text)
     for name in TOOL_NAMES:
@@ -110,23 +104,25 @@ def test_guide_shows_tool_and_parameter_names_exactly_over_mcp(shop):
     assert "get\\_user" not in text
 
 
-def test_definition_round_trips_every_name_over_mcp(shop):
+def test_definition_round_trips_every_name_over_mcp(weather_shop):
     """get_tool_definition: the name and every parameter name come back as registered."""
     for name in TOOL_NAMES:
         # when
-        definition = call(shop, "get_tool_definition", {"tool_name": name})["structuredContent"]
+        definition = call(weather_shop, "get_tool_definition", {"tool_name": name})["structuredContent"]
         # then
         assert definition["name"] == name
         assert sorted(definition["input_schema"]["properties"]) == sorted(PARAMETER_NAMES)
 
 
-def test_api_search_and_guide_round_trip_every_name(owner, shop):
+def test_api_search_and_guide_round_trip_every_name(owner, weather_shop):
     """GET /api/search/ names and the instance guide's Markdown over the API."""
     client = APIClient()
     client.force_authenticate(owner)
     # when
-    found = client.get("/api/search/", {"q": "weather report", "limit": 10, "mcp_instance": shop["instance"].pk})
-    guide = client.get(f"/api/mcp-instances/{shop['instance'].pk}/guide/")
+    found = client.get(
+        "/api/search/", {"q": "weather report", "limit": 10, "mcp_instance": weather_shop["instance"].pk}
+    )
+    guide = client.get(f"/api/mcp-instances/{weather_shop['instance'].pk}/guide/")
     # then
     assert found.status_code == 200, found.content
     assert sorted(hit["tool_name"] for hit in found.json()["results"]) == sorted(TOOL_NAMES)
@@ -144,12 +140,12 @@ def long_query(tail_words):
     return body + tail
 
 
-def test_a_query_of_the_limit_is_searched_whole_over_mcp(shop):
+def test_a_query_of_the_limit_is_searched_whole_over_mcp(weather_shop):
     """10,000 characters are accepted, and bm25 reads to the end: the request in the last words is found."""
     query = long_query("snake case")
     assert len(query) == MAX_QUERY_LENGTH
     # when
-    result = call(shop, "search_tools", {"query": query, "limit": 3})
+    result = call(weather_shop, "search_tools", {"query": query, "limit": 3})
     # then
     assert result["isError"] is False
     assert result["structuredContent"]["results"][0]["tool_name"] == "snake__case__"
@@ -158,11 +154,11 @@ def test_a_query_of_the_limit_is_searched_whole_over_mcp(shop):
     assert len(heading) < 300  # the heading shows the start of the query, the JSON all of it
 
 
-def test_a_query_over_the_limit_is_invalid_arguments_naming_query_over_mcp(shop):
+def test_a_query_over_the_limit_is_invalid_arguments_naming_query_over_mcp(weather_shop):
     """One character more: INVALID_ARGUMENTS naming `query` and the limit; nothing is written."""
     before = (Tool.objects.count(), Binding.objects.count())
     # when
-    result = call(shop, "search_tools", {"query": "x" * (MAX_QUERY_LENGTH + 1)})
+    result = call(weather_shop, "search_tools", {"query": "x" * (MAX_QUERY_LENGTH + 1)})
     # then
     assert result["isError"] is True
     text = result["content"][0]["text"]
@@ -171,12 +167,12 @@ def test_a_query_over_the_limit_is_invalid_arguments_naming_query_over_mcp(shop)
     assert (Tool.objects.count(), Binding.objects.count()) == before
 
 
-def test_api_accepts_the_limit_and_refuses_one_more_naming_q(owner, shop):
+def test_api_accepts_the_limit_and_refuses_one_more_naming_q(owner, weather_shop):
     """GET /api/search/: 10,000 characters answer 200; 10,001 are VALIDATION_ERROR naming q and the limit."""
     client = APIClient()
     client.force_authenticate(owner)
     # when
-    accepted = client.get("/api/search/", {"q": long_query("snake case"), "mcp_instance": shop["instance"].pk})
+    accepted = client.get("/api/search/", {"q": long_query("snake case"), "mcp_instance": weather_shop["instance"].pk})
     refused = client.get("/api/search/", {"q": "y" * (MAX_QUERY_LENGTH + 1)})
     # then
     assert accepted.status_code == 200, accepted.content
