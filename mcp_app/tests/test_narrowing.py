@@ -7,13 +7,19 @@ write is refused when saved, and nothing is written.
 """
 
 import json
+import pickle
 
 import jmespath
 import pytest
+from django.urls import reverse
 
 from mcp_app.tests.mcp_harness import Harness
 from tools_app import services
-from tools_app.execution import records
+from tools_app.data_access import narrowing, operations
+from tools_app.data_access.operations import Mount
+from tools_app.execution import heavy, records
+from tools_app.execution.call_limits import default_limits
+from tools_app.execution.heavy import Job
 from tools_app.models import ApiKey, Binding, CallLog, Table, TableChange
 
 ORDERS = [
@@ -294,3 +300,62 @@ def test_a_constant_narrowing_serves_one_fixed_subset_to_every_caller(owner, mak
 
     # then
     assert answer == ["rocket"]
+
+
+def test_the_admin_binding_form_saves_a_narrowing_refuses_one_on_a_write_and_lists_it(
+    client, owner, make_table, make_tool, instance
+):
+    # given
+    table = make_table(owner, name="orders", data=[dict(order) for order in ORDERS])
+    query = make_tool(owner, table, type="query_data", name="orders_query")
+    delete = make_tool(owner, table, type="delete", name="orders_delete")
+    client.force_login(owner)
+    url = reverse("admin:tools_app_binding_add")
+
+    # when
+    refused = client.post(
+        url,
+        {"mcp_instance": instance.pk, "tool": delete.pk, "enabled": "on", "pinned_arguments": json.dumps(NARROWING)},
+    )
+    saved = client.post(
+        url, {"mcp_instance": instance.pk, "tool": query.pk, "enabled": "on", "pinned_arguments": json.dumps(NARROWING)}
+    )
+    listing = client.get(reverse("admin:tools_app_binding_changelist")).content.decode()
+
+    # then
+    assert refused.status_code == 200
+    assert "writes through a narrowed binding are not offered" in refused.content.decode()
+    assert saved.status_code == 302
+    assert Binding.objects.get().pinned_arguments == NARROWING
+    assert "only records whose customer = the caller&#x27;s key.attributes.customer" in listing
+
+
+def test_a_narrowed_read_moved_to_a_heavy_worker_runs_narrowed_there(narrowed, monkeypatch):
+    """A document table's narrowed read hands the heavy lane an operation that narrows (data_access.narrowing),
+    and the Job a heavy worker would receive (pickled) runs the narrowing itself over the whole table."""
+    if narrowed["storage"] != "document":
+        pytest.skip("a rows table is read where its rows are, not in a heavy worker")
+    # given
+    handed = []
+    real_read = heavy.read
+
+    def recording_read(operation, **kwargs):
+        handed.append((operation, kwargs["extra"]))
+        return real_read(operation, **kwargs)
+
+    monkeypatch.setattr(heavy, "read", recording_read)
+
+    # when
+    answer = value(call(narrowed["keys"]["globex"], "orders_query_data", {"query": "[].item"}))
+    operation, extra = handed[0]
+    job = Job(operation, narrowed["table"].pk, 1, "", "id", {"query": "[].item"}, extra, default_limits(), 0.0, 0.0)
+    shipped = pickle.loads(pickle.dumps(job))
+    in_worker = shipped.operation(
+        ORDERS, Mount(shipped.json_path, shipped.key_field), shipped.arguments, *shipped.extra
+    )
+
+    # then
+    assert answer == ["globe", "map"]
+    assert operation is narrowing.read_narrowed
+    assert extra == (operations.query_data, {"customer": "globex"})
+    assert in_worker == ["globe", "map"]
