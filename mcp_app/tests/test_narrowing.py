@@ -137,10 +137,10 @@ def test_no_expression_reaches_records_outside_the_narrowing(narrowed, escape):
 
 def test_select_of_a_key_outside_the_narrowing_answers_not_found(narrowed):
     # when
-    answer = value(call(narrowed["keys"]["acme"], "orders_select", {"keys": [1, 2, 4, 5, 7, 8, 99]}))
+    answer = value(call(narrowed["keys"]["acme"], "orders_select", {"keys": [1, 2, 4, 5, 7, 8, 99, "2", 1]}))
 
     # then
-    assert answer == {"items": [ORDERS[0], ORDERS[4]], "not_found": [2, 4, 7, 8, 99]}
+    assert answer == {"items": [ORDERS[0], ORDERS[4]], "not_found": ["2", 4, 7, 8, 99]}
 
 
 def test_get_all_preview_and_schema_see_only_the_narrowed_records(narrowed):
@@ -359,3 +359,34 @@ def test_a_narrowed_read_moved_to_a_heavy_worker_runs_narrowed_there(narrowed, m
     assert operation is narrowing.read_narrowed
     assert extra == (operations.query_data, {"customer": "globex"})
     assert in_worker == ["globe", "map"]
+
+
+@pytest.mark.parametrize("storage", ["document", "rows"])
+def test_an_object_of_entries_is_narrowed_to_its_matching_entries(
+    owner, make_table, make_tool, instance, bind, storage
+):
+    # given
+    catalog = {
+        "KB-01": {"vendor": "acme", "price": 99},
+        "MS-02": {"vendor": "globex", "price": 25},
+        "PN-03": {"vendor": "acme", "price": 3},
+    }
+    table = make_table(owner, name="catalog", data=catalog)
+    for tool_type in ("query_data", "select", "get_all_data"):
+        tool = make_tool(owner, table, type=tool_type, name=f"catalog_{tool_type}")
+        bind(instance, tool, pinned_arguments={"where": {"vendor": {"from": "key.attributes.vendor"}}})
+    if storage == "rows":
+        assert records.table_to_rows(table.pk) is True
+    key = services.api_key_issue(mcp_instance=instance, label="acme", attributes={"vendor": "acme"})[1]
+
+    # when
+    keys = value(call(key, "catalog_query_data", {"query": "keys(@)"}))
+    cheap = value(call(key, "catalog_query_data", {"query": "values(@)[?price < `50`].price"}))
+    everything = value(call(key, "catalog_get_all_data", {}))
+    selected = value(call(key, "catalog_select", {"keys": ["KB-01", "MS-02"]}))
+
+    # then
+    assert keys == ["KB-01", "PN-03"]
+    assert cheap == [3]
+    assert everything == {"KB-01": catalog["KB-01"], "PN-03": catalog["PN-03"]}
+    assert selected == {"items": [{"key": "KB-01", "content": catalog["KB-01"]}], "not_found": ["MS-02"]}

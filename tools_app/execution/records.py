@@ -435,11 +435,12 @@ def _select_narrowed(collection: Collection, mount: Mount, arguments: dict, wher
     if collection.kind == "object":
         items = [item for item in answer["items"] if keep(item["content"])]
         held = {item["key"] for item in items}
-        return {"items": items, "not_found": [key for key in arguments["keys"] if operations.key_text(key) not in held]}
-    field = arguments.get("field") or mount.key_field
-    items = [item for item in answer["items"] if keep(item)]
-    held = {operations.key_text(item[field]) for item in items}
-    return {"items": items, "not_found": [key for key in arguments["keys"] if operations.key_text(key) not in held]}
+    else:
+        field = arguments.get("field") or mount.key_field
+        items = [item for item in answer["items"] if keep(item)]
+        held = {operations.key_text(item[field]) for item in items}
+    wanted = {operations.key_text(key): key for key in arguments["keys"]}  # as operations.select lists them
+    return {"items": items, "not_found": [original for key, original in wanted.items() if key not in held]}
 
 
 def _query(collection: Collection, mount: Mount, arguments: dict, where: dict[str, Any] | None = None) -> Any:
