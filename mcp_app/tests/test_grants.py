@@ -518,7 +518,8 @@ def test_call_tool_says_when_no_search_tool_is_bound(owner, make_tool, instance,
 def strict_problems(schema, path="$", root=True):
     """Why OpenAI Agents' strict conversion (agents.strict_schema.ensure_strict_json_schema with open objects
     rejected, as its MCP conversion runs it) would fall back to a non-strict schema: an object that permits
-    undeclared properties, `additionalProperties` other than false, a root `anyOf`, a `$ref`."""
+    undeclared properties, `additionalProperties` other than false, a root `anyOf`, a `$ref`. A quick in-process
+    mirror; tests/test_openai_agents_strict.py runs the SDK itself against a live server."""
     problems = []
     if not isinstance(schema, dict):
         return [f"{path}: not a schema"]
