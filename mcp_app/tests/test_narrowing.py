@@ -390,3 +390,25 @@ def test_an_object_of_entries_is_narrowed_to_its_matching_entries(
     assert cheap == [3]
     assert everything == {"KB-01": catalog["KB-01"], "PN-03": catalog["PN-03"]}
     assert selected == {"items": [{"key": "KB-01", "content": catalog["KB-01"]}], "not_found": ["MS-02"]}
+
+
+def test_the_api_saves_a_narrowing_and_the_openapi_schema_describes_it(client, owner, make_table, make_tool, instance):
+    # given
+    table = make_table(owner, name="orders", data=[dict(order) for order in ORDERS])
+    tool = make_tool(owner, table, type="query_data", name="orders_query")
+    client.force_login(owner)
+
+    # when
+    created = client.post(
+        "/api/bindings/",
+        {"mcp_instance": instance.pk, "tool": tool.pk, "pinned_arguments": NARROWING},
+        content_type="application/json",
+    )
+    schema = client.get("/api/schema/?format=json").json()
+
+    # then
+    assert created.status_code == 201
+    assert created.json()["pinned_arguments"] == NARROWING
+    assert Binding.objects.get().pinned_arguments == NARROWING
+    pins = schema["components"]["schemas"]["Binding"]["properties"]["pinned_arguments"]
+    assert pins["properties"]["where"]["additionalProperties"] == pins["additionalProperties"]
