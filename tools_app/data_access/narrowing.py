@@ -18,6 +18,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from tools_app.data_access.budget import charge
 from tools_app.data_access.operations import Mount
 from tools_app.data_access.query import compile_expression
 
@@ -42,7 +43,9 @@ def keeps(where: dict[str, Any]) -> Callable[[Any], bool]:
 
 
 def narrow(records: list | dict, where: dict[str, Any]) -> list | dict:
-    """The records within `where`: an array's items in order, an object's entries in order."""
+    """The records within `where`: an array's items in order, an object's entries in order. One pass over them,
+    charged to the call's budget (as `select`'s pass is)."""
+    charge(len(records))
     keep = keeps(where)
     if isinstance(records, list):
         return [record for record in records if keep(record)]
