@@ -17,6 +17,15 @@ an array, a one-item list). Pinned arguments are not in the schema the caller is
 cannot widen what the binding gives it. They are checked against the tool's input schema when the binding
 is saved (`pin_problems`).
 
+One key of `pinned_arguments` is not an argument: `where` (WHERE) narrows the records a data tool reads,
+`{"where": {"<record field>": {"value": <json>} | {"from": "<source>"}, ...}}`. The tool then runs over only
+the records of its mount whose fields equal those values (a value from the caller is a string):
+tools_app.data_access.narrowing. The caller's own arguments (a JMESPath query included) run over the narrowed
+records and cannot reach the others. Only the reads of a table (NARROWABLE_TYPES) take it; a binding narrowing
+a write, a registry tool or a tool whose schema declares an argument `where` is refused when saved. The call's
+effective arguments carry the resolved narrowing under `where`, so the call log, the result cache and a page's
+cursor are per narrowing.
+
 tools/list, resources, prompts, the registry (search, definitions, guide, export) and tools/call all ask
 `Grant.may_use` and `Grant.pinned_values`: one rule for every surface. Domain module: no models, no DRF,
 no MCP SDK.
@@ -39,6 +48,8 @@ __all__ = [
     "MAX_ATTRIBUTES",
     "MAX_ATTRIBUTE_VALUE",
     "MAX_PINS",
+    "NARROWABLE_TYPES",
+    "WHERE",
     "SOURCES",
     "Grant",
     "apply_pins",
@@ -60,6 +71,21 @@ SOURCES = (KEY_LABEL, f"{ATTRIBUTE_PREFIX}<name>", USERNAME)
 READ_ONLY_KEY = "this API key is read-only"
 # Arguments the pipeline reads itself (a page's cursor): never pinned.
 UNPINNABLE = frozenset({"cursor"})
+# The key of pinned_arguments that narrows the records a read sees (module docstring), and the types it fits.
+WHERE = "where"
+NARROWABLE_TYPES = frozenset({"get_data_schema", "get_all_data", "query_data", "preview", "select"})
+MAX_WHERE_FIELD = 200
+
+
+def _pins_of(pins: Mapping[str, Any] | None) -> list[Any]:
+    """Every pin of a binding's pinned_arguments, the narrowing's fields included."""
+    found: list[Any] = []
+    for argument, pin in (pins or {}).items():
+        if argument == WHERE and isinstance(pin, dict):
+            found.extend(pin.values())
+        else:
+            found.append(pin)
+    return found
 
 
 def changes_data(tool_type: str | None) -> bool:
@@ -122,7 +148,7 @@ class Grant:
         if self.every_source:
             return []
         missing = []
-        for pin in (pins or {}).values():
+        for pin in _pins_of(pins):
             source = pin.get("from") if isinstance(pin, dict) else None
             if source is not None and self.source_value(source) is None:
                 missing.append(source)
@@ -154,6 +180,9 @@ class Grant:
         values: dict[str, Any] = {}
         properties = input_schema.get("properties", {}) if isinstance(input_schema, dict) else {}
         for argument, pin in (pins or {}).items():
+            if argument == WHERE:
+                values[WHERE] = {name: self._pin_value(field_pin) for name, field_pin in pin.items()}
+                continue
             if "value" in pin:
                 values[argument] = copy.deepcopy(pin["value"])
                 continue
@@ -163,6 +192,9 @@ class Grant:
             else:
                 values[argument] = value
         return values
+
+    def _pin_value(self, pin: Mapping[str, Any]) -> Any:
+        return copy.deepcopy(pin["value"]) if "value" in pin else self.source_value(pin["from"])
 
 
 FULL_GRANT = Grant(every_source=True)  # the owner's view: every enabled binding (the API's and the admin's)
@@ -222,6 +254,11 @@ def pin_summary(pins: Mapping[str, Any] | None) -> list[str]:
     """One line per pinned argument, for people and models: `customer` = key.attributes.customer."""
     lines = []
     for argument, pin in sorted((pins or {}).items()):
+        if argument == WHERE and isinstance(pin, dict):
+            for name, field_pin in sorted(pin.items()):
+                value = _json(field_pin["value"]) if "value" in field_pin else f"the caller's {field_pin['from']}"
+                lines.append(f"only records whose {name} = {value}")
+            continue
         if "value" in pin:
             lines.append(f"{argument} = {_json(pin['value'])}")
         else:
@@ -234,12 +271,15 @@ def _json(value: Any) -> str:
     return text if len(text) <= 200 else text[:199] + "…"
 
 
-def pin_problems(pins: Any, input_schema: Any) -> list[str]:
-    """Why `pins` cannot be a binding's pinned_arguments for a tool with `input_schema`; [] when they can.
+def pin_problems(pins: Any, input_schema: Any, tool_type: str | None = None) -> list[str]:
+    """Why `pins` cannot be a binding's pinned_arguments for a tool with `input_schema` (of `tool_type`); []
+    when they can.
 
-    Each pinned argument must be declared in the schema's `properties` (not `cursor`); a pin is exactly
-    {"value": <json>} or {"from": <source>}; a constant must pass the argument's schema; a value from the
-    caller (a string) needs an argument that takes a string, or an array (it is sent as a one-item list).
+    `where` narrows the records (module docstring): an object of 1 to MAX_PINS record fields, each pinned as an
+    argument is, for a tool of NARROWABLE_TYPES whose schema declares no argument `where`. Each pinned argument
+    must be declared in the schema's `properties` (not `cursor`); a pin is exactly {"value": <json>} or
+    {"from": <source>}; a constant must pass the argument's schema; a value from the caller (a string) needs an
+    argument that takes a string, or an array (it is sent as a one-item list).
     """
     if pins is None or pins == {}:
         return []
@@ -252,6 +292,9 @@ def pin_problems(pins: Any, input_schema: Any) -> list[str]:
     problems = []
     for argument, pin in pins.items():
         where = f"pinned_arguments[{argument!r}]"
+        if argument == WHERE:
+            problems += _narrowing_problems(pin, properties, tool_type)
+            continue
         if argument in UNPINNABLE or argument not in properties:
             declared = ", ".join(sorted(name for name in properties if name not in UNPINNABLE)) or "none"
             problems.append(
@@ -275,6 +318,38 @@ def pin_problems(pins: Any, input_schema: Any) -> list[str]:
             problems.append(
                 f"{where}: {source} is a string, and the argument {argument!r} takes {', '.join(sorted(kinds))}."
             )
+    return problems
+
+
+def _narrowing_problems(narrowing: Any, properties: dict[str, Any], tool_type: str | None) -> list[str]:
+    where = f"pinned_arguments[{WHERE!r}]"
+    if WHERE in properties:
+        return [f"{where}: the tool declares an argument {WHERE!r}, so its records cannot be narrowed by a binding."]
+    if tool_type not in NARROWABLE_TYPES:
+        kinds = ", ".join(sorted(NARROWABLE_TYPES))
+        return [
+            f"{where} narrows the records a read sees, and this tool is a {tool_type or 'typeless'} tool "
+            f"(it fits {kinds}); writes through a narrowed binding are not offered."
+        ]
+    if not isinstance(narrowing, dict) or not narrowing or len(narrowing) > MAX_PINS:
+        return [
+            f'{where} must be an object of 1 to {MAX_PINS} record fields, each {{"value": <json>}} or '
+            '{"from": "<source>"}: {"customer_id": {"from": "key.attributes.customer"}}.'
+        ]
+    problems = []
+    for name, pin in narrowing.items():
+        at = f"{where}[{name[:80]!r}]"
+        if not name or len(name) > MAX_WHERE_FIELD or not name.isprintable():
+            problems.append(f"{at}: a record field name is 1 to {MAX_WHERE_FIELD} printable characters.")
+        elif not isinstance(pin, dict) or len(pin) != 1 or not ({"value", "from"} & set(pin)):
+            problems.append(f'{at} must be {{"value": <json>}} or {{"from": "<source>"}}.')
+        elif "from" in pin and not _valid_source(pin["from"]):
+            problems.append(
+                f"{at}: unknown source {str(pin['from'])[:100]!r}; use key.label, key.attributes.<name> or "
+                "user.username."
+            )
+        elif "value" in pin and len(json.dumps(pin["value"])) > MAX_ATTRIBUTE_VALUE:
+            problems.append(f"{at}: a constant is at most {MAX_ATTRIBUTE_VALUE} characters of JSON.")
     return problems
 
 

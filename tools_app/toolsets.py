@@ -265,22 +265,69 @@ def _record_schema(sample: _Sample, only: list[str] | None = None) -> dict[str, 
     return {"type": "object", "properties": properties}
 
 
+# How deep, and how wide, the objects inside records are closed from the data (beyond: no closed schema).
+MAX_NESTED_DEPTH = 4
+MAX_NESTED_FIELDS = 100
+NESTED_SAMPLE = 1000
+
+
+def _nested_schema(values: list[dict[str, Any]], depth: int) -> dict[str, Any] | None:
+    """The objects a field holds (`values`, as sampled) as a closed object schema: every field any of them has,
+    typed as they have it, taking null too where some object lacks it (a strict host sends every property, null
+    for what it has no value for); objects inside closed the same way. None when the data does not allow it:
+    an object nested deeper than MAX_NESTED_DEPTH, with more than MAX_NESTED_FIELDS fields, with none, or a
+    field holding objects and other values (besides null)."""
+    if depth > MAX_NESTED_DEPTH:
+        return None
+    names: dict[str, None] = {}
+    for value in values:
+        names.update(dict.fromkeys(value))
+    if not names or len(names) > MAX_NESTED_FIELDS:
+        return None
+    properties: dict[str, Any] = {}
+    for name in names:
+        present = [value[name] for value in values if name in value]
+        kinds = list(dict.fromkeys(json_type(item) for item in present))
+        if len(present) < len(values) and "null" not in kinds:
+            kinds.append("null")
+        subschema = _field_schema(kinds, [item for item in present if isinstance(item, dict)], depth + 1)
+        if subschema is None:
+            return None
+        properties[name] = subschema
+    return {"type": "object", "properties": properties, "additionalProperties": False}
+
+
+def _field_schema(kinds: list[str], objects: list[dict[str, Any]], depth: int) -> dict[str, Any] | None:
+    """A field of `kinds` (JSON types; `objects`, the objects it holds) as a strict host can take it."""
+    if "object" not in kinds:
+        return {"type": kinds[0] if len(kinds) == 1 else kinds}
+    if set(kinds) - {"object", "null"}:
+        return None
+    closed = _nested_schema(objects, depth)
+    if closed is None or "null" not in kinds:
+        return closed
+    return {"anyOf": [closed, {"type": "null"}]}
+
+
 def _closed_record(sample: _Sample, *, nullable: bool) -> dict[str, Any] | None:
     """The records' shape as a closed object schema (`additionalProperties: false`), each field typed as the data
-    has it; None when the data does not allow one: no records, or a field holding objects (a nested object would
-    have to be closed too, and its fields are not known). `nullable`: fields missing from some records also take
-    null (a strict host sends null for what it has no value for)."""
+    has it, objects inside records closed too (_nested_schema); None when the data does not allow one: no
+    records, or objects it cannot close. `nullable`: fields missing from some records also take null (a strict
+    host sends null for what it has no value for)."""
     if not sample.fields:
         return None
     optional = set(sample.shape.get("optional_fields", []))
     properties: dict[str, Any] = {}
+    records = sample.records[:NESTED_SAMPLE]
     for name, types in sample.fields.items():
-        if "object" in types:
-            return None
         kinds = list(types)
         if nullable and name in optional and "null" not in kinds:
             kinds.append("null")
-        properties[name] = {"type": kinds[0] if len(kinds) == 1 else kinds}
+        objects = [record[name] for record in records if isinstance(record.get(name), dict)]
+        subschema = _field_schema(kinds, objects, 1)
+        if subschema is None:
+            return None
+        properties[name] = subschema
     record: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
     if sample.key_field:
         record["required"] = [sample.key_field]
@@ -296,7 +343,7 @@ def _input_schema(tool_type: str, sample: _Sample) -> dict[str, Any] | None:
         return None
     record = _closed_record(sample, nullable=tool_type == "create")
     if record is None or (sample.is_array and not sample.key_field):
-        return None
+        return _open_elements(tool_type)
     if not sample.is_array:
         content = {key: value for key, value in record.items() if key != "required"}
         record = {
@@ -307,6 +354,18 @@ def _input_schema(tool_type: str, sample: _Sample) -> dict[str, Any] | None:
         }
     schema = default_input_schema(tool_type)
     schema["properties"]["elements"]["items"] = record
+    return schema
+
+
+def _open_elements(tool_type: str) -> dict[str, Any] | None:
+    """The type's schema where the data allows no closed record, with `elements` of any items (as `create`'s
+    already is): an item typed only `object` permits undeclared properties, which strict hosts refuse; the
+    operation still checks each element (a record holding its key, or a {key, content} pair)."""
+    schema = default_input_schema(tool_type)
+    items = schema["properties"]["elements"].get("items")
+    if items is None or items.get("type") != "object" or items.get("additionalProperties") is False:
+        return None
+    del schema["properties"]["elements"]["items"]
     return schema
 
 

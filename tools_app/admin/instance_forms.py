@@ -81,7 +81,8 @@ class BindingAdminForm(ModelMessagesForm):
     pinned_arguments = PrettyJSONField(
         required=False,
         label_for_errors="JSON in the pinned arguments",
-        help_text=Binding._meta.get_field("pinned_arguments").help_text,
+        help_text=Binding._meta.get_field("pinned_arguments").help_text
+        + ' {"where": {"<record field>": <either pin>}} narrows the records a read tool sees instead.',
     )
 
     def clean_pinned_arguments(self):

@@ -10,7 +10,7 @@ from rest_framework import serializers
 from tools_app import services
 from tools_app.api.schema import NO_NUL
 from tools_app.api.serializers import FullCleanModelSerializer, OwnedPrimaryKeyRelatedField, StrictSerializerMixin
-from tools_app.grants import ATTRIBUTE_NAME_RE, MAX_ATTRIBUTE_VALUE, MAX_ATTRIBUTES, MAX_PINS
+from tools_app.grants import ATTRIBUTE_NAME_RE, MAX_ATTRIBUTE_VALUE, MAX_ATTRIBUTES, MAX_PINS, WHERE
 from tools_app.models import ApiKey, Binding, LogLevel, McpInstance, Prompt, Tool
 from tools_app.validators import MAX_PROMPT_ARGUMENT_DESCRIPTION, MAX_PROMPT_ARGUMENTS, PROMPT_ARGUMENT_NAME_RE
 
@@ -156,29 +156,43 @@ class ApiKeyCreatedSerializer(serializers.Serializer):
     attributes = KeyAttributesField()
 
 
+# One pinned value: a constant, or a value of the caller (tools_app.grants).
+PIN = {
+    "oneOf": [
+        {"type": "object", "properties": {"value": {}}, "required": ["value"], "additionalProperties": False},
+        {
+            "type": "object",
+            "properties": {
+                "from": {
+                    "type": "string",
+                    "pattern": "^(?:key\\.label|user\\.username|key\\.attributes\\.[A-Za-z0-9_.-]{1,64})$",
+                }
+            },
+            "required": ["from"],
+            "additionalProperties": False,
+        },
+    ]
+}
 PIN_SCHEMA = {
     "type": "object",
     "maxProperties": MAX_PINS,
     "description": "Arguments this binding fixes: hidden from the schema callers see, and refused when a caller "
     "sends them (INVALID_ARGUMENTS). Each names an argument the tool's input schema declares; a constant must "
     "pass that argument's schema, a value from the caller (a string) needs an argument taking a string or an "
-    "array (then a one-item list). Otherwise a 400 naming `pinned_arguments`.",
-    "additionalProperties": {
-        "oneOf": [
-            {"type": "object", "properties": {"value": {}}, "required": ["value"], "additionalProperties": False},
-            {
-                "type": "object",
-                "properties": {
-                    "from": {
-                        "type": "string",
-                        "pattern": "^(?:key\\.label|user\\.username|key\\.attributes\\.[A-Za-z0-9_.-]{1,64})$",
-                    }
-                },
-                "required": ["from"],
-                "additionalProperties": False,
-            },
-        ]
+    "array (then a one-item list). `where` is no argument: it narrows the records a read tool (query_data, "
+    "select, get_all_data, preview, get_data_schema) sees to those whose fields equal its pinned values; a write "
+    "or registry tool cannot take it. Otherwise a 400 naming `pinned_arguments`.",
+    "properties": {
+        WHERE: {
+            "type": "object",
+            "minProperties": 1,
+            "maxProperties": MAX_PINS,
+            "description": "Record field -> pinned value: the tool reads only the records whose fields equal "
+            'them, e.g. {"customer": {"from": "key.attributes.customer"}}.',
+            "additionalProperties": PIN,
+        }
     },
+    "additionalProperties": PIN,
 }
 
 

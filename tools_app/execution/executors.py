@@ -17,11 +17,12 @@ from django.core.exceptions import ValidationError
 
 from tools_app import registry, services
 from tools_app.choices import ToolType
-from tools_app.data_access import budget, operations, pointer
+from tools_app.data_access import budget, narrowing, operations, pointer
 from tools_app.data_access.arguments import validate_arguments
 from tools_app.data_access.operations import Mount
 from tools_app.execution import heavy, records
 from tools_app.execution.call_limits import default_limits
+from tools_app.grants import NARROWABLE_TYPES
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import Table, TableStorage, Tool
 from tools_app.tool_types import EXTERNAL, TOOL_TYPES
@@ -38,18 +39,26 @@ __all__ = ["EXECUTORS", "Executor", "execute", "read_mount", "run_read", "write_
 Executor = Callable[..., Any]
 
 
-def execute(*, tool: Tool, arguments: Any, scope: Any = None) -> Any:
+def execute(*, tool: Tool, arguments: Any, scope: Any = None, where: dict[str, Any] | None = None) -> Any:
     """Validate `arguments` against the tool's schema and run it; return its JSON result.
 
     `scope` is what registry tools work over (an MCP instance, or a user over the API); data tools
-    ignore it. Raises ToolError with a code (SPEC §8); a failed write leaves data and version as
+    ignore it. `where` (a binding's narrowing resolved for the caller, tools_app.grants) narrows the records a
+    read of NARROWABLE_TYPES sees (tools_app.data_access.narrowing); any other tool is TOOL_NOT_CALLABLE with
+    it, before anything runs. Raises ToolError with a code (SPEC §8); a failed write leaves data and version as
     they were. Runs under the budget active on the thread (the pipeline enters the call's), else under the
     server's default budget (tools_app.execution.call_limits): QUERY_TOO_EXPENSIVE when it is spent.
     """
     if budget.active() is None:
         # Run outside the pipeline (a management command, a benchmark): under the server's default budget.
         with budget.enforced(default_limits()):
-            return execute(tool=tool, arguments=arguments, scope=scope)
+            return execute(tool=tool, arguments=arguments, scope=scope, where=where)
+    if where is not None and tool.type not in NARROWABLE_TYPES:
+        raise ToolError(
+            ErrorCode.TOOL_NOT_CALLABLE,
+            f"The tool {tool.name!r} cannot run here: its binding narrows the records it reads, and a "
+            f"{tool.type} tool does not read records. Nothing was run or written.",
+        )
     spec = TOOL_TYPES.get(tool.type)
     if spec is not None and spec.kind == EXTERNAL:
         raise refusal(tool)  # it runs on its own server: refused before its arguments are looked at
@@ -63,6 +72,8 @@ def execute(*, tool: Tool, arguments: Any, scope: Any = None) -> Any:
         raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, f"The tool type {tool.type!r} cannot be run.")
     if safe is not None:
         arguments = {**arguments, SAFE_WRITE: safe}
+    if where is not None:
+        return executor(tool=tool, arguments=arguments, scope=scope, where=where)
     return executor(tool=tool, arguments=arguments, scope=scope)
 
 
@@ -138,13 +149,19 @@ def _read_state(tool: Tool, *, load: bool = True) -> tuple[Mount, int, str, Any]
     return mount, version, storage, data
 
 
-def run_read(tool: Tool, operation: Callable[..., Any], arguments: dict, *extra: Any) -> Any:
+def run_read(
+    tool: Tool, operation: Callable[..., Any], arguments: dict, *extra: Any, where: dict[str, Any] | None = None
+) -> Any:
     """A read operation of data_access.operations over the tool's mount; moved to a heavy worker process if
-    it turns expensive (tools_app.execution.heavy). A rows table is read where its rows are (records.read)."""
+    it turns expensive (tools_app.execution.heavy). A rows table is read where its rows are (records.read).
+    With `where`, over the mount's records within it only (data_access.narrowing)."""
     mount, version, storage, data = _read_state(tool)
     assert tool.table_id is not None  # _read_state refused a tool without a table
     if storage == TableStorage.ROWS:
-        return records.read(tool.table_id, version, mount, operation, arguments, extra)
+        return records.read(tool.table_id, version, mount, operation, arguments, extra, where=where)
+    if where is not None:
+        extra = (operation, where, *extra)
+        operation = narrowing.read_narrowed
     return heavy.read(
         operation, table_id=tool.table_id, version=version, data=data, mount=mount, arguments=arguments, extra=extra
     )
@@ -216,21 +233,27 @@ def _check_depth(mount: Mount, arguments: dict, data: Any) -> None:
 def reader(operation: Callable[..., Any]) -> Executor:
     """A read type's executor: `operation` of data_access.operations over the tool's mount (run_read)."""
 
-    def run(*, tool: Tool, arguments: dict[str, Any], scope: Any = None) -> Any:
-        return run_read(tool, operation, arguments)
+    def run(*, tool: Tool, arguments: dict[str, Any], scope: Any = None, where: dict | None = None) -> Any:
+        return run_read(tool, operation, arguments, where=where)
 
     return run
 
 
-def _preview(*, tool: Tool, arguments: dict[str, Any], scope: Any = None) -> Any:
-    return run_read(tool, operations.preview, arguments, (tool.metadata or {}).get("preview_keys"))
+def _preview(*, tool: Tool, arguments: dict[str, Any], scope: Any = None, where: dict | None = None) -> Any:
+    return run_read(tool, operations.preview, arguments, (tool.metadata or {}).get("preview_keys"), where=where)
 
 
-def _data_schema(*, tool: Tool, arguments: dict[str, Any], scope: Any = None) -> Any:
-    """The shape only changes with the data: cached per table version and mount."""
+def _data_schema(*, tool: Tool, arguments: dict[str, Any], scope: Any = None, where: dict | None = None) -> Any:
+    """The shape only changes with the data: cached per table version and mount. A narrowed shape is computed
+    each time (one per caller would grow the table's cache without bound; the pipeline's result cache holds
+    it)."""
     mount, version, storage, data = _read_state(tool)
     assert tool.table_id is not None  # _read_state refused a tool without a table
     table_id = tool.table_id
+    if where is not None:
+        if storage == TableStorage.ROWS:
+            return records.schema(table_id, version, mount, arguments, where=where)
+        return narrowing.read_narrowed(data, mount, arguments, operations.get_data_schema, where)
     if storage == TableStorage.ROWS:
         return services.table_derived(
             table_id, version, ("shape", tool.json_path), lambda: records.schema(table_id, version, mount, arguments)

@@ -60,7 +60,7 @@ from tools_app.execution.call_details import (
 )
 from tools_app.execution.call_limits import call_slots, limits_for
 from tools_app.execution.executors import execute
-from tools_app.grants import Grant, apply_pins
+from tools_app.grants import WHERE, Grant, apply_pins
 from tools_app.kernel.caches import LruCache
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.kernel.telemetry import call_finished, call_span, span
@@ -432,7 +432,7 @@ def _pinned(caller: Caller, target: CallTarget, name: str, arguments: Any) -> tu
     except Tool.DoesNotExist:
         return arguments, None  # deleted since it was resolved: executing says so
     properties = (tool.input_schema or {}).get("properties") or {}
-    undeclared = sorted(argument for argument in pins if argument not in properties)
+    undeclared = sorted(argument for argument in pins if argument not in properties and argument != WHERE)
     if undeclared:
         error = ToolError(
             ErrorCode.TOOL_NOT_CALLABLE,
@@ -447,6 +447,17 @@ def _pinned(caller: Caller, target: CallTarget, name: str, arguments: Any) -> tu
         return arguments, CallOutcome(name=name, tool_type=target.tool_type, error=exc)
 
 
+def _narrowing(target: CallTarget, arguments: Any) -> tuple[Any, dict[str, Any] | None]:
+    """The tool's own arguments and the records' narrowing, for a binding that narrows (tools_app.grants.WHERE):
+    the effective arguments carry it (so the call log, the result cache and cursors are per narrowing); the tool
+    runs with it taken out. A narrowing binding whose call lacks it fails closed (INVALID_ARGUMENTS)."""
+    if WHERE not in (target.pinned_arguments or {}):
+        return arguments, None
+    if not isinstance(arguments, dict) or not isinstance(arguments.get(WHERE), dict):
+        raise ToolError(ErrorCode.INVALID_ARGUMENTS, "Invalid arguments: they must be a JSON object.")
+    return {key: value for key, value in arguments.items() if key != WHERE}, arguments[WHERE]
+
+
 def _tool(target: CallTarget) -> Tool:
     if target.tool is not None:
         return target.tool
@@ -459,6 +470,7 @@ def _execute(caller: Caller, target: CallTarget, name: str, arguments: Any, bega
     try:
         tool = _tool(target)
         scope = _scope(caller, target) if tool.type in REGISTRY_TYPES else None
+        arguments, where = _narrowing(target, arguments)
         # The call's budget, and its concurrency slot once it turns out expensive (RATE_LIMITED when none);
         # a caller whose calls were heavy a moment ago turns heavy sooner (budgets module docstring).
         slot = call_slots.on_heavy(user_id=caller.user_id, api_key_id=caller.api_key_id)
@@ -467,7 +479,7 @@ def _execute(caller: Caller, target: CallTarget, name: str, arguments: Any, bega
             span("toolhub.call.execute"),
             enforced(limits_for(target), since=began, on_heavy=slot, yield_after_ms=yield_after),
         ):
-            value = execute(tool=tool, arguments=arguments, scope=scope)
+            value = execute(tool=tool, arguments=arguments, scope=scope, where=where)
         return CallOutcome(name=name, tool_type=tool.type, value=value)
     except ToolError as exc:
         if exc.code == ErrorCode.QUERY_TOO_EXPENSIVE:

@@ -14,6 +14,10 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
   describes the first SCHEMA_SAMPLE records, with the true count.
 - A read at any other mount (above a collection, or inside one of its records) runs over the document with
   the collections it reaches spliced in, under the same byte bound.
+- A read narrowed by its binding (`where`, tools_app.data_access.narrowing) over an array collection runs
+  `query_data` as one SQL statement with the narrowing as its first filter when that compiles; otherwise, and
+  for the other reads, the records are streamed in chunks and only those within the narrowing are kept (and
+  counted against the byte bound); `select` still looks its keys up by index, then drops what is outside.
 """
 
 import json
@@ -27,7 +31,7 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from tools_app import services
-from tools_app.data_access import budget, operations, pointer
+from tools_app.data_access import budget, narrowing, operations, pointer
 from tools_app.data_access.operations import Mount
 from tools_app.data_access.query import compile_expression
 from tools_app.data_access.shape import describe
@@ -342,14 +346,17 @@ def _too_expensive(limit: int) -> ToolError:
     )
 
 
-def _value(collection: Collection) -> list | dict:
-    """The whole collection as a list or object, at most max_evaluated_bytes() of record JSON."""
+def _value(collection: Collection, keep: Callable[[Any], bool] | None = None) -> list | dict:
+    """The whole collection as a list or object (with `keep`, its records it keeps), at most
+    max_evaluated_bytes() of record JSON."""
     limit = max_evaluated_bytes()
     total = 0
     items: list = []
     members: dict = {}
     for chunk in _chunks(collection):
         for _position, key, record, size in chunk:
+            if keep is not None and not keep(record):
+                continue
             total += size
             if total > limit:
                 raise _too_expensive(limit)
@@ -371,12 +378,21 @@ def _spliced(table_id: int, version: int, mount: Mount, found: dict[str, Collect
 
 
 def read(
-    table_id: int, version: int, mount: Mount, operation: Callable[..., Any], arguments: dict, extra: tuple = ()
+    table_id: int,
+    version: int,
+    mount: Mount,
+    operation: Callable[..., Any],
+    arguments: dict,
+    extra: tuple = (),
+    *,
+    where: dict[str, Any] | None = None,
 ) -> Any:
     """`operation(data, mount, arguments, *extra)` (a read of data_access.operations) over a rows table, with
-    the answer the document would give (module docstring)."""
+    the answer the document would give (module docstring); with `where`, over the mount's records within it."""
     found = collections(table_id)
     collection = found.get(mount.json_path)
+    if where is not None:
+        return _narrowed_read(table_id, version, mount, found, operation, arguments, extra, where)
     if collection is None:
         return operation(_spliced(table_id, version, mount, found), mount, arguments, *extra)
     if operation is operations.query_data:
@@ -390,10 +406,49 @@ def read(
     return operation(_value(collection), Mount("", mount.key_field), arguments, *extra)
 
 
-def _query(collection: Collection, mount: Mount, arguments: dict) -> Any:
+def _narrowed_read(
+    table_id: int,
+    version: int,
+    mount: Mount,
+    found: dict[str, Collection],
+    operation: Callable[..., Any],
+    arguments: dict,
+    extra: tuple,
+    where: dict[str, Any],
+) -> Any:
+    collection = found.get(mount.json_path)
+    if collection is None:
+        data = _spliced(table_id, version, mount, found)
+        return narrowing.read_narrowed(data, mount, arguments, operation, where, *extra)
+    if operation is operations.query_data and collection.kind == "array":
+        return _query(collection, mount, arguments, where)
+    if operation is operations.select:
+        return _select_narrowed(collection, mount, arguments, where)
+    root = Mount("", mount.key_field)
+    return operation(_value(collection, narrowing.keeps(where)), root, arguments, *extra)
+
+
+def _select_narrowed(collection: Collection, mount: Mount, arguments: dict, where: dict[str, Any]) -> Any:
+    """`select` by index, a record outside `where` answered as not found (its key is not within the narrowing)."""
+    answer = _select_keys(collection, mount, arguments)
+    keep = narrowing.keeps(where)
+    if collection.kind == "object":
+        items = [item for item in answer["items"] if keep(item["content"])]
+        held = {item["key"] for item in items}
+    else:
+        field = arguments.get("field") or mount.key_field
+        items = [item for item in answer["items"] if keep(item)]
+        held = {operations.key_text(item[field]) for item in items}
+    wanted = {operations.key_text(key): key for key in arguments["keys"]}  # as operations.select lists them
+    return {"items": items, "not_found": [original for key, original in wanted.items() if key not in held]}
+
+
+def _query(collection: Collection, mount: Mount, arguments: dict, where: dict[str, Any] | None = None) -> Any:
     expression = arguments["query"]
     compile_expression(expression)  # an invalid expression is refused as the evaluator refuses it
-    compiled = compile_sql_expression(expression, _dialect(), collection.kind)
+    # Narrowed: checked to parse alone above, so the composition cannot lift any of it out of the pipe.
+    sql_expression = expression if where is None else narrowing.composed(where, expression)
+    compiled = compile_sql_expression(sql_expression, _dialect(), collection.kind)
     if compiled is not None:
         with engine_budget(), connection.cursor() as cursor:
             answer = run_sql(
@@ -405,7 +460,8 @@ def _query(collection: Collection, mount: Mount, arguments: dict) -> Any:
             )
         if answer is not None:
             return answer.value
-    return operations.query_data(_value(collection), Mount("", mount.key_field), arguments)
+    keep = None if where is None else narrowing.keeps(where)
+    return operations.query_data(_value(collection, keep), Mount("", mount.key_field), arguments)
 
 
 def _select_keys(collection: Collection, mount: Mount, arguments: dict) -> Any:
@@ -450,23 +506,35 @@ def _preview(collection: Collection, arguments: dict, preview_keys: list[str]) -
     return {"items": items, "total_count": collection.record_count}
 
 
-def schema(table_id: int, version: int, mount: Mount, arguments: dict) -> Any:
+def schema(table_id: int, version: int, mount: Mount, arguments: dict, *, where: dict | None = None) -> Any:
     """get_data_schema over a rows table: over a collection, the shape of its first SCHEMA_SAMPLE records with
-    its true count (`item_count` / `key_count`); elsewhere, the document's with the collections spliced in."""
+    its true count (`item_count` / `key_count`); elsewhere, the document's with the collections spliced in.
+    With `where`, of the records within it: the first SCHEMA_SAMPLE of them, and their count (all are read)."""
     found = collections(table_id)
     collection = found.get(mount.json_path)
     if collection is None:
+        if where is not None:
+            data = _spliced(table_id, version, mount, found)
+            return narrowing.read_narrowed(data, mount, arguments, operations.get_data_schema, where)
         return operations.get_data_schema(_spliced(table_id, version, mount, found), mount, arguments)
+    keep = None if where is None else narrowing.keeps(where)
+    count = 0
     sample: list = []
     members: dict = {}
-    for chunk in _chunks(collection, limit=SCHEMA_SAMPLE):
+    for chunk in _chunks(collection, limit=SCHEMA_SAMPLE if keep is None else None):
         for _position, key, record, _size in chunk:
+            if keep is not None and not keep(record):
+                continue
+            count += 1
+            if count > SCHEMA_SAMPLE:
+                continue
             if collection.kind == "array":
                 sample.append(record)
             else:
                 members[key] = record
     shape = describe(sample if collection.kind == "array" else members)
-    shape["item_count" if collection.kind == "array" else "key_count"] = collection.record_count
+    total = count if keep is not None else collection.record_count
+    shape["item_count" if collection.kind == "array" else "key_count"] = total
     return shape
 
 

@@ -151,7 +151,7 @@ class Binding(models.Model):
         if self.pinned_arguments is None:
             self.pinned_arguments = {}
         if self.tool_id:
-            problems = pin_problems(self.pinned_arguments, self.tool.input_schema)
+            problems = pin_problems(self.pinned_arguments, self.tool.input_schema, self.tool.type)
             if problems:
                 raise ValidationError(
                     {"pinned_arguments": [ValidationError(problem, code="invalid") for problem in problems]}

@@ -520,7 +520,8 @@ def test_call_tool_says_when_no_search_tool_is_bound(owner, make_tool, instance,
 def strict_problems(schema, path="$", root=True):
     """Why OpenAI Agents' strict conversion (agents.strict_schema.ensure_strict_json_schema with open objects
     rejected, as its MCP conversion runs it) would fall back to a non-strict schema: an object that permits
-    undeclared properties, `additionalProperties` other than false, a root `anyOf`, a `$ref`."""
+    undeclared properties, `additionalProperties` other than false, a root `anyOf`, a `$ref`. A quick in-process
+    mirror; tests/test_openai_agents_strict.py runs the SDK itself against a live server."""
     problems = []
     if not isinstance(schema, dict):
         return [f"{path}: not a schema"]
@@ -666,3 +667,56 @@ def test_a_tool_whose_schema_no_longer_declares_a_pinned_argument_is_refused_not
         "TOOL_NOT_CALLABLE: The tool 'my_orders' cannot run here: its binding pins 'field', which its input schema "
         "no longer declares. The owner must change the binding or the tool."
     )
+
+
+def test_objects_inside_records_are_closed_from_the_data_and_a_strict_host_writes_them(owner, make_table, instance):
+    """A field holding objects is a closed object of the fields those objects have (null where some lack one), so
+    the write tools stay strict; a record of that shape is written, one with an undeclared nested field is
+    refused and nothing is written."""
+    # given
+    people = make_table(
+        owner,
+        name="people",
+        data=[
+            {"id": "p1", "address": {"city": "London", "zip": None}},
+            {"id": "p2", "address": {"city": "Wilmslow", "zip": "SK9", "geo": {"lat": 53.3}}},
+        ],
+    )
+    generate_tools(owner=owner, table=people, writes=True, mcp_instance=instance)
+    key = services.api_key_issue(mcp_instance=instance)[1]
+
+    # when
+    tools = {tool["name"]: tool for tool in Harness().rpc("shop", key, "tools/list")["result"]["tools"]}
+    record = {"id": "p3", "address": {"city": "Bletchley", "zip": None, "geo": None}}
+    created = Harness().call("shop", key, "people_create", {"elements": [record]})["result"]
+    refused = Harness().call(
+        "shop", key, "people_create", {"elements": [{"id": "p4", "address": {"city": "x", "planet": "earth"}}]}
+    )["result"]
+
+    # then
+    address = tools["people_create"]["inputSchema"]["properties"]["elements"]["items"]["properties"]["address"]
+    assert address == {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string"},
+            "zip": {"anyOf": [{"type": "null"}, {"type": "string"}]},
+            "geo": {
+                "anyOf": [
+                    {
+                        "type": "object",
+                        "properties": {"lat": {"type": "number"}},
+                        "additionalProperties": False,
+                    },
+                    {"type": "null"},
+                ]
+            },
+        },
+        "additionalProperties": False,
+    }
+    assert strict_problems(tools["people_create"]["inputSchema"]) == []
+    assert strict_problems(tools["people_update"]["inputSchema"]) == []
+    assert created["structuredContent"] == {"created": 1, "version": 2}
+    assert refused["isError"] is True
+    assert refused["content"][0]["text"].startswith("INVALID_ARGUMENTS")
+    assert Table.objects.get(pk=people.pk).version == 2
+    assert Table.objects.get(pk=people.pk).data[-1] == record
