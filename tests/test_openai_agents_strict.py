@@ -62,7 +62,7 @@ print(json.dumps({
 
 
 @pytest.fixture(scope="module")
-def live(tmp_path_factory):
+def agents_server(tmp_path_factory):
     with server_database("agents", tmp_path_factory.mktemp("agents"), secret="agents-strict") as env:
         keys = json.loads(run_python(env, SEED))
         with Uvicorn(env) as server:
@@ -113,9 +113,9 @@ def converted(url: str, key: str) -> tuple[dict[str, bool], list[str]]:
         sdk_logger.setLevel(previous)
 
 
-def test_every_generated_tool_converts_strict_with_the_sdk(live):
+def test_every_generated_tool_converts_strict_with_the_sdk(agents_server):
     # when
-    strict, logged = converted(f"{live['base']}/mcp/shop/", live["keys"]["shop"])
+    strict, logged = converted(f"{agents_server['base']}/mcp/shop/", agents_server["keys"]["shop"])
 
     # then: every tool of the 5 tables strict (notes, without a key field, has no select, update or delete)
     assert logged == []
@@ -128,9 +128,9 @@ def test_every_generated_tool_converts_strict_with_the_sdk(live):
     assert strict == dict.fromkeys(expected, True)
 
 
-def test_the_search_mode_proxy_converts_strict_with_the_sdk(live):
+def test_the_search_mode_proxy_converts_strict_with_the_sdk(agents_server):
     # when
-    strict, logged = converted(f"{live['base']}/mcp/search/", live["keys"]["search"])
+    strict, logged = converted(f"{agents_server['base']}/mcp/search/", agents_server["keys"]["search"])
 
     # then
     assert logged == []
