@@ -75,6 +75,7 @@ BUDGET_CODES = (str(ErrorCode.QUERY_TOO_EXPENSIVE), str(ErrorCode.RESULT_TOO_LAR
 # and leave no call-log row (docs/rate-limits.md): /metrics counts those (toolhub_rate_limit_refusals).
 RATE_LIMIT_CODES = (str(ErrorCode.RATE_LIMITED),)
 
+LABEL_FORMAT = "%Y-%m-%d %H:%M"
 OTHER = "other"
 NO_INSTANCE = "(API and admin)"
 
@@ -273,6 +274,9 @@ def activity(calls: QuerySet, window: Window, now: datetime | None = None) -> di
             "label": window.label,
             "start": start.isoformat(),
             "end": end.isoformat(),
+            # as the admin writes a time elsewhere (the call log's list, the chart labels), UTC
+            "start_label": start.strftime(LABEL_FORMAT),
+            "end_label": end.strftime(LABEL_FORMAT),
             "bucket_seconds": window.bucket_seconds,
         },
         "labels": labels,
