@@ -14,11 +14,12 @@ from django.contrib import admin
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils.functional import lazy
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
-__all__ = ["DOCS_DIR", "doc_link", "doc_page", "doc_url"]
+__all__ = ["DOCS_DIR", "doc_link", "doc_page", "doc_url", "help_text"]
 
 DOCS_DIR = Path(settings.BASE_DIR) / "docs"
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
@@ -34,6 +35,20 @@ def doc_url(name: str, anchor: str = "") -> str:
 def doc_link(name: str, anchor: str = "") -> SafeString:
     """A link to docs/<name>.md in the admin, labelled with the file's path as the text used to cite it."""
     return format_html('<a href="{}">docs/{}.md</a>', doc_url(name, anchor), name)
+
+
+def _help_text(text: str) -> SafeString:
+    text = str(text)
+    parts = re.split(r"docs/([a-z0-9][a-z0-9-]{0,63})\.md", text)
+    html = format_html("{}", parts[0])
+    for index in range(1, len(parts), 2):
+        html += doc_link(parts[index]) + format_html("{}", parts[index + 1])
+    return html
+
+
+# A help text (or fieldset description) whose `docs/<name>.md` citations are links to the admin's pages, the rest
+# escaped; lazy, as forms and fieldsets are declared before the URLs can be reversed.
+help_text = lazy(_help_text, SafeString)
 
 
 @cache

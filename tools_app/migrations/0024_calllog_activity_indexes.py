@@ -1,10 +1,11 @@
 """The activity page's covering indexes on the call log (tools_app.activity): (owner, created_at, ...) replaces
-(owner, -created_at), and (created_at, ...) replaces created_at's own index.
+(owner, -created_at), and (created_at, ...) replaces created_at's own index; the label "API key" of two foreign keys.
 
 Built before the indexes they replace are dropped, and on PostgreSQL with CREATE INDEX CONCURRENTLY (outside a
 transaction): the call pipeline keeps recording calls while a large call log is indexed.
 """
 
+import django.db.models.deletion
 import django.utils.timezone
 from django.conf import settings
 from django.db import migrations, models
@@ -51,5 +52,30 @@ class Migration(migrations.Migration):
             model_name="calllog",
             name="created_at",
             field=models.DateTimeField(default=django.utils.timezone.now, editable=False),
+        ),
+        # The label the admin shows: "API key", not Django's "Api key" (no change in the database).
+        migrations.AlterField(
+            model_name="calllog",
+            name="api_key",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="call_logs",
+                to="tools_app.apikey",
+                verbose_name="API key",
+            ),
+        ),
+        migrations.AlterField(
+            model_name="tablechange",
+            name="api_key",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="tools_app.apikey",
+                verbose_name="API key",
+            ),
         ),
     ]

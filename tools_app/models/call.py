@@ -44,7 +44,9 @@ class CallLog(models.Model):
     )
     tool = models.ForeignKey(Tool, null=True, blank=True, on_delete=models.SET_NULL, related_name="call_logs")
     tool_name = models.CharField(max_length=64)
-    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="call_logs")
+    api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="call_logs", verbose_name="API key"
+    )
     # The owner of what was called (whose call log shows the row); `user` is who called: the request's user
     # over the API and the admin (a superuser may call another's tool), the key's owner over MCP.
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")

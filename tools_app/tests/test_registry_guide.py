@@ -76,7 +76,7 @@ def test_guide_has_the_seed_layout(documented, instance):
         ("h2", "Registry Tools (1)"),
         ("h3", "search_tools"),
     ]
-    assert f"Generated: {timezone.now():%Y-%m-%d} | Tools: 3 | Category Filter: None\n" in content
+    assert f"Generated: {timezone.now():%Y-%m-%d} | Tools: 3 | Category Filter: all\n" in content
     assert "**Purpose**: Query orders with JMESPath." in content
     assert "**Purpose**: [Description pending]" in content
     assert "**Returns**: The matching orders." in content
