@@ -56,8 +56,9 @@ if [ ! -f "$stamp" ]; then
 fi
 
 if [ "${1:-}" = "--test" ]; then
-  # MCP Inspector CLI for the end-to-end tests (pinned in package.json / package-lock.json).
-  if command -v npm >/dev/null && [ ! -x node_modules/.bin/mcp-inspector ]; then
+  # MCP Inspector CLI for the end-to-end tests, and Chart.js whose built file tools_app/static keeps (the tests
+  # compare the two); pinned in package.json / package-lock.json.
+  if command -v npm >/dev/null && { [ ! -x node_modules/.bin/mcp-inspector ] || [ ! -f node_modules/chart.js/package.json ]; }; then
     npm install --no-audit --no-fund --loglevel=error >/dev/null
   fi
   # Debian's Chromium for the browser tests (Playwright drives /usr/bin/chromium; it downloads nothing).

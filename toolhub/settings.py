@@ -186,6 +186,8 @@ AUTH_PASSWORD_VALIDATORS = [
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
+# "2026-11-27 09:17:43" on every admin page (toolhub/formats/en/formats.py), as toolhub's templates write it.
+FORMAT_MODULE_PATH = ["toolhub.formats"]
 USE_I18N = True
 USE_TZ = True
 

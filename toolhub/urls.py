@@ -6,6 +6,8 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 from toolhub import observability
+from tools_app.admin.activity import activity_page
+from tools_app.admin.docs_page import doc_page
 from tools_app.admin.operator_page import operations_page
 
 urlpatterns = [
@@ -22,6 +24,10 @@ urlpatterns = [
     path("readyz", observability.readyz, name="readyz"),
     path("metrics", observability.metrics, name="metrics"),
     path("admin/operations/", admin.site.admin_view(operations_page), name="toolhub-operations"),
+    # (docs/activity.md) Charts of the call log, for every owner.
+    path("admin/activity/", admin.site.admin_view(activity_page), name="toolhub-activity"),
+    # toolhub's docs/ pages, linked from help texts.
+    path("admin/docs/<str:name>.md", admin.site.admin_view(doc_page), name="toolhub-doc"),
     path("admin/", admin.site.urls),
     path("api/", include("toolhub.api_urls")),
     # OAuth for MCP clients (docs/oauth.md): /.well-known/… and /oauth/….

@@ -10,7 +10,9 @@ from tools_app.kernel.rate_limits import check_settings
 
 class ToolsAppConfig(AppConfig):
     name = "tools_app"
-    verbose_name = "Tools"
+    # The admin writes it before each model's name (breadcrumbs "Home › toolhub › Tools › orders_query", the
+    # sidebar): not "Tools", which repeated the tool list's own name.
+    verbose_name = "toolhub"
 
     def ready(self) -> None:
         # The services plug Table's document reader in (tools_app.models.table); they import the models, so

@@ -201,7 +201,7 @@ def test_guide_sends_its_markdown_content_with_warnings(registry_shop, era):
     text = text_of(result)
     assert text.startswith(structured["content"].rstrip("\n"))
     assert text.startswith(
-        f"# Shop MCP Tools Usage Guide\n\nGenerated: {timezone.now():%Y-%m-%d} | Tools: 1 | Category Filter: None\n"
+        f"# Shop MCP Tools Usage Guide\n\nGenerated: {timezone.now():%Y-%m-%d} | Tools: 1 | Category Filter: all\n"
     )
     assert "### `orders_query`\n\n**Purpose**: Query the shop's orders with JMESPath." in text
     assert text.endswith(f"\n\n## Warnings\n\n- {structured['warnings'][0]}\n")

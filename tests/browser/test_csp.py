@@ -83,6 +83,8 @@ def admin_pages(csp_objects: dict) -> dict[str, str]:
         "bindings": "/admin/tools_app/binding/",
         "keys": "/admin/tools_app/apikey/",
         "calls": "/admin/tools_app/calllog/",
+        "activity": "/admin/activity/",
+        "doc": "/admin/docs/activity.md",
         "password": "/admin/password_change/",
     }
 

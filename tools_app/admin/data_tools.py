@@ -30,6 +30,15 @@ class InstanceChoiceForm(PlainHelpTexts, forms.Form):
 
 
 class GenerateToolsForm(InstanceChoiceForm):
+    """Binds to the user's newest enabled instance unless another choice is made: generated tools are meant to
+    be served, and "(do not bind)" as the default left them on no instance."""
+
+    def __init__(self, *args, user=None, **kwargs):
+        super().__init__(*args, user=user, **kwargs)
+        if not self.is_bound:
+            newest = self.fields["mcp_instance"].queryset.filter(enabled=True).order_by("-created_at", "-pk").first()
+            self.fields["mcp_instance"].initial = newest.pk if newest is not None else None
+
     mcp_instance = forms.ModelChoiceField(
         queryset=McpInstance.objects.none(),
         required=False,

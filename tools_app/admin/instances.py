@@ -28,6 +28,7 @@ from django.utils.safestring import mark_safe
 from tools_app import services
 from tools_app.admin import setup as admin_setup
 from tools_app.admin.call_detail import call_detail_view
+from tools_app.admin.docs_page import help_text as doc_help_text
 from tools_app.admin.instance_forms import (
     ApiKeyAdminForm,
     ApiKeyCreateForm,
@@ -48,7 +49,7 @@ from tools_app.admin.tools import (
     register_tool_panel,
     warn_in_use,
 )
-from tools_app.choices import REGISTRY_TYPES
+from tools_app.choices import REGISTRY_TYPES, ToolType
 from tools_app.grants import pin_summary
 from tools_app.models import ApiKey, Binding, CallLog, Discovery, McpInstance, Prompt, Tool
 from tools_app.registry import usage_guide
@@ -99,7 +100,10 @@ def render_usage_guide(instance: McpInstance) -> dict[str, Any]:
     warnings = guide.get("warnings", []) if isinstance(guide, dict) else []
     # Descriptions are untrusted: no raw HTML, no images, links rel="noopener noreferrer nofollow".
     html = markdown_to_safe_html(content)
-    return {"html": mark_safe(html), "warnings": warnings, "markdown": content}
+    # What clients call it by on this instance (a binding's name, e.g. `tool_guide`), not the tool type's name.
+    bindings = instance.bindings.filter(tool__type=ToolType.GET_TOOL_USAGE_GUIDE, enabled=True).select_related("tool")
+    tool_names = sorted(binding.effective_name for binding in bindings)
+    return {"html": mark_safe(html), "warnings": warnings, "markdown": content, "tool_names": tool_names}
 
 
 class InstanceColumn:
@@ -186,8 +190,10 @@ class McpInstanceAdmin(OwnedAdmin):
             "Call budgets",
             {
                 "fields": ["query_cpu_ms", "query_max_elements", "query_max_bytes"],
-                "description": "What one tool call may spend while it evaluates; over it, the call stops with "
-                "QUERY_TOO_EXPENSIVE. Leave empty for the server's defaults (docs/budgets.md).",
+                "description": doc_help_text(
+                    "What one tool call may spend while it evaluates; over it, the call stops with "
+                    "QUERY_TOO_EXPENSIVE. Leave empty for the server's defaults (docs/budgets.md)."
+                ),
             },
         ),
         ("Limits", {"fields": ["key_rate_limit"]}),
@@ -195,9 +201,11 @@ class McpInstanceAdmin(OwnedAdmin):
             "Logging",
             {
                 "fields": ["log_level", "record_call_details"],
-                "description": "Log messages of every tool call, for MCP clients that cannot keep a level between "
-                "requests (docs/mcp-clients.md, Progress and logs); and what the call log keeps of each call "
-                "(docs/call-log.md).",
+                "description": doc_help_text(
+                    "Log messages of every tool call, for MCP clients that cannot keep a level between "
+                    "requests (docs/mcp-clients.md, Progress and logs); and what the call log keeps of each call "
+                    "(docs/call-log.md)."
+                ),
             },
         ),
     ]

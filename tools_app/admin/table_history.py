@@ -89,9 +89,22 @@ def _who(entry: TableChange) -> str:
     return user
 
 
+def restored_version(entry: TableChange) -> int | None:
+    """The version a restore wrote again, None for any other write: a restore is the one write with no tool whose
+    arguments are `{"version": v}` (the API's body and the admin's, docs/history.md)."""
+    arguments = entry.arguments
+    if entry.tool_name or not isinstance(arguments, dict) or set(arguments) != {"version"}:
+        return None
+    version = arguments["version"]
+    return version if isinstance(version, int) and not isinstance(version, bool) else None
+
+
 def _how(entry: TableChange) -> str:
     surfaces = {str(Surface.MCP): "MCP", str(Surface.API): "API", str(Surface.ADMIN): "Admin"}
     parts = [surfaces.get(entry.surface, entry.surface or "server")]
+    restored = restored_version(entry)
+    if restored is not None:
+        parts.append(f"restore of version {restored}")
     if entry.tool_name:
         parts.append(f"tool {entry.tool_name}")
     if entry.binding_name:
@@ -119,7 +132,10 @@ def history_view(model_admin: Any, request, object_id: str):
                 "how": _how(entry),
                 "lines": lines,
                 "more": more,
-                "arguments": _short(entry.arguments) if entry.arguments is not None else "",
+                # a restore says so in "how"; its arguments would only repeat the version
+                "arguments": _short(entry.arguments)
+                if entry.arguments is not None and restored_version(entry) is None
+                else "",
             }
         )
     oldest = services.oldest_version(table.pk, table.version)

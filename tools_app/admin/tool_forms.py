@@ -9,9 +9,10 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
-from django.utils.html import escape
+from django.utils.html import conditional_escape
 
 from tools_app import services
+from tools_app.admin.docs_page import help_text as doc_help_text
 from tools_app.kernel.errors import ToolhubError
 from tools_app.models import Table, Tool
 from tools_app.tool_types import TOOL_TYPES
@@ -122,7 +123,8 @@ class PlainHelpTexts:
         super().__init__(*args, **kwargs)
         for field in self.fields.values():  # type: ignore[attr-defined]
             if field.help_text:
-                field.help_text = escape(field.help_text)
+                # a help text built as HTML (docs_page.help_text: links to the docs) stays as built
+                field.help_text = conditional_escape(field.help_text)
 
 
 class ModelMessagesForm(PlainHelpTexts, forms.ModelForm):
@@ -178,9 +180,11 @@ class TableAdminForm(OwnerAwareModelForm):
         label="Redact fields",
         strip=True,
         widget=forms.TextInput(attrs={"size": 60, "placeholder": "e.g. ssn, email"}),
-        help_text="Record field names, comma-separated, whose values never appear in the call log: in a call's "
-        'arguments and result excerpt they read "[redacted]". Credentials (passwords, tokens, API keys, ...) are '
-        "always redacted (docs/call-log.md).",
+        help_text=doc_help_text(
+            "Record field names, comma-separated, whose values never appear in the call log: in a call's "
+            'arguments and result excerpt they read "[redacted]". Credentials (passwords, tokens, API keys, ...) are '
+            "always redacted (docs/call-log.md)."
+        ),
     )
 
     # Set by the admin for tables above editor_max_chars().
@@ -311,6 +315,8 @@ class ToolAdminForm(OwnerAwareModelForm):
 #
 
 RAW_FIELD = "__raw_arguments"
+# What a try-it placeholder starts with: an example, not a value.
+EXAMPLE_PREFIX = "e.g. "
 
 
 def _schema_type(prop: dict) -> str:
@@ -372,14 +378,15 @@ class TryItForm(forms.Form):
 
     def show_example(self, example: dict[str, Any]) -> None:
         """Placeholders from `example` (admin_examples.example_arguments): the raw JSON, and each text, number
-        or JSON field it names."""
+        or JSON field it names; each starts with EXAMPLE_PREFIX, so that an empty field never reads as a filled
+        one (`[].id` alone looked like a value that would be sent)."""
         for name, value in example.items():
             field = self.fields.get(name)
             if field is None or name == RAW_FIELD or not isinstance(field.widget, forms.widgets.Input | forms.Textarea):
                 continue
             text_field = isinstance(value, str) and not isinstance(field, PrettyJSONField)
-            field.widget.attrs["placeholder"] = value if text_field else compact_json(value)
-        self.fields[RAW_FIELD].widget.attrs["placeholder"] = compact_json(example)
+            field.widget.attrs["placeholder"] = EXAMPLE_PREFIX + (value if text_field else compact_json(value))
+        self.fields[RAW_FIELD].widget.attrs["placeholder"] = EXAMPLE_PREFIX + compact_json(example)
 
     def clean(self):
         cleaned = super().clean()

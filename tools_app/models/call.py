@@ -26,6 +26,10 @@ class CallStatus(models.TextChoices):
     ERROR = "error", "Error"
 
 
+# What the activity page reads of each call besides owner and time (tools_app.activity).
+ACTIVITY_COLUMNS = ["mcp_instance", "tool_name", "status", "error_code", "duration_ms"]
+
+
 class CallLog(models.Model):
     """One row per tool call on every surface (MCP, the API, the admin's try-it), written by the call pipeline
     (tools_app.execution.pipeline) before the call answers."""
@@ -40,7 +44,9 @@ class CallLog(models.Model):
     )
     tool = models.ForeignKey(Tool, null=True, blank=True, on_delete=models.SET_NULL, related_name="call_logs")
     tool_name = models.CharField(max_length=64)
-    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="call_logs")
+    api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="call_logs", verbose_name="API key"
+    )
     # The owner of what was called (whose call log shows the row); `user` is who called: the request's user
     # over the API and the admin (a superuser may call another's tool), the key's owner over MCP.
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
@@ -74,15 +80,23 @@ class CallLog(models.Model):
     # What the call's table queries reported: the suggestion to index a field a slow query filtered on
     # (tools_app.data_access.slow_queries). A database default too, as the columns above have.
     notes = models.TextField(blank=True, default="", db_default="")
-    # When the call started.
-    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
+    # When the call started (indexed first in ACTIVITY_COLUMNS' index below).
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     objects = OwnedQuerySet.as_manager()
 
     class Meta:
         db_table = "mcp_app_calllog"  # created by mcp_app (see models/__init__.py)
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["owner", "-created_at"]), models.Index(fields=["tool", "-created_at"])]
+        # The activity page (tools_app.activity) counts a time window's rows by these columns: the two indexes
+        # that start with the window (an owner's rows, everyone's for a superuser) hold them all, so its
+        # statement reads the index alone, never the rows with their recorded arguments and results. They also
+        # serve the call log's list, newest first (an owner's, everyone's).
+        indexes = [
+            models.Index(fields=["owner", "created_at", *ACTIVITY_COLUMNS], name="calllog_owner_activity"),
+            models.Index(fields=["created_at", *ACTIVITY_COLUMNS], name="calllog_activity"),
+            models.Index(fields=["tool", "-created_at"]),
+        ]
 
     def __str__(self):
         return f"{self.tool_name} {self.status} {self.created_at:%Y-%m-%d %H:%M:%S}"

@@ -35,7 +35,9 @@ class TableChange(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", verbose_name="API key"
+    )
     api_token = models.ForeignKey(ApiToken, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     oauth_client = models.CharField(
         "OAuth client", max_length=255, blank=True, default="", help_text="Over MCP with an OAuth token: its client id."

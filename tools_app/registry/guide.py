@@ -4,7 +4,7 @@ Shape (seed 000):
 
     # <Scope> Tools Usage Guide
 
-    Generated: 2025-10-04 | Tools: 11 | Category Filter: None
+    Generated: 2025-10-04 | Tools: 11 | Category Filter: all
 
     ## Read Tools (3)
 
@@ -248,7 +248,8 @@ def usage_guide(*, scope: Any, tool_names: Any = None, category: str | None = No
         form = "compact"
         layout = _compact(by_category, room)
     included = layout.included
-    filter_label = code_span(category) if category is not None else "None"
+    # "all" when no category was asked for (as list_tools_by_category names every category), not Python's "None"
+    filter_label = code_span(category) if category is not None else "all"
     generated = f"Generated: {timezone.now():%Y-%m-%d} | Tools: {included} | Category Filter: {filter_label}"
     body = [title, generated + "\n\n", hint, *layout.preamble]
     if not selected:

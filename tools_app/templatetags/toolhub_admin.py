@@ -109,3 +109,20 @@ def toolhub_demo_login():
     if user.password not in _demo_login_checked:
         _demo_login_checked[user.password] = user.check_password(DEMO_PASSWORD)
     return {"show": _demo_login_checked[user.password], "username": DEMO_USERNAME, "password": DEMO_PASSWORD}
+
+
+@register.simple_tag
+def toolhub_recent_actions(user, limit: int = 10):
+    """The admin index's "Recent actions": the user's history (LogEntry) without the tokens that API logins
+    issue. Each `POST /api/auth/token/` records one (the token's own history keeps it), and a script that logs
+    in would push every action of the user's out of the list."""
+    from django.contrib.admin.models import ADDITION, LogEntry
+    from django.contrib.contenttypes.models import ContentType
+
+    from tools_app.models import ApiToken
+
+    if not getattr(user, "pk", None):
+        return []
+    tokens = ContentType.objects.get_for_model(ApiToken)
+    entries = LogEntry.objects.filter(user=user).exclude(content_type=tokens, action_flag=ADDITION)
+    return list(entries.select_related("content_type", "user")[:limit])

@@ -161,7 +161,14 @@ class Command(BaseCommand):
         if not Prompt.objects.filter(mcp_instance=instance, name=DEMO_PROMPT["name"]).exists():
             services.prompt_create(mcp_instance=instance, **DEMO_PROMPT)
 
-        self.stdout.write(self.style.SUCCESS(f"Demo data ready: {len(tools)} tools on instance '{instance.slug}'."))
+        # What a client of the instance gets: its enabled bindings, the demo's and any added since (a generated
+        # table's tools), not only the demo's own.
+        served = instance.bindings.filter(enabled=True).count()
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Demo data ready: instance '{instance.slug}' serves {served} tools ({len(tools)} of them the demo's)."
+            )
+        )
         if instance.slug != DEMO_SLUG:
             self.stdout.write(
                 f"The slug '{DEMO_SLUG}' belongs to another user's instance: the demo instance is '{instance.slug}'."

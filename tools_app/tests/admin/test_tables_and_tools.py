@@ -707,7 +707,7 @@ CATALOG = {"products": {"KB-01": {"name": "Keyboard", "price": 120.5, "tags": ["
 
 
 def raw_placeholder(html: str) -> dict:
-    match = re.search(r'<textarea name="__raw_arguments"[^>]*placeholder="([^"]*)"', html)
+    match = re.search(r'<textarea name="__raw_arguments"[^>]*placeholder="e.g. ([^"]*)"', html)
     return json.loads(unescape(match.group(1)))
 
 
@@ -756,7 +756,7 @@ def test_try_it_example_follows_a_custom_schema(owner_client, owner, table, make
     html = owner_client.get(reverse("admin:tools_app_tool_try", args=[tool.pk])).content.decode()
     # then
     assert raw_placeholder(html) == {"query": "[].id", "reason": "<reason>"}
-    assert re.search(r'<input type="text" name="query"[^>]*placeholder="\[\]\.id"', html)
+    assert re.search(r'<input type="text" name="query"[^>]*placeholder="e.g. \[\]\.id"', html)
 
 
 def test_try_it_example_of_a_registry_tool(owner_client, owner, make_tool):

@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
 from mcp_app.tests.mcp_harness import Harness
+from tools_app import services
 from tools_app.choices import DATA_TYPES, READ_ONLY_REGISTRY_TYPES
 from tools_app.execution.executors import execute
 from tools_app.models import ApiKey, Binding, McpInstance, Prompt, Table, Tool
@@ -234,7 +235,7 @@ def test_seed_with_force_runs_in_production(settings):
     # when
     out = _seed("--force", "--no-key")
     # then
-    assert "Demo data ready: 17 tools on instance 'demo'." in out
+    assert "Demo data ready: instance 'demo' serves 17 tools (17 of them the demo's)." in out
     assert _counts() == {"users": 1, "tables": 2, "tools": 17, "instances": 1, "bindings": 17}
 
 
@@ -283,3 +284,23 @@ def test_missing_development_settings_is_a_message_not_a_traceback(tmp_path):
     assert done.returncode == 1
     assert done.stderr == "Error: Set DJANGO_SECRET_KEY (or DJANGO_DEBUG=true / TOOLHUB_DEV=true for development).\n"
     assert not (tmp_path / "prod.sqlite3").exists()
+
+
+def test_seed_counts_the_tools_the_instance_serves(make_tool):
+    """A second start after tools were added to the demo instance names what the instance serves: every enabled
+    binding, not only the demo's 17."""
+    # given
+    _seed("--no-key")
+    demo = get_user_model().objects.get(username="demo")
+    instance = McpInstance.objects.get(slug="demo")
+    for number in range(3):
+        services.binding_create(
+            mcp_instance=instance, tool=make_tool(demo, name=f"extra_{number}", type="search_tools")
+        )
+    services.binding_create(
+        mcp_instance=instance, tool=make_tool(demo, name="extra_off", type="search_tools"), enabled=False
+    )
+    # when
+    out = _seed("--no-key")
+    # then
+    assert "Demo data ready: instance 'demo' serves 20 tools (17 of them the demo's)." in out

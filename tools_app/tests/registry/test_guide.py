@@ -68,7 +68,7 @@ def test_guide_has_the_seed_layout(documented, instance):
         ("h2", "Registry Tools (1)"),
         ("h3", "search_tools"),
     ]
-    assert f"Generated: {timezone.now():%Y-%m-%d} | Tools: 3 | Category Filter: None\n" in content
+    assert f"Generated: {timezone.now():%Y-%m-%d} | Tools: 3 | Category Filter: all\n" in content
     assert "**Purpose**: Query orders with JMESPath." in content
     assert "**Purpose**: [Description pending]" in content
     assert "**Returns**: The matching orders." in content
@@ -214,7 +214,7 @@ def test_the_guide_of_100_tools_fits_the_default_budget(hundred):
     assert guide["metadata"]["included_count"] == 100
     assert guide["metadata"]["truncated"] is False
     assert guide["warnings"] == []
-    assert size == 18_406
+    assert size == 18_405  # "Category Filter: all"
     headings, fences = parse(content)
     h3 = [text for tag, text in headings if tag == "h3"]
     assert len(h3) == 100
