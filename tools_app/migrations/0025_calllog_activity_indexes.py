@@ -28,7 +28,7 @@ class Migration(migrations.Migration):
     atomic = False  # CREATE INDEX CONCURRENTLY cannot run in a transaction
 
     dependencies = [
-        ("tools_app", "0023_calllog_notes_db_default"),
+        ("tools_app", "0024_db_defaults"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
