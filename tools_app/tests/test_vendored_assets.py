@@ -5,7 +5,7 @@ import json
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 VENDORED = ROOT / "tools_app" / "static" / "toolhub" / "vendor" / "chartjs"
 
 
