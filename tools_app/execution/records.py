@@ -17,7 +17,7 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
 """
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -46,10 +46,12 @@ __all__ = [
     "Collection",
     "collection_mounts",
     "collections",
+    "create_collection",
     "max_evaluated_bytes",
     "read",
     "schema",
     "table_to_rows",
+    "whole_document",
     "write",
 ]
 
@@ -252,6 +254,34 @@ def table_to_rows(table_id: int) -> bool:
         TableSnapshot.objects.update_or_create(table_id=table_id, defaults={"version": version, "data": document})
         Table.objects.filter(pk=table_id).update(storage=TableStorage.ROWS, rows_since_version=version)
     return True
+
+
+def create_collection(table_id: int, values: Iterable[Any], *, key_field: str = "id") -> int:
+    """Store `values` (an array's records in order, consumed once: a stream is never held whole) as the root
+    collection of a new table stored as rows, inside the caller's transaction; return how many. What an import
+    runs (services.imports): the rows are written `store.write_records`'s batch at a time."""
+    collection = TableCollection.objects.create(
+        table_id=table_id, mount="", kind="array", key_field=key_field, record_count=0
+    )
+    with connection.cursor() as cursor:
+        count = store.write_records(
+            cursor,
+            dialect=_dialect(),
+            records_table=_records_table(),
+            layouts_table=_layouts_table(),
+            collection_id=collection.pk,
+            value=values,
+            key_of=_key_of(key_field),
+        )
+    TableCollection.objects.filter(pk=collection.pk).update(record_count=count)
+    return count
+
+
+def whole_document(table_id: int, version: int) -> Any:
+    """A rows table's whole document at its current `version`: the document with every collection spliced in at
+    its mount, each at most max_evaluated_bytes() of record JSON (QUERY_TOO_EXPENSIVE beyond). What the whole-table
+    views read (Table.data: the API's table, the admin's editor, setup export, generate-tools)."""
+    return _spliced(table_id, version, Mount("", "id"), collections(table_id))
 
 
 def _key_of(key_field: str) -> Callable[[Any], str | None]:
@@ -683,5 +713,7 @@ def _constant(key: str | None) -> Callable[[Any], str | None]:
     return lambda _record: key
 
 
-# The services restore a rows table through this module (they may not import data access).
+# The services restore, import and read whole a rows table through this module (they may not import data access).
 table_log.rows_apply = apply_operations
+table_log.rows_create = create_collection
+table_log.rows_whole = whole_document

@@ -24,7 +24,7 @@ import contextvars
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -393,16 +393,35 @@ def _applied(data: Any, patches: list[list]) -> Any:
     return data
 
 
+# Set by tools_app.execution.records, which owns the rows (the services may not reach data access):
+# rows_whole(table_id, version) is a rows table's whole document (its collections spliced in, bounded);
+# rows_create(table_id, records) stores a new rows table's root array of records (an import), returning the count.
+rows_whole: Callable[[int, int], Any] | None = None
+rows_create: Callable[[int, Iterable[Any]], int] | None = None
+
+
+def _rows_document(table_id: int, version: int) -> Any:
+    """A rows table's whole document, its records spliced in."""
+    if rows_whole is None:
+        return document(table_id, version).data
+    return rows_whole(table_id, version)
+
+
 # Table.data reads saved documents through this module (the models cannot import the services).
 Table.document_reader = lambda table_id, version: document(table_id, version).data
+Table.rows_reader = _rows_document
 
 
 def table_data(table_id: int) -> tuple[int, Any]:
-    """The table's current (version, document): one primary-key query for the version, then this process's cache
-    (caught up through the log when another worker wrote meanwhile)."""
-    version = Table.objects.filter(pk=table_id).values_list("version", flat=True).first()
-    if version is None:
+    """The table's current (version, whole document): one primary-key query for the version, then this process's
+    cache (caught up through the log when another worker wrote meanwhile). A rows table's document has its records
+    spliced in (rows_whole, bounded): what the whole-table views read; the executors read without them."""
+    row = Table.objects.filter(pk=table_id).values_list("version", "storage").first()
+    if row is None:
         raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+    version, storage = row
+    if storage == TableStorage.ROWS and rows_whole is not None:
+        return version, rows_whole(table_id, version)
     entry = document(table_id, version)
     return entry.version, entry.data
 

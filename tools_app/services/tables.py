@@ -1,7 +1,7 @@
 """Writes to tables and tools: full_clean(), locks, counters (see services/__init__.py)."""
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import IO, Any
 
@@ -85,6 +85,25 @@ def table_create_encoded(*, owner, name: str, description: str = "", document: I
             TableSnapshot.objects.create(
                 table=table, version=table.version, data=EncodedJSON(document.read().decode("ascii"))
             )
+    return table
+
+
+def table_create_rows(*, owner, name: str, description: str = "", records: Callable[[Table], Iterable[Any]]) -> Table:
+    """Create a table (version 1) stored as rows whose document is an array of records: `records(table)` yields
+    them (a stream, consumed once; it checks each record and the table's limits and quota as they come, raising to
+    refuse) and they are written as the root collection's rows in batches, in one transaction: all or nothing.
+    `data_bytes` is the whole document's JSON text (records included), what the owner's quota counts."""
+    if table_log.rows_create is None:
+        raise RuntimeError("No rows writer: tools_app.execution.records plugs it in when it loads.")
+    table = Table(owner=owner, name=name, description=description, storage=TableStorage.ROWS, rows_since_version=1)
+    table.data = []
+    table.full_clean()
+    data_quota_check(owner_id=owner.pk, new_size=table.data_bytes)
+    with transaction.atomic():
+        table.save()  # the row and its snapshot: the document keeps an empty array where the records are
+        table_log.rows_create(table.pk, records(table))  # the stream keeps table.data_bytes as it grows
+        Table.objects.filter(pk=table.pk).update(data_bytes=table.data_bytes)
+    table.refresh_from_db(fields=["data"])
     return table
 
 
