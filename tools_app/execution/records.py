@@ -49,8 +49,10 @@ __all__ = [
     "create_collection",
     "max_evaluated_bytes",
     "read",
+    "relayout",
     "schema",
     "table_to_rows",
+    "version_document",
     "whole_document",
     "write",
 ]
@@ -231,29 +233,92 @@ def table_to_rows(table_id: int) -> bool:
         data = services.table_document(table_id, version)
         tools = list(Tool.objects.filter(table_id=table_id).order_by("id").values_list("json_path", "metadata"))
         mounts = [(path, (metadata or {}).get("key_field") or "id") for path, metadata in tools]
-        document = data
-        dialect = _dialect()
-        with connection.cursor() as cursor:
-            for json_path, key_field, value in collection_mounts(data, mounts):
-                kind = "array" if isinstance(value, list) else "object"
-                collection = TableCollection.objects.create(
-                    table_id=table_id, mount=json_path, kind=kind, key_field=key_field, record_count=len(value)
-                )
-                store.write_records(
-                    cursor,
-                    dialect=dialect,
-                    records_table=_records_table(),
-                    layouts_table=_layouts_table(),
-                    collection_id=collection.pk,
-                    value=value,
-                    key_of=_key_of(key_field),
-                )
-                document = json_patch.apply(
-                    document, [{"op": "replace", "path": json_path, "value": [] if kind == "array" else {}}]
-                )
-        TableSnapshot.objects.update_or_create(table_id=table_id, defaults={"version": version, "data": document})
+        _lay_out(table_id, version, data, mounts)
         Table.objects.filter(pk=table_id).update(storage=TableStorage.ROWS, rows_since_version=version)
     return True
+
+
+def _lay_out(table_id: int, version: int, data: Any, mounts: list[tuple[str, str]]) -> Any:
+    """Store the collections of `data` (the whole document at `version`) for tools at `mounts` as rows, and the
+    document without them as the table's snapshot at `version` (the caller holds the table's lock); return that
+    document."""
+    document = data
+    dialect = _dialect()
+    with connection.cursor() as cursor:
+        for json_path, key_field, value in collection_mounts(data, mounts):
+            kind = "array" if isinstance(value, list) else "object"
+            collection = TableCollection.objects.create(
+                table_id=table_id, mount=json_path, kind=kind, key_field=key_field, record_count=len(value)
+            )
+            store.write_records(
+                cursor,
+                dialect=dialect,
+                records_table=_records_table(),
+                layouts_table=_layouts_table(),
+                collection_id=collection.pk,
+                value=value,
+                key_of=_key_of(key_field),
+            )
+            document = json_patch.apply(
+                document, [{"op": "replace", "path": json_path, "value": [] if kind == "array" else {}}]
+            )
+    TableSnapshot.objects.update_or_create(table_id=table_id, defaults={"version": version, "data": document})
+    return document
+
+
+def relayout(table_id: int) -> None:
+    """After the tools of a rows table changed (one created, moved, re-keyed or deleted), inside the caller's
+    transaction: lock the table and make its collections the ones `collection_mounts` chooses for its tools now
+    (docs/tables-at-scale.md, "When tools change").
+
+    - The same mounts, another key field for an array collection (the first tool at its mount now keys its records
+      by another field): the rows' keys are rewritten, CHUNK rows per statement; positions, version and history
+      stay (an entry's records are found by position; restore keys an added record by the collection's field).
+    - Other mounts (a tool now mounts above a collection, or on an array or object of the document that is not
+      one): the table is laid out again from its whole document (each collection at most max_evaluated_bytes(),
+      else QUERY_TOO_EXPENSIVE and the caller's change is not written). This is a new version whose entry replaces
+      the document (without records) whole, so every worker's cached document follows; the table is
+      restorable from it on (`rows_since_version`): the earlier entries name the old collections' positions.
+
+    The chosen mounts are computed over the document without its records: a candidate below a collection's mount
+    is inside it either way, and one at its mount sees an empty container of the same kind, so when they equal
+    the current collections, the whole document chooses the same ones."""
+    row = Table.objects.select_for_update(no_key=True).filter(pk=table_id).values_list("version", "storage").first()
+    if row is None or row[1] != TableStorage.ROWS:
+        return
+    version = row[0]
+    tools = list(Tool.objects.filter(table_id=table_id).order_by("id").values_list("json_path", "metadata"))
+    mounts = [(path, (metadata or {}).get("key_field") or "id") for path, metadata in tools]
+    current = collections(table_id)
+    before = services.table_document(table_id, version)
+    wanted = {mount: key_field for mount, key_field, _ in collection_mounts(before, mounts)}
+    if set(wanted) == set(current):
+        for mount, collection in current.items():
+            if collection.kind == "array" and collection.key_field != wanted[mount]:
+                _rekey(collection, wanted[mount])
+        return
+    data = whole_document(table_id, version)
+    TableCollection.objects.filter(table_id=table_id).delete()
+    document = _lay_out(table_id, version + 1, data, mounts)
+    # The whole document without records (small): a worker's cached document of the earlier version may hold the
+    # records of a collection (cached before the table moved to rows), so no finer patch applies to every copy.
+    patch = [{"op": "replace", "path": "", "value": document}]
+    inverse = [{"op": "replace", "path": "", "value": before}]
+    table_log.table_relayout_entry(table_id, version + 1, patch, inverse, document)
+    Table.objects.filter(pk=table_id).update(rows_since_version=version + 1)
+
+
+def _rekey(collection: Collection, key_field: str) -> None:
+    """Rewrite the keys of an array collection's rows as `key_field`'s (positions unchanged)."""
+    key_of = _key_of(key_field)
+    records_table = _records_table()
+    with connection.cursor() as cursor:
+        for chunk in _chunks(collection):
+            cursor.executemany(
+                f'UPDATE "{records_table}" SET "key" = %s WHERE collection_id = %s AND position = %s',
+                [(key_of(record), collection.id, position) for position, _key, record, _size in chunk],
+            )
+    TableCollection.objects.filter(pk=collection.id).update(key_field=key_field)
 
 
 def create_collection(table_id: int, values: Iterable[Any], *, key_field: str = "id") -> int:
@@ -282,6 +347,52 @@ def whole_document(table_id: int, version: int) -> Any:
     its mount, each at most max_evaluated_bytes() of record JSON (QUERY_TOO_EXPENSIVE beyond). What the whole-table
     views read (Table.data: the API's table, the admin's editor, setup export, generate-tools)."""
     return _spliced(table_id, version, Mount("", "id"), collections(table_id))
+
+
+def version_document(table_id: int, current: int, inverses: list[list]) -> Any:
+    """A rows table's whole document as it was before the entries whose `inverses` are given (newest first, from
+    `current` down): the document without records with their document operations applied, and each collection's
+    records (gathered as `_value` does, bounded) with their per-record operations applied by position. Versions
+    before the table's `rows_since_version` are not asked for (their entries patch records in the document)."""
+    document = services.table_document(table_id, current)
+    found = collections(table_id)
+    by_id = {collection.id: collection for collection in found.values()}
+    states = {collection.id: _by_position(collection) for collection in found.values()}
+    for inverse in inverses:
+        document = json_patch.apply(document, [operation for operation in inverse if "collection" not in operation])
+        for operation in inverse:
+            if "collection" not in operation:
+                continue
+            state = states[operation["collection"]]
+            position = operation["position"]
+            if operation["op"] == "add":
+                state[position] = (operation.get("key"), operation["value"])
+            elif operation["op"] == "remove":
+                state.pop(position, None)
+            else:
+                state[position] = (state[position][0], operation["value"])
+    for collection_id, state in states.items():
+        ordered = [state[position] for position in sorted(state)]
+        if by_id[collection_id].kind == "array":
+            value: list | dict = [record for _key, record in ordered]
+        else:
+            value = {key: record for key, record in ordered}
+        document = json_patch.apply(document, [{"op": "replace", "path": by_id[collection_id].mount, "value": value}])
+    return document
+
+
+def _by_position(collection: Collection) -> dict[int, tuple[str | None, Any]]:
+    """The collection's (key, record) by position, at most max_evaluated_bytes() of record JSON."""
+    limit = max_evaluated_bytes()
+    total = 0
+    state: dict[int, tuple[str | None, Any]] = {}
+    for chunk in _chunks(collection):
+        for position, key, record, size in chunk:
+            total += size
+            if total > limit:
+                raise _too_expensive(limit)
+            state[position] = (key, record)
+    return state
 
 
 def _key_of(key_field: str) -> Callable[[Any], str | None]:
@@ -669,7 +780,8 @@ def _count(collection: Collection, delta: int) -> None:
 def apply_operations(table_id: int, operations_: list) -> None:
     """Apply per-record operations (an entry's patch or inverse, as `write` makes them) to the table's rows, in
     order, inside the caller's transaction (which holds the table's row lock): what restore runs."""
-    kinds = {collection.id: collection.kind for collection in collections(table_id).values()}
+    found = {collection.id: collection for collection in collections(table_id).values()}
+    kinds = {collection_id: collection.kind for collection_id, collection in found.items()}
     counts: dict[int, int] = {}
     with connection.cursor() as cursor:
         for operation in operations_:
@@ -685,7 +797,11 @@ def apply_operations(table_id: int, operations_: list) -> None:
                     layouts_table=_layouts_table(),
                     collection_id=collection_id,
                     value={key: operation["value"]} if kinds[collection_id] == "object" else [operation["value"]],
-                    key_of=_constant(key),
+                    # An array's record is keyed by the collection's key field now (its tools may have changed it
+                    # since the entry was written); an object's member by its own key.
+                    key_of=_constant(key)
+                    if kinds[collection_id] == "object"
+                    else _key_of(found[collection_id].key_field),
                     first_position=position,
                 )
                 counts[collection_id] = counts.get(collection_id, 0) + 1
@@ -713,7 +829,10 @@ def _constant(key: str | None) -> Callable[[Any], str | None]:
     return lambda _record: key
 
 
-# The services restore, import and read whole a rows table through this module (they may not import data access).
+# The services restore, import, lay out again and read whole a rows table through this module (they may not import
+# data access).
 table_log.rows_apply = apply_operations
+table_log.rows_relayout = relayout
 table_log.rows_create = create_collection
 table_log.rows_whole = whole_document
+table_log.rows_version = version_document

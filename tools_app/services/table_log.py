@@ -398,6 +398,10 @@ def _applied(data: Any, patches: list[list]) -> Any:
 # rows_create(table_id, records) stores a new rows table's root array of records (an import), returning the count.
 rows_whole: Callable[[int, int], Any] | None = None
 rows_create: Callable[[int, Iterable[Any]], int] | None = None
+# rows_version(table_id, current, inverses) is a rows table's whole document before the entries of `inverses`.
+rows_version: Callable[[int, int, list[list]], Any] | None = None
+# rows_relayout(table_id) makes a rows table's collections those its tools choose now (inside a transaction).
+rows_relayout: Callable[[int], None] | None = None
 
 
 def _rows_document(table_id: int, version: int) -> Any:
@@ -442,13 +446,23 @@ def table_document(table_id: int, version: int) -> Any:
 def table_version_data(table_id: int, version: int) -> Any:
     """The document as it was at `version`: the current one with the inverses of the later entries applied, newest
     first. Raises TableChange.DoesNotExist when `version` is outside retention (or never existed)."""
-    current, data = table_data(table_id)
+    row = Table.objects.filter(pk=table_id).values_list("version", "storage", "rows_since_version").first()
+    if row is None:
+        raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+    current, storage, since = row
     if version == current:
-        return data
+        return table_data(table_id)[1]
     inverses = _inverses(table_id, version, current)
     if inverses is None:
         raise TableChange.DoesNotExist(f"Version {version} of table {table_id} is not kept.")
-    return _applied(data, inverses)
+    if storage != TableStorage.ROWS or rows_version is None:
+        return _applied(document(table_id, current).data, inverses)
+    if since is None or version < since:
+        # Its entries before the move (or a new layout) patch records that are now rows elsewhere.
+        raise TableChange.DoesNotExist(
+            f"Table {table_id} stores its records as rows since version {since}: only versions from it on are kept."
+        )
+    return rows_version(table_id, current, inverses)
 
 
 def _inverses(table_id: int, version: int, current: int) -> list[list] | None:
@@ -519,6 +533,18 @@ def table_restore(*, table_id: int, version: int) -> int:
         _append(table_id, new_version, patch, inverse, audit, now, new_size)
         transaction.on_commit(lambda: _committed(table_id, new_version, data, {}))
     return new_version
+
+
+def table_relayout_entry(table_id: int, version: int, patch: list, inverse: list, data: Any) -> None:
+    """Record that a rows table was laid out again (its collections changed with its tools; execution.records),
+    inside the caller's transaction, which holds the table's row lock: the entry of `version` (the current one + 1)
+    holds `patch` (the new document without records, replacing the old whole), so that every worker's cached
+    document follows; `data` is that new document."""
+    current, size, _owner = _locked(table_id)
+    if version != current + 1:
+        raise RuntimeError(f"Table {table_id} is at version {current}, not {version - 1}.")
+    _append(table_id, version, patch, inverse, current_audit(), timezone.now(), size)
+    transaction.on_commit(lambda: _committed(table_id, version, data, {}))
 
 
 def table_replace(*, table: Table, data: Any, current: CachedTable, now: Any) -> None:

@@ -208,8 +208,23 @@ def tool_create(*, owner, **fields: Any) -> Tool:
         raise TypeError(f"tool_create got unexpected fields {sorted(unknown)}")
     tool = Tool(owner=owner, **fields)
     tool.full_clean()
-    tool.save()
+    with transaction.atomic():
+        tool.save()
+        _tools_changed([tool.table_id])
     return tool
+
+
+def _tools_changed(table_ids: Iterable[int | None]) -> None:
+    """After tools of these tables were created, changed or deleted, inside the same transaction: a table stored as
+    rows lays its collections out again for its tools (execution.records.relayout; docs/tables-at-scale.md, "When
+    tools change"), so a refusal there leaves the tool change unwritten too."""
+    wanted = {table_id for table_id in table_ids if table_id is not None}
+    if not wanted or table_log.rows_relayout is None:
+        return
+    for table_id in (
+        Table.objects.filter(pk__in=wanted, storage=TableStorage.ROWS).order_by("pk").values_list("pk", flat=True)
+    ):
+        table_log.rows_relayout(table_id)
 
 
 def tool_update(*, tool: Tool, force: bool = False, **fields: Any) -> Tool:
@@ -242,13 +257,21 @@ def tool_update(*, tool: Tool, force: bool = False, **fields: Any) -> Tool:
             # services), which only FOR UPDATE conflicts with, so a rename and a bind of one tool queue
             # (SPEC §2.4 under concurrency) while binds never wait for the call recorder's counter updates.
             stored = Tool.objects.select_for_update().filter(pk=tool.pk)
-            tool.use_count, tool.last_used, old_name, old_schema = stored.values_list(
-                "use_count", "last_used", "name", "input_schema"
-            ).get()
+            tool.use_count, tool.last_used, old_name, old_schema, old_table, old_path, old_metadata = (
+                stored.values_list(
+                    "use_count", "last_used", "name", "input_schema", "table_id", "json_path", "metadata"
+                ).get()
+            )
             if not force:
                 _guard_tool_change(tool, old_name, old_schema)
             tool.save(update_fields=[*TOOL_FIELDS, "updated_at"])
             tool.bindings.filter(name_override="").update(name_key=tool.name.lower())
+            if (old_table, old_path, (old_metadata or {}).get("key_field")) != (
+                tool.table_id,
+                tool.json_path,
+                (tool.metadata or {}).get("key_field"),
+            ):
+                _tools_changed([old_table, tool.table_id])
     except IntegrityError as exc:
         clashes = tool.name_conflicts(tool.name)
         if not clashes:
@@ -291,7 +314,9 @@ def tool_delete_many(*, tools: QuerySet[Tool], force: bool = False) -> None:
         if not force:
             what = named("tool", ids, Tool.objects.filter(pk__in=ids).values_list("name", flat=True))
             refuse_if_in_use(usage_of(tools=ids), what=what, change="would be deleted", force=False)
+        table_ids = set(Tool.objects.filter(pk__in=ids).values_list("table_id", flat=True))
         tools.delete()
+        _tools_changed(table_ids)
 
 
 def table_delete(*, table: Table, force: bool = False) -> None:
