@@ -24,7 +24,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Sum
 
 from tools_app import services
 from tools_app.data_access import budget, operations, pointer
@@ -38,6 +38,7 @@ from tools_app.kernel import json_patch
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import Table, TableCollection, TableRecord, TableRecordLayout, TableSnapshot, TableStorage, Tool
 from tools_app.services import table_log
+from tools_app.validators import max_record_bytes, max_table_records
 
 __all__ = [
     "CHUNK",
@@ -676,6 +677,7 @@ def _create(cursor: Any, collection: Collection, mount: Mount, arguments: dict, 
         ]
     else:
         pairs = [operations.entry_pair(element, i, "create") for i, element in enumerate(elements)]
+    _check_new_records(collection, [value for _, value in pairs])
     keys = [key for key, _ in pairs]
     existing = {row[1] for row in _by_keys(cursor, collection, list(dict.fromkeys(keys)))}
     operations.check_new_keys(keys, existing, mount)
@@ -701,6 +703,31 @@ def _create(cursor: Any, collection: Collection, mount: Mount, arguments: dict, 
         )
         _count(collection, len(pairs))
     return len(elements), patch, inverse
+
+
+def _check_new_records(collection: Collection, values: list) -> None:
+    """Refuse (VALIDATION_ERROR, nothing written) records that would take the table over TOOLHUB_MAX_TABLE_RECORDS,
+    or one whose JSON is over TOOLHUB_MAX_RECORD_BYTES."""
+    limit = max_record_bytes()
+    for number, value in enumerate(values):
+        size = len(json.dumps(value))
+        if size > limit:
+            raise ToolError(
+                ErrorCode.VALIDATION_ERROR,
+                f"Element {number} is {size} bytes of JSON; one record is at most {limit} bytes "
+                "(TOOLHUB_MAX_RECORD_BYTES). Nothing was written.",
+                {"limit": limit, "setting": "TOOLHUB_MAX_RECORD_BYTES", "path": ["elements", number]},
+            )
+    most = max_table_records()
+    same_table = TableCollection.objects.filter(table__collections__id=collection.id)
+    held = same_table.aggregate(n=Sum("record_count"))["n"]
+    if (held or 0) + len(values) > most:
+        raise ToolError(
+            ErrorCode.VALIDATION_ERROR,
+            f"The table holds {held or 0} records; {len(values)} more would be over its {most} "
+            "(TOOLHUB_MAX_TABLE_RECORDS). Nothing was written.",
+            {"limit": most, "setting": "TOOLHUB_MAX_TABLE_RECORDS"},
+        )
 
 
 def _update(cursor: Any, collection: Collection, mount: Mount, arguments: dict, dry_run: bool) -> tuple:

@@ -31,7 +31,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Max, Q, Subquery, Sum, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -45,6 +45,7 @@ from tools_app.validators import (
     history_max_arguments_bytes,
     history_max_owner_bytes,
     history_max_table_bytes,
+    max_rows_table_bytes,
     max_table_bytes,
     table_too_large,
 )
@@ -186,7 +187,7 @@ def table_write(
         old_size = size or _size(entry.data)
         new_size = old_size + size_delta(patch, inverse)
         if new_size > max_table_bytes():
-            raise ToolError(ErrorCode.VALIDATION_ERROR, f"{table_too_large(new_size).messages[0]} Nothing was written.")
+            _check_table_size(table_id, new_size)
         data_quota_check(owner_id=owner_id, table_id=table_id, old_size=old_size, new_size=new_size)
         result = answer(new_version, outcome) if answer is not None else None
         if safe.dry_run:
@@ -205,6 +206,23 @@ def table_write(
         )
         transaction.on_commit(lambda: _committed(table_id, new_version, new_data, carried))
     return Written(version=new_version, outcome=outcome, patch=patch, result=result)
+
+
+def _check_table_size(table_id: int, size: int) -> None:
+    """Refuse (VALIDATION_ERROR, nothing written) a write that makes the table `size` bytes of JSON, over
+    TOOLHUB_MAX_TABLE_BYTES for a document, over TOOLHUB_MAX_ROWS_TABLE_BYTES for a table stored as rows (its
+    records are rows: the document cap does not apply to them)."""
+    storage = Table.objects.filter(pk=table_id).values_list("storage", flat=True).first()
+    if storage != TableStorage.ROWS:
+        raise ToolError(ErrorCode.VALIDATION_ERROR, f"{table_too_large(size).messages[0]} Nothing was written.")
+    limit = max_rows_table_bytes(connection.vendor)
+    if size > limit:
+        raise ToolError(
+            ErrorCode.VALIDATION_ERROR,
+            f"A table stored as rows is at most {limit} bytes of JSON (TOOLHUB_MAX_ROWS_TABLE_BYTES); this one would "
+            f"be {size} bytes. Nothing was written.",
+            {"limit": limit, "setting": "TOOLHUB_MAX_ROWS_TABLE_BYTES"},
+        )
 
 
 def _locked(table_id: int) -> tuple[int, int, int]:
