@@ -7,8 +7,9 @@ import json
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
+from asgiref.sync import sync_to_async
 from django.core.validators import RegexValidator
 from django.http import HttpResponse, QueryDict, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -142,9 +143,9 @@ def imported_table_response(request, imported: services.ImportedTable) -> HttpRe
     finally:
         if not streamed:
             assembled.close()
-    response = StreamingHttpResponse(
-        _chunks_then_close(assembled), status=status.HTTP_201_CREATED, content_type="application/json"
-    )
+    # Under ASGI Django gathers a synchronous iterator into one list before sending it: there, an asynchronous one.
+    chunks = _async_chunks_then_close(assembled) if hasattr(request, "scope") else _chunks_then_close(assembled)
+    response = StreamingHttpResponse(chunks, status=status.HTTP_201_CREATED, content_type="application/json")
     response["Content-Length"] = str(length)
     return response
 
@@ -152,6 +153,15 @@ def imported_table_response(request, imported: services.ImportedTable) -> HttpRe
 def _chunks_then_close(file) -> Iterator[bytes]:
     try:
         while chunk := file.read(ANSWER_CHUNK):
+            yield chunk
+    finally:
+        file.close()
+
+
+async def _async_chunks_then_close(file) -> AsyncIterator[bytes]:
+    read = sync_to_async(file.read, thread_sensitive=False)
+    try:
+        while chunk := await read(ANSWER_CHUNK):
             yield chunk
     finally:
         file.close()

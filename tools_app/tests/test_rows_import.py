@@ -242,3 +242,29 @@ def test_a_table_with_history_moved_to_rows_answers_the_same(owner, make_table, 
     assert [execute(tool=tools[kind], arguments=arguments) for kind, arguments in reads] == before[0]
     # The versions before the move are not kept (their entries patch records that are rows now).
     assert client.get(f"/api/tables/{table.pk}/versions/3/").status_code == 404
+
+
+def test_under_asgi_a_large_answer_streams_from_an_asynchronous_iterator(owner, monkeypatch):
+    """Django gathers a synchronous iterator into one list before an ASGI server sends it: the answer served under
+    ASGI iterates asynchronously, chunk by chunk, so the table's text is never held whole there either."""
+    import asyncio
+
+    from django.test import AsyncRequestFactory
+    from rest_framework.test import force_authenticate
+
+    monkeypatch.setattr(data_tools, "STREAM_ANSWER_BYTES", 10)
+    monkeypatch.setattr(data_tools, "ANSWER_CHUNK", 7)
+    file = io.BytesIO(CSV.encode())
+    file.name = "p.csv"
+    request = AsyncRequestFactory().post("/api/tables/import/", {"file": file, "name": "products"})
+    force_authenticate(request, user=owner)
+    response = data_tools.TableImportView.as_view()(request)
+    assert response.status_code == 201
+    assert response.is_async
+
+    async def gathered():
+        return [chunk async for chunk in response]
+
+    chunks = asyncio.run(gathered())
+    assert max(len(chunk) for chunk in chunks) == 7
+    assert json.loads(b"".join(chunks))["data"] == RECORDS
