@@ -81,6 +81,7 @@ IMPORT_FORMATS = ("json", "csv", "ndjson")
 _EXTENSIONS = {".json": "json", ".csv": "csv", ".tsv": "csv", ".ndjson": "ndjson", ".jsonl": "ndjson"}
 _INTEGER = re.compile(r"-?(?:0|[1-9][0-9]{0,14})")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)\.[0-9]+")
+_TYPED_STARTS = frozenset("-0123456789tf")
 _MAX_REPORTED = 200  # characters of a bad line quoted in an error
 SNIFF_CHARS = 4096
 CHUNK = 1 << 20
@@ -311,6 +312,8 @@ def _ndjson_records(stream: IO[str]) -> Iterator[_Record]:
 def _cell(text: str) -> Any:
     if text == "":
         return None
+    if text[0] not in _TYPED_STARTS:
+        return text  # no integer, number or boolean starts so: most text cells skip the patterns below
     if _INTEGER.fullmatch(text):
         return int(text)
     if _NUMBER.fullmatch(text):
