@@ -7,9 +7,8 @@ import json
 import shutil
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
-from asgiref.sync import sync_to_async
 from django.core.validators import RegexValidator
 from django.http import HttpResponse, QueryDict, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
@@ -32,6 +31,7 @@ from tools_app.api.schema import ErrorSerializer
 from tools_app.api.serializers import OwnedPrimaryKeyRelatedField, TableSerializer, ToolSerializer
 from tools_app.api.serializers import StrictSerializer as SharedStrictSerializer
 from tools_app.api.views import get_owned_or_404
+from tools_app.kernel.streaming import streaming_response
 from tools_app.models import McpInstance, Table, Tool
 from tools_app.toolsets import MAX_PREFIX, generate_tools
 from tools_app.validators import validate_json_pointer
@@ -143,9 +143,9 @@ def imported_table_response(request, imported: services.ImportedTable) -> HttpRe
     finally:
         if not streamed:
             assembled.close()
-    # Under ASGI Django gathers a synchronous iterator into one list before sending it: there, an asynchronous one.
-    chunks = _async_chunks_then_close(assembled) if hasattr(request, "scope") else _chunks_then_close(assembled)
-    response = StreamingHttpResponse(chunks, status=status.HTTP_201_CREATED, content_type="application/json")
+    response = streaming_response(
+        request, _chunks_then_close(assembled), status=status.HTTP_201_CREATED, content_type="application/json"
+    )
     response["Content-Length"] = str(length)
     return response
 
@@ -153,15 +153,6 @@ def imported_table_response(request, imported: services.ImportedTable) -> HttpRe
 def _chunks_then_close(file) -> Iterator[bytes]:
     try:
         while chunk := file.read(ANSWER_CHUNK):
-            yield chunk
-    finally:
-        file.close()
-
-
-async def _async_chunks_then_close(file) -> AsyncIterator[bytes]:
-    read = sync_to_async(file.read, thread_sensitive=False)
-    try:
-        while chunk := await read(ANSWER_CHUNK):
             yield chunk
     finally:
         file.close()

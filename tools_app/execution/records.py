@@ -17,6 +17,7 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
 """
 
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ __all__ = [
     "collection_mounts",
     "collections",
     "create_collection",
+    "document_chunks",
     "max_evaluated_bytes",
     "read",
     "relayout",
@@ -348,6 +350,44 @@ def whole_document(table_id: int, version: int) -> Any:
     its mount, each at most max_evaluated_bytes() of record JSON (QUERY_TOO_EXPENSIVE beyond). What the whole-table
     views read (Table.data: the API's table, the admin's editor, setup export, generate-tools)."""
     return _spliced(table_id, version, Mount("", "id"), collections(table_id))
+
+
+def document_chunks(table_id: int, encode: Callable[[Any], str] = json.dumps) -> Iterator[str]:
+    """A rows table's whole current document as JSON text (`encode`'s form, which must write a string as
+    json.dumps does), in pieces: the document without its records, with each collection's records streamed at its
+    mount CHUNK rows per statement, so neither the records nor the text are held whole (a whole-table export).
+
+    The rows are read after the document, statement by statement: a write committed meanwhile may show in part."""
+    version = Table.objects.filter(pk=table_id).values_list("version", flat=True).get()
+    found = collections(table_id)
+    document = services.table_document(table_id, version)
+    markers: dict[str, Collection] = {}
+    for collection in found.values():
+        marker = f"\u0000collection-{collection.id}\u0000"  # no stored string holds a NUL (the validators refuse it)
+        markers[json.dumps(marker)] = collection
+        document = json_patch.apply(document, [{"op": "replace", "path": collection.mount, "value": marker}])
+    text = encode(document)
+    pattern = re.compile("|".join(re.escape(marker) for marker in markers)) if markers else None
+    start = 0
+    for match in pattern.finditer(text) if pattern else ():
+        yield text[start : match.start()]
+        yield from _collection_text(markers[match.group(0)], encode)
+        start = match.end()
+    yield text[start:]
+
+
+def _collection_text(collection: Collection, encode: Callable[[Any], str]) -> Iterator[str]:
+    array = collection.kind == "array"
+    yield "[" if array else "{"
+    first = True
+    for chunk in _chunks(collection):
+        parts = []
+        for _position, key, record, _size in chunk:
+            item = encode(record) if array else f"{encode(key)}: {encode(record)}"
+            parts.append(item if first else ", " + item)
+            first = False
+        yield "".join(parts)
+    yield "]" if array else "}"
 
 
 def version_document(table_id: int, current: int, inverses: list[list]) -> Any:

@@ -268,3 +268,49 @@ def test_under_asgi_a_large_answer_streams_from_an_asynchronous_iterator(owner, 
     chunks = asyncio.run(gathered())
     assert max(len(chunk) for chunk in chunks) == 7
     assert json.loads(b"".join(chunks))["data"] == RECORDS
+
+
+def test_the_admin_download_of_a_rows_table_streams_the_same_document(client, owner, make_table, make_tool):
+    """The whole-table export of a rows table streams its records CHUNK rows at a time, and its text is the one
+    the document table's download writes, collections at any mount (an array, an object, nested) included."""
+    from django.urls import reverse
+
+    from tools_app.execution import records
+
+    data = {
+        "settings": {"currency": "EUR", "note": "ü \u2028"},
+        "orders": [{"id": n, "text": f"order {n}", "nested": {"b": n, "a": [n]}} for n in range(5)],
+        "catalog": {"KB": {"price": 1.5}, "": {"price": None}, "é": {"p": 1e16}},
+        "deep": {"list": [{"id": "x"}]},
+    }
+    document_table = make_table(owner, name="doc", data=data)
+    rows_table = make_table(owner, name="rows", data=data)
+    for mount in ("/orders", "/catalog", "/deep/list"):
+        make_tool(owner, table=rows_table, type="get_all_data", name=f"g{mount.replace('/', '_')}", json_path=mount)
+    records.table_to_rows(rows_table.pk)
+    assert TableCollection.objects.filter(table=rows_table).count() == 3
+    client.force_login(owner)
+    expected = client.get(reverse("admin:tools_app_table_download", args=[document_table.pk]))
+    streamed = client.get(reverse("admin:tools_app_table_download", args=[rows_table.pk]))
+    assert streamed.streaming
+    assert streamed["Content-Disposition"] == 'attachment; filename="rows.json"'
+    assert b"".join(streamed.streaming_content) == expected.content
+    assert json.loads(expected.content) == data
+
+
+def test_a_rows_table_export_reads_its_records_in_chunks(owner, make_table, monkeypatch):
+    from tools_app.execution import records
+
+    table = make_table(owner, name="rows", data=[{"id": n} for n in range(7)])
+    records.table_to_rows(table.pk)
+    monkeypatch.setattr(records, "CHUNK", 3)
+    pieces = list(records.document_chunks(table.pk))
+    assert pieces == [
+        "",
+        "[",
+        '{"id": 0}, {"id": 1}, {"id": 2}',
+        ', {"id": 3}, {"id": 4}, {"id": 5}',
+        ', {"id": 6}',
+        "]",
+        "",
+    ]
