@@ -402,7 +402,9 @@ class TableAdmin(OwnedAdmin):
         return super().change_view(request, object_id, form_url, extra_context)
 
     def table_panels(self, request, table) -> dict[str, Any]:
-        version, data = services.table_data(table.pk)
+        # A rows table's collections: their first records (the shape and excerpt of a table of millions of records
+        # gather none of the rest); a document table's whole document.
+        version, data, _counts = services.table_data_sampled(table.pk)
         shape = services.table_derived(table.pk, version, ("shape", ""), lambda: describe(data))
         context: dict[str, Any] = {
             "table_shape": pretty_json(shape),

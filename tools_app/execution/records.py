@@ -53,6 +53,7 @@ __all__ = [
     "max_evaluated_bytes",
     "read",
     "relayout",
+    "sample_document",
     "schema",
     "table_to_rows",
     "version_document",
@@ -350,6 +351,27 @@ def whole_document(table_id: int, version: int) -> Any:
     its mount, each at most max_evaluated_bytes() of record JSON (QUERY_TOO_EXPENSIVE beyond). What the whole-table
     views read (Table.data: the API's table, the admin's editor, setup export, generate-tools)."""
     return _spliced(table_id, version, Mount("", "id"), collections(table_id))
+
+
+def sample_document(table_id: int, version: int) -> tuple[Any, dict[str, int]]:
+    """A rows table's document with each collection's first SCHEMA_SAMPLE records spliced in, and each collection's
+    true record count by mount: what describes a table's data (generate-tools, description drift, the admin's
+    shape) without gathering it whole. Equal to the whole document when no collection holds more."""
+    document = services.table_document(table_id, version)
+    counts: dict[str, int] = {}
+    for collection in sorted(collections(table_id).values(), key=lambda found: len(found.tokens)):
+        records: list = []
+        members: dict = {}
+        for chunk in _chunks(collection, limit=SCHEMA_SAMPLE):
+            for _position, key, record, _size in chunk:
+                if collection.kind == "array":
+                    records.append(record)
+                else:
+                    members[key] = record
+        value = records if collection.kind == "array" else members
+        document = json_patch.apply(document, [{"op": "replace", "path": collection.mount, "value": value}])
+        counts[collection.mount] = collection.record_count
+    return document, counts
 
 
 def document_chunks(table_id: int, encode: Callable[[Any], str] = json.dumps) -> Iterator[str]:
@@ -903,3 +925,4 @@ table_log.rows_relayout = relayout
 table_log.rows_create = create_collection
 table_log.rows_whole = whole_document
 table_log.rows_version = version_document
+table_log.rows_sample = sample_document

@@ -418,6 +418,8 @@ rows_whole: Callable[[int, int], Any] | None = None
 rows_create: Callable[[int, Iterable[Any]], int] | None = None
 # rows_version(table_id, current, inverses) is a rows table's whole document before the entries of `inverses`.
 rows_version: Callable[[int, int, list[list]], Any] | None = None
+# rows_sample(table_id, version) is a rows table's document with each collection's first records, and the counts.
+rows_sample: Callable[[int, int], tuple[Any, dict[str, int]]] | None = None
 # rows_relayout(table_id) makes a rows table's collections those its tools choose now (inside a transaction).
 rows_relayout: Callable[[int], None] | None = None
 
@@ -446,6 +448,21 @@ def table_data(table_id: int) -> tuple[int, Any]:
         return version, rows_whole(table_id, version)
     entry = document(table_id, version)
     return entry.version, entry.data
+
+
+def table_data_sampled(table_id: int) -> tuple[int, Any, dict[str, int]]:
+    """The table's current (version, document, counts) for describing its data: a document table's whole document
+    and no counts; a rows table's document with the first records of each collection (rows_sample) and each
+    collection's true record count by mount, so that describing a table of millions of records gathers none."""
+    row = Table.objects.filter(pk=table_id).values_list("version", "storage").first()
+    if row is None:
+        raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+    version, storage = row
+    if storage == TableStorage.ROWS and rows_sample is not None:
+        data, counts = rows_sample(table_id, version)
+        return version, data, counts
+    entry = document(table_id, version)
+    return entry.version, entry.data, {}
 
 
 def table_head(table_id: int) -> tuple[int, str]:

@@ -10,6 +10,7 @@ import pytest
 
 from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
 from tools_app.api import data_tools
+from tools_app.kernel.errors import ToolError
 from tools_app.models import Table, TableChange, TableCollection, TableRecord, TableSnapshot, TableStorage
 from tools_app.validators import TableDocumentEncoder
 
@@ -314,3 +315,30 @@ def test_a_rows_table_export_reads_its_records_in_chunks(owner, make_table, monk
         "]",
         "",
     ]
+
+
+def test_describing_a_large_rows_table_reads_only_its_first_records(owner, make_table, monkeypatch):
+    """generate-tools, description drift and the admin's shape read a rows table's first SCHEMA_SAMPLE records of
+    each collection, with the collection's true count: a table over TOOLHUB_MAX_EVALUATED_BYTES still gets its
+    tools, described with its size and key field."""
+    from tools_app import services
+    from tools_app.execution import records
+    from tools_app.models import Tool
+    from tools_app.toolsets import description_drift, generate_tools
+
+    table = make_table(owner, name="big", data=[{"sku": f"S{n:04d}", "n": n} for n in range(60)])
+    records.table_to_rows(table.pk)
+    monkeypatch.setattr(records, "SCHEMA_SAMPLE", 25)
+    monkeypatch.setattr(records, "CHUNK", 10)
+    version, data, counts = services.table_data_sampled(table.pk)
+    assert (version, len(data), counts) == (1, 25, {"": 60})
+    monkeypatch.setattr(records, "max_evaluated_bytes", lambda: 500)
+    with pytest.raises(ToolError) as refused:  # the whole table is over the evaluator's bytes
+        Table.objects.get(pk=table.pk).data  # noqa: B018
+    assert refused.value.code == "QUERY_TOO_EXPENSIVE"
+    generated = generate_tools(owner=owner, table=table, json_path="", writes=True)
+    query = next(tool for tool in generated.tools if tool.type == "query_data")
+    assert "60 records" in query.description
+    assert Tool.objects.get(pk=query.pk).metadata["key_field"] == "sku"
+    assert TableCollection.objects.get(table=table).key_field == "sku"
+    assert description_drift(Tool.objects.get(pk=query.pk)) is None
