@@ -325,7 +325,7 @@ def _rekey(collection: Collection, key_field: str) -> None:
     TableCollection.objects.filter(pk=collection.id).update(key_field=key_field)
 
 
-def create_collection(table_id: int, values: Iterable[Any], *, key_field: str = "id") -> int:
+def create_collection(table_id: int, values: Iterable[Any], key_field: str = "id") -> int:
     """Store `values` (an array's records in order, consumed once: a stream is never held whole) as the root
     collection of a new table stored as rows, inside the caller's transaction; return how many. What an import
     runs (services.imports): the rows are written `store.write_records`'s batch at a time."""

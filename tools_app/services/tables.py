@@ -1,6 +1,8 @@
 """Writes to tables and tools: full_clean(), locks, counters (see services/__init__.py)."""
 
+import itertools
 import json
+import re
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import IO, Any
@@ -101,10 +103,31 @@ def table_create_rows(*, owner, name: str, description: str = "", records: Calla
     data_quota_check(owner_id=owner.pk, new_size=table.data_bytes)
     with transaction.atomic():
         table.save()  # the row and its snapshot: the document keeps an empty array where the records are
-        table_log.rows_create(table.pk, records(table))  # the stream keeps table.data_bytes as it grows
+        stream = iter(records(table))  # it keeps table.data_bytes as it grows
+        first = next(stream, _NONE)
+        values = stream if first is _NONE else itertools.chain([first], stream)
+        table_log.rows_create(table.pk, values, likely_key_field(first))
         Table.objects.filter(pk=table.pk).update(data_bytes=table.data_bytes)
     table.refresh_from_db(fields=["data"])
     return table
+
+
+_NONE = object()
+_KEY_NAME = re.compile(r"(id|key|code|sku)$")
+
+
+def likely_key_field(record: Any) -> str:
+    """The field a new rows table's records are keyed by, guessed from its first record as generate-tools picks a
+    key field (`id` first, then the first name ending in id/key/code/sku): when the first tool at the collection
+    keys by another field, its rows are keyed again (execution.records.relayout), so a right guess saves that."""
+    if not isinstance(record, dict) or "id" in record:
+        return "id"
+    named = sorted(
+        name
+        for name, value in record.items()
+        if _KEY_NAME.search(name.lower()) and isinstance(value, str | int) and not isinstance(value, bool)
+    )
+    return named[0] if named else "id"
 
 
 def _copy_snapshot(table: Table, document: IO[bytes], chunk: int = 1 << 20) -> None:

@@ -146,6 +146,7 @@ def test_generated_tools_after_an_import_key_and_write_the_rows(owner):
     the generated writes then work on the rows, and the table reads as the document would."""
     client = client_for(owner)
     table_id = upload(client, CSV.encode(), "p.csv", name="products").json()["id"]
+    assert TableCollection.objects.get(table_id=table_id).key_field == "sku"  # guessed from the first record
     generated = client.post(f"/api/tables/{table_id}/generate-tools/", {"writes": True}, format="json")
     assert generated.status_code == 201, generated.json()
     assert TableCollection.objects.get(table_id=table_id).key_field == "sku"
@@ -342,3 +343,19 @@ def test_describing_a_large_rows_table_reads_only_its_first_records(owner, make_
     assert Tool.objects.get(pk=query.pk).metadata["key_field"] == "sku"
     assert TableCollection.objects.get(table=table).key_field == "sku"
     assert description_drift(Tool.objects.get(pk=query.pk)) is None
+
+
+@pytest.mark.parametrize(
+    ("first", "key_field"),
+    [
+        ({"name": "a", "id": 1, "sku": "x"}, "id"),
+        ({"name": "a", "sku": "x", "product_code": "y"}, "product_code"),
+        ({"name": "a", "key": True}, "id"),
+        ({"name": "a"}, "id"),
+        ("not a record", "id"),
+    ],
+)
+def test_an_imported_table_is_keyed_by_the_field_generate_tools_would_pick(first, key_field):
+    from tools_app.services.tables import likely_key_field
+
+    assert likely_key_field(first) == key_field
