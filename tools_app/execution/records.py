@@ -276,8 +276,9 @@ def relayout(table_id: int) -> None:
     (docs/tables-at-scale.md, "When tools change").
 
     - The same mounts, another key field for an array collection (the first tool at its mount now keys its records
-      by another field): the rows' keys are rewritten, CHUNK rows per statement; positions, version and history
-      stay (an entry's records are found by position; restore keys an added record by the collection's field).
+      by another field; with no tool at its mount the key stays): the rows' keys are rewritten, CHUNK rows per
+      statement; positions, version and history stay (an entry's records are found by position; restore keys an
+      added record by the collection's field).
     - Other mounts (a tool now mounts above a collection, or on an array or object of the document that is not
       one): the table is laid out again from its whole document (each collection at most max_evaluated_bytes(),
       else QUERY_TOO_EXPENSIVE and the caller's change is not written). This is a new version whose entry replaces
@@ -297,8 +298,10 @@ def relayout(table_id: int) -> None:
     before = services.table_document(table_id, version)
     wanted = {mount: key_field for mount, key_field, _ in collection_mounts(before, mounts)}
     if set(wanted) == set(current):
+        mounted = {path for path, _key_field in mounts}
         for mount, collection in current.items():
-            if collection.kind == "array" and collection.key_field != wanted[mount]:
+            # Keyed again only for a tool at the collection: without one, its key (say, an import's guess) stays.
+            if collection.kind == "array" and mount in mounted and collection.key_field != wanted[mount]:
                 _rekey(collection, wanted[mount])
         return
     data = whole_document(table_id, version)

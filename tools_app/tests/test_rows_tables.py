@@ -281,7 +281,9 @@ def test_the_first_tool_at_a_collection_keys_its_records_by_its_field(make_table
     }
     services.tool_delete(tool=update, force=True)
     services.tool_delete(tool=select, force=True)
-    assert list(rows.values_list("key", flat=True)) == [None, None]  # back to `id`, which no record holds
+    assert list(rows.values_list("key", flat=True)) == ["KB", "MS"]  # no tool at the collection: its key stays
+    make_tool(owner, table=table, type="delete", json_path="", name="d", metadata={"key_field": "id"})
+    assert list(rows.values_list("key", flat=True)) == [None, None]  # keyed by `id` now, which no record holds
 
 
 DEEP: list = []
