@@ -8,6 +8,9 @@ Two guards, one answer:
 - `RequestSizeLimitMiddleware` does the same from Content-Length for WSGI (toolhub.wsgi), where the body
   is read lazily, and for Django's test client.
 
+The import endpoint (IMPORT_PATH) takes files far larger than any other body: its limit is
+TOOLHUB_MAX_IMPORT_BYTES (Django spools the upload to disk; the import streams it into rows).
+
 The API gets the API's error shape, `{"error": "REQUEST_TOO_LARGE", "message": ...}`; the admin a short
 page saying the same. /mcp/<slug>/ has its own limit and JSON-RPC answer (mcp_app.transport).
 """
@@ -22,19 +25,29 @@ from django.http import HttpResponse
 from tools_app.kernel import telemetry
 from tools_app.kernel.errors import ErrorCode
 
-__all__ = ["RequestSizeLimitMiddleware", "cap_request_body", "max_request_bytes", "too_large"]
+__all__ = ["IMPORT_PATH", "RequestSizeLimitMiddleware", "cap_request_body", "max_request_bytes", "too_large"]
 
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_IMPORT_BYTES = 2 * 1024**3
+IMPORT_PATH = "/api/tables/import/"
 
 
-def max_request_bytes() -> int:
-    return int(getattr(settings, "TOOLHUB_MAX_REQUEST_BYTES", DEFAULT_MAX_REQUEST_BYTES))
+def _limit(path: str | None) -> tuple[int, str]:
+    """The body limit for a request to `path` and the setting that holds it."""
+    if path == IMPORT_PATH:
+        return int(getattr(settings, "TOOLHUB_MAX_IMPORT_BYTES", DEFAULT_MAX_IMPORT_BYTES)), "TOOLHUB_MAX_IMPORT_BYTES"
+    return int(getattr(settings, "TOOLHUB_MAX_REQUEST_BYTES", DEFAULT_MAX_REQUEST_BYTES)), "TOOLHUB_MAX_REQUEST_BYTES"
+
+
+def max_request_bytes(path: str | None = None) -> int:
+    """The body limit for a request to `path` (TOOLHUB_MAX_REQUEST_BYTES; the import's TOOLHUB_MAX_IMPORT_BYTES)."""
+    return _limit(path)[0]
 
 
 def too_large(path: str) -> tuple[str, bytes]:
     """(content type, body) of the 413 answer for a request to `path`."""
-    limit = max_request_bytes()
-    message = f"The request body is over the limit of {limit} bytes (TOOLHUB_MAX_REQUEST_BYTES)."
+    limit, setting = _limit(path)
+    message = f"The request body is over the limit of {limit} bytes ({setting})."
     if path.startswith("/admin/"):
         page = f"<!doctype html><title>Request too large</title><h1>Request too large</h1><p>{html.escape(message)}</p>"
         return "text/html; charset=utf-8", page.encode()
@@ -56,7 +69,7 @@ class RequestSizeLimitMiddleware:
 
     def __call__(self, request):
         declared = _declared_length(request.META.get("CONTENT_LENGTH"))
-        if declared is not None and declared > max_request_bytes():
+        if declared is not None and declared > max_request_bytes(request.path):
             content_type, body = too_large(request.path)
             return HttpResponse(body, status=413, content_type=content_type)
         return self.get_response(request)
@@ -80,7 +93,7 @@ def cap_request_body(app: Any) -> Any:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
-        limit = max_request_bytes()
+        limit = max_request_bytes(scope.get("path"))
         headers = dict(scope.get("headers") or ())
         declared = _declared_length(headers.get(b"content-length", b"").decode("latin-1"))
         if declared is not None and declared > limit:

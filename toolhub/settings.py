@@ -209,6 +209,14 @@ TOOLHUB_MAX_REQUEST_BYTES = int(os.environ.get("TOOLHUB_MAX_REQUEST_BYTES", 64 *
 TOOLHUB_MAX_MCP_REQUEST_BYTES = int(os.environ.get("TOOLHUB_MAX_MCP_REQUEST_BYTES", 4 * 1024 * 1024))
 TOOLHUB_MAX_TABLE_BYTES = int(os.environ.get("TOOLHUB_MAX_TABLE_BYTES", 50 * 1024 * 1024))
 TOOLHUB_MAX_TABLE_DEPTH = int(os.environ.get("TOOLHUB_MAX_TABLE_DEPTH", 64))
+# Tables whose records are stored as rows (docs/tables-at-scale.md, "Limits"): records per table, the table's JSON
+# text (unset: 5 GiB on PostgreSQL, 2 GiB on SQLite), one record's JSON text; over one, VALIDATION_ERROR naming it,
+# nothing written. TOOLHUB_MAX_IMPORT_BYTES: the body of POST /api/tables/import/ (read to disk, never held whole),
+# which TOOLHUB_MAX_REQUEST_BYTES does not bound.
+TOOLHUB_MAX_TABLE_RECORDS = env_int("TOOLHUB_MAX_TABLE_RECORDS", 10_000_000, minimum=1)
+TOOLHUB_MAX_ROWS_TABLE_BYTES = env_int("TOOLHUB_MAX_ROWS_TABLE_BYTES", 0, minimum=0)
+TOOLHUB_MAX_RECORD_BYTES = env_int("TOOLHUB_MAX_RECORD_BYTES", 1024 * 1024, minimum=1)
+TOOLHUB_MAX_IMPORT_BYTES = env_int("TOOLHUB_MAX_IMPORT_BYTES", 2 * 1024**3, minimum=1)
 # Table record indexes (docs/tables-at-scale.md, "Indexes"): how many fields a table may declare in
 # indexed_fields; a query answered in SQL slower than TOOLHUB_SLOW_QUERY_MS that filters or sorts on an
 # undeclared field is counted (toolhub_slow_queries_total) and its call log row suggests declaring it.

@@ -18,6 +18,7 @@ class ToolsAppConfig(AppConfig):
         # The services plug Table's document reader in (tools_app.models.table); they import the models, so
         # they can only load once the app registry is ready.
         from tools_app import services
+        from tools_app.execution import records  # noqa: F401  (plugs the rows readers and writers into the services)
 
         checks.register(check_settings)
         # JSON log lines when asked (docs/operations.md), traces when an OTLP endpoint is set.

@@ -147,12 +147,15 @@ def _field_ref(name: str) -> str:
 class _Sample:
     """What the descriptions need from the value at the mount."""
 
-    def __init__(self, mount_value: Any, json_path: str):
+    def __init__(self, mount_value: Any, json_path: str, count: int | None = None):
+        """`count`: the mount's true number of records when `mount_value` holds only the first of them (a table
+        stored as rows: services.table_data_sampled); the fields and key field are those of the records given."""
         self.value = mount_value
         self.is_array = isinstance(mount_value, list)
         self.shape = describe(mount_value)
-        self.count = len(mount_value)
+        self.count = len(mount_value) if count is None else count
         items = mount_value if self.is_array else list(mount_value.values())
+        self.given = len(items)
         self.records = [item for item in items if isinstance(item, dict)]
         self.fields: dict[str, list[str]] = self.shape.get("fields", {}) if self.records else {}
         if not self.is_array and self.shape.get("layout") == "record":
@@ -169,7 +172,7 @@ class _Sample:
     def _key_field(self) -> str | None:
         """A field present in every record whose values are unique strings or integers: `id` first, then names
         ending in id/key/code, then the first such field by name."""
-        if not self.records or len(self.records) != self.count:
+        if not self.records or len(self.records) != self.given:
             return None
         candidates = []
         for name, types in self.fields.items():
@@ -475,12 +478,14 @@ def _descriptions(
     return {tool_type: (_fit(text), examples) for tool_type, (text, examples) in texts.items()}
 
 
-def _mount_value(table: Table, json_path: str) -> Any:
+def _mount_value(table: Table, json_path: str) -> tuple[Any, int | None]:
+    """The value at the mount (a rows table's collection: its first records) and its true record count when only
+    the first are given (None: the value is whole)."""
     try:
         validate_json_pointer(json_path)
     except ValidationError as exc:
         raise ValidationError({"json_path": exc.error_list}) from exc
-    _, data = services.table_data(table.pk)
+    _, data, counts = services.table_data_sampled(table.pk)
     try:
         value = pointer.resolve(data, pointer.parse(json_path), json_path)
     except ToolError as exc:
@@ -496,7 +501,7 @@ def _mount_value(table: Table, json_path: str) -> Any:
                 )
             }
         )
-    return value
+    return value, counts.get(json_path)
 
 
 def generate_tools(
@@ -512,8 +517,8 @@ def generate_tools(
 ) -> GeneratedTools:
     """Create (and bind to `mcp_instance`) the standard tools of the mount, or update those generated before;
     all or nothing (see the module). `overwrite_edited`: also rewrite generated tools their owner edited."""
-    value = _mount_value(table, json_path)
-    sample = _Sample(value, json_path)
+    value, count = _mount_value(table, json_path)
+    sample = _Sample(value, json_path, count)
     notes: list[str] = []
     if preview_keys:
         unknown = [key for key in preview_keys if key not in sample.fields]
@@ -603,7 +608,7 @@ def description_drift(tool: Tool) -> str | None:
     marker = (tool.metadata or {}).get("generated")
     if not isinstance(marker, dict) or "shape" not in marker or tool.table_id is None:
         return None
-    version, data = services.table_data(tool.table_id)
+    version, data, counts = services.table_data_sampled(tool.table_id)
     try:
         value = pointer.resolve(data, pointer.parse(tool.json_path), tool.json_path)
     except ToolError:
@@ -612,7 +617,10 @@ def description_drift(tool: Tool) -> str | None:
     if not isinstance(value, list | dict):
         return f"The mount now holds a {json_type(value)}, not the records the description describes."
     now = services.table_derived(
-        tool.table_id, version, ("generated-shape", tool.json_path), lambda: _shape(_Sample(value, tool.json_path))
+        tool.table_id,
+        version,
+        ("generated-shape", tool.json_path),
+        lambda: _shape(_Sample(value, tool.json_path, counts.get(tool.json_path))),
     )
     if now["shape"] == marker["shape"]:
         return None

@@ -103,6 +103,38 @@ def max_table_bytes() -> int:
     return int(getattr(settings, "TOOLHUB_MAX_TABLE_BYTES", DEFAULT_MAX_TABLE_BYTES))
 
 
+# Tables stored as rows (docs/tables-at-scale.md, "Limits"): their records are rows the engine serves, so the
+# document cap above does not apply to them; these do.
+DEFAULT_MAX_TABLE_RECORDS = 10_000_000
+DEFAULT_MAX_ROWS_TABLE_BYTES = {"postgresql": 5 * 1024**3, "sqlite": 2 * 1024**3}
+DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
+DEFAULT_MAX_IMPORT_BYTES = 2 * 1024**3
+
+
+def max_table_records() -> int:
+    """TOOLHUB_MAX_TABLE_RECORDS: the records a table stored as rows holds, over all its collections."""
+    return int(getattr(settings, "TOOLHUB_MAX_TABLE_RECORDS", DEFAULT_MAX_TABLE_RECORDS))
+
+
+def max_rows_table_bytes(vendor: str) -> int:
+    """TOOLHUB_MAX_ROWS_TABLE_BYTES: the JSON text of a table stored as rows (records included); by default 5 GiB
+    on PostgreSQL and 2 GiB on SQLite (the figures measured in docs/tables-at-scale.md, "Limits")."""
+    configured = getattr(settings, "TOOLHUB_MAX_ROWS_TABLE_BYTES", None)
+    if configured:
+        return int(configured)
+    return DEFAULT_MAX_ROWS_TABLE_BYTES["postgresql" if vendor == "postgresql" else "sqlite"]
+
+
+def max_record_bytes() -> int:
+    """TOOLHUB_MAX_RECORD_BYTES: one record of a table stored as rows, as JSON text."""
+    return int(getattr(settings, "TOOLHUB_MAX_RECORD_BYTES", DEFAULT_MAX_RECORD_BYTES))
+
+
+def max_import_bytes() -> int:
+    """TOOLHUB_MAX_IMPORT_BYTES: the body of an import request (POST /api/tables/import/), read to disk."""
+    return int(getattr(settings, "TOOLHUB_MAX_IMPORT_BYTES", DEFAULT_MAX_IMPORT_BYTES))
+
+
 DEFAULT_MAX_OWNER_DATA_BYTES = 1024 * 1024 * 1024
 DEFAULT_HISTORY_MAX_TABLE_BYTES = 100 * 1024 * 1024
 DEFAULT_HISTORY_MAX_OWNER_BYTES = 500 * 1024 * 1024

@@ -12,7 +12,7 @@ from tools_app.data_access.pointer import parse, resolve
 from tools_app.kernel.errors import ToolError
 from tools_app.models import Tool
 from tools_app.safe_schema import validator_for
-from tools_app.services import table_data
+from tools_app.services import table_data_sampled
 from tools_app.tool_types import TOOL_TYPES
 from tools_app.tool_types.examples import from_schema
 
@@ -20,10 +20,11 @@ _UNKNOWN = object()
 
 
 def mount_value(tool: Tool) -> Any:
-    """The value at a data tool's mount, or _UNKNOWN (no table, or the mount does not exist now)."""
+    """The value at a data tool's mount (a rows table's collection: its first records), or _UNKNOWN (no table, or
+    the mount does not exist now)."""
     if not tool.is_data_tool or tool.table_id is None:
         return _UNKNOWN
-    _, data = table_data(tool.table_id)
+    _, data, _counts = table_data_sampled(tool.table_id)
     try:
         return resolve(data, parse(tool.json_path), tool.json_path)
     except ToolError:

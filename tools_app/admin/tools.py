@@ -21,7 +21,7 @@ from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import Count, IntegerField, OuterRef, Subquery
 from django.db.models.functions import Coalesce
-from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -44,9 +44,11 @@ from tools_app.admin.tool_forms import (
 )
 from tools_app.choices import WRITE_TYPES, ToolType
 from tools_app.data_access.shape import describe
+from tools_app.execution import records
 from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
 from tools_app.kernel.errors import ToolhubError
-from tools_app.models import Surface, Table, Tool
+from tools_app.kernel.streaming import streaming_response
+from tools_app.models import Surface, Table, TableStorage, Tool
 from tools_app.paging import default_max_result_bytes, show_all_max_bytes
 from tools_app.permissions import can_change
 from tools_app.selectors import UsedBy, usage_of
@@ -380,8 +382,15 @@ class TableAdmin(OwnedAdmin):
 
     def download_view(self, request, object_id):
         table = self.get_object_or_404(request, object_id)
-        _, data = services.table_data(table.pk)
-        response = HttpResponse(on_fresh_stack(compact_json, data), content_type="application/json")
+        response: HttpResponse | StreamingHttpResponse
+        if table.storage == TableStorage.ROWS:
+            # Streamed: the records are read and written CHUNK rows at a time, never held whole.
+            response = streaming_response(
+                request, records.document_chunks(table.pk, compact_json), content_type="application/json"
+            )
+        else:
+            _, data = services.table_data(table.pk)
+            response = HttpResponse(on_fresh_stack(compact_json, data), content_type="application/json")
         response["Content-Disposition"] = f'attachment; filename="{slugify(table.name) or "table"}.json"'
         return response
 
@@ -393,7 +402,9 @@ class TableAdmin(OwnedAdmin):
         return super().change_view(request, object_id, form_url, extra_context)
 
     def table_panels(self, request, table) -> dict[str, Any]:
-        version, data = services.table_data(table.pk)
+        # A rows table's collections: their first records (the shape and excerpt of a table of millions of records
+        # gather none of the rest); a document table's whole document.
+        version, data, _counts = services.table_data_sampled(table.pk)
         shape = services.table_derived(table.pk, version, ("shape", ""), lambda: describe(data))
         context: dict[str, Any] = {
             "table_shape": pretty_json(shape),

@@ -7,9 +7,10 @@ import json
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterator
 
 from django.core.validators import RegexValidator
-from django.http import HttpResponse, QueryDict
+from django.http import HttpResponse, QueryDict, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -30,6 +31,7 @@ from tools_app.api.schema import ErrorSerializer
 from tools_app.api.serializers import OwnedPrimaryKeyRelatedField, TableSerializer, ToolSerializer
 from tools_app.api.serializers import StrictSerializer as SharedStrictSerializer
 from tools_app.api.views import get_owned_or_404
+from tools_app.kernel.streaming import streaming_response
 from tools_app.models import McpInstance, Table, Tool
 from tools_app.toolsets import MAX_PREFIX, generate_tools
 from tools_app.validators import validate_json_pointer
@@ -111,23 +113,49 @@ class TableImportView(APIView):
             return imported_table_response(request, imported)
 
 
-def imported_table_response(request, imported: services.ImportedTable) -> HttpResponse:
+# An answer up to this size is assembled in memory; a larger one (an import of millions of rows) is streamed.
+STREAM_ANSWER_BYTES = 8 * 1024 * 1024
+ANSWER_CHUNK = 1 << 20
+
+
+def imported_table_response(request, imported: services.ImportedTable) -> HttpResponse | StreamingHttpResponse:
     """201 with the table as TableSerializer shows it, its `data` copied from the import's JSON text: a large
     document is not parsed back into Python values only to be written out again. The body is assembled in a
-    temporary file and read once, so the text is held once."""
+    temporary file; up to STREAM_ANSWER_BYTES it is read once into the answer, above it the answer streams from the
+    file (the table's text is never held whole)."""
     serializer = TableSerializer(imported.table, context={"request": request})
     serializer.fields.pop("data")
     shown = serializer.data
     marker = f"data-{uuid.uuid4().hex}"
     body = {name: marker if name == "data" else shown[name] for name in TableSerializer.Meta.fields}
     before, after = JSONRenderer().render(body).split(json.dumps(marker).encode(), 1)
-    with tempfile.TemporaryFile() as assembled:
+    assembled = tempfile.TemporaryFile()
+    streamed = False
+    try:
         assembled.write(before)
         shutil.copyfileobj(imported.document.buffer, assembled)  # type: ignore[attr-defined]
         assembled.write(after)
+        length = assembled.tell()
         assembled.seek(0)
-        content = assembled.read()
-    return HttpResponse(content, status=status.HTTP_201_CREATED, content_type="application/json")
+        if length <= STREAM_ANSWER_BYTES:
+            return HttpResponse(assembled.read(), status=status.HTTP_201_CREATED, content_type="application/json")
+        streamed = True
+    finally:
+        if not streamed:
+            assembled.close()
+    response = streaming_response(
+        request, _chunks_then_close(assembled), status=status.HTTP_201_CREATED, content_type="application/json"
+    )
+    response["Content-Length"] = str(length)
+    return response
+
+
+def _chunks_then_close(file) -> Iterator[bytes]:
+    try:
+        while chunk := file.read(ANSWER_CHUNK):
+            yield chunk
+    finally:
+        file.close()
 
 
 class GenerateToolsSerializer(StrictSerializer):

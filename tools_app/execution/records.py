@@ -21,14 +21,15 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
 """
 
 import json
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Sum
 
 from tools_app import services
 from tools_app.data_access import budget, narrowing, operations, pointer
@@ -42,6 +43,7 @@ from tools_app.kernel import json_patch
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import Table, TableCollection, TableRecord, TableRecordLayout, TableSnapshot, TableStorage, Tool
 from tools_app.services import table_log
+from tools_app.validators import max_record_bytes, max_table_records
 
 __all__ = [
     "CHUNK",
@@ -50,10 +52,16 @@ __all__ = [
     "Collection",
     "collection_mounts",
     "collections",
+    "create_collection",
+    "document_chunks",
     "max_evaluated_bytes",
     "read",
+    "relayout",
+    "sample_document",
     "schema",
     "table_to_rows",
+    "version_document",
+    "whole_document",
     "write",
 ]
 
@@ -233,29 +241,228 @@ def table_to_rows(table_id: int) -> bool:
         data = services.table_document(table_id, version)
         tools = list(Tool.objects.filter(table_id=table_id).order_by("id").values_list("json_path", "metadata"))
         mounts = [(path, (metadata or {}).get("key_field") or "id") for path, metadata in tools]
-        document = data
-        dialect = _dialect()
-        with connection.cursor() as cursor:
-            for json_path, key_field, value in collection_mounts(data, mounts):
-                kind = "array" if isinstance(value, list) else "object"
-                collection = TableCollection.objects.create(
-                    table_id=table_id, mount=json_path, kind=kind, key_field=key_field, record_count=len(value)
-                )
-                store.write_records(
-                    cursor,
-                    dialect=dialect,
-                    records_table=_records_table(),
-                    layouts_table=_layouts_table(),
-                    collection_id=collection.pk,
-                    value=value,
-                    key_of=_key_of(key_field),
-                )
-                document = json_patch.apply(
-                    document, [{"op": "replace", "path": json_path, "value": [] if kind == "array" else {}}]
-                )
-        TableSnapshot.objects.update_or_create(table_id=table_id, defaults={"version": version, "data": document})
+        _lay_out(table_id, version, data, mounts)
         Table.objects.filter(pk=table_id).update(storage=TableStorage.ROWS, rows_since_version=version)
     return True
+
+
+def _lay_out(table_id: int, version: int, data: Any, mounts: list[tuple[str, str]]) -> Any:
+    """Store the collections of `data` (the whole document at `version`) for tools at `mounts` as rows, and the
+    document without them as the table's snapshot at `version` (the caller holds the table's lock); return that
+    document."""
+    document = data
+    dialect = _dialect()
+    with connection.cursor() as cursor:
+        for json_path, key_field, value in collection_mounts(data, mounts):
+            kind = "array" if isinstance(value, list) else "object"
+            collection = TableCollection.objects.create(
+                table_id=table_id, mount=json_path, kind=kind, key_field=key_field, record_count=len(value)
+            )
+            store.write_records(
+                cursor,
+                dialect=dialect,
+                records_table=_records_table(),
+                layouts_table=_layouts_table(),
+                collection_id=collection.pk,
+                value=value,
+                key_of=_key_of(key_field),
+            )
+            document = json_patch.apply(
+                document, [{"op": "replace", "path": json_path, "value": [] if kind == "array" else {}}]
+            )
+    TableSnapshot.objects.update_or_create(table_id=table_id, defaults={"version": version, "data": document})
+    return document
+
+
+def relayout(table_id: int) -> None:
+    """After the tools of a rows table changed (one created, moved, re-keyed or deleted), inside the caller's
+    transaction: lock the table and make its collections the ones `collection_mounts` chooses for its tools now
+    (docs/tables-at-scale.md, "When tools change").
+
+    - The same mounts, another key field for an array collection (the first tool at its mount now keys its records
+      by another field; with no tool at its mount the key stays): the rows' keys are rewritten, CHUNK rows per
+      statement; positions, version and history stay (an entry's records are found by position; restore keys an
+      added record by the collection's field).
+    - Other mounts (a tool now mounts above a collection, or on an array or object of the document that is not
+      one): the table is laid out again from its whole document (each collection at most max_evaluated_bytes(),
+      else QUERY_TOO_EXPENSIVE and the caller's change is not written). This is a new version whose entry replaces
+      the document (without records) whole, so every worker's cached document follows; the table is
+      restorable from it on (`rows_since_version`): the earlier entries name the old collections' positions.
+
+    The chosen mounts are computed over the document without its records: a candidate below a collection's mount
+    is inside it either way, and one at its mount sees an empty container of the same kind, so when they equal
+    the current collections, the whole document chooses the same ones."""
+    row = Table.objects.select_for_update(no_key=True).filter(pk=table_id).values_list("version", "storage").first()
+    if row is None or row[1] != TableStorage.ROWS:
+        return
+    version = row[0]
+    tools = list(Tool.objects.filter(table_id=table_id).order_by("id").values_list("json_path", "metadata"))
+    mounts = [(path, (metadata or {}).get("key_field") or "id") for path, metadata in tools]
+    current = collections(table_id)
+    before = services.table_document(table_id, version)
+    wanted = {mount: key_field for mount, key_field, _ in collection_mounts(before, mounts)}
+    if set(wanted) == set(current):
+        mounted = {path for path, _key_field in mounts}
+        for mount, collection in current.items():
+            # Keyed again only for a tool at the collection: without one, its key (say, an import's guess) stays.
+            if collection.kind == "array" and mount in mounted and collection.key_field != wanted[mount]:
+                _rekey(collection, wanted[mount])
+        return
+    data = whole_document(table_id, version)
+    TableCollection.objects.filter(table_id=table_id).delete()
+    document = _lay_out(table_id, version + 1, data, mounts)
+    # The whole document without records (small): a worker's cached document of the earlier version may hold the
+    # records of a collection (cached before the table moved to rows), so no finer patch applies to every copy.
+    patch = [{"op": "replace", "path": "", "value": document}]
+    inverse = [{"op": "replace", "path": "", "value": before}]
+    table_log.table_relayout_entry(table_id, version + 1, patch, inverse, document)
+    Table.objects.filter(pk=table_id).update(rows_since_version=version + 1)
+
+
+def _rekey(collection: Collection, key_field: str) -> None:
+    """Rewrite the keys of an array collection's rows as `key_field`'s (positions unchanged)."""
+    key_of = _key_of(key_field)
+    records_table = _records_table()
+    with connection.cursor() as cursor:
+        for chunk in _chunks(collection):
+            cursor.executemany(
+                f'UPDATE "{records_table}" SET "key" = %s WHERE collection_id = %s AND position = %s',
+                [(key_of(record), collection.id, position) for position, _key, record, _size in chunk],
+            )
+    TableCollection.objects.filter(pk=collection.id).update(key_field=key_field)
+
+
+def create_collection(table_id: int, values: Iterable[Any], key_field: str = "id") -> int:
+    """Store `values` (an array's records in order, consumed once: a stream is never held whole) as the root
+    collection of a new table stored as rows, inside the caller's transaction; return how many. What an import
+    runs (services.imports): the rows are written `store.write_records`'s batch at a time."""
+    collection = TableCollection.objects.create(
+        table_id=table_id, mount="", kind="array", key_field=key_field, record_count=0
+    )
+    with connection.cursor() as cursor:
+        count = store.write_records(
+            cursor,
+            dialect=_dialect(),
+            records_table=_records_table(),
+            layouts_table=_layouts_table(),
+            collection_id=collection.pk,
+            value=values,
+            key_of=_key_of(key_field),
+        )
+    TableCollection.objects.filter(pk=collection.pk).update(record_count=count)
+    return count
+
+
+def whole_document(table_id: int, version: int) -> Any:
+    """A rows table's whole document at its current `version`: the document with every collection spliced in at
+    its mount, each at most max_evaluated_bytes() of record JSON (QUERY_TOO_EXPENSIVE beyond). What the whole-table
+    views read (Table.data: the API's table, the admin's editor, setup export, generate-tools)."""
+    return _spliced(table_id, version, Mount("", "id"), collections(table_id))
+
+
+def sample_document(table_id: int, version: int) -> tuple[Any, dict[str, int]]:
+    """A rows table's document with each collection's first SCHEMA_SAMPLE records spliced in, and each collection's
+    true record count by mount: what describes a table's data (generate-tools, description drift, the admin's
+    shape) without gathering it whole. Equal to the whole document when no collection holds more."""
+    document = services.table_document(table_id, version)
+    counts: dict[str, int] = {}
+    for collection in sorted(collections(table_id).values(), key=lambda found: len(found.tokens)):
+        records: list = []
+        members: dict = {}
+        for chunk in _chunks(collection, limit=SCHEMA_SAMPLE):
+            for _position, key, record, _size in chunk:
+                if collection.kind == "array":
+                    records.append(record)
+                else:
+                    members[key] = record
+        value = records if collection.kind == "array" else members
+        document = json_patch.apply(document, [{"op": "replace", "path": collection.mount, "value": value}])
+        counts[collection.mount] = collection.record_count
+    return document, counts
+
+
+def document_chunks(table_id: int, encode: Callable[[Any], str] = json.dumps) -> Iterator[str]:
+    """A rows table's whole current document as JSON text (`encode`'s form, which must write a string as
+    json.dumps does), in pieces: the document without its records, with each collection's records streamed at its
+    mount CHUNK rows per statement, so neither the records nor the text are held whole (a whole-table export).
+
+    The rows are read after the document, statement by statement: a write committed meanwhile may show in part."""
+    version = Table.objects.filter(pk=table_id).values_list("version", flat=True).get()
+    found = collections(table_id)
+    document = services.table_document(table_id, version)
+    markers: dict[str, Collection] = {}
+    for collection in found.values():
+        marker = f"\u0000collection-{collection.id}\u0000"  # no stored string holds a NUL (the validators refuse it)
+        markers[json.dumps(marker)] = collection
+        document = json_patch.apply(document, [{"op": "replace", "path": collection.mount, "value": marker}])
+    text = encode(document)
+    pattern = re.compile("|".join(re.escape(marker) for marker in markers)) if markers else None
+    start = 0
+    for match in pattern.finditer(text) if pattern else ():
+        yield text[start : match.start()]
+        yield from _collection_text(markers[match.group(0)], encode)
+        start = match.end()
+    yield text[start:]
+
+
+def _collection_text(collection: Collection, encode: Callable[[Any], str]) -> Iterator[str]:
+    array = collection.kind == "array"
+    yield "[" if array else "{"
+    first = True
+    for chunk in _chunks(collection):
+        parts = []
+        for _position, key, record, _size in chunk:
+            item = encode(record) if array else f"{encode(key)}: {encode(record)}"
+            parts.append(item if first else ", " + item)
+            first = False
+        yield "".join(parts)
+    yield "]" if array else "}"
+
+
+def version_document(table_id: int, current: int, inverses: list[list]) -> Any:
+    """A rows table's whole document as it was before the entries whose `inverses` are given (newest first, from
+    `current` down): the document without records with their document operations applied, and each collection's
+    records (gathered as `_value` does, bounded) with their per-record operations applied by position. Versions
+    before the table's `rows_since_version` are not asked for (their entries patch records in the document)."""
+    document = services.table_document(table_id, current)
+    found = collections(table_id)
+    by_id = {collection.id: collection for collection in found.values()}
+    states = {collection.id: _by_position(collection) for collection in found.values()}
+    for inverse in inverses:
+        document = json_patch.apply(document, [operation for operation in inverse if "collection" not in operation])
+        for operation in inverse:
+            if "collection" not in operation:
+                continue
+            state = states[operation["collection"]]
+            position = operation["position"]
+            if operation["op"] == "add":
+                state[position] = (operation.get("key"), operation["value"])
+            elif operation["op"] == "remove":
+                state.pop(position, None)
+            else:
+                state[position] = (state[position][0], operation["value"])
+    for collection_id, state in states.items():
+        ordered = [state[position] for position in sorted(state)]
+        if by_id[collection_id].kind == "array":
+            value: list | dict = [record for _key, record in ordered]
+        else:
+            value = {key: record for key, record in ordered}
+        document = json_patch.apply(document, [{"op": "replace", "path": by_id[collection_id].mount, "value": value}])
+    return document
+
+
+def _by_position(collection: Collection) -> dict[int, tuple[str | None, Any]]:
+    """The collection's (key, record) by position, at most max_evaluated_bytes() of record JSON."""
+    limit = max_evaluated_bytes()
+    total = 0
+    state: dict[int, tuple[str | None, Any]] = {}
+    for chunk in _chunks(collection):
+        for position, key, record, size in chunk:
+            total += size
+            if total > limit:
+                raise _too_expensive(limit)
+            state[position] = (key, record)
+    return state
 
 
 def _key_of(key_field: str) -> Callable[[Any], str | None]:
@@ -603,6 +810,7 @@ def _create(cursor: Any, collection: Collection, mount: Mount, arguments: dict, 
         ]
     else:
         pairs = [operations.entry_pair(element, i, "create") for i, element in enumerate(elements)]
+    _check_new_records(collection, [value for _, value in pairs])
     keys = [key for key, _ in pairs]
     existing = {row[1] for row in _by_keys(cursor, collection, list(dict.fromkeys(keys)))}
     operations.check_new_keys(keys, existing, mount)
@@ -628,6 +836,31 @@ def _create(cursor: Any, collection: Collection, mount: Mount, arguments: dict, 
         )
         _count(collection, len(pairs))
     return len(elements), patch, inverse
+
+
+def _check_new_records(collection: Collection, values: list) -> None:
+    """Refuse (VALIDATION_ERROR, nothing written) records that would take the table over TOOLHUB_MAX_TABLE_RECORDS,
+    or one whose JSON is over TOOLHUB_MAX_RECORD_BYTES."""
+    limit = max_record_bytes()
+    for number, value in enumerate(values):
+        size = len(json.dumps(value))
+        if size > limit:
+            raise ToolError(
+                ErrorCode.VALIDATION_ERROR,
+                f"Element {number} is {size} bytes of JSON; one record is at most {limit} bytes "
+                "(TOOLHUB_MAX_RECORD_BYTES). Nothing was written.",
+                {"limit": limit, "setting": "TOOLHUB_MAX_RECORD_BYTES", "path": ["elements", number]},
+            )
+    most = max_table_records()
+    same_table = TableCollection.objects.filter(table__collections__id=collection.id)
+    held = same_table.aggregate(n=Sum("record_count"))["n"]
+    if (held or 0) + len(values) > most:
+        raise ToolError(
+            ErrorCode.VALIDATION_ERROR,
+            f"The table holds {held or 0} records; {len(values)} more would be over its {most} "
+            "(TOOLHUB_MAX_TABLE_RECORDS). Nothing was written.",
+            {"limit": most, "setting": "TOOLHUB_MAX_TABLE_RECORDS"},
+        )
 
 
 def _update(cursor: Any, collection: Collection, mount: Mount, arguments: dict, dry_run: bool) -> tuple:
@@ -707,7 +940,8 @@ def _count(collection: Collection, delta: int) -> None:
 def apply_operations(table_id: int, operations_: list) -> None:
     """Apply per-record operations (an entry's patch or inverse, as `write` makes them) to the table's rows, in
     order, inside the caller's transaction (which holds the table's row lock): what restore runs."""
-    kinds = {collection.id: collection.kind for collection in collections(table_id).values()}
+    found = {collection.id: collection for collection in collections(table_id).values()}
+    kinds = {collection_id: collection.kind for collection_id, collection in found.items()}
     counts: dict[int, int] = {}
     with connection.cursor() as cursor:
         for operation in operations_:
@@ -723,7 +957,11 @@ def apply_operations(table_id: int, operations_: list) -> None:
                     layouts_table=_layouts_table(),
                     collection_id=collection_id,
                     value={key: operation["value"]} if kinds[collection_id] == "object" else [operation["value"]],
-                    key_of=_constant(key),
+                    # An array's record is keyed by the collection's key field now (its tools may have changed it
+                    # since the entry was written); an object's member by its own key.
+                    key_of=_constant(key)
+                    if kinds[collection_id] == "object"
+                    else _key_of(found[collection_id].key_field),
                     first_position=position,
                 )
                 counts[collection_id] = counts.get(collection_id, 0) + 1
@@ -751,5 +989,11 @@ def _constant(key: str | None) -> Callable[[Any], str | None]:
     return lambda _record: key
 
 
-# The services restore a rows table through this module (they may not import data access).
+# The services restore, import, lay out again and read whole a rows table through this module (they may not import
+# data access).
 table_log.rows_apply = apply_operations
+table_log.rows_relayout = relayout
+table_log.rows_create = create_collection
+table_log.rows_whole = whole_document
+table_log.rows_version = version_document
+table_log.rows_sample = sample_document

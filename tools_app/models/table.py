@@ -80,6 +80,8 @@ class Table(OwnedModel):
     # load (tools_app.apps imports them once the models are ready). The models sit below the services, so they
     # name the reader's shape here and never import it.
     document_reader: ClassVar[Callable[[int, int], Any] | None] = None
+    # The same for a table stored as rows: its document with the records spliced in (bounded).
+    rows_reader: ClassVar[Callable[[int, int], Any] | None] = None
 
     class Meta:
         ordering = ["name", "id"]
@@ -110,7 +112,8 @@ class Table(OwnedModel):
                 return {}
             if Table.document_reader is None:
                 raise RuntimeError("No table document reader: the services plug it in when the app is ready.")
-            self._document = Table.document_reader(self.pk, self.version)
+            reader = Table.rows_reader if self.storage == TableStorage.ROWS else None
+            self._document = (reader or Table.document_reader)(self.pk, self.version)
             self._document_pending = False
         return self._document
 

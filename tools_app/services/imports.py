@@ -4,13 +4,16 @@
 a JSON document (the admin's "Replace data from a file"). Both raise a ValidationError on `file` naming the
 line (and, for CSV, the row) and what is wrong; nothing is written unless the whole file is good.
 
-Memory: `table_import` streams a CSV or NDJSON file. Rows are read one at a time from the upload (on disk
-above Django's FILE_UPLOAD_MAX_MEMORY_SIZE), each record is checked and written as JSON text to a temporary
-file, and the table's document is stored from that text: the records are never all held as Python objects,
-and the text is held once, while it is written to the database. A JSON file is parsed whole (one
-document), then written the same way. The size limit is exact and checked as the text grows: a file whose
-table would be over TOOLHUB_MAX_TABLE_BYTES of JSON is refused at the row that crosses it (a CSV with a wide
-header and empty cells grows a hundredfold as JSON). A file larger than the limit is refused unread.
+Memory: `table_import` streams a CSV or NDJSON file into rows (docs/tables-at-scale.md). Rows are read one at
+a time from the upload (on disk above Django's FILE_UPLOAD_MAX_MEMORY_SIZE), each record is checked and written
+to the new table's rows in batches (the table is stored as rows: an array of records at its root), and as JSON
+text to a temporary file (what the answer shows): neither the records nor the text are ever held whole, and the
+whole import is one transaction. The limits are exact and checked as the text grows, at the row that crosses
+them: one record's JSON (TOOLHUB_MAX_RECORD_BYTES), the records (TOOLHUB_MAX_TABLE_RECORDS), the table's JSON
+(TOOLHUB_MAX_ROWS_TABLE_BYTES; a CSV with a wide header and empty cells grows a hundredfold as JSON) and the
+owner's quota (TOOLHUB_MAX_OWNER_DATA_BYTES, QUOTA_EXCEEDED). A file larger than the table limit is refused
+unread. A JSON file is one document, parsed whole: a table stored as a document, within
+TOOLHUB_MAX_TABLE_BYTES.
 
 Concurrency: at most TOOLHUB_IMPORTS_PER_OWNER imports of one owner, and TOOLHUB_IMPORTS_PER_WORKER in all,
 run at once in a server process (`import_slots`); one more is refused at once with RATE_LIMITED (HTTP 429,
@@ -41,19 +44,24 @@ from typing import IO, Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.db import connection
 
 from tools_app.kernel import telemetry
 from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.models import Table
-from tools_app.services.tables import table_create_encoded
+from tools_app.services.quotas import data_quota_check, data_quota_left
+from tools_app.services.tables import table_create_encoded, table_create_rows
 from tools_app.validators import (
     JSONNumberError,
     TableDocumentEncoder,
     describe_path,
     json_loads,
     json_text_has_nul,
+    max_record_bytes,
+    max_rows_table_bytes,
     max_table_bytes,
     max_table_depth,
+    max_table_records,
     nesting_beyond,
     validate_json_value,
     validate_table_depth,
@@ -73,10 +81,13 @@ IMPORT_FORMATS = ("json", "csv", "ndjson")
 _EXTENSIONS = {".json": "json", ".csv": "csv", ".tsv": "csv", ".ndjson": "ndjson", ".jsonl": "ndjson"}
 _INTEGER = re.compile(r"-?(?:0|[1-9][0-9]{0,14})")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)\.[0-9]+")
+_TYPED_STARTS = frozenset("-0123456789tf")
 _MAX_REPORTED = 200  # characters of a bad line quoted in an error
 SNIFF_CHARS = 4096
 CHUNK = 1 << 20
 RETRY_AFTER_SECONDS = 5
+# A record's key (its `id`) is kept in an index: PostgreSQL's btree entries hold at most ~2.7 kB.
+MAX_KEY_BYTES = 2000
 # The stored text's punctuation (TableDocumentEncoder: json's defaults), so that its length is data_bytes.
 _SEPARATOR = ", "
 
@@ -301,6 +312,8 @@ def _ndjson_records(stream: IO[str]) -> Iterator[_Record]:
 def _cell(text: str) -> Any:
     if text == "":
         return None
+    if text[0] not in _TYPED_STARTS:
+        return text  # no integer, number or boolean starts so: most text cells skip the patterns below
     if _INTEGER.fullmatch(text):
         return int(text)
     if _NUMBER.fullmatch(text):
@@ -391,10 +404,18 @@ def _records(file: IO[bytes], fmt: str) -> Iterator[_Record]:
         yield from (_csv_records(stream) if fmt == "csv" else _ndjson_records(stream))
 
 
-def _check_file(file: IO[bytes]) -> None:
-    limit = max_table_bytes()
+def _check_file(file: IO[bytes], rows: bool = False) -> None:
+    """Refuse, unread, a file larger than the table it would make may be (a document's TOOLHUB_MAX_TABLE_BYTES, a
+    rows table's TOOLHUB_MAX_ROWS_TABLE_BYTES: its JSON is never shorter than the file), and an empty one."""
+    limit = max_rows_table_bytes(connection.vendor) if rows else max_table_bytes()
     size = _size(file)
     if size > limit:
+        if rows:
+            raise _refuse(
+                "The file is %(size)d bytes; a table is at most %(max)d bytes (TOOLHUB_MAX_ROWS_TABLE_BYTES).",
+                size=size,
+                max=limit,
+            )
         raise _refuse(
             "The file is %(size)d bytes; a table document is at most %(max)d bytes (TOOLHUB_MAX_TABLE_BYTES).",
             size=size,
@@ -459,20 +480,60 @@ def parse_table_file(raw: bytes, fmt: str) -> Any:
     return records
 
 
-def _write_records(file: IO[bytes], fmt: str, out: IO[str]) -> int:
-    """Write the file's records to `out` as the table's JSON text (an array); returns its length."""
-    encode = json.JSONEncoder().encode  # TableDocumentEncoder's text; the size is checked record by record
+def _refuse_row(record: _Record, message: str, **params: Any) -> ValidationError:
+    return _refuse("Row %(row)d (line %(line)d): " + message, row=record.row, line=record.line, **params)
+
+
+def _rows_stream(file: IO[bytes], fmt: str, out: IO[str], table: Table) -> Iterator[Any]:
+    """The file's records, checked one at a time as they are read, for the table's rows; each is also written to
+    `out` as the table's JSON text (an array), and `table.data_bytes` follows its length. Refused at the record
+    that breaks a rule (nothing is written: the caller's transaction rolls back): a record's JSON over
+    TOOLHUB_MAX_RECORD_BYTES, more records than TOOLHUB_MAX_TABLE_RECORDS, the table's JSON over
+    TOOLHUB_MAX_ROWS_TABLE_BYTES (VALIDATION_ERROR on `file` naming the row, its line and the setting), or over the
+    owner's TOOLHUB_MAX_OWNER_DATA_BYTES (QUOTA_EXCEEDED)."""
+    encode = json.JSONEncoder().encode  # TableDocumentEncoder's text; the limits are checked record by record
+    table_limit = max_rows_table_bytes(connection.vendor)
+    records_limit = max_table_records()
+    record_limit = max_record_bytes()
+    quota_left = data_quota_left(owner_id=table.owner_id, table_id=table.pk)
     out.write("[")
     size = 1
     for record in _records(file, fmt):
         text = encode(record.value)
         _check_record(record, text)
-        size = _grow(size, record, len(text))
+        if record.row > records_limit:
+            raise _refuse_row(
+                record, "a table holds at most %(max)d records (TOOLHUB_MAX_TABLE_RECORDS).", max=records_limit
+            )
+        if len(text) > record_limit:
+            raise _refuse_row(
+                record,
+                "the record is %(size)d bytes of JSON; one record is at most %(max)d bytes (TOOLHUB_MAX_RECORD_BYTES).",
+                size=len(text),
+                max=record_limit,
+            )
+        key = record.value.get("id") if isinstance(record.value, dict) else None
+        if isinstance(key, str) and len(key.encode()) > MAX_KEY_BYTES:
+            raise _refuse_row(
+                record, "its id is over %(max)d bytes of UTF-8; a record's key is at most that.", max=MAX_KEY_BYTES
+            )
+        size += len(text) + (len(_SEPARATOR) if record.row > 1 else 0)
+        if size + 1 > table_limit:  # + the closing bracket
+            raise _refuse(
+                "By row %(row)d (line %(line)d) the table is already over %(max)d bytes of JSON "
+                "(TOOLHUB_MAX_ROWS_TABLE_BYTES); import a smaller file.",
+                row=record.row,
+                line=record.line,
+                max=table_limit,
+            )
+        if quota_left is not None and size + 1 > quota_left:
+            data_quota_check(owner_id=table.owner_id, table_id=table.pk, new_size=size + 1)
         if record.row > 1:
             out.write(_SEPARATOR)
         out.write(text)
+        table.data_bytes = size + 1
+        yield record.value
     out.write("]")
-    return size + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -494,21 +555,32 @@ def table_import(*, owner: Any, name: str, file: IO[bytes], fmt: str, descriptio
     if fmt not in IMPORT_FORMATS:
         raise ValueError(f"unknown import format {fmt!r}")
     with import_slots.held(getattr(owner, "pk", None)), tempfile.TemporaryFile("w+", encoding="ascii") as out:
+        if fmt != "json":
+            # An array of records: streamed into the rows of a table stored as rows, never held whole.
+            _check_file(file, rows=True)
+            table = table_create_rows(
+                owner=owner,
+                name=name,
+                description=description,
+                records=lambda created: _rows_stream(file, fmt, out, created),
+            )
+            out.flush()
+            out.seek(0)
+            yield ImportedTable(table=table, document=out)
+            return
+        # A JSON file is one document, parsed whole: a table stored as a document, within TOOLHUB_MAX_TABLE_BYTES.
         _check_file(file)
-        if fmt == "json":
-            document = _json_document(file)
-            try:
-                validate_table_depth(document)
-                validate_json_value(document)
-                text = TableDocumentEncoder().encode(document)
-            except ValidationError as exc:
-                raise ValidationError({"data": exc.error_list}) from exc
-            del document
-            out.write(text)
-            size = len(text)
-            del text
-        else:
-            size = _write_records(file, fmt, out)
+        document = _json_document(file)
+        try:
+            validate_table_depth(document)
+            validate_json_value(document)
+            text = TableDocumentEncoder().encode(document)
+        except ValidationError as exc:
+            raise ValidationError({"data": exc.error_list}) from exc
+        del document
+        out.write(text)
+        size = len(text)
+        del text
         out.flush()
         out.seek(0)
         stored: IO[bytes] = out.buffer  # type: ignore[assignment]

@@ -11,7 +11,7 @@ from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import Table
 from tools_app.validators import max_owner_data_bytes
 
-__all__ = ["data_quota_check"]
+__all__ = ["data_quota_check", "data_quota_left"]
 
 
 def data_quota_check(*, owner_id: int, new_size: int, table_id: int | None = None, old_size: int = 0) -> None:
@@ -35,3 +35,16 @@ def data_quota_check(*, owner_id: int, new_size: int, table_id: int | None = Non
         "ask the operator to raise the quota.",
         {"quota": "TOOLHUB_MAX_OWNER_DATA_BYTES", "limit": limit, "used": used, "requested": wanted},
     )
+
+
+def data_quota_left(*, owner_id: int, table_id: int | None = None) -> int | None:
+    """The bytes of data table `table_id` (None: a new table) may hold before the owner's tables would be over
+    TOOLHUB_MAX_OWNER_DATA_BYTES; None when there is no quota. A stream that writes a table (an import) checks its
+    size against this as it grows, and calls data_quota_check for the refusal when it crosses it."""
+    limit = max_owner_data_bytes()
+    if not limit:
+        return None
+    others = Table.objects.filter(owner_id=owner_id)
+    if table_id is not None:
+        others = others.exclude(pk=table_id)
+    return limit - (others.aggregate(total=Sum("data_bytes"))["total"] or 0)

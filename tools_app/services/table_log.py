@@ -24,14 +24,14 @@ import contextvars
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Max, Q, Subquery, Sum, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -45,6 +45,7 @@ from tools_app.validators import (
     history_max_arguments_bytes,
     history_max_owner_bytes,
     history_max_table_bytes,
+    max_rows_table_bytes,
     max_table_bytes,
     table_too_large,
 )
@@ -186,7 +187,7 @@ def table_write(
         old_size = size or _size(entry.data)
         new_size = old_size + size_delta(patch, inverse)
         if new_size > max_table_bytes():
-            raise ToolError(ErrorCode.VALIDATION_ERROR, f"{table_too_large(new_size).messages[0]} Nothing was written.")
+            _check_table_size(table_id, new_size)
         data_quota_check(owner_id=owner_id, table_id=table_id, old_size=old_size, new_size=new_size)
         result = answer(new_version, outcome) if answer is not None else None
         if safe.dry_run:
@@ -205,6 +206,23 @@ def table_write(
         )
         transaction.on_commit(lambda: _committed(table_id, new_version, new_data, carried))
     return Written(version=new_version, outcome=outcome, patch=patch, result=result)
+
+
+def _check_table_size(table_id: int, size: int) -> None:
+    """Refuse (VALIDATION_ERROR, nothing written) a write that makes the table `size` bytes of JSON, over
+    TOOLHUB_MAX_TABLE_BYTES for a document, over TOOLHUB_MAX_ROWS_TABLE_BYTES for a table stored as rows (its
+    records are rows: the document cap does not apply to them)."""
+    storage = Table.objects.filter(pk=table_id).values_list("storage", flat=True).first()
+    if storage != TableStorage.ROWS:
+        raise ToolError(ErrorCode.VALIDATION_ERROR, f"{table_too_large(size).messages[0]} Nothing was written.")
+    limit = max_rows_table_bytes(connection.vendor)
+    if size > limit:
+        raise ToolError(
+            ErrorCode.VALIDATION_ERROR,
+            f"A table stored as rows is at most {limit} bytes of JSON (TOOLHUB_MAX_ROWS_TABLE_BYTES); this one would "
+            f"be {size} bytes. Nothing was written.",
+            {"limit": limit, "setting": "TOOLHUB_MAX_ROWS_TABLE_BYTES"},
+        )
 
 
 def _locked(table_id: int) -> tuple[int, int, int]:
@@ -393,18 +411,59 @@ def _applied(data: Any, patches: list[list]) -> Any:
     return data
 
 
+# Set by tools_app.execution.records, which owns the rows (the services may not reach data access):
+# rows_whole(table_id, version) is a rows table's whole document (its collections spliced in, bounded);
+# rows_create(table_id, records, key_field) stores a new rows table's root array of records (an import), keyed by
+# key_field, returning the count.
+rows_whole: Callable[[int, int], Any] | None = None
+rows_create: Callable[[int, Iterable[Any], str], int] | None = None
+# rows_version(table_id, current, inverses) is a rows table's whole document before the entries of `inverses`.
+rows_version: Callable[[int, int, list[list]], Any] | None = None
+# rows_sample(table_id, version) is a rows table's document with each collection's first records, and the counts.
+rows_sample: Callable[[int, int], tuple[Any, dict[str, int]]] | None = None
+# rows_relayout(table_id) makes a rows table's collections those its tools choose now (inside a transaction).
+rows_relayout: Callable[[int], None] | None = None
+
+
+def _rows_document(table_id: int, version: int) -> Any:
+    """A rows table's whole document, its records spliced in."""
+    if rows_whole is None:
+        return document(table_id, version).data
+    return rows_whole(table_id, version)
+
+
 # Table.data reads saved documents through this module (the models cannot import the services).
 Table.document_reader = lambda table_id, version: document(table_id, version).data
+Table.rows_reader = _rows_document
 
 
 def table_data(table_id: int) -> tuple[int, Any]:
-    """The table's current (version, document): one primary-key query for the version, then this process's cache
-    (caught up through the log when another worker wrote meanwhile)."""
-    version = Table.objects.filter(pk=table_id).values_list("version", flat=True).first()
-    if version is None:
+    """The table's current (version, whole document): one primary-key query for the version, then this process's
+    cache (caught up through the log when another worker wrote meanwhile). A rows table's document has its records
+    spliced in (rows_whole, bounded): what the whole-table views read; the executors read without them."""
+    row = Table.objects.filter(pk=table_id).values_list("version", "storage").first()
+    if row is None:
         raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+    version, storage = row
+    if storage == TableStorage.ROWS and rows_whole is not None:
+        return version, rows_whole(table_id, version)
     entry = document(table_id, version)
     return entry.version, entry.data
+
+
+def table_data_sampled(table_id: int) -> tuple[int, Any, dict[str, int]]:
+    """The table's current (version, document, counts) for describing its data: a document table's whole document
+    and no counts; a rows table's document with the first records of each collection (rows_sample) and each
+    collection's true record count by mount, so that describing a table of millions of records gathers none."""
+    row = Table.objects.filter(pk=table_id).values_list("version", "storage").first()
+    if row is None:
+        raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+    version, storage = row
+    if storage == TableStorage.ROWS and rows_sample is not None:
+        data, counts = rows_sample(table_id, version)
+        return version, data, counts
+    entry = document(table_id, version)
+    return entry.version, entry.data, {}
 
 
 def table_head(table_id: int) -> tuple[int, str]:
@@ -423,13 +482,23 @@ def table_document(table_id: int, version: int) -> Any:
 def table_version_data(table_id: int, version: int) -> Any:
     """The document as it was at `version`: the current one with the inverses of the later entries applied, newest
     first. Raises TableChange.DoesNotExist when `version` is outside retention (or never existed)."""
-    current, data = table_data(table_id)
+    row = Table.objects.filter(pk=table_id).values_list("version", "storage", "rows_since_version").first()
+    if row is None:
+        raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+    current, storage, since = row
     if version == current:
-        return data
+        return table_data(table_id)[1]
     inverses = _inverses(table_id, version, current)
     if inverses is None:
         raise TableChange.DoesNotExist(f"Version {version} of table {table_id} is not kept.")
-    return _applied(data, inverses)
+    if storage != TableStorage.ROWS or rows_version is None:
+        return _applied(document(table_id, current).data, inverses)
+    if since is None or version < since:
+        # Its entries before the move (or a new layout) patch records that are now rows elsewhere.
+        raise TableChange.DoesNotExist(
+            f"Table {table_id} stores its records as rows since version {since}: only versions from it on are kept."
+        )
+    return rows_version(table_id, current, inverses)
 
 
 def _inverses(table_id: int, version: int, current: int) -> list[list] | None:
@@ -500,6 +569,18 @@ def table_restore(*, table_id: int, version: int) -> int:
         _append(table_id, new_version, patch, inverse, audit, now, new_size)
         transaction.on_commit(lambda: _committed(table_id, new_version, data, {}))
     return new_version
+
+
+def table_relayout_entry(table_id: int, version: int, patch: list, inverse: list, data: Any) -> None:
+    """Record that a rows table was laid out again (its collections changed with its tools; execution.records),
+    inside the caller's transaction, which holds the table's row lock: the entry of `version` (the current one + 1)
+    holds `patch` (the new document without records, replacing the old whole), so that every worker's cached
+    document follows; `data` is that new document."""
+    current, size, _owner = _locked(table_id)
+    if version != current + 1:
+        raise RuntimeError(f"Table {table_id} is at version {current}, not {version - 1}.")
+    _append(table_id, version, patch, inverse, current_audit(), timezone.now(), size)
+    transaction.on_commit(lambda: _committed(table_id, version, data, {}))
 
 
 def table_replace(*, table: Table, data: Any, current: CachedTable, now: Any) -> None:

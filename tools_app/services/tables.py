@@ -1,7 +1,9 @@
 """Writes to tables and tools: full_clean(), locks, counters (see services/__init__.py)."""
 
+import itertools
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import IO, Any
 
@@ -88,6 +90,46 @@ def table_create_encoded(*, owner, name: str, description: str = "", document: I
     return table
 
 
+def table_create_rows(*, owner, name: str, description: str = "", records: Callable[[Table], Iterable[Any]]) -> Table:
+    """Create a table (version 1) stored as rows whose document is an array of records: `records(table)` yields
+    them (a stream, consumed once; it checks each record and the table's limits and quota as they come, raising to
+    refuse) and they are written as the root collection's rows in batches, in one transaction: all or nothing.
+    `data_bytes` is the whole document's JSON text (records included), what the owner's quota counts."""
+    if table_log.rows_create is None:
+        raise RuntimeError("No rows writer: tools_app.execution.records plugs it in when it loads.")
+    table = Table(owner=owner, name=name, description=description, storage=TableStorage.ROWS, rows_since_version=1)
+    table.data = []
+    table.full_clean()
+    data_quota_check(owner_id=owner.pk, new_size=table.data_bytes)
+    with transaction.atomic():
+        table.save()  # the row and its snapshot: the document keeps an empty array where the records are
+        stream = iter(records(table))  # it keeps table.data_bytes as it grows
+        first = next(stream, _NONE)
+        values = stream if first is _NONE else itertools.chain([first], stream)
+        table_log.rows_create(table.pk, values, likely_key_field(first))
+        Table.objects.filter(pk=table.pk).update(data_bytes=table.data_bytes)
+    table.refresh_from_db(fields=["data"])
+    return table
+
+
+_NONE = object()
+_KEY_NAME = re.compile(r"(id|key|code|sku)$")
+
+
+def likely_key_field(record: Any) -> str:
+    """The field a new rows table's records are keyed by, guessed from its first record as generate-tools picks a
+    key field (`id` first, then the first name ending in id/key/code/sku): when the first tool at the collection
+    keys by another field, its rows are keyed again (execution.records.relayout), so a right guess saves that."""
+    if not isinstance(record, dict) or "id" in record:
+        return "id"
+    named = sorted(
+        name
+        for name, value in record.items()
+        if _KEY_NAME.search(name.lower()) and isinstance(value, str | int) and not isinstance(value, bool)
+    )
+    return named[0] if named else "id"
+
+
 def _copy_snapshot(table: Table, document: IO[bytes], chunk: int = 1 << 20) -> None:
     """PostgreSQL: the snapshot row through COPY, its document streamed in chunks (text format: a backslash
     is doubled; the encoder's ASCII JSON holds no tab, line break or other control character)."""
@@ -128,6 +170,11 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
                 f"{expected_version}; nothing was written.",
                 {"current_version": locked.version},
             )
+        if writes_data and locked.storage == TableStorage.ROWS:
+            # The admin's form sends the data it shows with every save: the same document is no data write.
+            if _same_json(fields["data"], table_log.table_data(table.pk)[1]):
+                fields = {key: value for key, value in fields.items() if key != "data"}
+                writes_data = False
         if writes_data and locked.storage == TableStorage.ROWS:
             raise ToolhubError(
                 ErrorCode.VALIDATION_ERROR,
@@ -189,8 +236,23 @@ def tool_create(*, owner, **fields: Any) -> Tool:
         raise TypeError(f"tool_create got unexpected fields {sorted(unknown)}")
     tool = Tool(owner=owner, **fields)
     tool.full_clean()
-    tool.save()
+    with transaction.atomic():
+        tool.save()
+        _tools_changed([tool.table_id])
     return tool
+
+
+def _tools_changed(table_ids: Iterable[int | None]) -> None:
+    """After tools of these tables were created, changed or deleted, inside the same transaction: a table stored as
+    rows lays its collections out again for its tools (execution.records.relayout; docs/tables-at-scale.md, "When
+    tools change"), so a refusal there leaves the tool change unwritten too."""
+    wanted = {table_id for table_id in table_ids if table_id is not None}
+    if not wanted or table_log.rows_relayout is None:
+        return
+    for table_id in (
+        Table.objects.filter(pk__in=wanted, storage=TableStorage.ROWS).order_by("pk").values_list("pk", flat=True)
+    ):
+        table_log.rows_relayout(table_id)
 
 
 def tool_update(*, tool: Tool, force: bool = False, **fields: Any) -> Tool:
@@ -223,13 +285,21 @@ def tool_update(*, tool: Tool, force: bool = False, **fields: Any) -> Tool:
             # services), which only FOR UPDATE conflicts with, so a rename and a bind of one tool queue
             # (SPEC §2.4 under concurrency) while binds never wait for the call recorder's counter updates.
             stored = Tool.objects.select_for_update().filter(pk=tool.pk)
-            tool.use_count, tool.last_used, old_name, old_schema = stored.values_list(
-                "use_count", "last_used", "name", "input_schema"
-            ).get()
+            tool.use_count, tool.last_used, old_name, old_schema, old_table, old_path, old_metadata = (
+                stored.values_list(
+                    "use_count", "last_used", "name", "input_schema", "table_id", "json_path", "metadata"
+                ).get()
+            )
             if not force:
                 _guard_tool_change(tool, old_name, old_schema)
             tool.save(update_fields=[*TOOL_FIELDS, "updated_at"])
             tool.bindings.filter(name_override="").update(name_key=tool.name.lower())
+            if (old_table, old_path, (old_metadata or {}).get("key_field")) != (
+                tool.table_id,
+                tool.json_path,
+                (tool.metadata or {}).get("key_field"),
+            ):
+                _tools_changed([old_table, tool.table_id])
     except IntegrityError as exc:
         clashes = tool.name_conflicts(tool.name)
         if not clashes:
@@ -272,7 +342,9 @@ def tool_delete_many(*, tools: QuerySet[Tool], force: bool = False) -> None:
         if not force:
             what = named("tool", ids, Tool.objects.filter(pk__in=ids).values_list("name", flat=True))
             refuse_if_in_use(usage_of(tools=ids), what=what, change="would be deleted", force=False)
+        table_ids = set(Tool.objects.filter(pk__in=ids).values_list("table_id", flat=True))
         tools.delete()
+        _tools_changed(table_ids)
 
 
 def table_delete(*, table: Table, force: bool = False) -> None:

@@ -21,7 +21,7 @@ POSITION_GAP = 1024
 
 
 def _rows(
-    value: list | dict, key_of: Callable[[Any], str | None] | None, first_position: int = 0
+    value: Iterable[Any] | dict, key_of: Callable[[Any], str | None] | None, first_position: int = 0
 ) -> Iterator[tuple[int, str | None, Any]]:
     if isinstance(value, dict):
         items: Iterable[tuple[str | None, Any]] = value.items()
@@ -38,13 +38,14 @@ def write_records(
     records_table: str,
     layouts_table: str,
     collection_id: int,
-    value: list | dict,
+    value: Iterable[Any] | dict,
     batch: int = 5_000,
     key_of: Callable[[Any], str | None] | None = None,
     first_position: int = 0,
 ) -> int:
-    """Store every record of `value` (an array of records, or an object of records by key) as one row of
-    `collection_id`, in order from `first_position` (POSITION_GAP apart); return how many. The positions must be
+    """Store every record of `value` (an array of records, or any iterable of them, consumed once and `batch` rows
+    at a time, so a stream is never held whole; or an object of records by key) as one row of `collection_id`, in
+    order from `first_position` (POSITION_GAP apart); return how many. The positions must be
     free: an empty collection, or past its last record. An array's records get the key `key_of(record)` (none
     without it); an object's members their key."""
     layout_ids: dict[str, int] = {}

@@ -212,7 +212,7 @@ def test_a_file_over_the_table_limit_is_refused_before_parsing(owner, settings):
 def test_a_csv_that_grows_past_the_limit_as_json_is_stopped_while_parsing(owner, settings):
     """A wide header with empty cells grows ~100x as JSON: refused at the row that crosses the limit."""
     # given
-    settings.TOOLHUB_MAX_TABLE_BYTES = 3000
+    settings.TOOLHUB_MAX_ROWS_TABLE_BYTES = 3000
     header = ",".join(f"column_with_a_long_name_{n}" for n in range(20))
     content = (header + "\n" + ("," * 19 + "\n") * 100).encode()
     assert len(content) < 3000
@@ -225,8 +225,8 @@ def test_a_csv_that_grows_past_the_limit_as_json_is_stopped_while_parsing(owner,
     assert response.status_code == 400
     assert response.json()["fields"] == {
         "file": [
-            "By row 5 (line 6) the table is already over 3000 bytes of JSON (TOOLHUB_MAX_TABLE_BYTES); import a "
-            "smaller file."
+            "By row 5 (line 6) the table is already over 3000 bytes of JSON (TOOLHUB_MAX_ROWS_TABLE_BYTES); import "
+            "a smaller file."
         ]
     }
     assert db_snapshot() == before

@@ -219,20 +219,71 @@ def test_a_query_over_the_evaluated_bytes_is_too_expensive_and_a_compiled_one_an
     assert "TOOLHUB_MAX_EVALUATED_BYTES" in str(refused.value)
 
 
-def test_a_write_outside_the_collections_of_a_rows_table_is_refused_and_writes_nothing(make_table, make_tool, owner):
-    table = make_table(owner, name="rows", data={"orders": [{"id": 1}], "tags": [1]})
+def test_a_write_inside_a_record_of_a_rows_table_is_refused_and_writes_nothing(make_table, make_tool, owner):
+    """A mount inside a collection's records is no collection (a record is never split): a write there is refused."""
+    table = make_table(owner, name="rows", data={"orders": [{"id": 1, "items": [{"id": 9}]}]})
     make_tool(owner, table=table, type="get_all_data", json_path="/orders")
     records.table_to_rows(table.pk)
-    create = make_tool(owner, table=table, type="create", json_path="/tags")
+    create = make_tool(owner, table=table, type="create", json_path="/orders/0/items")
     with pytest.raises(ToolError) as refused:
         execute(tool=create, arguments={"elements": [{"id": 2}]})
     assert refused.value.code == "TOOL_NOT_CALLABLE"
-    assert "'/tags' is not one of its record collections" in str(refused.value)
+    assert "'/orders/0/items' is not one of its record collections" in str(refused.value)
     table.refresh_from_db()
     assert table.version == 1
     assert TableChange.objects.filter(table=table).count() == 0
     assert list(TableRecord.objects.filter(collection__table=table).values_list("key", flat=True)) == ["1"]
-    assert TableSnapshot.objects.get(table=table).data == {"orders": [], "tags": [1]}
+    assert TableSnapshot.objects.get(table=table).data == {"orders": []}
+
+
+def test_a_tool_at_a_new_mount_lays_a_rows_table_out_again(make_table, make_tool, owner):
+    """A tool on an array of the document that is no collection yet: the table is laid out again under its lock (a
+    new version whose entry replaces the document without records), and the tool writes there as on a document."""
+    table = make_table(owner, name="rows", data={"orders": [{"id": 1}], "tags": [{"id": "a"}]})
+    make_tool(owner, table=table, type="get_all_data", json_path="/orders")
+    records.table_to_rows(table.pk)
+    create = make_tool(owner, table=table, type="create", json_path="/tags")
+    table.refresh_from_db()
+    assert (table.version, table.rows_since_version) == (2, 2)
+    assert sorted(TableCollection.objects.filter(table=table).values_list("mount", "record_count")) == [
+        ("/orders", 1),
+        ("/tags", 1),
+    ]
+    assert TableSnapshot.objects.get(table=table).data == {"orders": [], "tags": []}
+    assert TableChange.objects.get(table=table, version=2).patch == [
+        {"op": "replace", "path": "", "value": {"orders": [], "tags": []}}
+    ]
+    assert execute(tool=create, arguments={"elements": [{"id": "b"}]}) == {"created": 1, "version": 3}
+    assert Table.objects.get(pk=table.pk).data == {"orders": [{"id": 1}], "tags": [{"id": "a"}, {"id": "b"}]}
+    assert services.table_version_data(table.pk, 2) == {"orders": [{"id": 1}], "tags": [{"id": "a"}]}
+    with pytest.raises(TableChange.DoesNotExist, match="only versions from it on"):
+        services.table_version_data(table.pk, 1)
+    assert services.table_restore(table_id=table.pk, version=2) == 4
+    assert Table.objects.get(pk=table.pk).data == {"orders": [{"id": 1}], "tags": [{"id": "a"}]}
+
+
+def test_the_first_tool_at_a_collection_keys_its_records_by_its_field(make_table, make_tool, owner):
+    """A collection's records are keyed by the first tool's key field: a new first tool with another one rewrites
+    the keys (positions, version and history stay), and its writes and selects find records by that field."""
+    table = make_table(owner, name="rows", data=[{"sku": "KB", "n": 1}, {"sku": "MS", "n": 2}])
+    records.table_to_rows(table.pk)
+    assert list(TableRecord.objects.filter(collection__table=table).values_list("key", flat=True)) == [None, None]
+    update = make_tool(owner, table=table, type="update", json_path="", name="u", metadata={"key_field": "sku"})
+    select = make_tool(owner, table=table, type="select", json_path="", name="s", metadata={"key_field": "sku"})
+    rows = TableRecord.objects.filter(collection__table=table).order_by("position")
+    assert list(rows.values_list("position", "key")) == [(0, "KB"), (1024, "MS")]
+    assert TableCollection.objects.get(table=table).key_field == "sku"
+    assert Table.objects.get(pk=table.pk).version == 1
+    assert execute(tool=update, arguments={"elements": [{"sku": "MS", "n": 3}]}) == {"updated": 1, "version": 2}
+    assert execute(tool=select, arguments={"keys": ["MS", "XX"]}) == {
+        "items": [{"sku": "MS", "n": 3}],
+        "not_found": ["XX"],
+    }
+    services.tool_delete(tool=update, force=True)
+    services.tool_delete(tool=select, force=True)
+    assert list(rows.values_list("key", flat=True)) == ["KB", "MS"]  # no tool at the collection: its key stays
+    make_tool(owner, table=table, type="delete", json_path="", name="d", metadata={"key_field": "id"})
+    assert list(rows.values_list("key", flat=True)) == [None, None]  # keyed by `id` now, which no record holds
 
 
 DEEP: list = []

@@ -1,0 +1,378 @@
+"""Import streamed into rows (docs/tables-at-scale.md, "Import"): a CSV or NDJSON file becomes a table stored as
+rows, written in batches in one transaction; its limits (records, bytes, one record, the owner's quota) refuse at
+the row that crosses them and write nothing; the import body has its own limit; a large answer streams. On SQLite
+and PostgreSQL alike."""
+
+import io
+import json
+
+import pytest
+
+from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tools_app.api import data_tools
+from tools_app.kernel.errors import ToolError
+from tools_app.models import Table, TableChange, TableCollection, TableRecord, TableSnapshot, TableStorage
+from tools_app.validators import TableDocumentEncoder
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+
+CSV = 'sku,name,price\nKB-01,Keyboard,49.5\nMS-02,Mouse,19\nCB-03,"Cable, 2 m",4.25\n'
+RECORDS = [
+    {"sku": "KB-01", "name": "Keyboard", "price": 49.5},
+    {"sku": "MS-02", "name": "Mouse", "price": 19},
+    {"sku": "CB-03", "name": "Cable, 2 m", "price": 4.25},
+]
+
+
+def upload(client, content: bytes, filename: str, **fields):
+    file = io.BytesIO(content)
+    file.name = filename
+    return client.post("/api/tables/import/", {"file": file, **fields}, format="multipart")
+
+
+def test_a_csv_import_is_stored_as_rows_and_reads_as_the_document(owner):
+    response = upload(client_for(owner), CSV.encode(), "p.csv", name="products")
+    assert response.status_code == 201
+    assert response.json()["data"] == RECORDS
+    table = Table.objects.get()
+    assert (table.storage, table.rows_since_version, table.version) == (TableStorage.ROWS, 1, 1)
+    assert table.data_bytes == len(TableDocumentEncoder().encode(RECORDS))
+    collection = TableCollection.objects.get(table=table)
+    assert (collection.mount, collection.kind, collection.record_count) == ("", "array", 3)
+    rows = TableRecord.objects.filter(collection=collection).order_by("position")
+    assert list(rows.values_list("position", flat=True)) == [0, 1024, 2048]
+    assert TableSnapshot.objects.get(table=table).data == []
+    shown = client_for(owner).get(f"/api/tables/{table.pk}/")
+    assert shown.json()["data"] == RECORDS
+
+
+def test_an_ndjson_import_is_stored_as_rows(owner):
+    content = b'{"id": 1, "tags": ["a"]}\n\n{"id": 2, "nested": {"b": 1, "a": 2}}\n'
+    response = upload(client_for(owner), content, "e.ndjson", name="events")
+    assert response.status_code == 201
+    table = Table.objects.get()
+    assert table.storage == TableStorage.ROWS
+    assert table.data == [{"id": 1, "tags": ["a"]}, {"id": 2, "nested": {"b": 1, "a": 2}}]
+    assert list(TableRecord.objects.order_by("position").values_list("key", flat=True)) == ["1", "2"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "message"),
+    [
+        (
+            "TOOLHUB_MAX_TABLE_RECORDS",
+            2,
+            "Row 3 (line 4): a table holds at most 2 records (TOOLHUB_MAX_TABLE_RECORDS).",
+        ),
+        (
+            "TOOLHUB_MAX_RECORD_BYTES",
+            52,
+            "Row 3 (line 4): the record is 53 bytes of JSON; one record is at most 52 bytes "
+            "(TOOLHUB_MAX_RECORD_BYTES).",
+        ),
+        (
+            "TOOLHUB_MAX_ROWS_TABLE_BYTES",
+            150,
+            "By row 3 (line 4) the table is already over 150 bytes of JSON (TOOLHUB_MAX_ROWS_TABLE_BYTES); import a "
+            "smaller file.",
+        ),
+    ],
+)
+def test_a_rows_limit_refuses_at_the_row_that_crosses_it_and_writes_nothing(owner, settings, setting, value, message):
+    setattr(settings, setting, value)
+    before = db_snapshot()
+    response = upload(client_for(owner), CSV.encode(), "p.csv", name="products")
+    assert response.status_code == 400
+    assert response.json()["fields"] == {"file": [message]}
+    assert db_snapshot() == before
+    assert not Table.objects.exists()
+    assert not TableRecord.objects.exists()
+
+
+def test_a_file_over_the_rows_table_limit_is_refused_unread(owner, settings):
+    settings.TOOLHUB_MAX_ROWS_TABLE_BYTES = 20
+    before = db_snapshot()
+    response = upload(client_for(owner), CSV.encode(), "p.csv", name="products")
+    assert response.status_code == 400
+    assert response.json()["fields"] == {
+        "file": [f"The file is {len(CSV)} bytes; a table is at most 20 bytes (TOOLHUB_MAX_ROWS_TABLE_BYTES)."]
+    }
+    assert db_snapshot() == before
+
+
+def test_an_import_over_the_owners_quota_is_refused_while_streaming_and_writes_nothing(owner, make_table, settings):
+    make_table(owner, name="other", data={"x": "y" * 40})  # 49 bytes of the owner's quota
+    settings.TOOLHUB_MAX_OWNER_DATA_BYTES = 150
+    before = db_snapshot()
+    response = upload(client_for(owner), CSV.encode(), "p.csv", name="products")
+    assert response.status_code == 413
+    body = response.json()
+    assert body["error"] == "QUOTA_EXCEEDED"
+    assert body["details"]["quota"] == "TOOLHUB_MAX_OWNER_DATA_BYTES"
+    assert (body["details"]["limit"], body["details"]["used"]) == (150, 49)
+    assert db_snapshot() == before
+    assert list(Table.objects.values_list("name", flat=True)) == ["other"]
+
+
+def test_the_import_body_has_its_own_limit(owner, settings):
+    """The import takes bodies over TOOLHUB_MAX_REQUEST_BYTES, up to TOOLHUB_MAX_IMPORT_BYTES."""
+    settings.TOOLHUB_MAX_REQUEST_BYTES = 100
+    response = upload(client_for(owner), CSV.encode(), "p.csv", name="products")
+    assert response.status_code == 201
+    settings.TOOLHUB_MAX_IMPORT_BYTES = 100
+    before = db_snapshot()
+    response = upload(client_for(owner), CSV.encode(), "p.csv", name="again")
+    assert response.status_code == 413
+    assert response.json()["message"] == "The request body is over the limit of 100 bytes (TOOLHUB_MAX_IMPORT_BYTES)."
+    assert db_snapshot() == before
+    other = client_for(owner).post("/api/tables/", {"name": "t", "data": {"x": "y" * 100}}, format="json")
+    assert other.status_code == 413
+    assert "(TOOLHUB_MAX_REQUEST_BYTES)" in other.json()["message"]
+
+
+def test_a_large_import_answer_streams_the_same_body(owner, monkeypatch):
+    monkeypatch.setattr(data_tools, "STREAM_ANSWER_BYTES", 10)
+    monkeypatch.setattr(data_tools, "ANSWER_CHUNK", 7)
+    response = upload(client_for(owner), CSV.encode(), "p.csv", name="products")
+    assert response.status_code == 201
+    assert response.streaming
+    body = b"".join(response.streaming_content)
+    assert int(response["Content-Length"]) == len(body)
+    assert json.loads(body)["data"] == RECORDS
+
+
+def test_generated_tools_after_an_import_key_and_write_the_rows(owner):
+    """generate-tools on an imported table: its first tool keys the records by the detected key field (`sku`);
+    the generated writes then work on the rows, and the table reads as the document would."""
+    client = client_for(owner)
+    table_id = upload(client, CSV.encode(), "p.csv", name="products").json()["id"]
+    assert TableCollection.objects.get(table_id=table_id).key_field == "sku"  # guessed from the first record
+    generated = client.post(f"/api/tables/{table_id}/generate-tools/", {"writes": True}, format="json")
+    assert generated.status_code == 201, generated.json()
+    assert TableCollection.objects.get(table_id=table_id).key_field == "sku"
+    keys = TableRecord.objects.filter(collection__table_id=table_id).order_by("position").values_list("key", flat=True)
+    assert list(keys) == ["KB-01", "MS-02", "CB-03"]
+    table = Table.objects.get(pk=table_id)
+    assert table.version == 1
+    from tools_app.execution.executors import execute
+    from tools_app.models import Tool
+
+    update = Tool.objects.get(table_id=table_id, type="update")
+    assert execute(tool=update, arguments={"elements": [{"sku": "MS-02", "price": 21}]}) == {
+        "updated": 1,
+        "version": 2,
+    }
+    assert Table.objects.get(pk=table_id).data[1] == {"sku": "MS-02", "name": "Mouse", "price": 21}
+    assert TableChange.objects.filter(table_id=table_id).count() == 1
+
+
+def test_writes_to_a_rows_table_meet_the_rows_limits_not_the_document_cap(owner, make_tool, settings):
+    """A rows table is not bound by TOOLHUB_MAX_TABLE_BYTES (the document cap) but by the rows limits: the record
+    count, one record's bytes and the table's bytes; over one, VALIDATION_ERROR naming it, nothing written."""
+    from tools_app.execution.executors import execute
+    from tools_app.kernel.errors import ToolError
+
+    table_id = upload(client_for(owner), CSV.encode(), "p.csv", name="products").json()["id"]
+    table = Table.objects.get(pk=table_id)
+    create = make_tool(owner, table=table, type="create", json_path="", metadata={"key_field": "sku"})
+    settings.TOOLHUB_MAX_TABLE_BYTES = 50  # the table is already larger: a document's cap
+    assert execute(tool=create, arguments={"elements": [{"sku": "HD-04"}]}) == {"created": 1, "version": 2}
+    cases = [
+        ("TOOLHUB_MAX_TABLE_RECORDS", 4, [{"sku": "X"}], "The table holds 4 records; 1 more would be over its 4"),
+        ("TOOLHUB_MAX_RECORD_BYTES", 20, [{"sku": "Y", "name": "long name"}], "Element 0 is 33 bytes of JSON"),
+        ("TOOLHUB_MAX_ROWS_TABLE_BYTES", 180, [{"sku": "Z"}], "at most 180 bytes of JSON (TOOLHUB_MAX_ROWS_TABLE"),
+    ]
+    for setting, value, elements, message in cases:
+        setattr(settings, setting, value)
+        before = db_snapshot()
+        with pytest.raises(ToolError) as refused:
+            execute(tool=create, arguments={"elements": elements})
+        assert refused.value.code == "VALIDATION_ERROR"
+        assert message in str(refused.value)
+        assert setting in str(refused.value)
+        assert db_snapshot() == before
+        setattr(settings, setting, 10**9)
+    assert Table.objects.get(pk=table_id).version == 2
+    assert TableRecord.objects.filter(collection__table_id=table_id).count() == 4
+
+
+def test_a_table_with_history_moved_to_rows_answers_the_same(owner, make_table, make_tool):
+    """A document table with history (made as on main), moved by `manage.py tables_to_rows --all`: every read of its
+    tools, its API view, its history list, its current version and a restore after the move answer as before."""
+    from django.core.management import call_command
+
+    from tools_app.execution.executors import execute
+
+    data = {"settings": {"currency": "EUR"}, "orders": [{"id": n, "status": "new", "total": n * 10} for n in range(5)]}
+    table = make_table(owner, name="orders", data=data)
+    tools = {
+        kind: make_tool(owner, table=table, type=kind, name=kind, json_path="/orders", metadata={"key_field": "id"})
+        for kind in ("create", "update", "delete", "get_all_data", "query_data", "select", "get_data_schema")
+    }
+    execute(tool=tools["create"], arguments={"elements": [{"id": 9, "status": "paid", "total": 5}]})
+    execute(tool=tools["update"], arguments={"elements": [{"id": 1, "status": "shipped"}]})
+    execute(tool=tools["delete"], arguments={"keys": [3]})
+    client = client_for(owner)
+    reads = [
+        ("get_all_data", {}),
+        ("query_data", {"query": "[?status=='new'].id"}),
+        ("query_data", {"query": "sort_by(@, &total)[-1]"}),
+        ("select", {"keys": [1, 9, 3]}),
+        ("get_data_schema", {}),
+    ]
+
+    def answers():
+        return (
+            [execute(tool=tools[kind], arguments=arguments) for kind, arguments in reads],
+            client.get(f"/api/tables/{table.pk}/").json()["data"],
+            client.get(f"/api/tables/{table.pk}/history/").json(),
+            client.get(f"/api/tables/{table.pk}/versions/4/").json(),
+        )
+
+    before = answers()
+    call_command("tables_to_rows", "--all", stdout=io.StringIO())
+    table.refresh_from_db()
+    assert (table.storage, table.rows_since_version, table.version) == (TableStorage.ROWS, 4, 4)
+    assert TableSnapshot.objects.get(table=table).data == {"settings": {"currency": "EUR"}, "orders": []}
+    assert answers() == before
+    # Written and restored after the move: as on the document.
+    execute(tool=tools["update"], arguments={"elements": [{"id": 9, "total": 6}]})
+    assert client.get(f"/api/tables/{table.pk}/versions/4/").json()["data"] == before[1]
+    restored = client.post(f"/api/tables/{table.pk}/restore/", {"version": 4}, format="json")
+    assert restored.status_code == 200, restored.json()
+    assert client.get(f"/api/tables/{table.pk}/").json()["data"] == before[1]
+    assert [execute(tool=tools[kind], arguments=arguments) for kind, arguments in reads] == before[0]
+    # The versions before the move are not kept (their entries patch records that are rows now).
+    assert client.get(f"/api/tables/{table.pk}/versions/3/").status_code == 404
+
+
+def test_under_asgi_a_large_answer_streams_from_an_asynchronous_iterator(owner, monkeypatch):
+    """Django gathers a synchronous iterator into one list before an ASGI server sends it: the answer served under
+    ASGI iterates asynchronously, chunk by chunk, so the table's text is never held whole there either."""
+    import asyncio
+
+    from django.test import AsyncRequestFactory
+    from rest_framework.test import force_authenticate
+
+    monkeypatch.setattr(data_tools, "STREAM_ANSWER_BYTES", 10)
+    monkeypatch.setattr(data_tools, "ANSWER_CHUNK", 7)
+    file = io.BytesIO(CSV.encode())
+    file.name = "p.csv"
+    request = AsyncRequestFactory().post("/api/tables/import/", {"file": file, "name": "products"})
+    force_authenticate(request, user=owner)
+    response = data_tools.TableImportView.as_view()(request)
+    assert response.status_code == 201
+    assert response.is_async
+
+    async def gathered():
+        return [chunk async for chunk in response]
+
+    chunks = asyncio.run(gathered())
+    assert max(len(chunk) for chunk in chunks) == 7
+    assert json.loads(b"".join(chunks))["data"] == RECORDS
+
+
+def test_the_admin_download_of_a_rows_table_streams_the_same_document(client, owner, make_table, make_tool):
+    """The whole-table export of a rows table streams its records CHUNK rows at a time, and its text is the one
+    the document table's download writes, collections at any mount (an array, an object, nested) included."""
+    from django.urls import reverse
+
+    from tools_app.execution import records
+
+    data = {
+        "settings": {"currency": "EUR", "note": "ü \u2028"},
+        "orders": [{"id": n, "text": f"order {n}", "nested": {"b": n, "a": [n]}} for n in range(5)],
+        "catalog": {"KB": {"price": 1.5}, "": {"price": None}, "é": {"p": 1e16}},
+        "deep": {"list": [{"id": "x"}]},
+    }
+    document_table = make_table(owner, name="doc", data=data)
+    rows_table = make_table(owner, name="rows", data=data)
+    for mount in ("/orders", "/catalog", "/deep/list"):
+        make_tool(owner, table=rows_table, type="get_all_data", name=f"g{mount.replace('/', '_')}", json_path=mount)
+    records.table_to_rows(rows_table.pk)
+    assert TableCollection.objects.filter(table=rows_table).count() == 3
+    client.force_login(owner)
+    expected = client.get(reverse("admin:tools_app_table_download", args=[document_table.pk]))
+    streamed = client.get(reverse("admin:tools_app_table_download", args=[rows_table.pk]))
+    assert streamed.streaming
+    assert streamed["Content-Disposition"] == 'attachment; filename="rows.json"'
+    assert b"".join(streamed.streaming_content) == expected.content
+    assert json.loads(expected.content) == data
+
+
+def test_a_rows_table_export_reads_its_records_in_chunks(owner, make_table, monkeypatch):
+    from tools_app.execution import records
+
+    table = make_table(owner, name="rows", data=[{"id": n} for n in range(7)])
+    records.table_to_rows(table.pk)
+    monkeypatch.setattr(records, "CHUNK", 3)
+    pieces = list(records.document_chunks(table.pk))
+    assert pieces == [
+        "",
+        "[",
+        '{"id": 0}, {"id": 1}, {"id": 2}',
+        ', {"id": 3}, {"id": 4}, {"id": 5}',
+        ', {"id": 6}',
+        "]",
+        "",
+    ]
+
+
+def test_describing_a_large_rows_table_reads_only_its_first_records(owner, make_table, monkeypatch):
+    """generate-tools, description drift and the admin's shape read a rows table's first SCHEMA_SAMPLE records of
+    each collection, with the collection's true count: a table over TOOLHUB_MAX_EVALUATED_BYTES still gets its
+    tools, described with its size and key field."""
+    from tools_app import services
+    from tools_app.execution import records
+    from tools_app.models import Tool
+    from tools_app.toolsets import description_drift, generate_tools
+
+    table = make_table(owner, name="big", data=[{"sku": f"S{n:04d}", "n": n} for n in range(60)])
+    records.table_to_rows(table.pk)
+    monkeypatch.setattr(records, "SCHEMA_SAMPLE", 25)
+    monkeypatch.setattr(records, "CHUNK", 10)
+    version, data, counts = services.table_data_sampled(table.pk)
+    assert (version, len(data), counts) == (1, 25, {"": 60})
+    monkeypatch.setattr(records, "max_evaluated_bytes", lambda: 500)
+    with pytest.raises(ToolError) as refused:  # the whole table is over the evaluator's bytes
+        Table.objects.get(pk=table.pk).data  # noqa: B018
+    assert refused.value.code == "QUERY_TOO_EXPENSIVE"
+    generated = generate_tools(owner=owner, table=table, json_path="", writes=True)
+    query = next(tool for tool in generated.tools if tool.type == "query_data")
+    assert "60 records" in query.description
+    assert Tool.objects.get(pk=query.pk).metadata["key_field"] == "sku"
+    assert TableCollection.objects.get(table=table).key_field == "sku"
+    assert description_drift(Tool.objects.get(pk=query.pk)) is None
+
+
+@pytest.mark.parametrize(
+    ("first", "key_field"),
+    [
+        ({"name": "a", "id": 1, "sku": "x"}, "id"),
+        ({"name": "a", "sku": "x", "product_code": "y"}, "product_code"),
+        ({"name": "a", "key": True}, "id"),
+        ({"name": "a"}, "id"),
+        ("not a record", "id"),
+    ],
+)
+def test_an_imported_table_is_keyed_by_the_field_generate_tools_would_pick(first, key_field):
+    from tools_app.services.tables import likely_key_field
+
+    assert likely_key_field(first) == key_field
+
+
+def test_saving_an_imported_table_with_its_data_unchanged_is_no_data_write(owner):
+    """The admin's form sends the data it shows: on a rows table the same document renames, a changed one is
+    refused (a rows table is not replaced whole), nothing written."""
+    from tools_app import services
+    from tools_app.kernel.errors import ToolhubError
+
+    table_id = upload(client_for(owner), CSV.encode(), "p.csv", name="products").json()["id"]
+    table = Table.objects.get(pk=table_id)
+    services.table_update(table=table, name="renamed", data=RECORDS)
+    table.refresh_from_db()
+    assert (table.name, table.version) == ("renamed", 1)
+    before = db_snapshot()
+    with pytest.raises(ToolhubError, match="cannot be replaced whole"):
+        services.table_update(table=table, name="again", data=RECORDS[:1])
+    assert db_snapshot() == before
