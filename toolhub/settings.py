@@ -339,6 +339,11 @@ TOOLHUB_PASSWORD_HASHES_PER_MACHINE = env_int(
 )
 # Empty: <temporary directory>/toolhub-password-hashes-<uid>, shared by every worker of this machine.
 TOOLHUB_PASSWORD_HASH_LOCK_DIR = os.environ.get("TOOLHUB_PASSWORD_HASH_LOCK_DIR", "").strip()
+# A worker gives freed memory back to the system (toolhub/memory.py, docs/operations.md): glibc's arenas capped
+# at TOOLHUB_MALLOC_ARENA_MAX (0 = glibc's default of 8 per core), and malloc_trim(0) after a request that
+# received and sent TOOLHUB_MALLOC_TRIM_AFTER_BYTES or more (0 = never) and after a burst of requests.
+TOOLHUB_MALLOC_ARENA_MAX = env_int("TOOLHUB_MALLOC_ARENA_MAX", 2)
+TOOLHUB_MALLOC_TRIM_AFTER_BYTES = env_int("TOOLHUB_MALLOC_TRIM_AFTER_BYTES", 1024 * 1024)
 AXES_ENABLED = env_bool("TOOLHUB_LOGIN_LOCKOUT", True)
 AXES_FAILURE_LIMIT = int(os.environ.get("TOOLHUB_LOGIN_FAILURE_LIMIT", "5"))
 _lockout_minutes = float(os.environ.get("TOOLHUB_LOGIN_LOCKOUT_MINUTES", "15"))
