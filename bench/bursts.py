@@ -2,9 +2,11 @@
 bench/auth_burst.py): one request timed, requests released together, percentiles, worker memory.
 
 Each request runs in a thread of its own; all wait at a barrier and are released together, so the server
-sees them at once rather than as the client manages to open them. Standard library only.
+sees them at once rather than as the client manages to open them. "Another user" working meanwhile runs in a
+process of its own, as a client elsewhere would. Standard library only.
 """
 
+import multiprocessing
 import threading
 import time
 import urllib.error
@@ -12,6 +14,7 @@ import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 __all__ = ["call", "percentile", "release_together", "resident_mb"]
 
@@ -37,34 +40,41 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
 
 
+def _other_user(meanwhile: Callable[[], urllib.request.Request], start: Any, stop: Any, out: Any) -> None:
+    start.wait()
+    answers = []
+    while not stop.is_set():
+        answers.append(call(meanwhile()))
+    out.put(answers)
+
+
 def release_together(
     requests: list[Callable[[], tuple[int, float]]], meanwhile: Callable[[], urllib.request.Request] | None = None
 ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
     """Run every callable of `requests` at once, released together; meanwhile, from the same moment until the
-    last has answered, send `meanwhile()` one after another (another user at work). Returns the burst's
+    last has answered, send `meanwhile()` one after another (another user at work) from a process of its own,
+    so that its timings do not include waiting for this process's hundreds of threads. Returns the burst's
     (status, seconds) in order, and the meanwhile requests' ones."""
-    gate = threading.Barrier(len(requests) + (1 if meanwhile else 0))
-    done = threading.Event()
-    other: list[tuple[int, float]] = []
+    context = multiprocessing.get_context("fork")  # before any thread of the burst exists
+    start, stop, out = context.Event(), context.Event(), context.Queue()
+    other = None
+    if meanwhile is not None:
+        other = context.Process(target=_other_user, args=(meanwhile, start, stop, out), daemon=True)
+        other.start()
+    gate = threading.Barrier(len(requests), action=start.set)
 
     def one(send: Callable[[], tuple[int, float]]) -> tuple[int, float]:
         gate.wait()
         return send()
 
-    def other_user() -> None:
-        gate.wait()
-        while not done.is_set():
-            other.append(call(meanwhile()))
-
-    watcher = threading.Thread(target=other_user) if meanwhile else None
-    if watcher:
-        watcher.start()
     with ThreadPoolExecutor(max_workers=len(requests)) as pool:
         results = list(pool.map(one, requests))
-    done.set()
-    if watcher:
-        watcher.join()
-    return results, other
+    stop.set()
+    answers: list[tuple[int, float]] = []
+    if other is not None:
+        answers = out.get(timeout=180)
+        other.join(10)
+    return results, answers
 
 
 def resident_mb(pids: list[int]) -> float:

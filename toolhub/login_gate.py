@@ -10,11 +10,14 @@ For `POST /api/auth/token/` and `POST /admin/login/`:
 
 1. The body is read first (it is small; TOOLHUB_MAX_REQUEST_BYTES still bounds it): a slow client holds its
    own connection, never a slot.
-2. `/api/auth/token/` counts the request in its address's `token` bucket (the same bucket as the view's
-   throttle, which then does not count it again): an address over its rate is refused here, 429 with
-   `Retry-After`, slot or no slot; a login refused for want of a slot still counts against its address.
-3. It takes one of the machine's slots (toolhub.passwords.take_slot_for_request). None free: 429 RATE_LIMITED,
-   `Retry-After: 1` (the admin: a short page saying the same), and Django never sees the request.
+2. It takes one of the machine's slots (toolhub.passwords.take_slot_for_request). None free: 429
+   RATE_LIMITED, `Retry-After: 1` (the admin: a short page saying the same), and Django never sees the
+   request. Such a refusal costs a few system calls and is not counted anywhere: no query, no round trip
+   to the rate-limit store (under a burst of hundreds, those round trips were what slowed everyone else).
+3. With the slot, `/api/auth/token/` counts the request in its address's `token` bucket (the same bucket as
+   the view's throttle, which then does not count it again): an address over its rate gives the slot back
+   and is refused, 429 with `Retry-After`. So each address gets at most its rate of hashes, however fast it
+   retries: an address that hammers wins the slot no more often than its rate allows.
 4. The request runs in Django holding that slot (its hash runs in it); the slot is given back as soon as the
    answer starts, whatever the answer.
 
@@ -66,25 +69,25 @@ def gate_logins(app: Any) -> Any:
             if message["type"] != "http.request" or not message.get("more_body", False):
                 break
         path = scope["path"]
-        # 2. The address's token rate.
+        # 2. A slot, or a refusal now.
+        try:
+            release = take_slot_for_request()
+        except PasswordCheckBusy as busy:
+            await _refuse(send, path, 429, busy.message, busy.details, busy.retry_after)
+            return
+        # 3. The address's token rate.
         if path == TOKEN_PATH and rate_limits.enabled():
             client = scope.get("client") or ("", 0)
             try:
                 await rate_limits.ahit(rate_limits.Bucket.of(rate_limits.TOKEN, client[0]))
             except rate_limits.RateLimited as limited:
+                release()
                 await _refuse(send, path, 429, limited.message, limited.details, limited.retry_after)
                 return
             scope = {**scope, COUNTED_SCOPE_KEY: True}
 
         async def replay() -> dict:
             return messages.pop(0) if messages else await receive()
-
-        # 3. A slot, or a refusal now.
-        try:
-            release = take_slot_for_request()
-        except PasswordCheckBusy as busy:
-            await _refuse(send, path, 429, busy.message, busy.details, busy.retry_after)
-            return
 
         # 4. Django answers holding it; the slot goes back as the answer starts.
         async def releasing_send(message: dict) -> None:

@@ -317,29 +317,29 @@ def test_the_gate_reads_the_body_first_hashes_in_its_slot_and_gives_it_back(guar
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_gate_counts_each_address_once_busy_or_not(guarded_hashing, gated, rate_limited, slots_taken, settings):
-    """The gate counts a login in its address's token bucket before it looks for a slot, and the view's
-    throttle does not count it again: an address refused for want of a slot still spends its rate, so one
-    address cannot hammer the slot; another address has its own bucket."""
-    rate_limited(token="3/minute")
-    # when: two logins refused for want of a slot
-    busy = [gated_login(gated, "owner", "wrong", client="10.1.0.1") for _ in "ab"]
+def test_the_gate_counts_each_admitted_login_once(guarded_hashing, gated, rate_limited, slots_taken):
+    """A login refused for want of a slot is not counted (it cost nothing); one that gets the slot is counted
+    in its address's token bucket by the gate, and the view's throttle does not count it again; an address
+    over its rate gives the slot back; another address has its own bucket."""
+    rate_limited(token="2/minute")
+    # when: three logins refused for want of a slot
+    busy = [gated_login(gated, "owner", "wrong", client="10.1.0.1") for _ in range(3)]
     # then
-    assert [answer[0] for answer in busy] == [429, 429]
+    assert [answer[0] for answer in busy] == [429, 429, 429]
     assert all(json.loads(answer[1])["message"] == BUSY_MESSAGE for answer in busy)
     # when: the slot is free again
     slots_taken.release()
-    first = gated_login(gated, "owner", "wrong", client="10.1.0.1")
+    wrong = gated_login(gated, "owner", "wrong", client="10.1.0.1")
+    right = gated_login(gated, "owner", PASSWORD, client="10.1.0.1")
     over = gated_login(gated, "owner", PASSWORD, client="10.1.0.1")
     elsewhere = gated_login(gated, "owner", PASSWORD, client="10.1.0.2")
-    # then: the third request of 10.1.0.1 was its last within 3/minute; the fourth is over its rate
-    assert first[0] == 400
-    assert over[0] == 429
+    # then: 2/minute admitted two from 10.1.0.1 (counted once each), the third is over its rate
+    assert (wrong[0], right[0], over[0], elsewhere[0]) == (400, 200, 429, 200)
     assert json.loads(over[1])["details"]["scope"] == "token"
     assert int(over[3]["retry-after"]) in rate_limited.retry_after_now()
-    assert elsewhere[0] == 200
-    assert ApiToken.objects.count() == 1
-    assert gated.reached == ["/api/auth/token/", "/api/auth/token/"]
+    assert passwords.slots_in_use() == 0
+    assert ApiToken.objects.count() == 2
+    assert gated.reached == ["/api/auth/token/"] * 3
 
 
 #
