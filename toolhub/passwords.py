@@ -18,6 +18,10 @@ Two rules hold for every hash made through the hashers below, whoever asks for i
   PasswordCheckBusy (RATE_LIMITED, HTTP 429, `Retry-After: 1`). A refused login is not a failed login
   (django-axes does not count it): no password was checked.
 
+- **A hash runs at the lowest CPU priority**, in a thread of its own (as many per worker as the machine has
+  slots) niced to TOOLHUB_PASSWORD_HASH_NICENESS (default 19): the scheduler serves every other thread
+  first, so the core a hash takes is the one nobody else wants at that moment.
+
 The login endpoints take their slot before Django runs at all (toolhub.login_gate, in front of the ASGI
 application): a login refused there costs no thread, no query and no parsing beyond its HTTP request. The
 slot a request holds is marked in a context variable, so the hash inside that request runs in it.
@@ -27,10 +31,14 @@ that hash: `encode`, `verify` and `harden_runtime`. A nested call (PBKDF2's `ver
 inside the slot its caller holds.
 """
 
+import contextvars
 import fcntl
+import logging
 import os
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -57,7 +65,10 @@ __all__ = [
     "take_slot_for_request",
 ]
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_HASHES_PER_MACHINE = 1
+DEFAULT_NICENESS = 19
 SETTING = "TOOLHUB_PASSWORD_HASHES_PER_MACHINE"
 RETRY_AFTER_SECONDS = 1
 
@@ -170,20 +181,61 @@ def hash_slot() -> Iterator[None]:
         yield
 
 
+class _HashThreads:
+    """The threads that compute hashes, at the lowest CPU priority (TOOLHUB_PASSWORD_HASH_NICENESS, default
+    19): while a hash runs, the scheduler gives the cores to every other thread that wants one first (the
+    requests of everyone else, in this worker and the others), and the hash takes what is left. On an idle
+    machine a hash takes as long as before; under load, a login waits rather than everyone else. As many
+    threads as the machine has slots; the request's thread waits for its hash."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._size = 0
+        self._local = threading.local()
+
+    def _started(self) -> None:
+        self._local.hashing = True
+        niceness = int(getattr(settings, "TOOLHUB_PASSWORD_HASH_NICENESS", DEFAULT_NICENESS))
+        if niceness > 0:
+            try:  # Linux: the priority of this thread alone (its id); raising niceness needs no privilege
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
+            except (OSError, AttributeError):
+                logger.warning("Could not lower the priority of the password-hashing thread.", exc_info=True)
+
+    def run(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if getattr(self._local, "hashing", False):
+            return function(*args, **kwargs)  # nested (PBKDF2's verify calls encode): already here
+        size = slot_limit()
+        with self._lock:
+            if self._executor is None or self._size != size:
+                if self._executor is not None:
+                    self._executor.shutdown(wait=False)
+                self._executor = ThreadPoolExecutor(size, "password-hash", initializer=self._started)
+                self._size = size
+            executor = self._executor
+        # The caller's context (its slot is marked there) goes with the hash.
+        return executor.submit(contextvars.copy_context().run, function, *args, **kwargs).result()
+
+
+_hash_threads = _HashThreads()
+
+
 class _GuardedHasher:
-    """The guard around the methods of a Django hasher that compute a hash."""
+    """The guard around the methods of a Django hasher that compute a hash: a slot, no database connection,
+    the hashing thread."""
 
     def encode(self, *args: Any, **kwargs: Any) -> Any:
         with hash_slot():
-            return super().encode(*args, **kwargs)  # type: ignore[misc]
+            return _hash_threads.run(super().encode, *args, **kwargs)  # type: ignore[misc]
 
     def verify(self, *args: Any, **kwargs: Any) -> Any:
         with hash_slot():
-            return super().verify(*args, **kwargs)  # type: ignore[misc]
+            return _hash_threads.run(super().verify, *args, **kwargs)  # type: ignore[misc]
 
     def harden_runtime(self, *args: Any, **kwargs: Any) -> Any:
         with hash_slot():
-            return super().harden_runtime(*args, **kwargs)  # type: ignore[misc]
+            return _hash_threads.run(super().harden_runtime, *args, **kwargs)  # type: ignore[misc]
 
 
 class PBKDF2PasswordHasher(_GuardedHasher, hashers.PBKDF2PasswordHasher):

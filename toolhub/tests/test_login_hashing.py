@@ -185,6 +185,32 @@ def test_a_slot_is_free_again_after_a_hash(guarded_hashing, settings):
     assert passwords.slots_in_use() == 0
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_hash_runs_at_the_lowest_cpu_priority_and_the_request_thread_does_not(guarded_hashing, monkeypatch):
+    """The hash runs in the hashing thread at niceness 19, so other requests get the cores first; the
+    request's own thread keeps its priority, and the login's outcome is the same."""
+    seen: dict[str, tuple[str, int]] = {}
+    pbkdf2 = hashers.pbkdf2
+
+    def priority() -> tuple[str, int]:
+        return threading.current_thread().name, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    def spy_pbkdf2(*args, **kwargs):
+        seen["hash"] = priority()
+        return pbkdf2(*args, **kwargs)
+
+    monkeypatch.setattr(hashers, "pbkdf2", spy_pbkdf2)
+    # when
+    response = login("owner", PASSWORD)
+    # then
+    assert response.status_code == 200
+    name, niceness = seen["hash"]
+    assert name.startswith("password-hash")
+    assert niceness == 19
+    assert priority()[1] == os.getpriority(os.PRIO_PROCESS, 0) < 19
+    assert ApiToken.objects.count() == 1
+
+
 #
 # The login gate: the slot is the machine's, taken before Django runs
 #
