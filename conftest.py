@@ -2,7 +2,6 @@
 
 import math
 import os
-import tempfile
 import time
 
 import pytest
@@ -155,11 +154,9 @@ def rate_limited(settings):
 
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
-    """PBKDF2 costs ~0.4 s per user created; tests do not need a slow hash. The machine's password-hashing
-    slots (toolhub/passwords.py) are this test process's own, so that parallel test processes never take
-    each other's."""
+    """PBKDF2 costs ~0.4 s per user created; tests do not need a slow hash. (The password-hashing slots are
+    each test process's own: toolhub/testenv.py.)"""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    settings.TOOLHUB_PASSWORD_HASH_LOCK_DIR = os.path.join(tempfile.gettempdir(), f"toolhub-test-hashes-{os.getpid()}")
 
 
 @pytest.fixture

@@ -68,6 +68,8 @@ def gate_logins(app: Any) -> Any:
             messages.append(message)
             if message["type"] != "http.request" or not message.get("more_body", False):
                 break
+        if messages[-1]["type"] == "http.disconnect":
+            return  # the client left before its body was complete: nothing to answer, no slot taken
         path = scope["path"]
         # 2. A slot, or a refusal now.
         try:

@@ -342,7 +342,7 @@ TOOLHUB_PASSWORD_HASH_LOCK_DIR = os.environ.get("TOOLHUB_PASSWORD_HASH_LOCK_DIR"
 # A hash runs in a thread at this niceness (19: the lowest CPU priority; 0: the worker's own), so that other
 # requests get the cores first.
 TOOLHUB_PASSWORD_HASH_NICENESS = env_int("TOOLHUB_PASSWORD_HASH_NICENESS", 19)
-# A worker gives freed memory back to the system (toolhub/memory.py, docs/operations.md): glibc's arenas capped
+# A worker gives freed memory back to the system (toolhub/memory.py, docs/deploy.md): glibc's arenas capped
 # at TOOLHUB_MALLOC_ARENA_MAX (0 = glibc's default of 8 per core), and malloc_trim(0) after a request that
 # received and sent TOOLHUB_MALLOC_TRIM_AFTER_BYTES or more (0 = never) and after a burst of requests.
 TOOLHUB_MALLOC_ARENA_MAX = env_int("TOOLHUB_MALLOC_ARENA_MAX", 2)
