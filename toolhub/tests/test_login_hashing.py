@@ -65,8 +65,19 @@ def hash_events(monkeypatch):
         events.append(("hash", connection.connection is not None and not in_memory))
         return pbkdf2(*args, **kwargs)
 
+    run = passwords._HashThreads.run
+
+    def spy_run(self, function, *args, **kwargs):
+        # The request's thread, handing its hash to the hashing thread (whose own connections are always
+        # empty): ("submit", holds) says whether the request still held a connection it could give back.
+        if not getattr(self._local, "hashing", False):
+            in_memory = connection.vendor == "sqlite" and connection.is_in_memory_db()
+            events.append(("submit", connection.connection is not None and not in_memory))
+        return run(self, function, *args, **kwargs)
+
     monkeypatch.setattr(wrapper, "close", spy_close)
     monkeypatch.setattr(hashers, "pbkdf2", spy_pbkdf2)
+    monkeypatch.setattr(passwords._HashThreads, "run", spy_run)
     return events
 
 
@@ -92,6 +103,7 @@ def test_a_login_gives_its_connection_back_before_it_hashes(guarded_hashing, has
     assert response.status_code == status
     hashes = [holds for kind, holds in hash_events if kind == "hash"]
     assert hashes == [False]
+    assert [holds for kind, holds in hash_events if kind == "submit"] == [False]
     first_hash = hash_events.index(("hash", False))
     # Given back to the pool on PostgreSQL; SQLite has no pool, and its connection stays (kernel.connections).
     assert (("close", "default") in hash_events[:first_hash]) is (connection.vendor == "postgresql")
@@ -114,7 +126,7 @@ def test_a_hash_inside_a_transaction_keeps_its_connection(guarded_hashing, hash_
     hash_events.clear()
     guarded_hashing.set_password("another-password-1")
     assert ("close", "default") not in hash_events
-    assert [kind for kind, _ in hash_events] == ["hash"]
+    assert [kind for kind, _ in hash_events] == ["submit", "hash"]
 
 
 @pytest.fixture
