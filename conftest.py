@@ -180,7 +180,8 @@ def rate_limited(settings):
 
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
-    """PBKDF2 costs ~0.4 s per user created; tests do not need a slow hash."""
+    """PBKDF2 costs ~0.4 s per user created; tests do not need a slow hash. (The password-hashing slots are
+    each test process's own: toolhub/testenv.py.)"""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 

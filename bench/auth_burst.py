@@ -23,66 +23,31 @@ import json
 import os
 import secrets
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.request
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
-PYTHON = sys.executable
-UVICORN = str(Path(PYTHON).with_name("uvicorn"))
-BENCH = ROOT / "bench"
+sys.path.insert(0, str(ROOT))
+
+from bench.bursts import call, release_together  # noqa: E402
+from tests.live_server import Uvicorn, run_python, seed_mcp, server_database  # noqa: E402
+
 KINDS = ("mcp-malformed", "mcp-unknown", "api-malformed", "api-unknown")
 
 SEED_TOKEN = """
-import json
 from django.contrib.auth import get_user_model
 from tools_app.services import api_token_issue
 user = get_user_model().objects.get(username="bench")
 print(json.dumps({"token": api_token_issue(user=user, via="bench")[1]}))
 """
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def run(env: dict, *argv: str) -> str:
-    done = subprocess.run(argv, cwd=ROOT, env=env, check=True, capture_output=True, text=True)
-    return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-
-
-def wait_until_up(url: str, process: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"uvicorn exited with {process.returncode}")
-        try:
-            urllib.request.urlopen(url, timeout=1)
-            return
-        except urllib.error.HTTPError:
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise SystemExit("uvicorn did not start")
-
-
-def mcp_body() -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
-
 
 MCP_HEADERS = {
     "Content-Type": "application/json",
@@ -95,23 +60,14 @@ def request(base: str, kind: str, credential: str | None = None) -> tuple[int, f
     """One request of `kind`; returns (status, seconds). Status 0: no HTTP answer (connection failed)."""
     if kind.startswith("mcp"):
         key = credential or ("thk_" + secrets.token_urlsafe(32) if kind == "mcp-unknown" else secrets.token_hex(8))
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
         req = urllib.request.Request(
-            f"{base}/mcp/burst/", data=mcp_body(), headers={**MCP_HEADERS, "Authorization": f"Bearer {key}"}
+            f"{base}/mcp/burst/", data=body, headers={**MCP_HEADERS, "Authorization": f"Bearer {key}"}
         )
     else:
         token = credential or ("tht_" + secrets.token_hex(32) if kind == "api-unknown" else secrets.token_urlsafe(12))
         req = urllib.request.Request(f"{base}/api/tables/", headers={"Authorization": f"Token {token}"})
-    started = time.monotonic()
-    try:
-        with urllib.request.urlopen(req, timeout=60) as response:
-            response.read()
-            status = response.status
-    except urllib.error.HTTPError as error:
-        error.read()
-        status = error.code
-    except OSError:
-        status = 0
-    return status, time.monotonic() - started
+    return call(req, timeout=60)
 
 
 class ConnectionSampler:
@@ -153,19 +109,11 @@ class ConnectionSampler:
 
 def burst(base: str, total: int) -> tuple[dict[str, Counter], list[float]]:
     kinds = [KINDS[i % len(KINDS)] for i in range(total)]
-    gate = threading.Barrier(total)
-
-    def one(kind: str) -> tuple[str, int, float]:
-        gate.wait()
-        status, seconds = request(base, kind)
-        return kind, status, seconds
-
-    with ThreadPoolExecutor(max_workers=total) as pool:
-        results = list(pool.map(one, kinds))
+    results, _ = release_together([lambda kind=kind: request(base, kind) for kind in kinds])
     counts: dict[str, Counter] = {kind: Counter() for kind in KINDS}
-    for kind, status, _ in results:
+    for kind, (status, _) in zip(kinds, results, strict=True):
         counts[kind][status] += 1
-    return counts, [seconds for _, _, seconds in results]
+    return counts, [seconds for _, seconds in results]
 
 
 def main() -> None:
@@ -180,108 +128,81 @@ def main() -> None:
     if not args.database_url.startswith("postgres"):
         raise SystemExit("--database-url must name a PostgreSQL server")
 
-    parts = urlsplit(args.database_url)
-    name = f"th_authburst_{os.getpid()}"
-    admin_url = urlunsplit(parts._replace(path="/postgres"))
-    env = {
-        **os.environ,
-        "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY", "bench-secret"),
-        "DATABASE_URL": urlunsplit(parts._replace(path=f"/{name}")),
-        "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
-    }
-    env.pop("DJANGO_DEBUG", None)
-    if args.pool_size is not None:
-        env["DATABASE_POOL_MAX_SIZE"] = str(args.pool_size)
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name}")
-        conn.execute(f"CREATE DATABASE {name}")
-    server = None
-    try:
-        run(env, PYTHON, "manage.py", "migrate", "-v0")
-        seeded = json.loads(run(env, PYTHON, str(BENCH / "seed_mcp.py"), "--slug", "burst", "--rows", "10"))
-        token = json.loads(run(env, PYTHON, "-c", _django_prelude() + SEED_TOKEN))["token"]
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        log = tempfile.NamedTemporaryFile(prefix="auth-burst-uvicorn-", suffix=".log", delete=False)
-        server = subprocess.Popen(
-            [UVICORN, "toolhub.asgi:application", "--host", "127.0.0.1", "--port", str(port), "--lifespan", "on"]
-            + ["--workers", str(args.workers), "--no-access-log", "--log-level", "warning", "--backlog", "4096"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        wait_until_up(f"{base}/api/", server)
-        sampler = ConnectionSampler(admin_url, name)
-        # Warm both workers: a few good calls each way, so that each has opened its pool.
-        for _ in range(4 * args.workers):
-            request(base, "mcp-malformed", seeded["key"])
-            request(base, "api-malformed", token)
-        time.sleep(0.5)
-        print(
-            f"auth burst: {args.requests} concurrent requests with bad credentials, {args.workers} uvicorn workers, "
-            f"PostgreSQL, pool size {env.get('DATABASE_POOL_MAX_SIZE', 'default (10)')} per worker"
-        )
-        print(f"kinds: {', '.join(KINDS)} ({args.requests // len(KINDS)} each)")
-        rows = []
-        for number in range(1, args.rounds + 1):
-            before = sampler.count()
-            with ConnectionSampler(admin_url, name) as during:
-                counts, latencies = burst(base, args.requests)
-            time.sleep(1.0)
-            after = sampler.count()
-            good_mcp = request(base, "mcp-malformed", seeded["key"])[0]
-            good_api = request(base, "api-malformed", token)[0]
-            total = Counter()
-            for counter in counts.values():
-                total.update(counter)
-            five_xx = sum(count for status, count in total.items() if status >= 500 or status == 0)
-            latencies.sort()
-            row = {
-                "401": total[401],
-                "5xx": five_xx,
-                "other": sum(total.values()) - total[401] - five_xx,
-                "p50_ms": statistics.median(latencies) * 1000,
-                "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
-                "before": before,
-                "peak": during.peak,
-                "after": after,
-                "good": (good_mcp, good_api),
-            }
-            rows.append(row)
-            per_kind = "  ".join(f"{kind}={dict(counts[kind])}" for kind in KINDS)
-            print(
-                f"round {number}: 401={row['401']} 5xx={row['5xx']} other={row['other']}  "
-                f"p50={row['p50_ms']:.0f} ms p99={row['p99_ms']:.0f} ms  "
-                f"pg connections before={before} peak={during.peak} after={after}  "
-                f"right after: MCP {good_mcp}, API {good_api}\n         {per_kind}"
-            )
-        print(
-            f"medians over {len(rows)} round(s): 401={statistics.median(r['401'] for r in rows):.0f} "
-            f"5xx={statistics.median(r['5xx'] for r in rows):.0f} "
-            f"p50={statistics.median(r['p50_ms'] for r in rows):.0f} ms "
-            f"p99={statistics.median(r['p99_ms'] for r in rows):.0f} ms "
-            f"pg connections before={statistics.median(r['before'] for r in rows):.0f} "
-            f"peak={statistics.median(r['peak'] for r in rows):.0f} "
-            f"after={statistics.median(r['after'] for r in rows):.0f}"
-        )
-        if args.settle:
-            time.sleep(args.settle)
-            print(f"pg connections {args.settle:.0f} s after the last burst: {sampler.count()}")
-        print(f"uvicorn log: {log.name}")
-    finally:
-        if server is not None:
-            server.terminate()
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.kill()
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    os.environ["DATABASE_URL"] = args.database_url
+    admin_url = urlunsplit(urlsplit(args.database_url)._replace(path="/postgres"))
+    with (
+        tempfile.TemporaryDirectory() as directory,
+        server_database("authburst", Path(directory), secret="bench-secret-" + "a" * 40) as env,
+    ):
+        if args.pool_size is not None:
+            env["DATABASE_POOL_MAX_SIZE"] = str(args.pool_size)
+        name = urlsplit(env["DATABASE_URL"]).path.lstrip("/")
+        seeded = seed_mcp(env, slug="burst", rows=10, user="bench")
+        token = json.loads(run_python(env, SEED_TOKEN))["token"]
+        options = ("--log-level", "warning", "--backlog", "4096")
+        with Uvicorn(env, workers=args.workers, options=options) as server:
+            run_rounds(args, env, server.base, admin_url, name, seeded, token)
 
 
-def _django_prelude() -> str:
-    return "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'toolhub.settings'); django.setup()\n"
+def run_rounds(
+    args: argparse.Namespace, env: dict, base: str, admin_url: str, name: str, seeded: dict, token: str
+) -> None:
+    sampler = ConnectionSampler(admin_url, name)
+    # Warm both workers: a few good calls each way, so that each has opened its pool.
+    for _ in range(4 * args.workers):
+        request(base, "mcp-malformed", seeded["key"])
+        request(base, "api-malformed", token)
+    time.sleep(0.5)
+    print(
+        f"auth burst: {args.requests} concurrent requests with bad credentials, {args.workers} uvicorn workers, "
+        f"PostgreSQL, pool size {env.get('DATABASE_POOL_MAX_SIZE', 'default (10)')} per worker"
+    )
+    print(f"kinds: {', '.join(KINDS)} ({args.requests // len(KINDS)} each)")
+    rows = []
+    for number in range(1, args.rounds + 1):
+        before = sampler.count()
+        with ConnectionSampler(admin_url, name) as during:
+            counts, latencies = burst(base, args.requests)
+        time.sleep(1.0)
+        after = sampler.count()
+        good_mcp = request(base, "mcp-malformed", seeded["key"])[0]
+        good_api = request(base, "api-malformed", token)[0]
+        total = Counter()
+        for counter in counts.values():
+            total.update(counter)
+        five_xx = sum(count for status, count in total.items() if status >= 500 or status == 0)
+        latencies.sort()
+        row = {
+            "401": total[401],
+            "5xx": five_xx,
+            "other": sum(total.values()) - total[401] - five_xx,
+            "p50_ms": statistics.median(latencies) * 1000,
+            "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
+            "before": before,
+            "peak": during.peak,
+            "after": after,
+            "good": (good_mcp, good_api),
+        }
+        rows.append(row)
+        per_kind = "  ".join(f"{kind}={dict(counts[kind])}" for kind in KINDS)
+        print(
+            f"round {number}: 401={row['401']} 5xx={row['5xx']} other={row['other']}  "
+            f"p50={row['p50_ms']:.0f} ms p99={row['p99_ms']:.0f} ms  "
+            f"pg connections before={before} peak={during.peak} after={after}  "
+            f"right after: MCP {good_mcp}, API {good_api}\n         {per_kind}"
+        )
+    print(
+        f"medians over {len(rows)} round(s): 401={statistics.median(r['401'] for r in rows):.0f} "
+        f"5xx={statistics.median(r['5xx'] for r in rows):.0f} "
+        f"p50={statistics.median(r['p50_ms'] for r in rows):.0f} ms "
+        f"p99={statistics.median(r['p99_ms'] for r in rows):.0f} ms "
+        f"pg connections before={statistics.median(r['before'] for r in rows):.0f} "
+        f"peak={statistics.median(r['peak'] for r in rows):.0f} "
+        f"after={statistics.median(r['after'] for r in rows):.0f}"
+    )
+    if args.settle:
+        time.sleep(args.settle)
+        print(f"pg connections {args.settle:.0f} s after the last burst: {sampler.count()}")
 
 
 if __name__ == "__main__":

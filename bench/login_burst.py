@@ -1,22 +1,32 @@
 """Bad logins spread over many client addresses, against 2 uvicorn workers, while another user works.
 
     python bench/login_burst.py --database-url postgres://postgres@127.0.0.1:5432/postgres \
-        [--addresses 4x10,40,150] [--workers 2] [--pool-size 10]
+        [--addresses 4x10,40,150,600] [--workers 2] [--pool-size 10] [--rounds 1] \
+        [--trees before=/path/to/main,after=.]
 
 Creates a database of its own on that server (dropped at the end), migrates it, creates a user `other`
 with an API token and a small table, and starts `uvicorn --workers N` with the production password hasher
-(PBKDF2, ~0.5 s a hash). uvicorn trusts X-Forwarded-For from the loopback address (its default
---forwarded-allow-ips), as it would from a reverse proxy on the same machine, so each request of the burst
-comes from the address it names there.
+(PBKDF2, ~0.5 s a hash), DEBUG off and rate limits on (in Redis when REDIS_URL is set: give it one, as in
+production; the keys get a prefix of this run's own). uvicorn trusts X-Forwarded-For from the loopback
+address (its default --forwarded-allow-ips), as it would from a reverse proxy on the same machine, so each
+request of the burst comes from the address it names there.
 
 Each burst `AxK` (`A` alone: K = 1) sends A x K concurrent `POST /api/auth/token/` with wrong passwords
 (half for a username that exists, half for made-up ones) from A addresses, K from each: every address stays
 within its 10/minute token rate, so the rate limit refuses none of them. Meanwhile `other` calls
-`GET /api/tables/` with its token, one request after another, until the burst is answered.
+`GET /api/tables/` with its token, one request after another, until the burst is answered. Right before
+each burst, the same user's `--quiet-calls` calls on the idle server give the quiet p95 that burst is
+compared with (the machine's load changes between bursts; the ratio is taken against the quiet moment
+next to it).
 
-Printed per burst: the status counts of the bad logins (401/400 = refused, 429 = rate limited, 5xx = the
+Printed per burst: the status counts of the bad logins (400 = wrong credentials, 429 = refused, 5xx = the
 failure this bench looks for) and their p50 / max latency; the other user's requests: count, 5xx, p50 and
-p95, beside the same user's p50 / p95 on a quiet server (measured first).
+p95, and p95 / quiet p95; the workers' resident memory before the burst, right after it and `--pause`
+seconds later.
+
+`--trees name=path,...` serves each named checkout in turn (same database, same client), `--rounds` times,
+alternating (A B A B ...), so that a change and its base are measured side by side under the same load;
+then prints, per tree and burst, the medians over the rounds. The bench runs from this checkout.
 """
 
 import argparse
@@ -26,17 +36,15 @@ import secrets
 import statistics
 import sys
 import tempfile
-import threading
 import time
-import urllib.error
 import urllib.request
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.bursts import call, percentile, release_together, resident_mb  # noqa: E402
 from tests.live_server import Uvicorn, run_python, server_database  # noqa: E402
 
 SEED = """
@@ -50,21 +58,6 @@ print(json.dumps({"token": api_token_issue(user=other, via="bench")[1]}))
 """
 
 
-def call(request: urllib.request.Request) -> tuple[int, float]:
-    """(status, seconds); status 0 when no HTTP answer came."""
-    started = time.monotonic()
-    try:
-        with urllib.request.urlopen(request, timeout=120) as response:
-            response.read()
-            status = response.status
-    except urllib.error.HTTPError as error:
-        error.read()
-        status = error.code
-    except OSError:
-        status = 0
-    return status, time.monotonic() - started
-
-
 def bad_login(base: str, address: str, username: str) -> urllib.request.Request:
     body = json.dumps({"username": username, "password": secrets.token_urlsafe(12)}).encode()
     headers = {"Content-Type": "application/json", "X-Forwarded-For": address}
@@ -75,51 +68,39 @@ def light_call(base: str, token: str) -> urllib.request.Request:
     return urllib.request.Request(f"{base}/api/tables/", headers={"Authorization": f"Token {token}"})
 
 
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
-
-
-def burst(base: str, token: str, addresses: int, per_address: int, round_number: int) -> dict:
+def burst(server: Uvicorn, token: str, addresses: int, per_address: int, net: int, quiet_calls: int) -> dict:
+    """One burst from the addresses 10.<net>.x.y (a fresh /16 per burst: no earlier window or lockout counts)."""
+    base = server.base
+    quiet = [call(light_call(base, token))[1] for _ in range(quiet_calls)]
     requests = []
     for index in range(addresses):
-        # A fresh /16 per burst, so that no earlier burst's rate-limit window or lockout counts.
-        address = f"10.{round_number}.{index // 250}.{index % 250 + 1}"
+        address = f"10.{net}.{index // 250}.{index % 250 + 1}"
         for attempt in range(per_address):
             username = "victim" if (index + attempt) % 2 else f"nobody-{index}-{attempt}"
-            requests.append(bad_login(base, address, username))
-    gate = threading.Barrier(len(requests) + 1)
-    done = threading.Event()
-    light: list[tuple[int, float]] = []
-
-    def one(request: urllib.request.Request) -> tuple[int, float]:
-        gate.wait()
-        return call(request)
-
-    def other_user() -> None:
-        gate.wait()
-        while not done.is_set():
-            light.append(call(light_call(base, token)))
-
-    watcher = threading.Thread(target=other_user)
-    watcher.start()
-    with ThreadPoolExecutor(max_workers=len(requests)) as pool:
-        results = list(pool.map(one, requests))
-    done.set()
-    watcher.join()
+            request = bad_login(base, address, username)
+            requests.append(lambda request=request: call(request))
+    rss_before = resident_mb(server.worker_pids())
+    results, light = release_together(requests, meanwhile=lambda: light_call(base, token))
+    rss_right_after = resident_mb(server.worker_pids())
     statuses = Counter(status for status, _ in results)
     latencies = [seconds for _, seconds in results]
     light_seconds = [seconds for _, seconds in light]
+    quiet_p95 = percentile(quiet, 0.95) * 1000
+    other_p95 = percentile(light_seconds, 0.95) * 1000 if light else float("nan")
     return {
         "logins": len(results),
         "statuses": dict(sorted(statuses.items())),
         "login_5xx": sum(count for status, count in statuses.items() if status >= 500 or status == 0),
         "login_p50_ms": statistics.median(latencies) * 1000,
         "login_max_ms": max(latencies) * 1000,
+        "quiet_p95_ms": quiet_p95,
         "other_calls": len(light),
         "other_5xx": sum(1 for status, _ in light if status >= 500 or status == 0),
         "other_p50_ms": statistics.median(light_seconds) * 1000 if light else float("nan"),
-        "other_p95_ms": percentile(light_seconds, 0.95) * 1000 if light else float("nan"),
+        "other_p95_ms": other_p95,
+        "ratio": other_p95 / quiet_p95,
+        "rss_before": rss_before,
+        "rss_right_after": rss_right_after,
     }
 
 
@@ -128,48 +109,84 @@ def parse_burst(text: str) -> tuple[int, int]:
     return int(addresses), int(per_address or 1)
 
 
+def load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--database-url", required=True, help="postgres://... server to create the database on")
-    parser.add_argument("--addresses", default="4x10,40,150", help="bursts, comma-separated: A or AxK")
+    parser.add_argument("--addresses", default="4x10,40,150,600", help="bursts, comma-separated: A or AxK")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--pool-size", type=int, default=None, help="DATABASE_POOL_MAX_SIZE (default: settings')")
-    parser.add_argument("--quiet-calls", type=int, default=40)
-    parser.add_argument("--pause", type=float, default=5.0, help="seconds between bursts")
+    parser.add_argument("--quiet-calls", type=int, default=40, help="quiet calls measured before each burst")
+    parser.add_argument("--pause", type=float, default=5.0, help="seconds between bursts (memory measured after)")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--trees", default=f"this={ROOT}", help="name=checkout,... served in turn each round")
     args = parser.parse_args()
     if not args.database_url.startswith("postgres"):
         raise SystemExit("--database-url must name a PostgreSQL server")
+    trees = [(name, Path(path).resolve()) for name, _, path in (item.partition("=") for item in args.trees.split(","))]
+    bursts = [parse_burst(spec) for spec in args.addresses.split(",")]
     os.environ["DATABASE_URL"] = args.database_url
+    rows: dict[tuple[str, int], list[dict]] = {}
+    net = 0
     with (
         tempfile.TemporaryDirectory() as directory,
         server_database("loginburst", Path(directory), secret="b" * 50) as env,
     ):
         env.pop("TOOLHUB_DEV", None)  # production-like: the real password hasher, no development mode
+        env["TOOLHUB_RATE_LIMITS_ENABLED"] = "true"
+        env.setdefault("TOOLHUB_RATE_LIMIT_KEY_PREFIX", f"login-burst-{os.getpid()}")
         if args.pool_size is not None:
             env["DATABASE_POOL_MAX_SIZE"] = str(args.pool_size)
         token = json.loads(run_python(env, SEED))["token"]
-        with Uvicorn(env, workers=args.workers) as server:
-            for _ in range(4 * args.workers):  # warm both workers
-                call(light_call(server.base, token))
-            quiet = [call(light_call(server.base, token))[1] for _ in range(args.quiet_calls)]
-            quiet_p50, quiet_p95 = statistics.median(quiet) * 1000, percentile(quiet, 0.95) * 1000
+        print(
+            f"login burst: {args.workers} uvicorn workers, PostgreSQL, pool size "
+            f"{env.get('DATABASE_POOL_MAX_SIZE', 'default (10)')} per worker, rate limits in "
+            f"{'Redis' if env.get('REDIS_URL') else 'each worker'}; trees: "
+            + ", ".join(f"{name} ({path})" for name, path in trees),
+            flush=True,
+        )
+        for round_number in range(1, args.rounds + 1):
+            for name, root in trees:
+                with Uvicorn(env, workers=args.workers, root=root) as server:
+                    for index in range(4 * args.workers):  # warm both workers: calls and a login each
+                        call(light_call(server.base, token))
+                        if index < 2 * args.workers:
+                            call(bad_login(server.base, f"10.255.{round_number}.{index + 1}", "victim"))
+                            time.sleep(0.6)
+                    print(f"round {round_number}, {name}: load average {load()}", flush=True)
+                    for number, (addresses, per_address) in enumerate(bursts):
+                        net += 1
+                        row = burst(server, token, addresses, per_address, net, args.quiet_calls)
+                        time.sleep(args.pause)
+                        row["rss_later"] = resident_mb(server.worker_pids())
+                        rows.setdefault((name, number), []).append(row)
+                        print(
+                            f"  {addresses} address(es) x {per_address}: {row['logins']} bad logins "
+                            f"{row['statuses']} (5xx {row['login_5xx']}), p50 {row['login_p50_ms']:.0f} ms, "
+                            f"max {row['login_max_ms']:.0f} ms | other user: {row['other_calls']} calls, "
+                            f"5xx {row['other_5xx']}, p50 {row['other_p50_ms']:.0f} ms, p95 {row['other_p95_ms']:.0f} "
+                            f"ms = {row['ratio']:.1f}x quiet p95 ({row['quiet_p95_ms']:.0f} ms) | workers' RSS "
+                            f"{row['rss_before']:.0f} -> {row['rss_right_after']:.0f} -> {row['rss_later']:.0f} MB",
+                            flush=True,
+                        )
+    print(f"\nmedians over {args.rounds} round(s); load average at the end {load()}")
+    for number, (addresses, per_address) in enumerate(bursts):
+        for name, _ in trees:
+            done = rows[(name, number)]
+
+            def median(key: str, done: list[dict] = done) -> float:
+                return statistics.median(row[key] for row in done)
+
             print(
-                f"login burst: {args.workers} uvicorn workers, PostgreSQL, pool size "
-                f"{env.get('DATABASE_POOL_MAX_SIZE', 'default (10)')} per worker; other user quiet: "
-                f"p50 {quiet_p50:.0f} ms, p95 {quiet_p95:.0f} ms"
+                f"  {addresses}x{per_address} {name}: other user p95 {median('other_p95_ms'):.0f} ms, "
+                f"quiet p95 {median('quiet_p95_ms'):.0f} ms, ratio {median('ratio'):.1f}x, 5xx "
+                f"{sum(row['login_5xx'] + row['other_5xx'] for row in done)}, bad-login p50 "
+                f"{median('login_p50_ms'):.0f} ms, workers' RSS {median('rss_before'):.0f} -> "
+                f"{median('rss_right_after'):.0f} -> {median('rss_later'):.0f} MB"
             )
-            for number, spec in enumerate(args.addresses.split(","), start=1):
-                addresses, per_address = parse_burst(spec)
-                row = burst(server.base, token, addresses, per_address, number)
-                print(
-                    f"{addresses} address(es) x {per_address}: {row['logins']} bad logins {row['statuses']} "
-                    f"(5xx {row['login_5xx']}), p50 {row['login_p50_ms']:.0f} ms, max {row['login_max_ms']:.0f} ms | "
-                    f"other user: {row['other_calls']} calls, 5xx {row['other_5xx']}, "
-                    f"p50 {row['other_p50_ms']:.0f} ms, p95 {row['other_p95_ms']:.0f} ms "
-                    f"({row['other_p95_ms'] / quiet_p95:.1f}x quiet p95)",
-                    flush=True,
-                )
-                time.sleep(args.pause)
 
 
 if __name__ == "__main__":

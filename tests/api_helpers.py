@@ -1,8 +1,10 @@
 """Helpers for the API tests: clients for a user, and a snapshot of every row to prove nothing was written."""
 
+import asyncio
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.apps import apps
 from rest_framework.test import APIClient
 
@@ -45,3 +47,51 @@ def fast_passwords(settings):
     Use as `pytestmark = pytest.mark.usefixtures("fast_passwords")` after importing it into the module.
     """
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def asgi_post(
+    app, path: str, chunks: list[bytes], headers: list[tuple[bytes, bytes]], *, client: str = "127.0.0.1"
+) -> tuple[int, bytes, int, dict[str, str]]:
+    """POST `chunks` to the ASGI `app` from the address `client`: (status, body, how many chunks the app
+    read, the answer's headers)."""
+    sent: list[dict] = []
+    pending = list(chunks)
+    read = 0
+
+    answered = asyncio.Event()
+
+    async def receive() -> dict:
+        nonlocal read
+        if not pending:
+            # The client stays connected until the answer is complete, as a real one does (Django watches for
+            # a disconnect while its view runs and drops the answer when one comes).
+            await answered.wait()
+            return {"type": "http.disconnect"}
+        read += 1
+        chunk = pending.pop(0)
+        return {"type": "http.request", "body": chunk, "more_body": bool(pending)}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            answered.set()
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver"), (b"content-type", b"application/json"), *headers],
+        "client": (client, 5000),
+        "server": ("testserver", 80),
+    }
+    async_to_sync(app)(scope, receive, send)
+    start = next(message for message in sent if message["type"] == "http.response.start")
+    body = b"".join(message.get("body", b"") for message in sent if message["type"] == "http.response.body")
+    answer_headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in start["headers"]}
+    return start["status"], body, read, answer_headers

@@ -87,7 +87,8 @@ class Uvicorn:
     """uvicorn serving toolhub on a free loopback port; the constructor returns once it answers HTTP.
     As a context manager (`with Uvicorn(env) as server:`), stopped when the block ends."""
 
-    def __init__(self, env: dict, workers: int = 1):
+    def __init__(self, env: dict, workers: int = 1, *, root: Path = ROOT, options: tuple[str, ...] = ()):
+        """`root`: the checkout to serve (benchmarks compare two); `options`: more uvicorn options."""
         self.port = free_port()
         self.process = subprocess.Popen(
             [
@@ -102,8 +103,9 @@ class Uvicorn:
                 "--workers",
                 str(workers),
                 "--no-access-log",
+                *options,
             ],
-            cwd=ROOT,
+            cwd=root,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -119,6 +121,13 @@ class Uvicorn:
             except OSError:
                 time.sleep(0.2)
         raise AssertionError("uvicorn did not start")
+
+    def worker_pids(self) -> list[int]:
+        """The worker processes' ids (uvicorn --workers N: children of the server process), or the server's
+        own id when it serves alone."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
+        workers = [int(pid) for pid in children if b"resource_tracker" not in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        return workers or [self.process.pid]
 
     def __enter__(self) -> "Uvicorn":
         return self

@@ -11,11 +11,10 @@ import socket
 import time
 
 import pytest
-from asgiref.sync import async_to_sync
 from django.urls import reverse
 
 from mcp_app.tests.mcp_harness import Harness, rpc_body
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import asgi_post, client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
 from tests.live_server import Uvicorn, run_python, server_database
 from toolhub.request_limits import cap_request_body
 from tools_app.models import CallLog, Table, TableSnapshot
@@ -74,43 +73,6 @@ def test_admin_body_over_the_limit_is_413_and_writes_nothing(client, owner, sett
     assert db_snapshot() == before
 
 
-def asgi_post(app, path: str, chunks: list[bytes], headers: list[tuple[bytes, bytes]]) -> tuple[int, bytes, int]:
-    """POST `chunks` to the ASGI `app`: (status, body, how many chunks the app read)."""
-    sent: list[dict] = []
-    pending = list(chunks)
-    read = 0
-
-    async def receive() -> dict:
-        nonlocal read
-        if not pending:
-            return {"type": "http.disconnect"}
-        read += 1
-        chunk = pending.pop(0)
-        return {"type": "http.request", "body": chunk, "more_body": bool(pending)}
-
-    async def send(message: dict) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"host", b"testserver"), (b"content-type", b"application/json"), *headers],
-        "client": ("127.0.0.1", 5000),
-        "server": ("testserver", 80),
-    }
-    async_to_sync(app)(scope, receive, send)
-    start = next(message for message in sent if message["type"] == "http.response.start")
-    body = b"".join(message.get("body", b"") for message in sent if message["type"] == "http.response.body")
-    return start["status"], body, read
-
-
 def test_asgi_guard_stops_a_chunked_body_at_the_limit(owner, settings):
     """Under ASGI, a body that declares no length is stopped as soon as it passes the limit (the rest unread)."""
     # given
@@ -121,7 +83,7 @@ def test_asgi_guard_stops_a_chunked_body_at_the_limit(owner, settings):
     chunks = [b'{"name": "big", "data": ["' + b"x" * 600, b"x" * 600, b"x" * 600, b'"]}']
     before = db_snapshot()
     # when
-    status, body, read = asgi_post(app, "/api/tables/", chunks, [])
+    status, body, read, _ = asgi_post(app, "/api/tables/", chunks, [])
     # then
     assert status == 413
     assert json.loads(body) == {
@@ -140,7 +102,7 @@ def test_asgi_guard_answers_a_declared_length_unread(settings):
     settings.TOOLHUB_MAX_REQUEST_BYTES = 1000
     app = cap_request_body(get_asgi_application())
     # when
-    status, body, read = asgi_post(app, "/api/tables/", [b"x" * 10], [(b"content-length", b"5000")])
+    status, body, read, _ = asgi_post(app, "/api/tables/", [b"x" * 10], [(b"content-length", b"5000")])
     # then
     assert (status, read) == (413, 0)
     assert json.loads(body)["error"] == "REQUEST_TOO_LARGE"
@@ -195,7 +157,7 @@ def test_mcp_body_without_a_length_is_cut_at_the_limit(writer_shop, settings):
     settings.TOOLHUB_MAX_MCP_REQUEST_BYTES = 1000
     chunks = [b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "pad": "', b"x" * 600, b"x" * 600, b'"}']
     # when
-    status, body, read = asgi_post(McpEndpoint(db_threads=0), "/mcp/shop/", chunks, [])
+    status, body, read, _ = asgi_post(McpEndpoint(db_threads=0), "/mcp/shop/", chunks, [])
     # then
     assert (status, read) == (413, 3)
     assert json.loads(body) == MCP_TOO_LARGE

@@ -13,10 +13,13 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
 
-from toolhub.request_limits import cap_request_body  # noqa: E402  (after the settings module is named)
+from toolhub import memory  # noqa: E402  (after the settings module is named)
+from toolhub.login_gate import gate_logins  # noqa: E402
+from toolhub.request_limits import cap_request_body  # noqa: E402
 
-# A body over TOOLHUB_MAX_REQUEST_BYTES is answered 413 before Django buffers it.
-django_application = cap_request_body(get_asgi_application())
+# A body over TOOLHUB_MAX_REQUEST_BYTES is answered 413 before Django buffers it; a login takes the machine's
+# password-hashing slot (or is refused 429) before Django runs (toolhub/login_gate.py).
+django_application = cap_request_body(gate_logins(get_asgi_application()))
 
 from django.conf import settings  # noqa: E402
 
@@ -24,6 +27,10 @@ if settings.TOOLHUB_GIL_SWITCH_INTERVAL_MS > 0:
     # docs/budgets.md: a thread evaluating an expensive query holds the GIL for this long before the event
     # loop or a light call's thread gets it; Python's default (5 ms) per hand-off adds up across a request.
     sys.setswitchinterval(settings.TOOLHUB_GIL_SWITCH_INTERVAL_MS / 1000)
+
+# Before the server's threads exist: glibc's arenas capped, so that threads share their free memory
+# (toolhub/memory.py).
+memory.limit_arenas()
 
 from mcp_app.transport import McpEndpoint  # noqa: E402  (after Django is set up)
 from tools_app.execution import heavy  # noqa: E402
@@ -52,10 +59,15 @@ async def lifespan(receive, send) -> None:
     await send({"type": "lifespan.shutdown.complete"})
 
 
-async def application(scope, receive, send) -> None:
+async def route(scope, receive, send) -> None:
     if scope["type"] == "lifespan":
         await lifespan(receive, send)
     elif scope["type"] == "http" and scope["path"].startswith("/mcp/"):
         await mcp_endpoint(scope, receive, send)
     else:
         await django_application(scope, receive, send)
+
+
+# A request that moved a lot of data, or the end of a burst, gives the freed memory back to the system
+# (toolhub/memory.py): a worker returns to its size after an attack instead of keeping its peak.
+application = memory.trim_after_large_requests(route)

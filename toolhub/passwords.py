@@ -10,18 +10,38 @@ Two rules hold for every hash made through the hashers below, whoever asks for i
   again. A connection inside a transaction (`atomic`) is kept: it
   cannot be given back without ending the transaction, and such callers are authenticated writes, not a
   login.
-- **At most TOOLHUB_PASSWORD_HASHES_PER_WORKER hashes run at once in a process.** One more is refused at
-  once, without waiting and without hashing: PasswordCheckBusy (RATE_LIMITED, HTTP 429, `Retry-After: 1`).
-  A refused login is not a failed login (django-axes does not count it): no password was checked.
+- **At most TOOLHUB_PASSWORD_HASHES_PER_MACHINE hashes run at once on this machine**, across every worker
+  process: a hash is CPU, and CPU is the machine's, so the bound is the machine's (default 1: on a 2-core
+  machine one core stays for everyone else's requests). Each slot is a lock file in
+  TOOLHUB_PASSWORD_HASH_LOCK_DIR held with `flock` (the kernel frees it when its process dies, so a killed
+  worker never leaks a slot). One more is refused at once, without waiting and without hashing:
+  PasswordCheckBusy (RATE_LIMITED, HTTP 429, `Retry-After: 1`). A refused login is not a failed login
+  (django-axes does not count it): no password was checked.
+
+- **A hash runs at the lowest CPU priority**, in a thread of its own (as many per worker as the machine has
+  slots) niced to TOOLHUB_PASSWORD_HASH_NICENESS (default 19): the scheduler serves every other thread
+  first, so the core a hash takes is the one nobody else wants at that moment.
+
+The login endpoints take their slot before Django runs at all (toolhub.login_gate, in front of the ASGI
+application): a login refused there costs no thread, no query and no parsing beyond its HTTP request. The
+slot a request holds is marked in a context variable, so the hash inside that request runs in it.
 
 The hashers are Django's own (same algorithms, same stored format), each with the guard around the methods
 that hash: `encode`, `verify` and `harden_runtime`. A nested call (PBKDF2's `verify` calls `encode`) runs
 inside the slot its caller holds.
 """
 
+import contextvars
+import fcntl
+import logging
+import os
+import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -39,87 +59,183 @@ __all__ = [
     "PasswordCheckBusy",
     "ScryptPasswordHasher",
     "hash_slot",
+    "machine_slot",
     "release_connections",
+    "slots_in_use",
+    "take_slot_for_request",
 ]
 
-DEFAULT_HASHES_PER_WORKER = 1
+logger = logging.getLogger(__name__)
+
+DEFAULT_HASHES_PER_MACHINE = 1
+DEFAULT_NICENESS = 19
+SETTING = "TOOLHUB_PASSWORD_HASHES_PER_MACHINE"
 RETRY_AFTER_SECONDS = 1
 
 
 class PasswordCheckBusy(ToolhubError):
-    """Every hashing slot of this process is taken: RATE_LIMITED, try again in a second."""
+    """Every hashing slot of this machine is taken: RATE_LIMITED, try again in a second."""
 
     def __init__(self, limit: int) -> None:
         super().__init__(
             ErrorCode.RATE_LIMITED,
-            f"Too many password checks at once on this server (at most {limit} at a time: "
-            f"TOOLHUB_PASSWORD_HASHES_PER_WORKER). Retry in {RETRY_AFTER_SECONDS} s.",
-            {"retry_after": RETRY_AFTER_SECONDS, "limit": limit, "setting": "TOOLHUB_PASSWORD_HASHES_PER_WORKER"},
+            f"Too many password checks at once on this server (at most {limit} at a time: {SETTING}). "
+            f"Retry in {RETRY_AFTER_SECONDS} s.",
+            {"retry_after": RETRY_AFTER_SECONDS, "limit": limit, "setting": SETTING},
         )
         self.retry_after = RETRY_AFTER_SECONDS
 
 
-class _Slots:
-    """A non-blocking counting semaphore whose size follows the setting (read at each acquire)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running = 0
-        self._local = threading.local()
-
-    def limit(self) -> int:
-        return max(1, int(getattr(settings, "TOOLHUB_PASSWORD_HASHES_PER_WORKER", DEFAULT_HASHES_PER_WORKER)))
-
-    @property
-    def running(self) -> int:
-        return self._running
-
-    @contextmanager
-    def held(self) -> Iterator[None]:
-        if getattr(self._local, "held", False):
-            yield  # nested in a hash this thread already holds a slot for
-            return
-        limit = self.limit()
-        with self._lock:
-            if self._running >= limit:
-                telemetry.rate_limited("password_hashes")
-                raise PasswordCheckBusy(limit)
-            self._running += 1
-        self._local.held = True
-        try:
-            yield
-        finally:
-            self._local.held = False
-            with self._lock:
-                self._running -= 1
+def slot_limit() -> int:
+    return max(1, int(getattr(settings, "TOOLHUB_PASSWORD_HASHES_PER_MACHINE", DEFAULT_HASHES_PER_MACHINE)))
 
 
-_slots = _Slots()
+def lock_dir() -> Path:
+    configured = getattr(settings, "TOOLHUB_PASSWORD_HASH_LOCK_DIR", "")
+    return Path(configured or Path(tempfile.gettempdir()) / f"toolhub-password-hashes-{os.getuid()}")
+
+
+# True while this request (or thread) holds a slot: a hash inside it runs in that slot.
+_holding: ContextVar[bool] = ContextVar("toolhub_password_slot_held", default=False)
+
+
+def _try_lock(path: Path) -> int | None:
+    """An open descriptor holding the exclusive lock on `path`, or None when another holds it. Each try opens
+    its own descriptor: flock locks belong to the open file, so two threads of one process exclude each
+    other too."""
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        return None
+    return descriptor
+
+
+def _acquire() -> int:
+    """The descriptor holding a free slot of this machine; PasswordCheckBusy at once when none is free."""
+    limit = slot_limit()
+    directory = lock_dir()
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for index in range(limit):
+        descriptor = _try_lock(directory / f"slot-{index}.lock")
+        if descriptor is not None:
+            return descriptor
+    telemetry.rate_limited("password_hashes")
+    raise PasswordCheckBusy(limit)
+
+
+@contextmanager
+def machine_slot() -> Iterator[None]:
+    """Hold one of this machine's hashing slots for the block (nested: the one already held); PasswordCheckBusy
+    at once, without waiting, when every slot is taken. Costs a few system calls, never a wait: safe on the
+    event loop."""
+    if _holding.get():
+        yield
+        return
+    descriptor = _acquire()
+    marker = _holding.set(True)
+    try:
+        yield
+    finally:
+        _holding.reset(marker)
+        os.close(descriptor)  # closing the descriptor drops its lock
+
+
+def take_slot_for_request() -> Callable[[], None]:
+    """Take a slot for the rest of the current context (an ASGI request's task, and the threads Django runs
+    it in, which copy that context): hashes in it run in this slot. Returns the function that gives the slot
+    back (once; later calls do nothing). PasswordCheckBusy at once when none is free."""
+    descriptor = _acquire()
+    _holding.set(True)
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            os.close(descriptor)
+
+    return release
+
+
+def slots_in_use() -> int:
+    """How many of this machine's slots are held now (by any process): for tests and the bench."""
+    directory = lock_dir()
+    held = 0
+    for index in range(slot_limit()):
+        descriptor = _try_lock(directory / f"slot-{index}.lock") if directory.exists() else -1
+        if descriptor is None:
+            held += 1
+        elif descriptor >= 0:
+            os.close(descriptor)
+    return held
 
 
 @contextmanager
 def hash_slot() -> Iterator[None]:
-    """Hold one of this process's hashing slots, with no database connection, while the block hashes;
+    """Hold one of this machine's hashing slots, with no database connection, while the block hashes;
     PasswordCheckBusy at once when every slot is taken."""
-    with _slots.held():
+    with machine_slot():
         release_connections()
         yield
 
 
+class _HashThreads:
+    """The threads that compute hashes, at the lowest CPU priority (TOOLHUB_PASSWORD_HASH_NICENESS, default
+    19): while a hash runs, the scheduler gives the cores to every other thread that wants one first (the
+    requests of everyone else, in this worker and the others), and the hash takes what is left. On an idle
+    machine a hash takes as long as before; under load, a login waits rather than everyone else. As many
+    threads as the machine has slots; the request's thread waits for its hash."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._size = 0
+        self._local = threading.local()
+
+    def _started(self) -> None:
+        self._local.hashing = True
+        niceness = int(getattr(settings, "TOOLHUB_PASSWORD_HASH_NICENESS", DEFAULT_NICENESS))
+        if niceness > 0:
+            try:  # Linux: the priority of this thread alone (its id); raising niceness needs no privilege
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
+            except (OSError, AttributeError):
+                logger.warning("Could not lower the priority of the password-hashing thread.", exc_info=True)
+
+    def run(self, function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if getattr(self._local, "hashing", False):
+            return function(*args, **kwargs)  # nested (PBKDF2's verify calls encode): already here
+        size = slot_limit()
+        with self._lock:
+            if self._executor is None or self._size != size:
+                if self._executor is not None:
+                    self._executor.shutdown(wait=False)
+                self._executor = ThreadPoolExecutor(size, "password-hash", initializer=self._started)
+                self._size = size
+            executor = self._executor
+        # The caller's context (its slot is marked there) goes with the hash.
+        return executor.submit(contextvars.copy_context().run, function, *args, **kwargs).result()
+
+
+_hash_threads = _HashThreads()
+
+
 class _GuardedHasher:
-    """The guard around the methods of a Django hasher that compute a hash."""
+    """The guard around the methods of a Django hasher that compute a hash: a slot, no database connection,
+    the hashing thread."""
 
     def encode(self, *args: Any, **kwargs: Any) -> Any:
         with hash_slot():
-            return super().encode(*args, **kwargs)  # type: ignore[misc]
+            return _hash_threads.run(super().encode, *args, **kwargs)  # type: ignore[misc]
 
     def verify(self, *args: Any, **kwargs: Any) -> Any:
         with hash_slot():
-            return super().verify(*args, **kwargs)  # type: ignore[misc]
+            return _hash_threads.run(super().verify, *args, **kwargs)  # type: ignore[misc]
 
     def harden_runtime(self, *args: Any, **kwargs: Any) -> Any:
         with hash_slot():
-            return super().harden_runtime(*args, **kwargs)  # type: ignore[misc]
+            return _hash_threads.run(super().harden_runtime, *args, **kwargs)  # type: ignore[misc]
 
 
 class PBKDF2PasswordHasher(_GuardedHasher, hashers.PBKDF2PasswordHasher):

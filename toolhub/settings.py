@@ -331,10 +331,12 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 # Password hashes (logins, OAuth client secrets) hold no database connection while they run, and at most
-# TOOLHUB_PASSWORD_HASHES_PER_WORKER run at once per server process; one more is refused at once with
-# RATE_LIMITED (429, Retry-After: 1), so a burst of bad logins from any number of addresses neither drains
-# the connection pool nor takes every core (toolhub/passwords.py; docs/auth.md). Django's hashers and
-# stored format, in Django's default order.
+# TOOLHUB_PASSWORD_HASHES_PER_MACHINE run at once on this machine, across all worker processes (a lock file
+# per slot in TOOLHUB_PASSWORD_HASH_LOCK_DIR); one more is refused at once with RATE_LIMITED (429,
+# Retry-After: 1), before Django runs for the login endpoints (toolhub/login_gate.py), so a burst of bad
+# logins from any number of addresses neither drains the connection pool nor takes more than that many
+# cores (toolhub/passwords.py; docs/auth.md). The previous name, TOOLHUB_PASSWORD_HASHES_PER_WORKER, is
+# read when the new one is unset. Django's hashers and stored format, in Django's default order.
 PASSWORD_HASHERS = [
     "toolhub.passwords.PBKDF2PasswordHasher",
     "toolhub.passwords.PBKDF2SHA1PasswordHasher",
@@ -342,7 +344,19 @@ PASSWORD_HASHERS = [
     "toolhub.passwords.BCryptSHA256PasswordHasher",
     "toolhub.passwords.ScryptPasswordHasher",
 ]
-TOOLHUB_PASSWORD_HASHES_PER_WORKER = env_int("TOOLHUB_PASSWORD_HASHES_PER_WORKER", 1, minimum=1)
+TOOLHUB_PASSWORD_HASHES_PER_MACHINE = env_int(
+    "TOOLHUB_PASSWORD_HASHES_PER_MACHINE", env_int("TOOLHUB_PASSWORD_HASHES_PER_WORKER", 1, minimum=1), minimum=1
+)
+# Empty: <temporary directory>/toolhub-password-hashes-<uid>, shared by every worker of this machine.
+TOOLHUB_PASSWORD_HASH_LOCK_DIR = os.environ.get("TOOLHUB_PASSWORD_HASH_LOCK_DIR", "").strip()
+# A hash runs in a thread at this niceness (19: the lowest CPU priority; 0: the worker's own), so that other
+# requests get the cores first.
+TOOLHUB_PASSWORD_HASH_NICENESS = env_int("TOOLHUB_PASSWORD_HASH_NICENESS", 19)
+# A worker gives freed memory back to the system (toolhub/memory.py, docs/deploy.md): glibc's arenas capped
+# at TOOLHUB_MALLOC_ARENA_MAX (0 = glibc's default of 8 per core), and malloc_trim(0) after a request that
+# received and sent TOOLHUB_MALLOC_TRIM_AFTER_BYTES or more (0 = never) and after a burst of requests.
+TOOLHUB_MALLOC_ARENA_MAX = env_int("TOOLHUB_MALLOC_ARENA_MAX", 2)
+TOOLHUB_MALLOC_TRIM_AFTER_BYTES = env_int("TOOLHUB_MALLOC_TRIM_AFTER_BYTES", 1024 * 1024)
 AXES_ENABLED = env_bool("TOOLHUB_LOGIN_LOCKOUT", True)
 AXES_FAILURE_LIMIT = int(os.environ.get("TOOLHUB_LOGIN_FAILURE_LIMIT", "5"))
 _lockout_minutes = float(os.environ.get("TOOLHUB_LOGIN_LOCKOUT_MINUTES", "15"))

@@ -1,9 +1,12 @@
-"""A password hash holds no database connection, and at most TOOLHUB_PASSWORD_HASHES_PER_WORKER run at once
-(toolhub/passwords.py): a burst of bad logins from any number of addresses neither drains the connection
-pool nor makes anyone else's request fail."""
+"""A password hash holds no database connection, and at most TOOLHUB_PASSWORD_HASHES_PER_MACHINE run at once
+on the machine, across worker processes (toolhub/passwords.py); the login endpoints take their slot, or are
+refused 429, before Django runs (toolhub/login_gate.py): a burst of bad logins from any number of addresses
+neither drains the connection pool, nor takes more than one core, nor makes anyone else's request fail."""
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import urllib.error
 import urllib.request
@@ -15,11 +18,17 @@ from django.contrib.auth import hashers
 from django.db import connection, connections
 from rest_framework.test import APIClient
 
+from tests.api_helpers import asgi_post, db_snapshot
 from tests.live_server import Uvicorn, run_python, server_database
 from toolhub import passwords
 from tools_app.models import ApiToken
 
 PASSWORD = "pw-123456!"  # the root conftest's make_user default
+BUSY_MESSAGE = (
+    "Too many password checks at once on this server (at most 1 at a time: TOOLHUB_PASSWORD_HASHES_PER_MACHINE). "
+    "Retry in 1 s."
+)
+BUSY_DETAILS = {"retry_after": 1, "limit": 1, "setting": "TOOLHUB_PASSWORD_HASHES_PER_MACHINE"}
 
 
 class FastPBKDF2(passwords.PBKDF2PasswordHasher):
@@ -56,8 +65,19 @@ def hash_events(monkeypatch):
         events.append(("hash", connection.connection is not None and not in_memory))
         return pbkdf2(*args, **kwargs)
 
+    run = passwords._HashThreads.run
+
+    def spy_run(self, function, *args, **kwargs):
+        # The request's thread, handing its hash to the hashing thread (whose own connections are always
+        # empty): ("submit", holds) says whether the request still held a connection it could give back.
+        if not getattr(self._local, "hashing", False):
+            in_memory = connection.vendor == "sqlite" and connection.is_in_memory_db()
+            events.append(("submit", connection.connection is not None and not in_memory))
+        return run(self, function, *args, **kwargs)
+
     monkeypatch.setattr(wrapper, "close", spy_close)
     monkeypatch.setattr(hashers, "pbkdf2", spy_pbkdf2)
+    monkeypatch.setattr(passwords._HashThreads, "run", spy_run)
     return events
 
 
@@ -83,6 +103,7 @@ def test_a_login_gives_its_connection_back_before_it_hashes(guarded_hashing, has
     assert response.status_code == status
     hashes = [holds for kind, holds in hash_events if kind == "hash"]
     assert hashes == [False]
+    assert [holds for kind, holds in hash_events if kind == "submit"] == [False]
     first_hash = hash_events.index(("hash", False))
     # Given back to the pool on PostgreSQL; SQLite has no pool, and its connection stays (kernel.connections).
     assert (("close", "default") in hash_events[:first_hash]) is (connection.vendor == "postgresql")
@@ -105,13 +126,14 @@ def test_a_hash_inside_a_transaction_keeps_its_connection(guarded_hashing, hash_
     hash_events.clear()
     guarded_hashing.set_password("another-password-1")
     assert ("close", "default") not in hash_events
-    assert [kind for kind, _ in hash_events] == ["hash"]
+    assert [kind for kind, _ in hash_events] == ["submit", "hash"]
 
 
 @pytest.fixture
 def slots_taken(settings):
-    """Every hashing slot of this process held by another thread until the test ends."""
-    settings.TOOLHUB_PASSWORD_HASHES_PER_WORKER = 1
+    """Every hashing slot of the machine held by another thread until the test ends, or until
+    `slots_taken.release()`."""
+    settings.TOOLHUB_PASSWORD_HASHES_PER_MACHINE = 1
     holding, done = threading.Event(), threading.Event()
 
     def hold():
@@ -122,9 +144,15 @@ def slots_taken(settings):
     thread = threading.Thread(target=hold)
     thread.start()
     assert holding.wait(5)
-    yield
-    done.set()
-    thread.join()
+
+    class Held:
+        @staticmethod
+        def release() -> None:
+            done.set()
+            thread.join()
+
+    yield Held
+    Held.release()
 
 
 @pytest.mark.django_db
@@ -142,9 +170,8 @@ def test_a_login_over_the_hash_slots_is_a_fast_429_and_writes_nothing(
     assert response.headers["Retry-After"] == "1"
     assert response.json() == {
         "error": "RATE_LIMITED",
-        "message": "Too many password checks at once on this server (at most 1 at a time: "
-        "TOOLHUB_PASSWORD_HASHES_PER_WORKER). Retry in 1 s.",
-        "details": {"retry_after": 1, "limit": 1, "setting": "TOOLHUB_PASSWORD_HASHES_PER_WORKER"},
+        "message": BUSY_MESSAGE,
+        "details": BUSY_DETAILS,
     }
     assert [kind for kind, _ in hash_events] == []
     assert not ApiToken.objects.exists()
@@ -165,9 +192,192 @@ def test_the_admin_login_over_the_hash_slots_is_a_429_page(client, guarded_hashi
 @pytest.mark.django_db
 def test_a_slot_is_free_again_after_a_hash(guarded_hashing, settings):
     """Slots are given back whatever the outcome: one slot serves logins one after another."""
-    settings.TOOLHUB_PASSWORD_HASHES_PER_WORKER = 1
+    settings.TOOLHUB_PASSWORD_HASHES_PER_MACHINE = 1
     assert [login(password=p).status_code for p in ("wrong", PASSWORD, "wrong", PASSWORD)] == [400, 200, 400, 200]
-    assert passwords._slots.running == 0
+    assert passwords.slots_in_use() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_hash_runs_at_the_lowest_cpu_priority_and_the_request_thread_does_not(guarded_hashing, monkeypatch):
+    """The hash runs in the hashing thread at niceness 19, so other requests get the cores first; the
+    request's own thread keeps its priority, and the login's outcome is the same."""
+    seen: dict[str, tuple[str, int]] = {}
+    pbkdf2 = hashers.pbkdf2
+
+    def priority() -> tuple[str, int]:
+        return threading.current_thread().name, os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    def spy_pbkdf2(*args, **kwargs):
+        seen["hash"] = priority()
+        return pbkdf2(*args, **kwargs)
+
+    monkeypatch.setattr(hashers, "pbkdf2", spy_pbkdf2)
+    # when
+    response = login("owner", PASSWORD)
+    # then
+    assert response.status_code == 200
+    name, niceness = seen["hash"]
+    assert name.startswith("password-hash")
+    assert niceness == 19
+    assert priority()[1] == os.getpriority(os.PRIO_PROCESS, 0) < 19
+    assert ApiToken.objects.count() == 1
+
+
+#
+# The login gate: the slot is the machine's, taken before Django runs
+#
+
+
+@pytest.fixture
+def gated(monkeypatch):
+    """toolhub.asgi's stack for the login endpoints (body cap, login gate, Django), with a record of the
+    requests that reached Django."""
+    from django.core.asgi import get_asgi_application
+
+    from toolhub.login_gate import gate_logins
+    from toolhub.request_limits import cap_request_body
+
+    django_app = get_asgi_application()
+    reached: list[str] = []
+
+    async def recording(scope, receive, send):
+        reached.append(scope["path"])
+        await django_app(scope, receive, send)
+
+    app = cap_request_body(gate_logins(recording))
+    app.reached = reached
+    return app
+
+
+@pytest.fixture
+def slot_held_by_another_process(settings, tmp_path):
+    """The machine's only slot held by another process (as another uvicorn worker would) until the test
+    ends."""
+    settings.TOOLHUB_PASSWORD_HASHES_PER_MACHINE = 1
+    settings.TOOLHUB_PASSWORD_HASH_LOCK_DIR = str(tmp_path)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys\n"
+            f"fd = os.open({str(tmp_path / 'slot-0.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\n"
+            "sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline() == "held\n"
+    yield
+    holder.stdin.close()
+    holder.wait(10)
+
+
+def gated_login(app, username: str, password: str, *, client: str = "127.0.0.1", pieces: int = 1):
+    """POST /api/auth/token/ to the ASGI `app`, the JSON body in `pieces` chunks: asgi_post's answer."""
+    body = json.dumps({"username": username, "password": password}).encode()
+    size = -(-len(body) // pieces)
+    chunks = [body[start : start + size] for start in range(0, len(body), size)]
+    length = [(b"content-length", str(len(body)).encode())]
+    return asgi_post(app, "/api/auth/token/", chunks, length, client=client)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_gate_refuses_a_login_before_django_while_another_process_hashes(
+    guarded_hashing, hash_events, gated, slot_held_by_another_process
+):
+    """Another worker process holds the machine's only slot: a login is refused 429 with Retry-After: 1 by
+    the gate, Django never sees it (no thread, no query), nothing is hashed, written or counted as a
+    failure."""
+    hash_events.clear()
+    before = db_snapshot()
+    # when
+    status, body, read, headers = gated_login(gated, "owner", "wrong")
+    # then
+    assert status == 429
+    assert headers["retry-after"] == "1"
+    assert json.loads(body) == {"error": "RATE_LIMITED", "message": BUSY_MESSAGE, "details": BUSY_DETAILS}
+    assert gated.reached == []
+    assert hash_events == []
+    assert db_snapshot() == before
+    assert not AccessAttempt.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_gate_answers_the_admin_login_with_a_page(guarded_hashing, gated, slot_held_by_another_process):
+    """The admin login form is behind the same gate: a short 429 page, no session, no attempt recorded."""
+    from django.contrib.sessions.models import Session
+
+    form = f"username=owner&password={PASSWORD}&next=/admin/".encode()
+    form_headers = [(b"content-type", b"application/x-www-form-urlencoded"), (b"content-length", b"%d" % len(form))]
+    status, body, _, headers = asgi_post(gated, "/admin/login/", [form], form_headers)
+    assert status == 429
+    assert headers["retry-after"] == "1"
+    assert headers["content-type"] == "text/html; charset=utf-8"
+    assert b"Too many password checks at once on this server" in body
+    assert gated.reached == []
+    assert not Session.objects.exists()
+    assert not AccessAttempt.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_gate_reads_the_body_first_hashes_in_its_slot_and_gives_it_back(guarded_hashing, gated, monkeypatch):
+    """No slot is held while the body arrives (a slow client holds only its own connection); the hash runs
+    inside the slot the gate took (with one slot, a second take would have been a 429); the slot is free
+    again by the time the answer starts."""
+    seen: dict[str, int] = {}
+    pbkdf2 = hashers.pbkdf2
+
+    def spy_pbkdf2(*args, **kwargs):
+        seen["while hashing"] = passwords.slots_in_use()
+        return pbkdf2(*args, **kwargs)
+
+    monkeypatch.setattr(hashers, "pbkdf2", spy_pbkdf2)
+
+    async def watching(scope, receive, send):
+        async def watched_receive():
+            seen.setdefault("while reading", passwords.slots_in_use())
+            return await receive()
+
+        await gated(scope, watched_receive, send)
+
+    # when: the body comes in two pieces
+    status, answer, read, _ = gated_login(watching, "owner", PASSWORD, pieces=2)
+    # then
+    assert status == 200, answer
+    assert json.loads(answer)["token"].startswith("tht_")
+    assert read == 2
+    assert seen == {"while reading": 0, "while hashing": 1}
+    assert passwords.slots_in_use() == 0
+    assert ApiToken.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_gate_counts_each_admitted_login_once(guarded_hashing, gated, rate_limited, slots_taken):
+    """A login refused for want of a slot is not counted (it cost nothing); one that gets the slot is counted
+    in its address's token bucket by the gate, and the view's throttle does not count it again; an address
+    over its rate gives the slot back; another address has its own bucket."""
+    rate_limited(token="2/minute")
+    # when: three logins refused for want of a slot
+    busy = [gated_login(gated, "owner", "wrong", client="10.1.0.1") for _ in range(3)]
+    # then
+    assert [answer[0] for answer in busy] == [429, 429, 429]
+    assert all(json.loads(answer[1])["message"] == BUSY_MESSAGE for answer in busy)
+    # when: the slot is free again
+    slots_taken.release()
+    wrong = gated_login(gated, "owner", "wrong", client="10.1.0.1")
+    right = gated_login(gated, "owner", PASSWORD, client="10.1.0.1")
+    over = gated_login(gated, "owner", PASSWORD, client="10.1.0.1")
+    elsewhere = gated_login(gated, "owner", PASSWORD, client="10.1.0.2")
+    # then: 2/minute admitted two from 10.1.0.1 (counted once each), the third is over its rate
+    assert (wrong[0], right[0], over[0], elsewhere[0]) == (400, 200, 429, 200)
+    assert json.loads(over[1])["details"]["scope"] == "token"
+    assert int(over[3]["retry-after"]) in rate_limited.retry_after_now()
+    assert passwords.slots_in_use() == 0
+    assert ApiToken.objects.count() == 2
+    assert gated.reached == ["/api/auth/token/"] * 3
 
 
 #

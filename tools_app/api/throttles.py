@@ -15,6 +15,10 @@ from rest_framework.throttling import BaseThrottle
 
 from tools_app.kernel import rate_limits
 
+# Where the ASGI login gate marks a request it counted (toolhub/login_gate.py; kept here: tools_app does not
+# import toolhub).
+COUNTED_SCOPE_KEY = "toolhub.token_rate_counted"
+
 __all__ = ["AnonRateThrottle", "TokenRateThrottle", "UserRateThrottle"]
 
 
@@ -42,5 +46,8 @@ class TokenRateThrottle(BaseThrottle):
     """The token endpoint: one bucket per client IP, the `token` rate (password guessing costs time)."""
 
     def allow_request(self, request, view) -> bool:
-        rate_limits.hit(rate_limits.Bucket.of(rate_limits.TOKEN, self.get_ident(request)))
+        # Served by the ASGI server, the login gate (toolhub/login_gate.py) already counted this request in
+        # the same bucket before Django ran; count it once.
+        if not getattr(request._request, "scope", {}).get(COUNTED_SCOPE_KEY):
+            rate_limits.hit(rate_limits.Bucket.of(rate_limits.TOKEN, self.get_ident(request)))
         return True

@@ -1,0 +1,136 @@
+"""A server process gives memory back to the system after requests that moved a lot of data (toolhub.asgi).
+
+Python hands freed memory back to the C allocator, and glibc's allocator keeps it: a freed block below a live
+one stays in the process (RSS) for good, and each thread that allocates may get an arena of its own (up to 8
+per core), each keeping its own free memory. A worker that once parsed a 40 MB upload, or answered a burst of
+hundreds of requests (Django runs each in a thread of its own), kept hundreds of MB it no longer used.
+
+Two remedies, both no-ops where the C library is not glibc:
+
+- **Fewer arenas.** `limit_arenas()` (at start, before the server's threads exist) caps glibc's arenas at
+  TOOLHUB_MALLOC_ARENA_MAX (default 2; 0 leaves glibc's default). Threads share the arenas, so free memory is
+  reused across requests instead of sitting in a thread's own arena. Setting MALLOC_ARENA_MAX in the
+  environment does the same and wins over this (glibc reads it first).
+- **Trim after large requests and after bursts.** `trim_after_large_requests(app)` counts the bytes each
+  HTTP request receives and sends; when a request moved at least TOOLHUB_MALLOC_TRIM_AFTER_BYTES (default
+  1 MiB) in total, `malloc_trim(0)` runs once its answer has gone. It also counts the requests in flight:
+  when they fall back to none after at least BURST_REQUESTS were in flight at once (each with its thread,
+  its buffers and its share of the arenas), it trims too. A trim runs in a thread off the event loop, at
+  most one at a time per process (a trim already running covers the requests that end meanwhile). It runs
+  the cyclic garbage collector first (what a request built is often held in reference cycles until then),
+  then returns the free pages of every arena to the system (a few ms per hundred MB).
+"""
+
+import asyncio
+import ctypes
+import ctypes.util
+import gc
+import logging
+import threading
+from typing import Any
+
+from django.conf import settings
+
+__all__ = ["limit_arenas", "trim", "trim_after_large_requests"]
+
+logger = logging.getLogger(__name__)
+
+M_ARENA_MAX = -8  # glibc's mallopt parameter number (malloc.h)
+DEFAULT_ARENA_MAX = 2
+DEFAULT_TRIM_AFTER_BYTES = 1024 * 1024
+BURST_REQUESTS = 32
+
+
+def _glibc() -> Any:
+    """The C library when it is glibc (it has malloc_trim and mallopt), else None."""
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name or "libc.so.6")
+        libc.malloc_trim, libc.mallopt  # noqa: B018  (glibc only: musl and others lack them)
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_libc = _glibc()
+_trimming = threading.Lock()
+
+
+def limit_arenas() -> bool:
+    """Cap glibc's arenas at TOOLHUB_MALLOC_ARENA_MAX; True when a cap was set."""
+    arenas = int(getattr(settings, "TOOLHUB_MALLOC_ARENA_MAX", DEFAULT_ARENA_MAX))
+    if _libc is None or arenas <= 0:
+        return False
+    return bool(_libc.mallopt(M_ARENA_MAX, arenas))
+
+
+def trim() -> bool:
+    """Give the allocator's free pages back to the system now (glibc's malloc_trim(0)); False when another
+    trim is running in this process (it does the same work) or the C library is not glibc."""
+    if _libc is None or not _trimming.acquire(blocking=False):
+        return False
+    try:
+        # What a large request built is often held in reference cycles (request, parsed body, frames of a
+        # handled error) until the cyclic collector runs: collect first, or the trim finds little to return.
+        gc.collect()
+        _libc.malloc_trim(0)
+        return True
+    finally:
+        _trimming.release()
+
+
+class _InFlight:
+    """HTTP requests in flight in this process, and the most at once since the last time there were none."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.peak = 0
+
+    def start(self) -> None:
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+
+    def end(self) -> bool:
+        """One request over; True when it ended a burst (none left after BURST_REQUESTS or more at once)."""
+        self.now -= 1
+        if self.now > 0:
+            return False
+        burst, self.peak = self.peak >= BURST_REQUESTS, 0
+        return burst
+
+
+_in_flight = _InFlight()  # the event loop's: touched only from coroutines, no lock needed
+
+
+def trim_after_large_requests(app: Any) -> Any:
+    """`app` (an ASGI application), trimming once a request that moved TOOLHUB_MALLOC_TRIM_AFTER_BYTES or more
+    (received plus sent) is over, and once a burst of requests is over."""
+
+    async def counted(scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or _libc is None:
+            await app(scope, receive, send)
+            return
+        moved = 0
+
+        async def counting_receive() -> dict:
+            nonlocal moved
+            message = await receive()
+            moved += len(message.get("body", b""))
+            return message
+
+        async def counting_send(message: dict) -> None:
+            nonlocal moved
+            moved += len(message.get("body", b""))
+            await send(message)
+
+        _in_flight.start()
+        try:
+            await app(scope, counting_receive, counting_send)
+        finally:
+            burst_over = _in_flight.end()
+            threshold = int(getattr(settings, "TOOLHUB_MALLOC_TRIM_AFTER_BYTES", DEFAULT_TRIM_AFTER_BYTES))
+            large = threshold > 0 and moved >= threshold
+            if (large or burst_over) and not _trimming.locked():
+                asyncio.get_running_loop().run_in_executor(None, trim)
+
+    return counted
