@@ -202,10 +202,18 @@ def binding_call_target(
         discovery=discovery,
         log_level=log_level,
         read_only=bool(instance_read_only) or bool(binding_read_only),
-        pinned_arguments=_json_column(Binding, "pinned_arguments", pinned),
+        pinned_arguments=_pins(pinned),
         record_details=bool(record_details),
         redact_fields=redact_fields if table_id is not None else "[]",
     )
+
+
+def _pins(value: Any) -> Any:
+    """A binding's pinned_arguments as read by raw SQL. Nearly every binding pins nothing: its empty object
+    (the JSON text "{}", or {} from a driver that decodes JSON) is not parsed on every call."""
+    if value == "{}" or value == {}:
+        return {}
+    return _json_column(Binding, "pinned_arguments", value)
 
 
 def _json_column(model: Any, name: str, value: Any) -> Any:

@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -54,6 +54,7 @@ from tools_app.execution.call_details import (
     arguments_max_bytes,
     query_exposes,
     recorded,
+    recorded_success,
     result_max_bytes,
     scrub,
     withheld,
@@ -675,18 +676,19 @@ class _Row:
 
 @dataclass(frozen=True, slots=True)
 class _Details:
-    """What the row keeps of the call beyond its metadata (tools_app.execution.call_details)."""
+    """What the row keeps of the call beyond its metadata (tools_app.execution.call_details), and `size`, what
+    the owner's storage bound counts (CallLog.recorded_bytes), measured once."""
 
     arguments: Recorded | None
     result: Recorded | None
     error_message: str
+    size: int = field(init=False)
 
-    @property
-    def size(self) -> int:
-        """What the owner's storage bound counts (CallLog.recorded_bytes)."""
-        if self.arguments is None or self.result is None:
-            return 0
-        return self.arguments.size + self.result.size + len(self.error_message.encode("utf-8", "replace"))
+    def __post_init__(self) -> None:
+        size = 0
+        if self.arguments is not None and self.result is not None:
+            size = self.arguments.size + self.result.size + len(self.error_message.encode("utf-8", "replace"))
+        object.__setattr__(self, "size", size)
 
 
 def _details(target: CallTarget, outcome: CallOutcome, arguments: Any) -> _Details:
@@ -709,12 +711,8 @@ def _details(target: CallTarget, outcome: CallOutcome, arguments: Any) -> _Detai
         sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=fields, small=True)
         return _Details(sent, withheld(outcome.value), "")
     if error is None:
-        # The result first (its text is the one the client got, usually made already), then the arguments
-        # with what the result redacted; the result again only when the arguments redacted more.
-        result = recorded(outcome.value, max_bytes=result_max_bytes(), fields=fields, text=outcome._text)
-        sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=fields, secrets=result.secrets, small=True)
-        if sent.secrets and set(sent.secrets) - set(result.secrets):
-            result = recorded(outcome.value, max_bytes=result_max_bytes(), fields=fields, secrets=sent.secrets)
+        # The text of the result is the one the client got, usually made already.
+        sent, result = recorded_success(arguments, outcome.value, fields=fields, text=outcome._text)
         return _Details(sent, result, "")
     sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=fields, small=True)
     message = scrub(error.message[:MAX_ERROR_MESSAGE], sent.secrets)
