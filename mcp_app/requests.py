@@ -8,6 +8,7 @@ build on this module; neither imports the other's internals.
 import base64
 import binascii
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -141,9 +142,13 @@ def call_target(state: RequestState, name: str) -> CallTarget:
 READ_SCOPE_TOKEN = f"this access token was granted only tools that read (scope {SCOPE_ALL!r} is needed)"
 
 
+@functools.lru_cache(maxsize=1024)
 def grant_of(credential: Credential) -> Grant:
     """What the caller that opened the request may use (tools_app.grants): every surface of the request
-    (tools/list, resources, prompts, the registry, tools/call) asks this one Grant."""
+    (tools/list, resources, prompts, the registry, tools/call) asks this one Grant.
+
+    Both are immutable and the Grant is made from the Credential alone, so it is made once per Credential
+    (the auth cache hands the same one to every request of a key), not on every call."""
     if credential.api_key_id is not None:
         return Grant.of_key(
             read_only=credential.key_read_only,

@@ -162,18 +162,20 @@ class Grant:
         return not self.missing_sources(pins)
 
     def refusal(self, name: str, tool_type: str | None, *, read_only: bool, pins: Mapping[str, Any] | None) -> str:
-        """Why a binding is not in this caller's set (the TOOL_NOT_FOUND message), or "" when it is."""
+        """Why a binding is not in this caller's set (the TOOL_NOT_FOUND message), or "" when it is (every
+        tools/call asks: the message is only made for a refusal)."""
+        writes_refused = (read_only or not self.writes) and changes_data(tool_type)
+        missing = self.missing_sources(pins) if pins and not writes_refused else []
+        if not writes_refused and not missing:
+            return ""
         shown = repr(name) if len(name) <= 80 else repr(name[:80]) + "…"
-        if changes_data(tool_type) and (read_only or not self.writes):
+        if writes_refused:
             why = "this instance or binding is read-only" if read_only else (self.read_only_reason or "read-only")
             return f"Unknown tool {shown} for this caller: it changes data, and {why}."
-        missing = self.missing_sources(pins)
-        if missing:
-            return (
-                f"Unknown tool {shown} for this caller: its binding takes arguments from "
-                f"{', '.join(sorted(set(missing)))}, which this caller does not have."
-            )
-        return ""
+        return (
+            f"Unknown tool {shown} for this caller: its binding takes arguments from "
+            f"{', '.join(sorted(set(missing)))}, which this caller does not have."
+        )
 
     def pinned_values(self, pins: Mapping[str, Any] | None, input_schema: Any) -> dict[str, Any]:
         """The arguments `pins` fix for this caller (may_use has said it has every source)."""

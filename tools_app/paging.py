@@ -193,7 +193,10 @@ def _flat(values: Any, room: int) -> bool:
 
 def utf8_size(text: str) -> int:
     """The UTF-8 size of `text`; a lone surrogate (stored before input refused them, tools_app.validators)
-    counts as the 3 bytes it would take, never an error."""
+    counts as the 3 bytes it would take, never an error. ASCII text (the common case; the test costs
+    nothing, CPython keeps the flag) is not encoded: one character is one byte."""
+    if text.isascii():
+        return len(text)
     return len(text.encode("utf-8", "surrogatepass"))
 
 

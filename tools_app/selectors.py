@@ -78,7 +78,9 @@ class CallTarget:
 @functools.cache
 def _call_target_sql(vendor: str, oauth: bool = False) -> str:
     """The one statement of a tools/call: re-checks key and instance, finds the binding by name, reads the
-    table version. Built once from the models' table and column names (quoted for `vendor`)."""
+    table version. Built once from the models' table and column names (quoted for `vendor`). Its parameters
+    are named (`%(name)s`): Django's SQLite cursor rewrites positional ones with a regular expression over the
+    whole statement on every call (pipeline._record_sql)."""
     quote = connection.ops.quote_name
 
     def table(model: Any) -> str:
@@ -117,24 +119,24 @@ def _call_target_sql(vendor: str, oauth: bool = False) -> str:
         # request was authenticated; here only that it still exists (not revoked) and has not expired.
         k = get_access_token_model()
         key_join = (
-            f" INNER JOIN {table(k)} k ON {col('k', k, 'expires')} > %s"
+            f" INNER JOIN {table(k)} k ON {col('k', k, 'expires')} > %(now)s"
             # the user who authorized it must still be active
             f" INNER JOIN {table(u)} ku ON {col('ku', u, 'id')} = {col('k', k, 'user')} AND {col('ku', u, 'is_active')}"
         )
-        key_check = f" AND {col('k', k, 'id')} = %s"
+        key_check = f" AND {col('k', k, 'id')} = %(key)s"
     else:
         key_join = f" INNER JOIN {table(k)} k ON {col('k', k, 'mcp_instance')} = {col('i', i, 'id')}"
-        key_check = f" AND {col('k', k, 'id')} = %s AND {col('k', k, 'revoked_at')} IS NULL"
+        key_check = f" AND {col('k', k, 'id')} = %(key)s AND {col('k', k, 'revoked_at')} IS NULL"
     return (
         f"SELECT {', '.join(columns)} FROM {table(i)} i"
         f"{key_join}"
         # The keys of a deactivated owner's instances stop working on the next request.
         f" INNER JOIN {table(u)} u ON {col('u', u, 'id')} = {col('i', i, 'owner')} AND {col('u', u, 'is_active')}"
         f" LEFT JOIN {table(b)} b ON {col('b', b, 'mcp_instance')} = {col('i', i, 'id')}"
-        f" AND {col('b', b, 'name_key')} = %s"
+        f" AND {col('b', b, 'name_key')} = %(name)s"
         f" LEFT JOIN {table(t)} t ON {col('t', t, 'id')} = {col('b', b, 'tool')}"
         f" LEFT JOIN {table(v)} v ON {col('v', v, 'id')} = {col('t', t, 'table')}"
-        f" WHERE {col('i', i, 'id')} = %s AND {col('i', i, 'slug')} = %s AND {col('i', i, 'enabled')}"
+        f" WHERE {col('i', i, 'id')} = %(instance)s AND {col('i', i, 'slug')} = %(slug)s AND {col('i', i, 'enabled')}"
         f"{key_check}"
     )
 
@@ -147,13 +149,13 @@ def binding_call_target(
     name); None when the instance is gone or disabled, its slug changed, its owner is deactivated, or the key
     is revoked or another instance's (or, for an OAuth access token, the token is revoked or expired): the
     re-check of the caller rides on the same round trip (SPEC §1)."""
-    params: list[Any]
+    params: dict[str, Any] = {"name": name.lower(), "instance": instance_id, "slug": slug}
     if api_key_id is not None:
-        sql, params = _call_target_sql(connection.vendor, False), [name.lower(), instance_id, slug, api_key_id]
+        sql, params["key"] = _call_target_sql(connection.vendor, False), api_key_id
     else:
         # Opened by an OAuth access token: the token must still be there and unexpired, its user active.
-        now = connection.ops.adapt_datetimefield_value(timezone.now())
-        sql, params = _call_target_sql(connection.vendor, True), [now, name.lower(), instance_id, slug, oauth_token_id]
+        sql, params["key"] = _call_target_sql(connection.vendor, True), oauth_token_id
+        params["now"] = connection.ops.adapt_datetimefield_value(timezone.now())
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -202,10 +204,18 @@ def binding_call_target(
         discovery=discovery,
         log_level=log_level,
         read_only=bool(instance_read_only) or bool(binding_read_only),
-        pinned_arguments=_json_column(Binding, "pinned_arguments", pinned),
+        pinned_arguments=_pins(pinned),
         record_details=bool(record_details),
         redact_fields=redact_fields if table_id is not None else "[]",
     )
+
+
+def _pins(value: Any) -> Any:
+    """A binding's pinned_arguments as read by raw SQL. Nearly every binding pins nothing: its empty object
+    (the JSON text "{}", or {} from a driver that decodes JSON) is not parsed on every call."""
+    if value == "{}" or value == {}:
+        return {}
+    return _json_column(Binding, "pinned_arguments", value)
 
 
 def _json_column(model: Any, name: str, value: Any) -> Any:

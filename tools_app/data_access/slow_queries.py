@@ -11,8 +11,7 @@ the call in progress (the pipeline's `watching()` block) keeps the suggestion fo
 index was there to use.
 """
 
-from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from collections.abc import Collection
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -69,16 +68,21 @@ class CallNotes:
 _CURRENT: ContextVar[CallNotes | None] = ContextVar("toolhub_call_notes", default=None)
 
 
-@contextmanager
-def watching() -> Iterator[CallNotes]:
+class watching:  # noqa: N801 (used as a function: `with watching() as notes`)
     """Collect the reports of the queries run inside the block (one tool call): the pipeline wraps a call in it
-    and writes `current_note()` into the call's log row."""
-    notes = CallNotes()
-    token = _CURRENT.set(notes)
-    try:
-        yield notes
-    finally:
-        _CURRENT.reset(token)
+    and writes `current_note()` into the call's log row. A class, not a generator: every call enters it."""
+
+    __slots__ = ("notes", "_token")
+
+    def __init__(self) -> None:
+        self.notes = CallNotes()
+
+    def __enter__(self) -> CallNotes:
+        self._token = _CURRENT.set(self.notes)
+        return self.notes
+
+    def __exit__(self, *exc_info: object) -> None:
+        _CURRENT.reset(self._token)
 
 
 def current_note() -> str:

@@ -46,6 +46,7 @@ __all__ = [
     "arguments_max_bytes",
     "is_credential_name",
     "recorded",
+    "recorded_success",
     "result_max_bytes",
     "scrub",
 ]
@@ -153,6 +154,35 @@ def recorded(value: Any, *, max_bytes: int, fields: frozenset[str] = frozenset()
         text = _dumps(value)
         truncated = True
     return Recorded(text if utf8_size(text) <= max_bytes else _dumps(CUT), True, known)
+
+
+def recorded_success(
+    arguments: Any, value: Any, *, fields: frozenset[str] = frozenset(), text: str | None = None
+) -> tuple[Recorded, Recorded]:
+    """A successful call's arguments and result as the call log keeps them, each as `recorded` makes it: the
+    result first (`text`, when given, is the one the client got, usually made already), then the arguments with
+    what the result redacted, and the result again only when the arguments redacted more.
+
+    The common call (no `fields`, its result's text at hand, nothing credential-like in either text, both within
+    their bounds) is one encode of the arguments and one look at each text: what the steps below would return
+    for it, without running them."""
+    result_bytes, arguments_bytes = result_max_bytes(), arguments_max_bytes()
+    if not fields and text is not None:
+        sent_text = _small(arguments, arguments_bytes)
+        if (
+            sent_text is not None
+            and utf8_size(text) <= result_bytes
+            and not _maybe_credential(text)
+            and not _maybe_credential(sent_text)
+            and _storable(text)
+            and _storable(sent_text)
+        ):
+            return Recorded(sent_text, False), Recorded(text, False)
+    result = recorded(value, max_bytes=result_bytes, fields=fields, text=text)
+    sent = recorded(arguments, max_bytes=arguments_bytes, fields=fields, secrets=result.secrets, small=True)
+    if sent.secrets and set(sent.secrets) - set(result.secrets):
+        result = recorded(value, max_bytes=result_bytes, fields=fields, secrets=sent.secrets)
+    return sent, result
 
 
 def query_exposes(query: Any, fields: frozenset[str]) -> bool:

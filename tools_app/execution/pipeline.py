@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -54,6 +54,7 @@ from tools_app.execution.call_details import (
     arguments_max_bytes,
     query_exposes,
     recorded,
+    recorded_success,
     result_max_bytes,
     scrub,
     withheld,
@@ -687,18 +688,19 @@ class _Row:
 
 @dataclass(frozen=True, slots=True)
 class _Details:
-    """What the row keeps of the call beyond its metadata (tools_app.execution.call_details)."""
+    """What the row keeps of the call beyond its metadata (tools_app.execution.call_details), and `size`, what
+    the owner's storage bound counts (CallLog.recorded_bytes), measured once."""
 
     arguments: Recorded | None
     result: Recorded | None
     error_message: str
+    size: int = field(init=False)
 
-    @property
-    def size(self) -> int:
-        """What the owner's storage bound counts (CallLog.recorded_bytes)."""
-        if self.arguments is None or self.result is None:
-            return 0
-        return self.arguments.size + self.result.size + len(self.error_message.encode("utf-8", "replace"))
+    def __post_init__(self) -> None:
+        size = 0
+        if self.arguments is not None and self.result is not None:
+            size = self.arguments.size + self.result.size + len(self.error_message.encode("utf-8", "replace"))
+        object.__setattr__(self, "size", size)
 
 
 def _details(target: CallTarget, outcome: CallOutcome, arguments: Any) -> _Details:
@@ -721,12 +723,8 @@ def _details(target: CallTarget, outcome: CallOutcome, arguments: Any) -> _Detai
         sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=fields, small=True)
         return _Details(sent, withheld(outcome.value), "")
     if error is None:
-        # The result first (its text is the one the client got, usually made already), then the arguments
-        # with what the result redacted; the result again only when the arguments redacted more.
-        result = recorded(outcome.value, max_bytes=result_max_bytes(), fields=fields, text=outcome._text)
-        sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=fields, secrets=result.secrets, small=True)
-        if sent.secrets and set(sent.secrets) - set(result.secrets):
-            result = recorded(outcome.value, max_bytes=result_max_bytes(), fields=fields, secrets=sent.secrets)
+        # The text of the result is the one the client got, usually made already.
+        sent, result = recorded_success(arguments, outcome.value, fields=fields, text=outcome._text)
         return _Details(sent, result, "")
     sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=fields, small=True)
     message = scrub(error.message[:MAX_ERROR_MESSAGE], sent.secrets)
@@ -826,32 +824,40 @@ def _one_unit() -> Any:
     return transaction.atomic()
 
 
+# The call-log columns a record writes, each bound by its own name (_record_sql).
+_RECORD_COLUMNS = (
+    "surface", "user", "mcp_instance", "tool", "tool_name", "api_key", "owner", "status", "error_code",
+    "error_message", "duration_ms", "created_at", "oauth_client", "arguments", "arguments_truncated",
+    "result_excerpt", "result_truncated", "recorded_bytes", "notes",
+)  # fmt: skip
+
+
 @functools.cache
 def _record_sql(vendor: str) -> tuple[str, str, str, str | None]:
     """The statements of one record, built once from the models' tables and columns: the call-log INSERT, the
     use count (THE use-count rule, as services.tool_use_record) and the key's last use. PostgreSQL runs
     them as one statement (data-modifying WITH clauses always run), SQLite as up to three. A use or touch
-    that is not due names id NULL, which matches no row (and is not sent at all on SQLite)."""
+    that is not due names id NULL, which matches no row (and is not sent at all on SQLite).
+
+    Parameters are named (`%(name)s`, bound from a dict): Django's SQLite cursor turns positional `%s` into
+    `?` with a regular expression over the whole statement on every execution, which cost more than the
+    INSERT itself; named ones are one `%` formatting (bench/mcp_throughput.py)."""
     quote = connection.ops.quote_name
 
     def column(model: Any, field: str) -> str:
         return quote(model._meta.get_field(field).column)
 
-    columns = [
-        "surface", "user", "mcp_instance", "tool", "tool_name", "api_key", "owner", "status", "error_code",
-        "error_message", "duration_ms", "created_at", "oauth_client", "arguments", "arguments_truncated",
-        "result_excerpt", "result_truncated", "recorded_bytes", "notes",
-    ]  # fmt: skip
-    names = ", ".join(column(CallLog, name) for name in columns)
-    insert = f"INSERT INTO {quote(CallLog._meta.db_table)} ({names}) VALUES ({', '.join(['%s'] * len(columns))})"
+    names = ", ".join(column(CallLog, name) for name in _RECORD_COLUMNS)
+    values = ", ".join(f"%({name})s" for name in _RECORD_COLUMNS)
+    insert = f"INSERT INTO {quote(CallLog._meta.db_table)} ({names}) VALUES ({values})"
     use_count, last_used = column(Tool, "use_count"), column(Tool, "last_used")
     use = (
-        f"UPDATE {quote(Tool._meta.db_table)} SET {use_count} = {use_count} + 1, {last_used} = %s"
-        f" WHERE {column(Tool, 'id')} = %s"
+        f"UPDATE {quote(Tool._meta.db_table)} SET {use_count} = {use_count} + 1, {last_used} = %(used_at)s"
+        f" WHERE {column(Tool, 'id')} = %(used_tool)s"
     )
     touch = (
-        f"UPDATE {quote(ApiKey._meta.db_table)} SET {column(ApiKey, 'last_used_at')} = %s"
-        f" WHERE {column(ApiKey, 'id')} = %s"
+        f"UPDATE {quote(ApiKey._meta.db_table)} SET {column(ApiKey, 'last_used_at')} = %(touched_at)s"
+        f" WHERE {column(ApiKey, 'id')} = %(touched_key)s"
     )
     combined = f"WITH used AS ({use} RETURNING 1), touched AS ({touch} RETURNING 1) {insert}"
     return use, touch, insert, combined if vendor == "postgresql" else None
@@ -864,37 +870,38 @@ def _write(
     error = outcome.error
     sent, got = details.arguments, details.result
     when = connection.ops.adapt_datetimefield_value(at)
-    use: list[Any] = [when, row.tool_id if count_use else None]
-    touch: list[Any] = [when, row.api_key_id if touch_key else None]
-    values: list[Any] = [
-        str(caller.surface),
-        row.user_id,
-        row.instance_id,
-        row.tool_id,
-        _loggable(outcome.name),
-        row.api_key_id,
-        row.owner_id,
-        str(CallStatus.OK if error is None else CallStatus.ERROR),
-        "" if error is None else str(error.code)[:40],
-        details.error_message,
-        round(outcome.duration_ms, 3),
-        when,
-        caller.oauth_client[:255],
-        "" if sent is None else sent.text,
-        sent is not None and sent.truncated,
-        "" if got is None else got.text,
-        got is not None and got.truncated,
-        details.size,
-        current_note(),
-    ]
+    use: dict[str, Any] = {"used_at": when, "used_tool": row.tool_id if count_use else None}
+    touch: dict[str, Any] = {"touched_at": when, "touched_key": row.api_key_id if touch_key else None}
+    values: dict[str, Any] = {
+        "surface": str(caller.surface),
+        "user": row.user_id,
+        "mcp_instance": row.instance_id,
+        "tool": row.tool_id,
+        "tool_name": _loggable(outcome.name),
+        "api_key": row.api_key_id,
+        "owner": row.owner_id,
+        "status": str(CallStatus.OK if error is None else CallStatus.ERROR),
+        "error_code": "" if error is None else str(error.code)[:40],
+        "error_message": details.error_message,
+        "duration_ms": round(outcome.duration_ms, 3),
+        "created_at": when,
+        "oauth_client": caller.oauth_client[:255],
+        "arguments": "" if sent is None else sent.text,
+        "arguments_truncated": sent is not None and sent.truncated,
+        "result_excerpt": "" if got is None else got.text,
+        "result_truncated": got is not None and got.truncated,
+        "recorded_bytes": details.size,
+        "notes": current_note(),
+    }
     use_sql, touch_sql, insert_sql, combined = _record_sql(connection.vendor)
     with connection.cursor() as cursor:
         if combined is not None and row.logged:
-            cursor.execute(combined, use + touch + values)
+            cursor.execute(combined, {**use, **touch, **values})
             return
-        for statement, params in ((use_sql, use), (touch_sql, touch)):
-            if params[-1] is not None:
-                cursor.execute(statement, params)
+        if use["used_tool"] is not None:
+            cursor.execute(use_sql, use)
+        if touch["touched_key"] is not None:
+            cursor.execute(touch_sql, touch)
         if row.logged:
             cursor.execute(insert_sql, values)
 

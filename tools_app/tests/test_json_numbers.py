@@ -12,7 +12,7 @@ from django.urls import reverse
 from mcp_app.tests.mcp_harness import Harness, rpc_body, rpc_headers
 from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
 from tools_app.models import CallLog
-from tools_app.validators import JSONNumberError, json_loads
+from tools_app.validators import JSONNumberError, _maybe_huge_float, json_loads
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
 
@@ -64,6 +64,26 @@ def test_a_number_python_cannot_hold_is_named_with_its_place(text, message):
 )
 def test_numbers_python_holds_parse_as_json_loads_does(text, value):
     assert json_loads(text) == value == json.loads(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "checked"),
+    [
+        ('{"x": 1e400}', True),
+        ("1E+308", True),
+        ("[1e-999]", True),
+        ("9" * 300, True),
+        ("9" * 299, False),
+        ("x" * 299 + "9", False),
+        ("[1.5e10, 12e99]", False),
+        ('{"query": "[?id==`42`] | [0]"}', False),
+    ],
+    ids=["1e400", "1E+308", "1e-999", "300 digits", "299 digits", "300 long, one digit", "2-digit exponents", "call"],
+)
+def test_the_checked_parse_runs_exactly_for_a_3_digit_exponent_or_300_digits(text, checked):
+    """The pre-check that sends a body to the slower, checked parse: a superset of the literals that overflow."""
+    assert _maybe_huge_float(text) is checked
+    assert _maybe_huge_float(text.encode()) is checked
 
 
 #

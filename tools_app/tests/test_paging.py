@@ -296,3 +296,12 @@ def test_guide_and_export_describe_paging_for_pageable_tools_only(owner, records
     assert exported["inputSchema"]["properties"]["cursor"] == paging.cursor_argument_schema()
     # issue 15: the same schema, with its type arrays written as anyOf (export.without_type_arrays)
     assert select_exported["inputSchema"] == without_type_arrays(select.input_schema)
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("", 0), ("abc", 3), ("é", 2), ("€", 3), ("😀", 4), ("a\ud800b", 5), ('{"q":"Zoë"}', 12)],
+    ids=["empty", "ascii", "2 bytes", "3 bytes", "4 bytes", "lone surrogate", "json"],
+)
+def test_utf8_size_is_the_utf8_length_and_a_lone_surrogate_counts_three(text, size):
+    assert paging.utf8_size(text) == size

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tools_app.execution.call_details import is_credential_name, recorded, scrub
+from tools_app.execution.call_details import Recorded, is_credential_name, recorded, recorded_success, scrub
 
 KEY = "thk_" + "x" * 43
 
@@ -89,3 +89,69 @@ def test_what_cannot_be_stored_or_encoded_never_fails():
 
 def test_scrub_replaces_secrets_and_keys_in_free_text():
     assert scrub(f"'123-45-6789' is not valid; {KEY}", ("123-45-6789",)) == "'[redacted]' is not valid; [redacted]"
+
+
+#
+# recorded_success: what the pipeline keeps of a successful call, with a fast path for the clean call
+#
+
+
+def _general(arguments, value, *, fields=frozenset(), text=None):
+    """The steps recorded_success stands for, one by one (the pipeline's rule before the fast path)."""
+    result = recorded(value, max_bytes=4096, fields=fields, text=text)
+    sent = recorded(arguments, max_bytes=4096, fields=fields, secrets=result.secrets, small=True)
+    if sent.secrets and set(sent.secrets) - set(result.secrets):
+        result = recorded(value, max_bytes=4096, fields=fields, secrets=sent.secrets)
+    return sent, result
+
+
+def _compact(value):
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+SUCCESSES = {
+    "clean": ({"query": "[?id==`42`] | [0]"}, {"id": 42, "total": 9.5}, frozenset()),
+    "non-ascii": ({"query": "[?name=='Zoë']"}, [{"name": "Zoë", "city": "Kraków"}], frozenset()),
+    "a password sent and echoed": ({"password": "hunter22", "q": 1}, {"echo": "hunter22 ok"}, frozenset()),
+    "a key in the result": ({"q": "x"}, {"note": f"use {KEY}"}, frozenset()),
+    "redact_fields": ({"query": "[?ssn=='123-45-6789']"}, [{"ssn": "123-45-6789", "name": "ann"}], frozenset({"ssn"})),
+    "a result over the bound": ({"q": 1}, ["y" * 100 for _ in range(100)], frozenset()),
+    "a lone surrogate": ({"q": "\ud800"}, {"a": "\udfff"}, frozenset()),
+}
+
+
+@pytest.mark.parametrize("case", SUCCESSES.values(), ids=SUCCESSES.keys())
+@pytest.mark.parametrize("with_text", [True, False], ids=["text at hand", "no text"])
+def test_recorded_success_keeps_what_the_general_steps_keep(settings, case, with_text):
+    # given
+    settings.TOOLHUB_CALL_RESULT_BYTES = settings.TOOLHUB_CALL_ARGUMENTS_BYTES = 4096
+    arguments, value, fields = case
+    text = _compact(value) if with_text else None
+
+    # when
+    sent, result = recorded_success(arguments, value, fields=fields, text=text)
+
+    # then
+    assert (sent, result) == _general(arguments, value, fields=fields, text=text)
+
+
+def test_recorded_success_of_a_clean_call_is_the_texts_as_sent_and_answered():
+    # given
+    arguments, value = {"query": "[?name=='Zoë']"}, [{"name": "Zoë"}]
+
+    # when
+    sent, result = recorded_success(arguments, value, text='[{"name":"Zoë"}]')
+
+    # then
+    assert sent == Recorded('{"query":"[?name==\'Zoë\']"}', False, ())
+    assert result == Recorded('[{"name":"Zoë"}]', False, ())
+    assert (sent.size, result.size) == (27, 17)
+
+
+def test_recorded_success_redacts_an_echoed_secret_from_the_result():
+    # when
+    sent, result = recorded_success({"password": "hunter22"}, {"echo": "hunter22 ok"}, text='{"echo":"hunter22 ok"}')
+
+    # then
+    assert sent == Recorded('{"password":"[redacted]"}', False, ("hunter22",))
+    assert result == Recorded('{"echo":"[redacted] ok"}', False, ("hunter22",))

@@ -1,0 +1,136 @@
+"""What a tools/call costs beyond its own work: the caller's grant is made once per credential, a binding's
+pins and the table's redact_fields come with the call's one lookup query, and a pinned call on a table with
+redact_fields runs the plain call's statements with its details recorded (docs/call-log.md, "What it costs a
+call"). A grant's refusal messages, which the call path formats only for a refusal.
+"""
+
+import dataclasses
+import json
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from mcp_app.auth import Credential
+from mcp_app.requests import grant_of
+from mcp_app.tests.mcp_harness import ERAS, Harness, rpc_body
+from tools_app import services
+from tools_app.grants import Grant
+from tools_app.models import ApiKey, CallLog
+from tools_app.selectors import binding_call_target
+
+CUSTOMERS = [
+    {"id": 1, "customer": "acme", "item": "anvil"},
+    {"id": 2, "customer": "globex", "item": "globe"},
+    {"id": 3, "customer": "acme", "item": "rocket"},
+]
+
+
+@pytest.fixture
+def accounts(owner, make_table, make_tool, instance, bind):
+    """A `select` bound with `field` = "customer" and `keys` from the key's `customer` attribute; a key for acme."""
+    table = make_table(owner, name="accounts", data=[dict(row) for row in CUSTOMERS])
+    mine = make_tool(owner, table, type="select", name="my_orders", description="My orders.")
+    bind(
+        instance,
+        mine,
+        pinned_arguments={"field": {"value": "customer"}, "keys": {"from": "key.attributes.customer"}},
+    )
+    key = services.api_key_issue(mcp_instance=instance, label="acme", attributes={"customer": "acme"})[1]
+    return {"table": table, "keys": {"acme": key}, "select": mine, "instance": instance}
+
+
+def _credential(**fields) -> Credential:
+    base = {"instance_id": 1, "slug": "shop", "api_key_id": 7, "owner_id": 1, "key_label": "acme"}
+    return Credential(**{**base, "key_attributes": (("customer", "acme"),), "username": "owner", **fields})
+
+
+def test_a_credentials_grant_is_made_once_and_follows_what_the_credential_says():
+    # given
+    credential = _credential()
+
+    # when
+    first = grant_of(credential)
+    again = grant_of(dataclasses.replace(credential))
+    read_only = grant_of(_credential(key_read_only=True))
+    token = grant_of(_credential(api_key_id=None, oauth_token_id=3, scopes=frozenset({"tools:read"})))
+
+    # then
+    assert again is first
+    assert first == Grant.of_key(read_only=False, label="acme", attributes={"customer": "acme"}, username="owner")
+    assert (first.writes, read_only.writes, token.writes) == (True, False, False)
+    assert read_only.read_only_reason == "this API key is read-only"
+    assert (token.key_label, token.username) == (None, "owner")
+
+
+KEY_PIN = {"keys": {"from": "key.attributes.customer"}}
+READ_ONLY_KEY = Grant.of_key(read_only=True, label="k", attributes=None, username="o")
+ACME_KEY = Grant.of_key(read_only=False, label="k", attributes={"customer": "acme"}, username="o")
+NOT_WITH = "Unknown tool 'x' for this caller: it changes data, and "
+NO_SOURCE = (
+    "Unknown tool 'x' for this caller: its binding takes arguments from key.attributes.customer, "
+    "which this caller does not have."
+)
+
+
+@pytest.mark.parametrize(
+    ("grant", "tool_type", "read_only", "pins", "message"),
+    [
+        (Grant(), "query_data", False, None, ""),
+        (Grant(), "create", True, None, NOT_WITH + "this instance or binding is read-only."),
+        (READ_ONLY_KEY, "create", False, None, NOT_WITH + "this API key is read-only."),
+        (READ_ONLY_KEY, "create", False, KEY_PIN, NOT_WITH + "this API key is read-only."),
+        (READ_ONLY_KEY, "select", False, KEY_PIN, NO_SOURCE),
+        (ACME_KEY, "select", False, KEY_PIN, ""),
+        (ACME_KEY, "update", True, {}, NOT_WITH + "this instance or binding is read-only."),
+    ],
+    ids=["read", "read-only binding", "read-only key", "writes first", "no source", "has the source", "empty pins"],
+)
+def test_a_refusal_says_why_and_is_empty_for_a_tool_in_the_set(grant, tool_type, read_only, pins, message):
+    assert grant.refusal("x", tool_type, read_only=read_only, pins=pins) == message
+    assert grant.may_use(tool_type, read_only=read_only, pins=pins) is (message == "")
+
+
+def test_the_call_target_reads_a_bindings_pins_and_no_pins_as_an_empty_object(accounts, owner, make_tool, bind):
+    # given
+    bind(accounts["instance"], make_tool(owner, accounts["table"], name="plain"))
+    key_id = ApiKey.objects.get(label="acme").pk
+
+    def target(name):
+        return binding_call_target(instance_id=accounts["instance"].pk, slug="shop", api_key_id=key_id, name=name)
+
+    # when
+    pinned, plain = target("my_orders"), target("plain")
+
+    # then
+    assert pinned.pinned_arguments == {"field": {"value": "customer"}, "keys": {"from": "key.attributes.customer"}}
+    assert plain.pinned_arguments == {}
+    assert plain.redact_fields in ("[]", [])
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_a_pinned_call_on_a_table_with_redact_fields_costs_the_plain_calls_statements(accounts, era):
+    """Pins, the caller's grant, redact_fields and the recorded details add no statement: the call's one query
+    (key re-check, binding, pins, table version and redact_fields) and its record."""
+    # given
+    services.table_update(table=accounts["table"], redact_fields=["item"])
+    harness, key = Harness(), accounts["keys"]["acme"]
+    body = rpc_body("tools/call", {"name": "my_orders", "arguments": {}}, era=era)
+    assert harness.post("shop", body, key=key, era=era).status_code == 200  # the key and the tool seen once
+    CallLog.objects.all().delete()
+
+    # when
+    with CaptureQueriesContext(connection) as queries:
+        reply = harness.post("shop", body, key=key, era=era).json()
+
+    # then
+    assert reply["result"]["structuredContent"] == {"items": [CUSTOMERS[0], CUSTOMERS[2]], "not_found": []}
+    statements = [q["sql"].split()[0] for q in queries.captured_queries if "SAVEPOINT" not in q["sql"]]
+    assert statements == (["SELECT", "WITH"] if connection.vendor == "postgresql" else ["SELECT", "UPDATE", "INSERT"])
+    call = CallLog.objects.get()
+    assert json.loads(call.arguments) == {"field": "customer", "keys": ["acme"]}
+    assert json.loads(call.result_excerpt) == {
+        "items": [{**CUSTOMERS[0], "item": "[redacted]"}, {**CUSTOMERS[2], "item": "[redacted]"}],
+        "not_found": [],
+    }
+    assert call.recorded_bytes == len(call.arguments.encode()) + len(call.result_excerpt.encode())
