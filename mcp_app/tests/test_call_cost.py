@@ -27,7 +27,7 @@ CUSTOMERS = [
 
 
 @pytest.fixture
-def accounts(owner, make_table, make_tool, instance, bind):
+def pinned_select(owner, make_table, make_tool, instance, bind):
     """A `select` bound with `field` = "customer" and `keys` from the key's `customer` attribute; a key for acme."""
     table = make_table(owner, name="accounts", data=[dict(row) for row in CUSTOMERS])
     mine = make_tool(owner, table, type="select", name="my_orders", description="My orders.")
@@ -91,13 +91,13 @@ def test_a_refusal_says_why_and_is_empty_for_a_tool_in_the_set(grant, tool_type,
     assert grant.may_use(tool_type, read_only=read_only, pins=pins) is (message == "")
 
 
-def test_the_call_target_reads_a_bindings_pins_and_no_pins_as_an_empty_object(accounts, owner, make_tool, bind):
+def test_the_call_target_reads_a_bindings_pins_and_no_pins_as_an_empty_object(pinned_select, owner, make_tool, bind):
     # given
-    bind(accounts["instance"], make_tool(owner, accounts["table"], name="plain"))
+    bind(pinned_select["instance"], make_tool(owner, pinned_select["table"], name="plain"))
     key_id = ApiKey.objects.get(label="acme").pk
 
     def target(name):
-        return binding_call_target(instance_id=accounts["instance"].pk, slug="shop", api_key_id=key_id, name=name)
+        return binding_call_target(instance_id=pinned_select["instance"].pk, slug="shop", api_key_id=key_id, name=name)
 
     # when
     pinned, plain = target("my_orders"), target("plain")
@@ -109,12 +109,12 @@ def test_the_call_target_reads_a_bindings_pins_and_no_pins_as_an_empty_object(ac
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_a_pinned_call_on_a_table_with_redact_fields_costs_the_plain_calls_statements(accounts, era):
+def test_a_pinned_call_on_a_table_with_redact_fields_costs_the_plain_calls_statements(pinned_select, era):
     """Pins, the caller's grant, redact_fields and the recorded details add no statement: the call's one query
     (key re-check, binding, pins, table version and redact_fields) and its record."""
     # given
-    services.table_update(table=accounts["table"], redact_fields=["item"])
-    harness, key = Harness(), accounts["keys"]["acme"]
+    services.table_update(table=pinned_select["table"], redact_fields=["item"])
+    harness, key = Harness(), pinned_select["keys"]["acme"]
     body = rpc_body("tools/call", {"name": "my_orders", "arguments": {}}, era=era)
     assert harness.post("shop", body, key=key, era=era).status_code == 200  # the key and the tool seen once
     CallLog.objects.all().delete()
