@@ -45,10 +45,14 @@ __all__ = [
     "SCHEMA_SAMPLE",
     "Collection",
     "collection_mounts",
+    "collection_value",
     "collections",
+    "dialect",
     "max_evaluated_bytes",
     "read",
+    "records_table",
     "schema",
+    "select_records",
     "table_to_rows",
     "write",
 ]
@@ -685,3 +689,10 @@ def _constant(key: str | None) -> Callable[[Any], str | None]:
 
 # The services restore a rows table through this module (they may not import data access).
 table_log.rows_apply = apply_operations
+
+# The records view (tools_app.execution.record_pages) reads a window of rows, or a whole collection within the
+# evaluator's byte bound, through these.
+select_records = _select
+collection_value = _value
+dialect = _dialect
+records_table = _records_table
