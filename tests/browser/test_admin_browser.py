@@ -93,6 +93,7 @@ def test_owner_goes_from_nothing_to_a_working_endpoint(server, new_page):
     shot(page, "05-instance")
 
     # A key, shown once, and the Cursor config copied with the key filled in.
+    page.click("#toolhub-new-key-drawer summary")
     page.fill("#toolhub-key-form input[name=label]", "browser")
     page.click("#toolhub-create-key")
     key = page.inner_text("#toolhub-new-key").strip()

@@ -26,8 +26,8 @@ class McpInstanceAdminForm(OwnerAwareModelForm):
         model = McpInstance
         fields = list(services.INSTANCE_FIELDS)  # what the instance services write, and nothing else
         widgets = {
-            "description": forms.Textarea(attrs={"rows": 3}),
-            "instructions": forms.Textarea(attrs={"rows": 4}),
+            "description": forms.Textarea(attrs={"rows": 2}),
+            "instructions": forms.Textarea(attrs={"rows": 3}),
         }
         help_texts = {
             "max_result_bytes": "The largest tool result sent to a client, in bytes of JSON (40,000 is about "
@@ -51,6 +51,8 @@ class McpInstanceAdminForm(OwnerAwareModelForm):
             budget_field = self.fields.get(name)
             if budget_field is not None:  # empty means the server default: shown where it is typed
                 budget_field.widget.attrs["placeholder"] = f"{default} (server default)"
+                wide = f"{budget_field.widget.attrs.get('class', '')} toolhub-budget-input".strip()
+                budget_field.widget.attrs["class"] = wide  # the placeholder fully readable
         field = self.fields.get("max_result_bytes")
         if field is None:  # a read-only page (view permission only) has no form fields
             return
@@ -111,20 +113,21 @@ class BindingInlineForm(ModelMessagesForm):
 
     class Meta:
         model = Binding
-        fields = [
-            "tool",
-            "enabled",
-            "name_override",
-            "description_override",
-            "resource_uri",
-            "read_only",
-            "pinned_arguments",
-        ]
+        fields = ["tool", *services.BINDING_FIELDS]
         widgets = {
-            "description_override": forms.Textarea(attrs={"rows": 1, "cols": 40}),
+            "description_override": forms.Textarea(attrs={"rows": 2, "cols": 60}),
             "name_override": forms.TextInput(attrs={"size": 20}),
-            "resource_uri": forms.TextInput(attrs={"size": 24}),
+            "resource_uri": forms.TextInput(attrs={"size": 40}),
         }
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        tool = self.fields.get("tool")
+        if tool is not None and self.instance.pk is not None:
+            # A bound row's tool is not editable in the row (one slip would rebind it; unbind and bind instead),
+            # and a hidden input costs no <select> of every tool per row.
+            tool.disabled = True
+            tool.widget = forms.HiddenInput()
 
     def clean_pinned_arguments(self):
         value = self.cleaned_data.get("pinned_arguments")

@@ -8,7 +8,9 @@ pages get their bound-instances and call-statistics panel from here (tools_app.a
 
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import admin, messages
@@ -61,6 +63,9 @@ from tools_app.selectors import usage_of
 logger = logging.getLogger(__name__)
 
 CHARS_PER_TOKEN = 4
+# The instance page shows its bindings this many at a time (a filter by name, then pages).
+BINDINGS_PAGE = 50
+BINDINGS_WINDOW_ATTR = "_toolhub_bindings_window"
 # Above this estimate the instance page suggests discovery = search (SPEC §4.5).
 LARGE_TOOL_LIST_TOKENS = 8_000
 
@@ -106,6 +111,59 @@ def render_usage_guide(instance: McpInstance) -> dict[str, Any]:
     return {"html": mark_safe(html), "warnings": warnings, "markdown": content, "tool_names": tool_names}
 
 
+@dataclass(frozen=True)
+class BindingsWindow:
+    """The bindings the instance page lists: `ids` of page `page` of `pages`, of the `matching` bindings (of
+    `total`) whose name, tool or type holds `query`."""
+
+    ids: list[int]
+    total: int
+    matching: int
+    page: int
+    pages: int
+    query: str
+
+    def url(self, page: int) -> str:
+        params = {"bp": page, **({"bq": self.query} if self.query else {})}
+        return "?" + urlencode(params)
+
+    @property
+    def previous_url(self) -> str | None:
+        return self.url(self.page - 1) if self.page > 1 else None
+
+    @property
+    def next_url(self) -> str | None:
+        return self.url(self.page + 1) if self.page < self.pages else None
+
+    @property
+    def first(self) -> int:
+        return (self.page - 1) * BINDINGS_PAGE + 1 if self.ids else 0
+
+    @property
+    def last(self) -> int:
+        return (self.page - 1) * BINDINGS_PAGE + len(self.ids)
+
+
+def bindings_window(instance: McpInstance, request) -> BindingsWindow:
+    """The window of the instance's bindings that its page lists (?bq= filter, ?bp= page), in name order."""
+    query = request.GET.get("bq", "").strip()[:100]
+    bindings = Binding.objects.filter(mcp_instance=instance)
+    total = bindings.count()
+    if query:
+        bindings = bindings.filter(
+            Q(name_key__contains=query.lower()) | Q(tool__name__icontains=query) | Q(tool__type__icontains=query)
+        )
+    ordered = bindings.order_by("name_key", "id").values_list("pk", flat=True)
+    matching = ordered.count() if query else total
+    pages = max(1, -(-matching // BINDINGS_PAGE))
+    try:
+        page = min(max(1, int(request.GET.get("bp", "1"))), pages)
+    except ValueError:
+        page = 1
+    ids = list(ordered[(page - 1) * BINDINGS_PAGE : page * BINDINGS_PAGE])
+    return BindingsWindow(ids=ids, total=total, matching=matching, page=page, pages=pages, query=query)
+
+
 class InstanceColumn:
     """The `mcp_instance` list column as a link to the instance."""
 
@@ -121,23 +179,19 @@ class BindingInline(admin.TabularInline):
     model = Binding
     form = BindingInlineForm
     formset = BindingInlineFormSet
-    fields = [
-        "tool",
-        "tool_type",
-        "enabled",
-        "name_override",
-        "description_override",
-        "resource_uri",
-        "read_only",
-        "pinned_arguments",
-    ]
+    fields = ["tool", "tool_type", *services.BINDING_FIELDS]
     readonly_fields = ["tool_type"]
     extra = 1
     verbose_name = "bound tool"
-    verbose_name_plural = "Bound tools (enable/disable, override name or description)"
+    verbose_name_plural = "Bound tools"
+    template = "admin/tools_app/mcpinstance/binding_inline.html"
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("tool")
+        """The instance page's window of bindings (bindings_window): a filter by name and pages of
+        BINDINGS_PAGE; the rows outside it are not in the formset (its name checks still count them)."""
+        queryset = super().get_queryset(request).select_related("tool")
+        window = getattr(request, BINDINGS_WINDOW_ATTR, None)
+        return queryset if window is None else queryset.filter(pk__in=window.ids)
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "tool":
@@ -196,11 +250,12 @@ class McpInstanceAdmin(OwnedAdmin):
                 ),
             },
         ),
-        ("Limits", {"fields": ["key_rate_limit"]}),
+        ("Limits", {"fields": ["key_rate_limit"], "classes": ["collapse"]}),
         (
             "Logging",
             {
                 "fields": ["log_level", "record_call_details"],
+                "classes": ["collapse"],
                 "description": doc_help_text(
                     "Log messages of every tool call, for MCP clients that cannot keep a level between "
                     "requests (docs/mcp-clients.md, Progress and logs); and what the call log keeps of each call "
@@ -299,6 +354,7 @@ class McpInstanceAdmin(OwnedAdmin):
         return [
             path("setup/", view(self.setup_view), name="tools_app_mcpinstance_setup"),
             path("<path:object_id>/keys/new/", view(self.key_create_view), name="tools_app_mcpinstance_key_create"),
+            path("<path:object_id>/guide/", view(self.guide_view), name="tools_app_mcpinstance_guide"),
             path(
                 "<path:object_id>/keys/<int:key_id>/revoke/",
                 view(self.key_revoke_view),
@@ -329,9 +385,11 @@ class McpInstanceAdmin(OwnedAdmin):
         extra_context = dict(extra_context or {})
         instance = self.get_object(request, unquote(object_id))
         if instance is not None and self.has_view_permission(request, instance):
+            window = bindings_window(instance, request)
+            setattr(request, BINDINGS_WINDOW_ATTR, window)  # BindingInline.get_queryset lists these
+            extra_context["bindings_window"] = window
             extra_context.update(self.connect_context(request, instance))
             extra_context["tool_list_estimate"] = tool_list_estimate(instance)
-            extra_context["usage_guide"] = render_usage_guide(instance)
             extra_context["bindings_url"] = (
                 reverse("admin:tools_app_binding_changelist") + f"?mcp_instance__id__exact={instance.pk}"
             )
@@ -340,6 +398,20 @@ class McpInstanceAdmin(OwnedAdmin):
             )
             extra_context["can_change_instance"] = self.has_change_permission(request, instance)
         return super().change_view(request, object_id, form_url, extra_context)
+
+    def guide_view(self, request, object_id):
+        """The instance's usage guide (SPEC §5) on its own page: on the instance page it was most of its height
+        and of its time."""
+        instance = self.get_object_or_404(request, object_id)
+        context = self.admin_context(
+            request,
+            title=f"Usage guide of {instance.name}",
+            original=instance,
+            instance=instance,
+            usage_guide=render_usage_guide(instance),
+            has_view_permission=True,
+        )
+        return TemplateResponse(request, "admin/tools_app/mcpinstance/guide.html", context)
 
     def key_create_view(self, request, object_id):
         if request.method != "POST":

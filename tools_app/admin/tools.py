@@ -28,7 +28,7 @@ from django.utils.html import format_html
 from django.utils.text import slugify
 
 from tools_app import services
-from tools_app.admin import table_history
+from tools_app.admin import table_history, table_records
 from tools_app.admin.data_tools import bind_to_instance, generate_tools_action
 from tools_app.admin.examples import example_arguments, mount_value
 from tools_app.admin.tool_forms import (
@@ -295,6 +295,8 @@ class TableAdmin(OwnedAdmin):
         document stored before TOOLHUB_MAX_TABLE_DEPTH existed: the editor could not render it)."""
         if obj is None:
             return False
+        if obj.storage == TableStorage.ROWS:
+            return True  # its document holds no records: they are edited in the records view
         if (obj.data_bytes or 0) > editor_max_chars():
             return True
         if not hasattr(obj, "_toolhub_too_deep"):
@@ -357,6 +359,8 @@ class TableAdmin(OwnedAdmin):
         view = self.admin_site.admin_view
         return [
             path("<path:object_id>/data.json", view(self.download_view), name="tools_app_table_download"),
+            path("<path:object_id>/records/", view(self.records_view), name="tools_app_table_records"),
+            path("<path:object_id>/records/record/", view(self.record_view), name="tools_app_table_record"),
             path(
                 "<path:object_id>/history/<int:version>/",
                 view(self.version_view),
@@ -379,6 +383,12 @@ class TableAdmin(OwnedAdmin):
 
     def restore_view(self, request, object_id, version):
         return table_history.restore_view(self, request, object_id, version)
+
+    def records_view(self, request, object_id):
+        return table_records.records_view(self, request, object_id)
+
+    def record_view(self, request, object_id):
+        return table_records.record_view(self, request, object_id)
 
     def download_view(self, request, object_id):
         table = self.get_object_or_404(request, object_id)
@@ -412,6 +422,8 @@ class TableAdmin(OwnedAdmin):
             "table_large": self.is_large(table),
             "table_download_url": reverse("admin:tools_app_table_download", args=[table.pk]),
             "table_tools": list(table.tools.for_user(request.user).order_by("name")),
+            "table_records_url": reverse("admin:tools_app_table_records", args=[table.pk]),
+            "table_rows": table.storage == TableStorage.ROWS,
         }
         for tool in context["table_tools"]:
             tool.generation = generation_state(tool)  # the list's description column (toolsets.description_drift)

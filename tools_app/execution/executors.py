@@ -33,7 +33,7 @@ from tools_app.validators import describe_path, max_table_depth, nesting_beyond
 
 MAX_IDEMPOTENCY_KEY = 200
 
-__all__ = ["EXECUTORS", "Executor", "execute", "read_mount", "run_read", "write_mount"]
+__all__ = ["EXECUTORS", "Executor", "execute", "read_mount", "run_read", "write_at", "write_mount"]
 
 # (*, tool, arguments, scope) -> JSON result; arguments already validated against the tool's schema.
 Executor = Callable[..., Any]
@@ -171,9 +171,18 @@ def write_mount(tool: Tool, build: Callable[[Mount, dict], Any], arguments: dict
     """Apply the change `build(mount, arguments)` under the table's lock: {verb: count, "version": new}; with
     dry_run, {"dry_run": true, "version": <would be>, "patch": [...]}; a repeated idempotency key, the first
     answer (services.table_write)."""
+    mount, table_id = _mount(tool)
+    try:
+        return write_at(table_id, mount, build, arguments, verb)
+    except Table.DoesNotExist as exc:
+        raise _table_gone(tool, exc) from exc
+
+
+def write_at(table_id: int, mount: Mount, build: Callable[[Mount, dict], Any], arguments: dict, verb: str) -> dict:
+    """write_mount's write at a mount of a table, for a caller without a tool (the admin's records view): the same
+    checks, lock, history entry and answer. Table.DoesNotExist when the table is gone."""
     safe = arguments.get(SAFE_WRITE)  # type: ignore[call-overload]
     arguments = {name: value for name, value in arguments.items() if name != SAFE_WRITE}
-    mount, table_id = _mount(tool)
     change = build(mount, arguments)
 
     def limited(data: Any, derived: dict) -> Any:
@@ -192,8 +201,6 @@ def write_mount(tool: Tool, build: Callable[[Mount, dict], Any], arguments: dict
             answer=lambda version, count: {verb: count, "version": version},
             safe=safe,
         )
-    except Table.DoesNotExist as exc:
-        raise _table_gone(tool, exc) from exc
     except ValidationError as exc:
         # Table.data's encoder: the new document is over TOOLHUB_MAX_TABLE_BYTES. Nothing was written.
         raise ToolError(ErrorCode.VALIDATION_ERROR, f"{exc.messages[0]} Nothing was written.") from exc

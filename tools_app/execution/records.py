@@ -51,14 +51,18 @@ __all__ = [
     "SCHEMA_SAMPLE",
     "Collection",
     "collection_mounts",
+    "collection_value",
     "collections",
     "create_collection",
+    "dialect",
     "document_chunks",
     "max_evaluated_bytes",
     "read",
+    "records_table",
     "relayout",
     "sample_document",
     "schema",
+    "select_records",
     "table_to_rows",
     "version_document",
     "whole_document",
@@ -997,3 +1001,10 @@ table_log.rows_create = create_collection
 table_log.rows_whole = whole_document
 table_log.rows_version = version_document
 table_log.rows_sample = sample_document
+
+# The records view (tools_app.execution.record_pages) reads a window of rows, or a whole collection within the
+# evaluator's byte bound, through these.
+select_records = _select
+collection_value = _value
+dialect = _dialect
+records_table = _records_table

@@ -522,10 +522,13 @@ def test_large_tool_list_suggests_search(owner_client, instance, bound, monkeypa
 
 
 def test_instance_page_renders_usage_guide(owner_client, instance, bound):
-    """The usage guide is rendered from Markdown to HTML on the instance page."""
+    """The usage guide is rendered from Markdown to HTML on its page, linked from the instance page."""
     # when
-    response = owner_client.get(change_url(instance))
+    page = owner_client.get(change_url(instance))
+    response = owner_client.get(reverse("admin:tools_app_mcpinstance_guide", args=[instance.pk]))
     # then
+    assert 'id="toolhub-guide-link"' in page.content.decode()
+    assert "usage_guide" not in page.context
     guide = response.context["usage_guide"]
     assert "error" not in guide
     assert "Tools: 2" in guide["markdown"]

@@ -67,9 +67,9 @@ def test_the_call_log_writes_every_time_one_way(owner):
     assert "Nov. 27" not in page
 
 
-def test_the_instance_page_names_the_guide_tool_as_bound(owner, instance, bind, make_tool):
+def test_the_usage_guide_page_names_the_guide_tool_as_bound(owner, instance, bind, make_tool):
     guide = make_tool(owner, type="get_tool_usage_guide", name="tool_guide")
-    url = reverse("admin:tools_app_mcpinstance_change", args=[instance.pk])
+    url = reverse("admin:tools_app_mcpinstance_guide", args=[instance.pk])
     page = logged_in(owner).get(url).content.decode()
     summary = re.search(r'<summary id="toolhub-guide-summary">(.*?)</summary>', page, re.S)
     assert summary is not None

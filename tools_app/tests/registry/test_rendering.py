@@ -66,7 +66,7 @@ def test_instance_page_guide_shows_hostile_description_harmlessly(client, owner,
     bind(instance, make_tool(owner, table, name="orders_query", description=description))
     client.force_login(owner)
     # when
-    response = client.get(reverse("admin:tools_app_mcpinstance_change", args=[instance.pk]))
+    response = client.get(reverse("admin:tools_app_mcpinstance_guide", args=[instance.pk]))
     # then
     html = response.context["usage_guide"]["html"]
     assert (
