@@ -715,7 +715,7 @@ class _Lists:
         if isinstance(plan, Sort):
             source = self.select(plan.source)
             self.check_keys(source, plan.key)
-            keys = fmt("{}, {}", self.d.number_key(plan.key), self.d.string_key(plan.key))
+            keys = self.order_keys(plan.key, "")
             return fmt("SELECT ROW_NUMBER() OVER (ORDER BY {}, k) AS k, data, lay, rkey FROM ({}) AS s", keys, source)
         return self.slice(plan)
 
@@ -736,6 +736,17 @@ class _Lists:
         """The element is not null (a projection drops null values; a multi-select of null is null)."""
         path = elem.path if isinstance(elem, ElemPath) else elem.base
         return c_not(self.predicates.kind_test(path, {"null"}))
+
+    def order_keys(self, key: Path, direction: str) -> Sql:
+        """The ORDER BY terms of a sort key: numbers (in number order), then strings (by code point); where the
+        facts say the key is never a string, the numbers alone, and on SQLite, where they say it is a number or
+        null, its bare value (the expression an index on the field serves)."""
+        held = self.predicates.field_kinds(key)
+        # SQLite's number() is the bare value: right only where the key is never another kind than a number.
+        number = self.d.number(key) if self.predicates.only(key, "number") else self.d.number_key(key)
+        if held is not None and "string" not in held:
+            return fmt("{}" + direction, number)
+        return fmt("{}" + direction + ", {}" + direction, number, self.d.string_key(key))
 
     def check_keys(self, source: Sql, key: Path) -> None:
         """sort_by, min_by, max_by, min, max: every key a number or every key a string (else jmespath raises)."""
@@ -862,7 +873,7 @@ class _Lists:
     def first_by(self, source: Sql, key: Path, *, descending: bool, elem: Elem) -> tuple[Sql, Output]:
         """The first element (in list order) with the greatest/least key: what Python's max/min return."""
         direction = " DESC" if descending else ""
-        order = fmt(f"{{}}{direction}, {{}}{direction}, k", self.d.number_key(key), self.d.string_key(key))
+        order = fmt("{}, k", self.order_keys(key, direction))
         sql = fmt("SELECT 0 AS o, {} FROM ({}) AS s ORDER BY {} LIMIT 1", self.outputs(elem), source, order)
         return sql, Output("one", elem)
 
