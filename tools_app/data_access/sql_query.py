@@ -136,15 +136,26 @@ def finish(output: Output, rows: Sequence[Sequence[Any]], layouts: LayoutLoader 
             return None
         rows = [row[2:] for row in rows if row[1]]
     assert output.elem is not None
-    decoded = _decode(rows)
-    # Layouts matter only where an object came back (a scalar has no key order): loaded for those rows only.
-    wanted = {row[-1] for row, values in zip(rows, decoded, strict=True) if row[-1] is not None and _nested(values)}
-    if wanted and layouts is None:
-        raise ValueError("rows have key-order layouts, but no layout loader was given")
-    loaded = layouts(wanted) if wanted and layouts is not None else {}
-    if isinstance(output.elem, ElemPath) and not loaded:
-        values = [items[0] for items in decoded]
+    if isinstance(output.elem, ElemPath):
+        # One value per row: decoded as one JSON array (no list per row); key orders restored where an object
+        # or array came back from a row with a layout.
+        values = _decode_column(rows)
+        wanted = {row[-1] for row, value in zip(rows, values, strict=True) if row[-1] is not None and _nested([value])}
+        if wanted:
+            if layouts is None:
+                raise ValueError("rows have key-order layouts, but no layout loader was given")
+            loaded = layouts(wanted)
+            values = [
+                _element(output.elem, [value], loaded.get(row[-1])) if row[-1] in wanted else value
+                for row, value in zip(rows, values, strict=True)
+            ]
     else:
+        decoded = _decode(rows)
+        # Layouts matter only where an object came back (a scalar has no key order): loaded for those rows only.
+        wanted = {row[-1] for row, items in zip(rows, decoded, strict=True) if row[-1] is not None and _nested(items)}
+        if wanted and layouts is None:
+            raise ValueError("rows have key-order layouts, but no layout loader was given")
+        loaded = layouts(wanted) if wanted and layouts is not None else {}
         values = [_element(output.elem, items, loaded.get(row[-1])) for row, items in zip(rows, decoded, strict=True)]
     if output.drop_nulls:
         values = [value for value in values if value is not None]
@@ -153,9 +164,15 @@ def finish(output: Output, rows: Sequence[Sequence[Any]], layouts: LayoutLoader 
     return SqlAnswer(values)
 
 
+def _decode_column(rows: Sequence[Sequence[Any]]) -> list[Any]:
+    """The first column's JSON texts (NULL = null) decoded by one parse of them joined as an array: the same
+    values as one json.loads per text, at a fraction of the calls and without a list per row."""
+    return json.loads("[" + ",".join("null" if row[0] is None else row[0] for row in rows) + "]")
+
+
 def _decode(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
     """Each row's JSON texts (all columns but the last, the layout id; NULL = null) decoded, by one parse of
-    the whole answer: the same values as one json.loads per text, at a fraction of the calls."""
+    the whole answer."""
     if not rows:
         return []
     text = ",".join("[" + ",".join("null" if item is None else item for item in row[:-1]) + "]" for row in rows)
