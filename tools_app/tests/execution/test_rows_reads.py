@@ -102,12 +102,11 @@ def test_every_write_of_records_keeps_the_collections_facts(make_table, make_too
 
 
 @pytest.fixture
-def stored():
+def stored_orders():
     """A collection of ORDERS written as rows (its facts kept by the write)."""
-    from tools_app.models import Table as TableModel
 
     def make(value):
-        table = TableModel.objects.create(owner_id=_owner().pk, name=f"t{TableModel.objects.count()}")
+        table = Table.objects.create(owner_id=_owner().pk, name=f"t{Table.objects.count()}")
         collection = TableCollection.objects.create(table=table, mount="", kind="array")
         with connection.cursor() as cursor:
             write_records(
@@ -140,8 +139,8 @@ def _run(expression, collection_id, known):
     return query.statement(table=TableRecord._meta.db_table, collection_id=collection_id, known=known), answer
 
 
-def test_a_filter_over_known_kinds_has_no_type_checks_and_answers_as_jmespath(stored):
-    collection_id = stored([dict(order) for order in ORDERS])
+def test_a_filter_over_known_kinds_has_no_type_checks_and_answers_as_jmespath(stored_orders):
+    collection_id = stored_orders([dict(order) for order in ORDERS])
     with connection.cursor() as cursor:
         known = field_kinds(cursor, collection_id)
     unknown_statement, unknown = _run(FILTER, collection_id, None)
@@ -159,8 +158,8 @@ def test_a_filter_over_known_kinds_has_no_type_checks_and_answers_as_jmespath(st
     assert "field_kinds" in statement.sql
 
 
-def test_a_statement_compiled_with_facts_a_later_write_outgrew_leaves_the_answer_to_the_evaluator(stored):
-    collection_id = stored([dict(order) for order in ORDERS])
+def test_a_statement_compiled_with_facts_a_later_write_outgrew_leaves_the_answer_to_the_evaluator(stored_orders):
+    collection_id = stored_orders([dict(order) for order in ORDERS])
     with connection.cursor() as cursor:
         known = field_kinds(cursor, collection_id)
         # A record whose `total` is a string: over it jmespath raises, which the statement compiled with the
