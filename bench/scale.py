@@ -223,6 +223,7 @@ def _bare(args: argparse.Namespace) -> dict[str, Any]:
     from django.db import connection, connections, transaction
 
     from tools_app import services
+    from tools_app.data_access.sql import store
     from tools_app.data_access.sql.store import POSITION_GAP, write_records
     from tools_app.data_access.sql_query import compile_sql_expression, run_sql
     from tools_app.models import TableCollection, TableRecord, TableRecordLayout
@@ -272,16 +273,22 @@ def _bare(args: argparse.Namespace) -> dict[str, Any]:
     queries: dict[str, Any] = {}
     out["queries"] = queries
     progress(out)
+    # The collection's field kinds, kept by the write (where the tools' reads take them from), when this
+    # version keeps them.
+    field_kinds = getattr(store, "field_kinds", None)
+    with connection.cursor() as cursor:
+        known = None if field_kinds is None else field_kinds(cursor, collection.pk)
+    facts = {} if known is None else {"known": known}
     for name, (expression, _) in QUERIES.items():
         query = compile_sql_expression(expression, vendor, "array")
         if query is None:
             queries[name] = {"error": "does not compile"}
             continue
-        statement = query.statement(table=records_table, collection_id=collection.pk)
+        statement = query.statement(table=records_table, collection_id=collection.pk, **facts)
 
         def answered(query=query) -> Any:
             with connection.cursor() as cursor:
-                answer = run_sql(query, cursor, table=records_table, collection_id=collection.pk)
+                answer = run_sql(query, cursor, table=records_table, collection_id=collection.pk, **facts)
             return None if answer is None else answer.value
 
         def alone(statement=statement) -> Any:

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace, label: str) -> int:
 
     from tools_app import services
     from tools_app.data_access.jmespath_compiler import compile_query
-    from tools_app.data_access.sql.store import write_records
+    from tools_app.data_access.sql.store import field_kinds, write_records
     from tools_app.data_access.sql_query import compile_sql_expression, run_sql
     from tools_app.models import TableCollection, TableRecord, TableRecordLayout
 
@@ -88,7 +88,10 @@ def run(args: argparse.Namespace, label: str) -> int:
 
     query = compile_sql_expression(FILTER, vendor, "array")
     assert query is not None
+    with connection.cursor() as cursor:
+        known = field_kinds(cursor, collection.pk)
     statement = query.statement(table=records_table, collection_id=collection.pk)
+    statement_known = query.statement(table=records_table, collection_id=collection.pk, known=known)
     expected = jmespath.search(FILTER, records)
 
     def sql() -> Any:
@@ -97,9 +100,20 @@ def run(args: argparse.Namespace, label: str) -> int:
         assert answer is not None
         return answer.value
 
+    def sql_known() -> Any:
+        with connection.cursor() as cursor:
+            answer = run_sql(query, cursor, table=records_table, collection_id=collection.pk, known=known)
+        assert answer is not None
+        return answer.value
+
     def bare() -> Any:
         with connection.cursor() as cursor:
             cursor.execute(statement.sql, statement.params)
+            return cursor.fetchall()
+
+    def bare_known() -> Any:
+        with connection.cursor() as cursor:
+            cursor.execute(statement_known.sql, statement_known.params)
             return cursor.fetchall()
 
     # The filter as one would write it by hand (no type rules, no error checks): the bare engine's figure.
@@ -123,6 +137,8 @@ def run(args: argparse.Namespace, label: str) -> int:
     for name, call, runs in (
         ("SQL, no index (run_sql)", sql, args.runs),
         ("  the statement alone", bare, args.runs),
+        ("  with field kinds (run_sql)", sql_known, args.runs),
+        ("  its statement alone", bare_known, args.runs),
         ("  a hand-written statement", hand_written, args.runs),
     ):
         rows.append((name, *timed(call, runs)))
@@ -141,9 +157,18 @@ def run(args: argparse.Namespace, label: str) -> int:
         )
         plan = [str(row[-1]) for row in cursor.fetchall()]
     print("plan with the index:\n  " + "\n  ".join(plan))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            ("EXPLAIN " if vendor == "postgresql" else "EXPLAIN QUERY PLAN ") + statement_known.sql,
+            statement_known.params,
+        )
+        plan = [str(row[-1]) for row in cursor.fetchall()]
+    print("plan with the index and the field kinds:\n  " + "\n  ".join(plan))
     for name, call, runs in (
         ("SQL, index on status (run_sql)", sql, args.runs),
         ("  the statement alone", bare, args.runs),
+        ("  with field kinds (run_sql)", sql_known, args.runs),
+        ("  its statement alone", bare_known, args.runs),
         ("  a hand-written statement", hand_written, args.runs),
     ):
         rows.append((name, *timed(call, runs)))

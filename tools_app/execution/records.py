@@ -22,6 +22,7 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
 
 import json
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,13 +33,14 @@ from django.db import connection, transaction
 from django.db.models import F, Sum
 
 from tools_app import services
-from tools_app.data_access import budget, narrowing, operations, pointer
+from tools_app.data_access import budget, narrowing, operations, pointer, slow_queries
 from tools_app.data_access.operations import Mount
 from tools_app.data_access.query import compile_expression
 from tools_app.data_access.shape import describe
 from tools_app.data_access.sql import store
 from tools_app.data_access.sql.codec import Layout, restore
-from tools_app.data_access.sql_query import compile_sql_expression, run_sql
+from tools_app.data_access.sql.kinds import Known
+from tools_app.data_access.sql_query import SqlQuery, compile_sql_expression, run_sql
 from tools_app.kernel import json_patch
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import Table, TableCollection, TableRecord, TableRecordLayout, TableSnapshot, TableStorage, Tool
@@ -102,6 +104,7 @@ class Collection:
     kind: str  # "array" | "object"
     key_field: str
     record_count: int
+    known: Known | None = None  # its field kinds (tools_app.data_access.sql.kinds); None: not known
 
     @property
     def tokens(self) -> tuple[str, ...]:
@@ -111,9 +114,9 @@ class Collection:
 def collections(table_id: int) -> dict[str, Collection]:
     """The table's collections by mount."""
     rows = TableCollection.objects.filter(table_id=table_id).values_list(
-        "id", "mount", "kind", "key_field", "record_count"
+        "id", "mount", "kind", "key_field", "record_count", "field_kinds"
     )
-    return {row[1]: Collection(*row) for row in rows}
+    return {row[1]: Collection(*row[:5], known=Known.of(row[5])) for row in rows}
 
 
 #
@@ -661,6 +664,7 @@ def _query(collection: Collection, mount: Mount, arguments: dict, where: dict[st
     sql_expression = expression if where is None else narrowing.composed(where, expression)
     compiled = compile_sql_expression(sql_expression, _dialect(), collection.kind)
     if compiled is not None:
+        started = time.perf_counter()
         with engine_budget(), connection.cursor() as cursor:
             answer = run_sql(
                 compiled,
@@ -668,11 +672,22 @@ def _query(collection: Collection, mount: Mount, arguments: dict, where: dict[st
                 table=_records_table(),
                 collection_id=collection.id,
                 layouts=lambda ids: store.layouts_by_id(cursor, _layouts_table(), ids),
+                known=collection.known,
             )
+        _observe(compiled, collection, (time.perf_counter() - started) * 1000)
         if answer is not None:
             return answer.value
     keep = None if where is None else narrowing.keeps(where)
     return operations.query_data(_value(collection, keep), Mount("", mount.key_field), arguments)
+
+
+def _observe(compiled: SqlQuery, collection: Collection, duration_ms: float) -> None:
+    """A slow compiled statement filtering or sorting on fields the table does not index is reported
+    (data_access.slow_queries: the metric, and the call log's note). The declared fields are read only then."""
+    if duration_ms <= slow_queries.slow_query_ms():
+        return
+    indexed = Table.objects.filter(collections__id=collection.id).values_list("indexed_fields", flat=True).first()
+    slow_queries.observe_query(compiled, indexed_fields=indexed or [], duration_ms=duration_ms)
 
 
 def _select_keys(collection: Collection, mount: Mount, arguments: dict) -> Any:

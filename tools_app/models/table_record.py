@@ -24,6 +24,10 @@ class TableCollection(models.Model):
     record_count = models.PositiveBigIntegerField(default=0, db_default=0)
     # An array's records are keyed (TableRecord.key) by this field of theirs: select by it is an index lookup.
     key_field = models.CharField(max_length=200, blank=True, default="id", db_default="id")
+    # The JSON kinds each top-level field of its records has ever held (tools_app.data_access.sql.kinds), kept by
+    # every write of records; compiled queries drop the type checks they make needless. NULL: not known (a
+    # collection written before they were kept).
+    field_kinds = models.JSONField(null=True, blank=True, editable=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["table", "mount"], name="table_collection_unique_mount")]

@@ -17,11 +17,13 @@ counts as an error condition. Every inlined text (JSON paths, field names) is qu
 parameters. `%` in inlined text is doubled: statements always run with a parameter tuple.
 """
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tools_app.data_access.sql.codec import record_text
+from tools_app.data_access.sql.kinds import COLLECTIONS_TABLE, Known
 from tools_app.data_access.sql.plan import (
     And,
     Collect,
@@ -177,6 +179,8 @@ def kind_of(value: Any) -> str:
 
 
 NUMBER_OR_STRING = frozenset({"number", "string"})
+# What PostgreSQL's `->>` writes for a JSON number (numeric's text: never an exponent) or boolean.
+_NON_STRING_TEXT = re.compile(r"-?[0-9]+(\.[0-9]+)?|true|false")
 
 
 #
@@ -380,8 +384,13 @@ class PostgresDialect:
         return FALSE
 
     def string_equals(self, path: Path, text: str) -> Cond:
-        # The comparison first: it is the expression an index on the field serves.
-        return c_and(cond(fmt("{} = {}", self.string(path), param(text))), self.is_kind(path, {"string"}))
+        # The comparison first: it is the expression an index on the field serves. `->>` gives a string's text,
+        # and a number's, a boolean's, an array's or an object's JSON text (a null is NULL): only a literal that
+        # looks like one of those needs the type checked.
+        equals = cond(fmt("{} = {}", self.string(path), param(text)))
+        if _NON_STRING_TEXT.fullmatch(text) or text[:1] in ("[", "{"):
+            return c_and(equals, self.is_kind(path, {"string"}))
+        return equals
 
     def container_equals(self, path: Path, literal: Any) -> Cond:
         if _holds_bool_or_unit(literal, top=True):
@@ -474,8 +483,40 @@ def _holds_bool_or_unit(value: Any, *, top: bool = False) -> bool:
 
 
 class _Predicates:
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect, known: Known | None = None) -> None:
         self.d = dialect
+        self.known = known
+
+    def field_kinds(self, path: Path) -> frozenset[str] | None:
+        """The kinds the value at `path` may have by the collection's facts (a top-level field); None: any."""
+        if self.known is None:
+            return None
+        if not path:
+            return self.known.records
+        if len(path) != 1 or path[0][0] != "field":
+            return None
+        return self.known.field(path[0][1])
+
+    def kind_test(self, path: Path, kinds: frozenset[str] | set[str]) -> Cond:
+        """The value at `path` is of one of `kinds`: constant where the facts decide it."""
+        held = self.field_kinds(path)
+        if held is not None:
+            held = held - {"wide"}
+            if held <= kinds:
+                return TRUE
+            if not held & kinds:
+                return FALSE
+        return self.d.is_kind(path, kinds)
+
+    def only(self, path: Path, kind: str) -> bool:
+        """By the facts, the value at `path` is always of `kind` or null (a comparison's SQL is NULL on null)."""
+        held = self.field_kinds(path)
+        return held is not None and held - {"wide"} <= {kind, "null"}
+
+    def guarded(self, left: PathRef, kind: str, test: Cond) -> Cond:
+        """`test` (NULL where the value is null) where the value is of `kind`: the type check dropped when the
+        facts say the value is never of another kind."""
+        return test if self.only(left.path, kind) else c_and(self.is_(left, {kind}), test)
 
     def render(self, pred: Pred) -> tuple[Cond, Cond]:
         if isinstance(pred, Const):
@@ -515,7 +556,7 @@ class _Predicates:
     def is_(self, operand: Operand, kinds: frozenset[str] | set[str]) -> Cond:
         if isinstance(operand, Lit):
             return TRUE if kind_of(operand.value) in kinds else FALSE
-        return self.d.is_kind(operand.path, kinds)
+        return self.kind_test(operand.path, kinds)
 
     def number(self, operand: Operand) -> Sql:
         return self.d.number_param(operand.value) if isinstance(operand, Lit) else self.d.number(operand.path)
@@ -524,7 +565,10 @@ class _Predicates:
         return self.d.string_param(operand.value) if isinstance(operand, Lit) else self.d.string(operand.path)
 
     def inexact(self, operand: Operand) -> Cond:
-        return FALSE if isinstance(operand, Lit) else self.d.inexact(operand.path)
+        if isinstance(operand, Lit):
+            return FALSE
+        held = self.field_kinds(operand.path)
+        return FALSE if held is not None and "wide" not in held else self.d.inexact(operand.path)
 
     # Comparisons
 
@@ -544,10 +588,10 @@ class _Predicates:
             kind = kind_of(right.value)
             if kind == "number":
                 test = cond(fmt("{} " + sql_op + " {}", self.number(left), self.number(right)))
-                return c_and(self.is_(left, {"number"}), test), c_or(self.is_(left, {"string"}), self.inexact(left))
+                return self.guarded(left, "number", test), c_or(self.is_(left, {"string"}), self.inexact(left))
             if kind == "string":
                 test = cond(fmt("{} " + sql_op + " {}", self.string(left), self.string(right)))
-                return c_and(self.is_(left, {"string"}), test), self.is_(left, {"number"})
+                return self.guarded(left, "string", test), self.is_(left, {"number"})
             return FALSE, FALSE
         numbers = c_and(self.is_(left, {"number"}), self.is_(right, {"number"}))
         strings = c_and(self.is_(left, {"string"}), self.is_(right, {"string"}))
@@ -571,8 +615,10 @@ class _Predicates:
                 return self.is_(left, {kind}), FALSE
             if kind == "number":
                 test = cond(fmt("{} = {}", self.number(left), self.number(right)))
-                return c_and(self.is_(left, {"number"}), test), self.inexact(left)
+                return self.guarded(left, "number", test), self.inexact(left)
             if kind == "string":
+                if self.only(left.path, "string"):
+                    return cond(fmt("{} = {}", self.string(left), self.string(right))), FALSE
                 return self.d.string_equals(left.path, literal), FALSE
             return self.d.container_equals(left.path, literal), FALSE
         same = FALSE
@@ -595,11 +641,11 @@ class _Predicates:
 
     def contains(self, pred: Contains) -> tuple[Cond, Cond]:
         path, literal = pred.subject.path, pred.search.value
-        is_array = self.d.is_kind(path, {"array"})
+        is_array = self.kind_test(path, {"array"})
         in_array = c_and(is_array, self.d.array_any(path, literal))
         if isinstance(literal, str):
-            in_string = c_and(self.d.is_kind(path, {"string"}), self.d.substring(path, literal))
-            return c_or(in_string, in_array), c_not(self.d.is_kind(path, {"string", "array"}))
+            in_string = c_and(self.kind_test(path, {"string"}), self.d.substring(path, literal))
+            return c_or(in_string, in_array), c_not(self.kind_test(path, {"string", "array"}))
         # A string subject raises TypeError for a search that is no string, as anything else but an array.
         error = c_not(is_array)
         if kind_of(literal) == "number":
@@ -627,6 +673,7 @@ class Output:
     kind: str  # list, count, sum, avg, one, keys
     elem: Elem | None = None
     filtered: bool = False  # rows carry their own error flag and keep flag (the single-scan form)
+    drop_nulls: bool = False  # a projection's null values are dropped from the decoded list (not by the SQL)
 
 
 @dataclass(frozen=True)
@@ -640,9 +687,9 @@ _COLUMNS = "k, data, lay, rkey"
 
 
 class _Lists:
-    def __init__(self, dialect: Dialect, table: str, collection_id: int) -> None:
+    def __init__(self, dialect: Dialect, table: str, collection_id: int, known: Known | None = None) -> None:
         self.d = dialect
-        self.predicates = _Predicates(dialect)
+        self.predicates = _Predicates(dialect, known)
         # The collection's id inlined (an int): a per-collection partial index (WHERE collection_id = <id>) is
         # used only for a statement that names the same literal (SQLite always; PostgreSQL's generic plans).
         self.base = Sql(
@@ -668,7 +715,7 @@ class _Lists:
         if isinstance(plan, Sort):
             source = self.select(plan.source)
             self.check_keys(source, plan.key)
-            keys = fmt("{}, {}", self.d.number_key(plan.key), self.d.string_key(plan.key))
+            keys = self.order_keys(plan.key, "")
             return fmt("SELECT ROW_NUMBER() OVER (ORDER BY {}, k) AS k, data, lay, rkey FROM ({}) AS s", keys, source)
         return self.slice(plan)
 
@@ -688,21 +735,36 @@ class _Lists:
     def present(self, elem: Elem) -> Cond:
         """The element is not null (a projection drops null values; a multi-select of null is null)."""
         path = elem.path if isinstance(elem, ElemPath) else elem.base
-        return c_not(self.d.is_kind(path, {"null"}))
+        return c_not(self.predicates.kind_test(path, {"null"}))
+
+    def order_keys(self, key: Path, direction: str) -> Sql:
+        """The ORDER BY terms of a sort key: numbers (in number order), then strings (by code point); where the
+        facts say the key is never a string, the numbers alone, and on SQLite, where they say it is a number or
+        null, its bare value (the expression an index on the field serves)."""
+        held = self.predicates.field_kinds(key)
+        # SQLite's number() is the bare value: right only where the key is never another kind than a number.
+        number = self.d.number(key) if self.predicates.only(key, "number") else self.d.number_key(key)
+        if held is not None and "string" not in held:
+            return fmt("{}" + direction, number)
+        return fmt("{}" + direction + ", {}" + direction, number, self.d.string_key(key))
 
     def check_keys(self, source: Sql, key: Path) -> None:
         """sort_by, min_by, max_by, min, max: every key a number or every key a string (else jmespath raises)."""
-        bad = c_or(c_not(self.d.is_kind(key, NUMBER_OR_STRING)), self.d.inexact(key))
-        self.checks.append(fmt("EXISTS (SELECT 1 FROM ({}) AS s WHERE {})", source, strict(bad)))
-        self.checks.append(
-            fmt(
-                "(EXISTS (SELECT 1 FROM ({}) AS s WHERE {}) AND EXISTS (SELECT 1 FROM ({}) AS s WHERE {}))",
-                source,
-                as_sql(self.d.is_kind(key, {"number"})),
-                source,
-                as_sql(self.d.is_kind(key, {"string"})),
+        bad = c_or(c_not(self.predicates.kind_test(key, NUMBER_OR_STRING)), self.predicates.inexact(PathRef(key)))
+        if bad.const is not False:
+            self.checks.append(fmt("EXISTS (SELECT 1 FROM ({}) AS s WHERE {})", source, strict(bad)))
+        numbers = self.predicates.kind_test(key, {"number"})
+        strings = self.predicates.kind_test(key, {"string"})
+        if numbers.const is not False and strings.const is not False:
+            self.checks.append(
+                fmt(
+                    "(EXISTS (SELECT 1 FROM ({}) AS s WHERE {}) AND EXISTS (SELECT 1 FROM ({}) AS s WHERE {}))",
+                    source,
+                    as_sql(numbers),
+                    source,
+                    as_sql(strings),
+                )
             )
-        )
 
     def slice(self, plan: Slice) -> Sql:
         source = self.select(plan.source)
@@ -745,10 +807,14 @@ class _Lists:
             if single is not None:
                 return single
         if isinstance(plan, Collect):
+            elem = plan.source.elem
+            if isinstance(plan.source, Map) and isinstance(elem, ElemPath):
+                # A projection's last step: its nulls are dropped from the decoded values, not tested per row.
+                source = self.select(plan.source.source)
+                sql = fmt("SELECT k AS o, {} FROM ({}) AS s", self.outputs(elem), source)
+                return sql, Output("list", elem, drop_nulls=True)
             source = self.select(plan.source)
-            return fmt("SELECT k AS o, {} FROM ({}) AS s", self.outputs(plan.source.elem), source), Output(
-                "list", plan.source.elem
-            )
+            return fmt("SELECT k AS o, {} FROM ({}) AS s", self.outputs(elem), source), Output("list", elem)
         if isinstance(plan, Count):
             return fmt("SELECT 0 AS o, COUNT(*) AS n FROM ({}) AS s", self.select(plan.source)), Output("count")
         if isinstance(plan, Keys):
@@ -770,7 +836,9 @@ class _Lists:
             return None
         self.filtered = True
         elem = source.elem
-        keep = self.present(elem) if mapped is not None else TRUE
+        # A projection of one path keeps its non-null values: dropped from the decoded values instead.
+        drop_nulls = isinstance(plan, Collect) and mapped is not None and isinstance(elem, ElemPath)
+        keep = self.present(elem) if mapped is not None and not drop_nulls else TRUE
         candidates = fmt("{} AND {}", self.base, as_sql(self.predicates.candidates(where.pred)))
         if isinstance(plan, Count):
             sql = fmt(
@@ -788,7 +856,7 @@ class _Lists:
             self.outputs(elem),
             candidates,
         )
-        return sql, Output("list", elem, filtered=True)
+        return sql, Output("list", elem, filtered=True, drop_nulls=drop_nulls)
 
     def fold(self, plan: Fold) -> tuple[Sql, Output]:
         assert isinstance(plan.source.elem, ElemPath)
@@ -796,7 +864,7 @@ class _Lists:
         source = self.select(plan.source)
         if plan.function in ("sum", "avg"):
             # Summed in Python, in order: float addition is not associative, and Python's sum is the reference.
-            is_number = strict(self.d.is_kind(path, {"number"}))
+            is_number = strict(self.predicates.kind_test(path, {"number"}))
             sql = fmt("SELECT k AS o, {} AS ok, {} AS v0 FROM ({}) AS s", is_number, self.d.json(path), source)
             return sql, Output(plan.function)
         self.check_keys(source, path)
@@ -805,7 +873,7 @@ class _Lists:
     def first_by(self, source: Sql, key: Path, *, descending: bool, elem: Elem) -> tuple[Sql, Output]:
         """The first element (in list order) with the greatest/least key: what Python's max/min return."""
         direction = " DESC" if descending else ""
-        order = fmt(f"{{}}{direction}, {{}}{direction}, k", self.d.number_key(key), self.d.string_key(key))
+        order = fmt("{}, k", self.order_keys(key, direction))
         sql = fmt("SELECT 0 AS o, {} FROM ({}) AS s ORDER BY {} LIMIT 1", self.outputs(elem), source, order)
         return sql, Output("one", elem)
 
@@ -830,23 +898,34 @@ def _quote_name(name: str) -> str:
     return f'"{name}"'
 
 
-def render(plan: ValuePlan, *, dialect: str, table: str, collection_id: int) -> Rendered:
-    """The one statement answering `plan` over collection `collection_id` of the records table `table`.
+def render(plan: ValuePlan, *, dialect: str, table: str, collection_id: int, known: Known | None = None) -> Rendered:
+    """The one statement answering `plan` over collection `collection_id` of the records table `table`;
+    `known`: the collection's field kinds (tools_app.data_access.sql.kinds), whose type checks it drops.
 
     Its first column is the error flag (see the module docstring), its second the order of the rows.
     """
-    lists = _Lists(dialect_for(dialect), table, collection_id)
+    lists = _Lists(dialect_for(dialect), table, collection_id, known)
     main, output = lists.value(plan)
     order = lists.order("m.o")
-    if output.filtered:
-        statement = fmt(f"SELECT FALSE AS err_any, m.* FROM ({{}}) AS m ORDER BY {order}", main)
-    else:
-        checks = lists.checks
-        flag = Sql("FALSE") if not checks else fmt(" OR ".join(["{}"] * len(checks)), *checks)
-        # One statement, so the checks and the answer read the same snapshot; the checks run once.
-        statement = fmt(
-            f"SELECT c.err_any, m.* FROM (SELECT {{}} AS err_any) AS c LEFT JOIN ({{}}) AS m ON TRUE ORDER BY {order}",
-            flag,
-            main,
+    checks = list(lists.checks)
+    if known is not None:
+        # The facts the statement relies on are still the collection's (read in the statement's own snapshot):
+        # else a record written since may hold a kind they lacked, and the evaluator answers.
+        cast = "::jsonb" if dialect == "postgresql" else ""
+        checks.insert(
+            0,
+            fmt(
+                f'(NOT COALESCE((SELECT field_kinds FROM "{COLLECTIONS_TABLE}" WHERE id = {int(collection_id)})'
+                f" = {{}}{cast}, FALSE))",
+                param(known.text),
+            ),
         )
+    flag = Sql("FALSE") if not checks else fmt(" OR ".join(["{}"] * len(checks)), *checks)
+    # One statement, so the checks and the answer read the same snapshot; the checks run once. (In the
+    # single-scan form each row carries its own error flag besides.)
+    statement = fmt(
+        f"SELECT c.err_any, m.* FROM (SELECT {{}} AS err_any) AS c LEFT JOIN ({{}}) AS m ON TRUE ORDER BY {order}",
+        flag,
+        main,
+    )
     return Rendered(statement.text, statement.params, output)

@@ -11,9 +11,19 @@ import json
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
+from tools_app.data_access.sql import kinds
 from tools_app.data_access.sql.codec import Layout, layout_of, record_text, restore
+from tools_app.data_access.sql.kinds import COLLECTIONS_TABLE
 
-__all__ = ["POSITION_GAP", "delete_records", "iter_records", "layouts_by_id", "replace_record", "write_records"]
+__all__ = [
+    "POSITION_GAP",
+    "delete_records",
+    "field_kinds",
+    "iter_records",
+    "layouts_by_id",
+    "replace_record",
+    "write_records",
+]
 
 # Positions are spaced so that a record inserted between two others takes a free position in between;
 # the collection is renumbered only when there is none.
@@ -51,16 +61,52 @@ def write_records(
     layout_ids: dict[str, int] = {}
     pending: list[tuple] = []
     count = 0
+    before = _kinds_before(cursor, dialect, records_table, collection_id)
+    tally = kinds.Tally()
     for position, key, record in _rows(value, key_of, first_position):
         text, layout_id = _encoded(cursor, dialect, layouts_table, collection_id, record, layout_ids)
         pending.append((collection_id, position, key, text, layout_id))
+        tally.add(record)
         count += 1
         if len(pending) >= batch:
             _insert(cursor, dialect, records_table, pending)
             pending = []
     if pending:
         _insert(cursor, dialect, records_table, pending)
+    _kinds_after(cursor, dialect, collection_id, before, tally)
     return count
+
+
+def _kinds_before(cursor: Any, dialect: str, records_table: str, collection_id: int) -> dict | None:
+    """The collection's field kinds before a write (locked on PostgreSQL until the transaction ends, so two
+    writers do not lose each other's). Unknown (NULL) facts of a collection holding no record are the empty
+    facts: a collection starts known; one written before facts were kept stays unknown."""
+    lock = " FOR UPDATE" if dialect == "postgresql" else ""
+    cursor.execute(f'SELECT field_kinds FROM "{COLLECTIONS_TABLE}" WHERE id = %s{lock}', (collection_id,))
+    row = cursor.fetchone()
+    facts = _json(row[0]) if row and row[0] is not None else None
+    if facts is None:
+        cursor.execute(f'SELECT 1 FROM "{records_table}" WHERE collection_id = %s LIMIT 1', (collection_id,))
+        if cursor.fetchone() is None:
+            return kinds.empty()
+    return facts
+
+
+def _kinds_after(cursor: Any, dialect: str, collection_id: int, before: dict | None, tally: kinds.Tally) -> None:
+    after = kinds.merge(before, tally.facts())
+    if after is not None and after != before:
+        cast = "::jsonb" if dialect == "postgresql" else ""
+        cursor.execute(
+            f'UPDATE "{COLLECTIONS_TABLE}" SET field_kinds = %s{cast} WHERE id = %s',
+            (kinds.text(after), collection_id),
+        )
+
+
+def field_kinds(cursor: Any, collection_id: int) -> kinds.Known | None:
+    """The collection's field kinds as the renderer takes them (None: unknown)."""
+    cursor.execute(f'SELECT field_kinds FROM "{COLLECTIONS_TABLE}" WHERE id = %s', (collection_id,))
+    row = cursor.fetchone()
+    return kinds.Known.of(_json(row[0])) if row and row[0] is not None else None
 
 
 def _encoded(
@@ -89,6 +135,10 @@ def replace_record(
     record: Any,
 ) -> None:
     """Write `record` over the row at `position` of the collection (its key stays)."""
+    before = _kinds_before(cursor, dialect, records_table, collection_id)
+    tally = kinds.Tally()
+    tally.add(record)
+    _kinds_after(cursor, dialect, collection_id, before, tally)
     text, layout_id = _encoded(cursor, dialect, layouts_table, collection_id, record, {})
     cast = "::jsonb" if dialect == "postgresql" else ""
     cursor.execute(
