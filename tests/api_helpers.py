@@ -3,7 +3,6 @@
 import asyncio
 from typing import Any
 
-import pytest
 from asgiref.sync import async_to_sync
 from django.apps import apps
 from rest_framework.test import APIClient
@@ -38,15 +37,6 @@ def db_snapshot() -> dict[str, list[dict[str, Any]]]:
         model = apps.get_model(label)
         snapshot[label] = list(model.objects.order_by("pk").values())
     return snapshot
-
-
-@pytest.fixture
-def fast_passwords(settings):
-    """Cheap password hashing: the fixtures create users with passwords, and PBKDF2 costs ~0.4 s each.
-
-    Use as `pytestmark = pytest.mark.usefixtures("fast_passwords")` after importing it into the module.
-    """
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def asgi_post(

@@ -14,12 +14,12 @@ import pytest
 from django.urls import reverse
 
 from mcp_app.tests.mcp_harness import Harness, rpc_body
-from tests.api_helpers import asgi_post, client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import asgi_post, client_for, db_snapshot
 from tests.live_server import Uvicorn, run_python, server_database
 from toolhub.request_limits import cap_request_body
 from tools_app.models import CallLog, Table, TableSnapshot
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 
 def nested(depth: int, leaf=1):

@@ -10,11 +10,11 @@ import pytest
 from django.urls import reverse
 
 from mcp_app.tests.mcp_harness import Harness, rpc_body, rpc_headers
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for, db_snapshot
 from tools_app.models import CallLog
 from tools_app.validators import JSONNumberError, _maybe_huge_float, json_loads
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 BIG = "9" * 5000
 BIG_SHOWN = "9" * 30 + "… (5000 digits)"

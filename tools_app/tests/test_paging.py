@@ -7,7 +7,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for, db_snapshot
 from tools_app import paging, services
 from tools_app.execution import pipeline as calls
 from tools_app.models import CallLog

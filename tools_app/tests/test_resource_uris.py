@@ -5,12 +5,12 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for, db_snapshot
 from tools_app.models import Binding, McpInstance
 from tools_app.resource_uris import Template, conflict, ordered, parse_template
 from tools_app.services import binding_create, binding_update, instance_update
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture

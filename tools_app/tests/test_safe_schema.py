@@ -16,13 +16,13 @@ from django.urls import reverse
 from jsonschema import Draft202012Validator
 
 from mcp_app.tests.mcp_harness import Harness
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for, db_snapshot
 from tools_app import services
 from tools_app.models import Binding, CallLog, Tool
 from tools_app.safe_schema import schema_problems, validator_for
 from tools_app.validators import validate_json_schema
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 SECRET = "leaked-remote-content"
 

@@ -2,10 +2,10 @@
 
 import pytest
 
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for, db_snapshot
 from tools_app.models import Binding
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for, db_snapshot
 from tools_app.models import Binding, Table, Tool
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 SALES_CSV = (
     "id,customer,status,total,zip,vip\n"

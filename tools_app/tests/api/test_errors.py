@@ -7,12 +7,12 @@ from django.db import IntegrityError
 from rest_framework import exceptions
 from rest_framework.test import APIClient
 
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for, db_snapshot
 from tools_app.api.errors import exception_handler
 from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.models import ApiToken
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 PASSWORD = "pw-123456!"  # the root conftest's make_user default
 

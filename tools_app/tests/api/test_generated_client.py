@@ -14,9 +14,7 @@ from pathlib import Path
 import pytest
 from django.core.wsgi import get_wsgi_application
 
-from tests.api_helpers import fast_passwords  # noqa: F401 (fixture)
-
-pytestmark = [pytest.mark.django_db(transaction=False), pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db(transaction=False)
 
 GENERATOR = Path(sys.executable).with_name("openapi-python-client")
 

@@ -3,10 +3,10 @@
 import pytest
 from rest_framework.validators import UniqueValidator
 
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for, db_snapshot
 from tools_app.models import Binding, McpInstance
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 
 def test_create_returns_the_instance_with_its_endpoint_url(owner):

@@ -9,10 +9,10 @@ import re
 import pytest
 from rest_framework.test import APIClient
 
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for, db_snapshot
 from tools_app.tool_types import TOOL_TYPES
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 
 def component(schema, name):

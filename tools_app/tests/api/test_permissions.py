@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for, db_snapshot
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 ACTORS = ("owner", "other", "superuser", "anonymous")
 

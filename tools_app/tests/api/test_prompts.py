@@ -2,11 +2,11 @@
 
 import pytest
 
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for, db_snapshot
 from tools_app.models import Prompt
 from tools_app.services import prompt_create
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 WEEKLY = {
     "name": "weekly_report",

@@ -7,13 +7,13 @@ just before the write (or inside the service call), as a concurrent request comm
 import pytest
 from rest_framework import mixins
 
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for, db_snapshot
 from tools_app import services
 from tools_app import services as mcp_services
 from tools_app.api.errors import exception_handler
 from tools_app.models import ApiKey, Binding, McpInstance, Table, Tool
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 NOT_FOUND = {"error": "NOT_FOUND", "message": "The object no longer exists: it was deleted while the request ran."}
 

@@ -44,10 +44,6 @@ from schemathesis.config import SchemathesisConfig
 from schemathesis.openapi.checks import RejectedPositiveData
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from tests.api_helpers import fast_passwords  # noqa: F401 (fixture)
-
-pytestmark = pytest.mark.usefixtures("fast_passwords")
-
 # Generated examples per operation (the fuzzing phase), on top of the examples and coverage phases. See
 # docs/api.md for the time this takes; measure again before raising it. TOOLHUB_SCHEMATHESIS_EXAMPLES
 # overrides it for a longer local run.

@@ -10,14 +10,14 @@ import pytest
 from django.db import connection
 
 from mcp_app.tests.mcp_harness import Harness
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for, db_snapshot
 from tools_app.api.renderers import JSONRenderer
 from tools_app.data_access.arguments import validate_arguments
 from tools_app.kernel.errors import ToolError
 from tools_app.models import Table, TableSnapshot, Tool
 from tools_app.tool_schemas import default_input_schema
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 
 def post_raw(client, path: str, body: str, method: str = "post"):

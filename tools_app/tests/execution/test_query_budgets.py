@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from mcp_app.tests.mcp_harness import Harness
-from tests.api_helpers import client_for, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for
 from tools_app.data_access import budget as budget_module
 from tools_app.data_access.budget import Limits, enforced
 from tools_app.data_access.query import run_query

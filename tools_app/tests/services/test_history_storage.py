@@ -12,7 +12,7 @@ from django.db.models import Sum
 from django.urls import reverse
 
 from mcp_app.tests.mcp_harness import Harness
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for, db_snapshot
 from tools_app import services
 from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
 from tools_app.kernel import json_patch
@@ -20,7 +20,7 @@ from tools_app.models import Surface, Table, TableChange, TableSnapshot
 from tools_app.services import table_log
 from tools_app.services.table_cache import table_cache
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 
 def _records(count: int) -> list[dict]:

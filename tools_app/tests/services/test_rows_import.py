@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for, db_snapshot
 from tools_app.api import data_tools
 from tools_app.kernel.errors import ToolError
 from tools_app.models import Table, TableChange, TableCollection, TableRecord, TableSnapshot, TableStorage
 from tools_app.validators import TableDocumentEncoder
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 CSV = 'sku,name,price\nKB-01,Keyboard,49.5\nMS-02,Mouse,19\nCB-03,"Cable, 2 m",4.25\n'
 RECORDS = [

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from mcp_app.tests.mcp_harness import Harness
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for, db_snapshot
 from tools_app import services
 from tools_app.execution.executors import execute
 from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
@@ -22,7 +22,7 @@ from tools_app.services import table_log
 from tools_app.services.table_cache import table_cache
 from tools_app.tests.history_helpers import write_elsewhere
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fast_passwords")]
+pytestmark = pytest.mark.django_db
 
 RECORDS = [{"id": 1, "status": "new"}, {"id": 2, "status": "paid"}, {"id": 3, "status": "new"}]
 

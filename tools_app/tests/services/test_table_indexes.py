@@ -9,7 +9,7 @@ from django.test import override_settings
 from jmespath.parser import Parser
 from prometheus_client import REGISTRY
 
-from tests.api_helpers import client_for, db_snapshot, fast_passwords  # noqa: F401 (fixture)
+from tests.api_helpers import client_for, db_snapshot
 from tools_app import services
 from tools_app.data_access import slow_queries
 from tools_app.data_access.sql.indexes import index_statements
@@ -76,7 +76,6 @@ def _names(collection_id: int, field_name: str) -> list[str]:
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("fast_passwords")
 def test_a_table_has_no_indexed_fields_until_its_owner_declares_some(owner, table):
     """GET shows `indexed_fields: []`; PATCH sets them (the version stays: no data write) and GET shows them."""
     # given
@@ -95,7 +94,6 @@ def test_a_table_has_no_indexed_fields_until_its_owner_declares_some(owner, tabl
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("fast_passwords")
 def test_a_table_can_be_created_with_indexed_fields(owner):
     response = client_for(owner).post(
         "/api/tables/", {"name": "orders", "data": [], "indexed_fields": ["customer"]}, format="json"
@@ -107,7 +105,6 @@ def test_a_table_can_be_created_with_indexed_fields(owner):
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("fast_passwords")
 @override_settings(TOOLHUB_MAX_INDEXED_FIELDS=2)
 @pytest.mark.parametrize(
     ("value", "message"),
@@ -166,7 +163,6 @@ def test_the_generated_tools_say_which_fields_are_fast(owner, make_table):
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("fast_passwords")
 @pytest.mark.parametrize("value", [{}, {"status": 1}, "", ["a", "a"]])
 def test_a_table_created_with_bad_indexed_fields_is_refused_whole(owner, value):
     before = db_snapshot()
