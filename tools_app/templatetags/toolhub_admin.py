@@ -8,14 +8,16 @@ from datetime import timedelta
 
 from django import template
 from django.contrib import admin
+from django.contrib.admin.models import ADDITION, LogEntry
 from django.contrib.auth import get_user_model
+from django.contrib.contenttypes.models import ContentType
 from django.db.models import Case, IntegerField, Value, When
 from django.urls import reverse
 from django.utils import timezone
 
 from tools_app.choices import ToolType
 from tools_app.management.commands.seed_demo import DEMO_PASSWORD, DEMO_USERNAME, is_development
-from tools_app.models import CallLog, CallStatus, McpInstance, Table, Tool
+from tools_app.models import ApiToken, CallLog, CallStatus, McpInstance, Table, Tool
 
 register = template.Library()
 
@@ -116,11 +118,6 @@ def toolhub_recent_actions(user, limit: int = 10):
     """The admin index's "Recent actions": the user's history (LogEntry) without the tokens that API logins
     issue. Each `POST /api/auth/token/` records one (the token's own history keeps it), and a script that logs
     in would push every action of the user's out of the list."""
-    from django.contrib.admin.models import ADDITION, LogEntry
-    from django.contrib.contenttypes.models import ContentType
-
-    from tools_app.models import ApiToken
-
     if not getattr(user, "pk", None):
         return []
     tokens = ContentType.objects.get_for_model(ApiToken)
