@@ -105,7 +105,7 @@ async def _check(url: str, key: str) -> dict[str, Any]:
 
     async with httpx2.AsyncClient(headers={"authorization": f"Bearer {key}"}, timeout=CHECK_SECONDS) as http:
         async with Client(streamable_http_client(url, http_client=http), mode="legacy", cache=None) as client:
-            server = client.initialize_result.server_info if client.initialize_result else None
+            server = client.server_info
             tools = (await client.list_tools()).tools
     return {
         "ok": True,
