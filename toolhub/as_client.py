@@ -20,11 +20,14 @@ import asyncio
 import concurrent.futures
 from typing import Any
 
+import httpx2
 from django.contrib import admin
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.views.decorators.http import require_http_methods
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from mcp_app.auth import Credential
 from mcp_app.features import prompts_page, resource_templates_page, resources_page
@@ -99,10 +102,6 @@ def client_view(instance: McpInstance, credential: Credential) -> dict[str, Any]
 
 
 async def _check(url: str, key: str) -> dict[str, Any]:
-    import httpx2
-    from mcp.client import Client
-    from mcp.client.streamable_http import streamable_http_client
-
     async with httpx2.AsyncClient(headers={"authorization": f"Bearer {key}"}, timeout=CHECK_SECONDS) as http:
         async with Client(streamable_http_client(url, http_client=http), mode="legacy", cache=None) as client:
             server = client.server_info
