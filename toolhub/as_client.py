@@ -25,6 +25,7 @@ from django.contrib import admin
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
+from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -138,6 +139,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+@sensitive_post_parameters("key")  # Django's error reports never show the pasted key
 @require_http_methods(["GET", "POST"])
 def as_client_page(request, instance_id: int):
     """GET ?as=<key id>|owner: the lists for that credential. POST key=<plaintext>: the connection check."""
