@@ -3,12 +3,15 @@ endpoint answers to that key, it writes nothing, another owner's instance is 404
 real MCP session with a running server."""
 
 import re
+import socket
+import time
 
 import httpx2
 import pytest
 
 from mcp_app.tests.mcp_harness import Harness
 from tests.live_server import Uvicorn, run_python, seed_mcp, server_database
+from toolhub import as_client
 from tools_app.models import ApiKey
 
 
@@ -155,3 +158,32 @@ def test_the_connection_check_talks_mcp_to_the_running_server(as_client_server):
         "Failed: <code>MCPError: UNAUTHORIZED: Invalid API key for this instance "
         "(unknown, revoked, or another instance&#x27;s).</code>"
     )
+
+
+def test_a_post_without_a_key_says_what_is_missing(client, owner, seen_as_client):
+    # given
+    client.force_login(owner)
+    # when
+    response = client.post(page_url(seen_as_client["instance"]), {"key": "  "})
+    # then: no session was tried
+    assert response.status_code == 200
+    assert response.context["check"] == {
+        "ok": False,
+        "error": "Paste one of this instance's API keys to check the connection.",
+    }
+
+
+def test_the_connection_check_gives_up_on_a_server_that_never_answers(monkeypatch):
+    # given: a socket that accepts connections and never answers
+    monkeypatch.setattr(as_client, "CHECK_SECONDS", 0.5)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/mcp/shop/"
+        # when
+        started = time.monotonic()
+        result = as_client.connection_check(url, "thk_" + "x" * 43)
+        elapsed = time.monotonic() - started
+    # then
+    assert result == {"ok": False, "error": "No answer within 0.5 seconds."}
+    assert elapsed < 3
