@@ -209,7 +209,11 @@ def _resource_entry(uri: str, mount: _Mount, reader: str) -> dict[str, Any]:
 
 
 def list_resources_sync(state: RequestState, cursor: str | None) -> dict[str, Any]:
-    instance = current_instance(state)
+    return resources_page(current_instance(state), cursor)
+
+
+def resources_page(instance: McpInstance, cursor: str | None) -> dict[str, Any]:
+    """resources/list's answer on `instance` (already checked); also the admin's "as a client" page's."""
     surface = _surface(instance)
     entries = [(uri, _resource_entry(uri, m, m.reader)) for uri, m in surface.mounts.items() if m.reader is not None]
     entries += [(uri, _resource_entry(uri, c.mount, c.binding)) for uri, c in surface.resources.items()]
@@ -239,7 +243,11 @@ def _template_entry(
 
 
 def list_resource_templates_sync(state: RequestState, cursor: str | None) -> dict[str, Any]:
-    instance = current_instance(state)
+    return resource_templates_page(current_instance(state), cursor)
+
+
+def resource_templates_page(instance: McpInstance, cursor: str | None) -> dict[str, Any]:
+    """resources/templates/list's answer on `instance` (already checked); also the "as a client" page's."""
     surface = _surface(instance)
     entries = [
         # Paged by the mount's URI, as for default URIs (the same order and cursors).
@@ -403,7 +411,11 @@ def list_prompts_sync(state: RequestState, cursor: str | None) -> dict[str, Any]
     Names are unique per instance ignoring case, so the lower-cased name is the page key ("" for usage_guide,
     which no owner's prompt can be named).
     """
-    instance = current_instance(state)
+    return prompts_page(current_instance(state), cursor)
+
+
+def prompts_page(instance: McpInstance, cursor: str | None) -> dict[str, Any]:
+    """prompts/list's answer on `instance` (already checked); also the admin's "as a client" page's."""
     prompts = Prompt.objects.enabled_for(instance).only("name", "title", "description", "arguments")
     entries: list[tuple[str, Any]] = [("", PROMPT)]
     entries += sorted(((prompt.name.lower(), _listed(prompt)) for prompt in prompts), key=lambda entry: entry[0])

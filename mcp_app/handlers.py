@@ -75,7 +75,12 @@ def list_tools_sync(state: RequestState, cursor: str | None) -> dict[str, Any]:
     """A page of the instance's tools in the caller's set, ordered by name; keyset pagination, so edits never
     repeat a page."""
     instance = current_instance(state)
-    grant = grant_of(state.caller)
+    return tools_page(instance, grant_of(state.caller), cursor)
+
+
+def tools_page(instance: McpInstance, grant: Grant, cursor: str | None) -> dict[str, Any]:
+    """tools/list's answer for a caller with `grant` on `instance` (already checked): also what the admin's
+    "as a client" page shows (toolhub.as_client), so both list the same tools."""
     bindings = (
         usable_bindings(instance, grant)
         .exclude(tool__type=ToolType.EXTERNAL)

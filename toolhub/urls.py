@@ -6,6 +6,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 
 from toolhub import observability
+from toolhub.as_client import as_client_page
 from tools_app.admin.activity import activity_page
 from tools_app.admin.docs_page import doc_page
 from tools_app.admin.operator_page import operations_page
@@ -28,6 +29,12 @@ urlpatterns = [
     path("admin/activity/", admin.site.admin_view(activity_page), name="toolhub-activity"),
     # toolhub's docs/ pages, linked from help texts.
     path("admin/docs/<str:name>.md", admin.site.admin_view(doc_page), name="toolhub-doc"),
+    # (docs/mcp-clients.md) An MCP instance as a client sees it, and a connection check.
+    path(
+        "admin/tools_app/mcpinstance/<int:instance_id>/as-client/",
+        admin.site.admin_view(as_client_page),
+        name="toolhub-as-client",
+    ),
     path("admin/", admin.site.urls),
     path("api/", include("toolhub.api_urls")),
     # OAuth for MCP clients (docs/oauth.md): /.well-known/… and /oauth/….
