@@ -620,8 +620,8 @@ def test_registry_tools_run_over_the_instance_scope(harness, owner, make_tool, i
     # given
     seen = {}
 
-    def fake_execute(*, tool, arguments, scope):
-        seen.update(tool=tool.name, arguments=arguments, scope=scope)
+    def fake_execute(*, tool, arguments, scope, where):
+        seen.update(tool=tool.name, arguments=arguments, scope=scope, where=where)
         return {"results": []}
 
     monkeypatch.setattr(mcp_server, "execute", fake_execute)
@@ -634,6 +634,7 @@ def test_registry_tools_run_over_the_instance_scope(harness, owner, make_tool, i
     assert seen["arguments"] == {"query": "orders"}
     assert isinstance(seen["scope"], InstanceScope)
     assert seen["scope"].instance.pk == instance.pk
+    assert seen["where"] is None  # the binding narrows nothing
 
 
 #

@@ -9,7 +9,7 @@ from django_filters import rest_framework as filters
 from drf_spectacular.utils import extend_schema, extend_schema_field, extend_schema_view
 from rest_framework import serializers, viewsets
 
-from tools_app.api.filters import StrictFilterSet
+from tools_app.api.filters import StrictFilterSet, UtcDateTimeFilter
 from tools_app.api.views import OwnedViewSetMixin
 from tools_app.models import CallLog, CallStatus, Surface
 
@@ -106,10 +106,10 @@ class CallFilterSet(StrictFilterSet):
     surface = filters.ChoiceFilter(choices=Surface.choices, help_text="Only calls through this surface.")
     status = filters.ChoiceFilter(choices=CallStatus.choices, help_text="Only calls that ended ok, or in error.")
     error_code = filters.CharFilter(max_length=40, help_text="Only failed calls with this error code.")
-    created_after = filters.IsoDateTimeFilter(
+    created_after = UtcDateTimeFilter(
         field_name="created_at", lookup_expr="gte", help_text="Only calls made at or after this time (ISO 8601)."
     )
-    created_before = filters.IsoDateTimeFilter(
+    created_before = UtcDateTimeFilter(
         field_name="created_at", lookup_expr="lt", help_text="Only calls made before this time (ISO 8601)."
     )
 

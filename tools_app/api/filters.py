@@ -4,16 +4,18 @@ every filterset (a bad filter value is a 400 VALIDATION_ERROR naming the paramet
 """
 
 import re
+from datetime import UTC
 
 from django import forms
 from django.core.exceptions import FieldDoesNotExist, ValidationError
 from django.db import models
 from django.db.models import F
 from django_filters import rest_framework as django_filters
+from django_filters.fields import IsoDateTimeField
 from django_filters.widgets import BooleanWidget
 from rest_framework import filters, serializers
 
-__all__ = ["OrderingFilter", "StrictBooleanFilter", "StrictFilterSet"]
+__all__ = ["OrderingFilter", "StrictBooleanFilter", "StrictFilterSet", "UtcDateTimeFilter"]
 
 
 class OrderingFilter(filters.OrderingFilter):
@@ -106,6 +108,29 @@ class StrictBooleanFilter(django_filters.BooleanFilter):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("widget", _StrictBooleanWidget)
         super().__init__(*args, **kwargs)
+
+
+class _UtcDateTimeField(IsoDateTimeField):
+    """An ISO 8601 time, in UTC. Python takes offsets up to ±23:59 and PostgreSQL only up to ±15:59, so the
+    time is compared in UTC (as the database stores it); one that UTC cannot hold (year 1 at -01:00) is an
+    error naming the parameter, not a database error."""
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        if value is None:
+            return value
+        try:
+            return value.astimezone(UTC)
+        except (OverflowError, ValueError):
+            raise ValidationError(
+                "Enter a time that UTC can hold (got %(value)s).", code="invalid", params={"value": value}
+            ) from None
+
+
+class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
+    """`?created_after=<ISO 8601>`: django-filter's ISO time filter, compared in UTC (_UtcDateTimeField)."""
+
+    field_class = _UtcDateTimeField
 
 
 class StrictFilterSet(django_filters.FilterSet):

@@ -147,12 +147,41 @@ def test_the_list_is_newest_first_and_filtered(owner, people):
     assert client.get("/api/calls/?page_size=1").json()["next"].endswith("page=2&page_size=1")
 
 
-@pytest.mark.parametrize("query", ["?status=maybe", "?surface=email", "?created_after=yesterday"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "?status=maybe",
+        "?surface=email",
+        "?created_after=yesterday",
+        # A time UTC cannot hold (before year 1 once its offset is taken away).
+        "?created_before=0001-01-01T00:30:00%2B01:00",
+    ],
+)
 def test_a_bad_filter_is_a_400_naming_it(owner, people, query):
     call_on("api", people, owner, people["query"], {"query": "length(@)"})
     response = client_for(owner).get(f"/api/calls/{query}")
     assert response.status_code == 400
     assert set(response.json()["fields"]) == {query[1:].split("=")[0]}
+
+
+def test_times_are_compared_in_utc_whatever_their_offset(owner, people):
+    """Python reads offsets up to ±23:59, PostgreSQL only up to ±15:59: an offset it could not take (found
+    by schemathesis: a 500) is a time like any other."""
+    call_on("api", people, owner, people["query"], {"query": "length(@)"})
+    made = CallLog.objects.get().created_at
+    client = client_for(owner)
+
+    def count(query: str) -> int:
+        response = client.get("/api/calls/" + query)
+        assert response.status_code == 200, response.json()
+        return response.json()["count"]
+
+    # the same instant, written with an offset of -16:07
+    before = (made - timedelta(seconds=1)).astimezone(timezone.get_fixed_timezone(-(16 * 60 + 7)))
+    after = (made + timedelta(seconds=1)).astimezone(timezone.get_fixed_timezone(-(16 * 60 + 7)))
+    assert count("?created_after=" + before.isoformat().replace("+", "%2B")) == 1
+    assert count("?created_after=" + after.isoformat().replace("+", "%2B")) == 0
+    assert count("?created_after=0475-06-26T16:45:54.269876-16:07") == 1
 
 
 def test_another_owners_call_is_a_404_and_not_listed(owner, other_user, superuser, people):

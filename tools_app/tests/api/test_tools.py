@@ -582,8 +582,8 @@ def test_call_runs_registry_tools_over_the_callers_scope(owner, make_tool, monke
 
     seen = {}
 
-    def fake_execute(*, tool, arguments, scope):
-        seen.update(tool=tool.pk, arguments=arguments, scope=scope)
+    def fake_execute(*, tool, arguments, scope, where):
+        seen.update(tool=tool.pk, arguments=arguments, scope=scope, where=where)
         return {"ok": True}
 
     monkeypatch.setattr(calls, "execute", fake_execute)
@@ -598,6 +598,7 @@ def test_call_runs_registry_tools_over_the_callers_scope(owner, make_tool, monke
     assert response.status_code == 200
     assert response.json() == {"result": {"ok": True}}
     assert seen["tool"] == definition.pk
+    assert seen["where"] is None  # a tool called over the API narrows nothing
     assert seen["arguments"] == {"tool_name": "x"}
     assert isinstance(seen["scope"], UserScope)
     assert seen["scope"].owner == owner
