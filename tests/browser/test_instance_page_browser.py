@@ -110,7 +110,8 @@ def test_beyond_50_bindings_the_list_is_paged_and_filtered(server, new_page, ins
     rows = page.locator("#bindings-group tr.form-row.has_original")
     assert rows.count() == 50
     assert page.inner_text("#toolhub-bindings-count") == "1–50 of 60"
-    page.click("#toolhub-bindings-bar a[rel=next]")
+    with page.expect_navigation():
+        page.click("#toolhub-bindings-bar a[rel=next]")
     assert rows.count() == 10
     assert rows.first.locator(".toolhub-binding-name").inner_text() == "orders_query_50"
     page.fill("#toolhub-bindings-bar input[name=bq]", "query_4")

@@ -74,7 +74,10 @@ def test_prompt_record_template_and_log_level_set_in_the_admin_reach_a_client(se
     page.goto(f"/admin/tools_app/mcpinstance/{ids['instance']}/change/")
     bound = [page.input_value(f"#id_bindings-{row}-tool") for row in range(2)]
     row = bound.index(str(ids["select"]))
+    # (the record template is in the row's drawer, the log level in the folded "Logging" section)
+    page.locator(f"#id_bindings-{row}-resource_uri").locator("xpath=ancestor::details[1]/summary").click()
     page.fill(f"#id_bindings-{row}-resource_uri", "orders://order/{id}")
+    page.locator("#id_log_level").locator("xpath=ancestor::details[1]/summary").click()
     page.select_option("#id_log_level", "debug")
     page.click("#prompts-group .add-row a")
     page.fill("#id_prompts-0-name", "order_summary")
