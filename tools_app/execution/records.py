@@ -820,15 +820,19 @@ def _by_keys(cursor: Any, collection: Collection, keys: list[str]) -> list[tuple
     return _decoded(rows, cursor, {})
 
 
+def _keyed(collection: Collection, mount: Mount, elements: list, action: str) -> list[tuple[str, Any]]:
+    """(key, element) of each element a create or update writes: an array's records by the mount's key field, an
+    object's entries by their own key (the document path's rules and errors, operations.record_key / entry_pair)."""
+    if collection.kind == "array":
+        return [
+            (operations.record_key(element, i, mount.key_field, action), element) for i, element in enumerate(elements)
+        ]
+    return [operations.entry_pair(element, i, action) for i, element in enumerate(elements)]
+
+
 def _create(cursor: Any, collection: Collection, mount: Mount, arguments: dict, dry_run: bool) -> tuple:
     elements = arguments["elements"]
-    if collection.kind == "array":
-        pairs = [
-            (operations.record_key(element, i, mount.key_field, "create"), element)
-            for i, element in enumerate(elements)
-        ]
-    else:
-        pairs = [operations.entry_pair(element, i, "create") for i, element in enumerate(elements)]
+    pairs = _keyed(collection, mount, elements, "create")
     _check_new_records(collection, [value for _, value in pairs])
     keys = [key for key, _ in pairs]
     existing = {row[1] for row in _by_keys(cursor, collection, list(dict.fromkeys(keys)))}
@@ -884,13 +888,7 @@ def _check_new_records(collection: Collection, values: list) -> None:
 
 def _update(cursor: Any, collection: Collection, mount: Mount, arguments: dict, dry_run: bool) -> tuple:
     elements = arguments["elements"]
-    if collection.kind == "array":
-        wanted = [
-            (operations.record_key(element, i, mount.key_field, "update"), element)
-            for i, element in enumerate(elements)
-        ]
-    else:
-        wanted = [operations.entry_pair(element, i, "update") for i, element in enumerate(elements)]
+    wanted = _keyed(collection, mount, elements, "update")
     first: dict[str, tuple[int, Any]] = {}
     for position, key, record, _size in _by_keys(cursor, collection, list(dict.fromkeys(key for key, _ in wanted))):
         if key is not None and key not in first:  # the first record by position holds the key, as KeyIndex finds
