@@ -215,7 +215,8 @@ def readable_diff(patch: list, inverse: list, namer: _Namer | None = None) -> tu
         undo = paired_undo if isinstance(paired_undo, dict) else {}
         naming = namer if len(lines) < MAX_LINES else counting
         where = naming.where(operation, undo)
-        naming.advance(operation)
+        if index < len(patch) - 1:  # only a later operation needs the document this one leaves
+            naming.advance(operation)
         old = undo.get("value") if undo.get("op") in ("add", "replace") else None
         if kind == "add":
             lines.append(DiffLine("added", where, after=short(operation.get("value"))))
