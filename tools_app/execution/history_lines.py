@@ -35,6 +35,7 @@ __all__ = ["MAX_LINES", "MAX_VALUE", "DiffLine", "entry_lines", "readable_diff",
 
 MAX_LINES = 40  # diff lines shown per entry
 MAX_VALUE = 240  # characters of one value in a diff line
+MAX_KEY = 80  # characters of one key or field name in where a line acts
 # Operations of one entry whose paths are resolved against the document (each costs a copy of the containers on
 # its path); later ones are named by index. Lines are capped at MAX_LINES, so this is reached only by operations
 # that show no line (a record replaced by an equal one).
@@ -77,8 +78,14 @@ def _key_of(record: Any, key_field: str) -> str | None:
     return operations.key_text(value)
 
 
+def _bounded(segment: str) -> str:
+    """A key or field name as a line shows it: at most MAX_KEY characters (a key can be as long as a record)."""
+    return segment if len(segment) <= MAX_KEY else segment[: MAX_KEY - 1] + "…"
+
+
 def _joined(segments: list[str], last_record: int) -> str:
     """`a › b › key · field/inner`: the steps to the last record, then the fields inside it."""
+    segments = [_bounded(segment) for segment in segments]
     named = " › ".join(segments[: last_record + 1])
     inside = "/".join(segments[last_record + 1 :])
     return f"{named} · {inside}" if inside else named
@@ -190,7 +197,7 @@ class _RowsNamer(_Namer):
         else:
             segments = [token.replace("~1", "/").replace("~0", "~") for token in collection.mount[1:].split("/")]
         segments.append(str(key) if key is not None else f"[position {position}]")
-        return " › ".join(segments)
+        return " › ".join(_bounded(segment) for segment in segments)
 
 
 #

@@ -164,6 +164,14 @@ def test_rows_operation_without_a_key_shows_its_position(shop_tools):
     assert _shown(table.pk) == {2: ['~ orders › [position 4096] · status: "new" -> "draft"']}
 
 
+def test_a_long_key_is_cut_in_the_line(make_table, make_tool, owner):
+    key = "k" * 5000
+    table = make_table(owner, name="long", data={"items": [{"id": key, "n": 1}]})
+    make_tool(owner, table, type="update", name="long_update", json_path="/items")
+    services.table_update(table=table, data={"items": [{"id": key, "n": 2}], "pad": "x" * 12_000})
+    assert _shown(table.pk)[2] == ["~ items › " + "k" * 79 + "… · n: 1 -> 2", '+ /pad: "' + "x" * 238 + "…"]
+
+
 def test_lines_past_the_cap_are_counted_not_named():
     patch = [{"op": "add", "path": f"/{number}", "value": {"id": number}} for number in range(MAX_LINES + 5)]
     inverse = [{"op": "remove", "path": f"/{number}"} for number in reversed(range(MAX_LINES + 5))]
