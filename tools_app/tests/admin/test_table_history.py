@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from tests.api_helpers import db_snapshot
 from tools_app import services
-from tools_app.admin.table_history import readable_diff
+from tools_app.execution.history_lines import readable_diff
 from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
 from tools_app.models import Surface, TableChange
 
@@ -58,11 +58,12 @@ def test_history_page_shows_who_how_and_what(owner_client, written):
     assert html.index('data-version="4"') < html.index('data-version="3"') < html.index('data-version="2"')
     assert "Admin, tool orders_update" in html
     assert (
-        "~ changed <code>/1 · status</code>: <code>&quot;paid&quot;</code> &rarr; <code>&quot;shipped&quot;</code>"
-        in html
+        "~ changed <code>orders › 2 · status</code>: "
+        "<code>&quot;paid&quot;</code> &rarr; <code>&quot;shipped&quot;</code>" in html
     )
     assert (
-        "&minus; removed <code>/0</code>: <code>{&quot;id&quot;: 1, &quot;status&quot;: &quot;new&quot;}</code>" in html
+        "&minus; removed <code>orders › 1</code>: "
+        "<code>{&quot;id&quot;: 1, &quot;status&quot;: &quot;new&quot;}</code>" in html
     )
     assert reverse("admin:tools_app_table_restore", args=[written.pk, 1]) in html
 
