@@ -605,12 +605,20 @@ def _windowed(collection: Collection, window: Window) -> Any:
         after = _position_at(collection, offset - 1)
         if after is None:  # fewer rows than the count says: a write since the version was read
             raise ToolError(ErrorCode.CURSOR_EXPIRED, "The result this cursor pages is shorter now.")
-    items = (
-        record
-        for chunk in _chunks(collection, after=after, first=PAGE_FIRST_ROWS)
-        for _position, _key, record, _size in chunk
-    )
-    return window.cut(items, collection.record_count)
+    return window.cut(_bounded(_chunks(collection, after=after, first=PAGE_FIRST_ROWS)), collection.record_count)
+
+
+def _bounded(chunks: Iterator[list[tuple[int, str | None, Any, int]]]) -> Iterator[Any]:
+    """The records of `chunks`, at most max_evaluated_bytes() of their JSON (QUERY_TOO_EXPENSIVE beyond): a budget
+    as large as an instance may set (2 GiB) reads no more than gathering the collection may."""
+    limit = max_evaluated_bytes()
+    total = 0
+    for chunk in chunks:
+        for _position, _key, record, size in chunk:
+            total += size
+            if total > limit:
+                raise _too_expensive(limit)
+            yield record
 
 
 def _position_at(collection: Collection, index: int) -> int | None:
@@ -632,8 +640,12 @@ def _object_within(collection: Collection, cap: int) -> Any:
     there is the whole object's)."""
     members: dict = {}
     size = 1  # "{"
+    limit, read = max_evaluated_bytes(), 0
     for chunk in _chunks(collection, first=PAGE_FIRST_ROWS):
-        for _position, key, record, _size in chunk:
+        for _position, key, record, stored in chunk:
+            read += stored
+            if read > limit:
+                raise _too_expensive(limit)
             separator = 1 if members else 0
             members[key] = record
             size += separator + utf8_size(_compact(key)) + 1 + utf8_size(_compact(record))

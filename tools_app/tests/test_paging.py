@@ -432,6 +432,27 @@ def test_a_rows_cursor_past_the_collection_is_expired_and_writes_only_its_record
     assert TableRecord.objects.filter(collection__table=tool.table).count() == 300
 
 
+@pytest.mark.parametrize(
+    "data", [[{"id": i} for i in range(2_000)], {f"k{i}": {"name": "x" * 20} for i in range(2_000)}]
+)
+def test_a_rows_read_under_a_huge_budget_reads_no_more_than_the_evaluator_may(
+    owner, make_table, make_tool, settings, data
+):
+    """A budget as large as an instance may set does not lift the bound on what a read gathers: past
+    TOOLHUB_MAX_EVALUATED_BYTES it is QUERY_TOO_EXPENSIVE (as gathering the collection was), and nothing is written."""
+    # given
+    _on_document, tool = _tools_both_ways(owner, make_table, make_tool, data)
+    settings.TOOLHUB_MAX_RESULT_BYTES = 2_147_483_647
+    settings.TOOLHUB_MAX_EVALUATED_BYTES = 10_000
+    before = TableRecord.objects.filter(collection__table=tool.table).count()
+    # when
+    response = call(owner, tool, {})
+    # then
+    assert (response.status_code, response.json()["error"]) == (400, "QUERY_TOO_EXPENSIVE")
+    assert "TOOLHUB_MAX_EVALUATED_BYTES" in response.json()["message"]
+    assert TableRecord.objects.filter(collection__table=tool.table).count() == before == 2_000
+
+
 #
 # Pages are cut once and kept cut
 #
