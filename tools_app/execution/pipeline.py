@@ -495,7 +495,9 @@ def _execute(
             span("toolhub.call.execute"),
             enforced(limits_for(target), since=began, on_heavy=slot, yield_after_ms=yield_after),
         ):
-            value = execute(tool=tool, arguments=arguments, scope=scope, where=where, window=window)
+            # A window only when there is one: a stand-in `execute` of another read need not take it.
+            paged = {} if window is None else {"window": window}
+            value = execute(tool=tool, arguments=arguments, scope=scope, where=where, **paged)
         return CallOutcome(name=name, tool_type=tool.type, value=value)
     except ToolError as exc:
         if exc.code == ErrorCode.QUERY_TOO_EXPENSIVE:
