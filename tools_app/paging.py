@@ -309,7 +309,8 @@ def page_of(items: list, *, offset: int, limit: int, cursor_at: Callable[[int], 
 
     `cursor_at(offset)` signs the cursor of the page starting there.
     """
-    return Window(offset=offset, limit=limit, cursor_at=cursor_at).cut(iter(items[offset:]), len(items)).page
+    following = (items[index] for index in range(offset, len(items)))  # no copy of the list's tail
+    return Window(offset=offset, limit=limit, cursor_at=cursor_at).cut(following, len(items)).page
 
 
 @dataclass(frozen=True, slots=True)
