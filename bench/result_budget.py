@@ -144,6 +144,9 @@ def compare(args: argparse.Namespace) -> None:
                 if done.returncode:
                     print(f"round {round_number + 1}: {name} failed:\n{done.stderr[-3000:]}", file=sys.stderr)
                     continue
+                for line in done.stderr.splitlines():
+                    if " calls answered " in line:  # the child's note of calls that answered an error
+                        print(f"round {round_number + 1}: {name}: {line}", file=sys.stderr)
                 measured = json.loads(done.stdout.strip().splitlines()[-1])
                 for case, value in measured.items():
                     results[name].setdefault(case, []).append(value)
