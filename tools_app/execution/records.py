@@ -10,8 +10,9 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
   the expression compiles (tools_app.data_access.sql_query; its answer is jmespath's exactly), otherwise the
   records are read in chunks of CHUNK rows into the list the evaluator runs over, at most
   TOOLHUB_MAX_EVALUATED_BYTES of their JSON (QUERY_TOO_EXPENSIVE beyond); `select` by the collection's key
-  field is an index lookup; `preview` reads its window (ORDER BY position, LIMIT/OFFSET); `get_data_schema`
-  describes the first SCHEMA_SAMPLE records, with the true count.
+  field is an index lookup; `preview` reads its window (ORDER BY position, LIMIT/OFFSET); `get_all_data` (and
+  `preview` without preview keys) called with the pipeline's page request (paging.Window) reads only the rows of
+  its page; `get_data_schema` describes the first SCHEMA_SAMPLE records, with the true count.
 - A read at any other mount (above a collection, or inside one of its records) runs over the document with
   the collections it reaches spliced in, under the same byte bound.
 - A read narrowed by its binding (`where`, tools_app.data_access.narrowing) over an array collection runs
