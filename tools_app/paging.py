@@ -12,7 +12,7 @@ Only the pipeline (tools_app.execution.pipeline) calls this module; nothing here
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,10 +24,12 @@ from tools_app.validators import on_fresh_stack
 
 __all__ = [
     "CURSOR",
+    "Cut",
     "DEFAULT_MAX_RESULT_BYTES",
     "DEFAULT_SHOW_ALL_BYTES",
     "PAGED_OUTPUT_SCHEMA",
     "Page",
+    "Window",
     "cursor_argument_schema",
     "default_max_result_bytes",
     "encode_within",
@@ -307,28 +309,82 @@ def page_of(items: list, *, offset: int, limit: int, cursor_at: Callable[[int], 
 
     `cursor_at(offset)` signs the cursor of the page starting there.
     """
-    total = len(items)
-    # The envelope with the longest cursor this list can have (its offset has the most digits).
-    envelope = utf8_size(_envelope("", total, cursor_at(total)))
-    budget = limit - envelope
-    texts: list[str] = []
-    used = 0
-    index = offset
-    while index < total:
-        separator = 1 if texts else 0
-        text = encode_within(items[index], budget - used - separator)
-        if text is None:
-            break
-        texts.append(text)
-        used += utf8_size(text) + separator
-        index += 1
-    if not texts and index < total:
-        return None
-    next_cursor = cursor_at(index) if index < total else None
-    text = _envelope(",".join(texts), total, next_cursor)
-    value = {"items": items[offset:index], "total": total, "next_cursor": next_cursor}
-    estimated = (used // len(texts)) * total if texts else 0
-    return Page(value, text, offset, index - offset, total, next_cursor, estimated)
+    following = (items[index] for index in range(offset, len(items)))  # no copy of the list's tail
+    return Window(offset=offset, limit=limit, cursor_at=cursor_at).cut(following, len(items)).page
+
+
+@dataclass(frozen=True, slots=True)
+class Cut:
+    """What a windowed read answers (Window.cut): the whole list with its JSON text when no cursor came and it
+    fits the budget; else the page at the window's offset (`page`; None when the item there alone is over the
+    budget, which no page can hold). `over`: an object result's size, at least, when it is over the budget (a
+    lower bound, as `measure` reports it): what RESULT_TOO_LARGE names."""
+
+    whole: list | None = None
+    text: str | None = None
+    page: Page | None = None
+    offset: int = 0
+    over: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A pageable call's request for its list, handed to a reader that can read items where they are stored (a
+    rows table's collection) instead of building the whole list: the cursor's `offset` (None: no cursor, the whole
+    list when it fits), the result budget `limit` in bytes, and `cursor_at(offset)`, the signed cursor of the page
+    starting there. `cut` gives exactly what the pipeline gives for the whole list (page_of), reading only the
+    items the page needs and one more."""
+
+    offset: int | None
+    limit: int
+    cursor_at: Callable[[int], str]
+
+    def cut(self, items: Iterator[Any], total: int) -> Cut:
+        """The answer for a list of `total` items of which `items` yields those from the window's offset on, in
+        order, consumed only as far as the page (or the whole list) and one item beyond.
+
+        Raises ToolError CURSOR_EXPIRED when the offset is past the list (it is shorter than when the cursor was
+        issued: only a change of the data does that)."""
+        offset = self.offset or 0
+        if offset > total:
+            raise ToolError(ErrorCode.CURSOR_EXPIRED, "The result this cursor pages is shorter now.")
+        whole = self.offset is None
+        # The envelope with the longest cursor this list can have (its offset has the most digits).
+        envelope = utf8_size(_envelope("", total, self.cursor_at(total)))
+        budget = self.limit - envelope
+        # Without a cursor the items are encoded against the whole list's room ("[" and "]" aside), which holds the
+        # page's: a text within it is the text within any smaller room that it fits.
+        room = self.limit - 2 if whole else budget
+        kept: list = []
+        texts: list[str] = []
+        used = 0
+        exhausted = True
+        for item in items:
+            separator = 1 if texts else 0
+            text = encode_within(item, room - used - separator)
+            if text is None:
+                exhausted = False
+                break
+            kept.append(item)
+            texts.append(text)
+            used += utf8_size(text) + separator
+        if whole and exhausted:
+            return Cut(whole=kept, text=f"[{','.join(texts)}]")
+        shown, used = 0, 0
+        for text in texts:
+            size = utf8_size(text) + (1 if shown else 0)
+            if used + size > budget:
+                break
+            used += size
+            shown += 1
+        if not shown and offset < total:
+            return Cut(offset=offset)
+        index = offset + shown
+        next_cursor = self.cursor_at(index) if index < total else None
+        text = _envelope(",".join(texts[:shown]), total, next_cursor)
+        value = {"items": kept[:shown], "total": total, "next_cursor": next_cursor}
+        estimated = (used // shown) * total if shown else 0
+        return Cut(page=Page(value, text, offset, shown, total, next_cursor, estimated), offset=offset)
 
 
 def _envelope(items_text: str, total: int, next_cursor: str | None) -> str:

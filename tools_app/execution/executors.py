@@ -25,6 +25,7 @@ from tools_app.execution.call_limits import default_limits
 from tools_app.grants import NARROWABLE_TYPES
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import Table, TableStorage, Tool
+from tools_app.paging import Window
 from tools_app.tool_types import EXTERNAL, TOOL_TYPES
 from tools_app.tool_types.base import WRITE
 from tools_app.tool_types.data import SAFE_WRITE_PROPERTIES
@@ -33,13 +34,19 @@ from tools_app.validators import describe_path, max_table_depth, nesting_beyond
 
 MAX_IDEMPOTENCY_KEY = 200
 
-__all__ = ["EXECUTORS", "Executor", "execute", "read_mount", "run_read", "write_at", "write_mount"]
+__all__ = ["EXECUTORS", "WINDOWED_TYPES", "Executor", "execute", "read_mount", "run_read", "write_at", "write_mount"]
+
+# Reads whose whole answer is the mount's list: given a paging.Window, a rows table's reader reads only the items of
+# the page (records.read); a document's answers its whole list, which the pipeline pages.
+WINDOWED_TYPES = frozenset({ToolType.GET_ALL_DATA, ToolType.PREVIEW})
 
 # (*, tool, arguments, scope) -> JSON result; arguments already validated against the tool's schema.
 Executor = Callable[..., Any]
 
 
-def execute(*, tool: Tool, arguments: Any, scope: Any = None, where: dict[str, Any] | None = None) -> Any:
+def execute(
+    *, tool: Tool, arguments: Any, scope: Any = None, where: dict[str, Any] | None = None, window: Window | None = None
+) -> Any:
     """Validate `arguments` against the tool's schema and run it; return its JSON result.
 
     `scope` is what registry tools work over (an MCP instance, or a user over the API); data tools
@@ -48,11 +55,14 @@ def execute(*, tool: Tool, arguments: Any, scope: Any = None, where: dict[str, A
     it, before anything runs. Raises ToolError with a code (SPEC §8); a failed write leaves data and version as
     they were. Runs under the budget active on the thread (the pipeline enters the call's), else under the
     server's default budget (tools_app.execution.call_limits): QUERY_TOO_EXPENSIVE when it is spent.
+
+    `window` (the pipeline's, for WINDOWED_TYPES): the page the caller wants within its result budget. A read that
+    can read only that page's items answers a paging.Cut instead of the whole list; any other answers as without.
     """
     if budget.active() is None:
         # Run outside the pipeline (a management command, a benchmark): under the server's default budget.
         with budget.enforced(default_limits()):
-            return execute(tool=tool, arguments=arguments, scope=scope, where=where)
+            return execute(tool=tool, arguments=arguments, scope=scope, where=where, window=window)
     if where is not None and tool.type not in NARROWABLE_TYPES:
         raise ToolError(
             ErrorCode.TOOL_NOT_CALLABLE,
@@ -72,9 +82,12 @@ def execute(*, tool: Tool, arguments: Any, scope: Any = None, where: dict[str, A
         raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, f"The tool type {tool.type!r} cannot be run.")
     if safe is not None:
         arguments = {**arguments, SAFE_WRITE: safe}
+    options: dict[str, Any] = {}
     if where is not None:
-        return executor(tool=tool, arguments=arguments, scope=scope, where=where)
-    return executor(tool=tool, arguments=arguments, scope=scope)
+        options["where"] = where
+    if window is not None and tool.type in WINDOWED_TYPES:
+        options["window"] = window
+    return executor(tool=tool, arguments=arguments, scope=scope, **options)
 
 
 # Where execute hands a write's SafeWrite to its type's executor (not a JSON name: no argument can collide).
@@ -150,15 +163,21 @@ def _read_state(tool: Tool, *, load: bool = True) -> tuple[Mount, int, str, Any]
 
 
 def run_read(
-    tool: Tool, operation: Callable[..., Any], arguments: dict, *extra: Any, where: dict[str, Any] | None = None
+    tool: Tool,
+    operation: Callable[..., Any],
+    arguments: dict,
+    *extra: Any,
+    where: dict[str, Any] | None = None,
+    window: Window | None = None,
 ) -> Any:
     """A read operation of data_access.operations over the tool's mount; moved to a heavy worker process if
-    it turns expensive (tools_app.execution.heavy). A rows table is read where its rows are (records.read).
-    With `where`, over the mount's records within it only (data_access.narrowing)."""
+    it turns expensive (tools_app.execution.heavy). A rows table is read where its rows are (records.read; with
+    `window`, only the rows of the page when the mount is a collection). With `where`, over the mount's records
+    within it only (data_access.narrowing)."""
     mount, version, storage, data = _read_state(tool)
     assert tool.table_id is not None  # _read_state refused a tool without a table
     if storage == TableStorage.ROWS:
-        return records.read(tool.table_id, version, mount, operation, arguments, extra, where=where)
+        return records.read(tool.table_id, version, mount, operation, arguments, extra, where=where, window=window)
     if where is not None:
         extra = (operation, where, *extra)
         operation = narrowing.read_narrowed
@@ -240,14 +259,24 @@ def _check_depth(mount: Mount, arguments: dict, data: Any) -> None:
 def reader(operation: Callable[..., Any]) -> Executor:
     """A read type's executor: `operation` of data_access.operations over the tool's mount (run_read)."""
 
-    def run(*, tool: Tool, arguments: dict[str, Any], scope: Any = None, where: dict | None = None) -> Any:
-        return run_read(tool, operation, arguments, where=where)
+    def run(
+        *,
+        tool: Tool,
+        arguments: dict[str, Any],
+        scope: Any = None,
+        where: dict | None = None,
+        window: Window | None = None,
+    ) -> Any:
+        return run_read(tool, operation, arguments, where=where, window=window)
 
     return run
 
 
-def _preview(*, tool: Tool, arguments: dict[str, Any], scope: Any = None, where: dict | None = None) -> Any:
-    return run_read(tool, operations.preview, arguments, (tool.metadata or {}).get("preview_keys"), where=where)
+def _preview(
+    *, tool: Tool, arguments: dict[str, Any], scope: Any = None, where: dict | None = None, window: Window | None = None
+) -> Any:
+    preview_keys = (tool.metadata or {}).get("preview_keys")
+    return run_read(tool, operations.preview, arguments, preview_keys, where=where, window=window)
 
 
 def _data_schema(*, tool: Tool, arguments: dict[str, Any], scope: Any = None, where: dict | None = None) -> Any:

@@ -60,7 +60,7 @@ from tools_app.execution.call_details import (
     withheld,
 )
 from tools_app.execution.call_limits import call_slots, limits_for
-from tools_app.execution.executors import execute
+from tools_app.execution.executors import WINDOWED_TYPES, execute
 from tools_app.grants import WHERE, Grant, apply_pins
 from tools_app.kernel.caches import LruCache
 from tools_app.kernel.errors import ErrorCode, ToolError
@@ -69,7 +69,9 @@ from tools_app.models import ApiKey, CallLog, CallStatus, McpInstance, Surface, 
 from tools_app.paging import (
     CURSOR,
     MEASURE_FACTOR,
+    Cut,
     Page,
+    Window,
     default_max_result_bytes,
     encode_within,
     measure,
@@ -192,7 +194,9 @@ class CallOutcome:
 class ResultCache:
     """Read results per (tool, its last edit, table, table version, arguments), bounded by bytes: the value
     and its JSON text, or (a list over a budget, never encoded whole) the value alone, weighed by its
-    estimated JSON size. Pages of one list are cut from its entry, not by running the tool again.
+    estimated JSON size. Pages of one list are cut from its entry, not by running the tool again; each page
+    cut is kept too (under the same key with the budget and its offset, weighed by its text), so a page asked
+    again is served as cut, neither read nor measured again.
 
     A table version is immutable data, so a hit is exactly what running the tool again would return.
     """
@@ -211,6 +215,14 @@ class ResultCache:
         if text is None and weight is None:
             raise ValueError("A result kept without its text needs its estimated weight.")
         self._store.put(key, (value, text, len(text) if text is not None else weight or 0))
+
+    def get_page(self, key: tuple, limit: int, offset: int) -> Page | None:
+        """The page of the result under `key` cut for the budget `limit` at `offset`, when it was cut before."""
+        entry = self._store.get(("page", key, limit, offset))
+        return None if entry is None else entry[0]
+
+    def put_page(self, key: tuple, limit: int, page: Page) -> None:
+        self._store.put(("page", key, limit, page.offset), (page, page.text, len(page.text)))
 
     def clear(self) -> None:
         self._store.clear()
@@ -466,8 +478,11 @@ def _tool(target: CallTarget) -> Tool:
     return tool_cache.get(target.tool_id, target.tool_changed)
 
 
-def _execute(caller: Caller, target: CallTarget, name: str, arguments: Any, began: float) -> CallOutcome:
-    """Validate and execute; a ToolError (or anything else, as INTERNAL_ERROR) becomes the outcome's error."""
+def _execute(
+    caller: Caller, target: CallTarget, name: str, arguments: Any, began: float, window: Window | None = None
+) -> CallOutcome:
+    """Validate and execute; a ToolError (or anything else, as INTERNAL_ERROR) becomes the outcome's error.
+    With `window`, a reader that can read only its page's items may answer a paging.Cut (_limited)."""
     try:
         tool = _tool(target)
         scope = _scope(caller, target) if tool.type in REGISTRY_TYPES else None
@@ -480,7 +495,9 @@ def _execute(caller: Caller, target: CallTarget, name: str, arguments: Any, bega
             span("toolhub.call.execute"),
             enforced(limits_for(target), since=began, on_heavy=slot, yield_after_ms=yield_after),
         ):
-            value = execute(tool=tool, arguments=arguments, scope=scope, where=where)
+            # A window only when there is one: a stand-in `execute` of another read need not take it.
+            paged = {} if window is None else {"window": window}
+            value = execute(tool=tool, arguments=arguments, scope=scope, where=where, **paged)
         return CallOutcome(name=name, tool_type=tool.type, value=value)
     except ToolError as exc:
         if exc.code == ErrorCode.QUERY_TOO_EXPENSIVE:
@@ -503,13 +520,18 @@ def _run(caller: Caller, target: CallTarget, name: str, arguments: Any, began: f
         return CallOutcome(name=name, tool_type=target.tool_type, error=paging.error)
     arguments = paging.arguments
     cache_key = _cache_key(target, arguments)
+    limit = target.max_result_bytes
+    if paging.pageable and cache_key is not None and limit is not None:
+        page = result_cache.get_page(cache_key, limit, paging.offset or 0)
+        if page is not None:  # cut before for this budget: served as cut
+            return _page_outcome(name, target.tool_type, page)
     cached = result_cache.get(cache_key) if cache_key is not None else None
     if cached is not None:
         outcome = CallOutcome(name=name, tool_type=target.tool_type, value=cached[0], text=cached[1])
     else:
-        outcome = _execute(caller, target, name, arguments, began)
+        outcome = _execute(caller, target, name, arguments, began, _window(target, paging))
     with span("toolhub.call.classify"):
-        return _limited(target, outcome, paging, cache_key if cached is None or cached[1] is None else None)
+        return _limited(target, outcome, paging, cache_key, keep=cached is None or cached[1] is None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -545,27 +567,48 @@ class _Paging:
         return cls(arguments, pageable=True, offset=offset, binding=binding)
 
 
+def _window(target: CallTarget, paging: _Paging) -> Window | None:
+    """What a reader of WINDOWED_TYPES may answer instead of its whole list (paging.Window): the cursor's offset,
+    the budget, and cursors bound as _paged binds them (the binding computed only when a cursor is signed)."""
+    limit = target.max_result_bytes
+    if not paging.pageable or limit is None or target.tool_type not in WINDOWED_TYPES:
+        return None
+    version = target.table_version or 0
+    bound = [paging.binding] if paging.binding else []
+
+    def cursor_at(index: int) -> str:
+        if not bound:
+            bound.append(_binding(target, paging.arguments))
+        return sign_cursor(binding=bound[0], version=version, offset=index)
+
+    return Window(offset=paging.offset, limit=limit, cursor_at=cursor_at)
+
+
 def _binding(target: CallTarget, arguments: Any) -> str:
     """What a cursor of this call is bound to: the tool, its last edit and the arguments (paging.tool_binding)."""
     return tool_binding(tool_id=target.tool_id, tool_changed=_tool(target).updated_at.isoformat(), arguments=arguments)
 
 
-def _limited(target: CallTarget, outcome: CallOutcome, paging: _Paging, cache_key: tuple | None) -> CallOutcome:
+def _limited(
+    target: CallTarget, outcome: CallOutcome, paging: _Paging, cache_key: tuple | None, *, keep: bool = True
+) -> CallOutcome:
     """Classify a read's result against the budget, encoding no more of it than the budget (docs/paging.md):
     within it, the result unchanged; a list over it (or any call with a cursor), a page; anything else over
-    it, RESULT_TOO_LARGE naming its size. What was encoded goes to the result cache (`cache_key`, when the
-    entry is new or had no text)."""
+    it, RESULT_TOO_LARGE naming its size. What was encoded goes to the result cache under `cache_key`: the
+    result when `keep` (the entry is new or had no text), a page always (each page is cut once)."""
     limit = target.max_result_bytes
     if not outcome.ok or limit is None or target.tool_type in CHANGING_TYPES:
         return outcome
     value, known = outcome.value, outcome._text
+    if isinstance(value, Cut):
+        return _from_cut(target, outcome, value, limit, cache_key)
     if paging.offset is None:
         if known is not None and not over_limit(target.tool_type, utf8_size(known), limit):
             return outcome
         within = encode_within(value, limit) if known is None else None
         if within is not None:
             outcome._text = within
-            if cache_key is not None:
+            if cache_key is not None and keep:
                 result_cache.put(cache_key, value, within)
             return outcome
     if paging.pageable and isinstance(value, list):
@@ -574,7 +617,7 @@ def _limited(target: CallTarget, outcome: CallOutcome, paging: _Paging, cache_ke
         except Tool.DoesNotExist:  # deleted since it ran: no cursor can be bound to it, so no page either
             binding = ""
         if binding:
-            return _paged(target, outcome, paging, binding, limit, cache_key)
+            return _paged(target, outcome, paging, binding, limit, cache_key, keep=keep)
     if paging.offset is not None:  # a cursor whose list is gone: only a change of the data does that
         return _failed(outcome, ToolError(ErrorCode.CURSOR_EXPIRED, "The result this cursor pages is gone."))
     size, complete = (utf8_size(known), True) if known is not None else measure(value, limit * MEASURE_FACTOR)
@@ -583,7 +626,14 @@ def _limited(target: CallTarget, outcome: CallOutcome, paging: _Paging, cache_ke
 
 
 def _paged(
-    target: CallTarget, outcome: CallOutcome, paging: _Paging, binding: str, limit: int, cache_key: tuple | None
+    target: CallTarget,
+    outcome: CallOutcome,
+    paging: _Paging,
+    binding: str,
+    limit: int,
+    cache_key: tuple | None,
+    *,
+    keep: bool,
 ) -> CallOutcome:
     """The page of the list result at the cursor's offset, with cursors bound to `binding` (_binding)."""
     items: list = outcome.value
@@ -599,9 +649,34 @@ def _paged(
     if page is None:
         error = _item_too_large(target.tool_type or "", offset, limit, on_instance=target.instance_id is not None)
         return _failed(outcome, error)
-    if cache_key is not None and outcome._text is None:
-        result_cache.put(cache_key, items, None, weight=page.estimated_bytes)
-    paged = CallOutcome(name=outcome.name, tool_type=outcome.tool_type, value=page.value, text=page.text)
+    if cache_key is not None:
+        if keep and outcome._text is None:
+            result_cache.put(cache_key, items, None, weight=page.estimated_bytes)
+        result_cache.put_page(cache_key, limit, page)
+    return _page_outcome(outcome.name, outcome.tool_type, page)
+
+
+def _from_cut(target: CallTarget, outcome: CallOutcome, cut: Cut, limit: int, cache_key: tuple | None) -> CallOutcome:
+    """A windowed reader's answer (paging.Window.cut), classified as _limited classifies the whole list: the list
+    when it fits, else its page (kept in the result cache as cut), the item too large for any page, or an object
+    over the budget."""
+    on_instance = target.instance_id is not None
+    tool_type = target.tool_type or ""
+    if cut.whole is not None:
+        if cache_key is not None and cut.text is not None:
+            result_cache.put(cache_key, cut.whole, cut.text)
+        return CallOutcome(name=outcome.name, tool_type=outcome.tool_type, value=cut.whole, text=cut.text)
+    if cut.over is not None:
+        return _failed(outcome, too_large(tool_type, cut.over, limit, complete=False, on_instance=on_instance))
+    if cut.page is None:
+        return _failed(outcome, _item_too_large(tool_type, cut.offset, limit, on_instance=on_instance))
+    if cache_key is not None:
+        result_cache.put_page(cache_key, limit, cut.page)
+    return _page_outcome(outcome.name, outcome.tool_type, cut.page)
+
+
+def _page_outcome(name: str, tool_type: str | None, page: Page) -> CallOutcome:
+    paged = CallOutcome(name=name, tool_type=tool_type, value=page.value, text=page.text)
     paged.page = page
     return paged
 

@@ -10,8 +10,9 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
   the expression compiles (tools_app.data_access.sql_query; its answer is jmespath's exactly), otherwise the
   records are read in chunks of CHUNK rows into the list the evaluator runs over, at most
   TOOLHUB_MAX_EVALUATED_BYTES of their JSON (QUERY_TOO_EXPENSIVE beyond); `select` by the collection's key
-  field is an index lookup; `preview` reads its window (ORDER BY position, LIMIT/OFFSET); `get_data_schema`
-  describes the first SCHEMA_SAMPLE records, with the true count.
+  field is an index lookup; `preview` reads its window (ORDER BY position, LIMIT/OFFSET); `get_all_data` (and
+  `preview` without preview keys) called with the pipeline's page request (paging.Window) reads only the rows of
+  its page; `get_data_schema` describes the first SCHEMA_SAMPLE records, with the true count.
 - A read at any other mount (above a collection, or inside one of its records) runs over the document with
   the collections it reaches spliced in, under the same byte bound.
 - A read narrowed by its binding (`where`, tools_app.data_access.narrowing) over an array collection runs
@@ -44,6 +45,7 @@ from tools_app.data_access.sql_query import SqlQuery, compile_sql_expression, ru
 from tools_app.kernel import json_patch
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import Table, TableCollection, TableRecord, TableRecordLayout, TableSnapshot, TableStorage, Tool
+from tools_app.paging import MEASURE_FACTOR, Cut, Window, measure, utf8_size
 from tools_app.services import table_log
 from tools_app.validators import max_record_bytes, max_table_records
 
@@ -522,16 +524,21 @@ def _select(
         return _decoded(cursor.fetchall(), cursor, {})
 
 
-def _chunks(collection: Collection, limit: int | None = None) -> Iterator[list[tuple[int, str | None, Any, int]]]:
-    """The collection's records in position order, CHUNK rows per statement (keyset on position); at most
-    `limit` records. The time budget is checked after each chunk."""
-    after: int | None = None
+def _chunks(
+    collection: Collection, limit: int | None = None, *, after: int | None = None, first: int = CHUNK
+) -> Iterator[list[tuple[int, str | None, Any, int]]]:
+    """The collection's records in position order (those after the position `after`, when given), CHUNK rows per
+    statement (keyset on position), the first statement `first` rows and each next one twice the last up to
+    CHUNK (a reader that needs only a page reads about that); at most `limit` records. The time budget is
+    checked after each chunk."""
     left = limit
+    step = max(1, min(first, CHUNK))
     layouts: dict[int, Layout] = {}
     text = "data::text" if _dialect() == "postgresql" else "data"
     current = budget.active()
     while left is None or left > 0:
-        size = CHUNK if left is None else min(CHUNK, left)
+        size = step if left is None else min(step, left)
+        step = min(step * 2, CHUNK)
         where = "" if after is None else " AND position > %s"
         params: tuple = (collection.id,) if after is None else (collection.id, after)
         with engine_budget(), connection.cursor() as cursor:
@@ -581,6 +588,77 @@ def _value(collection: Collection, keep: Callable[[Any], bool] | None = None) ->
     return items if collection.kind == "array" else members
 
 
+PAGE_FIRST_ROWS = 64  # a windowed read's first statement; each next one reads twice as many (_chunks)
+
+
+def _windowed(collection: Collection, window: Window) -> Any:
+    """`get_all_data` of a collection within the caller's result budget (docs/paging.md), reading only the rows it
+    needs: an array's records from the window's offset, as far as its page and one more (`window.cut`: the whole
+    list when it fits, else the page); an object's members until they are over four budgets (then only how large,
+    at least, it is: it is refused, being no list) or all of them (the pipeline measures them as a document's)."""
+    if collection.kind == "object":
+        if window.offset is not None:  # no cursor pages an object
+            raise ToolError(ErrorCode.CURSOR_EXPIRED, "The result this cursor pages is gone.")
+        return _object_within(collection, window.limit * MEASURE_FACTOR)
+    offset = window.offset or 0
+    after = None
+    if 0 < offset <= collection.record_count:
+        after = _position_at(collection, offset - 1)
+        if after is None:  # fewer rows than the count says: a write since the version was read
+            raise ToolError(ErrorCode.CURSOR_EXPIRED, "The result this cursor pages is shorter now.")
+    return window.cut(_bounded(_chunks(collection, after=after, first=PAGE_FIRST_ROWS)), collection.record_count)
+
+
+def _bounded(chunks: Iterator[list[tuple[int, str | None, Any, int]]]) -> Iterator[Any]:
+    """The records of `chunks`, at most max_evaluated_bytes() of their JSON (QUERY_TOO_EXPENSIVE beyond): a budget
+    as large as an instance may set (2 GiB) reads no more than gathering the collection may."""
+    limit = max_evaluated_bytes()
+    total = 0
+    for chunk in chunks:
+        for _position, _key, record, size in chunk:
+            total += size
+            if total > limit:
+                raise _too_expensive(limit)
+            yield record
+
+
+def _position_at(collection: Collection, index: int) -> int | None:
+    """The position of the collection's record at `index` (0-based, in position order), found on the (collection,
+    position) index alone: no record is read or decoded on the way."""
+    with engine_budget(), connection.cursor() as cursor:
+        cursor.execute(
+            f'SELECT position FROM "{_records_table()}" WHERE collection_id = %s ORDER BY position LIMIT 1'
+            f" OFFSET {int(index)}",
+            (collection.id,),
+        )
+        row = cursor.fetchone()
+    return None if row is None else int(row[0])
+
+
+def _object_within(collection: Collection, cap: int) -> Any:
+    """An object collection's members while their compact JSON is at most `cap` bytes: all of them (a dict), or,
+    once past it, a paging.Cut naming the size `measure` gives for the whole object (the same: the text up to
+    there is the whole object's)."""
+    members: dict = {}
+    size = 1  # "{"
+    limit, read = max_evaluated_bytes(), 0
+    for chunk in _chunks(collection, first=PAGE_FIRST_ROWS):
+        for _position, key, record, stored in chunk:
+            read += stored
+            if read > limit:
+                raise _too_expensive(limit)
+            separator = 1 if members else 0
+            members[key] = record
+            size += separator + utf8_size(_compact(key)) + 1 + utf8_size(_compact(record))
+            if size > cap + 1:
+                measured, _complete = measure(members, cap)
+                return Cut(over=measured)
+    return members
+
+
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def _spliced(table_id: int, version: int, mount: Mount, found: dict[str, Collection]) -> Any:
     """The document with the collections that `mount` reaches (above or below it) spliced in."""
     data = services.table_document(table_id, version)
@@ -600,9 +678,13 @@ def read(
     extra: tuple = (),
     *,
     where: dict[str, Any] | None = None,
+    window: Window | None = None,
 ) -> Any:
     """`operation(data, mount, arguments, *extra)` (a read of data_access.operations) over a rows table, with
-    the answer the document would give (module docstring); with `where`, over the mount's records within it."""
+    the answer the document would give (module docstring); with `where`, over the mount's records within it.
+
+    With `window` (the pipeline's page request), `get_all_data` and `preview` without preview keys over a
+    collection read only what their answer needs (_windowed): a paging.Cut, or an object within the budget."""
     found = collections(table_id)
     collection = found.get(mount.json_path)
     if where is not None:
@@ -616,7 +698,7 @@ def read(
     if operation is operations.preview and extra and extra[0]:
         return _preview(collection, arguments, extra[0])
     if operation in (operations.get_all_data, operations.preview):
-        return _value(collection)
+        return _value(collection) if window is None else _windowed(collection, window)
     return operation(_value(collection), Mount("", mount.key_field), arguments, *extra)
 
 

@@ -5,12 +5,14 @@ TOOLHUB_MAX_RESULT_BYTES budget; the admin's "show all" goes up to TOOLHUB_TRY_I
 import json
 
 import pytest
+from django.core import signing
 from django.urls import reverse
 
 from tests.api_helpers import client_for, db_snapshot
 from tools_app import paging, services
 from tools_app.execution import pipeline as calls
-from tools_app.models import CallLog
+from tools_app.execution import records
+from tools_app.models import CallLog, TableRecord
 
 RECORDS = [{"id": i, "name": f"n{i:03d}"} for i in range(100)]
 PAGE_SIZES = [35, 34, 31]  # as over MCP: the same budget cuts the same pages (see mcp_app/tests/test_paging.py)
@@ -305,3 +307,187 @@ def test_guide_and_export_describe_paging_for_pageable_tools_only(owner, records
 )
 def test_utf8_size_is_the_utf8_length_and_a_lone_surrogate_counts_three(text, size):
     assert paging.utf8_size(text) == size
+
+
+#
+# Rows tables: a page reads only its own records (docs/paging.md, "Pages of a rows table")
+#
+
+
+def _tools_both_ways(owner, make_table, make_tool, data, type="get_all_data", **fields):
+    """The same data as a document table and as a table stored as rows, a `type` tool on each."""
+    document = make_table(owner, name="as_document", data=data)
+    rows = make_table(owner, name="as_rows", data=data)
+    assert records.table_to_rows(rows.pk)
+    return (
+        make_tool(owner, document, type=type, name=f"{type}_document", **fields),
+        make_tool(owner, rows, type=type, name=f"{type}_rows", **fields),
+    )
+
+
+def _all_pages(tool, arguments=None):
+    """Every answer of a call and of the cursors it hands out: (status, body without the cursor's text)."""
+    answers = []
+    response = call(tool.owner, tool, dict(arguments or {}))
+    while True:
+        body = response.json()
+        result = body.get("result")
+        cursor = result.get("next_cursor") if isinstance(result, dict) and "total" in result else None
+        if cursor is not None:
+            result = {**result, "next_cursor": signing.loads(cursor, salt=paging._SALT)["o"]}
+        answers.append((response.status_code, result if "result" in body else body))
+        if cursor is None:
+            return answers
+        response = call(tool.owner, tool, {**(arguments or {}), "cursor": cursor})
+
+
+PAGED_SHAPES = {
+    "array over the budget": [{"id": i, "name": f"n{i:03d}"} for i in range(100)],
+    "array within the budget": [{"id": i} for i in range(20)],
+    "empty array": [],
+    "an item alone over the budget": [{"id": 0}, {"id": 1, "text": "x" * 1500}, {"id": 2}],
+    "scalars and nested records": [1, "two", None, [3], {"id": 4, "tags": ["é" * 40]}] * 30,
+    "object over the budget": {f"k{i:03d}": {"name": f"n{i:03d}"} for i in range(300)},
+    "object far over the budget": {f"k{i:04d}": {"name": "x" * 50} for i in range(1000)},
+    "object within the budget": {"a": {"name": "n"}, "b": 2},
+}
+PAGED_STATUSES = {
+    "array over the budget": [200, 200, 200],
+    "array within the budget": [200],
+    "empty array": [200],
+    "an item alone over the budget": [200, 400],  # the second page would start with it: RESULT_TOO_LARGE
+    "scalars and nested records": [200] * 5,
+    "object over the budget": [400],
+    "object far over the budget": [400],
+    "object within the budget": [200],
+}
+
+
+@pytest.mark.parametrize("shape", list(PAGED_SHAPES))
+@pytest.mark.parametrize("type", ["get_all_data", "preview"])
+def test_a_rows_table_answers_every_page_as_its_document(owner, make_table, make_tool, shape, type):
+    """get_all_data, and preview without preview keys, over rows: the same pages, totals, cursor offsets and
+    refusals as the same data stored as a document, following every cursor."""
+    # given
+    on_document, on_rows = _tools_both_ways(owner, make_table, make_tool, PAGED_SHAPES[shape], type=type)
+    # when
+    calls.result_cache.clear()
+    expected = _all_pages(on_document)
+    calls.result_cache.clear()
+    answered = _all_pages(on_rows)
+    # then
+    assert answered == expected
+    assert [status for status, _answer in expected] == PAGED_STATUSES[shape]
+
+
+def test_a_rows_page_reads_only_its_rows(owner, make_table, make_tool, settings, monkeypatch):
+    """The first page and a page by cursor of a 20,000-record collection read 64 rows each (the first statement's
+    size), never the collection: with the evaluator's byte bound far below the collection, they still answer."""
+    # given
+    data = [{"id": i, "name": f"n{i:05d}"} for i in range(20_000)]
+    _on_document, tool = _tools_both_ways(owner, make_table, make_tool, data)
+    settings.TOOLHUB_MAX_EVALUATED_BYTES = 10_000  # gathering the collection (~560 kB) would be refused
+    decoded: list[int] = []
+    real = records._decoded
+
+    def counted(rows, cursor, layouts):
+        decoded.append(len(rows))
+        return real(rows, cursor, layouts)
+
+    monkeypatch.setattr(records, "_decoded", counted)
+    binding = paging.tool_binding(tool_id=tool.pk, tool_changed=tool.updated_at.isoformat(), arguments={})
+    deep = paging.sign_cursor(binding=binding, version=tool.table.version, offset=15_000)
+    # when
+    first = call(owner, tool, {}).json()["result"]
+    first_rows = sum(decoded)
+    decoded.clear()
+    middle = call(owner, tool, {"cursor": deep}).json()["result"]
+    # then
+    assert (first_rows, sum(decoded)) == (64, 64)
+    assert first["items"] == data[:32]
+    assert middle["items"] == data[15_000:15_028]  # five-digit ids: fewer fit
+    assert (first["total"], middle["total"]) == (20_000, 20_000)
+    assert signing.loads(middle["next_cursor"], salt=paging._SALT)["o"] == 15_028
+
+
+def test_a_rows_cursor_past_the_collection_is_expired_and_writes_only_its_record(owner, make_table, make_tool):
+    """A genuine cursor past the end (the collection shrank without a version change cannot happen through the
+    tools; signed here by hand) is CURSOR_EXPIRED, as the pipeline answers for a shorter list."""
+    # given
+    _on_document, tool = _tools_both_ways(owner, make_table, make_tool, [{"id": i} for i in range(300)])
+    binding = paging.tool_binding(tool_id=tool.pk, tool_changed=tool.updated_at.isoformat(), arguments={})
+    past = paging.sign_cursor(binding=binding, version=tool.table.version, offset=301)
+    before = db_snapshot()
+    # when
+    response = call(owner, tool, {"cursor": past})
+    # then
+    assert (response.status_code, response.json()["error"]) == (400, "CURSOR_EXPIRED")
+    assert response.json()["message"] == "The result this cursor pages is shorter now."
+    after = db_snapshot()
+    recorded = ("tools_app.CallLog", "tools_app.Tool")  # the call's record: its log row, the tool's use count
+    assert {label: rows for label, rows in after.items() if label not in recorded} == {
+        label: rows for label, rows in before.items() if label not in recorded
+    }
+    assert CallLog.objects.get(tool=tool).status == "error"
+    assert TableRecord.objects.filter(collection__table=tool.table).count() == 300
+
+
+@pytest.mark.parametrize(
+    "data", [[{"id": i} for i in range(2_000)], {f"k{i}": {"name": "x" * 20} for i in range(2_000)}]
+)
+def test_a_rows_read_under_a_huge_budget_reads_no_more_than_the_evaluator_may(
+    owner, make_table, make_tool, settings, data
+):
+    """A budget as large as an instance may set does not lift the bound on what a read gathers: past
+    TOOLHUB_MAX_EVALUATED_BYTES it is QUERY_TOO_EXPENSIVE (as gathering the collection was), and nothing is written."""
+    # given
+    _on_document, tool = _tools_both_ways(owner, make_table, make_tool, data)
+    settings.TOOLHUB_MAX_RESULT_BYTES = 2_147_483_647
+    settings.TOOLHUB_MAX_EVALUATED_BYTES = 10_000
+    before = TableRecord.objects.filter(collection__table=tool.table).count()
+    # when
+    response = call(owner, tool, {})
+    # then
+    assert (response.status_code, response.json()["error"]) == (400, "QUERY_TOO_EXPENSIVE")
+    assert "TOOLHUB_MAX_EVALUATED_BYTES" in response.json()["message"]
+    assert TableRecord.objects.filter(collection__table=tool.table).count() == before == 2_000
+
+
+#
+# Pages are cut once and kept cut
+#
+
+
+@pytest.mark.parametrize("stored", ["document", "rows"])
+def test_a_page_asked_again_is_served_as_cut(owner, make_table, make_tool, monkeypatch, stored):
+    """A page is cut once: asked again (first page or by cursor), it is served from the result cache as cut,
+    neither run, read nor measured again; the same answer."""
+    # given
+    on_document, on_rows = _tools_both_ways(owner, make_table, make_tool, [dict(r) for r in RECORDS])
+    tool = on_document if stored == "document" else on_rows
+    first = call(owner, tool, {}).json()
+    second = call(owner, tool, {"cursor": first["result"]["next_cursor"]}).json()
+
+    def refused(*args, **kwargs):
+        raise AssertionError("cut or run again")
+
+    monkeypatch.setattr(calls, "execute", refused)
+    monkeypatch.setattr(calls, "page_of", refused)
+    monkeypatch.setattr(paging.Window, "cut", refused)
+    # when
+    again = call(owner, tool, {}).json()
+    second_again = call(owner, tool, {"cursor": first["result"]["next_cursor"]}).json()
+    # then
+    assert (again, second_again) == (first, second)
+    assert [len(page["result"]["items"]) for page in (first, second)] == PAGE_SIZES[:2]
+
+
+def test_a_cut_page_is_per_budget(owner, records, all_records, settings):
+    """The cut pages are kept per budget: another budget cuts its own pages from the same result."""
+    # given
+    small = call(owner, all_records, {}).json()["result"]
+    settings.TOOLHUB_MAX_RESULT_BYTES = 2000
+    # when
+    larger = call(owner, all_records, {}).json()["result"]
+    # then
+    assert (len(small["items"]), len(larger["items"])) == (35, 76)
