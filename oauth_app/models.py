@@ -36,7 +36,12 @@ class Client(AbstractApplication):
         # for the whole hash. Its view validates the client first, outside the transaction, having kept the
         # secret it answers with: the secret is hashed here, then, with no connection held
         # (toolhub.passwords), and the save finds it hashed already.
-        if self._state.adding and self.registration_source == self.RegistrationSource.DCR and self.hash_client_secret:
+        if self._state.adding and self.registration_source == self.RegistrationSource.CIMD:
+            # A metadata-document client is public (the library makes it so on every fetch) and never sends a
+            # secret: it gets none, so that its first sight, on an anonymous token request, costs no hash. An
+            # empty secret authenticates nothing a public client_id does not.
+            self.client_secret, self.hash_client_secret = "", False
+        elif self._state.adding and self.registration_source == self.RegistrationSource.DCR and self.hash_client_secret:
             try:
                 identify_hasher(self.client_secret)
             except ValueError:
