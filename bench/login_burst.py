@@ -2,7 +2,7 @@
 
     python bench/login_burst.py --database-url postgres://postgres@127.0.0.1:5432/postgres \
         [--addresses 4x10,40,150,600] [--workers 2] [--pool-size 10] [--rounds 1] \
-        [--trees before=/path/to/main,after=.]
+        [--trees before=/path/to/main,after=.] [--endpoint login|oauth-token]
 
 Creates a database of its own on that server (dropped at the end), migrates it, creates a user `other`
 with an API token and a small table, and starts `uvicorn --workers N` with the production password hasher
@@ -19,6 +19,10 @@ each burst, the same user's `--quiet-calls` calls on the idle server give the qu
 compared with (the machine's load changes between bursts; the ratio is taken against the quiet moment
 next to it).
 
+`--endpoint oauth-token` sends the same bursts as bad OAuth client secrets instead of bad logins: each
+request a `POST /oauth/token/` for a confidential client (created with the production hasher) with a random
+secret, half in the form body (`client_secret`), half as HTTP Basic; 401 is the wrong secret's answer.
+
 Printed per burst: the status counts of the bad logins (400 = wrong credentials, 429 = refused, 5xx = the
 failure this bench looks for) and their p50 / max latency; the other user's requests: count, 5xx, p50 and
 p95, and p95 / quiet p95; the workers' resident memory before the burst, right after it and `--pause`
@@ -30,6 +34,7 @@ then prints, per tree and burst, the medians over the rounds. The bench runs fro
 """
 
 import argparse
+import base64
 import json
 import os
 import secrets
@@ -40,6 +45,7 @@ import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -54,7 +60,13 @@ User = get_user_model()
 User.objects.create_user("victim", password="the-right-password-" + "x" * 8)
 other = User.objects.create_user("other", password="another-password-" + "y" * 8)
 table_create(owner=other, name="orders", data=[{"id": i, "total": i * 2.5} for i in range(20)])
-print(json.dumps({"token": api_token_issue(user=other, via="bench")[1]}))
+from oauth2_provider.models import get_application_model
+Client = get_application_model()
+client = Client.objects.create(
+    name="bench", client_type=Client.CLIENT_CONFIDENTIAL, authorization_grant_type=Client.GRANT_AUTHORIZATION_CODE,
+    redirect_uris="https://client.example/cb", client_secret="the-client-secret-" + "z" * 20,
+)
+print(json.dumps({"token": api_token_issue(user=other, via="bench")[1], "client_id": client.client_id}))
 """
 
 
@@ -64,20 +76,43 @@ def bad_login(base: str, address: str, username: str) -> urllib.request.Request:
     return urllib.request.Request(f"{base}/api/auth/token/", data=body, headers=headers)
 
 
+def bad_client_secret(base: str, address: str, client_id: str, basic: bool) -> urllib.request.Request:
+    form = {
+        "grant_type": "authorization_code",
+        "code": secrets.token_urlsafe(16),
+        "redirect_uri": "https://client.example/cb",
+        "client_id": client_id,
+        "code_verifier": secrets.token_urlsafe(48),
+    }
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "X-Forwarded-For": address}
+    secret = secrets.token_urlsafe(24)
+    if basic:
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()
+    else:
+        form["client_secret"] = secret
+    return urllib.request.Request(f"{base}/oauth/token/", data=urlencode(form).encode(), headers=headers)
+
+
 def light_call(base: str, token: str) -> urllib.request.Request:
     return urllib.request.Request(f"{base}/api/tables/", headers={"Authorization": f"Token {token}"})
 
 
-def burst(server: Uvicorn, token: str, addresses: int, per_address: int, net: int, quiet_calls: int) -> dict:
+def burst(
+    server: Uvicorn, seeded: dict, addresses: int, per_address: int, net: int, quiet_calls: int, endpoint: str
+) -> dict:
     """One burst from the addresses 10.<net>.x.y (a fresh /16 per burst: no earlier window or lockout counts)."""
+    token = seeded["token"]
     base = server.base
     quiet = [call(light_call(base, token))[1] for _ in range(quiet_calls)]
     requests = []
     for index in range(addresses):
         address = f"10.{net}.{index // 250}.{index % 250 + 1}"
         for attempt in range(per_address):
-            username = "victim" if (index + attempt) % 2 else f"nobody-{index}-{attempt}"
-            request = bad_login(base, address, username)
+            if endpoint == "oauth-token":
+                request = bad_client_secret(base, address, seeded["client_id"], basic=bool((index + attempt) % 2))
+            else:
+                username = "victim" if (index + attempt) % 2 else f"nobody-{index}-{attempt}"
+                request = bad_login(base, address, username)
             requests.append(lambda request=request: call(request))
     rss_before = resident_mb(server.worker_pids())
     results, light = release_together(requests, meanwhile=lambda: light_call(base, token))
@@ -123,6 +158,7 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=5.0, help="seconds between bursts (memory measured after)")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--trees", default=f"this={ROOT}", help="name=checkout,... served in turn each round")
+    parser.add_argument("--endpoint", choices=("login", "oauth-token"), default="login", help="what the burst sends")
     args = parser.parse_args()
     if not args.database_url.startswith("postgres"):
         raise SystemExit("--database-url must name a PostgreSQL server")
@@ -140,9 +176,10 @@ def main() -> None:
         env.setdefault("TOOLHUB_RATE_LIMIT_KEY_PREFIX", f"login-burst-{os.getpid()}")
         if args.pool_size is not None:
             env["DATABASE_POOL_MAX_SIZE"] = str(args.pool_size)
-        token = json.loads(run_python(env, SEED))["token"]
+        seeded = json.loads(run_python(env, SEED))
+        token = seeded["token"]
         print(
-            f"login burst: {args.workers} uvicorn workers, PostgreSQL, pool size "
+            f"{args.endpoint} burst: {args.workers} uvicorn workers, PostgreSQL, pool size "
             f"{env.get('DATABASE_POOL_MAX_SIZE', 'default (10)')} per worker, rate limits in "
             f"{'Redis' if env.get('REDIS_URL') else 'each worker'}; trees: "
             + ", ".join(f"{name} ({path})" for name, path in trees),
@@ -159,7 +196,7 @@ def main() -> None:
                     print(f"round {round_number}, {name}: load average {load()}", flush=True)
                     for number, (addresses, per_address) in enumerate(bursts):
                         net += 1
-                        row = burst(server, token, addresses, per_address, net, args.quiet_calls)
+                        row = burst(server, seeded, addresses, per_address, net, args.quiet_calls, args.endpoint)
                         time.sleep(args.pause)
                         row["rss_later"] = resident_mb(server.worker_pids())
                         rows.setdefault((name, number), []).append(row)

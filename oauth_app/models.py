@@ -1,8 +1,10 @@
 """What toolhub keeps beside django-oauth-toolkit's tables."""
 
 from django.conf import settings
+from django.contrib.auth.hashers import identify_hasher, make_password
 from django.db import models
 from oauth2_provider.models import AbstractApplication, RefreshToken
+from oauth2_provider.settings import oauth2_settings
 
 # The schemes a client's redirect URIs may use; oauth_app.validators allows http only to a loopback address.
 REDIRECT_SCHEMES = ("https", "http")
@@ -26,6 +28,24 @@ class Client(AbstractApplication):
 
     def get_allowed_schemes(self):
         return list(REDIRECT_SCHEMES)
+
+    def full_clean(self, *args, **kwargs):
+        super().full_clean(*args, **kwargs)
+        # Dynamic registration (anonymous) saves a new client inside a transaction, where the secret's slow hash
+        # (django-oauth-toolkit hashes it as the row is saved) would hold the request's database connection
+        # for the whole hash. Its view validates the client first, outside the transaction, having kept the
+        # secret it answers with: the secret is hashed here, then, with no connection held
+        # (toolhub.passwords), and the save finds it hashed already.
+        if self._state.adding and self.registration_source == self.RegistrationSource.CIMD:
+            # A metadata-document client is public (the library makes it so on every fetch) and never sends a
+            # secret: it gets none, so that its first sight, on an anonymous token request, costs no hash. An
+            # empty secret authenticates nothing a public client_id does not.
+            self.client_secret, self.hash_client_secret = "", False
+        elif self._state.adding and self.registration_source == self.RegistrationSource.DCR and self.hash_client_secret:
+            try:
+                identify_hasher(self.client_secret)
+            except ValueError:
+                self.client_secret = make_password(self.client_secret, hasher=oauth2_settings.CLIENT_SECRET_HASHER)
 
 
 class ClientDocument(models.Model):

@@ -68,6 +68,14 @@ def registration_allowed(application) -> bool:
 
 
 class ToolhubValidator(OAuth2Validator):
+    def _check_secret(self, provided_secret, stored_secret):
+        # No secret sent (a confidential client's id alone, or Basic `id:`): refused without hashing the empty
+        # string against the stored hash. Only a request that carries a secret costs a hash, which is what
+        # the ASGI gate (toolhub/login_gate.py) takes a hashing slot for.
+        if not provided_secret and stored_secret:
+            return False
+        return super()._check_secret(provided_secret, stored_secret)
+
     def _load_application(self, client_id, request):
         client = super()._load_application(client_id, request)
         if client is not None and not registration_allowed(client):

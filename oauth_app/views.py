@@ -27,6 +27,7 @@ from oauth2_provider.settings import oauth2_settings
 from oauth_app import registration
 from oauth_app.models import REDIRECT_SCHEMES, ClientDocument
 from tools_app.kernel import rate_limits
+from tools_app.kernel.rate_limits import COUNTED_SCOPE_KEY
 from tools_app.models import McpInstance
 from tools_app.oauth import SCOPE_ALL, SCOPE_READ, may_authorize, public_base, resource_url, slug_of_resource
 
@@ -43,10 +44,13 @@ class EnabledMixin:
 
 
 class RateLimitedMixin(EnabledMixin):
-    """Counted like POST /api/auth/token/: one bucket per client address in the `token` rate."""
+    """Counted like POST /api/auth/token/: one bucket per client address in the `token` rate. A request that
+    carries a secret to hash was counted in the same bucket by the ASGI gate already (toolhub/login_gate.py),
+    with its hashing slot: it is counted once."""
 
     def dispatch(self, request, *args, **kwargs):
-        if oauth_enabled() and request.method == "POST":
+        counted = getattr(request, "scope", {}).get(COUNTED_SCOPE_KEY)
+        if oauth_enabled() and request.method == "POST" and not counted:
             address = request.META.get("REMOTE_ADDR", "")
             try:
                 rate_limits.hit(rate_limits.Bucket.of(rate_limits.TOKEN, f"oauth:{address}"))

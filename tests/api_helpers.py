@@ -40,10 +40,16 @@ def db_snapshot() -> dict[str, list[dict[str, Any]]]:
 
 
 def asgi_post(
-    app, path: str, chunks: list[bytes], headers: list[tuple[bytes, bytes]], *, client: str = "127.0.0.1"
+    app,
+    path: str,
+    chunks: list[bytes],
+    headers: list[tuple[bytes, bytes]],
+    *,
+    client: str = "127.0.0.1",
+    content_type: bytes = b"application/json",
 ) -> tuple[int, bytes, int, dict[str, str]]:
-    """POST `chunks` to the ASGI `app` from the address `client`: (status, body, how many chunks the app
-    read, the answer's headers)."""
+    """POST `chunks` (of a `content_type` body) to the ASGI `app` from the address `client`: (status, body, how
+    many chunks the app read, the answer's headers)."""
     sent: list[dict] = []
     pending = list(chunks)
     read = 0
@@ -76,7 +82,7 @@ def asgi_post(
         "raw_path": path.encode(),
         "query_string": b"",
         "root_path": "",
-        "headers": [(b"host", b"testserver"), (b"content-type", b"application/json"), *headers],
+        "headers": [(b"host", b"testserver"), (b"content-type", content_type), *headers],
         "client": (client, 5000),
         "server": ("testserver", 80),
     }

@@ -14,12 +14,13 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
 
 from toolhub import memory  # noqa: E402  (after the settings module is named)
-from toolhub.login_gate import gate_logins  # noqa: E402
+from toolhub.login_gate import gate_hashes  # noqa: E402
 from toolhub.request_limits import cap_request_body  # noqa: E402
 
 # A body over TOOLHUB_MAX_REQUEST_BYTES is answered 413 before Django buffers it; a login takes the machine's
-# password-hashing slot (or is refused 429) before Django runs (toolhub/login_gate.py).
-django_application = cap_request_body(gate_logins(get_asgi_application()))
+# password-hashing slot (or is refused 429) before Django runs, as does every other request that can hash a
+# password or a client secret (toolhub/login_gate.py).
+django_application = cap_request_body(gate_hashes(get_asgi_application()))
 
 from django.conf import settings  # noqa: E402
 

@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.deprecation import MiddlewareMixin
 from django.utils.html import escape
 
-from toolhub.passwords import PasswordCheckBusy
+from toolhub.passwords import PasswordCheckBusy, serving_request
 from tools_app.kernel import telemetry
 from tools_app.kernel.errors import ErrorCode
 
@@ -51,7 +51,19 @@ def lockout_response(request: HttpRequest, *args: object) -> HttpResponse:
 
 
 class PasswordCheckBusyMiddleware(MiddlewareMixin):
-    """A view that asked for a password hash while every slot was taken answers 429 (see the module)."""
+    """A view that asked for a password hash while every slot was taken answers 429 (see the module). It also
+    marks what it wraps as serving a request (toolhub.passwords.serving_request): a hash there is refused at
+    once when no slot is free, where a hash outside a request (a management command) waits for one."""
+
+    def __call__(self, request: HttpRequest):  # type: ignore[override]
+        if self.async_mode:
+            return self.__acall__(request)
+        with serving_request():
+            return super().__call__(request)
+
+    async def __acall__(self, request: HttpRequest):  # type: ignore[override]
+        with serving_request():
+            return await super().__acall__(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if isinstance(exception, PasswordCheckBusy):

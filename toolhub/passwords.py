@@ -14,9 +14,14 @@ Two rules hold for every hash made through the hashers below, whoever asks for i
   process: a hash is CPU, and CPU is the machine's, so the bound is the machine's (default 1: on a 2-core
   machine one core stays for everyone else's requests). Each slot is a lock file in
   TOOLHUB_PASSWORD_HASH_LOCK_DIR held with `flock` (the kernel frees it when its process dies, so a killed
-  worker never leaks a slot). One more is refused at once, without waiting and without hashing:
-  PasswordCheckBusy (RATE_LIMITED, HTTP 429, `Retry-After: 1`). A refused login is not a failed login
-  (django-axes does not count it): no password was checked.
+  worker never leaks a slot). Inside a request, one more is refused at once, without waiting and without
+  hashing: PasswordCheckBusy (RATE_LIMITED, HTTP 429, `Retry-After: 1`). A refused login is not a failed
+  login (django-axes does not count it): no password was checked. Outside a request (`createsuperuser`,
+  `changepassword`, a seeding script, the shell) nobody is waiting on a socket and nothing holds a slot of the
+  server's pool, so the hash waits for a slot instead, at most TOOLHUB_PASSWORD_HASH_WAIT_SECONDS (default
+  30), then fails with PasswordSlotTimeout naming both settings. A request is what
+  toolhub.lockout.PasswordCheckBusyMiddleware (every Django request) or the ASGI gate marks as one
+  (`serving_request`).
 
 - **A hash runs at the lowest CPU priority**, in a thread of its own (as many per worker as the machine has
   slots) niced to TOOLHUB_PASSWORD_HASH_NICENESS (default 19): the scheduler serves every other thread
@@ -37,6 +42,7 @@ import logging
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -57,10 +63,13 @@ __all__ = [
     "PBKDF2PasswordHasher",
     "PBKDF2SHA1PasswordHasher",
     "PasswordCheckBusy",
+    "PasswordSlotTimeout",
+    "RequestSlot",
     "ScryptPasswordHasher",
     "hash_slot",
     "machine_slot",
     "release_connections",
+    "serving_request",
     "slots_in_use",
     "take_slot_for_request",
 ]
@@ -69,6 +78,11 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_HASHES_PER_MACHINE = 1
 DEFAULT_NICENESS = 19
+DEFAULT_WAIT_SECONDS = 30.0
+WAIT_SETTING = "TOOLHUB_PASSWORD_HASH_WAIT_SECONDS"
+# How often a hash outside a request tries the slots again while it waits: short against a hash's half second,
+# so that it gets a slot soon after one comes free, even while a burst of requests tries them too.
+WAIT_POLL_SECONDS = 0.01
 SETTING = "TOOLHUB_PASSWORD_HASHES_PER_MACHINE"
 RETRY_AFTER_SECONDS = 1
 
@@ -86,6 +100,19 @@ class PasswordCheckBusy(ToolhubError):
         self.retry_after = RETRY_AFTER_SECONDS
 
 
+class PasswordSlotTimeout(PasswordCheckBusy):
+    """A hash outside a request waited TOOLHUB_PASSWORD_HASH_WAIT_SECONDS and no slot came free."""
+
+    def __init__(self, limit: int, waited: float) -> None:
+        super().__init__(limit)
+        self.message = (
+            f"No password-hashing slot came free within {waited:g} s ({WAIT_SETTING}): this machine runs at most "
+            f"{limit} password hash(es) at a time ({SETTING}) and every slot stayed busy, most likely with logins "
+            f"being refused or checked. Try again, or raise {WAIT_SETTING} or {SETTING}."
+        )
+        self.details = {**self.details, "waited_seconds": waited, "wait_setting": WAIT_SETTING}
+
+
 def slot_limit() -> int:
     return max(1, int(getattr(settings, "TOOLHUB_PASSWORD_HASHES_PER_MACHINE", DEFAULT_HASHES_PER_MACHINE)))
 
@@ -95,8 +122,25 @@ def lock_dir() -> Path:
     return Path(configured or Path(tempfile.gettempdir()) / f"toolhub-password-hashes-{os.getuid()}")
 
 
+def wait_seconds() -> float:
+    return max(0.0, float(getattr(settings, WAIT_SETTING, DEFAULT_WAIT_SECONDS)))
+
+
 # True while this request (or thread) holds a slot: a hash inside it runs in that slot.
 _holding: ContextVar[bool] = ContextVar("toolhub_password_slot_held", default=False)
+# True while a request is being served: a hash then refuses at once when no slot is free (a client is waiting
+# on a socket, and a waiting request would hold a thread); outside a request it waits for one.
+_serving: ContextVar[bool] = ContextVar("toolhub_serving_request", default=False)
+
+
+@contextmanager
+def serving_request() -> Iterator[None]:
+    """Mark the block as serving a request: a hash in it never waits for a slot."""
+    marker = _serving.set(True)
+    try:
+        yield
+    finally:
+        _serving.reset(marker)
 
 
 def _try_lock(path: Path) -> int | None:
@@ -112,28 +156,53 @@ def _try_lock(path: Path) -> int | None:
     return descriptor
 
 
-def _acquire() -> int:
-    """The descriptor holding a free slot of this machine; PasswordCheckBusy at once when none is free."""
-    limit = slot_limit()
-    directory = lock_dir()
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+def _try_slots(limit: int, directory: Path) -> int | None:
     for index in range(limit):
         descriptor = _try_lock(directory / f"slot-{index}.lock")
         if descriptor is not None:
             return descriptor
-    telemetry.rate_limited("password_hashes")
-    raise PasswordCheckBusy(limit)
+    return None
+
+
+def _acquire(*, wait: bool = False) -> int:
+    """The descriptor holding a free slot of this machine. None free: PasswordCheckBusy at once, or, with
+    `wait`, try again every WAIT_POLL_SECONDS for up to TOOLHUB_PASSWORD_HASH_WAIT_SECONDS, then
+    PasswordSlotTimeout."""
+    limit = slot_limit()
+    directory = lock_dir()
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor = _try_slots(limit, directory)
+    if descriptor is not None:
+        return descriptor
+    if not wait:
+        telemetry.rate_limited("password_hashes")
+        raise PasswordCheckBusy(limit)
+    patience = wait_seconds()
+    logger.warning(
+        "Every password-hashing slot of this machine is busy (%s=%d); waiting up to %g s for one (%s).",
+        SETTING,
+        limit,
+        patience,
+        WAIT_SETTING,
+    )
+    deadline = time.monotonic() + patience
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(WAIT_POLL_SECONDS, left))
+        descriptor = _try_slots(limit, directory)
+        if descriptor is not None:
+            return descriptor
+    raise PasswordSlotTimeout(limit, patience)
 
 
 @contextmanager
 def machine_slot() -> Iterator[None]:
-    """Hold one of this machine's hashing slots for the block (nested: the one already held); PasswordCheckBusy
-    at once, without waiting, when every slot is taken. Costs a few system calls, never a wait: safe on the
-    event loop."""
+    """Hold one of this machine's hashing slots for the block (nested: the one already held). Every slot taken:
+    in a request, PasswordCheckBusy at once, without waiting (a few system calls, safe on the event loop);
+    outside one, wait for a slot (see the module)."""
     if _holding.get():
         yield
         return
-    descriptor = _acquire()
+    descriptor = _acquire(wait=not _serving.get())
     marker = _holding.set(True)
     try:
         yield
@@ -142,21 +211,33 @@ def machine_slot() -> Iterator[None]:
         os.close(descriptor)  # closing the descriptor drops its lock
 
 
-def take_slot_for_request() -> Callable[[], None]:
-    """Take a slot for the rest of the current context (an ASGI request's task, and the threads Django runs
-    it in, which copy that context): hashes in it run in this slot. Returns the function that gives the slot
-    back (once; later calls do nothing). PasswordCheckBusy at once when none is free."""
-    descriptor = _acquire()
-    _holding.set(True)
-    released = False
+class RequestSlot:
+    """A slot taken for a request (take_slot_for_request). `release()` gives the slot back (once; later calls
+    do nothing), from any task; `close()`, in the context that took it, also unmarks that context, so that
+    nothing the request marked outlives it (a caller that runs the request in its own context, as
+    asgiref's async_to_sync does, would otherwise keep the marks)."""
 
-    def release() -> None:
-        nonlocal released
-        if not released:
-            released = True
+    def __init__(self, descriptor: int) -> None:
+        self._descriptor: int | None = descriptor
+        self._marks = (_holding.set(True), _serving.set(True))
+
+    def release(self) -> None:
+        if self._descriptor is not None:
+            descriptor, self._descriptor = self._descriptor, None
             os.close(descriptor)
 
-    return release
+    def close(self) -> None:
+        self.release()
+        holding, serving = self._marks
+        _serving.reset(serving)
+        _holding.reset(holding)
+
+
+def take_slot_for_request() -> RequestSlot:
+    """Take a slot for the rest of the current context (an ASGI request's task, and the threads Django runs
+    it in, which copy that context): hashes in it run in this slot. PasswordCheckBusy at once when none is
+    free."""
+    return RequestSlot(_acquire())
 
 
 def slots_in_use() -> int:

@@ -332,8 +332,8 @@ AUTHENTICATION_BACKENDS = [
 ]
 # Password hashes (logins, OAuth client secrets) hold no database connection while they run, and at most
 # TOOLHUB_PASSWORD_HASHES_PER_MACHINE run at once on this machine, across all worker processes (a lock file
-# per slot in TOOLHUB_PASSWORD_HASH_LOCK_DIR); one more is refused at once with RATE_LIMITED (429,
-# Retry-After: 1), before Django runs for the login endpoints (toolhub/login_gate.py), so a burst of bad
+# per slot in TOOLHUB_PASSWORD_HASH_LOCK_DIR); in a request one more is refused at once with RATE_LIMITED (429,
+# Retry-After: 1), before Django runs for every endpoint that can hash (toolhub/login_gate.py), so a burst of bad
 # logins from any number of addresses neither drains the connection pool nor takes more than that many
 # cores (toolhub/passwords.py; docs/auth.md). The previous name, TOOLHUB_PASSWORD_HASHES_PER_WORKER, is
 # read when the new one is unset. Django's hashers and stored format, in Django's default order.
@@ -349,6 +349,9 @@ TOOLHUB_PASSWORD_HASHES_PER_MACHINE = env_int(
 )
 # Empty: <temporary directory>/toolhub-password-hashes-<uid>, shared by every worker of this machine.
 TOOLHUB_PASSWORD_HASH_LOCK_DIR = os.environ.get("TOOLHUB_PASSWORD_HASH_LOCK_DIR", "").strip()
+# A hash outside a request (createsuperuser, changepassword, a seeding script) waits up to this many seconds for a
+# slot, where a request is refused at once.
+TOOLHUB_PASSWORD_HASH_WAIT_SECONDS = env_number("TOOLHUB_PASSWORD_HASH_WAIT_SECONDS", 30)
 # A hash runs in a thread at this niceness (19: the lowest CPU priority; 0: the worker's own), so that other
 # requests get the cores first.
 TOOLHUB_PASSWORD_HASH_NICENESS = env_int("TOOLHUB_PASSWORD_HASH_NICENESS", 19)

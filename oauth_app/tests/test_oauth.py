@@ -10,6 +10,7 @@ import pytest
 import urllib3
 from django.core.cache import cache
 from django.utils import timezone
+from oauth2_provider import models as oauth2_models
 from oauth2_provider.models import AccessToken, Grant, RefreshToken, get_application_model
 
 from mcp_app.auth import auth_cache
@@ -272,6 +273,23 @@ def test_trusted_document_is_fetched_once_and_cached(client, owner, instance, do
     assert wrong_redirect.status_code == 400
     assert "Location" not in wrong_redirect
     assert Grant.objects.count() == 0
+
+
+def test_a_document_client_is_stored_without_a_secret_to_hash(client, owner, instance, documents, monkeypatch):
+    """A client first seen through its metadata document is public and never sends a secret: it is stored with
+    none, so its first sight (an anonymous token request, or the consent page) costs no password hash."""
+    hashed: list[str] = []
+    monkeypatch.setattr(oauth2_models, "make_password", lambda secret, **kwargs: hashed.append(secret) or "x$y")
+    client.force_login(owner)
+    client_id = documents.url("/ok.json")
+    documents.documents["/ok.json"] = document(client_id)
+    # when
+    first = client.get(authorize_query(client_id, instance.slug))
+    # then
+    assert first.status_code == 200
+    stored = get_application_model().objects.get(client_id=client_id)
+    assert (stored.client_type, stored.client_secret, stored.hash_client_secret) == ("public", "", False)
+    assert hashed == []
 
 
 @pytest.mark.parametrize("problem", ["oversized", "slow", "other client_id", "confidential"])

@@ -8,13 +8,16 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth import hashers
 from django.core.handlers.base import BaseHandler
+from django.db import connection
 from django.test import RequestFactory
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, get_application_model
 
 from oauth_app.tests.support import CALLBACK
 from oauth_app.tests.test_oauth import issue
+from toolhub import passwords
 
 Application = get_application_model()
 
@@ -237,3 +240,32 @@ def test_the_management_endpoint_has_the_same_bounds(client, db):
     )
     assert stranger.status_code == 401
     assert Application.objects.get().redirect_uris == CALLBACK
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("method", ["client_secret_basic", "none"])
+def test_a_registration_hashes_its_secret_outside_the_transaction(client, method, monkeypatch, settings):
+    """Every registered client's secret is hashed (django-oauth-toolkit stores it hashed, a public client's
+    too), and the registration saves the client inside a transaction: the hash runs before it, so that the
+    anonymous request holds no database connection through the hash. The secret answered still authenticates."""
+    seen: list[bool] = []  # per hash: whether the request's thread was inside a transaction as it handed it over
+    run = passwords._HashThreads.run
+
+    def spy_run(self, function, *args, **kwargs):
+        seen.append(connection.in_atomic_block)
+        return run(self, function, *args, **kwargs)
+
+    settings.PASSWORD_HASHERS = ["toolhub.passwords.PBKDF2PasswordHasher"]
+    monkeypatch.setattr(hashers.PBKDF2PasswordHasher, "iterations", 1000)
+    monkeypatch.setattr(passwords._HashThreads, "run", spy_run)
+    # when
+    answer = register(client, metadata(token_endpoint_auth_method=method))
+    # then
+    assert answer.status_code == 201
+    assert seen == [False]
+    stored_client = Application.objects.get()
+    assert stored_client.client_secret.startswith("pbkdf2_sha256$1000$")
+    if method == "client_secret_basic":
+        assert hashers.check_password(answer.json()["client_secret"], stored_client.client_secret)
+    else:
+        assert "client_secret" not in answer.json()

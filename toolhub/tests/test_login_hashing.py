@@ -3,24 +3,29 @@ on the machine, across worker processes (toolhub/passwords.py); the login endpoi
 refused 429, before Django runs (toolhub/login_gate.py): a burst of bad logins from any number of addresses
 neither drains the connection pool, nor takes more than one core, nor makes anyone else's request fail."""
 
+import base64
 import json
 import os
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from axes.models import AccessAttempt
-from django.contrib.auth import hashers
+from django.contrib.auth import get_user_model, hashers
+from django.contrib.sessions.models import Session
 from django.db import connection, connections
+from oauth2_provider.models import get_access_token_model, get_application_model
 from rest_framework.test import APIClient
 
 from tests.api_helpers import asgi_post, db_snapshot
 from tests.live_server import Uvicorn, run_python, server_database
 from toolhub import passwords
+from toolhub.login_gate import DOORS, door_of
 from tools_app.models import ApiToken
 
 PASSWORD = "pw-123456!"  # the root conftest's make_user default
@@ -234,7 +239,7 @@ def gated(monkeypatch):
     requests that reached Django."""
     from django.core.asgi import get_asgi_application
 
-    from toolhub.login_gate import gate_logins
+    from toolhub.login_gate import gate_hashes
     from toolhub.request_limits import cap_request_body
 
     django_app = get_asgi_application()
@@ -244,7 +249,7 @@ def gated(monkeypatch):
         reached.append(scope["path"])
         await django_app(scope, receive, send)
 
-    app = cap_request_body(gate_logins(recording))
+    app = cap_request_body(gate_hashes(recording))
     app.reached = reached
     return app
 
@@ -378,6 +383,301 @@ def test_the_gate_counts_each_admitted_login_once(guarded_hashing, gated, rate_l
     assert passwords.slots_in_use() == 0
     assert ApiToken.objects.count() == 2
     assert gated.reached == ["/api/auth/token/"] * 3
+
+
+#
+# Every other endpoint that can hash a password or a client secret goes through the same gate
+#
+
+CLIENT_SECRET = "the-client-secret-" + "s" * 30
+FORM = b"application/x-www-form-urlencoded"
+
+
+@pytest.fixture
+def confidential_client(guarded_hashing):
+    """A confidential OAuth client whose secret is stored hashed with the guarded hasher."""
+    application = get_application_model()
+    return application.objects.create(
+        name="Confidential",
+        client_type=application.CLIENT_CONFIDENTIAL,
+        authorization_grant_type=application.GRANT_AUTHORIZATION_CODE,
+        redirect_uris="https://client.example/cb",
+        client_secret=CLIENT_SECRET,
+    )
+
+
+@pytest.fixture
+def admin_session(guarded_hashing, client):
+    """`owner` made a superuser and logged in to the admin: the session cookie header of that login."""
+    guarded_hashing.is_staff = guarded_hashing.is_superuser = True
+    guarded_hashing.save(update_fields=["is_staff", "is_superuser"])
+    client.force_login(guarded_hashing)
+    return (b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())
+
+
+def oauth_rows() -> dict[str, list[dict]]:
+    """Every OAuth client and token, and every user, field by field: what a refused request must not change."""
+    models = {"clients": get_application_model(), "tokens": get_access_token_model(), "users": get_user_model()}
+    return {name: list(model.objects.order_by("pk").values()) for name, model in models.items()}
+
+
+def basic(client_id: str, secret: str) -> tuple[bytes, bytes]:
+    return (b"authorization", b"Basic " + base64.b64encode(f"{client_id}:{secret}".encode()))
+
+
+def test_the_doors_are_exactly_the_endpoints_that_can_hash():
+    """The gate's table: every POST that can make the server hash, and nothing else (a GET, a neighbour)."""
+    gated = [
+        "/api/auth/token/",
+        "/admin/login/",
+        "/oauth/token/",
+        "/oauth/revoke/",
+        "/oauth/register/",
+        "/admin/password_change/",
+        "/admin/auth/user/add/",
+        "/admin/auth/user/7/password/",
+        "/admin/oauth_app/client/add/",
+        "/admin/oauth_app/client/7/change/",
+    ]
+    assert [door_of("POST", path) is not None for path in gated] == [True] * len(gated)
+    assert len({door_of("POST", path) for path in gated}) == len(DOORS) == 5
+    not_gated = [
+        ("GET", "/admin/login/"),
+        ("GET", "/admin/password_change/"),
+        ("POST", "/admin/password_change/done/"),
+        ("POST", "/admin/auth/user/7/change/"),
+        ("POST", "/admin/auth/user/7/password/x/"),
+        ("POST", "/oauth/register/abc/"),
+        ("POST", "/oauth/authorize/"),
+        ("POST", "/api/auth/tokens/"),
+        ("POST", "/api/tables/"),
+    ]
+    assert [door_of(method, path) for method, path in not_gated] == [None] * len(not_gated)
+
+
+DOOR_CASES = {
+    # name: (path, body, extra headers, content type)
+    "oauth-token-secret-in-body": (
+        "/oauth/token/",
+        b"grant_type=authorization_code&code=x&redirect_uri=https%3A%2F%2Fclient.example%2Fcb&client_id={id}"
+        b"&client_secret=wrong&code_verifier=" + b"v" * 43,
+        [],
+        FORM,
+    ),
+    "oauth-token-basic": ("/oauth/token/", b"grant_type=refresh_token&refresh_token=x", "basic", FORM),
+    "oauth-revoke-secret-in-body": ("/oauth/revoke/", b"token=x&client_id={id}&client_secret=wrong", [], FORM),
+    "oauth-revoke-basic": ("/oauth/revoke/", b"token=x", "basic", FORM),
+    "oauth-register": (
+        "/oauth/register/",
+        json.dumps({"redirect_uris": ["https://client.example/cb"], "client_name": "x"}).encode(),
+        [],
+        b"application/json",
+    ),
+}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("case", list(DOOR_CASES))
+def test_the_gate_refuses_every_oauth_request_that_would_hash_before_django(
+    confidential_client, hash_events, gated, slot_held_by_another_process, case
+):
+    """Another process holds the machine's only slot: a token or revocation request that carries a client
+    secret (in the body or as HTTP Basic), and a registration (whose new client's secret is hashed), are
+    refused 429 RATE_LIMITED with Retry-After: 1 before Django runs: nothing hashed, queried or written."""
+    path, body, headers, content_type = DOOR_CASES[case]
+    body = body.replace(b"{id}", confidential_client.client_id.encode())
+    if headers == "basic":
+        headers = [basic(confidential_client.client_id, "wrong")]
+    hash_events.clear()
+    before, rows_before = db_snapshot(), oauth_rows()
+    # when
+    status, answer, _, answer_headers = asgi_post(gated, path, [body], headers, content_type=content_type)
+    # then
+    assert status == 429
+    assert answer_headers["retry-after"] == "1"
+    assert answer_headers["content-type"] == "application/json"
+    assert json.loads(answer) == {"error": "RATE_LIMITED", "message": BUSY_MESSAGE, "details": BUSY_DETAILS}
+    assert gated.reached == []
+    assert hash_events == []
+    assert db_snapshot() == before
+    assert oauth_rows() == rows_before
+
+
+NEW_PASSWORD = "N3w-pass-word-1"
+ADMIN_CASES = {
+    "password-change": (
+        "/admin/password_change/",
+        f"old_password={PASSWORD}&new_password1={NEW_PASSWORD}&new_password2={NEW_PASSWORD}",
+    ),
+    "user-add": (
+        "/admin/auth/user/add/",
+        f"username=newbie&password1={NEW_PASSWORD}&password2={NEW_PASSWORD}&usable_password=true",
+    ),
+    "user-set-password": ("/admin/auth/user/{user}/password/", f"password1={NEW_PASSWORD}&password2={NEW_PASSWORD}"),
+    "oauth-client-add": (
+        "/admin/oauth_app/client/add/",
+        "client_id=c2&client_type=confidential&authorization_grant_type=authorization-code&client_secret=abc&name=c2",
+    ),
+    "oauth-client-change": ("/admin/oauth_app/client/{client}/change/", "client_secret=a-new-secret&name=changed"),
+}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("case", list(ADMIN_CASES))
+def test_the_gate_refuses_every_admin_form_that_would_hash_before_django(
+    confidential_client, admin_session, hash_events, gated, slot_held_by_another_process, case
+):
+    """A signed-in administrator's password change, new user, password reset and OAuth client secret each
+    cost a hash: with every slot taken, a short 429 page with Retry-After: 1 before Django runs; the password,
+    the users and the clients are unchanged and nothing else is written."""
+    path, form = ADMIN_CASES[case]
+    path = path.format(user=get_user_model().objects.get().pk, client=confidential_client.pk)
+    body = form.encode()
+    hash_events.clear()
+    before, rows_before, sessions = db_snapshot(), oauth_rows(), list(Session.objects.values())
+    # when
+    status, answer, _, headers = asgi_post(gated, path, [body], [admin_session], content_type=FORM)
+    # then
+    assert status == 429
+    assert headers["retry-after"] == "1"
+    assert headers["content-type"] == "text/html; charset=utf-8"
+    assert b"Too many password checks at once on this server" in answer
+    assert gated.reached == []
+    assert hash_events == []
+    assert db_snapshot() == before
+    assert oauth_rows() == rows_before
+    assert list(Session.objects.values()) == sessions
+
+
+@pytest.mark.django_db(transaction=True)
+def test_requests_that_cannot_hash_pass_the_gate_while_every_slot_is_taken(
+    confidential_client, hash_events, gated, slot_held_by_another_process
+):
+    """The gate costs nothing to requests that will not hash: a token request without a client secret (a
+    public client's; a confidential client's id alone is refused without hashing) and an admin form posted
+    without a session reach Django and are answered by it, never 429."""
+    hash_events.clear()
+    public = b"grant_type=refresh_token&refresh_token=unknown&client_id=someone"
+    id_alone = b"grant_type=refresh_token&refresh_token=unknown&client_id=" + confidential_client.client_id.encode()
+    rows_before = oauth_rows()
+    # when
+    answers = [
+        asgi_post(gated, "/oauth/token/", [public], [], content_type=FORM),
+        asgi_post(gated, "/oauth/token/", [id_alone], [], content_type=FORM),
+        asgi_post(gated, "/admin/password_change/", [b"old_password=x"], [], content_type=FORM),
+    ]
+    # then
+    assert [(status, json.loads(body)["error"]) for status, body, _, _ in answers[:2]] == [
+        (401, "invalid_client"),
+        (401, "invalid_client"),
+    ]
+    assert answers[2][0] == 403  # Django's own answer (no CSRF cookie without a session), not the gate's 429
+    assert gated.reached == ["/oauth/token/"] * 2 + ["/admin/password_change/"]
+    assert [event for event in hash_events if event[0] != "close"] == []
+    assert oauth_rows() == rows_before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_client_secret_is_hashed_in_the_gates_slot_and_counted_once(
+    confidential_client, gated, rate_limited, monkeypatch
+):
+    """A revocation with the right client secret: the hash runs inside the slot the gate took (one slot: a
+    second take would be a 429), the slot is free again after; the gate counts the request in its address's
+    OAuth bucket and the view does not count it again; an address over its rate gives the slot back."""
+    rate_limited(token="2/minute")
+    seen: list[int] = []
+    pbkdf2 = hashers.pbkdf2
+
+    def spy_pbkdf2(*args, **kwargs):
+        seen.append(passwords.slots_in_use())
+        return pbkdf2(*args, **kwargs)
+
+    monkeypatch.setattr(hashers, "pbkdf2", spy_pbkdf2)
+    body = f"token=unknown&client_id={confidential_client.client_id}&client_secret={CLIENT_SECRET}".encode()
+    # when
+    answers = [asgi_post(gated, "/oauth/revoke/", [body], [], content_type=FORM, client="10.2.0.1") for _ in range(3)]
+    # then: RFC 7009 answers 200 for a token it does not know, once the client is authenticated
+    assert [answer[0] for answer in answers] == [200, 200, 429]
+    assert json.loads(answers[2][1])["details"]["scope"] == "token"
+    assert seen == [1, 1]
+    assert passwords.slots_in_use() == 0
+    assert gated.reached == ["/oauth/revoke/"] * 2
+
+
+#
+# A hash outside a request waits for a slot; a request is refused at once
+#
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_hash_outside_a_request_waits_for_the_slot(guarded_hashing, settings, tmp_path):
+    """createsuperuser, changepassword or a seeding script while another process hashes: the hash waits for
+    the slot (here 0.3 s) instead of being refused, and the password is set."""
+    settings.TOOLHUB_PASSWORD_HASHES_PER_MACHINE = 1
+    settings.TOOLHUB_PASSWORD_HASH_LOCK_DIR = str(tmp_path)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, time\n"
+            f"fd = os.open({str(tmp_path / 'slot-0.lock')!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\n"
+            "time.sleep(0.3)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline() == "held\n"
+    started = time.monotonic()
+    # when
+    guarded_hashing.set_password("a-new-password-1")
+    guarded_hashing.save(update_fields=["password"])
+    # then
+    waited = time.monotonic() - started
+    holder.wait(10)
+    assert 0.1 < waited < 5
+    guarded_hashing.refresh_from_db()
+    assert guarded_hashing.check_password("a-new-password-1")
+    assert passwords.slots_in_use() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_hash_outside_a_request_gives_up_after_the_wait_with_a_clear_message(
+    guarded_hashing, settings, slot_held_by_another_process
+):
+    """The slot stays taken past TOOLHUB_PASSWORD_HASH_WAIT_SECONDS: PasswordSlotTimeout, saying what was
+    waited for and which settings to raise; nothing was hashed or stored."""
+    settings.TOOLHUB_PASSWORD_HASH_WAIT_SECONDS = 0.3
+    stored = guarded_hashing.password
+    started = time.monotonic()
+    # when
+    with pytest.raises(passwords.PasswordSlotTimeout) as refused:
+        guarded_hashing.set_password("a-new-password-1")
+    # then
+    assert 0.3 <= time.monotonic() - started < 3
+    assert refused.value.message == (
+        "No password-hashing slot came free within 0.3 s (TOOLHUB_PASSWORD_HASH_WAIT_SECONDS): this machine runs "
+        "at most 1 password hash(es) at a time (TOOLHUB_PASSWORD_HASHES_PER_MACHINE) and every slot stayed busy, "
+        "most likely with logins being refused or checked. Try again, or raise TOOLHUB_PASSWORD_HASH_WAIT_SECONDS "
+        "or TOOLHUB_PASSWORD_HASHES_PER_MACHINE."
+    )
+    wait_setting = "TOOLHUB_PASSWORD_HASH_WAIT_SECONDS"
+    assert refused.value.details == {**BUSY_DETAILS, "waited_seconds": 0.3, "wait_setting": wait_setting}
+    guarded_hashing.refresh_from_db()
+    assert guarded_hashing.password == stored
+
+
+@pytest.mark.django_db
+def test_a_request_does_not_wait_for_a_slot(guarded_hashing, settings, slots_taken):
+    """Served by Django without the gate (the test client, WSGI), a login with every slot taken is still
+    refused at once, not after the wait a management command would make."""
+    settings.TOOLHUB_PASSWORD_HASH_WAIT_SECONDS = 5
+    started = time.monotonic()
+    response = login("owner", "wrong")
+    assert response.status_code == 429
+    assert time.monotonic() - started < 2
+    assert response.json()["message"] == BUSY_MESSAGE
 
 
 #

@@ -14,10 +14,7 @@ answer names the limit. Rates: settings.TOOLHUB_RATE_LIMITS, read per request.
 from rest_framework.throttling import BaseThrottle
 
 from tools_app.kernel import rate_limits
-
-# Where the ASGI login gate marks a request it counted (toolhub/login_gate.py; kept here: tools_app does not
-# import toolhub).
-COUNTED_SCOPE_KEY = "toolhub.token_rate_counted"
+from tools_app.kernel.rate_limits import COUNTED_SCOPE_KEY
 
 __all__ = ["AnonRateThrottle", "TokenRateThrottle", "UserRateThrottle"]
 

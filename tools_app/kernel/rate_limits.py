@@ -41,6 +41,10 @@ MCP_KEY = "mcp_key"  # one bucket per MCP API key; an instance's key_rate_limit 
 API_USER = "user"  # one bucket per authenticated API user (token or session)
 ANON = "anon"  # one bucket per client IP, for API views open to anonymous callers
 TOKEN = "token"  # one bucket per client IP on POST /api/auth/token/
+# Where the ASGI gate marks a request it already counted in its `token` bucket, taking its password-hashing slot
+# (toolhub/login_gate.py): the view's own count (the API's throttle, the OAuth views) then skips it. Kept here:
+# tools_app and oauth_app do not import toolhub.
+COUNTED_SCOPE_KEY = "toolhub.token_rate_counted"
 SCOPES = (MCP_KEY, API_USER, ANON, TOKEN)
 
 DEFAULT_RATES = {MCP_KEY: "600/minute", API_USER: "600/minute", ANON: "60/minute", TOKEN: "10/minute"}
@@ -278,6 +282,7 @@ def reset() -> None:
 __all__ = [
     "ANON",
     "API_USER",
+    "COUNTED_SCOPE_KEY",
     "DEFAULT_RATES",
     "MCP_KEY",
     "SCOPES",

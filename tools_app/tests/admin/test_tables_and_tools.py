@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from tools_app.execution.executors import execute
-from tools_app.kernel.errors import ErrorCode
+from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.models import CallLog, Table, Tool
 
 ADMIN_INDEX = "/admin/"
@@ -602,6 +602,27 @@ def test_login_page_hides_demo_login(client, make_user, settings, dev, password)
     # then
     assert response.status_code == 200
     assert "toolhub-demo-login" not in response.content.decode()
+
+
+def test_login_page_shows_without_the_hint_while_every_hashing_slot_is_busy(client, make_user, settings, monkeypatch):
+    """The hint costs a password hash: while every slot is busy the login page still answers 200, without the
+    hint (not a 429), and the next page once a slot is free shows it."""
+    settings.TOOLHUB_DEV = True
+    user = make_user("demo", password="demo-password")
+    check_password = type(user).check_password
+
+    def busy(self, raw_password):
+        raise ToolhubError(ErrorCode.RATE_LIMITED, "Too many password checks at once on this server.")
+
+    monkeypatch.setattr(type(user), "check_password", busy)
+    # when
+    during = client.get(reverse("admin:login"))
+    monkeypatch.setattr(type(user), "check_password", check_password)
+    after = client.get(reverse("admin:login"))
+    # then
+    assert during.status_code == 200
+    assert "toolhub-demo-login" not in during.content.decode()
+    assert "log in as <code>demo</code> / <code>demo-password</code>" in after.content.decode()
 
 
 #
