@@ -49,6 +49,7 @@ from django.utils import timezone
 from tools_app.choices import READ_TYPES, REGISTRY_TYPES, ToolType
 from tools_app.data_access.budget import enforced
 from tools_app.data_access.slow_queries import current_note, watching
+from tools_app.execution import records
 from tools_app.execution.call_details import (
     Recorded,
     arguments_max_bytes,
@@ -507,7 +508,16 @@ def _run(caller: Caller, target: CallTarget, name: str, arguments: Any, began: f
     if cached is not None:
         outcome = CallOutcome(name=name, tool_type=target.tool_type, value=cached[0], text=cached[1])
     else:
-        outcome = _execute(caller, target, name, arguments, began)
+        with records.versions_read() as seen:
+            outcome = _execute(caller, target, name, arguments, began)
+        if seen and target.table_version is not None and seen[-1] != target.table_version:
+            # A write committed after the version was read above: the answer is of the version the read ran over,
+            # and is cached and paged under it. A cursor of the earlier version pages a list that is gone.
+            if paging.offset is not None:
+                expired = ToolError(ErrorCode.CURSOR_EXPIRED, "The table changed since this cursor's page was read.")
+                return _failed(outcome, expired)
+            target = replace(target, table_version=seen[-1])
+            cache_key = _cache_key(target, arguments)
     with span("toolhub.call.classify"):
         return _limited(target, outcome, paging, cache_key if cached is None or cached[1] is None else None)
 
