@@ -126,7 +126,10 @@ class Collection:
 
 
 def collections(table_id: int) -> dict[str, Collection]:
-    """The table's collections by mount."""
+    """The table's collections by mount (inside a snapshot of the table, as read by its first statement)."""
+    held = _held.get()
+    if held is not None and held[0] == table_id:
+        return held[2]
     rows = TableCollection.objects.filter(table_id=table_id).values_list(
         "id", "mount", "kind", "key_field", "record_count", "field_kinds"
     )
@@ -137,8 +140,10 @@ def collections(table_id: int) -> dict[str, Collection]:
 # One snapshot per read
 #
 
-# (table id, version) of the snapshot this context reads in, so that nested reads of the same table share it.
-_held: ContextVar[tuple[int, int] | None] = ContextVar("records_snapshot", default=None)
+# (table id, version, its collections) of the snapshot this context reads in: nested reads of the same table share
+# it, and read its collections from it.
+_held: ContextVar[tuple[int, int, dict[str, "Collection"]] | None] = ContextVar("records_snapshot", default=None)
+REPEATABLE_READ = 3  # psycopg.IsolationLevel.REPEATABLE_READ
 # The versions the reads of this context ran over (versions_read), newest last; None when nobody collects them.
 _seen: ContextVar[list[int] | None] = ContextVar("records_versions_read", default=None)
 
@@ -176,17 +181,32 @@ def snapshot(table_id: int) -> Iterator[int]:
     - Inside a caller's transaction (a write holding the table's lock, a test's transaction) that transaction is
       the snapshot: its isolation holds. A nested snapshot of the same table is the outer one.
 
+    Its first statement reads the version and the collections together (`collections` answers from it inside).
     Table.DoesNotExist when the table is gone."""
     held = _held.get()
     if held is not None and held[0] == table_id:
         yield held[1]
         return
     with _read_transaction():
-        version = Table.objects.filter(pk=table_id).values_list("version", flat=True).first()
-        if version is None:
+        found = list(
+            Table.objects.filter(pk=table_id).values_list(
+                "version",
+                "collections__id",
+                "collections__mount",
+                "collections__kind",
+                "collections__key_field",
+                "collections__record_count",
+                "collections__field_kinds",
+            )
+        )
+        if not found:
             raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+        version = found[0][0]
+        held_collections = {
+            row[2]: Collection(*row[1:6], known=Known.of(row[6])) for row in found if row[1] is not None
+        }
         report_version(version)
-        token = _held.set((table_id, version))
+        token = _held.set((table_id, version, held_collections))
         try:
             yield version
         finally:
@@ -210,10 +230,21 @@ def _read_transaction() -> Iterator[None]:
             finally:
                 connection.transaction_mode = mode  # type: ignore[attr-defined]
         else:
+            # psycopg opens the transaction with them (BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY, no round trip
+            # of its own); they are put back once it ended.
+            connection.ensure_connection()
+            raw = connection.connection
+            previous = (raw.isolation_level, raw.read_only)
+            raw.isolation_level, raw.read_only = REPEATABLE_READ, True
+            stack.callback(_restore_session, raw, previous)
             stack.enter_context(transaction.atomic())
-            with connection.cursor() as cursor:  # the transaction's first statement
-                cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         yield
+
+
+def _restore_session(raw: Any, previous: tuple[Any, Any]) -> None:
+    if raw.closed or raw.info.transaction_status != 0:  # not idle: the connection is broken and will be closed
+        return
+    raw.isolation_level, raw.read_only = previous
 
 
 #

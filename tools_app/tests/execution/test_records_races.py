@@ -154,3 +154,25 @@ def test_reads_of_a_rows_table_never_mix_versions_under_concurrent_writers(
     for key in cached:
         value = calls.result_cache.get(key)[0]
         assert {record["mark"] for record in value} == {mark_at[key[3]]}, key[3]
+
+
+@pytest.mark.postgres
+def test_a_snapshot_is_one_repeatable_read_read_only_transaction(postgres_db, owner, make_table):
+    """Opened by psycopg's BEGIN with the isolation level and read-only flag, which are put back afterwards."""
+    from django.db import connection
+
+    from tools_app.execution import records
+
+    table = make_table(owner, name="t", data=[{"id": 1}])
+    records.table_to_rows(table.pk)
+    connection.ensure_connection()
+    before = (connection.connection.isolation_level, connection.connection.read_only)
+    with records.snapshot(table.pk) as version, connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('transaction_isolation'), current_setting('transaction_read_only')")
+        assert cursor.fetchone() == ("repeatable read", "on")
+        assert version == 1
+        assert set(records.collections(table.pk)) == {""}
+    assert (connection.connection.isolation_level, connection.connection.read_only) == before
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('transaction_isolation'), current_setting('transaction_read_only')")
+        assert cursor.fetchone() == ("read committed", "off")
