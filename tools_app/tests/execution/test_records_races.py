@@ -176,3 +176,42 @@ def test_a_snapshot_is_one_repeatable_read_read_only_transaction(postgres_db, ow
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_setting('transaction_isolation'), current_setting('transaction_read_only')")
         assert cursor.fetchone() == ("read committed", "off")
+
+
+@pytest.mark.postgres
+def test_a_streamed_export_is_one_version_while_a_writer_commits(
+    postgres_db, owner, make_table, make_tool, monkeypatch
+):
+    """The export is read in statements of 3 rows; a write that stamps every record commits after its first pieces
+    were sent: the whole text is the version the export started at."""
+    import json
+    import threading
+
+    from django.db import connection
+
+    from tools_app.execution import records
+    from tools_app.execution.executors import execute
+    from tools_app.models import Table
+
+    monkeypatch.setattr(records, "CHUNK", 3)
+    table = make_table(owner, name="export", data={"note": "n", "items": [{"id": n, "mark": "a"} for n in range(20)]})
+    stamp = make_tool(owner, table=table, type="update", name="stamp", json_path="/items", metadata={"key_field": "id"})
+    assert records.table_to_rows(table.pk) is True
+    before = Table.objects.get(pk=table.pk).data
+    pieces = records.document_chunks(table.pk)
+    text = "".join(next(pieces) for _ in range(3))
+
+    def write() -> None:
+        try:
+            execute(tool=stamp, arguments={"elements": [{"id": n, "mark": "b"} for n in range(20)]})
+        finally:
+            connection.close()  # this thread's own connection
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    writer.join(timeout=60)
+    assert Table.objects.filter(pk=table.pk).values_list("version", flat=True).get() == 1  # still in the snapshot
+    text += "".join(pieces)
+    assert json.loads(text) == before
+    assert Table.objects.get(pk=table.pk).version == 2
+    assert {item["mark"] for item in Table.objects.get(pk=table.pk).data["items"]} == {"b"}
