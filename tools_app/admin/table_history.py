@@ -15,6 +15,7 @@ from django.urls import reverse
 
 from tools_app import services
 from tools_app.execution.history_lines import entry_lines, restored_version, short
+from tools_app.kernel.errors import ToolhubError
 from tools_app.models import Surface, TableChange
 
 HISTORY_PAGE = 25
@@ -116,6 +117,9 @@ def restore_view(model_admin: Any, request, object_id: str, version: int):
                 new_version = services.table_restore(table_id=table.pk, version=version)
         except TableChange.DoesNotExist as exc:
             raise Http404(f"Version {version} of this table is not kept.") from exc
+        except ToolhubError as exc:  # a typed refusal (QUOTA_EXCEEDED, VALIDATION_ERROR): nothing was written
+            messages.error(request, f"Version {version} was not restored: {exc.code}: {exc.message}")
+            return HttpResponseRedirect(history_url)
         messages.success(request, f"Restored version {version} of {table.name} as version {new_version}.")
         return HttpResponseRedirect(history_url)
     if version < services.oldest_version(table.pk, table.version) or version > table.version:

@@ -156,6 +156,7 @@ def _read_state(tool: Tool, *, load: bool = True) -> tuple[Mount, int, str, Any]
         data = services.table_document(table_id, version) if load and storage != TableStorage.ROWS else None
     except Table.DoesNotExist as exc:
         raise _table_gone(tool, exc) from exc
+    records.report_version(version)  # a rows table's read reports the version of its own snapshot after this
     current = budget.active()
     if current is not None:
         current.restart_clocks()  # the time budget is the evaluation's: loading a cold table is not charged
@@ -177,7 +178,10 @@ def run_read(
     mount, version, storage, data = _read_state(tool)
     assert tool.table_id is not None  # _read_state refused a tool without a table
     if storage == TableStorage.ROWS:
-        return records.read(tool.table_id, version, mount, operation, arguments, extra, where=where, window=window)
+        try:
+            return records.read(tool.table_id, version, mount, operation, arguments, extra, where=where, window=window)
+        except Table.DoesNotExist as exc:  # deleted since its version was read
+            raise _table_gone(tool, exc) from exc
     if where is not None:
         extra = (operation, where, *extra)
         operation = narrowing.read_narrowed
@@ -286,14 +290,22 @@ def _data_schema(*, tool: Tool, arguments: dict[str, Any], scope: Any = None, wh
     mount, version, storage, data = _read_state(tool)
     assert tool.table_id is not None  # _read_state refused a tool without a table
     table_id = tool.table_id
-    if where is not None:
-        if storage == TableStorage.ROWS:
-            return records.schema(table_id, version, mount, arguments, where=where)
-        return narrowing.read_narrowed(data, mount, arguments, operations.get_data_schema, where)
     if storage == TableStorage.ROWS:
-        return services.table_derived(
-            table_id, version, ("shape", tool.json_path), lambda: records.schema(table_id, version, mount, arguments)
-        )
+        try:
+            # The shape is cached under the version of the snapshot its rows are read in.
+            with records.snapshot(table_id) as version:
+                if where is not None:
+                    return records.schema(table_id, version, mount, arguments, where=where)
+                return services.table_derived(
+                    table_id,
+                    version,
+                    ("shape", tool.json_path),
+                    lambda: records.schema(table_id, version, mount, arguments),
+                )
+        except Table.DoesNotExist as exc:
+            raise _table_gone(tool, exc) from exc
+    if where is not None:
+        return narrowing.read_narrowed(data, mount, arguments, operations.get_data_schema, where)
     return services.table_derived(
         table_id, version, ("shape", tool.json_path), lambda: operations.get_data_schema(data, mount, arguments)
     )

@@ -49,6 +49,7 @@ from django.utils import timezone
 from tools_app.choices import READ_TYPES, REGISTRY_TYPES, ToolType
 from tools_app.data_access.budget import enforced
 from tools_app.data_access.slow_queries import current_note, watching
+from tools_app.execution import records
 from tools_app.execution.call_details import (
     Recorded,
     arguments_max_bytes,
@@ -529,7 +530,16 @@ def _run(caller: Caller, target: CallTarget, name: str, arguments: Any, began: f
     if cached is not None:
         outcome = CallOutcome(name=name, tool_type=target.tool_type, value=cached[0], text=cached[1])
     else:
-        outcome = _execute(caller, target, name, arguments, began, _window(target, paging))
+        with records.versions_read() as seen:
+            outcome = _execute(caller, target, name, arguments, began, _window(target, paging, seen))
+        if seen and target.table_version is not None and seen[-1] != target.table_version:
+            # A write committed after the version was read above: the answer is of the version the read ran over,
+            # and is cached and paged under it. A cursor of the earlier version pages a list that is gone.
+            if paging.offset is not None:
+                expired = ToolError(ErrorCode.CURSOR_EXPIRED, "The table changed since this cursor's page was read.")
+                return _failed(outcome, expired)
+            target = replace(target, table_version=seen[-1])
+            cache_key = _cache_key(target, arguments)
     with span("toolhub.call.classify"):
         return _limited(target, outcome, paging, cache_key, keep=cached is None or cached[1] is None)
 
@@ -567,18 +577,20 @@ class _Paging:
         return cls(arguments, pageable=True, offset=offset, binding=binding)
 
 
-def _window(target: CallTarget, paging: _Paging) -> Window | None:
+def _window(target: CallTarget, paging: _Paging, seen: list[int]) -> Window | None:
     """What a reader of WINDOWED_TYPES may answer instead of its whole list (paging.Window): the cursor's offset,
-    the budget, and cursors bound as _paged binds them (the binding computed only when a cursor is signed)."""
+    the budget, and cursors bound as _paged binds them (the binding computed only when a cursor is signed), to
+    the version the read answered from (`seen`, records.versions_read), which a write may have moved past the
+    target's."""
     limit = target.max_result_bytes
     if not paging.pageable or limit is None or target.tool_type not in WINDOWED_TYPES:
         return None
-    version = target.table_version or 0
     bound = [paging.binding] if paging.binding else []
 
     def cursor_at(index: int) -> str:
         if not bound:
             bound.append(_binding(target, paging.arguments))
+        version = seen[-1] if seen else target.table_version or 0
         return sign_cursor(binding=bound[0], version=version, offset=index)
 
     return Window(offset=paging.offset, limit=limit, cursor_at=cursor_at)

@@ -25,7 +25,7 @@ record through the data tools' write path. The admin's records view is its calle
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
@@ -182,10 +182,12 @@ def record_page(
     table is gone."""
     _check_window(offset, limit)
     expression = filter_expression(filter_text) if filter_text.strip() else ""
-    with _budgeted():
+    with _budgeted(), ExitStack() as stack:
         version, storage = services.table_head(table_id)
         reader: _RowsReader | _DocumentReader
         if storage == TableStorage.ROWS:
+            # The page's rows, count and version (an edit's expected_version) of one moment.
+            version = stack.enter_context(records.snapshot(table_id))
             found = records.collections(table_id)
             if mount not in found:
                 raise _no_collection(mount)

@@ -25,7 +25,8 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +45,16 @@ from tools_app.data_access.sql.kinds import Known
 from tools_app.data_access.sql_query import SqlQuery, compile_sql_expression, run_sql
 from tools_app.kernel import json_patch
 from tools_app.kernel.errors import ErrorCode, ToolError
-from tools_app.models import Table, TableCollection, TableRecord, TableRecordLayout, TableSnapshot, TableStorage, Tool
+from tools_app.models import (
+    Table,
+    TableChange,
+    TableCollection,
+    TableRecord,
+    TableRecordLayout,
+    TableSnapshot,
+    TableStorage,
+    Tool,
+)
 from tools_app.paging import MEASURE_FACTOR, Cut, Window, measure, utf8_size
 from tools_app.services import table_log
 from tools_app.validators import max_record_bytes, max_table_records
@@ -64,11 +74,15 @@ __all__ = [
     "read",
     "records_table",
     "relayout",
+    "report_version",
+    "restore_operations",
     "sample_document",
     "schema",
     "select_records",
+    "snapshot",
     "table_to_rows",
     "version_document",
+    "versions_read",
     "whole_document",
     "write",
 ]
@@ -114,11 +128,125 @@ class Collection:
 
 
 def collections(table_id: int) -> dict[str, Collection]:
-    """The table's collections by mount."""
+    """The table's collections by mount (inside a snapshot of the table, as read by its first statement)."""
+    held = _held.get()
+    if held is not None and held[0] == table_id:
+        return held[2]
     rows = TableCollection.objects.filter(table_id=table_id).values_list(
         "id", "mount", "kind", "key_field", "record_count", "field_kinds"
     )
     return {row[1]: Collection(*row[:5], known=Known.of(row[5])) for row in rows}
+
+
+#
+# One snapshot per read
+#
+
+# (table id, version, its collections) of the snapshot this context reads in: nested reads of the same table share
+# it, and read its collections from it.
+_held: ContextVar[tuple[int, int, dict[str, "Collection"]] | None] = ContextVar("records_snapshot", default=None)
+REPEATABLE_READ = 3  # psycopg.IsolationLevel.REPEATABLE_READ
+# The versions the reads of this context ran over (versions_read), newest last; None when nobody collects them.
+_seen: ContextVar[list[int] | None] = ContextVar("records_versions_read", default=None)
+
+
+@contextmanager
+def versions_read() -> Iterator[list[int]]:
+    """Collect the table versions that the reads run inside this block answered from (each read's snapshot, and a
+    document table's version as the executors read it), newest last: what the caller labels the answer with (the
+    result cache's key, a cursor's version)."""
+    seen: list[int] = []
+    token = _seen.set(seen)
+    try:
+        yield seen
+    finally:
+        _seen.reset(token)
+
+
+def report_version(version: int) -> None:
+    """Note that a read answered from `version` of its table (versions_read)."""
+    seen = _seen.get()
+    if seen is not None:
+        seen.append(version)
+
+
+@contextmanager
+def snapshot(table_id: int) -> Iterator[int]:
+    """One snapshot of the database for a read of a rows table: its version, its document and its rows (and its log)
+    are read as of one moment, so a write committed meanwhile is either wholly in the answer or not at all, and
+    the version yielded is the one the answer belongs to. Reported to versions_read.
+
+    - PostgreSQL: the statements run in one REPEATABLE READ, READ ONLY transaction (the time budget's
+      statement_timeout is local to a savepoint inside it).
+    - SQLite: one deferred (read) transaction; in WAL mode its snapshot is taken at its first read (the version),
+      and writers go on meanwhile.
+    - Inside a caller's transaction (a write holding the table's lock, a test's transaction) that transaction is
+      the snapshot: its isolation holds. A nested snapshot of the same table is the outer one.
+
+    Its first statement reads the version and the collections together (`collections` answers from it inside).
+    Table.DoesNotExist when the table is gone."""
+    held = _held.get()
+    if held is not None and held[0] == table_id:
+        yield held[1]
+        return
+    with _read_transaction():
+        found = list(
+            Table.objects.filter(pk=table_id).values_list(
+                "version",
+                "collections__id",
+                "collections__mount",
+                "collections__kind",
+                "collections__key_field",
+                "collections__record_count",
+                "collections__field_kinds",
+            )
+        )
+        if not found:
+            raise Table.DoesNotExist(f"Table {table_id} does not exist.")
+        version = found[0][0]
+        held_collections = {
+            row[2]: Collection(*row[1:6], known=Known.of(row[6])) for row in found if row[1] is not None
+        }
+        report_version(version)
+        token = _held.set((table_id, version, held_collections))
+        try:
+            yield version
+        finally:
+            _held.reset(token)
+
+
+@contextmanager
+def _read_transaction() -> Iterator[None]:
+    if connection.in_atomic_block:
+        yield
+        return
+    with ExitStack() as stack:
+        if connection.vendor == "sqlite":
+            # The settings' IMMEDIATE mode takes the write lock at BEGIN; a read takes none (Django issues the BEGIN
+            # when the block is entered).
+            connection.ensure_connection()  # connecting sets the mode from the settings
+            mode = getattr(connection, "transaction_mode", None)
+            connection.transaction_mode = "DEFERRED"  # type: ignore[attr-defined]
+            try:
+                stack.enter_context(transaction.atomic())
+            finally:
+                connection.transaction_mode = mode  # type: ignore[attr-defined]
+        else:
+            # psycopg opens the transaction with them (BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY, no round trip
+            # of its own); they are put back once it ended.
+            connection.ensure_connection()
+            raw = connection.connection
+            previous = (raw.isolation_level, raw.read_only)
+            raw.isolation_level, raw.read_only = REPEATABLE_READ, True
+            stack.callback(_restore_session, raw, previous)
+            stack.enter_context(transaction.atomic())
+        yield
+
+
+def _restore_session(raw: Any, previous: tuple[Any, Any]) -> None:
+    if raw.closed or raw.info.transaction_status != 0:  # not idle: the connection is broken and will be closed
+        return
+    raw.isolation_level, raw.read_only = previous
 
 
 #
@@ -322,8 +450,9 @@ def relayout(table_id: int) -> None:
     document = _lay_out(table_id, version + 1, data, mounts)
     # The whole document without records (small): a worker's cached document of the earlier version may hold the
     # records of a collection (cached before the table moved to rows), so no finer patch applies to every copy.
-    patch = [{"op": "replace", "path": "", "value": document}]
-    inverse = [{"op": "replace", "path": "", "value": before}]
+    # Marked "layout": the versions before it are not rebuilt from its inverse (the records it names are gone).
+    patch = [{"op": "replace", "path": "", "value": document, "layout": True}]
+    inverse = [{"op": "replace", "path": "", "value": before, "layout": True}]
     table_log.table_relayout_entry(table_id, version + 1, patch, inverse, document)
     Table.objects.filter(pk=table_id).update(rows_since_version=version + 1)
 
@@ -363,16 +492,32 @@ def create_collection(table_id: int, values: Iterable[Any], key_field: str = "id
 
 
 def whole_document(table_id: int, version: int) -> Any:
-    """A rows table's whole document at its current `version`: the document with every collection spliced in at
-    its mount, each at most max_evaluated_bytes() of record JSON (QUERY_TOO_EXPENSIVE beyond). What the whole-table
-    views read (Table.data: the API's table, the admin's editor, setup export, generate-tools)."""
-    return _spliced(table_id, version, Mount("", "id"), collections(table_id))
+    """A rows table's whole document at `version`: the document with every collection spliced in at its mount, each
+    at most max_evaluated_bytes() of record JSON (QUERY_TOO_EXPENSIVE beyond), read in one snapshot. What the
+    whole-table views read (Table.data: the API's table, the admin's editor, setup export, generate-tools).
+
+    `version` is the one the caller labels the answer with (an ETag): when a write committed since the caller read
+    it, that version is rebuilt from the rows and the log of the same snapshot (version_document), never the newer
+    rows under the older label."""
+    with snapshot(table_id) as current:
+        if version == current:
+            return _spliced(table_id, current, Mount("", "id"), collections(table_id))
+        inverses = table_log.version_inverses(table_id, version, current)
+        if inverses is None:
+            raise TableChange.DoesNotExist(f"Version {version} of table {table_id} is not kept.")
+        return version_document(table_id, current, inverses)
 
 
 def sample_document(table_id: int, version: int) -> tuple[Any, dict[str, int]]:
     """A rows table's document with each collection's first SCHEMA_SAMPLE records spliced in, and each collection's
     true record count by mount: what describes a table's data (generate-tools, description drift, the admin's
-    shape) without gathering it whole. Equal to the whole document when no collection holds more."""
+    shape) without gathering it whole. Equal to the whole document when no collection holds more. Read in one
+    snapshot (the caller's, whose version it is: table_log.table_data_sampled)."""
+    with snapshot(table_id) as current:
+        return _sample(table_id, current)
+
+
+def _sample(table_id: int, version: int) -> tuple[Any, dict[str, int]]:
     document = services.table_document(table_id, version)
     counts: dict[str, int] = {}
     for collection in sorted(collections(table_id).values(), key=lambda found: len(found.tokens)):
@@ -395,8 +540,13 @@ def document_chunks(table_id: int, encode: Callable[[Any], str] = json.dumps) ->
     json.dumps does), in pieces: the document without its records, with each collection's records streamed at its
     mount CHUNK rows per statement, so neither the records nor the text are held whole (a whole-table export).
 
-    The rows are read after the document, statement by statement: a write committed meanwhile may show in part."""
-    version = Table.objects.filter(pk=table_id).values_list("version", flat=True).get()
+    Every statement, from the version to the last chunk, reads one snapshot (`snapshot`, held while the text is
+    consumed): a write committed meanwhile is not in the export, wholly."""
+    with snapshot(table_id) as version:
+        yield from _document_text(table_id, version, encode)
+
+
+def _document_text(table_id: int, version: int, encode: Callable[[Any], str]) -> Iterator[str]:
     found = collections(table_id)
     document = services.table_document(table_id, version)
     markers: dict[str, Collection] = {}
@@ -432,7 +582,16 @@ def version_document(table_id: int, current: int, inverses: list[list]) -> Any:
     """A rows table's whole document as it was before the entries whose `inverses` are given (newest first, from
     `current` down): the document without records with their document operations applied, and each collection's
     records (gathered as `_value` does, bounded) with their per-record operations applied by position. Versions
-    before the table's `rows_since_version` are not asked for (their entries patch records in the document)."""
+    before the table's `rows_since_version` are not asked for (their entries patch records in the document): the
+    caller applies their document patches to this function's answer at the move (table_log.table_version_data).
+    The caller reads `inverses` in the same snapshot (`snapshot`), so that they end at the rows read here."""
+    with snapshot(table_id) as held:
+        if held != current:
+            raise RuntimeError(f"Table {table_id} is at version {held} in this snapshot, not {current}.")
+        return _rebuilt(table_id, current, inverses)
+
+
+def _rebuilt(table_id: int, current: int, inverses: list[list]) -> Any:
     document = services.table_document(table_id, current)
     found = collections(table_id)
     by_id = {collection.id: collection for collection in found.values()}
@@ -684,7 +843,24 @@ def read(
     the answer the document would give (module docstring); with `where`, over the mount's records within it.
 
     With `window` (the pipeline's page request), `get_all_data` and `preview` without preview keys over a
-    collection read only what their answer needs (_windowed): a paging.Cut, or an object within the budget."""
+    collection read only what their answer needs (_windowed): a paging.Cut, or an object within the budget.
+
+    Every statement of the read runs in one snapshot (`snapshot`): the answer is that of the version read there,
+    which is reported to versions_read (the caller's `version`, unless a write committed since it was read)."""
+    with snapshot(table_id) as current:
+        return _read(table_id, current, mount, operation, arguments, extra, where, window)
+
+
+def _read(
+    table_id: int,
+    version: int,
+    mount: Mount,
+    operation: Callable[..., Any],
+    arguments: dict,
+    extra: tuple,
+    where: dict[str, Any] | None,
+    window: Window | None,
+) -> Any:
     found = collections(table_id)
     collection = found.get(mount.json_path)
     if where is not None:
@@ -817,7 +993,13 @@ def _preview(collection: Collection, arguments: dict, preview_keys: list[str]) -
 def schema(table_id: int, version: int, mount: Mount, arguments: dict, *, where: dict | None = None) -> Any:
     """get_data_schema over a rows table: over a collection, the shape of its first SCHEMA_SAMPLE records with
     its true count (`item_count` / `key_count`); elsewhere, the document's with the collections spliced in.
-    With `where`, of the records within it: the first SCHEMA_SAMPLE of them, and their count (all are read)."""
+    With `where`, of the records within it: the first SCHEMA_SAMPLE of them, and their count (all are read).
+    In one snapshot, as `read`."""
+    with snapshot(table_id) as current:
+        return _schema(table_id, current, mount, arguments, where)
+
+
+def _schema(table_id: int, version: int, mount: Mount, arguments: dict, where: dict | None) -> Any:
     found = collections(table_id)
     collection = found.get(mount.json_path)
     if collection is None:
@@ -1084,6 +1266,84 @@ def apply_operations(table_id: int, operations_: list) -> None:
             TableCollection.objects.filter(pk=collection_id).update(record_count=F("record_count") + delta)
 
 
+def restore_operations(table_id: int, version: int, target: Any) -> tuple[list, list]:
+    """(patch, inverse) that take a rows table from `version` (its current one; the caller holds its lock) to the
+    whole document `target` (a version from before its move to rows: table_log.table_restore), as an entry of a rows
+    write holds them: the document without records as a root replace when it differs, and for each collection the
+    per-record operations from its rows to `target`'s records at its mount, element by element in order (a record
+    with the same key is replaced, one with another key removed and added at its position, the rest added after
+    the last position or removed). Applied in order by apply_operations. VALIDATION_ERROR, nothing written, when
+    `target` holds no container of a collection's kind at its mount."""
+    bare = services.table_document(table_id, version)
+    wanted = target
+    patch: list = []
+    inverse: list = []
+    for collection in sorted(collections(table_id).values(), key=lambda found: len(found.tokens)):
+        tokens = collection.tokens
+        value = pointer.resolve(target, tokens, collection.mount) if pointer.exists(target, tokens) else None
+        kind = "array" if isinstance(value, list) else "object" if isinstance(value, dict) else None
+        if kind != collection.kind:
+            raise ToolError(
+                ErrorCode.VALIDATION_ERROR,
+                f"The version holds no {collection.kind} at {collection.mount or '/'!r}, where the table stores a "
+                "collection as rows: it cannot be restored; nothing was written.",
+                {"path": ["version"]},
+            )
+        assert value is not None
+        empty = [{"op": "replace", "path": collection.mount, "value": [] if kind == "array" else {}}]
+        wanted = json_patch.apply(wanted, empty)
+        # A worker's cached document of the version the table moved at may still hold the records.
+        bare = json_patch.apply(bare, empty)
+        forward, backward = _record_operations(collection, value)
+        patch.extend(forward)
+        inverse.extend(backward)
+    if json.dumps(wanted) != json.dumps(bare):
+        patch.insert(0, {"op": "replace", "path": "", "value": wanted})
+        inverse.append({"op": "replace", "path": "", "value": bare})
+    return patch, list(reversed(inverse))
+
+
+def _record_operations(collection: Collection, value: list | dict) -> tuple[list, list]:
+    """Per-record operations from the collection's rows to `value`'s records, and the inverse of each (in the same
+    order; the caller reverses them)."""
+    state = _by_position(collection)
+    positions = sorted(state)
+    items = list(enumerate(value)) if isinstance(value, list) else list(value.items())
+    key_of = _key_of(collection.key_field) if collection.kind == "array" else None
+    cid = collection.id
+    forward: list = []
+    backward: list = []
+
+    def add(position: int, key: str | None, record: Any) -> None:
+        forward.append({"op": "add", "collection": cid, "position": position, "key": key, "value": record})
+        backward.append({"op": "remove", "collection": cid, "position": position})
+
+    def remove(position: int) -> None:
+        key, record = state[position]
+        forward.append({"op": "remove", "collection": cid, "position": position})
+        backward.append({"op": "add", "collection": cid, "position": position, "key": key, "value": record})
+
+    for index, (member, record) in enumerate(items):
+        key = key_of(record) if key_of is not None else member
+        if index >= len(positions):
+            last = positions[-1] if positions else -store.POSITION_GAP
+            add(last + (index - len(positions) + 1) * store.POSITION_GAP, key, record)
+            continue
+        position = positions[index]
+        held_key, held = state[position]
+        if held_key == key and json.dumps(held) == json.dumps(record):
+            continue
+        if held_key == key:
+            forward.append({"op": "replace", "collection": cid, "position": position, "value": record})
+            backward.append({"op": "replace", "collection": cid, "position": position, "value": held})
+        else:
+            remove(position)
+            add(position, key, record)
+    for position in positions[len(items) :]:
+        remove(position)
+    return forward, backward
+
+
 def _constant(key: str | None) -> Callable[[Any], str | None]:
     return lambda _record: key
 
@@ -1096,6 +1356,8 @@ table_log.rows_create = create_collection
 table_log.rows_whole = whole_document
 table_log.rows_version = version_document
 table_log.rows_sample = sample_document
+table_log.rows_snapshot = snapshot
+table_log.rows_restore = restore_operations
 
 # The records view (tools_app.execution.record_pages) reads a window of rows, or a whole collection within the
 # evaluator's byte bound, through these.

@@ -25,7 +25,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -423,6 +423,13 @@ rows_version: Callable[[int, int, list[list]], Any] | None = None
 rows_sample: Callable[[int, int], tuple[Any, dict[str, int]]] | None = None
 # rows_relayout(table_id) makes a rows table's collections those its tools choose now (inside a transaction).
 rows_relayout: Callable[[int], None] | None = None
+# rows_snapshot(table_id) is a context in which every statement reads one snapshot of the database; it yields the
+# table's version there (a rows table's reads of its version, document, rows and log agree).
+rows_snapshot: Callable[[int], AbstractContextManager[int]] | None = None
+# rows_restore(table_id, version, target) is (patch, inverse) taking a rows table from `version` (its current one,
+# under the caller's lock) to the whole document `target`: its document as a root replace when it changes, and
+# per-record operations on its collections' rows.
+rows_restore: Callable[[int, int, Any], tuple[list, list]] | None = None
 
 
 def _rows_document(table_id: int, version: int) -> Any:
@@ -446,9 +453,14 @@ def table_data(table_id: int) -> tuple[int, Any]:
         raise Table.DoesNotExist(f"Table {table_id} does not exist.")
     version, storage = row
     if storage == TableStorage.ROWS and rows_whole is not None:
-        return version, rows_whole(table_id, version)
+        with _snapshot(table_id) as current:  # the version and the rows of one moment
+            return current, rows_whole(table_id, current)
     entry = document(table_id, version)
     return entry.version, entry.data
+
+
+def _snapshot(table_id: int) -> AbstractContextManager[Any]:
+    return rows_snapshot(table_id) if rows_snapshot is not None else nullcontext(None)
 
 
 def table_data_sampled(table_id: int) -> tuple[int, Any, dict[str, int]]:
@@ -460,8 +472,9 @@ def table_data_sampled(table_id: int) -> tuple[int, Any, dict[str, int]]:
         raise Table.DoesNotExist(f"Table {table_id} does not exist.")
     version, storage = row
     if storage == TableStorage.ROWS and rows_sample is not None:
-        data, counts = rows_sample(table_id, version)
-        return version, data, counts
+        with _snapshot(table_id) as current:
+            data, counts = rows_sample(table_id, current)
+            return current, data, counts
     entry = document(table_id, version)
     return entry.version, entry.data, {}
 
@@ -481,27 +494,55 @@ def table_document(table_id: int, version: int) -> Any:
 
 def table_version_data(table_id: int, version: int) -> Any:
     """The document as it was at `version`: the current one with the inverses of the later entries applied, newest
-    first. Raises TableChange.DoesNotExist when `version` is outside retention (or never existed)."""
-    row = Table.objects.filter(pk=table_id).values_list("version", "storage", "rows_since_version").first()
+    first. Raises TableChange.DoesNotExist when `version` is outside retention (or never existed).
+
+    A rows table's is read in one snapshot (its version, log and rows agree): from its rows_since_version on, the
+    rows with the per-record inverses applied; before it (a table moved to rows by tables_to_rows), that whole
+    document at the move with the older entries' document inverses applied (_rows_version_data)."""
+    row = Table.objects.filter(pk=table_id).values_list("version", "storage").first()
     if row is None:
         raise Table.DoesNotExist(f"Table {table_id} does not exist.")
-    current, storage, since = row
-    if version == current:
-        return table_data(table_id)[1]
-    inverses = _inverses(table_id, version, current)
-    if inverses is None:
-        raise TableChange.DoesNotExist(f"Version {version} of table {table_id} is not kept.")
-    if storage != TableStorage.ROWS or rows_version is None:
+    current, storage = row
+    if storage != TableStorage.ROWS or rows_version is None or rows_snapshot is None:
+        if version == current:
+            return table_data(table_id)[1]
+        inverses = version_inverses(table_id, version, current)
+        if inverses is None:
+            raise TableChange.DoesNotExist(f"Version {version} of table {table_id} is not kept.")
         return _applied(document(table_id, current).data, inverses)
-    if since is None or version < since:
-        # Its entries before the move (or a new layout) patch records that are now rows elsewhere.
+    with rows_snapshot(table_id) as current:
+        return _rows_version_data(table_id, version, current)
+
+
+def _rows_version_data(table_id: int, version: int, current: int) -> Any:
+    """A rows table's whole document at `version`, read at its `current` version (in one snapshot, or under the
+    table's lock)."""
+    assert rows_version is not None  # set by tools_app.execution.records, as rows_whole
+    assert rows_whole is not None
+    since = Table.objects.filter(pk=table_id).values_list("rows_since_version", flat=True).get()
+    if version == current:
+        return rows_whole(table_id, current)
+    inverses = version_inverses(table_id, version, current)
+    if inverses is None or since is None:
+        raise TableChange.DoesNotExist(f"Version {version} of table {table_id} is not kept.")
+    if version >= since:
+        return rows_version(table_id, current, inverses)
+    newer, older = inverses[: current - since], inverses[current - since :]
+    if any(_rows_era(inverse) for inverse in older):
+        # Laid out again at `since` (its tools changed): the entries before name collections that are gone.
         raise TableChange.DoesNotExist(
-            f"Table {table_id} stores its records as rows since version {since}: only versions from it on are kept."
+            f"Table {table_id} was laid out again at version {since}: only versions from it on are kept."
         )
-    return rows_version(table_id, current, inverses)
+    return _applied(rows_version(table_id, current, newer), older)
 
 
-def _inverses(table_id: int, version: int, current: int) -> list[list] | None:
+def _rows_era(operations: list) -> bool:
+    """An entry written while the table was stored as rows: per-record operations, or the new layout's entry
+    (records.relayout marks its operations with "layout")."""
+    return any("collection" in operation or operation.get("layout") for operation in operations)
+
+
+def version_inverses(table_id: int, version: int, current: int) -> list[list] | None:
     """The inverse patches from `current` back to `version` (newest first), or None when one is not kept."""
     if version < 1 or version > current:
         return None
@@ -537,33 +578,41 @@ rows_apply: Callable[[int, list], None] | None = None
 
 def table_restore(*, table_id: int, version: int) -> int:
     """Write the document as it was at `version` as a new version (its entry has the current audit); return the
-    new version. Raises TableChange.DoesNotExist when `version` is outside retention."""
+    new version. Raises TableChange.DoesNotExist when `version` is outside retention.
+
+    A rows table restored to a version from its rows_since_version on applies the later entries' inverses to its
+    rows; to a version before it (a document version, from before tables_to_rows), the whole document at that
+    version (_rows_version_data) is written through the rows: the per-record operations from the current rows to
+    its records, and its document without records (rows_restore), so it answers as the document table would."""
     audit = current_audit()
     now = timezone.now()
     with transaction.atomic():
         current, size, owner_id = _locked(table_id)
         storage, since = Table.objects.filter(pk=table_id).values_list("storage", "rows_since_version").get()
-        if storage == TableStorage.ROWS and (rows_apply is None or since is None or version < since):
-            # Its entries before the move patch the document with the records in it, which it no longer holds.
-            raise TableChange.DoesNotExist(
-                f"Table {table_id} stores its records as rows since version {since}: only versions from it on are "
-                "restorable."
-            )
+        rows = storage == TableStorage.ROWS
+        if rows and (rows_apply is None or rows_restore is None or since is None):
+            raise TableChange.DoesNotExist(f"Table {table_id} is stored as rows: its versions cannot be restored here.")
         entry = document(table_id, current)
-        rows = list(
-            TableChange.objects.filter(table_id=table_id, version__gt=version, version__lte=current)
-            .order_by("-version")
-            .values_list("inverse", "patch")
-        )
-        if version < 1 or version > current or len(rows) != current - version:
-            raise TableChange.DoesNotExist(f"Version {version} of table {table_id} is not kept.")
-        patch = [operation for inverse, _ in rows for operation in inverse]
-        inverse = [operation for _, forward in reversed(rows) for operation in forward]
+        exact_size = None
+        if rows and since is not None and version < since:
+            target = _rows_version_data(table_id, version, current)
+            patch, inverse = rows_restore(table_id, current, target)  # type: ignore[misc]
+            exact_size = _size(target)  # the whole document is at hand: its size is exact, not estimated
+        else:
+            entries = list(
+                TableChange.objects.filter(table_id=table_id, version__gt=version, version__lte=current)
+                .order_by("-version")
+                .values_list("inverse", "patch")
+            )
+            if version < 1 or version > current or len(entries) != current - version:
+                raise TableChange.DoesNotExist(f"Version {version} of table {table_id} is not kept.")
+            patch = [operation for inverse_, _ in entries for operation in inverse_]
+            inverse = [operation for _, forward in reversed(entries) for operation in forward]
         data = _applied(entry.data, [patch])
-        if storage == TableStorage.ROWS and rows_apply is not None:
-            rows_apply(table_id, [operation for operation in patch if "collection" in operation])
+        if rows:
+            rows_apply(table_id, [operation for operation in patch if "collection" in operation])  # type: ignore[misc]
         old_size = size or _size(entry.data)
-        new_size = old_size + size_delta(patch, inverse)
+        new_size = old_size + size_delta(patch, inverse) if exact_size is None else exact_size
         data_quota_check(owner_id=owner_id, table_id=table_id, old_size=old_size, new_size=new_size)
         new_version = current + 1
         _append(table_id, new_version, patch, inverse, audit, now, new_size)

@@ -90,6 +90,20 @@ def test_restore_asks_then_writes_a_new_version(owner_client, owner, written):
     assert (entry.surface, entry.user_id, entry.arguments) == ("admin", owner.pk, {"version": 1})
 
 
+def test_a_refused_restore_says_why_and_writes_nothing(owner_client, owner, make_table, settings):
+    """A restore the quota refuses is a message on the History page (not a 500), and nothing is written."""
+    table = make_table(owner, name="big", data={"text": "a" * 1500})
+    services.table_update(table=table, data={"text": "b"})
+    settings.TOOLHUB_MAX_OWNER_DATA_BYTES = 1000
+    before = db_snapshot()
+    response = owner_client.post(reverse("admin:tools_app_table_restore", args=[table.pk, 1]), follow=True)
+    assert response.status_code == 200
+    shown = [str(message) for message in response.context["messages"]]
+    assert len(shown) == 1
+    assert shown[0].startswith("Version 1 was not restored: QUOTA_EXCEEDED: This write would bring your tables to ")
+    assert db_snapshot() == before
+
+
 def test_other_users_history_is_404_and_restore_writes_nothing(client, other_user, written):
     client.force_login(other_user)
     before = db_snapshot()

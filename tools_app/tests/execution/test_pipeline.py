@@ -219,3 +219,34 @@ def test_an_external_tool_deleted_after_resolution_is_not_found(owner, make_tool
     assert list(CallLog.objects.values_list("tool_id", "tool_name", "error_code")) == [
         (None, "weather", "TOOL_NOT_FOUND")
     ]
+
+
+@pytest.mark.parametrize("storage", ["document", "rows"])
+def test_a_read_is_cached_and_paged_under_the_version_it_read(owner, make_table, make_tool, storage):
+    """The version a read's target carries was read before a write committed: the answer is the newer version's,
+    cached under that version (never the older one), and a cursor of the older version is expired."""
+    from dataclasses import replace
+
+    from tools_app.execution import records
+    from tools_app.execution.executors import execute
+    from tools_app.models import Surface
+
+    table = make_table(owner, name="moving", data=[{"id": 1}])
+    everything = make_tool(owner, table, type="get_all_data", name="everything", json_path="")
+    create = make_tool(owner, table, type="create", name="add", json_path="", metadata={"key_field": "id"})
+    if storage == "rows":
+        records.table_to_rows(table.pk)
+    stale = replace(calls.target_of_tool(everything), table_version=1)
+    cursor = calls.sign_cursor(binding=calls._binding(stale, {}), version=1, offset=1)
+    assert execute(tool=create, arguments={"elements": [{"id": 2}]}) == {"created": 1, "version": 2}
+    calls.result_cache.clear()
+    caller = calls.Caller(surface=Surface.API, user_id=owner.pk)
+
+    outcome = calls.run_tool_call(caller=caller, target=stale, name="everything", arguments={})
+
+    assert outcome.value == [{"id": 1}, {"id": 2}]
+    cached = [key for key in calls.result_cache._store.keys() if key[2] == table.pk]
+    assert [key[3] for key in cached] == [2]
+    paged = calls.run_tool_call(caller=caller, target=stale, name="everything", arguments={"cursor": cursor})
+    assert paged.error.code == "CURSOR_EXPIRED"
+    assert "changed since this cursor" in str(paged.error)

@@ -8,6 +8,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import DatabaseError, connection
 
+from tests.api_helpers import client_for
 from tools_app import services
 from tools_app.data_access import budget
 from tools_app.execution import records
@@ -116,12 +117,16 @@ def _calls():
             yield mount, "preview", arguments
 
 
-@pytest.fixture
-def both(make_table, make_tool, owner):
+def _pair(make_table, make_tool, owner):
+    """The same table twice, both documents, with the read tools at every mount: (document's, other's, other)."""
     document = make_table(owner, name="as document", data=DOCUMENT)
     rows = make_table(owner, name="as rows", data=DOCUMENT)
-    document_tools = _tools(make_tool, owner, document, "d")
-    rows_tools = _tools(make_tool, owner, rows, "r")
+    return _tools(make_tool, owner, document, "d"), _tools(make_tool, owner, rows, "r"), rows
+
+
+@pytest.fixture
+def both(make_table, make_tool, owner):
+    document_tools, rows_tools, rows = _pair(make_table, make_tool, owner)
     assert records.table_to_rows(rows.pk) is True
     return document_tools, rows_tools, rows
 
@@ -250,14 +255,18 @@ def test_a_tool_at_a_new_mount_lays_a_rows_table_out_again(make_table, make_tool
         ("/tags", 1),
     ]
     assert TableSnapshot.objects.get(table=table).data == {"orders": [], "tags": []}
+    # Marked: the versions before it are not rebuilt through it (the records its inverse had are gone).
     assert TableChange.objects.get(table=table, version=2).patch == [
-        {"op": "replace", "path": "", "value": {"orders": [], "tags": []}}
+        {"op": "replace", "path": "", "value": {"orders": [], "tags": []}, "layout": True}
     ]
     assert execute(tool=create, arguments={"elements": [{"id": "b"}]}) == {"created": 1, "version": 3}
     assert Table.objects.get(pk=table.pk).data == {"orders": [{"id": 1}], "tags": [{"id": "a"}, {"id": "b"}]}
     assert services.table_version_data(table.pk, 2) == {"orders": [{"id": 1}], "tags": [{"id": "a"}]}
-    with pytest.raises(TableChange.DoesNotExist, match="only versions from it on"):
+    with pytest.raises(TableChange.DoesNotExist, match="laid out again at version 2: only versions from it on"):
         services.table_version_data(table.pk, 1)
+    with pytest.raises(TableChange.DoesNotExist, match="laid out again at version 2: only versions from it on"):
+        services.table_restore(table_id=table.pk, version=1)
+    assert Table.objects.get(pk=table.pk).version == 3
     assert services.table_restore(table_id=table.pk, version=2) == 4
     assert Table.objects.get(pk=table.pk).data == {"orders": [{"id": 1}], "tags": [{"id": "a"}]}
 
@@ -408,19 +417,52 @@ def test_a_rows_write_keeps_per_record_operations_and_their_inverses(make_table,
     assert TableCollection.objects.get(pk=collection).record_count == 2
 
 
-def test_a_rows_table_is_not_replaced_whole_nor_restored_before_its_move(make_table, make_tool, owner):
+def test_a_rows_table_is_not_replaced_whole_and_is_restored_before_its_move_through_its_rows(
+    make_table, make_tool, owner
+):
     table = make_table(owner, name="rows", data=[{"id": 1}])
     services.table_update(table=table, data=[{"id": 1}, {"id": 2}])  # version 2, as a document
     records.table_to_rows(table.pk)
     with pytest.raises(ToolhubError, match="stores its records as rows"):
         services.table_update(table=Table.objects.get(pk=table.pk), data=[])
-    with pytest.raises(TableChange.DoesNotExist, match="stores its records as rows"):
-        services.table_restore(table_id=table.pk, version=1)
     table.refresh_from_db()
     assert (table.version, table.rows_since_version) == (2, 2)
-    assert TableChange.objects.filter(table=table).count() == 1
-    assert list(TableRecord.objects.filter(collection__table=table).values_list("key", flat=True)) == ["1", "2"]
+    assert services.table_version_data(table.pk, 1) == [{"id": 1}]
+    assert services.table_restore(table_id=table.pk, version=1) == 3
+    collection = TableCollection.objects.get(table=table).pk
+    # The record at position 1024 removed; the document without records unchanged, so no document operation.
+    assert TableChange.objects.get(table=table, version=3).patch == [
+        {"op": "remove", "collection": collection, "position": 1024}
+    ]
+    assert TableChange.objects.get(table=table, version=3).inverse == [
+        {"op": "add", "collection": collection, "position": 1024, "key": "2", "value": {"id": 2}}
+    ]
+    assert list(TableRecord.objects.filter(collection__table=table).values_list("key", flat=True)) == ["1"]
+    assert TableCollection.objects.get(table=table).record_count == 1
     assert TableSnapshot.objects.get(table=table).data == []
+    assert Table.objects.get(pk=table.pk).data == [{"id": 1}]
+    assert [services.table_version_data(table.pk, v) for v in (1, 2, 3)] == [
+        [{"id": 1}],
+        [{"id": 1}, {"id": 2}],
+        [{"id": 1}],
+    ]
+
+
+def test_a_version_without_a_collections_container_is_not_restored_onto_rows(make_table, make_tool, owner):
+    """Version 1 holds no array at /orders, where the table stores a collection: VALIDATION_ERROR, nothing written;
+    it is still opened."""
+    table = make_table(owner, name="rows", data={"orders": "none yet"})
+    services.table_update(table=table, data={"orders": [{"id": 1}]})
+    make_tool(owner, table=table, type="get_all_data", json_path="/orders")
+    records.table_to_rows(table.pk)
+    assert services.table_version_data(table.pk, 1) == {"orders": "none yet"}
+    with pytest.raises(ToolError) as refused:
+        services.table_restore(table_id=table.pk, version=1)
+    assert refused.value.code == "VALIDATION_ERROR"
+    assert "holds no array at '/orders'" in str(refused.value)
+    assert Table.objects.get(pk=table.pk).version == 2
+    assert TableChange.objects.filter(table=table).count() == 1
+    assert Table.objects.get(pk=table.pk).data == {"orders": [{"id": 1}]}
 
 
 def test_a_compiled_query_over_its_time_budget_is_stopped_inside_the_engine(make_table, make_tool, owner):
@@ -485,3 +527,99 @@ def test_a_rows_table_is_restored_by_its_per_record_inverses(make_table, make_to
     table.refresh_from_db()
     assert table.version == 8
     assert TableSnapshot.objects.get(table=table).data == {"list": [], "map": {}}
+
+
+def _versions(table_id):
+    """Every kept version's whole document, oldest first."""
+    current = Table.objects.get(pk=table_id).version
+    return [services.table_version_data(table_id, version) for version in range(1, current + 1)]
+
+
+def test_versions_before_the_move_open_and_restore_as_on_the_document(make_table, make_tool, owner):
+    """The same history on a document table and on one moved to rows part-way (writes before and after the move):
+    every version opens the same, and restoring to versions before, at and after the move answers every read the
+    same, with the same versions and whole data; the rows table's restores go through its rows."""
+    document_tools, rows_tools, rows = _pair(make_table, make_tool, owner)
+    document = document_tools[("/orders", "get_all_data")].table
+    document_writers = _writers(make_tool, owner, document, "dw")
+    rows_writers = _writers(make_tool, owner, rows, "rw")
+
+    def write(writes):
+        for mount, kind, arguments in writes:
+            got = _answer(rows_writers[(mount, kind)], arguments)
+            expected = _answer(document_writers[(mount, kind)], arguments)
+            if got[0] == "ok" and arguments.get("dry_run"):  # its patch: per-record operations on the rows
+                got[1].pop("patch"), expected[1].pop("patch")
+            assert got == expected, (mount, kind, arguments)
+
+    write(WRITES[:10])  # versions 2..4, as documents
+    assert records.table_to_rows(rows.pk) is True
+    rows.refresh_from_db()
+    assert (rows.rows_since_version, rows.version) == (4, 4)
+    # Versions 5..11, per-record operations on the rows table. Not a delete of an object's member: restored, the
+    # document puts it back last, the rows in its place (docs/tables-at-scale.md, "History, versions, cursors").
+    write([write_ for write_ in WRITES[10:] if write_[:2] != ("/catalog", "delete")])
+    document.refresh_from_db()
+    assert Table.objects.get(pk=rows.pk).version == document.version == 11
+    assert _versions(rows.pk) == _versions(document.pk)
+    assert _versions(rows.pk)[0] == DOCUMENT
+    for target, new_version in ((2, 12), (4, 13), (9, 14), (1, 15), (14, 16), (15, 17)):
+        assert services.table_restore(table_id=document.pk, version=target) == new_version
+        assert services.table_restore(table_id=rows.pk, version=target) == new_version
+        assert Table.objects.get(pk=rows.pk).data == Table.objects.get(pk=document.pk).data
+        assert _differential((document_tools, rows_tools, rows))[("ok",)] >= 50
+    # Restored through the rows: the document without records stays as moved, the records are rows.
+    assert TableSnapshot.objects.get(table=rows).data == {
+        "settings": {"currency": "EUR"},
+        "orders": [],
+        "catalog": {},
+        "tags": [1, 2, 3],
+    }
+    counts = dict(TableCollection.objects.filter(table=rows).values_list("mount", "record_count"))
+    assert counts == {"/orders": len(ORDERS), "/catalog": len(CATALOG)}  # version 17 = 15 = version 1
+    assert TableRecord.objects.filter(collection__table=rows).count() == len(ORDERS) + len(CATALOG)
+    assert Table.objects.get(pk=rows.pk).data == DOCUMENT
+    for entry in TableChange.objects.filter(table=rows, version__gt=4):  # no entry patches a record in the document
+        assert all("collection" in operation or operation["path"] == "" for operation in entry.patch), entry.version
+    assert _versions(rows.pk) == _versions(document.pk)
+    # Writes go on after restores on both, and answer the same.
+    write(WRITES[:5])
+    assert _differential((document_tools, rows_tools, rows))[("ok",)] >= 50
+
+
+def test_a_database_made_with_documents_and_history_migrates_and_answers_the_same(make_table, make_tool, owner):
+    """Tables made as documents (as before rows existed) with history: tool writes, whole-document writes and a
+    restore. `manage.py tables_to_rows --all` moves them; every read tool, every version's view (services and API),
+    the API's table, ETag and history answer as before."""
+    document_tools, _other_tools, other = _pair(make_table, make_tool, owner)
+    table = document_tools[("/orders", "get_all_data")].table
+    writers = _writers(make_tool, owner, table, "w")
+    for mount, kind, arguments in WRITES:
+        _answer(writers[(mount, kind)], arguments)
+    services.table_update(table=Table.objects.get(pk=table.pk), data={**Table.objects.get(pk=table.pk).data, "x": 1})
+    services.table_restore(table_id=table.pk, version=4)
+    services.table_update(table=Table.objects.get(pk=other.pk), data=[{"id": 1}, {"id": 2, "n": [1]}])
+    services.table_update(table=Table.objects.get(pk=other.pk), data=[{"id": 2, "n": [1, 2]}, {"id": 3}])
+    client = client_for(owner)
+
+    def answers():
+        state = {"reads": [_answer(document_tools[(mount, kind)], arguments) for mount, kind, arguments in _calls()]}
+        for moved in (table, other):
+            current = Table.objects.get(pk=moved.pk).version
+            response = client.get(f"/api/tables/{moved.pk}/")
+            state[moved.pk] = {
+                "versions": _versions(moved.pk),
+                "api_versions": [
+                    client.get(f"/api/tables/{moved.pk}/versions/{v}/").json() for v in range(1, current + 1)
+                ],
+                "data": response.json()["data"],
+                "etag": response["ETag"],
+                "history": client.get(f"/api/tables/{moved.pk}/history/").json(),
+            }
+        return state
+
+    before = answers()
+    assert len(before[table.pk]["versions"]) == 14
+    call_command("tables_to_rows", "--all", stdout=io.StringIO())
+    assert set(Table.objects.filter(pk__in=[table.pk, other.pk]).values_list("storage", flat=True)) == {"rows"}
+    assert answers() == before

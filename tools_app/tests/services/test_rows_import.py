@@ -196,56 +196,6 @@ def test_writes_to_a_rows_table_meet_the_rows_limits_not_the_document_cap(owner,
     assert TableRecord.objects.filter(collection__table_id=table_id).count() == 4
 
 
-def test_a_table_with_history_moved_to_rows_answers_the_same(owner, make_table, make_tool):
-    """A document table with history (made as on main), moved by `manage.py tables_to_rows --all`: every read of its
-    tools, its API view, its history list, its current version and a restore after the move answer as before."""
-    from django.core.management import call_command
-
-    from tools_app.execution.executors import execute
-
-    data = {"settings": {"currency": "EUR"}, "orders": [{"id": n, "status": "new", "total": n * 10} for n in range(5)]}
-    table = make_table(owner, name="orders", data=data)
-    tools = {
-        kind: make_tool(owner, table=table, type=kind, name=kind, json_path="/orders", metadata={"key_field": "id"})
-        for kind in ("create", "update", "delete", "get_all_data", "query_data", "select", "get_data_schema")
-    }
-    execute(tool=tools["create"], arguments={"elements": [{"id": 9, "status": "paid", "total": 5}]})
-    execute(tool=tools["update"], arguments={"elements": [{"id": 1, "status": "shipped"}]})
-    execute(tool=tools["delete"], arguments={"keys": [3]})
-    client = client_for(owner)
-    reads = [
-        ("get_all_data", {}),
-        ("query_data", {"query": "[?status=='new'].id"}),
-        ("query_data", {"query": "sort_by(@, &total)[-1]"}),
-        ("select", {"keys": [1, 9, 3]}),
-        ("get_data_schema", {}),
-    ]
-
-    def answers():
-        return (
-            [execute(tool=tools[kind], arguments=arguments) for kind, arguments in reads],
-            client.get(f"/api/tables/{table.pk}/").json()["data"],
-            client.get(f"/api/tables/{table.pk}/history/").json(),
-            client.get(f"/api/tables/{table.pk}/versions/4/").json(),
-        )
-
-    before = answers()
-    call_command("tables_to_rows", "--all", stdout=io.StringIO())
-    table.refresh_from_db()
-    assert (table.storage, table.rows_since_version, table.version) == (TableStorage.ROWS, 4, 4)
-    assert TableSnapshot.objects.get(table=table).data == {"settings": {"currency": "EUR"}, "orders": []}
-    assert answers() == before
-    # Written and restored after the move: as on the document.
-    execute(tool=tools["update"], arguments={"elements": [{"id": 9, "total": 6}]})
-    assert client.get(f"/api/tables/{table.pk}/versions/4/").json()["data"] == before[1]
-    restored = client.post(f"/api/tables/{table.pk}/restore/", {"version": 4}, format="json")
-    assert restored.status_code == 200, restored.json()
-    assert client.get(f"/api/tables/{table.pk}/").json()["data"] == before[1]
-    assert [execute(tool=tools[kind], arguments=arguments) for kind, arguments in reads] == before[0]
-    # The versions before the move are not kept (their entries patch records that are rows now).
-    assert client.get(f"/api/tables/{table.pk}/versions/3/").status_code == 404
-
-
 def test_under_asgi_a_large_answer_streams_from_an_asynchronous_iterator(owner, monkeypatch):
     """Django gathers a synchronous iterator into one list before an ASGI server sends it: the answer served under
     ASGI iterates asynchronously, chunk by chunk, so the table's text is never held whole there either."""
