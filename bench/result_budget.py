@@ -25,8 +25,9 @@ from django.conf import settings  # noqa: E402
 settings.configure(SECRET_KEY="bench-only")
 
 from tools_app import paging  # noqa: E402
+from tools_app.kernel import limits  # noqa: E402
 
-BUDGET = paging.DEFAULT_MAX_RESULT_BYTES
+BUDGET = limits.MAX_RESULT_BYTES.default
 
 
 def median_ms(function, repeat: int) -> float:

@@ -50,6 +50,7 @@ from django.contrib.auth import hashers
 from tools_app.kernel import telemetry
 from tools_app.kernel.connections import release_connections
 from tools_app.kernel.errors import ErrorCode, ToolhubError
+from tools_app.kernel.limits import PASSWORD_HASH_NICENESS, PASSWORD_HASHES_PER_MACHINE
 
 __all__ = [
     "Argon2PasswordHasher",
@@ -67,9 +68,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_HASHES_PER_MACHINE = 1
-DEFAULT_NICENESS = 19
-SETTING = "TOOLHUB_PASSWORD_HASHES_PER_MACHINE"
+SETTING = PASSWORD_HASHES_PER_MACHINE.setting
 RETRY_AFTER_SECONDS = 1
 
 
@@ -87,7 +86,7 @@ class PasswordCheckBusy(ToolhubError):
 
 
 def slot_limit() -> int:
-    return max(1, int(getattr(settings, "TOOLHUB_PASSWORD_HASHES_PER_MACHINE", DEFAULT_HASHES_PER_MACHINE)))
+    return PASSWORD_HASHES_PER_MACHINE.get()
 
 
 def lock_dir() -> Path:
@@ -196,7 +195,7 @@ class _HashThreads:
 
     def _started(self) -> None:
         self._local.hashing = True
-        niceness = int(getattr(settings, "TOOLHUB_PASSWORD_HASH_NICENESS", DEFAULT_NICENESS))
+        niceness = PASSWORD_HASH_NICENESS.get()
         if niceness > 0:
             try:  # Linux: the priority of this thread alone (its id); raising niceness needs no privilege
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)

@@ -64,13 +64,13 @@ from tools_app.execution.executors import execute
 from tools_app.grants import WHERE, Grant, apply_pins
 from tools_app.kernel.caches import LruCache
 from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.limits import default_max_result_bytes
 from tools_app.kernel.telemetry import call_finished, call_span, span
 from tools_app.models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Table, Tool
 from tools_app.paging import (
     CURSOR,
     MEASURE_FACTOR,
     Page,
-    default_max_result_bytes,
     encode_within,
     measure,
     page_of,
