@@ -266,7 +266,7 @@ TOOLHUB_RATE_LIMITS_ENABLED = env_bool("TOOLHUB_RATE_LIMITS_ENABLED", limits.RAT
 TOOLHUB_RATE_LIMIT_KEY_PREFIX = (
     os.environ.get("TOOLHUB_RATE_LIMIT_KEY_PREFIX", "").strip() or limits.RATE_LIMIT_KEY_PREFIX.default
 )
-# The rate per scope, '<count>/<period>'; empty: the default in tools_app.kernel.rate_limits.DEFAULT_RATES
+# The rate per scope, '<count>/<period>'; empty: the default in tools_app.kernel.limits.DEFAULT_RATES
 # (mcp_key and user 600/minute, token 10/minute, anon 60/minute). An MCP instance's `key_rate_limit`
 # overrides `mcp_key` for its keys.
 TOOLHUB_RATE_LIMITS = {
