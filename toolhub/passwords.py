@@ -44,13 +44,12 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import hashers
 
 from tools_app.kernel import telemetry
 from tools_app.kernel.connections import release_connections
 from tools_app.kernel.errors import ErrorCode, ToolhubError
-from tools_app.kernel.limits import PASSWORD_HASH_NICENESS, PASSWORD_HASHES_PER_MACHINE
+from tools_app.kernel.limits import PASSWORD_HASH_LOCK_DIR, PASSWORD_HASH_NICENESS, PASSWORD_HASHES_PER_MACHINE
 
 __all__ = [
     "Argon2PasswordHasher",
@@ -90,7 +89,7 @@ def slot_limit() -> int:
 
 
 def lock_dir() -> Path:
-    configured = getattr(settings, "TOOLHUB_PASSWORD_HASH_LOCK_DIR", "")
+    configured = PASSWORD_HASH_LOCK_DIR.get()
     return Path(configured or Path(tempfile.gettempdir()) / f"toolhub-password-hashes-{os.getuid()}")
 
 

@@ -359,7 +359,9 @@ TOOLHUB_PASSWORD_HASHES_PER_MACHINE = env_int(
     minimum=1,
 )
 # Empty: <temporary directory>/toolhub-password-hashes-<uid>, shared by every worker of this machine.
-TOOLHUB_PASSWORD_HASH_LOCK_DIR = os.environ.get("TOOLHUB_PASSWORD_HASH_LOCK_DIR", "").strip()
+TOOLHUB_PASSWORD_HASH_LOCK_DIR = os.environ.get(
+    "TOOLHUB_PASSWORD_HASH_LOCK_DIR", limits.PASSWORD_HASH_LOCK_DIR.default
+).strip()
 # A hash runs in a thread at this niceness (19: the lowest CPU priority; 0: the worker's own), so that other
 # requests get the cores first.
 TOOLHUB_PASSWORD_HASH_NICENESS = env_int("TOOLHUB_PASSWORD_HASH_NICENESS", limits.PASSWORD_HASH_NICENESS.default)
@@ -506,7 +508,7 @@ LOGGING = {
 # on standard error. TOOLHUB_METRICS_TOKEN: the bearer token a Prometheus scraper sends to /metrics (unset:
 # only a superuser's session reads it). Traces: the standard OTEL_* variables (tools_app.kernel.telemetry).
 TOOLHUB_JSON_LOGS = env_bool("TOOLHUB_JSON_LOGS", limits.JSON_LOGS.default)
-TOOLHUB_METRICS_TOKEN = os.environ.get("TOOLHUB_METRICS_TOKEN", "").strip()
+TOOLHUB_METRICS_TOKEN = os.environ.get("TOOLHUB_METRICS_TOKEN", limits.METRICS_TOKEN.default).strip()
 # Error bodies carry the request's id as `request_id` (API errors, MCP error data); the X-Request-ID header is
 # always sent. The test suite turns this off (toolhub/testenv.py) so that its exact comparisons of error bodies hold.
 TOOLHUB_REQUEST_ID_IN_ERRORS = env_bool("TOOLHUB_REQUEST_ID_IN_ERRORS", limits.REQUEST_ID_IN_ERRORS.default)
@@ -541,7 +543,9 @@ TOOLHUB_OAUTH_CIMD = env_bool("TOOLHUB_OAUTH_CIMD", True)
 TOOLHUB_OAUTH_DCR = env_bool("TOOLHUB_OAUTH_DCR", True)
 # Origins ("host:port") whose metadata documents may be fetched although they resolve to a loopback or
 # private address, with TOOLHUB_OAUTH_CIMD_CA_FILE as the trusted CA: for tests only, never in production.
-TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS = env_list("TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS", [])
+TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS = env_list(
+    "TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS", list(limits.OAUTH_CIMD_TRUSTED_ORIGINS.default)
+)
 # Bounds of dynamic registration, open to anyone (oauth_app/registration.py): the body, the redirect URIs of one
 # client, each string field; registered clients no owner approved yet (at most this many wait), and how long
 # one registered by DCR or a metadata document is kept unapproved before it is deleted.
@@ -560,7 +564,7 @@ TOOLHUB_OAUTH_DCR_MAX_UNUSED_CLIENTS = env_int(
 TOOLHUB_OAUTH_UNUSED_CLIENT_HOURS = env_number(
     "TOOLHUB_OAUTH_UNUSED_CLIENT_HOURS", limits.OAUTH_UNUSED_CLIENT_HOURS.default
 )
-TOOLHUB_OAUTH_CIMD_CA_FILE = os.environ.get("TOOLHUB_OAUTH_CIMD_CA_FILE", "")
+TOOLHUB_OAUTH_CIMD_CA_FILE = os.environ.get("TOOLHUB_OAUTH_CIMD_CA_FILE", limits.OAUTH_CIMD_CA_FILE.default)
 OAUTH2_PROVIDER = {
     "SCOPES": {
         "tools:read": "Call the instance's tools that change no data",

@@ -317,6 +317,14 @@ REQUEST_ID_IN_ERRORS = Switch(
     "TOOLHUB_REQUEST_ID_IN_ERRORS", True, "on/off", "error bodies carry the request's id as `request_id`"
 )
 OAUTH_ENABLED = Switch("TOOLHUB_OAUTH_ENABLED", True, "on/off", "whether MCP endpoints accept OAuth tokens")
+OAUTH_CIMD_TRUSTED_ORIGINS = Setting(
+    "TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS", (), "origins", "client metadata origins fetched on a private address (tests)"
+)
+OAUTH_CIMD_CA_FILE = Text("TOOLHUB_OAUTH_CIMD_CA_FILE", "", "path", "the CA trusted for those origins (tests)")
+METRICS_TOKEN = Text("TOOLHUB_METRICS_TOKEN", "", "text", "the bearer token a Prometheus scraper sends to /metrics")
+PASSWORD_HASH_LOCK_DIR = Text(
+    "TOOLHUB_PASSWORD_HASH_LOCK_DIR", "", "path", "where the password-hashing slots' lock files are (empty: a temp dir)"
+)
 
 LIMITS: dict[str, Setting] = {
     value.setting: value for name, value in list(globals().items()) if name.isupper() and isinstance(value, Setting)

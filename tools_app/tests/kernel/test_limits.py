@@ -87,9 +87,9 @@ def test_each_setting_is_defined_once_with_a_name_unit_and_meaning():
         assert (value.setting[:8], bool(value.unit), bool(value.meaning)) == ("TOOLHUB_", True, True), value
 
 
-def _direct_reads(path: Path, names: set[str] | None) -> list[str]:
+def _direct_reads(path: Path) -> list[str]:
     """Where `path` reads a TOOLHUB_* setting itself: `settings.TOOLHUB_X`, or getattr/hasattr(settings,
-    "TOOLHUB_X", ...). Only the settings in `names` when given."""
+    "TOOLHUB_X", ...)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         name = None
@@ -104,15 +104,14 @@ def _direct_reads(path: Path, names: set[str] | None) -> list[str]:
             and str(node.args[1].value).startswith("TOOLHUB_")
         ):
             name = str(node.args[1].value)
-        if name is not None and (names is None or name in names):
+        if name is not None:
             found.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
     return found
 
 
-def test_no_module_reads_a_limit_setting_itself():
-    """Outside kernel/limits.py no module of tools_app reads any TOOLHUB_* setting, and no module of toolhub,
-    mcp_app or oauth_app a limit (the tests, which set them, and toolhub/settings.py, which defines them,
-    aside)."""
+def test_no_module_reads_a_setting_itself():
+    """Outside kernel/limits.py no module of tools_app, toolhub, mcp_app or oauth_app reads a TOOLHUB_* setting
+    (the tests, which set them, and toolhub/settings.py, which defines them, aside)."""
     # given
     sources = [
         path
@@ -121,11 +120,7 @@ def test_no_module_reads_a_limit_setting_itself():
         if "tests" not in path.parts and path.name != "settings.py" and path != ROOT / "tools_app/kernel/limits.py"
     ]
     # when
-    reads = [
-        read
-        for path in sources
-        for read in _direct_reads(path, None if path.parts[len(ROOT.parts)] == "tools_app" else set(limits.LIMITS))
-    ]
+    reads = [read for path in sources for read in _direct_reads(path)]
     # then
     assert reads == []
 
