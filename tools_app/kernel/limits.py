@@ -14,6 +14,10 @@ docs/budgets.md give the defaults written here).
 
 A `Limit` is a whole number, a `Measure` a number that may hold a fraction, a `Switch` on or off, a `Text`
 a string; the rates of the rate limiter are `RATE_LIMITS`, a scope's rate by scope.
+
+Not here: the variables toolhub/settings.py hands to a library under the library's own setting (the login
+lockout's AXES_*, SECURE_HSTS_*, the OAuth token lifetimes and metadata fetches of OAUTH2_PROVIDER), which no
+module of toolhub reads; their defaults are written once, there.
 """
 
 from dataclasses import dataclass, field
