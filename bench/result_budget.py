@@ -38,7 +38,9 @@ if "--code" in sys.argv:  # a child of --pipeline running another checkout's cod
     sys.path.insert(0, sys.argv[sys.argv.index("--code") + 1])
 sys.path.insert(1, str(ROOT))
 
-BUDGET = 40_000  # paging.DEFAULT_MAX_RESULT_BYTES
+# TOOLHUB_MAX_RESULT_BYTES's default (tools_app/kernel/limits.py), as a literal: --code may run a checkout
+# from before that module.
+BUDGET = 40_000
 
 
 def median_ms(function, repeat: int) -> float:

@@ -27,6 +27,7 @@ from django.utils import timezone
 from oauth2_provider.models import get_access_token_model
 
 from tools_app.kernel.caches import LruCache
+from tools_app.kernel.limits import AUTH_CACHE_SECONDS
 from tools_app.models import ApiKey, McpInstance
 from tools_app.oauth import SCOPE_ALL, is_access_token, resource_url, token_checksum
 
@@ -298,7 +299,7 @@ def oauth_token_live(caller: Credential) -> bool:
 
 
 def _slug_seconds() -> float:
-    return float(getattr(settings, "TOOLHUB_AUTH_CACHE_SECONDS", 5))
+    return AUTH_CACHE_SECONDS.get()
 
 
 class AuthCache:

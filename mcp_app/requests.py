@@ -13,13 +13,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from mcp import types
 from mcp.shared.exceptions import MCPError
 
 from mcp_app.auth import Credential, Denied, auth_cache, authenticate, insufficient_scope, not_found, oauth_token_live
 from tools_app.execution.pipeline import Caller, CallTarget, touch_key
 from tools_app.grants import Grant
+from tools_app.kernel.limits import MCP_PAGE_SIZE
 from tools_app.models import McpInstance, Surface
 from tools_app.oauth import SCOPE_ALL, scope_allows
 from tools_app.selectors import binding_call_target
@@ -29,7 +29,7 @@ DENIED_CODE = -32001  # the JSON-RPC error a denied request raises inside the SD
 
 
 def page_size() -> int:
-    return int(getattr(settings, "TOOLHUB_MCP_PAGE_SIZE", 100))
+    return MCP_PAGE_SIZE.get()
 
 
 #

@@ -24,7 +24,6 @@ import time
 from contextlib import asynccontextmanager
 from typing import Any
 
-from django.conf import settings
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -42,17 +41,16 @@ from mcp_app.hops import DatabaseHops
 from mcp_app.messages import REQUEST, Problem, classify, is_tool_call, wants_stream
 from mcp_app.rate_limit import refuse_over_rate
 from mcp_app.requests import STATE_KEY, RequestState
-from tools_app.kernel import telemetry
+from tools_app.kernel import limits, telemetry
 from tools_app.oauth import SCOPE_ALL, public_base
 
 logger = logging.getLogger(__name__)
 
 SLUG_PATH = re.compile(r"^/mcp/(?P<slug>[-a-zA-Z0-9_]+)/?$")
-DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 def _db_threads() -> int:
-    return int(getattr(settings, "TOOLHUB_MCP_DB_THREADS", 4))
+    return limits.MCP_DB_THREADS.get()
 
 
 def _header(scope: dict, name: bytes) -> str | None:
@@ -121,7 +119,7 @@ _JSONRPC_CODES = {401: -32001, 503: INTERNAL_ERROR}
 
 def max_body_bytes() -> int:
     """TOOLHUB_MAX_MCP_REQUEST_BYTES: the largest POST body an MCP endpoint reads (default 4 MiB)."""
-    return int(getattr(settings, "TOOLHUB_MAX_MCP_REQUEST_BYTES", DEFAULT_MAX_BODY_BYTES))
+    return limits.MAX_MCP_REQUEST_BYTES.get()
 
 
 def declares_too_large(scope: dict) -> bool:
@@ -192,7 +190,7 @@ async def send_problem(send: Any, problem: Problem) -> None:
 def with_resource_metadata(send: Any, base: str, slug: str) -> Any:
     """`send`, with the OAuth hints added to a Bearer challenge (RFC 9728 §5.1): a 401 or 403 from
     /mcp/<slug>/ names the instance's protected resource metadata, and a 401 the scope to ask for."""
-    if not getattr(settings, "TOOLHUB_OAUTH_ENABLED", True):
+    if not limits.OAUTH_ENABLED.get():
         return send
     metadata = f"{base}/.well-known/oauth-protected-resource/mcp/{slug}/"
 

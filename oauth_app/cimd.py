@@ -35,12 +35,12 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import urllib3
-from django.conf import settings
 from oauth2_provider import cimd as library
 from oauth2_provider.settings import oauth2_settings
 
 from oauth_app.models import ClientDocument
 from tools_app.kernel.connections import release_connections
+from tools_app.kernel.limits import OAUTH_CIMD_CA_FILE, OAUTH_CIMD_TRUSTED_ORIGINS
 
 MAX_URI_LENGTH = 2000
 # What the status line and headers of a metadata document's response may take, on top of the document.
@@ -102,7 +102,7 @@ class _BudgetedSocket(ssl.SSLSocket):
 def _trusted(client_id: str) -> bool:
     parts = urlsplit(client_id)
     origin = f"{(parts.hostname or '').lower()}:{parts.port or 443}"
-    return origin in set(getattr(settings, "TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS", []) or [])
+    return origin in set(OAUTH_CIMD_TRUSTED_ORIGINS.raw() or [])
 
 
 def _https_uri(value) -> str:
@@ -156,7 +156,7 @@ class ToolhubMetadataFetcher(library.SafeMetadataFetcher):
             lookup.cancel()
             raise library.CIMDError(f"could not resolve the client_id host within {timeout:g} s") from exc
 
-        cafile = (getattr(settings, "TOOLHUB_OAUTH_CIMD_CA_FILE", "") or None) if trusted else None
+        cafile = (OAUTH_CIMD_CA_FILE.get() or None) if trusted else None
         context = ssl.create_default_context(cafile=cafile)
         context.sslsocket_class = _BudgetedSocket
         path = parsed.path + (f"?{parsed.query}" if parsed.query else "")

@@ -19,12 +19,12 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.http import JsonResponse
 from django.utils import timezone
 from oauth2_provider.models import get_application_model
 
 from oauth_app.validators import GRANT_TYPES, redirect_uri_acceptable
+from tools_app.kernel import limits
 
 CLIENT_NAME_CHARS = 255  # the column's size
 RESPONSE_TYPES = frozenset({"code"})
@@ -42,12 +42,8 @@ def refusal(description: str) -> JsonResponse:
     return JsonResponse({"error": "invalid_client_metadata", "error_description": description}, status=400)
 
 
-def _limit(name: str, default: int) -> int:
-    return int(getattr(settings, name, default))
-
-
 def max_body_bytes() -> int:
-    return _limit("TOOLHUB_OAUTH_DCR_MAX_BODY_BYTES", 16 * 1024)
+    return limits.OAUTH_DCR_MAX_BODY_BYTES.get()
 
 
 def check_body_size(request) -> None:
@@ -70,8 +66,8 @@ def check_metadata(data: Any) -> None:
     """The bounds of one registration's metadata (the library checks the rest: types, auth method)."""
     if not isinstance(data, dict):
         return  # the library answers "must be a JSON object"
-    max_uris = _limit("TOOLHUB_OAUTH_DCR_MAX_REDIRECT_URIS", 10)
-    max_chars = _limit("TOOLHUB_OAUTH_DCR_MAX_FIELD_CHARS", 2000)
+    max_uris = limits.OAUTH_DCR_MAX_REDIRECT_URIS.get()
+    max_chars = limits.OAUTH_DCR_MAX_FIELD_CHARS.get()
     field_setting = "TOOLHUB_OAUTH_DCR_MAX_FIELD_CHARS"
 
     uris = data.get("redirect_uris")
@@ -130,7 +126,7 @@ def remove_unused_clients() -> int:
     """Delete the clients registered by dynamic registration or a metadata document that no owner approved
     within TOOLHUB_OAUTH_UNUSED_CLIENT_HOURS (their registration tokens with them); how many."""
     application = get_application_model()
-    hours = float(getattr(settings, "TOOLHUB_OAUTH_UNUSED_CLIENT_HOURS", 24))
+    hours = limits.OAUTH_UNUSED_CLIENT_HOURS.get()
     sources = [application.RegistrationSource.DCR, application.RegistrationSource.CIMD]
     stale = application.objects.filter(
         registration_source__in=sources, used_at__isnull=True, created__lt=timezone.now() - timedelta(hours=hours)
@@ -144,12 +140,12 @@ def remove_unused_clients() -> int:
 
 def check_unused_quota() -> None:
     application = get_application_model()
-    limit = _limit("TOOLHUB_OAUTH_DCR_MAX_UNUSED_CLIENTS", 1000)
+    limit = limits.OAUTH_DCR_MAX_UNUSED_CLIENTS.get()
     waiting = application.objects.filter(
         registration_source=application.RegistrationSource.DCR, used_at__isnull=True
     ).count()
     if waiting >= limit:
-        hours = float(getattr(settings, "TOOLHUB_OAUTH_UNUSED_CLIENT_HOURS", 24))
+        hours = limits.OAUTH_UNUSED_CLIENT_HOURS.get()
         raise Refused(
             f"{waiting} registered clients are waiting for an owner's approval, the most this server keeps "
             f"(TOOLHUB_OAUTH_DCR_MAX_UNUSED_CLIENTS); unapproved clients are removed {hours:g} hours after they "

@@ -12,7 +12,6 @@ TOOLHUB_OAUTH_ENABLED=false answers 404 on all of them.
 
 from urllib.parse import urlsplit
 
-from django.conf import settings
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse_lazy
@@ -27,13 +26,14 @@ from oauth2_provider.settings import oauth2_settings
 from oauth_app import registration
 from oauth_app.models import REDIRECT_SCHEMES, ClientDocument
 from tools_app.kernel import rate_limits
+from tools_app.kernel.limits import OAUTH_ENABLED
 from tools_app.kernel.rate_limits import COUNTED_SCOPE_KEY
 from tools_app.models import McpInstance
 from tools_app.oauth import SCOPE_ALL, SCOPE_READ, may_authorize, public_base, resource_url, slug_of_resource
 
 
 def oauth_enabled() -> bool:
-    return bool(getattr(settings, "TOOLHUB_OAUTH_ENABLED", True))
+    return OAUTH_ENABLED.get()
 
 
 class EnabledMixin:

@@ -22,12 +22,12 @@ from toolhub.request_limits import cap_request_body  # noqa: E402
 # password or a client secret (toolhub/login_gate.py).
 django_application = cap_request_body(gate_hashes(get_asgi_application()))
 
-from django.conf import settings  # noqa: E402
+from tools_app.kernel.limits import GIL_SWITCH_INTERVAL_MS  # noqa: E402
 
-if settings.TOOLHUB_GIL_SWITCH_INTERVAL_MS > 0:
+if GIL_SWITCH_INTERVAL_MS.get() > 0:
     # docs/budgets.md: a thread evaluating an expensive query holds the GIL for this long before the event
     # loop or a light call's thread gets it; Python's default (5 ms) per hand-off adds up across a request.
-    sys.setswitchinterval(settings.TOOLHUB_GIL_SWITCH_INTERVAL_MS / 1000)
+    sys.setswitchinterval(GIL_SWITCH_INTERVAL_MS.get() / 1000)
 
 # Before the server's threads exist: glibc's arenas capped, so that threads share their free memory
 # (toolhub/memory.py).

@@ -29,15 +29,13 @@ import logging
 import threading
 from typing import Any
 
-from django.conf import settings
+from tools_app.kernel.limits import MALLOC_ARENA_MAX, MALLOC_TRIM_AFTER_BYTES
 
 __all__ = ["limit_arenas", "trim", "trim_after_large_requests"]
 
 logger = logging.getLogger(__name__)
 
 M_ARENA_MAX = -8  # glibc's mallopt parameter number (malloc.h)
-DEFAULT_ARENA_MAX = 2
-DEFAULT_TRIM_AFTER_BYTES = 1024 * 1024
 BURST_REQUESTS = 32
 
 
@@ -58,7 +56,7 @@ _trimming = threading.Lock()
 
 def limit_arenas() -> bool:
     """Cap glibc's arenas at TOOLHUB_MALLOC_ARENA_MAX; True when a cap was set."""
-    arenas = int(getattr(settings, "TOOLHUB_MALLOC_ARENA_MAX", DEFAULT_ARENA_MAX))
+    arenas = MALLOC_ARENA_MAX.get()
     if _libc is None or arenas <= 0:
         return False
     return bool(_libc.mallopt(M_ARENA_MAX, arenas))
@@ -128,7 +126,7 @@ def trim_after_large_requests(app: Any) -> Any:
             await app(scope, counting_receive, counting_send)
         finally:
             burst_over = _in_flight.end()
-            threshold = int(getattr(settings, "TOOLHUB_MALLOC_TRIM_AFTER_BYTES", DEFAULT_TRIM_AFTER_BYTES))
+            threshold = MALLOC_TRIM_AFTER_BYTES.get()
             large = threshold > 0 and moved >= threshold
             if (large or burst_over) and not _trimming.locked():
                 asyncio.get_running_loop().run_in_executor(None, trim)

@@ -16,7 +16,6 @@ import hmac
 import time
 from typing import Any
 
-from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
@@ -24,6 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tools_app.kernel import telemetry
 from tools_app.kernel.health import readiness
+from tools_app.kernel.limits import METRICS_TOKEN
 
 __all__ = ["RequestMiddleware", "healthz", "metrics", "readyz"]
 
@@ -65,7 +65,7 @@ def metrics_access(request: HttpRequest) -> HttpResponse | None:
     header = request.headers.get("Authorization", "")
     scheme, _, sent = header.partition(" ")
     if scheme.lower() == "bearer" and sent.strip():
-        expected = settings.TOOLHUB_METRICS_TOKEN
+        expected = METRICS_TOKEN.get()
         if expected and hmac.compare_digest(sent.strip().encode(), expected.encode()):
             return None
         telemetry.auth_failed("metrics")

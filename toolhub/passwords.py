@@ -50,12 +50,17 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import hashers
 
 from tools_app.kernel import telemetry
 from tools_app.kernel.connections import release_connections
 from tools_app.kernel.errors import ErrorCode, ToolhubError
+from tools_app.kernel.limits import (
+    PASSWORD_HASH_LOCK_DIR,
+    PASSWORD_HASH_NICENESS,
+    PASSWORD_HASH_WAIT_SECONDS,
+    PASSWORD_HASHES_PER_MACHINE,
+)
 
 __all__ = [
     "Argon2PasswordHasher",
@@ -76,14 +81,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_HASHES_PER_MACHINE = 1
-DEFAULT_NICENESS = 19
-DEFAULT_WAIT_SECONDS = 30.0
-WAIT_SETTING = "TOOLHUB_PASSWORD_HASH_WAIT_SECONDS"
+WAIT_SETTING = PASSWORD_HASH_WAIT_SECONDS.setting
 # How often a hash outside a request tries the slots again while it waits: short against a hash's half second,
 # so that it gets a slot soon after one comes free, even while a burst of requests tries them too.
 WAIT_POLL_SECONDS = 0.01
-SETTING = "TOOLHUB_PASSWORD_HASHES_PER_MACHINE"
+SETTING = PASSWORD_HASHES_PER_MACHINE.setting
 RETRY_AFTER_SECONDS = 1
 
 
@@ -114,16 +116,16 @@ class PasswordSlotTimeout(PasswordCheckBusy):
 
 
 def slot_limit() -> int:
-    return max(1, int(getattr(settings, "TOOLHUB_PASSWORD_HASHES_PER_MACHINE", DEFAULT_HASHES_PER_MACHINE)))
+    return PASSWORD_HASHES_PER_MACHINE.get()
 
 
 def lock_dir() -> Path:
-    configured = getattr(settings, "TOOLHUB_PASSWORD_HASH_LOCK_DIR", "")
+    configured = PASSWORD_HASH_LOCK_DIR.get()
     return Path(configured or Path(tempfile.gettempdir()) / f"toolhub-password-hashes-{os.getuid()}")
 
 
 def wait_seconds() -> float:
-    return max(0.0, float(getattr(settings, WAIT_SETTING, DEFAULT_WAIT_SECONDS)))
+    return PASSWORD_HASH_WAIT_SECONDS.get()
 
 
 # True while this request (or thread) holds a slot: a hash inside it runs in that slot.
@@ -277,7 +279,7 @@ class _HashThreads:
 
     def _started(self) -> None:
         self._local.hashing = True
-        niceness = int(getattr(settings, "TOOLHUB_PASSWORD_HASH_NICENESS", DEFAULT_NICENESS))
+        niceness = PASSWORD_HASH_NICENESS.get()
         if niceness > 0:
             try:  # Linux: the priority of this thread alone (its id); raising niceness needs no privilege
                 os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)

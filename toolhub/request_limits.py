@@ -19,24 +19,22 @@ import html
 import json
 from typing import Any
 
-from django.conf import settings
 from django.http import HttpResponse
 
 from tools_app.kernel import telemetry
 from tools_app.kernel.errors import ErrorCode
+from tools_app.kernel.limits import MAX_IMPORT_BYTES, MAX_REQUEST_BYTES
 
 __all__ = ["IMPORT_PATH", "RequestSizeLimitMiddleware", "cap_request_body", "max_request_bytes", "too_large"]
 
-DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
-DEFAULT_MAX_IMPORT_BYTES = 2 * 1024**3
 IMPORT_PATH = "/api/tables/import/"
 
 
 def _limit(path: str | None) -> tuple[int, str]:
     """The body limit for a request to `path` and the setting that holds it."""
     if path == IMPORT_PATH:
-        return int(getattr(settings, "TOOLHUB_MAX_IMPORT_BYTES", DEFAULT_MAX_IMPORT_BYTES)), "TOOLHUB_MAX_IMPORT_BYTES"
-    return int(getattr(settings, "TOOLHUB_MAX_REQUEST_BYTES", DEFAULT_MAX_REQUEST_BYTES)), "TOOLHUB_MAX_REQUEST_BYTES"
+        return MAX_IMPORT_BYTES.get(), MAX_IMPORT_BYTES.setting
+    return MAX_REQUEST_BYTES.get(), MAX_REQUEST_BYTES.setting
 
 
 def max_request_bytes(path: str | None = None) -> int:

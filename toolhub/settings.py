@@ -10,6 +10,9 @@ import dj_database_url
 from csp.constants import NONCE, NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
+# Every TOOLHUB_* default is written once, there; this module reads the environment.
+from tools_app.kernel import limits
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -56,7 +59,7 @@ DEBUG = env_bool("DJANGO_DEBUG", False)
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
-    if DEBUG or env_bool("TOOLHUB_DEV", False):
+    if DEBUG or env_bool("TOOLHUB_DEV", limits.DEV.default):
         warnings.warn("DJANGO_SECRET_KEY is not set: using a random key for this process.", stacklevel=1)
         SECRET_KEY = secrets.token_urlsafe(50)
     else:
@@ -66,7 +69,7 @@ ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
 
 # Base URL used where an absolute endpoint URL is shown outside a request (empty: from the request).
-TOOLHUB_PUBLIC_URL = os.environ.get("TOOLHUB_PUBLIC_URL", "").rstrip("/")
+TOOLHUB_PUBLIC_URL = os.environ.get("TOOLHUB_PUBLIC_URL", limits.PUBLIC_URL.default).rstrip("/")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -205,59 +208,65 @@ WHITENOISE_AUTOREFRESH = DEBUG
 # Django reads them (toolhub.request_limits). TOOLHUB_MAX_MCP_REQUEST_BYTES: the same for /mcp/<slug>/
 # (413 with a JSON-RPC error). Tables: the document's JSON text and its nesting, refused at every write
 # with VALIDATION_ERROR. Arguments (and tool schemas): their nesting, refused with INVALID_ARGUMENTS.
-TOOLHUB_MAX_REQUEST_BYTES = int(os.environ.get("TOOLHUB_MAX_REQUEST_BYTES", 64 * 1024 * 1024))
-TOOLHUB_MAX_MCP_REQUEST_BYTES = int(os.environ.get("TOOLHUB_MAX_MCP_REQUEST_BYTES", 4 * 1024 * 1024))
-TOOLHUB_MAX_TABLE_BYTES = int(os.environ.get("TOOLHUB_MAX_TABLE_BYTES", 50 * 1024 * 1024))
-TOOLHUB_MAX_TABLE_DEPTH = int(os.environ.get("TOOLHUB_MAX_TABLE_DEPTH", 64))
+TOOLHUB_MAX_REQUEST_BYTES = int(os.environ.get("TOOLHUB_MAX_REQUEST_BYTES", limits.MAX_REQUEST_BYTES.default))
+TOOLHUB_MAX_MCP_REQUEST_BYTES = int(
+    os.environ.get("TOOLHUB_MAX_MCP_REQUEST_BYTES", limits.MAX_MCP_REQUEST_BYTES.default)
+)
+TOOLHUB_MAX_TABLE_BYTES = int(os.environ.get("TOOLHUB_MAX_TABLE_BYTES", limits.MAX_TABLE_BYTES.default))
+TOOLHUB_MAX_TABLE_DEPTH = int(os.environ.get("TOOLHUB_MAX_TABLE_DEPTH", limits.MAX_TABLE_DEPTH.default))
 # Tables whose records are stored as rows (docs/tables-at-scale.md, "Limits"): records per table, the table's JSON
 # text (unset: 5 GiB on PostgreSQL, 2 GiB on SQLite), one record's JSON text; over one, VALIDATION_ERROR naming it,
 # nothing written. TOOLHUB_MAX_IMPORT_BYTES: the body of POST /api/tables/import/ (read to disk, never held whole),
 # which TOOLHUB_MAX_REQUEST_BYTES does not bound.
-TOOLHUB_MAX_TABLE_RECORDS = env_int("TOOLHUB_MAX_TABLE_RECORDS", 10_000_000, minimum=1)
-TOOLHUB_MAX_ROWS_TABLE_BYTES = env_int("TOOLHUB_MAX_ROWS_TABLE_BYTES", 0, minimum=0)
-TOOLHUB_MAX_RECORD_BYTES = env_int("TOOLHUB_MAX_RECORD_BYTES", 1024 * 1024, minimum=1)
-TOOLHUB_MAX_IMPORT_BYTES = env_int("TOOLHUB_MAX_IMPORT_BYTES", 2 * 1024**3, minimum=1)
+TOOLHUB_MAX_TABLE_RECORDS = env_int("TOOLHUB_MAX_TABLE_RECORDS", limits.MAX_TABLE_RECORDS.default, minimum=1)
+TOOLHUB_MAX_ROWS_TABLE_BYTES = env_int("TOOLHUB_MAX_ROWS_TABLE_BYTES", limits.MAX_ROWS_TABLE_BYTES.default, minimum=0)
+TOOLHUB_MAX_RECORD_BYTES = env_int("TOOLHUB_MAX_RECORD_BYTES", limits.MAX_RECORD_BYTES.default, minimum=1)
+TOOLHUB_MAX_IMPORT_BYTES = env_int("TOOLHUB_MAX_IMPORT_BYTES", limits.MAX_IMPORT_BYTES.default, minimum=1)
 # Table record indexes (docs/tables-at-scale.md, "Indexes"): how many fields a table may declare in
 # indexed_fields; a query answered in SQL slower than TOOLHUB_SLOW_QUERY_MS that filters or sorts on an
 # undeclared field is counted (toolhub_slow_queries_total) and its call log row suggests declaring it.
-TOOLHUB_MAX_INDEXED_FIELDS = env_int("TOOLHUB_MAX_INDEXED_FIELDS", 16, minimum=0)
-TOOLHUB_SLOW_QUERY_MS = env_int("TOOLHUB_SLOW_QUERY_MS", 200, minimum=0)
+TOOLHUB_MAX_INDEXED_FIELDS = env_int("TOOLHUB_MAX_INDEXED_FIELDS", limits.MAX_INDEXED_FIELDS.default, minimum=0)
+TOOLHUB_SLOW_QUERY_MS = env_int("TOOLHUB_SLOW_QUERY_MS", int(limits.SLOW_QUERY_MS.default), minimum=0)
 # Table imports (POST /api/tables/import/, the admin's file upload) running at once per server process: per
 # owner, and in all; one more is refused at once with RATE_LIMITED (tools_app/services/imports.py).
-TOOLHUB_IMPORTS_PER_OWNER = env_int("TOOLHUB_IMPORTS_PER_OWNER", 1, minimum=1)
-TOOLHUB_IMPORTS_PER_WORKER = env_int("TOOLHUB_IMPORTS_PER_WORKER", 2, minimum=1)
-TOOLHUB_MAX_ARGUMENT_DEPTH = int(os.environ.get("TOOLHUB_MAX_ARGUMENT_DEPTH", 100))
+TOOLHUB_IMPORTS_PER_OWNER = env_int("TOOLHUB_IMPORTS_PER_OWNER", limits.IMPORTS_PER_OWNER.default, minimum=1)
+TOOLHUB_IMPORTS_PER_WORKER = env_int("TOOLHUB_IMPORTS_PER_WORKER", limits.IMPORTS_PER_WORKER.default, minimum=1)
+TOOLHUB_MAX_ARGUMENT_DEPTH = int(os.environ.get("TOOLHUB_MAX_ARGUMENT_DEPTH", limits.MAX_ARGUMENT_DEPTH.default))
 # Table history (docs/history.md): a write appends a JSON Patch; after TOOLHUB_TABLE_COMPACT_EVERY
 # entries the document is written as a new snapshot. History is kept TOOLHUB_HISTORY_DAYS days OR the last
 # TOOLHUB_HISTORY_VERSIONS versions, whichever keeps more; compaction never removes a version inside either.
-TOOLHUB_TABLE_COMPACT_EVERY = int(os.environ.get("TOOLHUB_TABLE_COMPACT_EVERY", 1000))
-TOOLHUB_HISTORY_DAYS = int(os.environ.get("TOOLHUB_HISTORY_DAYS", 30))
-TOOLHUB_HISTORY_VERSIONS = int(os.environ.get("TOOLHUB_HISTORY_VERSIONS", 1000))
+TOOLHUB_TABLE_COMPACT_EVERY = int(os.environ.get("TOOLHUB_TABLE_COMPACT_EVERY", limits.TABLE_COMPACT_EVERY.default))
+TOOLHUB_HISTORY_DAYS = int(os.environ.get("TOOLHUB_HISTORY_DAYS", limits.HISTORY_DAYS.default))
+TOOLHUB_HISTORY_VERSIONS = int(os.environ.get("TOOLHUB_HISTORY_VERSIONS", limits.HISTORY_VERSIONS.default))
 # Storage quotas (docs/history.md, "Quotas"; 0 = none). History is bounded per table and per owner: over a bound,
 # the oldest entries are compacted away after the write (inside the retention above too); history never refuses
 # a write. A write that would take an owner's table documents over TOOLHUB_MAX_OWNER_DATA_BYTES is refused
 # (QUOTA_EXCEEDED). An entry keeps a call's arguments whole up to TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES.
-TOOLHUB_HISTORY_MAX_TABLE_BYTES = env_int("TOOLHUB_HISTORY_MAX_TABLE_BYTES", 100 * 1024 * 1024)
-TOOLHUB_HISTORY_MAX_OWNER_BYTES = env_int("TOOLHUB_HISTORY_MAX_OWNER_BYTES", 500 * 1024 * 1024)
-TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES = env_int("TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES", 4096)
-TOOLHUB_MAX_OWNER_DATA_BYTES = env_int("TOOLHUB_MAX_OWNER_DATA_BYTES", 1024 * 1024 * 1024)
+TOOLHUB_HISTORY_MAX_TABLE_BYTES = env_int("TOOLHUB_HISTORY_MAX_TABLE_BYTES", limits.HISTORY_MAX_TABLE_BYTES.default)
+TOOLHUB_HISTORY_MAX_OWNER_BYTES = env_int("TOOLHUB_HISTORY_MAX_OWNER_BYTES", limits.HISTORY_MAX_OWNER_BYTES.default)
+TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES = env_int(
+    "TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES", limits.HISTORY_MAX_ARGUMENTS_BYTES.default
+)
+TOOLHUB_MAX_OWNER_DATA_BYTES = env_int("TOOLHUB_MAX_OWNER_DATA_BYTES", limits.MAX_OWNER_DATA_BYTES.default)
 
 # Call details (docs/call-log.md): each call's arguments and result excerpt are kept as JSON of at most these
 # bytes (a longer value is cut inside its structure and marked); calls are kept TOOLHUB_CALL_LOG_DAYS days;
 # past TOOLHUB_CALL_LOG_OWNER_BYTES of recorded details, an owner's oldest calls lose theirs (metadata stays).
-TOOLHUB_CALL_ARGUMENTS_BYTES = int(os.environ.get("TOOLHUB_CALL_ARGUMENTS_BYTES", 4096))
-TOOLHUB_CALL_RESULT_BYTES = int(os.environ.get("TOOLHUB_CALL_RESULT_BYTES", 4096))
-TOOLHUB_CALL_LOG_DAYS = int(os.environ.get("TOOLHUB_CALL_LOG_DAYS", 30))
-TOOLHUB_CALL_LOG_OWNER_BYTES = int(os.environ.get("TOOLHUB_CALL_LOG_OWNER_BYTES", 64 * 1024 * 1024))
+TOOLHUB_CALL_ARGUMENTS_BYTES = int(os.environ.get("TOOLHUB_CALL_ARGUMENTS_BYTES", limits.CALL_ARGUMENTS_BYTES.default))
+TOOLHUB_CALL_RESULT_BYTES = int(os.environ.get("TOOLHUB_CALL_RESULT_BYTES", limits.CALL_RESULT_BYTES.default))
+TOOLHUB_CALL_LOG_DAYS = int(os.environ.get("TOOLHUB_CALL_LOG_DAYS", limits.CALL_LOG_DAYS.default))
+TOOLHUB_CALL_LOG_OWNER_BYTES = int(os.environ.get("TOOLHUB_CALL_LOG_OWNER_BYTES", limits.CALL_LOG_OWNER_BYTES.default))
 # Django's own cap on a body it reads into memory (a chunked body, which declares no length): the same limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = TOOLHUB_MAX_REQUEST_BYTES
 
 # Rate limits (docs/rate-limits.md): requests per window, counted by tools_app.kernel.rate_limits.
 # REDIS_URL set: counted in Redis, shared by every worker and machine; unset: in each worker's memory.
 REDIS_URL = os.environ.get("REDIS_URL", "").strip()
-TOOLHUB_RATE_LIMITS_ENABLED = env_bool("TOOLHUB_RATE_LIMITS_ENABLED", True)
-TOOLHUB_RATE_LIMIT_KEY_PREFIX = os.environ.get("TOOLHUB_RATE_LIMIT_KEY_PREFIX", "").strip() or "toolhub-rate"
-# The rate per scope, '<count>/<period>'; empty: the default in tools_app.kernel.rate_limits.DEFAULT_RATES
+TOOLHUB_RATE_LIMITS_ENABLED = env_bool("TOOLHUB_RATE_LIMITS_ENABLED", limits.RATE_LIMITS_ENABLED.default)
+TOOLHUB_RATE_LIMIT_KEY_PREFIX = (
+    os.environ.get("TOOLHUB_RATE_LIMIT_KEY_PREFIX", "").strip() or limits.RATE_LIMIT_KEY_PREFIX.default
+)
+# The rate per scope, '<count>/<period>'; empty: the default in tools_app.kernel.limits.DEFAULT_RATES
 # (mcp_key and user 600/minute, token 10/minute, anon 60/minute). An MCP instance's `key_rate_limit`
 # overrides `mcp_key` for its keys.
 TOOLHUB_RATE_LIMITS = {
@@ -314,11 +323,11 @@ KNOX_TOKEN_MODEL = "tools_app.ApiToken"
 # knox's own AuthToken is swapped out for tools_app.ApiToken: its migrations would still create an unused
 # knox_authtoken table (referencing auth_user, which breaks the flush of transactional tests on PostgreSQL).
 MIGRATION_MODULES = {"knox": None}
-TOOLHUB_API_TOKEN_TTL_HOURS = float(os.environ.get("TOOLHUB_API_TOKEN_TTL_HOURS", "168"))
+TOOLHUB_API_TOKEN_TTL_HOURS = float(os.environ.get("TOOLHUB_API_TOKEN_TTL_HOURS", limits.API_TOKEN_TTL_HOURS.default))
 REST_KNOX = {"TOKEN_PREFIX": "tht_", "AUTH_HEADER_PREFIX": "Token"}
 # How long a worker trusts what it last read about an MCP slug when refusing a key that can never be
 # valid (404 or 401) without a query (mcp_app/auth.py). Never used to let a request in.
-TOOLHUB_AUTH_CACHE_SECONDS = float(os.environ.get("TOOLHUB_AUTH_CACHE_SECONDS", "5"))
+TOOLHUB_AUTH_CACHE_SECONDS = float(os.environ.get("TOOLHUB_AUTH_CACHE_SECONDS", limits.AUTH_CACHE_SECONDS.default))
 
 # Login lockout (django-axes) on the admin login and POST /api/auth/token/: after TOOLHUB_LOGIN_FAILURE_LIMIT
 # failed logins (default 5) for one username from one address, that pair is refused (HTTP 429) for
@@ -345,21 +354,27 @@ PASSWORD_HASHERS = [
     "toolhub.passwords.ScryptPasswordHasher",
 ]
 TOOLHUB_PASSWORD_HASHES_PER_MACHINE = env_int(
-    "TOOLHUB_PASSWORD_HASHES_PER_MACHINE", env_int("TOOLHUB_PASSWORD_HASHES_PER_WORKER", 1, minimum=1), minimum=1
+    "TOOLHUB_PASSWORD_HASHES_PER_MACHINE",
+    env_int("TOOLHUB_PASSWORD_HASHES_PER_WORKER", limits.PASSWORD_HASHES_PER_MACHINE.default, minimum=1),
+    minimum=1,
 )
 # Empty: <temporary directory>/toolhub-password-hashes-<uid>, shared by every worker of this machine.
-TOOLHUB_PASSWORD_HASH_LOCK_DIR = os.environ.get("TOOLHUB_PASSWORD_HASH_LOCK_DIR", "").strip()
+TOOLHUB_PASSWORD_HASH_LOCK_DIR = os.environ.get(
+    "TOOLHUB_PASSWORD_HASH_LOCK_DIR", limits.PASSWORD_HASH_LOCK_DIR.default
+).strip()
 # A hash outside a request (createsuperuser, changepassword, a seeding script) waits up to this many seconds for a
 # slot, where a request is refused at once.
-TOOLHUB_PASSWORD_HASH_WAIT_SECONDS = env_number("TOOLHUB_PASSWORD_HASH_WAIT_SECONDS", 30)
+TOOLHUB_PASSWORD_HASH_WAIT_SECONDS = env_number(
+    "TOOLHUB_PASSWORD_HASH_WAIT_SECONDS", limits.PASSWORD_HASH_WAIT_SECONDS.default
+)
 # A hash runs in a thread at this niceness (19: the lowest CPU priority; 0: the worker's own), so that other
 # requests get the cores first.
-TOOLHUB_PASSWORD_HASH_NICENESS = env_int("TOOLHUB_PASSWORD_HASH_NICENESS", 19)
+TOOLHUB_PASSWORD_HASH_NICENESS = env_int("TOOLHUB_PASSWORD_HASH_NICENESS", limits.PASSWORD_HASH_NICENESS.default)
 # A worker gives freed memory back to the system (toolhub/memory.py, docs/deploy.md): glibc's arenas capped
 # at TOOLHUB_MALLOC_ARENA_MAX (0 = glibc's default of 8 per core), and malloc_trim(0) after a request that
 # received and sent TOOLHUB_MALLOC_TRIM_AFTER_BYTES or more (0 = never) and after a burst of requests.
-TOOLHUB_MALLOC_ARENA_MAX = env_int("TOOLHUB_MALLOC_ARENA_MAX", 2)
-TOOLHUB_MALLOC_TRIM_AFTER_BYTES = env_int("TOOLHUB_MALLOC_TRIM_AFTER_BYTES", 1024 * 1024)
+TOOLHUB_MALLOC_ARENA_MAX = env_int("TOOLHUB_MALLOC_ARENA_MAX", limits.MALLOC_ARENA_MAX.default)
+TOOLHUB_MALLOC_TRIM_AFTER_BYTES = env_int("TOOLHUB_MALLOC_TRIM_AFTER_BYTES", limits.MALLOC_TRIM_AFTER_BYTES.default)
 AXES_ENABLED = env_bool("TOOLHUB_LOGIN_LOCKOUT", True)
 AXES_FAILURE_LIMIT = int(os.environ.get("TOOLHUB_LOGIN_FAILURE_LIMIT", "5"))
 _lockout_minutes = float(os.environ.get("TOOLHUB_LOGIN_LOCKOUT_MINUTES", "15"))
@@ -394,7 +409,7 @@ SPECTACULAR_SETTINGS = {
 # reached over TLS. Under them `manage.py check --deploy` reports no issues (.ci/run checks it).
 #
 # Development mode (seed_demo runs, the login page shows the demo login): DEBUG or TOOLHUB_DEV.
-TOOLHUB_DEV = env_bool("TOOLHUB_DEV", False)
+TOOLHUB_DEV = env_bool("TOOLHUB_DEV", limits.DEV.default)
 
 # The one switch for deployments behind TLS: secure cookies, HSTS, redirect of plain HTTP to HTTPS.
 TOOLHUB_HTTPS = env_bool("TOOLHUB_HTTPS", False)
@@ -452,35 +467,37 @@ CONTENT_SECURITY_POLICY = {
 
 # register_tool (the registry tool agents call over MCP) refuses to take an owner past this many tools,
 # of any type (REGISTRATION_FAILED naming the quota).
-TOOLHUB_MAX_TOOLS_PER_OWNER = env_int("TOOLHUB_MAX_TOOLS_PER_OWNER", 1000)
+TOOLHUB_MAX_TOOLS_PER_OWNER = env_int("TOOLHUB_MAX_TOOLS_PER_OWNER", limits.MAX_TOOLS_PER_OWNER.default)
 # An MCP instance serves at most this many prompts of its owner's: prompts/list reads them all.
-TOOLHUB_MAX_PROMPTS_PER_INSTANCE = env_int("TOOLHUB_MAX_PROMPTS_PER_INSTANCE", 100)
+TOOLHUB_MAX_PROMPTS_PER_INSTANCE = env_int("TOOLHUB_MAX_PROMPTS_PER_INSTANCE", limits.MAX_PROMPTS_PER_INSTANCE.default)
 # The change guard (docs/setup.md): a table, tool, binding or instance called in the last this many days is in
 # use (as is one bound and enabled on an enabled instance); deleting or renaming it needs a confirmation.
-TOOLHUB_IN_USE_DAYS = env_int("TOOLHUB_IN_USE_DAYS", 7)
+TOOLHUB_IN_USE_DAYS = env_int("TOOLHUB_IN_USE_DAYS", limits.IN_USE_DAYS.default)
 
 # Per-call evaluation budgets (docs/budgets.md has why each default): an MCP instance may override
 # the first three (McpInstance.query_cpu_ms, query_max_elements, query_max_bytes); API and admin calls use these.
-TOOLHUB_QUERY_CPU_MS = env_int("TOOLHUB_QUERY_CPU_MS", 2000)
-TOOLHUB_QUERY_MAX_ELEMENTS = env_int("TOOLHUB_QUERY_MAX_ELEMENTS", 5_000_000)
-TOOLHUB_QUERY_MAX_BYTES = env_int("TOOLHUB_QUERY_MAX_BYTES", 64 * 1024 * 1024)
-TOOLHUB_QUERY_MAX_LENGTH = env_int("TOOLHUB_QUERY_MAX_LENGTH", 10_000)
-TOOLHUB_QUERY_MAX_DEPTH = env_int("TOOLHUB_QUERY_MAX_DEPTH", 100)
+TOOLHUB_QUERY_CPU_MS = env_int("TOOLHUB_QUERY_CPU_MS", limits.QUERY_CPU_MS.default)
+TOOLHUB_QUERY_MAX_ELEMENTS = env_int("TOOLHUB_QUERY_MAX_ELEMENTS", limits.QUERY_MAX_ELEMENTS.default)
+TOOLHUB_QUERY_MAX_BYTES = env_int("TOOLHUB_QUERY_MAX_BYTES", limits.QUERY_MAX_BYTES.default)
+TOOLHUB_QUERY_MAX_LENGTH = env_int("TOOLHUB_QUERY_MAX_LENGTH", limits.QUERY_MAX_LENGTH.default)
+TOOLHUB_QUERY_MAX_DEPTH = env_int("TOOLHUB_QUERY_MAX_DEPTH", limits.QUERY_MAX_DEPTH.default)
 # Expensive calls (past 20 ms of CPU) running at once per API key and per user, in each server process; one
 # over it waits up to TOOLHUB_CONCURRENCY_WAIT_MS for a slot, then is refused with RATE_LIMITED.
-TOOLHUB_CONCURRENT_CALLS_PER_KEY = env_int("TOOLHUB_CONCURRENT_CALLS_PER_KEY", 1)
-TOOLHUB_CONCURRENT_CALLS_PER_USER = env_int("TOOLHUB_CONCURRENT_CALLS_PER_USER", 2)
-TOOLHUB_CONCURRENCY_WAIT_MS = env_int("TOOLHUB_CONCURRENCY_WAIT_MS", 100)
+TOOLHUB_CONCURRENT_CALLS_PER_KEY = env_int("TOOLHUB_CONCURRENT_CALLS_PER_KEY", limits.CONCURRENT_CALLS_PER_KEY.default)
+TOOLHUB_CONCURRENT_CALLS_PER_USER = env_int(
+    "TOOLHUB_CONCURRENT_CALLS_PER_USER", limits.CONCURRENT_CALLS_PER_USER.default
+)
+TOOLHUB_CONCURRENCY_WAIT_MS = env_int("TOOLHUB_CONCURRENCY_WAIT_MS", limits.CONCURRENCY_WAIT_MS.default)
 # Processes per server process that run reads once they turn expensive (tools_app/execution/heavy.py), so that they do
 # not share the server's interpreter lock with light calls; 0 keeps them in the server process. Each worker's
 # address space is capped at TOOLHUB_HEAVY_WORKER_MEMORY_MB (0: no cap). docs/budgets.md.
-TOOLHUB_MCP_DB_THREADS = env_int("TOOLHUB_MCP_DB_THREADS", 4)
-TOOLHUB_HEAVY_WORKERS = env_int("TOOLHUB_HEAVY_WORKERS", 1)
-TOOLHUB_HEAVY_WORKER_MEMORY_MB = env_int("TOOLHUB_HEAVY_WORKER_MEMORY_MB", 2048)
+TOOLHUB_MCP_DB_THREADS = env_int("TOOLHUB_MCP_DB_THREADS", limits.MCP_DB_THREADS.default)
+TOOLHUB_HEAVY_WORKERS = env_int("TOOLHUB_HEAVY_WORKERS", limits.HEAVY_WORKERS.default)
+TOOLHUB_HEAVY_WORKER_MEMORY_MB = env_int("TOOLHUB_HEAVY_WORKER_MEMORY_MB", limits.HEAVY_WORKER_MEMORY_MB.default)
 # How long a thread may hold the GIL while another waits (sys.setswitchinterval), set by toolhub.asgi; 0 leaves
 # Python's default (5 ms). 0.1 ms: a light call waits that long, not 1 ms, at each of its GIL hand-offs while
 # an expensive evaluation runs; tools/call throughput measured the same (docs/budgets.md).
-TOOLHUB_GIL_SWITCH_INTERVAL_MS = env_number("TOOLHUB_GIL_SWITCH_INTERVAL_MS", 0.1)
+TOOLHUB_GIL_SWITCH_INTERVAL_MS = env_number("TOOLHUB_GIL_SWITCH_INTERVAL_MS", limits.GIL_SWITCH_INTERVAL_MS.default)
 
 LOGGING = {
     "version": 1,
@@ -495,11 +512,11 @@ LOGGING = {
 # TOOLHUB_JSON_LOGS: one JSON line per request (logger toolhub.requests) and per tool call (toolhub.calls)
 # on standard error. TOOLHUB_METRICS_TOKEN: the bearer token a Prometheus scraper sends to /metrics (unset:
 # only a superuser's session reads it). Traces: the standard OTEL_* variables (tools_app.kernel.telemetry).
-TOOLHUB_JSON_LOGS = env_bool("TOOLHUB_JSON_LOGS", False)
-TOOLHUB_METRICS_TOKEN = os.environ.get("TOOLHUB_METRICS_TOKEN", "").strip()
+TOOLHUB_JSON_LOGS = env_bool("TOOLHUB_JSON_LOGS", limits.JSON_LOGS.default)
+TOOLHUB_METRICS_TOKEN = os.environ.get("TOOLHUB_METRICS_TOKEN", limits.METRICS_TOKEN.default).strip()
 # Error bodies carry the request's id as `request_id` (API errors, MCP error data); the X-Request-ID header is
 # always sent. The test suite turns this off (toolhub/testenv.py) so that its exact comparisons of error bodies hold.
-TOOLHUB_REQUEST_ID_IN_ERRORS = env_bool("TOOLHUB_REQUEST_ID_IN_ERRORS", True)
+TOOLHUB_REQUEST_ID_IN_ERRORS = env_bool("TOOLHUB_REQUEST_ID_IN_ERRORS", limits.REQUEST_ID_IN_ERRORS.default)
 if TOOLHUB_JSON_LOGS:
     LOGGING["formatters"] = {"bare": {"format": "%(message)s"}}
     LOGGING["handlers"] = {
@@ -514,31 +531,45 @@ if TOOLHUB_JSON_LOGS:
 # Result budgets (docs/paging.md): the largest result, as compact JSON bytes, a call without an MCP
 # instance returns (the API's call endpoint, the admin's try-it; an MCP instance has its own
 # max_result_bytes); a list over it comes in pages. The admin's "show all" goes up to the hard cap.
-TOOLHUB_MAX_RESULT_BYTES = int(os.environ.get("TOOLHUB_MAX_RESULT_BYTES", "40000"))
-TOOLHUB_TRY_IT_SHOW_ALL_BYTES = int(os.environ.get("TOOLHUB_TRY_IT_SHOW_ALL_BYTES", "5000000"))
+TOOLHUB_MAX_RESULT_BYTES = int(os.environ.get("TOOLHUB_MAX_RESULT_BYTES", limits.MAX_RESULT_BYTES.default))
+TOOLHUB_TRY_IT_SHOW_ALL_BYTES = int(
+    os.environ.get("TOOLHUB_TRY_IT_SHOW_ALL_BYTES", limits.TRY_IT_SHOW_ALL_BYTES.default)
+)
 
 #
 # OAuth 2.1 for remote MCP clients (docs/oauth.md): django-oauth-toolkit is the authorization
 # server, each MCP instance endpoint is a protected resource (RFC 9728). Tokens are audience-bound (RFC 8707)
 # to one instance endpoint; scopes: tools:read (tools that change no data) and tools:all.
 #
-TOOLHUB_OAUTH_ENABLED = env_bool("TOOLHUB_OAUTH_ENABLED", True)
+TOOLHUB_OAUTH_ENABLED = env_bool("TOOLHUB_OAUTH_ENABLED", limits.OAUTH_ENABLED.default)
 # Client ID Metadata Documents (the client_id is an https URL toolhub fetches) and Dynamic Client
 # Registration (RFC 7591), each switchable.
 TOOLHUB_OAUTH_CIMD = env_bool("TOOLHUB_OAUTH_CIMD", True)
 TOOLHUB_OAUTH_DCR = env_bool("TOOLHUB_OAUTH_DCR", True)
 # Origins ("host:port") whose metadata documents may be fetched although they resolve to a loopback or
 # private address, with TOOLHUB_OAUTH_CIMD_CA_FILE as the trusted CA: for tests only, never in production.
-TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS = env_list("TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS", [])
+TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS = env_list(
+    "TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS", list(limits.OAUTH_CIMD_TRUSTED_ORIGINS.default)
+)
 # Bounds of dynamic registration, open to anyone (oauth_app/registration.py): the body, the redirect URIs of one
 # client, each string field; registered clients no owner approved yet (at most this many wait), and how long
 # one registered by DCR or a metadata document is kept unapproved before it is deleted.
-TOOLHUB_OAUTH_DCR_MAX_BODY_BYTES = env_int("TOOLHUB_OAUTH_DCR_MAX_BODY_BYTES", 16 * 1024, minimum=1024)
-TOOLHUB_OAUTH_DCR_MAX_REDIRECT_URIS = env_int("TOOLHUB_OAUTH_DCR_MAX_REDIRECT_URIS", 10, minimum=1)
-TOOLHUB_OAUTH_DCR_MAX_FIELD_CHARS = env_int("TOOLHUB_OAUTH_DCR_MAX_FIELD_CHARS", 2000, minimum=100)
-TOOLHUB_OAUTH_DCR_MAX_UNUSED_CLIENTS = env_int("TOOLHUB_OAUTH_DCR_MAX_UNUSED_CLIENTS", 1000, minimum=1)
-TOOLHUB_OAUTH_UNUSED_CLIENT_HOURS = env_number("TOOLHUB_OAUTH_UNUSED_CLIENT_HOURS", 24)
-TOOLHUB_OAUTH_CIMD_CA_FILE = os.environ.get("TOOLHUB_OAUTH_CIMD_CA_FILE", "")
+TOOLHUB_OAUTH_DCR_MAX_BODY_BYTES = env_int(
+    "TOOLHUB_OAUTH_DCR_MAX_BODY_BYTES", limits.OAUTH_DCR_MAX_BODY_BYTES.default, minimum=1024
+)
+TOOLHUB_OAUTH_DCR_MAX_REDIRECT_URIS = env_int(
+    "TOOLHUB_OAUTH_DCR_MAX_REDIRECT_URIS", limits.OAUTH_DCR_MAX_REDIRECT_URIS.default, minimum=1
+)
+TOOLHUB_OAUTH_DCR_MAX_FIELD_CHARS = env_int(
+    "TOOLHUB_OAUTH_DCR_MAX_FIELD_CHARS", limits.OAUTH_DCR_MAX_FIELD_CHARS.default, minimum=100
+)
+TOOLHUB_OAUTH_DCR_MAX_UNUSED_CLIENTS = env_int(
+    "TOOLHUB_OAUTH_DCR_MAX_UNUSED_CLIENTS", limits.OAUTH_DCR_MAX_UNUSED_CLIENTS.default, minimum=1
+)
+TOOLHUB_OAUTH_UNUSED_CLIENT_HOURS = env_number(
+    "TOOLHUB_OAUTH_UNUSED_CLIENT_HOURS", limits.OAUTH_UNUSED_CLIENT_HOURS.default
+)
+TOOLHUB_OAUTH_CIMD_CA_FILE = os.environ.get("TOOLHUB_OAUTH_CIMD_CA_FILE", limits.OAUTH_CIMD_CA_FILE.default)
 OAUTH2_PROVIDER = {
     "SCOPES": {
         "tools:read": "Call the instance's tools that change no data",

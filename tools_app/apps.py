@@ -1,10 +1,10 @@
 from django.apps import AppConfig
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_login_failed
 from django.core import checks
 
 from tools_app.kernel import telemetry
+from tools_app.kernel.limits import JSON_LOGS
 from tools_app.kernel.rate_limits import check_settings
 
 
@@ -22,7 +22,7 @@ class ToolsAppConfig(AppConfig):
 
         checks.register(check_settings)
         # JSON log lines when asked (docs/operations.md), traces when an OTLP endpoint is set.
-        telemetry.json_logs(bool(getattr(settings, "TOOLHUB_JSON_LOGS", False)))
+        telemetry.json_logs(JSON_LOGS.get())
         telemetry.setup_tracing()
         user_login_failed.connect(_login_failed, dispatch_uid="toolhub-login-failed-metric")
         # Revocation follows the user: a password change or a deactivation ends every credential it issued.

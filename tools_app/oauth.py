@@ -19,8 +19,7 @@ import hashlib
 import re
 from typing import Any
 
-from django.conf import settings
-
+from tools_app.kernel.limits import PUBLIC_URL
 from tools_app.tool_types import TOOL_TYPES
 
 __all__ = [
@@ -61,7 +60,7 @@ def token_checksum(token: str) -> str:
 
 def public_base(scheme: str, host: str) -> str:
     """The origin clients reach toolhub at: TOOLHUB_PUBLIC_URL when set, else the request's scheme and host."""
-    configured = (getattr(settings, "TOOLHUB_PUBLIC_URL", "") or "").rstrip("/")
+    configured = PUBLIC_URL.get().rstrip("/")
     return configured or f"{scheme}://{host}"
 
 

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.core import signing
 
 from tools_app.kernel.errors import ErrorCode, ToolError
@@ -25,44 +24,26 @@ from tools_app.validators import on_fresh_stack
 __all__ = [
     "CURSOR",
     "Cut",
-    "DEFAULT_MAX_RESULT_BYTES",
-    "DEFAULT_SHOW_ALL_BYTES",
     "PAGED_OUTPUT_SCHEMA",
     "Page",
     "Window",
     "cursor_argument_schema",
-    "default_max_result_bytes",
     "encode_within",
     "measure",
     "page_of",
     "paged_input_schema",
     "paged_output_schema",
     "read_cursor",
-    "show_all_max_bytes",
     "sign_cursor",
     "tool_binding",
     "utf8_size",
 ]
 
 CURSOR = "cursor"  # the argument a paged tool accepts on top of its own schema
-# docs/paging.md: 40,000 bytes of JSON is about 10,000-16,000 tokens (2.5-4 bytes per token), under the
-# 25,000-token cap and the 50,000-character spill-to-file threshold common MCP clients apply to one result.
-DEFAULT_MAX_RESULT_BYTES = 40_000
-DEFAULT_SHOW_ALL_BYTES = 5_000_000  # the admin try-it's "show all": a hard cap, whatever the result
 MAX_CURSOR_LENGTH = 1_000
 MEASURE_FACTOR = 4  # a refused result is measured up to this many budgets, then reported as "more than"
 _SALT = "toolhub.paging.cursor"
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-
-
-def default_max_result_bytes() -> int:
-    """The result budget of calls made without an MCP instance (the API, the admin's try-it)."""
-    return int(getattr(settings, "TOOLHUB_MAX_RESULT_BYTES", DEFAULT_MAX_RESULT_BYTES))
-
-
-def show_all_max_bytes() -> int:
-    """The admin try-it's "show all" budget: a hard cap, never more."""
-    return int(getattr(settings, "TOOLHUB_TRY_IT_SHOW_ALL_BYTES", DEFAULT_SHOW_ALL_BYTES))
 
 
 #

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import Count, Max, Q
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model
 
+from tools_app.kernel.limits import IN_USE_DAYS
 from tools_app.models import ApiKey, Binding, CallLog, McpInstance, Table, Tool
 
 __all__ = ["CallTarget", "UsedBy", "binding_call_target", "in_use_days", "redact_fields_of", "usage_of"]
@@ -254,7 +254,7 @@ MAX_CLIENTS = 5
 
 def in_use_days() -> int:
     """TOOLHUB_IN_USE_DAYS: a call this recent makes what it called in use (0: only bindings count)."""
-    return max(0, int(getattr(settings, "TOOLHUB_IN_USE_DAYS", 7)))
+    return IN_USE_DAYS.get()
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,11 +9,11 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from tools_app.kernel.limits import max_argument_depth, max_indexed_fields, max_table_bytes, max_table_depth
 from tools_app.kernel.rate_limits import parse_rate
 from tools_app.safe_schema import schema_problems
 
@@ -90,85 +90,10 @@ def validate_json_schema(value: Any) -> None:
 
 
 #
-# Size and shape limits (docs/input-limits.md). Settings are read when checked, never at import.
+# Size and shape limits (docs/input-limits.md): their settings and readers live in tools_app.kernel.limits.
 #
 
-DEFAULT_MAX_TABLE_BYTES = 50 * 1024 * 1024
-DEFAULT_MAX_TABLE_DEPTH = 64
-DEFAULT_MAX_ARGUMENT_DEPTH = 100
-
-
-def max_table_bytes() -> int:
-    """TOOLHUB_MAX_TABLE_BYTES: the largest table document, as the JSON text written to the database."""
-    return int(getattr(settings, "TOOLHUB_MAX_TABLE_BYTES", DEFAULT_MAX_TABLE_BYTES))
-
-
-# Tables stored as rows (docs/tables-at-scale.md, "Limits"): their records are rows the engine serves, so the
-# document cap above does not apply to them; these do.
-DEFAULT_MAX_TABLE_RECORDS = 10_000_000
-DEFAULT_MAX_ROWS_TABLE_BYTES = {"postgresql": 5 * 1024**3, "sqlite": 2 * 1024**3}
-DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
-DEFAULT_MAX_IMPORT_BYTES = 2 * 1024**3
-
-
-def max_table_records() -> int:
-    """TOOLHUB_MAX_TABLE_RECORDS: the records a table stored as rows holds, over all its collections."""
-    return int(getattr(settings, "TOOLHUB_MAX_TABLE_RECORDS", DEFAULT_MAX_TABLE_RECORDS))
-
-
-def max_rows_table_bytes(vendor: str) -> int:
-    """TOOLHUB_MAX_ROWS_TABLE_BYTES: the JSON text of a table stored as rows (records included); by default 5 GiB
-    on PostgreSQL and 2 GiB on SQLite (the figures measured in docs/tables-at-scale.md, "Limits")."""
-    configured = getattr(settings, "TOOLHUB_MAX_ROWS_TABLE_BYTES", None)
-    if configured:
-        return int(configured)
-    return DEFAULT_MAX_ROWS_TABLE_BYTES["postgresql" if vendor == "postgresql" else "sqlite"]
-
-
-def max_record_bytes() -> int:
-    """TOOLHUB_MAX_RECORD_BYTES: one record of a table stored as rows, as JSON text."""
-    return int(getattr(settings, "TOOLHUB_MAX_RECORD_BYTES", DEFAULT_MAX_RECORD_BYTES))
-
-
-def max_import_bytes() -> int:
-    """TOOLHUB_MAX_IMPORT_BYTES: the body of an import request (POST /api/tables/import/), read to disk."""
-    return int(getattr(settings, "TOOLHUB_MAX_IMPORT_BYTES", DEFAULT_MAX_IMPORT_BYTES))
-
-
-DEFAULT_MAX_OWNER_DATA_BYTES = 1024 * 1024 * 1024
-DEFAULT_HISTORY_MAX_TABLE_BYTES = 100 * 1024 * 1024
-DEFAULT_HISTORY_MAX_OWNER_BYTES = 500 * 1024 * 1024
-DEFAULT_HISTORY_MAX_ARGUMENTS_BYTES = 4096
-
-
-def max_owner_data_bytes() -> int:
-    """TOOLHUB_MAX_OWNER_DATA_BYTES: the sum of one owner's table documents (their data_bytes); 0 = no quota."""
-    return max(0, int(getattr(settings, "TOOLHUB_MAX_OWNER_DATA_BYTES", DEFAULT_MAX_OWNER_DATA_BYTES)))
-
-
-def history_max_table_bytes() -> int:
-    """TOOLHUB_HISTORY_MAX_TABLE_BYTES: the history one table keeps (its entries' bytes); 0 = no bound."""
-    return max(0, int(getattr(settings, "TOOLHUB_HISTORY_MAX_TABLE_BYTES", DEFAULT_HISTORY_MAX_TABLE_BYTES)))
-
-
-def history_max_owner_bytes() -> int:
-    """TOOLHUB_HISTORY_MAX_OWNER_BYTES: the history all of one owner's tables keep together; 0 = no quota."""
-    return max(0, int(getattr(settings, "TOOLHUB_HISTORY_MAX_OWNER_BYTES", DEFAULT_HISTORY_MAX_OWNER_BYTES)))
-
-
-def history_max_arguments_bytes() -> int:
-    """TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES: a history entry keeps a call's arguments whole up to this size."""
-    return max(0, int(getattr(settings, "TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES", DEFAULT_HISTORY_MAX_ARGUMENTS_BYTES)))
-
-
-DEFAULT_MAX_INDEXED_FIELDS = 16
 MAX_INDEXED_FIELD_LENGTH = 200
-
-
-def max_indexed_fields() -> int:
-    """TOOLHUB_MAX_INDEXED_FIELDS: how many record fields one table may declare in `indexed_fields` (each is one
-    index per collection of the table, two on PostgreSQL: every write to the table's records updates them)."""
-    return max(0, int(getattr(settings, "TOOLHUB_MAX_INDEXED_FIELDS", DEFAULT_MAX_INDEXED_FIELDS)))
 
 
 def validate_indexed_fields(value: Any) -> None:
@@ -207,16 +132,6 @@ def validate_indexed_fields(value: Any) -> None:
         if name in seen:
             raise ValidationError(f"indexed_fields lists {name!r} twice.", code="indexed_fields")
         seen.add(name)
-
-
-def max_table_depth() -> int:
-    """TOOLHUB_MAX_TABLE_DEPTH: how many objects/arrays deep a table document may nest."""
-    return int(getattr(settings, "TOOLHUB_MAX_TABLE_DEPTH", DEFAULT_MAX_TABLE_DEPTH))
-
-
-def max_argument_depth() -> int:
-    """TOOLHUB_MAX_ARGUMENT_DEPTH: how deep a tool call's arguments (and a tool's schemas) may nest."""
-    return int(getattr(settings, "TOOLHUB_MAX_ARGUMENT_DEPTH", DEFAULT_MAX_ARGUMENT_DEPTH))
 
 
 def nesting_beyond(value: Any, limit: int) -> list[str | int] | None:

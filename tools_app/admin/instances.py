@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import unquote
@@ -53,6 +52,7 @@ from tools_app.admin.tools import (
 )
 from tools_app.choices import REGISTRY_TYPES, ToolType
 from tools_app.grants import pin_summary
+from tools_app.kernel.limits import PUBLIC_URL
 from tools_app.models import ApiKey, Binding, CallLog, Discovery, McpInstance, Prompt, Tool
 from tools_app.registry import usage_guide
 from tools_app.registry.export import tool_entry
@@ -71,7 +71,7 @@ LARGE_TOOL_LIST_TOKENS = 8_000
 
 
 def endpoint_url(request, instance: McpInstance) -> str:
-    base = getattr(settings, "TOOLHUB_PUBLIC_URL", "")
+    base = PUBLIC_URL.get()
     return f"{base}{instance.endpoint_path}" if base else request.build_absolute_uri(instance.endpoint_path)
 
 

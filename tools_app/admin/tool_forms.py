@@ -14,20 +14,15 @@ from django.utils.html import conditional_escape
 from tools_app import services
 from tools_app.admin.docs_page import help_text as doc_help_text
 from tools_app.kernel.errors import ToolhubError
+from tools_app.kernel.limits import ADMIN_EDITOR_MAX_CHARS
 from tools_app.models import Table, Tool
 from tools_app.tool_types import TOOL_TYPES
 from tools_app.tool_types.registry_family import REGISTRY_HELP
 from tools_app.validators import JSONNumberError, json_loads, validate_redact_fields
 
-# Above this many characters of JSON the table page shows a read-only summary instead of an editor
-# (a 30 MB table must not freeze the page). Override with settings.TOOLHUB_ADMIN_EDITOR_MAX_CHARS.
-EDITOR_MAX_CHARS = 1_000_000
-
-
-def editor_max_chars() -> int:
-    from django.conf import settings
-
-    return int(getattr(settings, "TOOLHUB_ADMIN_EDITOR_MAX_CHARS", EDITOR_MAX_CHARS))
+# Above editor_max_chars() characters of JSON the table page shows a read-only summary instead of an editor
+# (a 30 MB table must not freeze the page): TOOLHUB_ADMIN_EDITOR_MAX_CHARS.
+editor_max_chars = ADMIN_EDITOR_MAX_CHARS.get
 
 
 def pretty_json(value: Any) -> str:

@@ -47,14 +47,14 @@ from tools_app.data_access.shape import describe
 from tools_app.execution import records
 from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
 from tools_app.kernel.errors import ToolhubError
+from tools_app.kernel.limits import default_max_result_bytes, max_table_depth, show_all_max_bytes
 from tools_app.kernel.streaming import streaming_response
 from tools_app.models import Surface, Table, TableStorage, Tool
-from tools_app.paging import default_max_result_bytes, show_all_max_bytes
 from tools_app.permissions import can_change
 from tools_app.selectors import UsedBy, usage_of
 from tools_app.tool_schemas import input_schema_breaks
 from tools_app.toolsets import generation_state
-from tools_app.validators import max_table_depth, nesting_beyond, on_fresh_stack
+from tools_app.validators import nesting_beyond, on_fresh_stack
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,6 @@
 Validation goes through full_clean() (FullCleanModelSerializer); writes through mcp_app.services.
 """
 
-from django.conf import settings
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -11,6 +10,7 @@ from tools_app import services
 from tools_app.api.schema import NO_NUL
 from tools_app.api.serializers import FullCleanModelSerializer, OwnedPrimaryKeyRelatedField, StrictSerializerMixin
 from tools_app.grants import ATTRIBUTE_NAME_RE, MAX_ATTRIBUTE_VALUE, MAX_ATTRIBUTES, MAX_PINS, WHERE
+from tools_app.kernel.limits import PUBLIC_URL
 from tools_app.models import ApiKey, Binding, LogLevel, McpInstance, Prompt, Tool
 from tools_app.validators import MAX_PROMPT_ARGUMENT_DESCRIPTION, MAX_PROMPT_ARGUMENTS, PROMPT_ARGUMENT_NAME_RE
 
@@ -27,7 +27,7 @@ __all__ = [
 
 def endpoint_url(instance: McpInstance, request=None) -> str:
     """Absolute URL of /mcp/<slug>/: TOOLHUB_PUBLIC_URL when set (behind a proxy), else from the request."""
-    base = getattr(settings, "TOOLHUB_PUBLIC_URL", "")
+    base = PUBLIC_URL.get()
     if base:
         return base.rstrip("/") + instance.endpoint_path
     if request is not None:

@@ -10,13 +10,13 @@ from typing import Any
 from referencing.exceptions import Unresolvable
 
 from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.limits import max_argument_depth
 from tools_app.safe_schema import UnsafeSchema, validator_for
 from tools_app.validators import (
     describe_path,
     find_surrogate,
     json_dumps_checked,
     json_text_has_nul,
-    max_argument_depth,
     nesting_beyond,
     surrogate_problem,
 )

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.limits import QUERY_MAX_DEPTH, QUERY_MAX_LENGTH
 
 __all__ = [
     "DEFAULT_QUERY_DEPTH",
@@ -56,8 +57,8 @@ __all__ = [
 ]
 
 CHECK_EVERY = 5_000  # units of work between two looks at the clocks (one look costs ~0.5 µs)
-DEFAULT_QUERY_LENGTH = 10_000  # characters of a JMESPath expression
-DEFAULT_QUERY_DEPTH = 100  # levels of its parsed tree
+DEFAULT_QUERY_LENGTH = QUERY_MAX_LENGTH.default  # characters of a JMESPath expression
+DEFAULT_QUERY_DEPTH = QUERY_MAX_DEPTH.default  # levels of its parsed tree
 YIELD_AFTER_MS = 20.0  # an evaluation that has run this long releases the GIL at every check
 SUSPECT_YIELD_AFTER_MS = (
     2.0  # the same for a caller whose calls were heavy just before (tools_app.execution.call_limits)

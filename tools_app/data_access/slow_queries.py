@@ -15,21 +15,19 @@ from collections.abc import Collection
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from django.conf import settings
-
 from tools_app.data_access.sql.plan import filtered_fields
 from tools_app.data_access.sql_query import SqlQuery
+from tools_app.kernel.limits import SLOW_QUERY_MS
 from tools_app.kernel.telemetry.metrics import slow_query
 
 __all__ = ["CallNotes", "SlowQuery", "current_note", "observe_query", "slow_query_ms", "suggestion", "watching"]
 
-DEFAULT_SLOW_QUERY_MS = 200
 MAX_NOTE_CHARS = 500
 
 
 def slow_query_ms() -> float:
     """TOOLHUB_SLOW_QUERY_MS: a compiled query slower than this, reading an unindexed field, is reported."""
-    return float(getattr(settings, "TOOLHUB_SLOW_QUERY_MS", DEFAULT_SLOW_QUERY_MS))
+    return SLOW_QUERY_MS.get()
 
 
 @dataclass(frozen=True)

@@ -31,10 +31,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from jmespath.exceptions import JMESPathError
 from jmespath.parser import Parser
 
+from tools_app.kernel.limits import CALL_ARGUMENTS_BYTES, CALL_RESULT_BYTES
 from tools_app.paging import encode_within, utf8_size
 
 __all__ = [
@@ -227,12 +227,12 @@ def withheld(value: Any) -> Recorded:
 
 def arguments_max_bytes() -> int:
     """TOOLHUB_CALL_ARGUMENTS_BYTES: the most a call's recorded arguments take (default 4 KiB)."""
-    return max(256, int(getattr(settings, "TOOLHUB_CALL_ARGUMENTS_BYTES", 4096)))
+    return CALL_ARGUMENTS_BYTES.get()
 
 
 def result_max_bytes() -> int:
     """TOOLHUB_CALL_RESULT_BYTES: the most a call's recorded result excerpt takes (default 4 KiB)."""
-    return max(256, int(getattr(settings, "TOOLHUB_CALL_RESULT_BYTES", 4096)))
+    return CALL_RESULT_BYTES.get()
 
 
 def _small(value: Any, limit: int) -> str | None:

@@ -27,10 +27,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.conf import settings
-
 from tools_app.data_access.budget import SUSPECT_YIELD_AFTER_MS, Limits, waiting
-from tools_app.kernel import telemetry
+from tools_app.kernel import limits, telemetry
 from tools_app.kernel.errors import ErrorCode, ToolError
 
 __all__ = ["HEAVY_MEMORY_SECONDS", "CallSlots", "call_slots", "default_limits", "limits_for"]
@@ -44,11 +42,11 @@ _clock = time.monotonic
 def default_limits() -> Limits:
     """The server's evaluation limits (settings), for calls without an instance and direct executions."""
     return Limits(
-        cpu_ms=settings.TOOLHUB_QUERY_CPU_MS,
-        max_elements=settings.TOOLHUB_QUERY_MAX_ELEMENTS,
-        max_bytes=settings.TOOLHUB_QUERY_MAX_BYTES,
-        max_query_length=settings.TOOLHUB_QUERY_MAX_LENGTH,
-        max_query_depth=settings.TOOLHUB_QUERY_MAX_DEPTH,
+        cpu_ms=limits.QUERY_CPU_MS.get(),
+        max_elements=limits.QUERY_MAX_ELEMENTS.get(),
+        max_bytes=limits.QUERY_MAX_BYTES.get(),
+        max_query_length=limits.QUERY_MAX_LENGTH.get(),
+        max_query_depth=limits.QUERY_MAX_DEPTH.get(),
     )
 
 
@@ -116,9 +114,9 @@ class CallSlots:
     def _wanted(user_id: int | None, api_key_id: int | None) -> list[tuple[str, int, int]]:
         wanted = []
         if api_key_id is not None:
-            wanted.append(("api_key", api_key_id, settings.TOOLHUB_CONCURRENT_CALLS_PER_KEY))
+            wanted.append(("api_key", api_key_id, limits.CONCURRENT_CALLS_PER_KEY.get()))
         if user_id is not None:
-            wanted.append(("user", user_id, settings.TOOLHUB_CONCURRENT_CALLS_PER_USER))
+            wanted.append(("user", user_id, limits.CONCURRENT_CALLS_PER_USER.get()))
         return wanted
 
     def on_heavy(self, *, user_id: int | None, api_key_id: int | None) -> Callable[[], Callable[[], None]]:
@@ -142,7 +140,7 @@ class CallSlots:
         """Hold a slot of the key and of the user while the block runs; ToolError(RATE_LIMITED) when none
         frees up within TOOLHUB_CONCURRENCY_WAIT_MS (raised before the block runs)."""
         wanted = self._wanted(user_id, api_key_id)
-        wait_ms = settings.TOOLHUB_CONCURRENCY_WAIT_MS
+        wait_ms = limits.CONCURRENCY_WAIT_MS.get()
         deadline = time.monotonic() + wait_ms / 1000
         with self._changed:
             while True:

@@ -24,13 +24,14 @@ from tools_app.execution import heavy, records
 from tools_app.execution.call_limits import default_limits
 from tools_app.grants import NARROWABLE_TYPES
 from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.limits import max_table_depth
 from tools_app.models import Table, TableStorage, Tool
 from tools_app.paging import Window
 from tools_app.tool_types import EXTERNAL, TOOL_TYPES
 from tools_app.tool_types.base import WRITE
 from tools_app.tool_types.data import SAFE_WRITE_PROPERTIES
 from tools_app.tool_types.external import refusal
-from tools_app.validators import describe_path, max_table_depth, nesting_beyond
+from tools_app.validators import describe_path, nesting_beyond
 
 MAX_IDEMPOTENCY_KEY = 200
 

@@ -44,6 +44,7 @@ from tools_app.data_access import budget
 from tools_app.data_access.budget import Limits, too_expensive
 from tools_app.data_access.operations import Mount
 from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.limits import HEAVY_WORKER_MEMORY_MB, HEAVY_WORKERS
 
 __all__ = ["HeavyWorkers", "read", "workers"]
 
@@ -107,7 +108,7 @@ class _Worker:
         self.pipe, child = context.Pipe()
         self.process = context.Process(
             target=serve,
-            args=(child, _worker_databases(), settings.TOOLHUB_HEAVY_WORKER_MEMORY_MB),
+            args=(child, _worker_databases(), HEAVY_WORKER_MEMORY_MB.get()),
             name="toolhub-heavy",
             daemon=True,
         )
@@ -142,7 +143,7 @@ class HeavyWorkers:
 
     @staticmethod
     def wanted() -> int:
-        return int(settings.TOOLHUB_HEAVY_WORKERS)
+        return HEAVY_WORKERS.get()
 
     def usable(self) -> bool:
         """Whether a heavy worker could read what this thread's connection reads: a database another process
@@ -267,7 +268,7 @@ workers = HeavyWorkers()
 
 
 def _out_of_memory() -> ToolError:
-    limit = settings.TOOLHUB_HEAVY_WORKER_MEMORY_MB
+    limit = HEAVY_WORKER_MEMORY_MB.get()
     return too_expensive("memory limit", limit, "MiB", " of the process that evaluates expensive queries")
 
 

@@ -65,6 +65,7 @@ from tools_app.execution.executors import WINDOWED_TYPES, execute
 from tools_app.grants import WHERE, Grant, apply_pins
 from tools_app.kernel.caches import LruCache
 from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.limits import default_max_result_bytes
 from tools_app.kernel.telemetry import call_finished, call_span, span
 from tools_app.models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Table, Tool
 from tools_app.paging import (
@@ -73,7 +74,6 @@ from tools_app.paging import (
     Cut,
     Page,
     Window,
-    default_max_result_bytes,
     encode_within,
     measure,
     page_of,

@@ -30,7 +30,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Sum
 
@@ -45,6 +44,7 @@ from tools_app.data_access.sql.kinds import Known
 from tools_app.data_access.sql_query import SqlQuery, compile_sql_expression, run_sql
 from tools_app.kernel import json_patch
 from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.limits import max_evaluated_bytes, max_record_bytes, max_table_records
 from tools_app.models import (
     Table,
     TableChange,
@@ -57,7 +57,6 @@ from tools_app.models import (
 )
 from tools_app.paging import MEASURE_FACTOR, Cut, Window, measure, utf8_size
 from tools_app.services import table_log
-from tools_app.validators import max_record_bytes, max_table_records
 
 __all__ = [
     "CHUNK",
@@ -93,12 +92,6 @@ SCHEMA_SAMPLE = 10_000
 # instructions take ~0.1-1 ms), so a statement over its budget stops within about a millisecond.
 PROGRESS_EVERY = 10_000
 QUERY_CANCELED = "57014"  # PostgreSQL's SQLSTATE of a statement stopped by statement_timeout
-DEFAULT_MAX_EVALUATED_BYTES = 50 * 1024 * 1024
-
-
-def max_evaluated_bytes() -> int:
-    """How much record JSON a read may gather for the Python evaluator (a query that does not compile to SQL)."""
-    return int(getattr(settings, "TOOLHUB_MAX_EVALUATED_BYTES", DEFAULT_MAX_EVALUATED_BYTES))
 
 
 def _records_table() -> str:

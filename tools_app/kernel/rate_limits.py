@@ -33,6 +33,7 @@ from limits.util import parse_many
 
 from tools_app.kernel import telemetry
 from tools_app.kernel.errors import ErrorCode, ToolhubError
+from tools_app.kernel.limits import DEFAULT_RATES, RATE_LIMIT_KEY_PREFIX, RATE_LIMITS_ENABLED, rates
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,6 @@ TOKEN = "token"  # one bucket per client IP on POST /api/auth/token/
 COUNTED_SCOPE_KEY = "toolhub.token_rate_counted"
 SCOPES = (MCP_KEY, API_USER, ANON, TOKEN)
 
-DEFAULT_RATES = {MCP_KEY: "600/minute", API_USER: "600/minute", ANON: "60/minute", TOKEN: "10/minute"}
 
 _WHO = {
     MCP_KEY: "this API key",
@@ -105,8 +105,7 @@ def parse_rate(text: str) -> RateLimitItem:
 
 def default_rate(scope: str) -> str:
     """The rate of `scope` from settings.TOOLHUB_RATE_LIMITS, falling back to DEFAULT_RATES."""
-    configured = getattr(settings, "TOOLHUB_RATE_LIMITS", None) or {}
-    return configured.get(scope) or DEFAULT_RATES[scope]
+    return rates().get(scope) or DEFAULT_RATES[scope]
 
 
 def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
@@ -125,7 +124,7 @@ def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
 
 
 def enabled() -> bool:
-    return bool(getattr(settings, "TOOLHUB_RATE_LIMITS_ENABLED", True))
+    return RATE_LIMITS_ENABLED.get()
 
 
 def mcp_key_rate(instance_rate: str | None) -> str:
@@ -145,7 +144,7 @@ def storage_uri() -> str:
 
 def _storage_options(uri: str) -> dict[str, Any]:
     if uri.startswith(("redis", "rediss")):
-        return {"key_prefix": getattr(settings, "TOOLHUB_RATE_LIMIT_KEY_PREFIX", "toolhub-rate")}
+        return {"key_prefix": RATE_LIMIT_KEY_PREFIX.get()}
     return {}
 
 

@@ -9,7 +9,6 @@ through services. Nothing here knows about HTTP, DRF or MCP.
 
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
@@ -19,6 +18,7 @@ from tools_app.choices import ToolType
 from tools_app.data_access.budget import active, charge, too_expensive
 from tools_app.kernel import telemetry
 from tools_app.kernel.errors import ErrorCode, ToolError, ToolhubError
+from tools_app.kernel.limits import MAX_TOOLS_PER_OWNER
 from tools_app.models import Tool
 from tools_app.registry.export import FORMATS, export_tool, export_tools
 from tools_app.registry.guide import PENDING, code_span, usage_guide
@@ -244,7 +244,7 @@ def _check_tool_quota(owner: Any, name: str) -> None:
     registrations cannot pass the quota together; on SQLite the IMMEDIATE transaction already does.
     Raises ToolError(REGISTRATION_FAILED) naming the quota.
     """
-    quota = settings.TOOLHUB_MAX_TOOLS_PER_OWNER
+    quota = MAX_TOOLS_PER_OWNER.get()
     list(get_user_model().objects.select_for_update(no_key=True).filter(pk=owner.pk).values_list("pk", flat=True))
     count = Tool.objects.filter(owner=owner).count()
     if count >= quota:

@@ -30,7 +30,7 @@ from typing import Any
 from django.utils import timezone
 
 from tools_app.grants import pin_summary
-from tools_app.paging import default_max_result_bytes
+from tools_app.kernel.limits import default_max_result_bytes
 from tools_app.registry.proxy import proxy_hint, through_proxy
 from tools_app.registry.search import ToolDoc, get_index
 from tools_app.tool_types import TOOL_TYPES

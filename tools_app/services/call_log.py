@@ -14,10 +14,10 @@ import threading
 import time
 from datetime import timedelta
 
-from django.conf import settings
 from django.db.models import Sum
 from django.utils import timezone
 
+from tools_app.kernel.limits import CALL_LOG_DAYS, CALL_LOG_OWNER_BYTES
 from tools_app.models import CallLog
 
 __all__ = ["CallLogUpkeep", "call_log_days", "call_log_owner_bytes", "call_log_prune", "call_log_trim"]
@@ -32,12 +32,12 @@ TRIM_TARGET = 0.9  # a trim brings the owner back under this share of the bound
 
 def call_log_days() -> int:
     """TOOLHUB_CALL_LOG_DAYS: how long a call stays in the call log (default 30 days)."""
-    return max(1, int(getattr(settings, "TOOLHUB_CALL_LOG_DAYS", 30)))
+    return CALL_LOG_DAYS.get()
 
 
 def call_log_owner_bytes() -> int:
     """TOOLHUB_CALL_LOG_OWNER_BYTES: the recorded details one owner's call log keeps at most (default 64 MiB)."""
-    return max(1, int(getattr(settings, "TOOLHUB_CALL_LOG_OWNER_BYTES", 64 * 1024 * 1024)))
+    return CALL_LOG_OWNER_BYTES.get()
 
 
 def call_log_prune(*, now=None) -> int:

@@ -42,12 +42,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection
 
 from tools_app.kernel import telemetry
 from tools_app.kernel.errors import ErrorCode, ToolhubError
+from tools_app.kernel.limits import (
+    IMPORTS_PER_OWNER,
+    IMPORTS_PER_WORKER,
+    max_record_bytes,
+    max_rows_table_bytes,
+    max_table_bytes,
+    max_table_depth,
+    max_table_records,
+)
 from tools_app.models import Table
 from tools_app.services.quotas import data_quota_check, data_quota_left
 from tools_app.services.tables import table_create_encoded, table_create_rows
@@ -57,11 +65,6 @@ from tools_app.validators import (
     describe_path,
     json_loads,
     json_text_has_nul,
-    max_record_bytes,
-    max_rows_table_bytes,
-    max_table_bytes,
-    max_table_depth,
-    max_table_records,
     nesting_beyond,
     validate_json_value,
     validate_table_depth,
@@ -135,8 +138,8 @@ class ImportSlots:
     @contextmanager
     def held(self, owner_id: int | None) -> Iterator[None]:
         """Hold a slot while the block runs; ToolhubError(RATE_LIMITED) at once when none is free."""
-        per_owner = int(getattr(settings, "TOOLHUB_IMPORTS_PER_OWNER", 1))
-        per_worker = int(getattr(settings, "TOOLHUB_IMPORTS_PER_WORKER", 2))
+        per_owner = IMPORTS_PER_OWNER.get()
+        per_worker = IMPORTS_PER_WORKER.get()
         with self._lock:
             if owner_id is not None and self._by_owner.get(owner_id, 0) >= per_owner:
                 raise _busy("TOOLHUB_IMPORTS_PER_OWNER", per_owner, "of this user")

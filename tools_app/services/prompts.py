@@ -7,10 +7,10 @@ get_owned_or_404, the admin's scoped instance page), as for bindings.
 
 from typing import Any
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
+from tools_app.kernel.limits import MAX_PROMPTS_PER_INSTANCE
 from tools_app.models import McpInstance, Prompt, prompt_name_conflict
 
 __all__ = ["PROMPT_FIELDS", "prompt_create", "prompt_delete", "prompt_update"]
@@ -35,7 +35,7 @@ def _name_taken(prompt: Prompt) -> bool:
 
 def _check_quota(prompt: Prompt) -> None:
     """A new prompt may not take its instance past TOOLHUB_MAX_PROMPTS_PER_INSTANCE (the caller holds the lock)."""
-    quota = settings.TOOLHUB_MAX_PROMPTS_PER_INSTANCE
+    quota = MAX_PROMPTS_PER_INSTANCE.get()
     count = Prompt.objects.filter(mcp_instance_id=prompt.mcp_instance_id).count()
     if count >= quota:
         raise ValidationError(

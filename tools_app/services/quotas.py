@@ -8,8 +8,8 @@ write: over them, the oldest entries are compacted away (services.table_log.hist
 from django.db.models import Sum
 
 from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.limits import max_owner_data_bytes
 from tools_app.models import Table
-from tools_app.validators import max_owner_data_bytes
 
 __all__ = ["data_quota_check", "data_quota_left"]
 

@@ -14,9 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-
 from tools_app.kernel.caches import LruCache
+from tools_app.kernel.limits import DATA_CACHE_TABLES
 
 
 @dataclass
@@ -32,9 +31,7 @@ class TableCache:
     not kept beside the new one, since a document can be tens of MB)."""
 
     def __init__(self) -> None:
-        self._store: LruCache[int, CachedTable] = LruCache(
-            "tables", capacity=lambda: int(getattr(settings, "TOOLHUB_DATA_CACHE_TABLES", 16))
-        )
+        self._store: LruCache[int, CachedTable] = LruCache("tables", capacity=DATA_CACHE_TABLES.get)
 
     @property
     def capacity(self) -> int:

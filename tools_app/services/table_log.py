@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import F, Max, Q, Subquery, Sum, Value
 from django.db.models.functions import Greatest
@@ -38,17 +37,20 @@ from django.utils import timezone
 
 from tools_app.kernel import json_patch, telemetry
 from tools_app.kernel.errors import ErrorCode, ToolError
-from tools_app.models import Table, TableChange, TableSnapshot, TableStorage, Tool
-from tools_app.services.quotas import data_quota_check
-from tools_app.services.table_cache import CachedTable, collector_paused, table_cache
-from tools_app.validators import (
+from tools_app.kernel.limits import (
+    HISTORY_DAYS,
+    HISTORY_VERSIONS,
+    TABLE_COMPACT_EVERY,
     history_max_arguments_bytes,
     history_max_owner_bytes,
     history_max_table_bytes,
     max_rows_table_bytes,
     max_table_bytes,
-    table_too_large,
 )
+from tools_app.models import Table, TableChange, TableSnapshot, TableStorage, Tool
+from tools_app.services.quotas import data_quota_check
+from tools_app.services.table_cache import CachedTable, collector_paused, table_cache
+from tools_app.validators import table_too_large
 
 logger = logging.getLogger(__name__)
 
@@ -64,14 +66,12 @@ SHORT_ARGUMENT = 256
 
 def compact_every() -> int:
     """TOOLHUB_TABLE_COMPACT_EVERY: entries after the snapshot that make a write fold them into a new one."""
-    return max(1, int(getattr(settings, "TOOLHUB_TABLE_COMPACT_EVERY", 1000)))
+    return TABLE_COMPACT_EVERY.get()
 
 
 def retention() -> tuple[int, int]:
     """(days, versions) of history kept: an entry younger than the days OR among the last versions is kept."""
-    days = int(getattr(settings, "TOOLHUB_HISTORY_DAYS", 30))
-    versions = int(getattr(settings, "TOOLHUB_HISTORY_VERSIONS", 1000))
-    return max(1, days), max(0, versions)  # at least a day: idempotency keys are answered for 24 h
+    return HISTORY_DAYS.get(), HISTORY_VERSIONS.get()  # at least a day: idempotency keys are answered for 24 h
 
 
 #

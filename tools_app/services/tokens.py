@@ -10,12 +10,12 @@ instance's, not the user's: they stay (docs/auth.md).
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models.signals import post_save, pre_save
 from django.dispatch import Signal
 from django.utils import timezone
 
+from tools_app.kernel.limits import API_TOKEN_TTL_HOURS
 from tools_app.models import ApiToken
 from tools_app.models.api_token import TOKEN_KEY_LENGTH
 from tools_app.services.history import ADDITION, DELETION, history_record
@@ -36,7 +36,7 @@ user_credentials_revoked = Signal()
 
 def api_token_ttl() -> timedelta | None:
     """How long a new token lives: TOOLHUB_API_TOKEN_TTL_HOURS (default 168, 7 days); 0 = no expiry."""
-    hours = float(getattr(settings, "TOOLHUB_API_TOKEN_TTL_HOURS", 168))
+    hours = API_TOKEN_TTL_HOURS.get()
     return timedelta(hours=hours) if hours > 0 else None
 
 

@@ -12,6 +12,7 @@ from tests.api_helpers import client_for, db_snapshot
 from tools_app import paging, services
 from tools_app.execution import pipeline as calls
 from tools_app.execution import records
+from tools_app.kernel import limits
 from tools_app.models import CallLog, TableRecord
 
 RECORDS = [{"id": i, "name": f"n{i:03d}"} for i in range(100)]
@@ -130,7 +131,7 @@ def test_api_67_megabyte_result_answers_within_the_budget(owner, make_table, mak
     """The 67 MB body of issue 12: with the default budget the call answers its first page, a body within the
     budget, without encoding the whole result; the same document wrapped in an object is RESULT_TOO_LARGE."""
     # given
-    settings.TOOLHUB_MAX_RESULT_BYTES = paging.DEFAULT_MAX_RESULT_BYTES
+    settings.TOOLHUB_MAX_RESULT_BYTES = limits.MAX_RESULT_BYTES.default
     settings.TOOLHUB_MAX_TABLE_BYTES = 80 * 1024 * 1024  # a deployment that allows such a table (docs/input-limits.md)
     rows = [{"id": i, "text": "x" * 202} for i in range(300_000)]
     big = make_table(owner, name="big", data=rows)

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from tools_app.kernel.limits import REQUEST_ID_IN_ERRORS
+
 requests_logger = logging.getLogger("toolhub.requests")
 calls_logger = logging.getLogger("toolhub.calls")
 
@@ -46,9 +48,7 @@ def error_request_id() -> str | None:
     current = REQUEST.get()
     if current is None:
         return None
-    from django.conf import settings
-
-    return current.id if getattr(settings, "TOOLHUB_REQUEST_ID_IN_ERRORS", True) else None
+    return current.id if REQUEST_ID_IN_ERRORS.get() else None
 
 
 def log_request(info: RequestInfo, *, method: str, path: str, status: int, duration_ms: float) -> None:

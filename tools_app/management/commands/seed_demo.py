@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from tools_app import services
+from tools_app.kernel.limits import DEV, PUBLIC_URL
 from tools_app.models import ApiKey, Binding, McpInstance, Prompt, Table, Tool
 
 DEMO_USERNAME = "demo"
@@ -88,7 +89,7 @@ PRODUCTION_REFUSAL = (
 
 def is_development() -> bool:
     """Development settings: DEBUG or TOOLHUB_DEV (what scripts/start.sh sets)."""
-    return bool(settings.DEBUG or getattr(settings, "TOOLHUB_DEV", False))
+    return bool(settings.DEBUG or DEV.get())
 
 
 class Command(BaseCommand):
@@ -248,7 +249,7 @@ def demo_instance(user) -> McpInstance:
 
 def public_base_url() -> str:
     """Where toolhub is reached: TOOLHUB_PUBLIC_URL, else where scripts/start.sh serves (127.0.0.1, $PORT)."""
-    return settings.TOOLHUB_PUBLIC_URL or f"http://127.0.0.1:{os.environ.get('PORT') or 8000}"
+    return PUBLIC_URL.get() or f"http://127.0.0.1:{os.environ.get('PORT') or 8000}"
 
 
 def endpoint_url(instance: McpInstance) -> str:

@@ -1,0 +1,371 @@
+"""THE home of every limit and default toolhub reads from its settings: one line per setting, with its name,
+default, unit and meaning, and one way to read it.
+
+The environment sets them (toolhub/settings.py reads each variable and takes its default from here); a test or
+a deployment may change a setting at run time, so a value is read when it is checked, never at import. Every
+module that needs a limit imports its reader from here: no other module reads a TOOLHUB_* setting, and no
+default is written twice (tools_app/tests/kernel/test_limits.py checks both, and that docs/input-limits.md and
+docs/budgets.md give the defaults written here).
+
+    MAX_TABLE_BYTES.get()      the value, read from django.conf.settings now (the default when unset), at least
+                               its floor when it has one
+    max_table_bytes()          the same, by the name the modules that check it use
+    LIMITS                     every setting by name (the test, docs)
+
+A `Limit` is a whole number, a `Measure` a number that may hold a fraction, a `Switch` on or off, a `Text`
+a string; the rates of the rate limiter are `RATE_LIMITS`, a scope's rate by scope.
+
+Not here: the variables toolhub/settings.py hands to a library under the library's own setting (the login
+lockout's AXES_*, SECURE_HSTS_*, the OAuth token lifetimes and metadata fetches of OAUTH2_PROVIDER), which no
+module of toolhub reads; their defaults are written once, there.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "LIMITS",
+    "Limit",
+    "Measure",
+    "Setting",
+    "Switch",
+    "Text",
+    "default_max_result_bytes",
+    "max_argument_depth",
+    "max_evaluated_bytes",
+    "max_import_bytes",
+    "max_indexed_fields",
+    "max_owner_data_bytes",
+    "max_record_bytes",
+    "max_rows_table_bytes",
+    "max_table_bytes",
+    "max_table_depth",
+    "max_table_records",
+    "history_max_arguments_bytes",
+    "history_max_owner_bytes",
+    "history_max_table_bytes",
+    "rates",
+    "show_all_max_bytes",
+]
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One TOOLHUB_* setting: its name, its default, the unit of its value and what it bounds or sets."""
+
+    setting: str
+    default: Any
+    unit: str
+    meaning: str
+
+    def raw(self) -> Any:
+        """The setting as configured now (its default when the settings do not define it)."""
+        # Imported here: toolhub/settings.py imports this module for its defaults, so it must not need them.
+        from django.conf import settings
+
+        return getattr(settings, self.setting, self.default)
+
+
+@dataclass(frozen=True)
+class Limit(Setting):
+    """A whole number; a smaller configured value reads as `floor` when there is one."""
+
+    default: int
+    floor: int | None = field(default=None, kw_only=True)
+
+    def get(self) -> int:
+        value = int(self.raw())
+        return value if self.floor is None else max(self.floor, value)
+
+
+@dataclass(frozen=True)
+class Measure(Setting):
+    """A number that may hold a fraction (milliseconds, hours); a smaller one reads as `floor` when there is one."""
+
+    default: float
+    floor: float | None = field(default=None, kw_only=True)
+
+    def get(self) -> float:
+        value = float(self.raw())
+        return value if self.floor is None else max(self.floor, value)
+
+
+@dataclass(frozen=True)
+class Switch(Setting):
+    default: bool
+
+    def get(self) -> bool:
+        return bool(self.raw())
+
+
+@dataclass(frozen=True)
+class Text(Setting):
+    default: str
+
+    def get(self) -> str:
+        return str(self.raw() or "")
+
+
+#
+# Request bodies and tables (docs/input-limits.md)
+#
+
+MAX_REQUEST_BYTES = Limit(
+    "TOOLHUB_MAX_REQUEST_BYTES", 64 * MiB, "bytes", "an API or admin request body (413 REQUEST_TOO_LARGE over it)"
+)
+MAX_MCP_REQUEST_BYTES = Limit("TOOLHUB_MAX_MCP_REQUEST_BYTES", 4 * MiB, "bytes", "a POST body an MCP endpoint reads")
+MAX_IMPORT_BYTES = Limit(
+    "TOOLHUB_MAX_IMPORT_BYTES",
+    2 * GiB,
+    "bytes",
+    "the body of POST /api/tables/import/ (read to disk), instead of TOOLHUB_MAX_REQUEST_BYTES",
+)
+MAX_TABLE_BYTES = Limit(
+    "TOOLHUB_MAX_TABLE_BYTES", 50 * MiB, "bytes", "a table document, as the JSON text written to the database"
+)
+MAX_TABLE_DEPTH = Limit("TOOLHUB_MAX_TABLE_DEPTH", 64, "levels", "how many objects/arrays deep a table document nests")
+MAX_ARGUMENT_DEPTH = Limit(
+    "TOOLHUB_MAX_ARGUMENT_DEPTH", 100, "levels", "how deep a tool call's arguments (and a tool's schemas) nest"
+)
+# Tables stored as rows (docs/tables-at-scale.md, "Limits"): the document cap above does not apply to them.
+MAX_TABLE_RECORDS = Limit(
+    "TOOLHUB_MAX_TABLE_RECORDS", 10_000_000, "records", "the records of a table stored as rows, over its collections"
+)
+MAX_ROWS_TABLE_BYTES = Limit(
+    "TOOLHUB_MAX_ROWS_TABLE_BYTES",
+    0,
+    "bytes",
+    "the JSON text of a table stored as rows, records included (0: ROWS_TABLE_BYTES_BY_ENGINE)",
+)
+# The figures measured in docs/tables-at-scale.md, "Limits".
+ROWS_TABLE_BYTES_BY_ENGINE = {"postgresql": 5 * GiB, "sqlite": 2 * GiB}
+MAX_RECORD_BYTES = Limit("TOOLHUB_MAX_RECORD_BYTES", 1 * MiB, "bytes", "one record of a table stored as rows, as JSON")
+MAX_OWNER_DATA_BYTES = Limit(
+    "TOOLHUB_MAX_OWNER_DATA_BYTES", 1 * GiB, "bytes", "one owner's table documents together (0: no quota)", floor=0
+)
+MAX_INDEXED_FIELDS = Limit(
+    "TOOLHUB_MAX_INDEXED_FIELDS", 16, "fields", "record fields one table may list in `indexed_fields`", floor=0
+)
+IMPORTS_PER_OWNER = Limit("TOOLHUB_IMPORTS_PER_OWNER", 1, "imports", "imports of one owner at once, per process")
+IMPORTS_PER_WORKER = Limit("TOOLHUB_IMPORTS_PER_WORKER", 2, "imports", "imports at once in one server process")
+MAX_EVALUATED_BYTES = Limit(
+    "TOOLHUB_MAX_EVALUATED_BYTES", 50 * MiB, "bytes", "record JSON a read of a rows table evaluates in the server"
+)
+SLOW_QUERY_MS = Measure(
+    "TOOLHUB_SLOW_QUERY_MS",
+    200,
+    "ms",
+    "a table query answered in SQL slower than this, on an unindexed field, is reported",
+)
+
+#
+# History and the call log (docs/history.md, docs/call-log.md)
+#
+
+TABLE_COMPACT_EVERY = Limit(
+    "TOOLHUB_TABLE_COMPACT_EVERY",
+    1000,
+    "entries",
+    "history entries after the snapshot that fold into a new one",
+    floor=1,
+)
+# At least a day: idempotency keys are answered for 24 h.
+HISTORY_DAYS = Limit("TOOLHUB_HISTORY_DAYS", 30, "days", "history kept this long (or HISTORY_VERSIONS)", floor=1)
+HISTORY_VERSIONS = Limit(
+    "TOOLHUB_HISTORY_VERSIONS", 1000, "versions", "the last versions of a table kept (or HISTORY_DAYS)", floor=0
+)
+HISTORY_MAX_TABLE_BYTES = Limit(
+    "TOOLHUB_HISTORY_MAX_TABLE_BYTES", 100 * MiB, "bytes", "the history one table keeps (0: no bound)", floor=0
+)
+HISTORY_MAX_OWNER_BYTES = Limit(
+    "TOOLHUB_HISTORY_MAX_OWNER_BYTES",
+    500 * MiB,
+    "bytes",
+    "the history of one owner's tables together (0: no quota)",
+    floor=0,
+)
+HISTORY_MAX_ARGUMENTS_BYTES = Limit(
+    "TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES", 4 * KiB, "bytes", "a call's arguments a history entry keeps whole", floor=0
+)
+CALL_ARGUMENTS_BYTES = Limit(
+    "TOOLHUB_CALL_ARGUMENTS_BYTES", 4 * KiB, "bytes", "a call's recorded arguments in the call log", floor=256
+)
+CALL_RESULT_BYTES = Limit(
+    "TOOLHUB_CALL_RESULT_BYTES", 4 * KiB, "bytes", "a call's recorded result excerpt in the call log", floor=256
+)
+CALL_LOG_DAYS = Limit("TOOLHUB_CALL_LOG_DAYS", 30, "days", "how long a call stays in the call log", floor=1)
+CALL_LOG_OWNER_BYTES = Limit(
+    "TOOLHUB_CALL_LOG_OWNER_BYTES", 64 * MiB, "bytes", "the recorded details one owner's call log keeps", floor=1
+)
+
+#
+# Results (docs/paging.md)
+#
+
+# 40,000 bytes of JSON is about 10,000-16,000 tokens (2.5-4 bytes per token), under the 25,000-token cap and the
+# 50,000-character spill-to-file threshold common MCP clients apply to one result.
+MAX_RESULT_BYTES = Limit(
+    "TOOLHUB_MAX_RESULT_BYTES", 40_000, "bytes", "a read's result without an instance's max_result_bytes"
+)
+TRY_IT_SHOW_ALL_BYTES = Limit(
+    "TOOLHUB_TRY_IT_SHOW_ALL_BYTES", 5_000_000, "bytes", 'the admin try-it\'s "show all": a hard cap'
+)
+MCP_PAGE_SIZE = Limit("TOOLHUB_MCP_PAGE_SIZE", 100, "items", "items of one page of an MCP list")
+ADMIN_EDITOR_MAX_CHARS = Limit(
+    "TOOLHUB_ADMIN_EDITOR_MAX_CHARS",
+    1_000_000,
+    "characters",
+    "a table's JSON the admin edits in place (above: a read-only summary)",
+)
+
+#
+# Call budgets and isolation (docs/budgets.md)
+#
+
+QUERY_CPU_MS = Limit("TOOLHUB_QUERY_CPU_MS", 2000, "ms", "CPU time of one call's evaluation")
+QUERY_MAX_ELEMENTS = Limit(
+    "TOOLHUB_QUERY_MAX_ELEMENTS", 5_000_000, "elements", "elements one evaluation builds or iterates"
+)
+QUERY_MAX_BYTES = Limit("TOOLHUB_QUERY_MAX_BYTES", 64 * MiB, "bytes", "the logical JSON size of a value walked whole")
+QUERY_MAX_LENGTH = Limit("TOOLHUB_QUERY_MAX_LENGTH", 10_000, "characters", "a JMESPath expression")
+QUERY_MAX_DEPTH = Limit("TOOLHUB_QUERY_MAX_DEPTH", 100, "levels", "the depth of a parsed JMESPath expression")
+CONCURRENT_CALLS_PER_KEY = Limit(
+    "TOOLHUB_CONCURRENT_CALLS_PER_KEY", 1, "calls", "expensive calls of one API key at once, per process"
+)
+CONCURRENT_CALLS_PER_USER = Limit(
+    "TOOLHUB_CONCURRENT_CALLS_PER_USER", 2, "calls", "expensive calls of one user at once, per process"
+)
+CONCURRENCY_WAIT_MS = Limit(
+    "TOOLHUB_CONCURRENCY_WAIT_MS", 100, "ms", "how long an expensive call waits for a slot before RATE_LIMITED"
+)
+HEAVY_WORKERS = Limit("TOOLHUB_HEAVY_WORKERS", 1, "processes", "heavy worker processes per server process (0: none)")
+HEAVY_WORKER_MEMORY_MB = Limit(
+    "TOOLHUB_HEAVY_WORKER_MEMORY_MB", 2048, "MiB", "a heavy worker's address space (0: no cap)"
+)
+MCP_DB_THREADS = Limit("TOOLHUB_MCP_DB_THREADS", 4, "threads", "threads per process doing the MCP database work")
+GIL_SWITCH_INTERVAL_MS = Measure(
+    "TOOLHUB_GIL_SWITCH_INTERVAL_MS", 0.1, "ms", "how long a busy thread keeps the interpreter (0: Python's 5 ms)"
+)
+DATA_CACHE_TABLES = Limit("TOOLHUB_DATA_CACHE_TABLES", 16, "tables", "parsed table documents cached per process")
+
+#
+# Quotas and ownership
+#
+
+MAX_TOOLS_PER_OWNER = Limit("TOOLHUB_MAX_TOOLS_PER_OWNER", 1000, "tools", "tools one owner may register")
+MAX_PROMPTS_PER_INSTANCE = Limit("TOOLHUB_MAX_PROMPTS_PER_INSTANCE", 100, "prompts", "prompts of one MCP instance")
+IN_USE_DAYS = Limit(
+    "TOOLHUB_IN_USE_DAYS", 7, "days", "a call this recent makes what it called in use (0: only bindings)", floor=0
+)
+
+#
+# Rate limits (docs/rate-limits.md)
+#
+
+# The kinds of bucket, and the keys of settings.TOOLHUB_RATE_LIMITS holding their rates.
+DEFAULT_RATES = {"mcp_key": "600/minute", "user": "600/minute", "anon": "60/minute", "token": "10/minute"}
+RATE_LIMITS = Setting(
+    "TOOLHUB_RATE_LIMITS", DEFAULT_RATES, "rate per scope", "'<count>/<period>' by scope; empty: DEFAULT_RATES"
+)
+RATE_LIMITS_ENABLED = Switch("TOOLHUB_RATE_LIMITS_ENABLED", True, "on/off", "whether request rates are limited")
+RATE_LIMIT_KEY_PREFIX = Text(
+    "TOOLHUB_RATE_LIMIT_KEY_PREFIX", "toolhub-rate", "text", "the prefix of the rate limiter's Redis keys"
+)
+
+#
+# Authentication and the server process
+#
+
+API_TOKEN_TTL_HOURS = Measure(
+    "TOOLHUB_API_TOKEN_TTL_HOURS", 168, "hours", "how long a new API token lives (0: no expiry)"
+)
+AUTH_CACHE_SECONDS = Measure(
+    "TOOLHUB_AUTH_CACHE_SECONDS", 5, "seconds", "how long an MCP key's authentication hint is kept"
+)
+PASSWORD_HASHES_PER_MACHINE = Limit(
+    "TOOLHUB_PASSWORD_HASHES_PER_MACHINE", 1, "hashes", "password hashes computed at once on this machine", floor=1
+)
+PASSWORD_HASH_NICENESS = Limit("TOOLHUB_PASSWORD_HASH_NICENESS", 19, "nice", "the scheduling priority of a hash")
+PASSWORD_HASH_WAIT_SECONDS = Measure(
+    "TOOLHUB_PASSWORD_HASH_WAIT_SECONDS", 30, "seconds", "how long a hash outside a request waits for a slot", floor=0.0
+)
+MALLOC_ARENA_MAX = Limit("TOOLHUB_MALLOC_ARENA_MAX", 2, "arenas", "glibc malloc arenas (0: glibc's default)")
+MALLOC_TRIM_AFTER_BYTES = Limit(
+    "TOOLHUB_MALLOC_TRIM_AFTER_BYTES", 1 * MiB, "bytes", "a request this large is followed by malloc_trim (0: never)"
+)
+OAUTH_DCR_MAX_BODY_BYTES = Limit(
+    "TOOLHUB_OAUTH_DCR_MAX_BODY_BYTES", 16 * KiB, "bytes", "an OAuth dynamic client registration's body"
+)
+OAUTH_DCR_MAX_REDIRECT_URIS = Limit(
+    "TOOLHUB_OAUTH_DCR_MAX_REDIRECT_URIS", 10, "URIs", "redirect URIs of one registered OAuth client"
+)
+OAUTH_DCR_MAX_FIELD_CHARS = Limit(
+    "TOOLHUB_OAUTH_DCR_MAX_FIELD_CHARS", 2000, "characters", "one field of an OAuth client registration"
+)
+OAUTH_DCR_MAX_UNUSED_CLIENTS = Limit(
+    "TOOLHUB_OAUTH_DCR_MAX_UNUSED_CLIENTS", 1000, "clients", "registered OAuth clients not yet used"
+)
+OAUTH_UNUSED_CLIENT_HOURS = Measure(
+    "TOOLHUB_OAUTH_UNUSED_CLIENT_HOURS", 24, "hours", "a registered OAuth client unused this long may be deleted"
+)
+
+#
+# Switches and addresses: defaults that bound nothing, kept here so that no module writes one twice
+#
+
+PUBLIC_URL = Text("TOOLHUB_PUBLIC_URL", "", "URL", "where clients reach toolhub (empty: the request's host)")
+DEV = Switch("TOOLHUB_DEV", False, "on/off", "development mode (seed_demo runs, the demo login is shown)")
+JSON_LOGS = Switch("TOOLHUB_JSON_LOGS", False, "on/off", "one JSON log line per request and per tool call")
+REQUEST_ID_IN_ERRORS = Switch(
+    "TOOLHUB_REQUEST_ID_IN_ERRORS", True, "on/off", "error bodies carry the request's id as `request_id`"
+)
+OAUTH_ENABLED = Switch("TOOLHUB_OAUTH_ENABLED", True, "on/off", "whether MCP endpoints accept OAuth tokens")
+OAUTH_CIMD_TRUSTED_ORIGINS = Setting(
+    "TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS", (), "origins", "client metadata origins fetched on a private address (tests)"
+)
+OAUTH_CIMD_CA_FILE = Text("TOOLHUB_OAUTH_CIMD_CA_FILE", "", "path", "the CA trusted for those origins (tests)")
+METRICS_TOKEN = Text("TOOLHUB_METRICS_TOKEN", "", "text", "the bearer token a Prometheus scraper sends to /metrics")
+PASSWORD_HASH_LOCK_DIR = Text(
+    "TOOLHUB_PASSWORD_HASH_LOCK_DIR", "", "path", "where the password-hashing slots' lock files are (empty: a temp dir)"
+)
+
+LIMITS: dict[str, Setting] = {
+    value.setting: value for name, value in list(globals().items()) if name.isupper() and isinstance(value, Setting)
+}
+
+
+#
+# The readers, by the names the modules that check them use
+#
+
+max_table_bytes = MAX_TABLE_BYTES.get
+max_table_depth = MAX_TABLE_DEPTH.get
+max_argument_depth = MAX_ARGUMENT_DEPTH.get
+max_table_records = MAX_TABLE_RECORDS.get
+max_record_bytes = MAX_RECORD_BYTES.get
+max_import_bytes = MAX_IMPORT_BYTES.get
+max_owner_data_bytes = MAX_OWNER_DATA_BYTES.get
+max_indexed_fields = MAX_INDEXED_FIELDS.get
+max_evaluated_bytes = MAX_EVALUATED_BYTES.get
+history_max_table_bytes = HISTORY_MAX_TABLE_BYTES.get
+history_max_owner_bytes = HISTORY_MAX_OWNER_BYTES.get
+history_max_arguments_bytes = HISTORY_MAX_ARGUMENTS_BYTES.get
+default_max_result_bytes = MAX_RESULT_BYTES.get
+show_all_max_bytes = TRY_IT_SHOW_ALL_BYTES.get
+
+
+def max_rows_table_bytes(vendor: str) -> int:
+    """TOOLHUB_MAX_ROWS_TABLE_BYTES, or when it is 0 (the default) the figure of the database engine `vendor`."""
+    configured = MAX_ROWS_TABLE_BYTES.raw()
+    if configured:
+        return int(configured)
+    return ROWS_TABLE_BYTES_BY_ENGINE["postgresql" if vendor == "postgresql" else "sqlite"]
+
+
+def rates() -> dict[str, str]:
+    """The configured rate of each scope that has one (settings.TOOLHUB_RATE_LIMITS; an empty rate is none)."""
+    return dict(RATE_LIMITS.raw() or {})
