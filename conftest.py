@@ -3,12 +3,26 @@
 import math
 import os
 import time
+import uuid
 
 import pytest
+
+from tests.live_server import TEST_RUN, drop_templates
 
 # Issue 13: the suite sends far more requests than the default rates allow, so rate limits are off in
 # tests (servers the tests start inherit this); the rate-limit tests turn them on (`rate_limited`).
 os.environ["TOOLHUB_RATE_LIMITS_ENABLED"] = "false"
+
+# The test run's id, which names the migrated template that live servers' databases are copied from
+# (tests/live_server.py). Set by the process pytest was started in; its pytest-xdist workers inherit it.
+_RUN_STARTED_HERE = TEST_RUN not in os.environ
+os.environ.setdefault(TEST_RUN, uuid.uuid4().hex[:12])
+
+
+def pytest_unconfigure(config):
+    """The run's templates are removed by the process that started the run, once its workers are done."""
+    if _RUN_STARTED_HERE and not hasattr(config, "workerinput"):
+        drop_templates(os.environ[TEST_RUN])
 
 
 @pytest.fixture

@@ -2,11 +2,15 @@
 serving `toolhub.asgi:application` on a free loopback port in a subprocess, and Django code run against that
 database in short subprocesses ("another process")."""
 
+import fcntl
 import json
 import os
+import shutil
 import socket
+import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -19,7 +23,18 @@ from urllib.parse import urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 
-__all__ = ["PYTHON", "ROOT", "Uvicorn", "free_port", "run_python", "sdk_session", "seed_mcp", "server_database"]
+__all__ = [
+    "PYTHON",
+    "ROOT",
+    "TEST_RUN",
+    "Uvicorn",
+    "drop_templates",
+    "free_port",
+    "run_python",
+    "sdk_session",
+    "seed_mcp",
+    "server_database",
+]
 
 
 def free_port() -> int:
@@ -55,32 +70,119 @@ def seed_mcp(env: dict, *, slug: str, rows: int, user: str) -> dict:
     return json.loads(seeded.stdout.strip().splitlines()[-1])
 
 
+# A test run (toolhub/testenv.py sets TOOLHUB_TEST_RUN in the controller; its pytest-xdist workers inherit it)
+# migrates one template database once, under a file lock, and each server's database is a copy of it: a
+# fresh `migrate` costs seconds of CPU, and a run starts dozens of servers. Without TOOLHUB_TEST_RUN (the
+# scripts under bench/), every server's database is migrated on its own.
+TEST_RUN = "TOOLHUB_TEST_RUN"
+
+
+def template_directory(run: str) -> Path:
+    """Where a test run keeps its migrated SQLite template and the lock that guards both templates."""
+    return Path(tempfile.gettempdir()) / f"toolhub-template-{run}"
+
+
+def template_database_name(run: str) -> str:
+    """The PostgreSQL template database of a test run."""
+    return f"th_template_{run}"
+
+
+def _migrate(env: dict) -> None:
+    subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
+
+
+def _psql(admin_url: str, *statements: str, check: bool = True) -> None:
+    command = ["psql", admin_url, "-q"]
+    for statement in statements:
+        command += ["-c", statement]
+    subprocess.run(command, check=check)
+
+
+@contextmanager
+def _template_lock(run: str) -> Iterator[Path]:
+    directory = template_directory(run)
+    directory.mkdir(exist_ok=True)
+    with open(directory / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield directory
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _sqlite_copy(run: str, env: dict, target: Path) -> None:
+    """`target` as a copy of the run's migrated SQLite template, which the first caller builds."""
+    with _template_lock(run) as directory:
+        template = directory / "template.sqlite3"
+        if not template.exists():
+            building = directory / "building.sqlite3"
+            building.unlink(missing_ok=True)
+            _migrate({**env, "DATABASE_URL": f"sqlite:///{building}"})
+            building.rename(template)
+    # The backup API copies a consistent database whatever state its write-ahead log is in.
+    source, copy = sqlite3.connect(template), sqlite3.connect(target)
+    try:
+        source.backup(copy)
+    finally:
+        source.close()
+        copy.close()
+
+
+def _postgres_copy(run: str, env: dict, admin_url: str, name: str, server_url) -> None:
+    """Database `name` as a copy of the run's migrated PostgreSQL template, which the first caller builds."""
+    template = template_database_name(run)
+    with _template_lock(run) as directory:
+        marker = directory / "postgres-template-ready"
+        if not marker.exists():
+            _psql(admin_url, f"DROP DATABASE IF EXISTS {template}", f"CREATE DATABASE {template}")
+            _migrate({**env, "DATABASE_URL": server_url(template)})
+            marker.touch()
+        # CREATE DATABASE ... TEMPLATE needs the template free of connections: copies are made one at a time.
+        _psql(admin_url, f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name} TEMPLATE {template}")
+
+
+def drop_templates(run: str) -> None:
+    """Remove a test run's templates (the controller calls this when the run ends)."""
+    directory = template_directory(run)
+    url = os.environ.get("DATABASE_URL", "")
+    if url.startswith("postgres") and (directory / "postgres-template-ready").exists():
+        admin_url = urlunsplit(urlsplit(url)._replace(path="/postgres"))
+        _psql(admin_url, f"DROP DATABASE IF EXISTS {template_database_name(run)} WITH (FORCE)", check=False)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 @contextmanager
 def server_database(tag: str, directory: Path, *, secret: str) -> Iterator[dict]:
     """The environment of a server on a database of its own, migrated: a temporary PostgreSQL database
     `th_<tag>_<pid>` (dropped at the end) when the suite runs on PostgreSQL, else an SQLite file in
-    `directory`."""
+    `directory`. In a test run, a copy of the run's migrated template (TEST_RUN above)."""
     env = {**os.environ, "DJANGO_SECRET_KEY": secret, "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost"}
     env.pop("DJANGO_DEBUG", None)
     url = os.environ.get("DATABASE_URL", "")
+    run = os.environ.get(TEST_RUN, "")
     pg_admin = pg_name = None
-    if url.startswith("postgres"):
-        parts = urlsplit(url)
-        pg_name = f"th_{tag}_{os.getpid()}"
-        pg_admin = urlunsplit(parts._replace(path="/postgres"))
-        subprocess.run(
-            ["psql", pg_admin, "-qc", f"DROP DATABASE IF EXISTS {pg_name}", "-c", f"CREATE DATABASE {pg_name}"],
-            check=True,
-        )
-        env["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{pg_name}"))
-    else:
-        env["DATABASE_URL"] = f"sqlite:///{directory / 'server.sqlite3'}"
     try:
-        subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=300)
+        if url.startswith("postgres"):
+            parts = urlsplit(url)
+            pg_name = f"th_{tag}_{os.getpid()}"
+            pg_admin = urlunsplit(parts._replace(path="/postgres"))
+            env["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{pg_name}"))
+            if run:
+                _postgres_copy(run, env, pg_admin, pg_name, lambda name: urlunsplit(parts._replace(path=f"/{name}")))
+            else:
+                _psql(pg_admin, f"DROP DATABASE IF EXISTS {pg_name}", f"CREATE DATABASE {pg_name}")
+                _migrate(env)
+        else:
+            path = directory / "server.sqlite3"
+            env["DATABASE_URL"] = f"sqlite:///{path}"
+            if run:
+                _sqlite_copy(run, env, path)
+            else:
+                _migrate(env)
         yield env
     finally:
         if pg_name:
-            subprocess.run(["psql", pg_admin, "-qc", f"DROP DATABASE IF EXISTS {pg_name} WITH (FORCE)"], check=False)
+            _psql(pg_admin, f"DROP DATABASE IF EXISTS {pg_name} WITH (FORCE)", check=False)
 
 
 class Uvicorn:

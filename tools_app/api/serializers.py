@@ -19,7 +19,12 @@ from rest_framework.authtoken.serializers import AuthTokenSerializer
 
 from tools_app import services
 from tools_app.models import ApiToken, Table, TableChange, Tool
-from tools_app.validators import MAX_INDEXED_FIELD_LENGTH, MAX_REDACT_FIELD_LENGTH, MAX_REDACT_FIELDS
+from tools_app.validators import (
+    MAX_INDEXED_FIELD_LENGTH,
+    MAX_REDACT_FIELD_LENGTH,
+    MAX_REDACT_FIELDS,
+    max_indexed_fields,
+)
 
 __all__ = [
     "ApiTokenSerializer",
@@ -249,6 +254,8 @@ INDEXED_FIELDS_SCHEMA = {
         "pattern": '^[^"\\\\\\x00-\\x1f]+$',
     },
     "uniqueItems": True,
+    # The deployment's limit, as the model checks it (validators.validate_indexed_fields).
+    "maxItems": max_indexed_fields(),
     "description": "Record field names (top-level keys of the table's records) the database keeps expression indexes "
     "on: filters and sorts on them are fast, and the table's tools say so. Distinct, at most "
     "TOOLHUB_MAX_INDEXED_FIELDS (default 16); no quote, backslash or control character. Default [].",

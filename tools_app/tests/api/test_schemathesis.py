@@ -31,17 +31,40 @@ What a schema cannot state is handled here, once, in the open:
   reference to a table or tool the document does not hold). Each is matched narrowly.
 """
 
+import functools
 import json
 import os
+import unittest
 
 import pytest
 import schemathesis
 from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from schemathesis.checks import CheckContext
+from hypothesis.errors import Unsatisfiable
+from schemathesis.checks import CheckContext, load_all_checks
 from schemathesis.config import SchemathesisConfig
+from schemathesis.core.control import SkipTest
+from schemathesis.core.errors import (
+    InvalidHeadersExample,
+    InvalidRegexPattern,
+    SerializationNotPossible,
+)
+from schemathesis.core.failures import FailureGroup, as_reported_failure
+from schemathesis.generation.feedback import FeedbackSources
+from schemathesis.generation.hypothesis.builder import (
+    InvalidHeadersExampleMark,
+    InvalidRegexMark,
+    MissingPathParameters,
+    NonSerializableMark,
+    UnsatisfiableExampleMark,
+    UnserializablePayloadMark,
+)
+from schemathesis.generation.hypothesis.reporting import ignore_hypothesis_output
 from schemathesis.openapi.checks import RejectedPositiveData
+from schemathesis.pytest._test_builder import build_operation_test
+from schemathesis.pytest.warnings import emit_unserializable_payload_warning
+from schemathesis.python._constants.orchestrator import make_constants_value_source
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 # Generated examples per operation (the fuzzing phase), on top of the examples and coverage phases. See
@@ -329,12 +352,16 @@ CONFIG = SchemathesisConfig.from_dict(
         "generation": {"allow-x00": False},
     }
 )
-# Loaded at collection (pytest-django has set Django up by then). schemathesis.pytest.from_fixture would
-# load it lazily, but its subtests use Node._nodeid, which pytest 9 no longer has.
+# The schema is loaded at collection (pytest-django has set Django up by then), which takes the operations'
+# labels only. Each operation's cases (the examples and the coverage phase's many derived cases) are built
+# when its test runs, in the one worker that runs it: built at collection, as `@schema.parametrize()` does, they
+# cost every pytest-xdist worker the whole build (minutes under load). schemathesis.pytest.from_fixture
+# would also build lazily, but runs every operation as a subtest of one test, on one worker.
 schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application(), config=CONFIG)
 # TOOLHUB_SCHEMATHESIS_PATHS (a regex): only the operations whose path matches, for a quick local run.
 if os.environ.get("TOOLHUB_SCHEMATHESIS_PATHS"):
     schema = schema.include(path_regex=os.environ["TOOLHUB_SCHEMATHESIS_PATHS"])
+OPERATIONS = {operation.label: operation for operation in (result.ok() for result in schema.get_all_operations())}
 
 
 @pytest.fixture(scope="module")
@@ -342,16 +369,57 @@ def schema_document():
     return schema.raw_schema
 
 
-@schema.parametrize()
+@functools.cache
+def feedback() -> FeedbackSources:
+    """What schemathesis's pytest plugin hands every operation's test: constants found in the application."""
+    return FeedbackSources(constants_value_source=make_constants_value_source(schema))
+
+
+def run_operation_test(test) -> None:
+    """Run an operation's Hypothesis test as schemathesis's pytest plugin runs the tests it collects (its
+    pytest_pyfunc_call): failures reported as schemathesis reports them, the same errors for what it could not
+    generate, the same warning for a payload it could not send."""
+    __tracebackhide__ = True
+    try:
+        with ignore_hypothesis_output():
+            test()
+    except FailureGroup as exc:
+        raise as_reported_failure(exc) from None
+    except (SkipTest, unittest.SkipTest) as exc:
+        if UnsatisfiableExampleMark.is_set(test.func):
+            raise Unsatisfiable("Failed to generate test cases from examples for this API operation") from None
+        non_serializable = NonSerializableMark.get(test.func)
+        if non_serializable is not None:
+            raise SerializationNotPossible(
+                f"unsupported payload media types: {', '.join(non_serializable.media_types)}",
+                media_types=non_serializable.media_types,
+            ) from None
+        invalid_regex = InvalidRegexMark.get(test.func)
+        if invalid_regex is not None:
+            raise InvalidRegexPattern.from_jsonschema_rs_error(invalid_regex) from None
+        invalid_headers = InvalidHeadersExampleMark.get(test.func)
+        if invalid_headers is not None:
+            raise InvalidHeadersExample.from_headers(invalid_headers) from None
+        pytest.skip(exc.args[0])
+    unserializable_payload = UnserializablePayloadMark.get(test.func)
+    if unserializable_payload is not None:
+        emit_unserializable_payload_warning(unserializable_payload)
+    invalid_headers = InvalidHeadersExampleMark.get(test.func)
+    if invalid_headers is not None:
+        raise InvalidHeadersExample.from_headers(invalid_headers)
+    missing_path_parameters = MissingPathParameters.get(test.func)
+    if missing_path_parameters:
+        raise missing_path_parameters
+
+
 @settings(
     max_examples=MAX_EXAMPLES,
     deadline=None,
     derandomize=True,
     suppress_health_check=list(HealthCheck),
 )
-def test_schema_says_what_the_server_does(case, owner_with_token, schema_document):
-    """Every example, coverage case and generated request, valid or not, gets the answer the schema promises:
-    accepted when valid, refused when not, never a 5xx, in the documented status, type and shape."""
+def check_case(case, owner_with_token, schema_document):
+    """One example, coverage case or generated request: the answer the schema promises."""
     from django.db import transaction
 
     objects, headers = owner_with_token
@@ -365,6 +433,21 @@ def test_schema_says_what_the_server_does(case, owner_with_token, schema_documen
             )
         finally:
             transaction.set_rollback(True)
+
+
+@pytest.mark.parametrize("operation", list(OPERATIONS))
+def test_schema_says_what_the_server_does(operation, owner_with_token, schema_document):
+    """Every example, coverage case and generated request, valid or not, gets the answer the schema promises:
+    accepted when valid, refused when not, never a 5xx, in the documented status, type and shape."""
+    load_all_checks()
+    test = build_operation_test(
+        config=schema.config,
+        operation=OPERATIONS[operation],
+        test_func=check_case,
+        given_kwargs={},
+        feedback=feedback(),
+    )
+    run_operation_test(functools.partial(test, owner_with_token=owner_with_token, schema_document=schema_document))
 
 
 def test_schema_lists_every_spec_path(client):
