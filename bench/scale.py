@@ -499,6 +499,11 @@ if wanted == "rows":
 
     table_to_rows(table.pk)
 table.refresh_from_db()
+# The fields the bare side indexes, declared as an owner would (their expression indexes built after commit).
+indexed = [field for field in sys.argv[3].split(",") if field]
+if indexed:
+    services.table_update(table=table, indexed_fields=indexed)
+    table.refresh_from_db()
 storage_note = f"the table reads back storage={table.storage!r}"
 print(json.dumps({"storage": storage_note}))
 """
@@ -572,7 +577,7 @@ def side_mcp(args: argparse.Namespace, engine: str, data: Path, workdir: Path) -
         out["import_peak_rss_growth_mib"] = tree_mib(importer.process.pid, "VmHWM") - rss_before
         importer.stop()
         servers.remove(importer)
-        out["tools"] = run_django(env, TOOLS, str(table_id), args.storage)["storage"]
+        out["tools"] = run_django(env, TOOLS, str(table_id), args.storage, args.indexed)["storage"]
 
         reader, writer = Uvicorn(env), Uvicorn(env)
         servers += [reader, writer]
@@ -806,6 +811,11 @@ def main() -> int:
     parser.add_argument("--parts", default="mcp,bare,duckdb", help="sides to run: mcp, bare, duckdb")
     parser.add_argument("--mcp-sizes", default="", help="sizes for the mcp side only (default: --sizes)")
     parser.add_argument("--storage", choices=("document", "rows"), default="document")
+    parser.add_argument(
+        "--indexed",
+        default="status,total",
+        help="the table's indexed_fields on the mcp side (the fields the bare side indexes); '' for none",
+    )
     parser.add_argument("--runs", type=int, default=5, help="timed runs per operation (medians)")
     parser.add_argument("--restarts", type=int, default=3, help="cold reads (server restarts)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per side and size")
