@@ -910,8 +910,15 @@ class _Lists:
         return sql, Output("one", elem)
 
     def pick(self, plan: Pick) -> tuple[Sql, Output]:
-        source = self.select(plan.source)
         elem = plan.elem or plan.source.elem
+        if plan.how == "index" and isinstance(plan.source, Sort):
+            # The element at an index of a sorted list: the one-row window of that index (sorted_window).
+            stop = plan.index + 1 if plan.index != -1 else None
+            window = self.sorted_window(plan.source, plan.index, stop)
+            assert window is not None  # an index's bounds have one sign
+            sql = fmt("SELECT 0 AS o, {} FROM ({}) AS s ORDER BY k LIMIT 1", self.outputs(elem), window)
+            return sql, Output("one", elem)
+        source = self.select(plan.source)
         if plan.how == "index":
             direction, offset = ("", plan.index) if plan.index >= 0 else (" DESC", -plan.index - 1)
             sql = fmt(
