@@ -325,7 +325,8 @@ class Page:
 
 def page_of(items: list, *, offset: int, limit: int, cursor_at: Callable[[int], str]) -> Page | None:
     """The page of `items` starting at `offset` whose JSON fits `limit` bytes, items encoded one by one (runs of
-    scalars at once: _scalar_run) until the next one does not fit; None when the item at `offset` alone does not fit (nothing can be shown).
+    scalars at once: _scalar_run) until the next one does not fit; None when the item at `offset` alone does
+    not fit (nothing can be shown).
 
     `cursor_at(offset)` signs the cursor of the page starting there.
     """
