@@ -905,6 +905,24 @@ class _Lists:
     def first_by(self, source: Sql, key: Path, *, descending: bool, elem: Elem) -> tuple[Sql, Output]:
         """The first element (in list order) with the greatest/least key: what Python's max/min return."""
         direction = " DESC" if descending else ""
+        if self.d.name == "sqlite" and self.predicates.only(key, "number"):
+            # The key is one number term (the facts): its greatest/least value first, from the key's index
+            # alone, then the first row holding it in list order. SQLite's index cannot serve `ORDER BY key
+            # DESC, k` (the ties' order), so the ORDER BY form would read every row. A null key never gets here
+            # with an answer: check_keys flags it.
+            number = self.d.number(key)
+            best = "MAX" if descending else "MIN"
+            sql = fmt(
+                "SELECT 0 AS o, {} FROM ({}) AS s WHERE {} = (SELECT "
+                + best
+                + "({}) FROM ({}) AS b) ORDER BY k LIMIT 1",
+                self.outputs(elem),
+                source,
+                number,
+                number,
+                source,
+            )
+            return sql, Output("one", elem)
         order = fmt("{}, k", self.order_keys(key, direction))
         sql = fmt("SELECT 0 AS o, {} FROM ({}) AS s ORDER BY {} LIMIT 1", self.outputs(elem), source, order)
         return sql, Output("one", elem)
