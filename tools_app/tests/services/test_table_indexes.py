@@ -224,11 +224,16 @@ def test_a_slice_of_a_sorted_list_reads_the_key_index_and_answers_as_jmespath(ow
     records = [{"id": index, "total": (index * 7) % 500} for index in range(2000)]  # each total held 4 times
     collection = store(table, "/orders", records)
     services.table_update(table=table, indexed_fields=["total"])
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE", ())
-        known = field_kinds(cursor, collection.collection_id)
-    assert known is not None
     total_names = _names(collection.collection_id, "total")
+    with connection.cursor() as cursor:
+        known = field_kinds(cursor, collection.collection_id)
+        # the build left the planner statistics of the new indexes (no ANALYZE here)
+        if dialect() == "postgresql":
+            cursor.execute("SELECT count(*) FROM pg_stats WHERE tablename = %s", (total_names[0],))
+        else:
+            cursor.execute("SELECT count(*) FROM sqlite_stat1 WHERE idx = %s", (total_names[0],))
+        assert cursor.fetchone()[0] == 1
+    assert known is not None
     explain = "EXPLAIN " if dialect() == "postgresql" else "EXPLAIN QUERY PLAN "
     for expression in [
         "sort_by(@, &total)[-3:].id",
