@@ -140,7 +140,13 @@ def finish(output: Output, rows: Sequence[Sequence[Any]], layouts: LayoutLoader 
         # One value per row: decoded as one JSON array (no list per row); key orders restored where an object
         # or array came back from a row with a layout.
         values = _decode_column(rows)
-        wanted = {row[-1] for row, value in zip(rows, values, strict=True) if row[-1] is not None and _nested([value])}
+        # Most rows of a PostgreSQL table have a layout (JSONB reorders keys), while a projected value is mostly
+        # a scalar: the value's type is the cheap test, asked first.
+        wanted = {
+            row[-1]
+            for row, value in zip(rows, values, strict=True)
+            if isinstance(value, dict | list) and row[-1] is not None
+        }
         if wanted:
             if layouts is None:
                 raise ValueError("rows have key-order layouts, but no layout loader was given")

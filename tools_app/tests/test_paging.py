@@ -3,6 +3,7 @@ docs/paging.md): the same pages, cursors and refusals as over MCP (mcp_app/tests
 TOOLHUB_MAX_RESULT_BYTES budget; the admin's "show all" goes up to TOOLHUB_TRY_IT_SHOW_ALL_BYTES."""
 
 import json
+import random
 
 import pytest
 from django.core import signing
@@ -245,6 +246,56 @@ def test_encode_within_refuses_what_passes_the_budget(value):
     assert paging.encode_within(value, size) == json.dumps(value, separators=(",", ":"))
     assert paging.encode_within(value, size - 1) is None
     assert paging.encode_within(value, 50) is None
+
+
+def _item_by_item_page(items: list, offset: int, limit: int) -> tuple[str, int]:
+    """The page page_of answers, built the plain way: items encoded one at a time until the next does not fit."""
+    envelope = paging.utf8_size(paging._envelope("", len(items), f"c{len(items)}"))
+    texts: list[str] = []
+    used, index = 0, offset
+    while index < len(items):
+        text = paging.encode_within(items[index], limit - envelope - used - (1 if texts else 0))
+        if text is None:
+            break
+        used += paging.utf8_size(text) + (1 if texts else 0)
+        texts.append(text)
+        index += 1
+    cursor = f"c{index}" if index < len(items) else None
+    return paging._envelope(",".join(texts), len(items), cursor), index - offset
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_long_lists_of_scalars_encode_and_page_as_item_by_item(seed):
+    """Runs of scalars are encoded at once (paging.SCALAR_RUN): the text, the measure against the budget and the
+    page's cut are those of encoding item by item, with escapes and UTF-8 bytes that the run's estimate leaves
+    out, and containers between the runs."""
+    # given
+    rng = random.Random(seed)
+    kinds = [
+        lambda: rng.randrange(-(10**20), 10**20),
+        lambda: rng.randrange(100_000),
+        lambda: rng.random(),
+        lambda: 'é\n"\u0001' * rng.randrange(3),
+        lambda: None,
+        lambda: True,
+        lambda: {"a": [1, "x"]},
+    ]
+    items = [rng.choice(kinds)() for _ in range(rng.randrange(1, 2_000))]
+    whole = json.dumps(items, ensure_ascii=False, separators=(",", ":"))
+    limit = rng.randrange(5, paging.utf8_size(whole) + 10)
+    offset = rng.randrange(len(items))
+    # when
+    text = paging.encode_within(items, limit)
+    page = paging.page_of(items, offset=offset, limit=limit + 300, cursor_at=lambda index: f"c{index}")
+    # then
+    assert text == (whole if paging.utf8_size(whole) <= limit else None)
+    expected_text, expected_shown = _item_by_item_page(items, offset, limit + 300)
+    if expected_shown == 0:
+        assert page is None
+    else:
+        assert page is not None
+        assert (page.text, page.shown) == (expected_text, expected_shown)
+        assert page.value["items"] == items[offset : offset + expected_shown]
 
 
 def test_a_value_nested_900_deep_is_encoded_and_measured():

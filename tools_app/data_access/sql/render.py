@@ -767,8 +767,12 @@ class _Lists:
             )
 
     def slice(self, plan: Slice) -> Sql:
-        source = self.select(plan.source)
         start, stop, step = plan.start, plan.stop, plan.step
+        if isinstance(plan.source, Sort) and step == 1:
+            window = self.sorted_window(plan.source, start, stop)
+            if window is not None:
+                return window
+        source = self.select(plan.source)
         if step == 1 and (start is None or start >= 0) and (stop is None or stop >= 0):
             offset = start or 0
             limit = "ALL" if stop is None else str(max(stop - offset, 0))
@@ -785,6 +789,34 @@ class _Lists:
         )
         stepped = "" if step == 1 else f" AND (rn - {lower}) - {step} * ((rn - {lower}) / {step}) = 0"
         return fmt(f"SELECT {_COLUMNS} FROM ({{}}) AS w WHERE rn >= {lower} AND rn < {upper}{stepped}", window)
+
+    def sorted_window(self, plan: Sort, start: int | None, stop: int | None) -> Sql | None:
+        """A contiguous slice of a sorted list (`sort_by(...)[a:b]`) as ORDER BY ... LIMIT over the unsorted
+        rows: a slice from the start in the key's order, one from the end (negative bounds) in the exact
+        reverse order (each term DESC, then position DESC: NULLs flip with it on both engines). Only the
+        window's rows are numbered, so an index on the key serves it and no row of the rest carries its JSON
+        through a sort. None for bounds of mixed signs (the numbered form in slice() takes those)."""
+        if start is not None and start < 0 and (stop is None or stop < 0):
+            last = -start
+            skip = 0 if stop is None else -stop
+            limit, offset, direction, ties = max(last - skip, 0), skip, " DESC", "k DESC"
+        elif (start is None or start >= 0) and stop is not None and stop >= 0:
+            offset = start or 0
+            limit, direction, ties = max(stop - offset, 0), "", "k"
+        else:
+            return None
+        source = self.select(plan.source)
+        self.check_keys(source, plan.key)
+        window = fmt(
+            f"SELECT {_COLUMNS} FROM ({{}}) AS s ORDER BY {{}}, {ties} LIMIT {limit} OFFSET {offset}",
+            source,
+            self.order_keys(plan.key, direction),
+        )
+        return fmt(
+            "SELECT ROW_NUMBER() OVER (ORDER BY {}, k) AS k, data, lay, rkey FROM ({}) AS s",
+            self.order_keys(plan.key, ""),
+            window,
+        )
 
     def _bound(self, value: int | None, default: str) -> str:
         if value is None:
@@ -873,13 +905,38 @@ class _Lists:
     def first_by(self, source: Sql, key: Path, *, descending: bool, elem: Elem) -> tuple[Sql, Output]:
         """The first element (in list order) with the greatest/least key: what Python's max/min return."""
         direction = " DESC" if descending else ""
+        if self.d.name == "sqlite" and self.predicates.only(key, "number"):
+            # The key is one number term (the facts): its greatest/least value first, from the key's index
+            # alone, then the first row holding it in list order. SQLite's index cannot serve `ORDER BY key
+            # DESC, k` (the ties' order), so the ORDER BY form would read every row. A null key never gets here
+            # with an answer: check_keys flags it.
+            number = self.d.number(key)
+            best = "MAX" if descending else "MIN"
+            sql = fmt(
+                "SELECT 0 AS o, {} FROM ({}) AS s WHERE {} = (SELECT "
+                + best
+                + "({}) FROM ({}) AS b) ORDER BY k LIMIT 1",
+                self.outputs(elem),
+                source,
+                number,
+                number,
+                source,
+            )
+            return sql, Output("one", elem)
         order = fmt("{}, k", self.order_keys(key, direction))
         sql = fmt("SELECT 0 AS o, {} FROM ({}) AS s ORDER BY {} LIMIT 1", self.outputs(elem), source, order)
         return sql, Output("one", elem)
 
     def pick(self, plan: Pick) -> tuple[Sql, Output]:
-        source = self.select(plan.source)
         elem = plan.elem or plan.source.elem
+        if plan.how == "index" and isinstance(plan.source, Sort):
+            # The element at an index of a sorted list: the one-row window of that index (sorted_window).
+            stop = plan.index + 1 if plan.index != -1 else None
+            window = self.sorted_window(plan.source, plan.index, stop)
+            assert window is not None  # an index's bounds have one sign
+            sql = fmt("SELECT 0 AS o, {} FROM ({}) AS s ORDER BY k LIMIT 1", self.outputs(elem), window)
+            return sql, Output("one", elem)
+        source = self.select(plan.source)
         if plan.how == "index":
             direction, offset = ("", plan.index) if plan.index >= 0 else (" DESC", -plan.index - 1)
             sql = fmt(

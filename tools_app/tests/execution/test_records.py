@@ -486,6 +486,33 @@ def test_a_compiled_query_over_its_time_budget_is_stopped_inside_the_engine(make
     assert execute(tool=tool, arguments={"query": "length(@)"}) == 40_000
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_compiled_query_outside_a_transaction_is_stopped_by_its_own_statement_timeout(make_table, make_tool, owner):
+    """Outside a transaction (as the server runs a read), PostgreSQL gets the timeout in the statement's own message
+    (records.engine_cursor): the statement is cancelled, the session's timeout is untouched, nothing stays open,
+    and the next queries answer with the timeout of their own calls."""
+    data = [{"id": n, "name": f"name {n * 7919 % 40_000:05d}", "text": "x" * 60} for n in range(40_000)]
+    table = make_table(owner, name="slow", data=data)
+    tool = make_tool(owner, table=table, type="query_data", json_path="")
+    records.table_to_rows(table.pk)
+    timeout_before = _statement_timeout()
+    tiny = budget.Limits(cpu_ms=5, max_elements=10**9, max_bytes=10**9)
+    with budget.enforced(tiny), pytest.raises(ToolError) as stopped:
+        execute(tool=tool, arguments={"query": "sort_by([?contains(name, '9')], &name)[*].{n: name, t: text}"})
+    assert stopped.value.code == "QUERY_TOO_EXPENSIVE"
+    assert "CPU-time budget of 5 ms" in str(stopped.value)
+    assert isinstance(stopped.value.__cause__, DatabaseError)
+    assert _statement_timeout() == timeout_before
+    assert connection.get_autocommit()
+    assert not connection.in_atomic_block
+    roomy = budget.Limits(cpu_ms=60_000, max_elements=10**9, max_bytes=10**9)
+    with budget.enforced(roomy):
+        assert execute(tool=tool, arguments={"query": "[?id == `39999`].name"}) == [f"name {39999 * 7919 % 40_000:05d}"]
+        assert execute(tool=tool, arguments={"query": "sort_by(@, &id)[-2:].id"}) == [39998, 39999]
+        assert execute(tool=tool, arguments={"query": "sort_by(@, &name)[:2].id"}) == [0, 17679]
+    assert _statement_timeout() == timeout_before
+
+
 def _statement_timeout():
     if connection.vendor != "postgresql":
         return None
