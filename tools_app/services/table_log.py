@@ -583,6 +583,13 @@ def table_relayout_entry(table_id: int, version: int, patch: list, inverse: list
     transaction.on_commit(lambda: _committed(table_id, version, data, {}))
 
 
+# rows_replace(table_id, version, data) writes a rows table's data whole inside the caller's transaction (under its
+# row lock): (patch, inverse, the new document without records, laid out again); set by tools_app.execution.records.
+rows_replace: Callable[[int, int, Any], tuple[list, list, Any, bool]] | None = None
+# rows_start(table_id, data, key_field) lays a new table out as rows when its data holds a collection (True).
+rows_start: Callable[[int, Any, str], bool] | None = None
+
+
 def table_replace(*, table: Table, data: Any, current: CachedTable, now: Any) -> None:
     """A whole-document write (the API's PUT/PATCH of data, the admin's edit) under the row lock the caller holds.
 
@@ -594,6 +601,9 @@ def table_replace(*, table: Table, data: Any, current: CachedTable, now: Any) ->
     """
     new_version = current.version + 1
     size = _size(data)
+    if table.storage == TableStorage.ROWS:
+        _replace_rows(table.pk, data, current.version, size, now)
+        return
     patch, inverse = json_patch.diff(current.data, data, keys=record_keys(table.pk))
     whole = len(json.dumps(patch)) > size
     if whole:
@@ -607,6 +617,29 @@ def table_replace(*, table: Table, data: Any, current: CachedTable, now: Any) ->
         TableSnapshot.objects.update_or_create(table_id=table.pk, defaults={"version": new_version, "data": data})
     transaction.on_commit(lambda: table_cache.put(table.pk, new_version, new_data))
     transaction.on_commit(lambda: _enforce_quietly(table.pk))
+
+
+def _replace_rows(table_id: int, data: Any, version: int, size: int, now: Any) -> None:
+    """table_replace of a rows table: its rows follow `data` (rows_replace: only the changed records are written) and
+    the entry holds their per-record operations and the document's diff; when the collections themselves changed
+    (laid out again), the table is restorable from the new version on (`rows_since_version`)."""
+    if rows_replace is None:
+        raise RuntimeError("No rows writer: tools_app.execution.records plugs it in when it loads.")
+    limit = max_rows_table_bytes(connection.vendor)
+    if size > limit:
+        raise ToolError(
+            ErrorCode.VALIDATION_ERROR,
+            f"A table stored as rows is at most {limit} bytes of JSON (TOOLHUB_MAX_ROWS_TABLE_BYTES); this one would "
+            f"be {size} bytes. Nothing was written.",
+            {"limit": limit, "setting": "TOOLHUB_MAX_ROWS_TABLE_BYTES", "path": ["data"]},
+        )
+    new_version = version + 1
+    patch, inverse, document, laid_out = rows_replace(table_id, version, data)
+    _append(table_id, new_version, patch, inverse, current_audit(), now, size)
+    if laid_out:
+        Table.objects.filter(pk=table_id).update(rows_since_version=new_version)
+    transaction.on_commit(lambda: table_cache.put(table_id, new_version, document))
+    transaction.on_commit(lambda: _enforce_quietly(table_id))
 
 
 def record_keys(table_id: int) -> tuple[str, ...]:

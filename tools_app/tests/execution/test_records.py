@@ -12,7 +12,7 @@ from tools_app import services
 from tools_app.data_access import budget
 from tools_app.execution import records
 from tools_app.execution.executors import execute
-from tools_app.kernel.errors import ToolError, ToolhubError
+from tools_app.kernel.errors import ToolError
 from tools_app.models import Table, TableChange, TableCollection, TableRecord, TableSnapshot, TableStorage
 
 ORDERS = [
@@ -408,17 +408,19 @@ def test_a_rows_write_keeps_per_record_operations_and_their_inverses(make_table,
     assert TableCollection.objects.get(pk=collection).record_count == 2
 
 
-def test_a_rows_table_is_not_replaced_whole_nor_restored_before_its_move(make_table, make_tool, owner):
+def test_a_rows_table_is_not_restored_before_its_move(make_table, make_tool, owner):
+    """Its data written whole (tools_app/tests/execution/test_rows_replace.py) is restorable to the move, not before."""
     table = make_table(owner, name="rows", data=[{"id": 1}])
     services.table_update(table=table, data=[{"id": 1}, {"id": 2}])  # version 2, as a document
     records.table_to_rows(table.pk)
-    with pytest.raises(ToolhubError, match="stores its records as rows"):
-        services.table_update(table=Table.objects.get(pk=table.pk), data=[])
+    services.table_update(table=Table.objects.get(pk=table.pk), data=[{"id": 2}])  # version 3, as rows
     with pytest.raises(TableChange.DoesNotExist, match="stores its records as rows"):
         services.table_restore(table_id=table.pk, version=1)
     table.refresh_from_db()
-    assert (table.version, table.rows_since_version) == (2, 2)
-    assert TableChange.objects.filter(table=table).count() == 1
+    assert (table.version, table.rows_since_version) == (3, 2)
+    assert TableChange.objects.filter(table=table).count() == 2
+    assert list(TableRecord.objects.filter(collection__table=table).values_list("key", flat=True)) == ["2"]
+    assert services.table_restore(table_id=table.pk, version=2) == 4
     assert list(TableRecord.objects.filter(collection__table=table).values_list("key", flat=True)) == ["1", "2"]
     assert TableSnapshot.objects.get(table=table).data == []
 
