@@ -419,9 +419,10 @@ def test_a_rows_table_is_not_restored_before_its_move(make_table, make_tool, own
     table.refresh_from_db()
     assert (table.version, table.rows_since_version) == (3, 2)
     assert TableChange.objects.filter(table=table).count() == 2
-    assert list(TableRecord.objects.filter(collection__table=table).values_list("key", flat=True)) == ["2"]
+    stored = TableRecord.objects.filter(collection__table=table).order_by("position")
+    assert list(stored.values_list("key", flat=True)) == ["2"]
     assert services.table_restore(table_id=table.pk, version=2) == 4
-    assert list(TableRecord.objects.filter(collection__table=table).values_list("key", flat=True)) == ["1", "2"]
+    assert list(stored.values_list("key", flat=True)) == ["1", "2"]
     assert TableSnapshot.objects.get(table=table).data == []
 
 
