@@ -222,6 +222,9 @@ TOOLHUB_MAX_TABLE_RECORDS = env_int("TOOLHUB_MAX_TABLE_RECORDS", limits.MAX_TABL
 TOOLHUB_MAX_ROWS_TABLE_BYTES = env_int("TOOLHUB_MAX_ROWS_TABLE_BYTES", limits.MAX_ROWS_TABLE_BYTES.default, minimum=0)
 TOOLHUB_MAX_RECORD_BYTES = env_int("TOOLHUB_MAX_RECORD_BYTES", limits.MAX_RECORD_BYTES.default, minimum=1)
 TOOLHUB_MAX_IMPORT_BYTES = env_int("TOOLHUB_MAX_IMPORT_BYTES", limits.MAX_IMPORT_BYTES.default, minimum=1)
+# How a table created with a document (the API's POST, setup apply, the admin's form) is stored: "document", or
+# "rows" when its data holds a record collection (docs/tables-at-scale.md, "New tables").
+TOOLHUB_NEW_TABLE_STORAGE = os.environ.get("TOOLHUB_NEW_TABLE_STORAGE", limits.NEW_TABLE_STORAGE.default)
 # Table record indexes (docs/tables-at-scale.md, "Indexes"): how many fields a table may declare in
 # indexed_fields; a query answered in SQL slower than TOOLHUB_SLOW_QUERY_MS that filters or sorts on an
 # undeclared field is counted (toolhub_slow_queries_total) and its call log row suggests declaring it.

@@ -295,8 +295,8 @@ class TableAdmin(OwnedAdmin):
         document stored before TOOLHUB_MAX_TABLE_DEPTH existed: the editor could not render it)."""
         if obj is None:
             return False
-        if obj.storage == TableStorage.ROWS:
-            return True  # its document holds no records: they are edited in the records view
+        # A rows table within the editor's size is edited whole like a document (its records spliced in; a save
+        # writes only the changed records, docs/tables-at-scale.md "Whole-data writes of a rows table").
         if (obj.data_bytes or 0) > editor_max_chars():
             return True
         if not hasattr(obj, "_toolhub_too_deep"):

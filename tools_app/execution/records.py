@@ -24,6 +24,7 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
 import json
 import re
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
@@ -73,10 +74,11 @@ __all__ = [
     "read",
     "records_table",
     "relayout",
+    "replace",
     "report_version",
-    "restore_operations",
     "sample_document",
     "schema",
+    "start_as_rows",
     "select_records",
     "snapshot",
     "table_to_rows",
@@ -417,6 +419,24 @@ def table_to_rows(table_id: int) -> bool:
         mounts = [(path, (metadata or {}).get("key_field") or "id") for path, metadata in tools]
         _lay_out(table_id, version, data, mounts)
         Table.objects.filter(pk=table_id).update(storage=TableStorage.ROWS, rows_since_version=version)
+    return True
+
+
+def start_as_rows(table_id: int, data: Any, key_field: str) -> bool:
+    """A new table (at version 1, inside the caller's transaction) whose `data` holds a collection for no tools yet
+    (the root, an array keyed by `key_field` or an object) is laid out as rows at once, as `table_to_rows` would;
+    False, and it stays a document, when it holds none or its records break the rows limits
+    (TOOLHUB_MAX_TABLE_RECORDS, TOOLHUB_MAX_RECORD_BYTES): a document table takes them."""
+    mounts = [("", key_field)]
+    wanted = collection_mounts(data, mounts)
+    if not wanted:
+        return False
+    try:
+        _check_replaced_records(sum(len(value) for *_, value in wanted), [(mount, value) for mount, _, value in wanted])
+    except ToolError:
+        return False
+    _lay_out(table_id, 1, data, mounts)
+    Table.objects.filter(pk=table_id).update(storage=TableStorage.ROWS, rows_since_version=1)
     return True
 
 
@@ -1255,146 +1275,324 @@ def _count(collection: Collection, delta: int) -> None:
     TableCollection.objects.filter(pk=collection.id).update(record_count=F("record_count") + delta)
 
 
+#
+# Replacing the data whole
+#
+
+
+def replace(table_id: int, version: int, data: Any) -> tuple[list, list, Any, bool]:
+    """A whole-data write of a rows table at `version` (the API's PUT/PATCH of `data`, setup apply, the admin's
+    editor), inside the caller's transaction, which holds the table's row lock; returns (patch, inverse, the new
+    document without its records, laid out again).
+
+    When `data` has the same collections (mount and kind) for the table's tools, each collection's records are
+    diffed against its rows (`_record_changes`: records matched by the collection's key, an object's member key,
+    or an unkeyed record's JSON; unchanged ones keep their positions) and only the changed rows are written; the
+    patch is the per-record operations plus the document's own diff (json_patch.diff, paths outside the
+    collections), the inverse undoes both, so restore and versions work as after a data tool's write.
+    Otherwise (a collection appears, goes or changes kind) the table is laid out again from `data` as when its
+    tools change (`relayout`): the entry replaces the document (without records) whole and the table is
+    restorable from the new version on. Refused (VALIDATION_ERROR, nothing written): a written record over
+    TOOLHUB_MAX_RECORD_BYTES, more records than TOOLHUB_MAX_TABLE_RECORDS.
+    """
+    tools = list(Tool.objects.filter(table_id=table_id).order_by("id").values_list("json_path", "metadata"))
+    mounts = [(path, (metadata or {}).get("key_field") or "id") for path, metadata in tools]
+    found = collections(table_id)
+    keys = table_log.record_keys(table_id)
+    data = _as_the_document_writes(_spliced(table_id, version, Mount("", "id"), found), data, keys)
+    wanted = collection_mounts(data, mounts)
+    # A worker's cached document of a version from before the move to rows may still hold the records.
+    before = _without_records(services.table_document(table_id, version), list(found))
+    total = sum(len(value) for _mount, _key_field, value in wanted)
+    if {mount: _kind(value) for mount, _key_field, value in wanted} != {m: c.kind for m, c in found.items()}:
+        _check_replaced_records(total, [(mount, value) for mount, _key_field, value in wanted])
+        TableCollection.objects.filter(table_id=table_id).delete()
+        document = _lay_out(table_id, version + 1, data, mounts)
+        # Marked "layout" as relayout's entry is: the versions before it are not rebuilt from its inverse.
+        patch = [{"op": "replace", "path": "", "value": document, "layout": True}]
+        return patch, [{"op": "replace", "path": "", "value": before, "layout": True}], document, True
+    document = _without_records(data, [mount for mount, _key_field, _value in wanted])
+    patch, inverse = json_patch.diff(before, document, keys=keys)
+    written: list[tuple[str, list | dict]] = []
+    for mount, _key_field, value in wanted:
+        forward, backward = _record_changes(found[mount], value)
+        written.append((mount, [operation["value"] for operation in forward if "value" in operation]))
+        patch = patch + forward
+        inverse = backward + inverse
+    _check_replaced_records(total, written)
+    apply_operations(table_id, [operation for operation in patch if "collection" in operation])
+    return patch, inverse, document, False
+
+
+def _as_the_document_writes(whole: Any, data: Any, keys: tuple[str, ...]) -> Any:
+    """`data` as a document table's whole-data write leaves it (table_log.table_replace): the old document with
+    json_patch.diff's changes applied, whose objects keep their members' order where both hold them, or `data`
+    itself when that diff is larger than it. The same JSON value either way; the order is what reads answer
+    (`keys(@)`), so both storages answer alike."""
+    patch, _inverse = json_patch.diff(whole, data, keys=keys)
+    if not patch:
+        return whole
+    if len(json.dumps(patch)) > len(json.dumps(data)):
+        return data
+    return json_patch.apply(whole, patch)
+
+
+def _kind(value: list | dict) -> str:
+    return "array" if isinstance(value, list) else "object"
+
+
+def _without_records(data: Any, mounts: list[str]) -> Any:
+    """`data` with an empty container at each collection's mount (shallowest first), as the snapshot keeps it."""
+    document = data
+    for mount in sorted(mounts, key=lambda found: len(pointer.parse(found))):
+        value = pointer.resolve(document, pointer.parse(mount), mount)
+        document = json_patch.apply(
+            document, [{"op": "replace", "path": mount, "value": [] if isinstance(value, list) else {}}]
+        )
+    return document
+
+
+def _check_replaced_records(total: int, written: list[tuple[str, list | dict]]) -> None:
+    """Refuse (VALIDATION_ERROR, nothing written) a whole-data write whose collections would hold more than
+    TOOLHUB_MAX_TABLE_RECORDS records, or one of whose written records is over TOOLHUB_MAX_RECORD_BYTES."""
+    most = max_table_records()
+    if total > most:
+        raise ToolError(
+            ErrorCode.VALIDATION_ERROR,
+            f"The data holds {total} records; a table stored as rows holds at most {most} "
+            "(TOOLHUB_MAX_TABLE_RECORDS). Nothing was written.",
+            {"limit": most, "setting": "TOOLHUB_MAX_TABLE_RECORDS", "path": ["data"]},
+        )
+    limit = max_record_bytes()
+    for mount, values in written:
+        for value in values.values() if isinstance(values, dict) else values:
+            size = len(json.dumps(value))
+            if size > limit:
+                raise ToolError(
+                    ErrorCode.VALIDATION_ERROR,
+                    f"A record of the collection at {mount or '(the root)'!r} is {size} bytes of JSON; one record is "
+                    f"at most {limit} bytes (TOOLHUB_MAX_RECORD_BYTES). Nothing was written.",
+                    {"limit": limit, "setting": "TOOLHUB_MAX_RECORD_BYTES", "path": ["data"]},
+                )
+
+
+def _record_changes(collection: Collection, value: list | dict) -> tuple[list, list]:
+    """(operations, inverse) that make the collection's rows `value` (an array's records, or an object's members,
+    in order) touching only what differs: records are matched to rows by key (an array's key field as SPEC §8's
+    string, the n-th of a repeated key to the n-th row holding it; a record without one by its JSON; an object's
+    member key). The matched records in a longest run that keeps its order keep their positions (`replace` when
+    their JSON differs, key order included); every other row is removed and every other record added at a free
+    position between its kept neighbours (`_placed`). Operations: removes, then adds (by position), then
+    replaces; the inverse undoes them newest first."""
+    old = sorted(_by_position(collection).items())
+    if collection.kind == "array":
+        key_of = _key_of(collection.key_field)
+        new: list[tuple[str | None, Any]] = [(key_of(record), record) for record in value]
+    else:
+        assert isinstance(value, dict)
+        new = list(value.items())
+
+    def identity(key: str | None, record: Any) -> tuple[str, str]:
+        return ("key", key) if key is not None else ("json", json.dumps(record, sort_keys=True))
+
+    waiting: dict[tuple[str, str], deque[int]] = {}
+    for index, (_position, (key, record)) in enumerate(old):
+        waiting.setdefault(identity(key, record), deque()).append(index)
+    matched: list[int | None] = []
+    for key, record in new:
+        queue = waiting.get(identity(key, record))
+        matched.append(queue.popleft() if queue else None)
+    kept = _increasing(matched)
+    positions = _placed([position for position, _ in old], matched, kept)
+    kept_rows = {matched[index] for index in kept}
+    cid = collection.id
+    removes = [(position, key, record) for index, (position, (key, record)) in enumerate(old) if index not in kept_rows]
+    adds = sorted((positions[index], *new[index]) for index in range(len(new)) if index not in kept)
+    replaces = []
+    for index in sorted(kept, key=lambda kept_index: positions[kept_index]):
+        row = matched[index]
+        assert row is not None
+        was = old[row][1][1]
+        if json.dumps(was) != json.dumps(new[index][1]):
+            replaces.append((positions[index], was, new[index][1]))
+    forward = [{"op": "remove", "collection": cid, "position": position} for position, _key, _record in removes]
+    forward += [
+        {"op": "add", "collection": cid, "position": position, "key": key, "value": record}
+        for position, key, record in adds
+    ]
+    forward += [{"op": "replace", "collection": cid, "position": p, "value": now} for p, _was, now in replaces]
+    backward = [
+        {"op": "replace", "collection": cid, "position": p, "value": was} for p, was, _now in reversed(replaces)
+    ]
+    backward += [
+        {"op": "remove", "collection": cid, "position": position} for position, _key, _record in reversed(adds)
+    ]
+    backward += [
+        {"op": "add", "collection": cid, "position": position, "key": key, "value": record}
+        for position, key, record in removes
+    ]
+    return forward, backward
+
+
+def _increasing(matched: list[int | None]) -> set[int]:
+    """The indexes of `matched` (rows matched to the new records, in the new order) of a longest run whose rows
+    increase: the records that keep their positions."""
+    tails: list[int] = []  # tails[k]: index into `matched` ending the best run of length k + 1
+    before: dict[int, int | None] = {}
+    for index, row in enumerate(matched):
+        if row is None:
+            continue
+        low, high = 0, len(tails)
+        while low < high:
+            middle = (low + high) // 2
+            if matched[tails[middle]] < row:  # type: ignore[operator]
+                low = middle + 1
+            else:
+                high = middle
+        before[index] = tails[low - 1] if low else None
+        if low == len(tails):
+            tails.append(index)
+        else:
+            tails[low] = index
+    kept: set[int] = set()
+    at = tails[-1] if tails else None
+    while at is not None:
+        kept.add(at)
+        at = before[at]
+    return kept
+
+
+def _placed(old_positions: list[int], matched: list[int | None], kept: set[int]) -> list[int]:
+    """Each new record's position: a kept record its row's; the others, in order, free positions between their
+    kept neighbours (POSITION_GAP apart where there is room, evenly spaced where less; positions start at 0). A
+    gap too narrow for its records makes the kept record after it move too (it is removed and added)."""
+    count = len(matched)
+    while True:
+        positions: list[int] = [0] * count
+        for index in kept:
+            row = matched[index]
+            assert row is not None
+            positions[index] = old_positions[row]
+        anchors = [-1, *sorted(kept), count]
+        narrow = None
+        for low, high in zip(anchors, anchors[1:], strict=False):
+            run = range(low + 1, high)
+            if not run:
+                continue
+            spots = _spots(positions[low] if low >= 0 else None, positions[high] if high < count else None, len(run))
+            if spots is None:
+                narrow = high
+                break
+            for index, spot in zip(run, spots, strict=True):
+                positions[index] = spot
+        if narrow is None:
+            return positions
+        kept.discard(narrow)
+
+
+def _spots(low: int | None, high: int | None, count: int) -> list[int] | None:
+    """`count` increasing positions above `low` (or from 0) and below `high` (or without end); None when there
+    is no room."""
+    gap = store.POSITION_GAP
+    if high is None:
+        start = 0 if low is None else low + gap
+        return [start + number * gap for number in range(count)]
+    floor = -1 if low is None else low
+    if high - floor - 1 < count:
+        return None
+    step = min(gap, (high - floor) // (count + 1))
+    return [floor + step * (number + 1) for number in range(count)]
+
+
 def apply_operations(table_id: int, operations_: list) -> None:
-    """Apply per-record operations (an entry's patch or inverse, as `write` makes them) to the table's rows, in
-    order, inside the caller's transaction (which holds the table's row lock): what restore runs."""
+    """Apply per-record operations (an entry's patch or inverse, as `write` and `replace` make them) to the table's
+    rows, in order, inside the caller's transaction (which holds the table's row lock): what restore runs. A run of
+    adds (or removes) to one collection is written as one batch."""
     found = {collection.id: collection for collection in collections(table_id).values()}
-    kinds = {collection_id: collection.kind for collection_id, collection in found.items()}
     counts: dict[int, int] = {}
     with connection.cursor() as cursor:
-        for operation in operations_:
-            collection_id, position, op = operation["collection"], operation["position"], operation["op"]
-            if collection_id not in kinds:
+        for op, collection_id, run in _runs(operations_):
+            if collection_id not in found:
                 raise RuntimeError(f"Table {table_id} has no collection {collection_id}.")
+            collection = found[collection_id]
             if op == "add":
-                key = operation.get("key")
+                objects = collection.kind == "object"
                 store.write_records(
                     cursor,
                     dialect=_dialect(),
                     records_table=_records_table(),
                     layouts_table=_layouts_table(),
                     collection_id=collection_id,
-                    value={key: operation["value"]} if kinds[collection_id] == "object" else [operation["value"]],
+                    value={operation.get("key"): operation["value"] for operation in run}
+                    if objects
+                    else [operation["value"] for operation in run],
                     # An array's record is keyed by the collection's key field now (its tools may have changed it
                     # since the entry was written); an object's member by its own key.
-                    key_of=_constant(key)
-                    if kinds[collection_id] == "object"
-                    else _key_of(found[collection_id].key_field),
-                    first_position=position,
+                    key_of=None if objects else _key_of(collection.key_field),
+                    positions=[operation["position"] for operation in run],
                 )
-                counts[collection_id] = counts.get(collection_id, 0) + 1
+                counts[collection_id] = counts.get(collection_id, 0) + len(run)
             elif op == "remove":
                 store.delete_records(
-                    cursor, records_table=_records_table(), collection_id=collection_id, positions=[position]
-                )
-                counts[collection_id] = counts.get(collection_id, 0) - 1
-            else:
-                store.replace_record(
                     cursor,
-                    dialect=_dialect(),
                     records_table=_records_table(),
-                    layouts_table=_layouts_table(),
                     collection_id=collection_id,
-                    position=position,
-                    record=operation["value"],
+                    positions=[operation["position"] for operation in run],
                 )
+                counts[collection_id] = counts.get(collection_id, 0) - len(run)
+            else:
+                for operation in run:
+                    store.replace_record(
+                        cursor,
+                        dialect=_dialect(),
+                        records_table=_records_table(),
+                        layouts_table=_layouts_table(),
+                        collection_id=collection_id,
+                        position=operation["position"],
+                        record=operation["value"],
+                    )
     for collection_id, delta in counts.items():
         if delta:
             TableCollection.objects.filter(pk=collection_id).update(record_count=F("record_count") + delta)
-
-
-def restore_operations(table_id: int, version: int, target: Any) -> tuple[list, list]:
-    """(patch, inverse) that take a rows table from `version` (its current one; the caller holds its lock) to the
-    whole document `target` (a version from before its move to rows: table_log.table_restore), as an entry of a rows
-    write holds them: the document without records as a root replace when it differs, and for each collection the
-    per-record operations from its rows to `target`'s records at its mount, element by element in order (a record
-    with the same key is replaced, one with another key removed and added at its position, the rest added after
-    the last position or removed). Applied in order by apply_operations. VALIDATION_ERROR, nothing written, when
-    `target` holds no container of a collection's kind at its mount."""
-    bare = services.table_document(table_id, version)
-    wanted = target
-    patch: list = []
-    inverse: list = []
-    for collection in sorted(collections(table_id).values(), key=lambda found: len(found.tokens)):
-        tokens = collection.tokens
-        value = pointer.resolve(target, tokens, collection.mount) if pointer.exists(target, tokens) else None
-        kind = "array" if isinstance(value, list) else "object" if isinstance(value, dict) else None
-        if kind != collection.kind:
-            raise ToolError(
-                ErrorCode.VALIDATION_ERROR,
-                f"The version holds no {collection.kind} at {collection.mount or '/'!r}, where the table stores a "
-                "collection as rows: it cannot be restored; nothing was written.",
-                {"path": ["version"]},
-            )
-        assert value is not None
-        empty = [{"op": "replace", "path": collection.mount, "value": [] if kind == "array" else {}}]
-        wanted = json_patch.apply(wanted, empty)
-        # A worker's cached document of the version the table moved at may still hold the records.
-        bare = json_patch.apply(bare, empty)
-        forward, backward = _record_operations(collection, value)
-        patch.extend(forward)
-        inverse.extend(backward)
-    if json.dumps(wanted) != json.dumps(bare):
-        patch.insert(0, {"op": "replace", "path": "", "value": wanted})
-        inverse.append({"op": "replace", "path": "", "value": bare})
-    return patch, list(reversed(inverse))
-
-
-def _record_operations(collection: Collection, value: list | dict) -> tuple[list, list]:
-    """Per-record operations from the collection's rows to `value`'s records, and the inverse of each (in the same
-    order; the caller reverses them)."""
-    state = _by_position(collection)
-    positions = sorted(state)
-    items = list(enumerate(value)) if isinstance(value, list) else list(value.items())
-    key_of = _key_of(collection.key_field) if collection.kind == "array" else None
-    cid = collection.id
-    forward: list = []
-    backward: list = []
-
-    def add(position: int, key: str | None, record: Any) -> None:
-        forward.append({"op": "add", "collection": cid, "position": position, "key": key, "value": record})
-        backward.append({"op": "remove", "collection": cid, "position": position})
-
-    def remove(position: int) -> None:
-        key, record = state[position]
-        forward.append({"op": "remove", "collection": cid, "position": position})
-        backward.append({"op": "add", "collection": cid, "position": position, "key": key, "value": record})
-
-    for index, (member, record) in enumerate(items):
-        key = key_of(record) if key_of is not None else member
-        if index >= len(positions):
-            last = positions[-1] if positions else -store.POSITION_GAP
-            add(last + (index - len(positions) + 1) * store.POSITION_GAP, key, record)
-            continue
-        position = positions[index]
-        held_key, held = state[position]
-        if held_key == key and json.dumps(held) == json.dumps(record):
-            continue
-        if held_key == key:
-            forward.append({"op": "replace", "collection": cid, "position": position, "value": record})
-            backward.append({"op": "replace", "collection": cid, "position": position, "value": held})
-        else:
-            remove(position)
-            add(position, key, record)
-    for position in positions[len(items) :]:
-        remove(position)
-    return forward, backward
 
 
 def _constant(key: str | None) -> Callable[[Any], str | None]:
     return lambda _record: key
 
 
+def _runs(operations_: list) -> Iterator[tuple[str, int, list[dict]]]:
+    """(op, collection id, operations) of each run of consecutive operations with the same op on one collection
+    (an add run ends before a position or key it already holds: one batch writes distinct rows)."""
+    run: list[dict] = []
+    positions: set[int] = set()
+    keys: set[str] = set()
+    for operation in operations_:
+        same = bool(run) and (operation["op"], operation["collection"]) == (run[0]["op"], run[0]["collection"])
+        key = operation.get("key")
+        if same and operation["op"] == "add" and (operation["position"] in positions or key in keys):
+            same = False
+        if not same and run:
+            yield run[0]["op"], run[0]["collection"], run
+            run, positions, keys = [], set(), set()
+        run.append(operation)
+        positions.add(operation["position"])
+        if key is not None:
+            keys.add(key)
+    if run:
+        yield run[0]["op"], run[0]["collection"], run
+
+
 # The services restore, import, lay out again and read whole a rows table through this module (they may not import
 # data access).
 table_log.rows_apply = apply_operations
+table_log.rows_replace = replace
+table_log.rows_start = start_as_rows
 table_log.rows_relayout = relayout
 table_log.rows_create = create_collection
 table_log.rows_whole = whole_document
 table_log.rows_version = version_document
 table_log.rows_sample = sample_document
 table_log.rows_snapshot = snapshot
-table_log.rows_restore = restore_operations
 
 # The records view (tools_app.execution.record_pages) reads a window of rows, or a whole collection within the
 # evaluator's byte bound, through these.

@@ -317,6 +317,9 @@ OAUTH_UNUSED_CLIENT_HOURS = Measure(
 # Switches and addresses: defaults that bound nothing, kept here so that no module writes one twice
 #
 
+NEW_TABLE_STORAGE = Text(
+    "TOOLHUB_NEW_TABLE_STORAGE", "document", "storage", "how a table created with a document is stored (document|rows)"
+)
 PUBLIC_URL = Text("TOOLHUB_PUBLIC_URL", "", "URL", "where clients reach toolhub (empty: the request's host)")
 DEV = Switch("TOOLHUB_DEV", False, "on/off", "development mode (seed_demo runs, the demo login is shown)")
 JSON_LOGS = Switch("TOOLHUB_JSON_LOGS", False, "on/off", "one JSON log line per request and per tool call")

@@ -426,10 +426,6 @@ rows_relayout: Callable[[int], None] | None = None
 # rows_snapshot(table_id) is a context in which every statement reads one snapshot of the database; it yields the
 # table's version there (a rows table's reads of its version, document, rows and log agree).
 rows_snapshot: Callable[[int], AbstractContextManager[int]] | None = None
-# rows_restore(table_id, version, target) is (patch, inverse) taking a rows table from `version` (its current one,
-# under the caller's lock) to the whole document `target`: its document as a root replace when it changes, and
-# per-record operations on its collections' rows.
-rows_restore: Callable[[int, int, Any], tuple[list, list]] | None = None
 
 
 def _rows_document(table_id: int, version: int) -> Any:
@@ -582,21 +578,24 @@ def table_restore(*, table_id: int, version: int) -> int:
 
     A rows table restored to a version from its rows_since_version on applies the later entries' inverses to its
     rows; to a version before it (a document version, from before tables_to_rows), the whole document at that
-    version (_rows_version_data) is written through the rows: the per-record operations from the current rows to
-    its records, and its document without records (rows_restore), so it answers as the document table would."""
+    version (_rows_version_data) is written as a whole-data write writes it (rows_replace: only the records that
+    differ; laid out again, and restorable from the new version on, when its collections differ), so it answers
+    as the document table would."""
     audit = current_audit()
     now = timezone.now()
     with transaction.atomic():
         current, size, owner_id = _locked(table_id)
         storage, since = Table.objects.filter(pk=table_id).values_list("storage", "rows_since_version").get()
         rows = storage == TableStorage.ROWS
-        if rows and (rows_apply is None or rows_restore is None or since is None):
+        if rows and (rows_apply is None or rows_replace is None or since is None):
             raise TableChange.DoesNotExist(f"Table {table_id} is stored as rows: its versions cannot be restored here.")
         entry = document(table_id, current)
         exact_size = None
+        written = laid_out = False
         if rows and since is not None and version < since:
             target = _rows_version_data(table_id, version, current)
-            patch, inverse = rows_restore(table_id, current, target)  # type: ignore[misc]
+            patch, inverse, _document, laid_out = rows_replace(table_id, current, target)  # type: ignore[misc]
+            written = True
             exact_size = _size(target)  # the whole document is at hand: its size is exact, not estimated
         else:
             entries = list(
@@ -609,13 +608,15 @@ def table_restore(*, table_id: int, version: int) -> int:
             patch = [operation for inverse_, _ in entries for operation in inverse_]
             inverse = [operation for _, forward in reversed(entries) for operation in forward]
         data = _applied(entry.data, [patch])
-        if rows:
+        if rows and not written:
             rows_apply(table_id, [operation for operation in patch if "collection" in operation])  # type: ignore[misc]
         old_size = size or _size(entry.data)
         new_size = old_size + size_delta(patch, inverse) if exact_size is None else exact_size
         data_quota_check(owner_id=owner_id, table_id=table_id, old_size=old_size, new_size=new_size)
         new_version = current + 1
         _append(table_id, new_version, patch, inverse, audit, now, new_size)
+        if laid_out:
+            Table.objects.filter(pk=table_id).update(rows_since_version=new_version)
         transaction.on_commit(lambda: _committed(table_id, new_version, data, {}))
     return new_version
 
@@ -632,6 +633,13 @@ def table_relayout_entry(table_id: int, version: int, patch: list, inverse: list
     transaction.on_commit(lambda: _committed(table_id, version, data, {}))
 
 
+# rows_replace(table_id, version, data) writes a rows table's data whole inside the caller's transaction (under its
+# row lock): (patch, inverse, the new document without records, laid out again); set by tools_app.execution.records.
+rows_replace: Callable[[int, int, Any], tuple[list, list, Any, bool]] | None = None
+# rows_start(table_id, data, key_field) lays a new table out as rows when its data holds a collection (True).
+rows_start: Callable[[int, Any, str], bool] | None = None
+
+
 def table_replace(*, table: Table, data: Any, current: CachedTable, now: Any) -> None:
     """A whole-document write (the API's PUT/PATCH of data, the admin's edit) under the row lock the caller holds.
 
@@ -643,6 +651,9 @@ def table_replace(*, table: Table, data: Any, current: CachedTable, now: Any) ->
     """
     new_version = current.version + 1
     size = _size(data)
+    if table.storage == TableStorage.ROWS:
+        _replace_rows(table.pk, data, current.version, size, now)
+        return
     patch, inverse = json_patch.diff(current.data, data, keys=record_keys(table.pk))
     whole = len(json.dumps(patch)) > size
     if whole:
@@ -656,6 +667,29 @@ def table_replace(*, table: Table, data: Any, current: CachedTable, now: Any) ->
         TableSnapshot.objects.update_or_create(table_id=table.pk, defaults={"version": new_version, "data": data})
     transaction.on_commit(lambda: table_cache.put(table.pk, new_version, new_data))
     transaction.on_commit(lambda: _enforce_quietly(table.pk))
+
+
+def _replace_rows(table_id: int, data: Any, version: int, size: int, now: Any) -> None:
+    """table_replace of a rows table: its rows follow `data` (rows_replace: only the changed records are written) and
+    the entry holds their per-record operations and the document's diff; when the collections themselves changed
+    (laid out again), the table is restorable from the new version on (`rows_since_version`)."""
+    if rows_replace is None:
+        raise RuntimeError("No rows writer: tools_app.execution.records plugs it in when it loads.")
+    limit = max_rows_table_bytes(connection.vendor)
+    if size > limit:
+        raise ToolError(
+            ErrorCode.VALIDATION_ERROR,
+            f"A table stored as rows is at most {limit} bytes of JSON (TOOLHUB_MAX_ROWS_TABLE_BYTES); this one would "
+            f"be {size} bytes. Nothing was written.",
+            {"limit": limit, "setting": "TOOLHUB_MAX_ROWS_TABLE_BYTES", "path": ["data"]},
+        )
+    new_version = version + 1
+    patch, inverse, document, laid_out = rows_replace(table_id, version, data)
+    _append(table_id, new_version, patch, inverse, current_audit(), now, size)
+    if laid_out:
+        Table.objects.filter(pk=table_id).update(rows_since_version=new_version)
+    transaction.on_commit(lambda: table_cache.put(table_id, new_version, document))
+    transaction.on_commit(lambda: _enforce_quietly(table_id))
 
 
 def record_keys(table_id: int) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
+from tools_app.kernel import limits
 from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.models import Table, TableSnapshot, TableStorage, Tool, name_conflict_error
 from tools_app.selectors import usage_of
@@ -65,9 +66,22 @@ def table_create(
     data_quota_check(owner_id=owner.pk, new_size=table.data_bytes)
     with transaction.atomic():
         table.save()  # the row and its snapshot at version 1
+        if new_table_storage() == TableStorage.ROWS and table_log.rows_start is not None:
+            document = table.data
+            first = document[0] if isinstance(document, list) and document else None
+            if table_log.rows_start(table.pk, document, likely_key_field(first)):
+                table.refresh_from_db(fields=["storage", "rows_since_version", "data"])
         if table.indexed_fields:
             ensure_indexes(table.pk)
     return table
+
+
+def new_table_storage() -> str:
+    """TOOLHUB_NEW_TABLE_STORAGE: how a table created with a document (the API's POST, setup apply, the admin's
+    form) is stored: "document" (the default), or "rows" when its data holds a record collection
+    (docs/tables-at-scale.md, "New tables")."""
+    value = limits.NEW_TABLE_STORAGE.get()
+    return TableStorage.ROWS if value == TableStorage.ROWS else TableStorage.DOCUMENT
 
 
 def table_create_encoded(*, owner, name: str, description: str = "", document: IO[bytes], size: int) -> Table:
@@ -175,14 +189,10 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
             if _same_json(fields["data"], table_log.table_data(table.pk)[1]):
                 fields = {key: value for key, value in fields.items() if key != "data"}
                 writes_data = False
-        if writes_data and locked.storage == TableStorage.ROWS:
-            raise ToolhubError(
-                ErrorCode.VALIDATION_ERROR,
-                "This table stores its records as rows: its data cannot be replaced whole; nothing was written.",
-                {"path": ["data"]},
-            )
         current = table_log.document(table.pk, locked.version) if writes_data else None
-        data_changed = current is not None and not _same_json(fields["data"], current.data)
+        # A rows table's cached document holds no records: the data it was compared with above is the whole one.
+        rows = locked.storage == TableStorage.ROWS
+        data_changed = current is not None and (rows or not _same_json(fields["data"], current.data))
         old_size = locked.data_bytes
         indexes_changed = "indexed_fields" in fields and fields["indexed_fields"] != locked.indexed_fields
         for key, value in fields.items():
@@ -198,10 +208,19 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
         if data_changed:
             assert current is not None
             table_log.table_replace(table=locked, data=fields["data"], current=current, now=now)
-        if indexes_changed:
-            ensure_indexes(locked.pk)
-    locked.refresh_from_db(fields=["version", "data_bytes", "updated_at"])
-    copied = ["name", "description", "redact_fields", "indexed_fields", "version", "data_bytes", "updated_at"]
+        if indexes_changed or (data_changed and rows and locked.indexed_fields):
+            ensure_indexes(locked.pk)  # a rows table's data written whole may have new collections
+    locked.refresh_from_db(fields=["version", "data_bytes", "updated_at", "rows_since_version"])
+    copied = [
+        "name",
+        "description",
+        "redact_fields",
+        "indexed_fields",
+        "version",
+        "data_bytes",
+        "updated_at",
+        "rows_since_version",
+    ]
     table.__dict__.update({key: getattr(locked, key) for key in copied})
     table.refresh_from_db(fields=["data"])  # read again through the cache on its next use
     return table

@@ -31,12 +31,18 @@ POSITION_GAP = 1024
 
 
 def _rows(
-    value: Iterable[Any] | dict, key_of: Callable[[Any], str | None] | None, first_position: int = 0
+    value: Iterable[Any] | dict,
+    key_of: Callable[[Any], str | None] | None,
+    first_position: int = 0,
+    positions: Iterable[int] | None = None,
 ) -> Iterator[tuple[int, str | None, Any]]:
     if isinstance(value, dict):
         items: Iterable[tuple[str | None, Any]] = value.items()
     else:
         items = ((None if key_of is None else key_of(record), record) for record in value)
+    if positions is not None:
+        yield from ((position, key, record) for position, (key, record) in zip(positions, items, strict=True))
+        return
     for index, (key, record) in enumerate(items):
         yield first_position + index * POSITION_GAP, key, record
 
@@ -52,18 +58,20 @@ def write_records(
     batch: int = 5_000,
     key_of: Callable[[Any], str | None] | None = None,
     first_position: int = 0,
+    positions: Iterable[int] | None = None,
 ) -> int:
     """Store every record of `value` (an array of records, or any iterable of them, consumed once and `batch` rows
     at a time, so a stream is never held whole; or an object of records by key) as one row of `collection_id`, in
     order from `first_position` (POSITION_GAP apart); return how many. The positions must be
     free: an empty collection, or past its last record. An array's records get the key `key_of(record)` (none
-    without it); an object's members their key."""
+    without it); an object's members their key. `positions`, when given, are the records' positions instead (one
+    each, free)."""
     layout_ids: dict[str, int] = {}
     pending: list[tuple] = []
     count = 0
     before = _kinds_before(cursor, dialect, records_table, collection_id)
     tally = kinds.Tally()
-    for position, key, record in _rows(value, key_of, first_position):
+    for position, key, record in _rows(value, key_of, first_position, positions):
         text, layout_id = _encoded(cursor, dialect, layouts_table, collection_id, record, layout_ids)
         pending.append((collection_id, position, key, text, layout_id))
         tally.add(record)

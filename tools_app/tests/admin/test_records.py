@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from tests.api_helpers import db_snapshot
 from tools_app.execution import records
-from tools_app.models import Surface, TableChange, TableRecord
+from tools_app.models import Surface, Table, TableChange, TableRecord, TableStorage
 from tools_app.services.table_cache import table_cache
 
 pytestmark = pytest.mark.django_db
@@ -145,3 +145,34 @@ def test_the_table_page_links_the_records_view(client, owner, records_table, set
     assert 'id="toolhub-records-link"' in page
     assert 'name="data"' not in page
     assert _records_url(records_table) in page
+
+
+def test_a_rows_table_within_the_editors_size_is_edited_whole(client, owner, records_table):
+    """The table's form shows its whole data in the editor on both storages; a save writes one entry, and on rows
+    only the changed record's row."""
+    client.force_login(owner)
+    page = client.get(reverse("admin:tools_app_table_change", args=[records_table.pk]))
+    shown = json.loads(page.context["adminform"].form["data"].value())
+    assert shown == {"orders": ITEMS, "settings": {"currency": "EUR"}}
+    rows_before = list(TableRecord.objects.order_by("position").values_list("pk", "position"))
+    edited = {**shown, "orders": [{**ITEMS[0], "status": "void"}, *ITEMS[1:]], "settings": {"currency": "USD"}}
+    posted = client.post(
+        reverse("admin:tools_app_table_change", args=[records_table.pk]),
+        {
+            "name": "orders",
+            "description": "",
+            "indexed_fields": "[]",
+            "redact_fields": "[]",
+            "data": json.dumps(edited),
+        },
+    )
+    assert posted.status_code == 302, posted.context["adminform"].form.errors if posted.context else posted
+    table = Table.objects.get(pk=records_table.pk)
+    assert table.version == 2
+    assert table.data == edited
+    entry = TableChange.objects.get(table=table, version=2)
+    assert (entry.surface, entry.user_id) == (str(Surface.ADMIN), owner.pk)
+    assert list(TableRecord.objects.order_by("position").values_list("pk", "position")) == rows_before
+    if table.storage == TableStorage.ROWS:
+        assert [op["op"] for op in entry.patch] == ["replace", "replace"]
+        assert entry.patch[1]["value"] == {**ITEMS[0], "status": "void"}

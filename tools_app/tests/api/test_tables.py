@@ -3,7 +3,7 @@
 import pytest
 
 from tests.api_helpers import client_for, db_snapshot
-from tools_app.models import Table, Tool
+from tools_app.models import Table, TableRecord, TableStorage, Tool
 
 pytestmark = pytest.mark.django_db
 
@@ -222,3 +222,33 @@ def test_another_users_table_is_404_and_untouched(owner, other_user, make_table)
     assert [r.status_code for r in responses] == [404, 404, 404]
     assert all(r.json()["error"] == "NOT_FOUND" for r in responses)
     assert db_snapshot() == before
+
+
+def test_a_rows_table_takes_put_and_patch_of_its_data_with_if_match_versions_and_restore(owner, settings):
+    """A table created as rows (TOOLHUB_NEW_TABLE_STORAGE=rows) is written whole over the API like a document:
+    If-Match, ETag, the versions endpoint and restore; a stale If-Match writes nothing."""
+    settings.TOOLHUB_NEW_TABLE_STORAGE = "rows"
+    api = client_for(owner)
+    created = api.post("/api/tables/", {"name": "rows", "data": [{"id": 1}, {"id": 2}]}, format="json")
+    assert created.status_code == 201
+    pk = created.json()["id"]
+    assert Table.objects.get(pk=pk).storage == TableStorage.ROWS
+    patched = api.patch(f"/api/tables/{pk}/", {"data": [{"id": 2}, {"id": 3}]}, format="json", HTTP_IF_MATCH='"1"')
+    assert (patched.status_code, patched.json()["version"], patched.json()["data"]) == (200, 2, [{"id": 2}, {"id": 3}])
+    before = db_snapshot()
+    stale = api.put(f"/api/tables/{pk}/", {"name": "rows", "data": []}, format="json", HTTP_IF_MATCH='"1"')
+    assert (stale.status_code, stale.json()["error"]) == (412, "PRECONDITION_FAILED")
+    assert db_snapshot() == before
+    put = api.put(f"/api/tables/{pk}/", {"name": "rows", "data": [{"id": 3, "x": 1}]}, format="json")
+    assert (put.status_code, put.json()["version"]) == (200, 3)
+    read = api.get(f"/api/tables/{pk}/")
+    assert (read["ETag"], read.json()["data"]) == ('"3"', [{"id": 3, "x": 1}])
+    assert api.get(f"/api/tables/{pk}/versions/1/").json() == {"version": 1, "data": [{"id": 1}, {"id": 2}]}
+    assert api.get(f"/api/tables/{pk}/versions/2/").json() == {"version": 2, "data": [{"id": 2}, {"id": 3}]}
+    restored = api.post(f"/api/tables/{pk}/restore/", {"version": 1}, format="json")
+    assert (restored.status_code, restored.json()["version"], restored.json()["data"]) == (
+        200,
+        4,
+        [{"id": 1}, {"id": 2}],
+    )
+    assert TableRecord.objects.filter(collection__table_id=pk).count() == 2

@@ -13,7 +13,7 @@ from tools_app import services
 from tools_app.data_access import budget
 from tools_app.execution import records
 from tools_app.execution.executors import execute
-from tools_app.kernel.errors import ToolError, ToolhubError
+from tools_app.kernel.errors import ToolError
 from tools_app.models import Table, TableChange, TableCollection, TableRecord, TableSnapshot, TableStorage
 
 ORDERS = [
@@ -417,52 +417,53 @@ def test_a_rows_write_keeps_per_record_operations_and_their_inverses(make_table,
     assert TableCollection.objects.get(pk=collection).record_count == 2
 
 
-def test_a_rows_table_is_not_replaced_whole_and_is_restored_before_its_move_through_its_rows(
-    make_table, make_tool, owner
-):
+def test_a_rows_table_replaced_whole_is_restored_before_its_move_through_its_rows(make_table, make_tool, owner):
+    """Its data written whole (tools_app/tests/execution/test_rows_replace.py), then restored to a version from
+    before the move: the version's document is written through the rows, and the versions between still open."""
     table = make_table(owner, name="rows", data=[{"id": 1}])
     services.table_update(table=table, data=[{"id": 1}, {"id": 2}])  # version 2, as a document
     records.table_to_rows(table.pk)
-    with pytest.raises(ToolhubError, match="stores its records as rows"):
-        services.table_update(table=Table.objects.get(pk=table.pk), data=[])
+    services.table_update(table=Table.objects.get(pk=table.pk), data=[{"id": 2}])  # version 3, as rows
     table.refresh_from_db()
-    assert (table.version, table.rows_since_version) == (2, 2)
+    assert (table.version, table.rows_since_version) == (3, 2)
     assert services.table_version_data(table.pk, 1) == [{"id": 1}]
-    assert services.table_restore(table_id=table.pk, version=1) == 3
-    collection = TableCollection.objects.get(table=table).pk
-    # The record at position 1024 removed; the document without records unchanged, so no document operation.
-    assert TableChange.objects.get(table=table, version=3).patch == [
-        {"op": "remove", "collection": collection, "position": 1024}
-    ]
-    assert TableChange.objects.get(table=table, version=3).inverse == [
-        {"op": "add", "collection": collection, "position": 1024, "key": "2", "value": {"id": 2}}
-    ]
-    assert list(TableRecord.objects.filter(collection__table=table).values_list("key", flat=True)) == ["1"]
+    assert services.table_restore(table_id=table.pk, version=1) == 4
+    stored = TableRecord.objects.filter(collection__table=table).order_by("position")
+    assert list(stored.values_list("key", flat=True)) == ["1"]
     assert TableCollection.objects.get(table=table).record_count == 1
-    assert TableSnapshot.objects.get(table=table).data == []
-    assert Table.objects.get(pk=table.pk).data == [{"id": 1}]
-    assert [services.table_version_data(table.pk, v) for v in (1, 2, 3)] == [
+    assert services.table_data(table.pk) == (4, [{"id": 1}])
+    assert [services.table_version_data(table.pk, version) for version in (1, 2, 3)] == [
         [{"id": 1}],
         [{"id": 1}, {"id": 2}],
-        [{"id": 1}],
+        [{"id": 2}],
     ]
+    assert services.table_restore(table_id=table.pk, version=2) == 5
+    assert list(stored.values_list("key", flat=True)) == ["1", "2"]
+    assert TableSnapshot.objects.get(table=table).data == []
+    assert Table.objects.get(pk=table.pk).data == [{"id": 1}, {"id": 2}]
 
 
-def test_a_version_without_a_collections_container_is_not_restored_onto_rows(make_table, make_tool, owner):
-    """Version 1 holds no array at /orders, where the table stores a collection: VALIDATION_ERROR, nothing written;
-    it is still opened."""
+def test_a_version_without_a_collections_container_is_restored_by_laying_the_table_out_again(
+    make_table, make_tool, owner
+):
+    """Version 1 holds no array at /orders, where the table stores a collection: the restore writes it as a
+    whole-data write does (records.replace), laying the table out again; restorable from the new version on."""
     table = make_table(owner, name="rows", data={"orders": "none yet"})
     services.table_update(table=table, data={"orders": [{"id": 1}]})
     make_tool(owner, table=table, type="get_all_data", json_path="/orders")
     records.table_to_rows(table.pk)
     assert services.table_version_data(table.pk, 1) == {"orders": "none yet"}
-    with pytest.raises(ToolError) as refused:
-        services.table_restore(table_id=table.pk, version=1)
-    assert refused.value.code == "VALIDATION_ERROR"
-    assert "holds no array at '/orders'" in str(refused.value)
-    assert Table.objects.get(pk=table.pk).version == 2
-    assert TableChange.objects.filter(table=table).count() == 1
-    assert Table.objects.get(pk=table.pk).data == {"orders": [{"id": 1}]}
+    assert services.table_restore(table_id=table.pk, version=1) == 3
+    table.refresh_from_db()
+    assert (table.version, table.rows_since_version) == (3, 3)
+    assert table.data == {"orders": "none yet"}
+    assert not TableCollection.objects.filter(table=table).exists()
+    assert TableChange.objects.get(table=table, version=3).patch == [
+        {"op": "replace", "path": "", "value": {"orders": "none yet"}, "layout": True}
+    ]
+    with pytest.raises(TableChange.DoesNotExist, match="laid out again at version 3"):
+        services.table_version_data(table.pk, 2)
+    assert TableChange.objects.filter(table=table).count() == 2
 
 
 def test_a_compiled_query_over_its_time_budget_is_stopped_inside_the_engine(make_table, make_tool, owner):

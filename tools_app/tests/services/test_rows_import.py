@@ -312,17 +312,16 @@ def test_an_imported_table_is_keyed_by_the_field_generate_tools_would_pick(first
 
 
 def test_saving_an_imported_table_with_its_data_unchanged_is_no_data_write(owner):
-    """The admin's form sends the data it shows: on a rows table the same document renames, a changed one is
-    refused (a rows table is not replaced whole), nothing written."""
+    """The admin's form sends the data it shows: on a rows table the same document renames; a changed one is a
+    data write of the changed records only (tools_app/tests/execution/test_rows_replace.py)."""
     from tools_app import services
-    from tools_app.kernel.errors import ToolhubError
 
     table_id = upload(client_for(owner), CSV.encode(), "p.csv", name="products").json()["id"]
     table = Table.objects.get(pk=table_id)
     services.table_update(table=table, name="renamed", data=RECORDS)
     table.refresh_from_db()
     assert (table.name, table.version) == ("renamed", 1)
-    before = db_snapshot()
-    with pytest.raises(ToolhubError, match="cannot be replaced whole"):
-        services.table_update(table=table, name="again", data=RECORDS[:1])
-    assert db_snapshot() == before
+    services.table_update(table=table, name="again", data=RECORDS[:1])
+    table.refresh_from_db()
+    assert (table.name, table.version, table.data) == ("again", 2, RECORDS[:1])
+    assert TableRecord.objects.filter(collection__table=table).count() == 1
