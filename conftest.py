@@ -12,6 +12,8 @@ from tests.live_server import TEST_RUN, drop_templates
 # Issue 13: the suite sends far more requests than the default rates allow, so rate limits are off in
 # tests (servers the tests start inherit this); the rate-limit tests turn them on (`rate_limited`).
 os.environ["TOOLHUB_RATE_LIMITS_ENABLED"] = "false"
+# OAuth client secrets' own hasher (settings.PASSWORD_HASHERS): a test that sets the password hashers keeps it.
+CLIENT_SECRET_HASHER = "oauth_app.client_secrets.ClientSecretHasher"
 
 # The test run's id, which names the migrated template that live servers' databases are copied from
 # (tests/live_server.py). Set by the process pytest was started in; its pytest-xdist workers inherit it.
@@ -195,8 +197,8 @@ def rate_limited(settings):
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     """PBKDF2 costs ~0.4 s per user created; tests do not need a slow hash. (The password-hashing slots are
-    each test process's own: toolhub/testenv.py.)"""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    each test process's own: toolhub/testenv.py.) OAuth client secrets keep their own hasher, as in production."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher", CLIENT_SECRET_HASHER]
 
 
 @pytest.fixture

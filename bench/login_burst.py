@@ -60,11 +60,14 @@ User = get_user_model()
 User.objects.create_user("victim", password="the-right-password-" + "x" * 8)
 other = User.objects.create_user("other", password="another-password-" + "y" * 8)
 table_create(owner=other, name="orders", data=[{"id": i, "total": i * 2.5} for i in range(20)])
+from django.contrib.auth.hashers import make_password
 from oauth2_provider.models import get_application_model
 Client = get_application_model()
+# A client registered before client secrets had their own fast hasher: its secret stored with the password
+# hasher (PBKDF2), the slow path the gate still guards (a client made now has a fast hash and needs no slot).
 client = Client.objects.create(
     name="bench", client_type=Client.CLIENT_CONFIDENTIAL, authorization_grant_type=Client.GRANT_AUTHORIZATION_CODE,
-    redirect_uris="https://client.example/cb", client_secret="the-client-secret-" + "z" * 20,
+    redirect_uris="https://client.example/cb", client_secret=make_password("the-client-secret-" + "z" * 20),
 )
 print(json.dumps({"token": api_token_issue(user=other, via="bench")[1], "client_id": client.client_id}))
 """

@@ -1,10 +1,12 @@
 """What toolhub keeps beside django-oauth-toolkit's tables."""
 
 from django.conf import settings
-from django.contrib.auth.hashers import identify_hasher, make_password
+from django.contrib.auth.hashers import identify_hasher
+from django.core.exceptions import ValidationError
 from django.db import models
 from oauth2_provider.models import AbstractApplication, RefreshToken
-from oauth2_provider.settings import oauth2_settings
+
+from oauth_app.client_secrets import CLIENT_SECRET_PREFIX, hashing_client_secrets, is_generated_secret
 
 # The schemes a client's redirect URIs may use; oauth_app.validators allows http only to a loopback address.
 REDIRECT_SCHEMES = ("https", "http")
@@ -29,23 +31,34 @@ class Client(AbstractApplication):
     def get_allowed_schemes(self):
         return list(REDIRECT_SCHEMES)
 
+    def clean(self):
+        super().clean()
+        # A secret to be hashed is stored with the fast client-secret hasher (oauth_app.client_secrets), which is
+        # safe only for a secret nothing can guess: one this server generated, never one a person typed.
+        secret = self.client_secret or ""
+        if self.hash_client_secret and secret and not is_generated_secret(secret):
+            try:
+                identify_hasher(secret)  # stored already (an existing client's): nothing new to hash
+            except ValueError:
+                raise ValidationError(
+                    {
+                        "client_secret": f"A client secret must be one this server generates ({CLIENT_SECRET_PREFIX} "
+                        "and 43 random letters or digits): keep the value the form was given."
+                    }
+                ) from None
+
     def full_clean(self, *args, **kwargs):
         super().full_clean(*args, **kwargs)
-        # Dynamic registration (anonymous) saves a new client inside a transaction, where the secret's slow hash
-        # (django-oauth-toolkit hashes it as the row is saved) would hold the request's database connection
-        # for the whole hash. Its view validates the client first, outside the transaction, having kept the
-        # secret it answers with: the secret is hashed here, then, with no connection held
-        # (toolhub.passwords), and the save finds it hashed already.
         if self._state.adding and self.registration_source == self.RegistrationSource.CIMD:
             # A metadata-document client is public (the library makes it so on every fetch) and never sends a
-            # secret: it gets none, so that its first sight, on an anonymous token request, costs no hash. An
-            # empty secret authenticates nothing a public client_id does not.
+            # secret: it gets none. An empty secret authenticates nothing a public client_id does not.
             self.client_secret, self.hash_client_secret = "", False
-        elif self._state.adding and self.registration_source == self.RegistrationSource.DCR and self.hash_client_secret:
-            try:
-                identify_hasher(self.client_secret)
-            except ValueError:
-                self.client_secret = make_password(self.client_secret, hasher=oauth2_settings.CLIENT_SECRET_HASHER)
+
+    def save(self, *args, **kwargs):
+        # django-oauth-toolkit hashes a new secret as the row is saved, with CLIENT_SECRET_HASHER: the fast
+        # client-secret hasher, which hashes only inside this block.
+        with hashing_client_secrets():
+            super().save(*args, **kwargs)
 
 
 class ClientDocument(models.Model):

@@ -7,6 +7,9 @@ On top of the library's checks (PKCE S256 required, exact redirect URIs, audienc
   check, this validator limits it to loopback;
 - a client registered by a metadata document or by dynamic registration is refused once that way of
   registering is switched off (TOOLHUB_OAUTH_CIMD, TOOLHUB_OAUTH_DCR);
+- a client secret is checked with the fast client-secret hasher (oauth_app.client_secrets); one stored with
+  the slow password hasher is checked with it (in a hashing slot) and then stored again with the fast one; a
+  generated secret is never checked against a slow hash;
 - the first authorization code issued to a client marks it used (Client.used_at): an unused one expires
   (oauth_app.registration);
 - an authorization code presented again after it was exchanged revokes every token that exchange issued (the
@@ -17,13 +20,17 @@ import hashlib
 from datetime import timedelta
 from urllib.parse import urlsplit
 
+from django.contrib.auth.hashers import check_password, identify_hasher, make_password
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare
 from oauth2_provider.models import Grant, RefreshToken
 from oauth2_provider.oauth2_validators import OAuth2Validator
 from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
-from oauth_app.models import RedeemedCode
+from oauth_app.client_secrets import ALGORITHM as CLIENT_SECRET_HASHER
+from oauth_app.client_secrets import hashing_client_secrets, is_generated_secret
+from oauth_app.models import Client, RedeemedCode
 
 GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
@@ -56,6 +63,15 @@ def revoke_replayed_code(code: str, application) -> int:
     return len(families)
 
 
+def _rehash(stored_secret: str, secret: str) -> None:
+    """Store `secret` (just checked against `stored_secret`) with the fast client-secret hasher, if the row
+    still holds that hash. Whoever holds the same stored hash holds the same secret, so matching on it is
+    exact."""
+    Client.objects.filter(client_secret=stored_secret).update(
+        client_secret=make_password(secret, hasher=CLIENT_SECRET_HASHER)
+    )
+
+
 def registration_allowed(application) -> bool:
     """Whether the way `application` was registered is still switched on."""
     source = getattr(application, "registration_source", None)
@@ -70,11 +86,27 @@ def registration_allowed(application) -> bool:
 class ToolhubValidator(OAuth2Validator):
     def _check_secret(self, provided_secret, stored_secret):
         # No secret sent (a confidential client's id alone, or Basic `id:`): refused without hashing the empty
-        # string against the stored hash. Only a request that carries a secret costs a hash, which is what
-        # the ASGI gate (toolhub/login_gate.py) takes a hashing slot for.
+        # string against the stored hash.
         if not provided_secret and stored_secret:
             return False
-        return super()._check_secret(provided_secret, stored_secret)
+        with hashing_client_secrets():
+            try:
+                hasher = identify_hasher(stored_secret)
+            except ValueError:  # stored readable (hash_client_secret off)
+                return constant_time_compare(provided_secret, stored_secret)
+            if hasher.algorithm != CLIENT_SECRET_HASHER and is_generated_secret(provided_secret):
+                # Every generated secret is stored with the fast hasher, so this pair cannot match: refused
+                # without the slow hash. The ASGI gate lets such a secret through without a hashing slot
+                # (toolhub/login_gate.py), so it must never cost one.
+                return False
+            # A secret stored with the slow password hasher (before client secrets had their own) is checked
+            # with it, in a hashing slot, and on success stored again with the fast one.
+            return check_password(
+                provided_secret,
+                stored_secret,
+                setter=lambda secret: _rehash(stored_secret, secret),
+                preferred=CLIENT_SECRET_HASHER,
+            )
 
     def _load_application(self, client_id, request):
         client = super()._load_application(client_id, request)

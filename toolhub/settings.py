@@ -355,6 +355,9 @@ PASSWORD_HASHERS = [
     "toolhub.passwords.Argon2PasswordHasher",
     "toolhub.passwords.BCryptSHA256PasswordHasher",
     "toolhub.passwords.ScryptPasswordHasher",
+    # OAuth client secrets only (OAUTH2_PROVIDER CLIENT_SECRET_HASHER): generated, high entropy, so a fast
+    # salted hash; it refuses to hash or check anything else (oauth_app/client_secrets.py). Never first.
+    "oauth_app.client_secrets.ClientSecretHasher",
 ]
 TOOLHUB_PASSWORD_HASHES_PER_MACHINE = env_int(
     "TOOLHUB_PASSWORD_HASHES_PER_MACHINE",
@@ -588,6 +591,10 @@ OAUTH2_PROVIDER = {
     "ACCESS_TOKEN_GENERATOR": "oauth_app.tokens.access_token",
     "REFRESH_TOKEN_GENERATOR": "oauth_app.tokens.refresh_token",
     "OAUTH2_VALIDATOR_CLASS": "oauth_app.validators.ToolhubValidator",
+    # Client secrets: `ths_` + 256 random bits, stored with a fast salted HMAC-SHA256 (not the user-password
+    # hasher: nothing can guess such a secret, and a slow hash would cost a hashing slot per check).
+    "CLIENT_SECRET_GENERATOR_CLASS": "oauth_app.client_secrets.ClientSecretGenerator",
+    "CLIENT_SECRET_HASHER": "client_secret_sha256",
     # RFC 9700 gates, all on: S256 only, iss in the authorization response (RFC 9207), tokens stored as
     # SHA-256 checksums, no implicit or password grant, no token in a query string.
     "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,

@@ -10,11 +10,11 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth import hashers
 from django.core.handlers.base import BaseHandler
-from django.db import connection
 from django.test import RequestFactory
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, get_application_model
 
+from oauth_app.client_secrets import HASHER_PATH, hashing_client_secrets, is_generated_secret
 from oauth_app.tests.support import CALLBACK
 from oauth_app.tests.test_oauth import issue
 from toolhub import passwords
@@ -244,28 +244,25 @@ def test_the_management_endpoint_has_the_same_bounds(client, db):
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("method", ["client_secret_basic", "none"])
-def test_a_registration_hashes_its_secret_outside_the_transaction(client, method, monkeypatch, settings):
+def test_a_registration_stores_its_secret_with_the_fast_hasher_and_no_slot(client, method, monkeypatch, settings):
     """Every registered client's secret is hashed (django-oauth-toolkit stores it hashed, a public client's
-    too), and the registration saves the client inside a transaction: the hash runs before it, so that the
-    anonymous request holds no database connection through the hash. The secret answered still authenticates."""
-    seen: list[bool] = []  # per hash: whether the request's thread was inside a transaction as it handed it over
-    run = passwords._HashThreads.run
-
-    def spy_run(self, function, *args, **kwargs):
-        seen.append(connection.in_atomic_block)
-        return run(self, function, *args, **kwargs)
-
-    settings.PASSWORD_HASHERS = ["toolhub.passwords.PBKDF2PasswordHasher"]
-    monkeypatch.setattr(hashers.PBKDF2PasswordHasher, "iterations", 1000)
-    monkeypatch.setattr(passwords._HashThreads, "run", spy_run)
+    too), with the client-secret hasher: no password hash runs and no hashing slot is taken. The secret
+    answered is a generated one and authenticates."""
+    seen: list[object] = []
+    settings.PASSWORD_HASHERS = ["toolhub.passwords.PBKDF2PasswordHasher", HASHER_PATH]
+    monkeypatch.setattr(passwords._HashThreads, "run", lambda self, *args, **kwargs: seen.append(args))
+    monkeypatch.setattr(passwords, "_acquire", lambda **kwargs: seen.append("slot"))
     # when
     answer = register(client, metadata(token_endpoint_auth_method=method))
     # then
     assert answer.status_code == 201
-    assert seen == [False]
+    assert seen == []
     stored_client = Application.objects.get()
-    assert stored_client.client_secret.startswith("pbkdf2_sha256$1000$")
+    assert stored_client.client_secret.startswith("client_secret_sha256$")
     if method == "client_secret_basic":
-        assert hashers.check_password(answer.json()["client_secret"], stored_client.client_secret)
+        secret = answer.json()["client_secret"]
+        assert is_generated_secret(secret)
+        with hashing_client_secrets():
+            assert hashers.check_password(secret, stored_client.client_secret)
     else:
         assert "client_secret" not in answer.json()

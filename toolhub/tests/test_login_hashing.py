@@ -22,6 +22,7 @@ from django.db import connection, connections
 from oauth2_provider.models import get_access_token_model, get_application_model
 from rest_framework.test import APIClient
 
+from oauth_app.client_secrets import HASHER_PATH, ClientSecretGenerator
 from tests.api_helpers import asgi_post, db_snapshot
 from tests.live_server import Uvicorn, run_python, server_database
 from toolhub import passwords
@@ -45,7 +46,7 @@ class FastPBKDF2(passwords.PBKDF2PasswordHasher):
 @pytest.fixture
 def guarded_hashing(settings, owner):
     """The guarded hasher in use, `owner`'s password stored with it."""
-    settings.PASSWORD_HASHERS = [f"{__name__}.FastPBKDF2"]
+    settings.PASSWORD_HASHERS = [f"{__name__}.FastPBKDF2", HASHER_PATH]
     owner.set_password(PASSWORD)
     owner.save(update_fields=["password"])
     return owner
@@ -393,17 +394,30 @@ CLIENT_SECRET = "the-client-secret-" + "s" * 30
 FORM = b"application/x-www-form-urlencoded"
 
 
-@pytest.fixture
-def confidential_client(guarded_hashing):
-    """A confidential OAuth client whose secret is stored hashed with the guarded hasher."""
+def make_confidential_client(client_secret: str, name: str = "Confidential"):
     application = get_application_model()
     return application.objects.create(
-        name="Confidential",
+        name=name,
         client_type=application.CLIENT_CONFIDENTIAL,
         authorization_grant_type=application.GRANT_AUTHORIZATION_CODE,
         redirect_uris="https://client.example/cb",
-        client_secret=CLIENT_SECRET,
+        client_secret=client_secret,
     )
+
+
+@pytest.fixture
+def confidential_client(guarded_hashing):
+    """A confidential OAuth client registered before client secrets had their own hasher: its secret (not of
+    the generated shape) stored with the guarded password hasher (PBKDF2)."""
+    return make_confidential_client(hashers.make_password(CLIENT_SECRET))
+
+
+@pytest.fixture
+def new_client(guarded_hashing):
+    """A confidential OAuth client as made now: a generated secret, stored with the fast client-secret
+    hasher; the client and its secret."""
+    secret = ClientSecretGenerator().hash()
+    return make_confidential_client(secret, name="New"), secret
 
 
 @pytest.fixture
@@ -432,16 +446,17 @@ def test_the_doors_are_exactly_the_endpoints_that_can_hash():
         "/admin/login/",
         "/oauth/token/",
         "/oauth/revoke/",
-        "/oauth/register/",
         "/admin/password_change/",
         "/admin/auth/user/add/",
         "/admin/auth/user/7/password/",
-        "/admin/oauth_app/client/add/",
-        "/admin/oauth_app/client/7/change/",
     ]
     assert [door_of("POST", path) is not None for path in gated] == [True] * len(gated)
-    assert len({door_of("POST", path) for path in gated}) == len(DOORS) == 5
+    assert len({door_of("POST", path) for path in gated}) == len(DOORS) == 4
     not_gated = [
+        # a client's secret is hashed with the fast client-secret hasher: registering or saving one never hashes slowly
+        ("POST", "/oauth/register/"),
+        ("POST", "/admin/oauth_app/client/add/"),
+        ("POST", "/admin/oauth_app/client/7/change/"),
         ("GET", "/admin/login/"),
         ("GET", "/admin/password_change/"),
         ("POST", "/admin/password_change/done/"),
@@ -467,12 +482,6 @@ DOOR_CASES = {
     "oauth-token-basic": ("/oauth/token/", b"grant_type=refresh_token&refresh_token=x", "basic", FORM),
     "oauth-revoke-secret-in-body": ("/oauth/revoke/", b"token=x&client_id={id}&client_secret=wrong", [], FORM),
     "oauth-revoke-basic": ("/oauth/revoke/", b"token=x", "basic", FORM),
-    "oauth-register": (
-        "/oauth/register/",
-        json.dumps({"redirect_uris": ["https://client.example/cb"], "client_name": "x"}).encode(),
-        [],
-        b"application/json",
-    ),
 }
 
 
@@ -482,8 +491,9 @@ def test_the_gate_refuses_every_oauth_request_that_would_hash_before_django(
     confidential_client, hash_events, gated, slot_held_by_another_process, case
 ):
     """Another process holds the machine's only slot: a token or revocation request that carries a client
-    secret (in the body or as HTTP Basic), and a registration (whose new client's secret is hashed), are
-    refused 429 RATE_LIMITED with Retry-After: 1 before Django runs: nothing hashed, queried or written."""
+    secret not of the generated shape (in the body or as HTTP Basic), which may be checked against a slow
+    stored hash, is refused 429 RATE_LIMITED with Retry-After: 1 before Django runs: nothing hashed, queried or
+    written."""
     path, body, headers, content_type = DOOR_CASES[case]
     body = body.replace(b"{id}", confidential_client.client_id.encode())
     if headers == "basic":
@@ -514,11 +524,6 @@ ADMIN_CASES = {
         f"username=newbie&password1={NEW_PASSWORD}&password2={NEW_PASSWORD}&usable_password=true",
     ),
     "user-set-password": ("/admin/auth/user/{user}/password/", f"password1={NEW_PASSWORD}&password2={NEW_PASSWORD}"),
-    "oauth-client-add": (
-        "/admin/oauth_app/client/add/",
-        "client_id=c2&client_type=confidential&authorization_grant_type=authorization-code&client_secret=abc&name=c2",
-    ),
-    "oauth-client-change": ("/admin/oauth_app/client/{client}/change/", "client_secret=a-new-secret&name=changed"),
 }
 
 
@@ -527,9 +532,9 @@ ADMIN_CASES = {
 def test_the_gate_refuses_every_admin_form_that_would_hash_before_django(
     confidential_client, admin_session, hash_events, gated, slot_held_by_another_process, case
 ):
-    """A signed-in administrator's password change, new user, password reset and OAuth client secret each
-    cost a hash: with every slot taken, a short 429 page with Retry-After: 1 before Django runs; the password,
-    the users and the clients are unchanged and nothing else is written."""
+    """A signed-in administrator's password change, new user and password reset each cost a hash: with every
+    slot taken, a short 429 page with Retry-After: 1 before Django runs; the password, the users and the
+    clients are unchanged and nothing else is written."""
     path, form = ADMIN_CASES[case]
     path = path.format(user=get_user_model().objects.get().pk, client=confidential_client.pk)
     body = form.encode()
@@ -581,9 +586,11 @@ def test_requests_that_cannot_hash_pass_the_gate_while_every_slot_is_taken(
 def test_a_client_secret_is_hashed_in_the_gates_slot_and_counted_once(
     confidential_client, gated, rate_limited, monkeypatch
 ):
-    """A revocation with the right client secret: the hash runs inside the slot the gate took (one slot: a
-    second take would be a 429), the slot is free again after; the gate counts the request in its address's
-    OAuth bucket and the view does not count it again; an address over its rate gives the slot back."""
+    """A revocation with an old client's right secret (stored with PBKDF2): the hash runs inside the slot the
+    gate took (one slot: a second take would be a 429), the slot is free again after, and the secret is stored
+    again with the fast hasher (the second revocation hashes nothing slowly, though the gate, which cannot
+    tell, still takes a slot for it); the gate counts the request in its address's OAuth bucket and the view
+    does not count it again; an address over its rate gives the slot back."""
     rate_limited(token="2/minute")
     seen: list[int] = []
     pbkdf2 = hashers.pbkdf2
@@ -599,9 +606,94 @@ def test_a_client_secret_is_hashed_in_the_gates_slot_and_counted_once(
     # then: RFC 7009 answers 200 for a token it does not know, once the client is authenticated
     assert [answer[0] for answer in answers] == [200, 200, 429]
     assert json.loads(answers[2][1])["details"]["scope"] == "token"
-    assert seen == [1, 1]
+    assert seen == [1]
+    confidential_client.refresh_from_db()
+    assert confidential_client.client_secret.startswith("client_secret_sha256$")
     assert passwords.slots_in_use() == 0
     assert gated.reached == ["/oauth/revoke/"] * 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_registration_passes_the_gate_while_every_slot_is_taken(
+    guarded_hashing, hash_events, gated, slot_held_by_another_process
+):
+    """During a login burst (another process holds the machine's only slot) an MCP client still registers:
+    its secret is hashed with the fast client-secret hasher, so the gate takes no slot and nothing hashes
+    slowly; the client is stored and its answered secret authenticates."""
+    hash_events.clear()
+    registration = {
+        "redirect_uris": ["https://client.example/cb"],
+        "client_name": "burst",
+        "token_endpoint_auth_method": "client_secret_basic",
+    }
+    # when
+    status, answer, _, _ = asgi_post(gated, "/oauth/register/", [json.dumps(registration).encode()], [])
+    # then
+    assert status == 201, answer
+    body = json.loads(answer)
+    stored = get_application_model().objects.get()
+    assert (stored.client_id, stored.name) == (body["client_id"], "burst")
+    assert stored.client_secret.startswith("client_secret_sha256$")
+    assert gated.reached == ["/oauth/register/"]
+    assert [event for event in hash_events if event[0] != "close"] == []
+    # the answered secret authenticates, still during the burst
+    revoke = f"token=unknown&client_id={body['client_id']}&client_secret={body['client_secret']}".encode()
+    assert asgi_post(gated, "/oauth/revoke/", [revoke], [], content_type=FORM)[0] == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_generated_client_secret_is_checked_while_every_slot_is_taken(
+    new_client, hash_events, gated, slot_held_by_another_process
+):
+    """During a burst, a client made now (generated secret, fast hash) authenticates at the token endpoint
+    with its right secret (in the body or as HTTP Basic: the refresh token is then unknown, 400
+    invalid_grant), and a wrong secret of the same shape is 401 invalid_client; the gate takes no slot for
+    either, nothing hashes slowly and nothing is written."""
+    client, secret = new_client
+    wrong = ClientSecretGenerator().hash()
+    refresh = b"grant_type=refresh_token&refresh_token=unknown"
+    in_body = refresh + f"&client_id={client.client_id}&client_secret=".encode()
+    hash_events.clear()
+    before, rows_before = db_snapshot(), oauth_rows()
+    # when
+    answers = [
+        asgi_post(gated, "/oauth/token/", [in_body + secret.encode()], [], content_type=FORM),
+        asgi_post(gated, "/oauth/token/", [refresh], [basic(client.client_id, secret)], content_type=FORM),
+        asgi_post(gated, "/oauth/token/", [in_body + wrong.encode()], [], content_type=FORM),
+        asgi_post(gated, "/oauth/token/", [refresh], [basic(client.client_id, wrong)], content_type=FORM),
+    ]
+    # then
+    assert [(status, json.loads(body)["error"]) for status, body, _, _ in answers] == [
+        (400, "invalid_grant"),
+        (400, "invalid_grant"),
+        (401, "invalid_client"),
+        (401, "invalid_client"),
+    ]
+    assert gated.reached == ["/oauth/token/"] * 4
+    assert [event for event in hash_events if event[0] != "close"] == []
+    assert db_snapshot() == before
+    assert oauth_rows() == rows_before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_generated_shape_secret_is_never_checked_against_a_slow_hash(
+    confidential_client, hash_events, gated, slot_held_by_another_process
+):
+    """A secret of the generated shape passes the gate without a slot; sent for an old client (secret stored
+    with PBKDF2), it cannot be that client's (every generated secret is stored with the fast hasher): 401
+    invalid_client without any hash, nothing written."""
+    forged = ClientSecretGenerator().hash()
+    body = f"token=x&client_id={confidential_client.client_id}&client_secret={forged}".encode()
+    hash_events.clear()
+    before, rows_before = db_snapshot(), oauth_rows()
+    # when
+    status, answer, _, _ = asgi_post(gated, "/oauth/revoke/", [body], [], content_type=FORM)
+    # then
+    assert (status, json.loads(answer)["error"]) == (401, "invalid_client")
+    assert gated.reached == ["/oauth/revoke/"]
+    assert [event for event in hash_events if event[0] != "close"] == []
+    assert db_snapshot() == before
+    assert oauth_rows() == rows_before
 
 
 #
