@@ -33,7 +33,7 @@ from django.db import connection, transaction
 from django.db.models import F, Sum
 
 from tools_app import services
-from tools_app.data_access import budget, narrowing, operations, pointer, slow_queries
+from tools_app.data_access import budget, narrowing, operations, pointer, slow_queries, streamed
 from tools_app.data_access.operations import Mount
 from tools_app.data_access.query import compile_expression
 from tools_app.data_access.shape import describe
@@ -678,6 +678,10 @@ def _query(collection: Collection, mount: Mount, arguments: dict, where: dict[st
         if answer is not None:
             return answer.value
     keep = None if where is None else narrowing.keeps(where)
+    decomposed = streamed.plan(expression, collection.kind)
+    if decomposed is not None:  # evaluated chunk by chunk, only its results kept (data_access.streamed)
+        chunks = _chunks(collection)
+        return streamed.run(expression, decomposed, chunks, collection.kind, limit=max_evaluated_bytes(), keep=keep)
     return operations.query_data(_value(collection, keep), Mount("", mount.key_field), arguments)
 
 
