@@ -11,6 +11,8 @@ references (multi-selects, functions, literals in value position) is sized befor
 
 import math
 import reprlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -22,7 +24,7 @@ from tools_app.data_access.jmespath_compiler import CompiledExpression, compile_
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.kernel.telemetry import span
 
-__all__ = ["CompiledExpression", "compile_expression", "run_query"]
+__all__ = ["CompiledExpression", "checked_result", "compile_expression", "failures_as_invalid", "run_query"]
 
 # What a well-formed expression can still raise while running: jmespath's own errors (wrong
 # function argument types, unknown functions, ...; all ValueErrors), the TypeError of ordering a
@@ -100,13 +102,17 @@ def _depth(node: Any) -> int:
 def run_query(expression: str, data: Any) -> Any:
     """Evaluate `expression` over `data`; an error at run time is INVALID_QUERY too."""
     compiled = compile_expression(expression)
-    budget = active()
+    with span("jmespath.search"), failures_as_invalid(expression):
+        result = compiled.search(data)
+    return checked_result(expression, result)
+
+
+@contextmanager
+def failures_as_invalid(expression: str) -> Iterator[None]:
+    """A run-time failure of `expression` (or of a part of it, evaluated inside the block) as the INVALID_QUERY
+    that names the whole expression: the one translation, whichever way the expression was evaluated."""
     try:
-        with span("jmespath.search"):
-            result = compiled.search(data)
-        if budget is not None and _may_share(expression):
-            # Shared references are cheap to build and costly to walk: sized before anything serializes it.
-            measure(result, budget, "the result")
+        yield
     except _RUNTIME_ERRORS as exc:
         if isinstance(exc, jmespath_errors.JMESPathTypeError):
             # Its message prints the offending value whole: a graph of shared references would explode there.
@@ -120,6 +126,16 @@ def run_query(expression: str, data: Any) -> Any:
             f"The JMESPath expression failed: {exc}. Expression: {expression}",
             {"query": expression},
         ) from exc
+
+
+def checked_result(expression: str, result: Any) -> Any:
+    """`result`, the value `expression` evaluated to, once it is known to be JSON and, where it may share
+    references, sized against the call's budget (QUERY_TOO_EXPENSIVE); INVALID_QUERY otherwise."""
+    budget = active()
+    if budget is not None and _may_share(expression):
+        # Shared references are cheap to build and costly to walk: sized before anything serializes it.
+        with failures_as_invalid(expression):
+            measure(result, budget, "the result")
     if _returns_expref(expression) and _contains_expref(result):
         # `&field` outside sort_by/min_by/max_by/map evaluates to a function object, not JSON.
         raise ToolError(

@@ -7,9 +7,12 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
   mounts below it. Its records become TableRecord rows (tools_app.data_access.sql.store); the document keeps
   an empty `[]` / `{}` at its mount.
 - A read over exactly a collection touches only the rows it needs: `query_data` runs as one SQL statement when
-  the expression compiles (tools_app.data_access.sql_query; its answer is jmespath's exactly), otherwise the
-  records are read in chunks of CHUNK rows into the list the evaluator runs over, at most
-  TOOLHUB_MAX_EVALUATED_BYTES of their JSON (QUERY_TOO_EXPENSIVE beyond); `select` by the collection's key
+  the expression compiles (tools_app.data_access.sql_query; its answer is jmespath's exactly); otherwise, when it
+  decomposes (tools_app.data_access.streamed: a per-record head, then a tail over its results), the records
+  stream through the evaluator chunk by chunk and only the head's results are kept, at most
+  TOOLHUB_MAX_EVALUATED_BYTES; anything else reads the records in chunks of CHUNK rows into the list the
+  evaluator runs over, at most TOOLHUB_MAX_EVALUATED_BYTES of their JSON (QUERY_TOO_EXPENSIVE beyond in both
+  cases); `select` by the collection's key
   field is an index lookup; `preview` reads its window (ORDER BY position, LIMIT/OFFSET); `get_all_data` (and
   `preview` without preview keys) called with the pipeline's page request (paging.Window) reads only the rows of
   its page; `get_data_schema` describes the first SCHEMA_SAMPLE records, with the true count.
@@ -35,7 +38,7 @@ from django.db import connection, transaction
 from django.db.models import F, Sum
 
 from tools_app import services
-from tools_app.data_access import budget, narrowing, operations, pointer, slow_queries
+from tools_app.data_access import budget, narrowing, operations, pointer, slow_queries, streamed
 from tools_app.data_access.operations import Mount
 from tools_app.data_access.query import compile_expression
 from tools_app.data_access.shape import describe
@@ -993,6 +996,10 @@ def _query(collection: Collection, mount: Mount, arguments: dict, where: dict[st
         if answer is not None:
             return answer.value
     keep = None if where is None else narrowing.keeps(where)
+    decomposed = streamed.plan(expression, collection.kind)
+    if decomposed is not None:  # evaluated chunk by chunk, only its results kept (data_access.streamed)
+        chunks = _chunks(collection)
+        return streamed.run(expression, decomposed, chunks, collection.kind, limit=max_evaluated_bytes(), keep=keep)
     return operations.query_data(_value(collection, keep), Mount("", mount.key_field), arguments)
 
 

@@ -1,0 +1,123 @@
+#!/usr/bin/env python
+"""Queries that do not compile to SQL over 200,000 records stored as rows: gathered whole, against streamed.
+
+Loads N records of the bench shape (bench/data_access.py build_records: ~300 bytes of JSON each, ~60 MB in
+all) as the root collection of a rows table (records.create_collection), then runs through `records.read`
+(the read every data tool makes) three queries that do not compile to SQL:
+
+    [?length(items) > `2`].id                                  a filter keeping ids
+    length([?max(items[*].price) > `190`])                     a count: nothing kept
+    [?status=='shipped'].{id: id, n: length(items)} | [:20]    a projection, then a tail
+
+each of them three ways, side by side in one run:
+
+- *gathered* (the path before streaming: every record read into one list, then the evaluator), under the
+  default TOOLHUB_MAX_EVALUATED_BYTES (50 MiB): what a call got (QUERY_TOO_EXPENSIVE) and how long it took;
+- *gathered* with the bound raised to 1 GiB: the time and memory the gathering path needs to answer;
+- *streamed* (tools_app/data_access/streamed.py: chunk by chunk, only results kept) under the default bound.
+
+Prints medians of wall and CPU milliseconds over --runs runs, and the peak of Python allocations during one
+run (tracemalloc, run apart from the timed ones), and checks that both answering paths give the same answer.
+
+It runs against a throwaway database it creates and removes: a temporary SQLite file by default; with
+DATABASE_URL=postgres://..., the database `th_bench_streamed` on that server.
+
+    .venv/bin/python bench/streamed_query.py [--records 200000] [--runs 3]
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/streamed_query.py
+"""
+
+import argparse
+import os
+import statistics
+from typing import Any
+from unittest import mock
+
+import data_access as throwaway  # bench/data_access.py: the throwaway database and the records
+
+throwaway.BENCH_DATABASE = "th_bench_streamed"
+QUERIES = [
+    "[?length(items) > `2`].id",
+    "length([?max(items[*].price) > `190`])",
+    "[?status=='shipped'].{id: id, n: length(items)} | [:20]",
+]
+RAISED_BOUND = 2**30
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=200_000, help="records (default 200000)")
+    parser.add_argument("--runs", type=int, default=3, help="timed runs of each way (default 3)")
+    args = parser.parse_args()
+    return throwaway.in_throwaway_database(lambda database: run(args, database.label))
+
+
+def run(args: argparse.Namespace, label: str) -> int:
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connection, transaction
+    from django.test import override_settings
+
+    from tools_app import services
+    from tools_app.data_access import streamed
+    from tools_app.data_access.operations import Mount, query_data
+    from tools_app.data_access.sql_query import compile_sql_expression
+    from tools_app.execution import records
+    from tools_app.kernel.errors import ToolError
+    from tools_app.models import Table
+
+    vendor = "postgresql" if connection.vendor == "postgresql" else "sqlite"
+    print(f"Queries that do not compile to SQL, gathered vs streamed — {label}")
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
+    call_command("migrate", verbosity=0)
+    owner = get_user_model().objects.create_user(username="bench", password="bench-password-1")
+    table = services.table_create(owner=owner, name="orders", data=[])
+    with transaction.atomic():
+        count = records.create_collection(table.pk, throwaway.build_records(args.records))
+        Table.objects.filter(pk=table.pk).update(storage="rows")
+    print(f"{count:,} records, {records.max_evaluated_bytes():,} bytes the default bound\n")
+
+    def read(expression: str) -> Any:
+        return records.read(table.pk, 1, Mount("", "id"), query_data, {"query": expression})
+
+    def attempt(expression: str) -> tuple[str, Any]:
+        try:
+            return "answer", read(expression)
+        except ToolError as error:
+            return error.code, None
+
+    gathering = mock.patch.object(streamed, "plan", return_value=None)
+    raised = override_settings(TOOLHUB_MAX_EVALUATED_BYTES=RAISED_BOUND)
+    print(f"{'query':<58}{'way':<22}{'outcome':<21}{'wall ms':>9}{'cpu ms':>9}{'peak MiB':>10}")
+    for expression in QUERIES:
+        assert compile_sql_expression(expression, vendor, "array") is None, expression
+        assert streamed.plan(expression, "array") is not None, expression
+        answers = []
+        for way, contexts in (
+            ("gathered, 50 MiB", (gathering,)),
+            ("gathered, 1 GiB", (gathering, raised)),
+            ("streamed, 50 MiB", ()),
+        ):
+            for context in contexts:
+                context.__enter__()
+            try:
+                cpu: list[float] = []
+                wall = throwaway.timed(lambda expression=expression: attempt(expression), args.runs, cpu=cpu)
+                outcome, answer = attempt(expression)
+                peak = throwaway.traced_peak(lambda expression=expression: attempt(expression))
+            finally:
+                for context in reversed(contexts):
+                    context.__exit__(None, None, None)
+            if outcome == "answer":
+                answers.append(answer)
+            shown = expression if way.startswith("gathered, 50") else ""
+            print(
+                f"{shown:<58}{way:<22}{str(outcome):<21}{statistics.median(wall):>9.0f}"
+                f"{statistics.median(cpu):>9.0f}{peak:>10.1f}"
+            )
+        assert all(answer == answers[0] for answer in answers), f"different answers for {expression}"
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end; answers equal wherever both answered")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,346 @@
+"""Queries evaluated chunk by chunk (tools_app.data_access.streamed): which expressions decompose, and the
+differential proof that the chunked answer is jmespath's over the whole collection, errors included, with
+chunks of 3 records so that every border is crossed. Over in-memory chunks, then through a rows table's read
+(tools_app.execution.records, SQL compilation switched off) on SQLite and PostgreSQL; the kept-result bound,
+the time budget per chunk and the narrowing."""
+
+import json
+import random
+import time
+from typing import Any
+
+import jmespath
+import pytest
+
+from tools_app.data_access import streamed
+from tools_app.data_access.budget import Limits, enforced
+from tools_app.data_access.operations import Mount, get_all_data, query_data
+from tools_app.data_access.query import run_query
+from tools_app.execution import records
+from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.models import Table, TableCollection, TableRecord
+
+#
+# Generated collections and expressions
+#
+
+PREDICATES = [
+    "a > `2`",
+    "a == 'x'",
+    "b",
+    "!b",
+    "a < b",
+    "a >= `1` && b",
+    "a == `1` || s == 'ab'",
+    "length(tags) > `1`",
+    "contains(tags, 'x')",
+    "starts_with(s, 'a')",
+    "x.y",
+    "`true`",
+]
+RIGHTS = ["", ".a", ".x.y", ".{a: a, s: s}", ".[a, b]", ".tags[0]", ".tags[*]", ".length(tags)", ".to_string(a)"]
+TAILS = [
+    "",
+    " | [0]",
+    " | [-1]",
+    " | [:5]",
+    " | [1:7:2]",
+    " | length(@)",
+    " | reverse(@)",
+    " | [?a]",
+    " | sort_by(@, &a)",
+]
+WRAPS = ["length({})", "sort_by({}, &a)", "max_by({}, &a)", "reverse({})", "join(', ', {})", "not_null({}, `1`)"]
+OBJECT_HEADS = ["*{right}", "values(@)[?{pred}]{right}", "values(@)[*]{right}", "*[?{pred}]"]
+NOT_DECOMPOSED = [
+    ("[?a][].b", "array"),  # every filter before any projection: two levels that can fail
+    ("sort_by(@, &a)", "array"),  # the records themselves, then a tail: gathered
+    ("@", "array"),
+    ("*.a", "array"),  # a value projection over an array is null
+    ("[?a]", "object"),  # a filter over an object is null
+    ("length(@)", "object"),
+    ("{n: length([?a])}", "array"),
+    ("contains([*].a, s)", "array"),  # two arguments that depend on the data
+    ("[0]", "array"),
+    ("a", "array"),
+]
+
+
+def _value(rng: random.Random, depth: int = 0) -> Any:
+    choice = rng.randrange(9)
+    if choice == 0:
+        return None
+    if choice == 1:
+        return rng.choice([True, False])
+    if choice in (2, 3):
+        return rng.choice([0, 1, 2, 3, 2.5, -1])
+    if choice in (4, 5):
+        return rng.choice(["x", "ab", "b", "", "abc"])
+    if choice == 6 and depth < 2:
+        return [_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    if choice == 7 and depth < 2:
+        return {"y": _value(rng, depth + 1)}
+    return rng.choice(["x", 1])
+
+
+def _record(rng: random.Random) -> Any:
+    if rng.random() < 0.05:
+        return _value(rng)  # not every element of a collection is a record
+    record: dict[str, Any] = {}
+    for field in ("a", "b", "s", "tags", "x"):
+        if rng.random() < 0.8:
+            record[field] = _value(rng)
+    if rng.random() < 0.6:
+        record["tags"] = [rng.choice(["x", "y", "z"]) for _ in range(rng.randrange(4))]
+    if rng.random() < 0.6:
+        record["s"] = rng.choice(["ab", "abc", "b", ""])
+    return record
+
+
+def _collection(rng: random.Random) -> list:
+    return [_record(rng) for _ in range(rng.randrange(0, 25))]
+
+
+def _array_expression(rng: random.Random) -> str:
+    right = rng.choice(RIGHTS)
+    head = rng.choice(
+        [f"[?{rng.choice(PREDICATES)}]{right}", f"[*]{right}", f"[]{right}", f"@[?{rng.choice(PREDICATES)}]{right}"]
+    )
+    if rng.random() < 0.25:
+        return rng.choice(WRAPS).format(head) + rng.choice(["", " | [0]"])
+    return head + rng.choice(TAILS)
+
+
+def _object_expression(rng: random.Random) -> str:
+    head = rng.choice(OBJECT_HEADS).format(pred=rng.choice(PREDICATES), right=rng.choice(RIGHTS))
+    if rng.random() < 0.25:
+        return rng.choice(WRAPS).format(head)
+    return head + rng.choice(TAILS)
+
+
+def _rows(collection: list | dict) -> list[tuple[int, str | None, Any, int]]:
+    items = collection.items() if isinstance(collection, dict) else ((None, record) for record in collection)
+    return [(position, key, record, len(json.dumps(record))) for position, (key, record) in enumerate(items)]
+
+
+def _in_chunks(rows: list, size: int = 3) -> list[list]:
+    return [rows[start : start + size] for start in range(0, len(rows), size)]
+
+
+def _expected(expression: str, collection: Any) -> tuple[str, Any]:
+    """jmespath's answer over the whole collection, or (for a failure) the INVALID_QUERY the evaluator gives."""
+    try:
+        answer = jmespath.search(expression, collection)
+    except (jmespath.exceptions.JMESPathError, TypeError, ValueError):
+        with pytest.raises(ToolError) as raised:
+            run_query(expression, collection)
+        return "error", (raised.value.code, str(raised.value))
+    return "answer", json.dumps(answer)
+
+
+def _streamed(expression: str, collection: Any, kind: str, *, limit: int = 10**9) -> tuple[str, Any]:
+    decomposed = streamed.plan(expression, kind)
+    assert decomposed is not None, expression
+    try:
+        answer = streamed.run(expression, decomposed, _in_chunks(_rows(collection)), kind, limit=limit)
+    except ToolError as error:
+        return "error", (error.code, str(error))
+    return "answer", json.dumps(answer)
+
+
+#
+# Which expressions decompose
+#
+
+
+def test_the_shapes_of_the_brief_decompose_and_a_length_counts_without_keeping():
+    for expression in ("[?a > `1`]", "[?a].x", "[*].x", "[?a].{a: a, b: b}", "[].x", "[?a].x | [0]", "[*] | [:10]"):
+        shown = streamed.plan(expression, "array")
+        assert shown is not None, expression
+        assert shown.count is False, expression
+    for expression in ("length([?a])", "[?a] | length(@)", "length(@)", "[?a].x | length(@) | to_string(@)"):
+        shown = streamed.plan(expression, "array")
+        assert shown is not None, expression
+        assert shown.count is True, expression
+    assert streamed.plan("length(@)", "array").tail is None  # type: ignore[union-attr]
+    for expression in ("*", "*.x", "values(@)[?a]", "length(*[?a])"):
+        assert streamed.plan(expression, "object") is not None, expression
+
+
+@pytest.mark.parametrize(("expression", "kind"), NOT_DECOMPOSED)
+def test_what_does_not_decompose_is_left_to_the_gathering_path(expression, kind):
+    assert streamed.plan(expression, kind) is None
+
+
+def test_an_invalid_expression_is_refused_as_the_evaluator_refuses_it():
+    with pytest.raises(ToolError) as raised:
+        streamed.plan("[?a ==", "array")
+    with pytest.raises(ToolError) as reference:
+        run_query("[?a ==", [])
+    assert (raised.value.code, str(raised.value)) == (ErrorCode.INVALID_QUERY, str(reference.value))
+
+
+#
+# The differential proof over in-memory chunks
+#
+
+
+def test_generated_queries_over_generated_arrays_answer_as_jmespath_in_chunks_of_three():
+    rng = random.Random(29)
+    outcomes = {"answer": 0, "error": 0}
+    for _ in range(3000):
+        collection = _collection(rng)
+        expression = _array_expression(rng)
+        expected = _expected(expression, collection)
+        assert _streamed(expression, collection, "array") == expected, (expression, collection)
+        outcomes[expected[0]] += 1
+    assert outcomes == {"answer": 1840, "error": 1160}  # both sides of the proof exercised
+
+
+def test_generated_queries_over_generated_objects_answer_as_jmespath_in_chunks_of_three():
+    rng = random.Random(2029)
+    outcomes = {"answer": 0, "error": 0}
+    for _ in range(1500):
+        collection = {f"k{number}": _record(rng) for number in rng.sample(range(100), rng.randrange(0, 20))}
+        expression = _object_expression(rng)
+        expected = _expected(expression, collection)
+        assert _streamed(expression, collection, "object") == expected, (expression, collection)
+        outcomes[expected[0]] += 1
+    assert outcomes == {"answer": 1126, "error": 374}
+
+
+def test_a_type_error_in_a_late_record_is_the_whole_lists_invalid_query():
+    collection = [{"a": number} for number in range(9_000)] + [{"a": "9000"}] + [{"a": 1}] * 10
+    expression = "[?a > `10`].a | [0]"
+    assert _streamed(expression, collection, "array") == _expected(expression, collection)
+    kind, (code, message) = _streamed(expression, collection, "array")
+    assert (kind, code) == ("error", ErrorCode.INVALID_QUERY)
+    assert "'>' not supported between instances of 'str' and 'int'" in message
+    assert message.endswith("Expression: [?a > `10`].a | [0]")
+
+
+def test_the_kept_results_are_bounded_not_the_records_read():
+    collection = [{"id": number, "pad": "p" * 100} for number in range(3_000)]
+    limit = 20_000  # the collection is ~350,000 bytes
+    assert _streamed("[?id < `5`].id", collection, "array", limit=limit) == ("answer", "[0, 1, 2, 3, 4]")
+    assert _streamed("length([?id > `5`])", collection, "array", limit=limit) == ("answer", "2994")
+    kind, (code, message) = _streamed("[?id > `5`]", collection, "array", limit=limit)
+    assert (kind, code) == ("error", ErrorCode.QUERY_TOO_EXPENSIVE)
+    assert message == (
+        "QUERY_TOO_EXPENSIVE: This query keeps more than 20000 bytes of results evaluated in the server "
+        "(TOOLHUB_MAX_EVALUATED_BYTES): narrow it with a filter, project fewer fields, or page it."
+    )
+
+
+def test_the_time_budget_is_checked_after_every_chunk():
+    decomposed = streamed.plan("[?id < `0`]", "array")
+    assert decomposed is not None
+    seen = []
+
+    def chunks():
+        for number in range(1_000):
+            seen.append(number)
+            yield [(number, None, {"id": number}, 10)]
+            if number == 2:
+                started = time.thread_time()
+                while time.thread_time() - started < 0.04:  # CPU past the budget, spent between two chunks
+                    pass
+
+    with enforced(Limits(cpu_ms=20, max_elements=10**9, max_bytes=10**9)):
+        with pytest.raises(ToolError) as raised:
+            streamed.run("[?id < `0`]", decomposed, chunks(), "array", limit=10**9)
+    assert raised.value.code == ErrorCode.QUERY_TOO_EXPENSIVE
+    assert "CPU-time budget of 20 ms" in str(raised.value)
+    assert seen == [0, 1, 2, 3]
+
+
+#
+# Through a rows table's read, both engines
+#
+
+
+@pytest.fixture
+def streamed_rows(db, monkeypatch, owner):
+    """A rows table made of a collection (records.create_collection), read with SQL compilation switched off
+    and chunks of 3 records, so every query that decomposes streams."""
+    monkeypatch.setattr(records, "CHUNK", 3)
+    monkeypatch.setattr(records, "compile_sql_expression", lambda *_args, **_kwargs: None)
+
+    def make(values: list) -> int:
+        table = Table.objects.create(owner=owner, name=f"streamed {Table.objects.count()}", data=[])
+        records.create_collection(table.pk, values)
+        Table.objects.filter(pk=table.pk).update(storage="rows")
+        return table.pk
+
+    return make
+
+
+def _read(table_id: int, expression: str, where: dict | None = None) -> tuple[str, Any]:
+    try:
+        answer = records.read(table_id, 1, Mount("", "id"), query_data, {"query": expression}, where=where)
+    except ToolError as error:
+        return "error", (error.code, str(error))
+    return "answer", json.dumps(answer)
+
+
+def test_generated_queries_over_a_rows_table_answer_as_jmespath(streamed_rows):
+    rng = random.Random(729)
+    for _ in range(12):
+        collection = [record for record in _collection(rng) if isinstance(record, dict)]
+        table_id = streamed_rows(collection)
+        for _ in range(25):
+            expression = _array_expression(rng)
+            assert streamed.plan(expression, "array") is not None
+            assert _read(table_id, expression) == _expected(expression, collection), (expression, collection)
+
+
+def test_a_rows_read_keeps_only_the_narrowings_records_before_the_query(streamed_rows):
+    collection = [{"id": number, "team": "red" if number % 3 else "blue", "a": number % 5} for number in range(40)]
+    table_id = streamed_rows(collection)
+    within = [record for record in collection if record["team"] == "blue"]
+    for expression in ("[?a > `2`].id", "length([*])", "[*].a | sort_by(@, &to_string(@)) | [-1]", "[].team"):
+        expected = _expected(expression, within)
+        assert _read(table_id, expression, where={"team": "blue"}) == expected, expression
+    assert _read(table_id, "[*].id | [:3]", where={"team": "blue"}) == ("answer", "[0, 3, 6]")
+
+
+def test_a_rows_filter_over_more_records_than_the_bound_answers_where_gathering_them_is_refused(
+    streamed_rows, settings
+):
+    settings.TOOLHUB_MAX_EVALUATED_BYTES = 2_000
+    collection = [{"id": number, "pad": "p" * 40} for number in range(200)]  # ~12,000 bytes of records
+    table_id = streamed_rows(collection)
+    assert _read(table_id, "[?id > `195`].id") == ("answer", "[196, 197, 198, 199]")
+    assert _read(table_id, "[?id > `9`] | length(@)") == ("answer", "190")
+    kind, (code, message) = _read(table_id, "[?id > `9`]")  # what it keeps passes the bound
+    assert (kind, code) == ("error", ErrorCode.QUERY_TOO_EXPENSIVE)
+    assert "keeps more than 2000 bytes of results" in message
+    kind, (code, message) = _read(table_id, "sort_by(@, &id)[-1].id")  # does not decompose: gathered, refused
+    assert (kind, code) == ("error", ErrorCode.QUERY_TOO_EXPENSIVE)
+    assert "needs more than 2000 bytes of records evaluated in the server" in message
+
+
+def test_a_rows_filter_failing_on_a_late_record_is_the_whole_lists_invalid_query(streamed_rows):
+    collection = [{"id": number, "a": number} for number in range(300)] + [{"id": 300, "a": "300"}]
+    table_id = streamed_rows(collection)
+    expression = "[?a >= `0`].id | [0]"
+    kind, (code, message) = _read(table_id, expression)
+    assert _expected(expression, collection) == (kind, (code, message))
+    assert code == ErrorCode.INVALID_QUERY
+    assert "'>=' not supported between instances of 'str' and 'int'" in message
+
+
+def test_an_object_collection_streams_its_values_in_the_records_order(streamed_rows, make_table, make_tool, owner):
+    members = {f"k{number:02}": {"id": number, "a": number % 4} for number in (5, 1, 9, 3, 7, 2, 8)}
+    table = make_table(owner, name="members", data=members)
+    make_tool(owner, table=table, type="query_data", name="members_query", json_path="")
+    records.table_to_rows(table.pk)
+    assert TableCollection.objects.get(table=table).kind == "object"
+    stored = records.read(table.pk, 1, Mount("", "id"), get_all_data, {})  # gathered: the rows' order
+    by_position = TableRecord.objects.filter(collection__table=table).order_by("position").values_list("key", flat=True)
+    assert list(stored) == list(by_position)
+    assert sorted(stored) == sorted(members)
+    for expression in ("*.id", "values(@)[?a > `1`].id", "*[?a == `1`] | [0]", "length(*[?a > `0`])"):
+        assert streamed.plan(expression, "object") is not None
+        assert _read(table.pk, expression) == _expected(expression, stored), expression
+    assert _read(table.pk, "*.id") == ("answer", json.dumps([member["id"] for member in stored.values()]))
