@@ -206,11 +206,13 @@ def snapshot(table_id: int) -> Iterator[int]:
             row[2]: Collection(*row[1:6], known=Known.of(row[6])) for row in found if row[1] is not None
         }
         report_version(version)
-        token = _held.set((table_id, version, held_collections))
+        _held.set((table_id, version, held_collections))
         try:
             yield version
         finally:
-            _held.reset(token)
+            # Set back rather than reset by token: a streamed export resumes this generator in a copy of the
+            # context each time (asgiref's sync_to_async), where the token of another copy cannot be used.
+            _held.set(held)
 
 
 @contextmanager
