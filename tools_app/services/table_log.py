@@ -215,13 +215,19 @@ def _check_table_size(table_id: int, size: int) -> None:
     storage = Table.objects.filter(pk=table_id).values_list("storage", flat=True).first()
     if storage != TableStorage.ROWS:
         raise ToolError(ErrorCode.VALIDATION_ERROR, f"{table_too_large(size).messages[0]} Nothing was written.")
+    _check_rows_table_size(size)
+
+
+def _check_rows_table_size(size: int, **details: Any) -> None:
+    """Refuse (VALIDATION_ERROR, nothing written) a table stored as rows of `size` bytes of JSON, over
+    TOOLHUB_MAX_ROWS_TABLE_BYTES; `details` go into the error's details."""
     limit = max_rows_table_bytes(connection.vendor)
     if size > limit:
         raise ToolError(
             ErrorCode.VALIDATION_ERROR,
             f"A table stored as rows is at most {limit} bytes of JSON (TOOLHUB_MAX_ROWS_TABLE_BYTES); this one would "
             f"be {size} bytes. Nothing was written.",
-            {"limit": limit, "setting": "TOOLHUB_MAX_ROWS_TABLE_BYTES"},
+            {"limit": limit, "setting": "TOOLHUB_MAX_ROWS_TABLE_BYTES", **details},
         )
 
 
@@ -675,14 +681,7 @@ def _replace_rows(table_id: int, data: Any, version: int, size: int, now: Any) -
     (laid out again), the table is restorable from the new version on (`rows_since_version`)."""
     if rows_replace is None:
         raise RuntimeError("No rows writer: tools_app.execution.records plugs it in when it loads.")
-    limit = max_rows_table_bytes(connection.vendor)
-    if size > limit:
-        raise ToolError(
-            ErrorCode.VALIDATION_ERROR,
-            f"A table stored as rows is at most {limit} bytes of JSON (TOOLHUB_MAX_ROWS_TABLE_BYTES); this one would "
-            f"be {size} bytes. Nothing was written.",
-            {"limit": limit, "setting": "TOOLHUB_MAX_ROWS_TABLE_BYTES", "path": ["data"]},
-        )
+    _check_rows_table_size(size, path=["data"])
     new_version = version + 1
     patch, inverse, document, laid_out = rows_replace(table_id, version, data)
     _append(table_id, new_version, patch, inverse, current_audit(), now, size)
