@@ -20,6 +20,7 @@ lockout's AXES_*, SECURE_HSTS_*, the OAuth token lifetimes and metadata fetches 
 module of toolhub reads; their defaults are written once, there.
 """
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,16 @@ MiB = 1024 * KiB
 GiB = 1024 * MiB
 
 
+@functools.cache
+def _settings() -> Any:
+    """django.conf's lazy settings object, imported on first use (then kept: a limit is read on every call's path).
+    Imported here, not at the top: toolhub/settings.py imports this module for its defaults while it is being
+    loaded, and the type checker's Django plugin cannot follow that cycle."""
+    from django.conf import settings
+
+    return settings
+
+
 @dataclass(frozen=True)
 class Setting:
     """One TOOLHUB_* setting: its name, its default, the unit of its value and what it bounds or sets."""
@@ -64,10 +75,7 @@ class Setting:
 
     def raw(self) -> Any:
         """The setting as configured now (its default when the settings do not define it)."""
-        # Imported here: toolhub/settings.py imports this module for its defaults, so it must not need them.
-        from django.conf import settings
-
-        return getattr(settings, self.setting, self.default)
+        return getattr(_settings(), self.setting, self.default)
 
 
 @dataclass(frozen=True)
