@@ -9,11 +9,12 @@ on a fresh database (a temporary SQLite file, or a database created on --databas
 after), runs toolhub.asgi's application with its lifespan, and sends it bench/mcp_throughput.py's exact
 request (key-authenticated tools/call, ``[?id==`42`] | [0]``) straight through ASGI, one at a time, in the
 2025-11-25 (stateless) and 2026-07-28 eras. No sockets, no HTTP parsing: what is measured is toolhub's own
-work plus the SDK's.
+work plus the SDK's. The checkouts' children run at once but work in turns, round by round (the first of each
+turn alternating), so that a change of the machine's load meets both alike.
 
 Per era it reports:
-- CPU per call: process CPU time (all threads) over `--calls` calls, the median of `--rounds` rounds, with
-  no profiler attached; and the ratio this checkout / the ref.
+- CPU per call: process CPU time (all threads) over `--calls` calls, the median and the minimum of `--rounds`
+  rounds, with no profiler attached; and the ratios this checkout / the ref.
 - SQL statements per call, and with --sql their text (literals kept), as seen by Django's cursor wrapper on
   every thread (the MCP handlers run their database work in a thread pool).
 - A cProfile of `--calls` more calls (every thread: the event loop and each database thread, merged), the
@@ -217,6 +218,14 @@ async def _lifespan(app) -> tuple[asyncio.Task, asyncio.Queue]:
     return task, inbox
 
 
+def _turn() -> None:
+    """Wait for the parent's go (it runs the checkouts' children in turns, so that each round of one is next
+    to a round of the other under the same load), after saying this child is ready for its next phase."""
+    print("ready", flush=True)
+    if sys.stdin.readline().strip() != "go":
+        raise SystemExit("the parent went away")
+
+
 async def _measure(args, key: str) -> dict:
     from toolhub.asgi import application
 
@@ -228,9 +237,11 @@ async def _measure(args, key: str) -> dict:
     try:
         for era in (LEGACY, MODERN):
             scope, body = _request(era, key)
+            _turn()
             await _calls(application, scope, body, args.warmup, args.concurrency)
             cpu = []
             for _ in range(args.rounds):
+                _turn()
                 before = time.process_time()
                 await _calls(application, scope, body, args.calls, args.concurrency)
                 cpu.append((time.process_time() - before) * 1000 / args.calls)
@@ -242,6 +253,7 @@ async def _measure(args, key: str) -> dict:
             counts: dict[str, int] = defaultdict(int)
             for sql in statements.seen:
                 counts[sql] += 1
+            _turn()
             main = cProfile.Profile(time.thread_time)
             profiles.on = True
             main.enable()
@@ -286,6 +298,7 @@ def child(args) -> None:
     connections.close_all()
     result = asyncio.run(_measure(args, key))
     Path(args.out).write_text(json.dumps(result))
+    print("done", flush=True)
 
 
 #
@@ -305,7 +318,7 @@ def _database(database_url: str | None, workdir: Path, label: str) -> tuple[str,
     return urlunsplit(parts._replace(path=f"/{name}")), name
 
 
-def _run_child(args, root: Path, label: str, workdir: Path) -> dict:
+def _start_child(args, root: Path, label: str, workdir: Path) -> tuple[subprocess.Popen, Path, str | None]:
     url, pg_name = _database(args.database_url, workdir, label)
     env = {
         **os.environ,
@@ -323,13 +336,42 @@ def _run_child(args, root: Path, label: str, workdir: Path) -> dict:
         "--calls", str(args.calls), "--rounds", str(args.rounds), "--warmup", str(args.warmup),
         "--profiled", str(args.profiled), "--concurrency", str(args.concurrency),
     ]  # fmt: skip
+    process = subprocess.Popen(command, env=env, cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    return process, out, pg_name
+
+
+def _run_children(args, roots: dict[str, Path], workdir: Path) -> dict[str, dict]:
+    """Every checkout's child at once (each sets itself up meanwhile), then their phases in turns: one child
+    works while the others wait, the first of each turn alternating, so that the machine's load moves both
+    checkouts' rounds alike."""
+    started = {label: _start_child(args, root, f"run{i}", workdir) for i, (label, root) in enumerate(roots.items())}
     try:
-        subprocess.run(command, env=env, check=True, cwd=root)
+        for label, (process, _out, _pg) in started.items():
+            if process.stdout is None or process.stdout.readline().strip() != "ready":
+                raise SystemExit(f"the child for {label} failed to start")
+        waiting = list(started)
+        turn = 0
+        while waiting:
+            for label in waiting if turn % 2 == 0 else reversed(waiting):
+                process = started[label][0]
+                assert process.stdin is not None
+                assert process.stdout is not None
+                process.stdin.write("go\n")
+                process.stdin.flush()
+                if process.stdout.readline().strip() != "ready":
+                    if process.wait() != 0:
+                        raise SystemExit(f"the child for {label} failed")
+            waiting = [label for label in waiting if started[label][0].poll() is None]
+            turn += 1
+        return {label: json.loads(out.read_text()) for label, (_p, out, _pg) in started.items()}
     finally:
-        if pg_name:
-            admin = urlunsplit(urlsplit(args.database_url)._replace(path="/postgres"))
-            subprocess.run(["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {pg_name}"], check=False)
-    return json.loads(out.read_text())
+        for process, _out, pg_name in started.values():
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+            if pg_name:
+                admin = urlunsplit(urlsplit(args.database_url)._replace(path="/postgres"))
+                subprocess.run(["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {pg_name}"], check=False)
 
 
 _PACKAGE_ROOT = re.compile(r".*/(site-packages|lib/python3\.\d+)/")
@@ -406,6 +448,11 @@ def report(args, results: dict[str, dict], roots: dict[str, Path]) -> None:
             for (where, _function), (tottime, _cum, _n) in table.items():
                 areas[label][_area(where)] += tottime
         totals = {label: sum(areas[label].values()) for label in labels}
+        counted = {
+            label: pstats.Stats(results[label]["eras"][era]["profile"]).total_calls / args.profiled  # type: ignore[attr-defined]
+            for label in labels
+        }
+        print("-- Python function calls per call (exact): " + ", ".join(f"{k} {v:.1f}" for k, v in counted.items()))
         print(f"-- profiled time per call by area, µs ({', '.join(f'{k} {v:.0f}' for k, v in totals.items())})")
         names = sorted(
             set().union(*(areas[label] for label in labels)), key=lambda a: -max(areas[x][a] for x in labels)
@@ -456,7 +503,7 @@ def main() -> None:
                 ["git", "worktree", "add", "--detach", str(baseline), args.baseline_ref], cwd=ROOT, check=True
             )
             roots[f"@{args.baseline_ref}"] = baseline
-        results = {label: _run_child(args, root, f"run{i}", workdir) for i, (label, root) in enumerate(roots.items())}
+        results = _run_children(args, roots, workdir)
         report(args, results, roots)
     finally:
         if args.baseline_ref:
