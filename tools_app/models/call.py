@@ -42,14 +42,19 @@ class CallLog(models.Model):
         related_name="call_logs",
         verbose_name="MCP instance",
     )
-    tool = models.ForeignKey(Tool, null=True, blank=True, on_delete=models.SET_NULL, related_name="call_logs")
+    # No index of its own (db_index=False), nor for `owner`: Meta.indexes has one starting with each, which
+    # serves their lookups (a tool's calls, a deleted tool's or owner's rows); every call's insert would
+    # otherwise update two indexes more.
+    tool = models.ForeignKey(
+        Tool, null=True, blank=True, on_delete=models.SET_NULL, related_name="call_logs", db_index=False
+    )
     tool_name = models.CharField(max_length=64)
     api_key = models.ForeignKey(
         ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="call_logs", verbose_name="API key"
     )
     # The owner of what was called (whose call log shows the row); `user` is who called: the request's user
     # over the API and the admin (a superuser may call another's tool), the key's owner over MCP.
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+", db_index=False)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
