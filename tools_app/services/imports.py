@@ -296,7 +296,9 @@ def _ndjson_records(stream: IO[str]) -> Iterator[_Record]:
             ) from exc
         except RecursionError as exc:
             raise _refuse("Line %(line)d is nested too deeply to read.", line=number) from exc
-        path = nesting_beyond(value, depth)
+        # A line with no more brackets than the depth allows cannot nest deeper (brackets in strings only
+        # overcount): the walk over the value runs for the rare line that might.
+        path = None if line.count("{") + line.count("[") <= depth else nesting_beyond(value, depth)
         if path is not None:
             raise ValidationError(
                 {
@@ -450,12 +452,19 @@ def _grow(size: int, record: _Record, length: int) -> int:
     return size
 
 
+# In a record's ASCII JSON text, what NaN, Infinity, a NUL and a lone surrogate are written as: a text holding
+# none of them holds none of them (one holding one, perhaps inside a string, gets the full check).
+_MAYBE_NOT_JSON = ("NaN", "Infinity", "\\u0000", "\\ud")
+
+
 def _check_record(record: _Record, text: str) -> None:
     """Refuse what no table may hold: NaN, Infinity, a NUL character, a lone surrogate (a CSV's cells can
-    only hold a NUL); the same refusal as a table write's (`data`)."""
+    only hold a NUL); the same refusal as a table write's (`data`). `text` is the record's ASCII JSON
+    (json.JSONEncoder's, NaN written as such)."""
     try:
         if not record.checked:
-            validate_json_value(record.value)
+            if any(token in text for token in _MAYBE_NOT_JSON):
+                validate_json_value(record.value)
         elif "\\u0000" in text and json_text_has_nul(text):
             raise ValidationError("Strings must not contain the character U+0000 (NUL).", code="invalid_json")
     except ValidationError as exc:

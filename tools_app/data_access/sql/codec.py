@@ -12,6 +12,7 @@ identical to the one written (docs/tables-at-scale.md, "Storage").
 Nothing here imports Django: the writer and the reader (and the tests) share these functions.
 """
 
+import functools
 import json
 import re
 from decimal import Decimal
@@ -61,19 +62,27 @@ def jsonb_key_order(keys: list[str]) -> list[str]:
     return sorted(keys, key=lambda key: (len(key.encode()), key.encode()))
 
 
+@functools.lru_cache(maxsize=4096)
+def _in_jsonb_order(keys: tuple[str, ...]) -> bool:
+    """Whether an object's keys are already in JSONB's order (records of one shape ask it again and again)."""
+    listed = list(keys)
+    return listed == jsonb_key_order(listed)
+
+
 def layout_of(value: Any) -> Layout:
     """What restore() needs to give `value` its key order back after JSONB reordered it; None if nothing."""
     if isinstance(value, dict):
-        keys = list(value)
-        children = [layout_of(child) for child in value.values()]
-        if keys == jsonb_key_order(keys) and not any(children):
+        children = [layout_of(child) if isinstance(child, dict | list) else None for child in value.values()]
+        nested = any(children)
+        keys = tuple(value)
+        if not nested and _in_jsonb_order(keys):
             return None
-        layout: dict[str, Any] = {"k": keys}
-        if any(children):
+        layout: dict[str, Any] = {"k": list(keys)}
+        if nested:
             layout["c"] = children
         return layout
     if isinstance(value, list):
-        elements = [layout_of(element) for element in value]
+        elements = [layout_of(element) if isinstance(element, dict | list) else None for element in value]
         return {"e": elements} if any(elements) else None
     return None
 

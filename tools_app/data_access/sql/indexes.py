@@ -13,6 +13,12 @@ characters (PostgreSQL cuts names at 63), and say nothing of the data. Every ind
 with `tr_<collection id>_`; the catalog is the record of what exists, so sync_indexes() is idempotent and
 repairs what a failed or interrupted run left (PostgreSQL's invalid indexes included).
 
+PostgreSQL's planner takes no statistics from a partial index, so beside each field's pair of indexes it gets
+extended statistics on the same two expressions (tr_<c>_<h>_x, over the whole records table): without them it
+guesses a fixed share of the rows for any condition on a field and, for a filter on two indexed fields, reads
+the wrong one's index (`status == 'shipped' && total > 998.5` read every shipped record where the `total` index
+finds a few hundred). They are made and dropped with the field's indexes, before the ANALYZE that fills them.
+
 On PostgreSQL the indexes are built and dropped CONCURRENTLY (writes to the records go on meanwhile), which
 cannot run inside a transaction: sync_indexes() refuses to run in one (the caller defers it to after the
 commit: tools_app.services.table_indexes). SQLite has no such form; its CREATE INDEX is one short write.
@@ -41,6 +47,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^tr_(\d+)_[0-9a-f]{12}(_[sn])?$")
+_STATISTICS_NAME = re.compile(r"^tr_(\d+)_[0-9a-f]{12}_x$")
 
 
 def index_name_prefix(collection_id: int) -> str:
@@ -82,6 +89,47 @@ def wanted_indexes(
             wanted.update(index_statements(dialect=dialect, records_table=records_table, collection_id=collection_id,
                                            field_name=name))  # fmt: skip
     return wanted
+
+
+def _wanted_statistics(*, records_table: str, collection_ids: Iterable[int], fields: Iterable[str]) -> dict[str, str]:
+    """PostgreSQL: {statistics name: CREATE STATISTICS statement} on the expressions of the fields' indexes."""
+    d = dialect_for("postgresql")
+    assert isinstance(d, PostgresDialect)
+    table = _quote_name(records_table)
+    names = list(fields)
+    wanted = {}
+    for collection_id in collection_ids:
+        for name in names:
+            path = (("field", name),)
+            statistics = f"{index_name_prefix(collection_id)}{_field_hash(name)}_x"
+            wanted[statistics] = (
+                f'CREATE STATISTICS IF NOT EXISTS "{statistics}" ON ({d.number(path).text}), ({d.string(path).text})'
+                f" FROM {table}"
+            )
+    return wanted
+
+
+def _sync_statistics(
+    cursor, *, records_table: str, collection_ids: Collection[int], fields: Iterable[str], mine: set[int]
+) -> bool:
+    """PostgreSQL: make the extended statistics of `mine` collections exactly those of `fields` over
+    `collection_ids`; whether any was created (their ANALYZE is then due). A failure is logged, never raised:
+    statistics only guide the planner."""
+    wanted = _wanted_statistics(records_table=records_table, collection_ids=collection_ids, fields=fields)
+    cursor.execute(
+        "SELECT stxname FROM pg_statistic_ext WHERE stxrelid = %s::regclass AND stxname LIKE 'tr\\_%%'",
+        (records_table,),
+    )
+    existing = {str(row[0]) for row in cursor.fetchall() if _STATISTICS_NAME.match(str(row[0]))}
+    ignored = IndexSync()
+    for name in sorted(existing - set(wanted)):
+        if int(_STATISTICS_NAME.match(name).group(1)) in mine:  # type: ignore[union-attr]
+            _run(cursor, f'DROP STATISTICS IF EXISTS "{name}"', name, ignored)
+    created = False
+    for name, statement in sorted(wanted.items()):
+        if name not in existing:
+            created = _run(cursor, statement, name, ignored) or created
+    return created
 
 
 @dataclass
@@ -135,8 +183,9 @@ def sync_indexes(
     concurrent = dialect == "postgresql"
     if concurrent and in_transaction:
         raise ValueError("PostgreSQL builds the record indexes CONCURRENTLY, which cannot run inside a transaction")
+    wanted_fields = list(fields)
     wanted = wanted_indexes(dialect=dialect, records_table=records_table, collection_ids=collection_ids,
-                            fields=fields)  # fmt: skip
+                            fields=wanted_fields)  # fmt: skip
     mine = {int(c) for c in collection_ids} | {int(c) for c in drop_collections}
     existing = _existing(cursor, dialect, records_table)
     result = IndexSync()
@@ -157,7 +206,10 @@ def sync_indexes(
             result.created.append(name)
         elif concurrent:
             _run(cursor, _drop(name, concurrent), name, IndexSync())  # an invalid leftover: built again next run
-    if result.created:
+    statistics = concurrent and _sync_statistics(
+        cursor, records_table=records_table, collection_ids=collection_ids, fields=wanted_fields, mine=mine
+    )
+    if result.created or statistics:
         _analyze(cursor, records_table)
     return result
 

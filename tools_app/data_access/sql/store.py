@@ -124,11 +124,12 @@ def _encoded(
     layout = layout_of(record) if dialect == "postgresql" else None
     layout_id = None
     if layout is not None:
+        # Known layouts by their text: a batch's records mostly share a few, whose digest is taken once.
         text = json.dumps(layout, separators=(",", ":"), ensure_ascii=False)
-        digest = hashlib.sha256(text.encode()).hexdigest()
-        if digest not in layout_ids:
-            layout_ids[digest] = _layout_id(cursor, layouts_table, collection_id, digest, text)
-        layout_id = layout_ids[digest]
+        layout_id = layout_ids.get(text)
+        if layout_id is None:
+            digest = hashlib.sha256(text.encode()).hexdigest()
+            layout_id = layout_ids[text] = _layout_id(cursor, layouts_table, collection_id, digest, text)
     return record_text(record, dialect=dialect), layout_id
 
 

@@ -325,3 +325,49 @@ def test_saving_an_imported_table_with_its_data_unchanged_is_no_data_write(owner
     table.refresh_from_db()
     assert (table.name, table.version, table.data) == ("again", 2, RECORDS[:1])
     assert TableRecord.objects.filter(collection__table=table).count() == 1
+
+
+def test_an_ndjson_import_walks_a_record_only_when_its_text_may_break_a_rule(owner, settings, monkeypatch):
+    """A record's JSON check and nesting walk run only for a line whose text may hold what they refuse (a NaN,
+    Infinity, NUL or surrogate escape; more brackets than the depth allows): the rest of a large file is
+    checked by its text alone. What the walks refuse is still refused, nothing written."""
+    from tools_app.services import imports
+
+    walked = {"validate_json_value": 0, "nesting_beyond": 0}
+
+    def counted(name):
+        original = getattr(imports, name)
+
+        def call(*args, **kwargs):
+            walked[name] += 1
+            return original(*args, **kwargs)
+
+        return call
+
+    for name in walked:
+        monkeypatch.setattr(imports, name, counted(name))
+    settings.TOOLHUB_MAX_TABLE_DEPTH = 3  # a record may nest 2 levels: at most 2 brackets skip the walk
+    content = (
+        b'{"id": 1, "tags": ["a"]}\n'
+        b'{"id": 2, "note": "NaN is no number", "a": [1], "b": [2]}\n'
+        b'{"id": 3, "note": "plain"}\n'
+    )
+    response = upload(client_for(owner), content, "e.ndjson", name="events")
+    assert response.status_code == 201
+    assert walked == {"validate_json_value": 1, "nesting_beyond": 1}
+    assert Table.objects.get().data[1] == {"id": 2, "note": "NaN is no number", "a": [1], "b": [2]}
+
+    refused = {
+        b'{"id": 1, "x": NaN}\n': "NaN and Infinity are not JSON numbers.",
+        b'{"id": 1, "x": -Infinity}\n': "NaN and Infinity are not JSON numbers.",
+        b'{"id": 1, "x": "a\\u0000b"}\n': "Strings must not contain the character U+0000 (NUL).",
+        b'{"id": 1, "x": [[1]]}\n': "A table document nests at most 3 levels of objects and arrays "
+        "(TOOLHUB_MAX_TABLE_DEPTH); this one goes deeper at [0].x[0].",
+    }
+    before = db_snapshot()
+    for line, message in refused.items():
+        response = upload(client_for(owner), line, "bad.ndjson", name="bad")
+        assert response.status_code == 400, line
+        assert message in json.dumps(response.json()), (line, response.json())
+    assert db_snapshot() == before
+    assert walked == {"validate_json_value": 4, "nesting_beyond": 2}
