@@ -10,8 +10,8 @@ record through the data tools' write path. The admin's records view is its calle
   those a JMESPath filter keeps (`status == 'paid'`, or the whole `[?status == 'paid']`):
   - document table: a slice of the cached document's collection; the filter is `[?…] | [offset:offset+limit+1]`
     run by the evaluator;
-  - rows table: a window of rows (its first position found by an OFFSET over the (collection, position) index
-    alone, then `position >= first ORDER BY position LIMIT`), a key
+  - rows table: a window of rows (its first position found by the collection's directory of counts per block of
+    positions, records.position_at, then `position >= first ORDER BY position LIMIT`), a key
     search on the (collection, key) index, and the filter compiled to ONE SQL statement
     (`compile_sql_expression` / `run_sql`) or, when it does not compile or its data sends it to the evaluator,
     run by the evaluator over the collection gathered within TOOLHUB_MAX_EVALUATED_BYTES
@@ -271,13 +271,12 @@ class _RowsReader:
     def window(self, offset: int, size: int) -> list[RecordItem]:
         if not offset:
             return self._items(records.select_records(self.stored, limit=size))
-        # The page's first position first, from the (collection, position) index alone: an OFFSET in the page's
-        # own statement would decode every record it skips (PostgreSQL converts each skipped row's jsonb).
-        first = (
-            f' AND position >= (SELECT position FROM "{records.records_table()}" WHERE collection_id = %s'
-            " ORDER BY position LIMIT 1 OFFSET %s)"
-        )
-        return self._items(records.select_records(self.stored, first, (self.stored.id, offset), limit=size))
+        # The page's first position first, by the collection's directory (records.position_at): an OFFSET in the
+        # page's own statement would decode every record it skips (PostgreSQL converts each skipped row's jsonb).
+        first = records.position_at(self.stored, offset)
+        if first is None:
+            return []
+        return self._items(records.select_records(self.stored, " AND position >= %s", (first,), limit=size))
 
     def by_key(self, key: str) -> list[RecordItem]:
         return self._items(records.select_records(self.stored, ' AND "key" = %s', (key,)))
