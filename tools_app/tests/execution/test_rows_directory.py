@@ -60,7 +60,7 @@ def _skips(sql: str) -> int:
 
 
 @pytest.fixture
-def rows_table(make_table, make_tool, owner):
+def directory_table(make_table, make_tool, owner):
     table = make_table(owner, name="orders", data=_orders(10))
     tools = {
         kind: make_tool(
@@ -76,8 +76,8 @@ def test_the_blocks_table_of_the_directory_is_the_models():
     assert store.BLOCKS_TABLE == TableRecordBlock._meta.db_table
 
 
-def test_every_write_of_records_keeps_the_directory_exact(rows_table):
-    table, tools = rows_table
+def test_every_write_of_records_keeps_the_directory_exact(directory_table):
+    table, tools = directory_table
     assert _check_directory(table.pk) == [number * store.POSITION_GAP for number in range(10)]
     assert TableRecordBlock.objects.filter(collection__table=table).count() == 3  # 4 + 4 + 2 records
     execute(tool=tools["create"], arguments={"elements": _orders(3, start=10)})
@@ -119,8 +119,8 @@ def test_a_preview_at_every_offset_answers_as_the_document_does_and_skips_no_rec
             assert all(skip < SPAN // store.POSITION_GAP for skip in skips), (arguments, skips)
 
 
-def test_a_records_view_page_deep_in_a_rows_collection_is_found_by_the_directory(rows_table):
-    table, tools = rows_table
+def test_a_records_view_page_deep_in_a_rows_collection_is_found_by_the_directory(directory_table):
+    table, tools = directory_table
     execute(tool=tools["delete"], arguments={"keys": [1, 6]})
     for offset in range(10):
         with CaptureQueriesContext(connection) as statements:
