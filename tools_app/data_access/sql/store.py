@@ -190,8 +190,14 @@ def _count_blocks(cursor: Any, collection_id: int, deltas: Counter[int]) -> None
         " + excluded.record_count",
         [(collection_id, block, delta) for block, delta in changed],
     )
-    if any(delta < 0 for _block, delta in changed):
-        cursor.execute(f'DELETE FROM "{BLOCKS_TABLE}" WHERE collection_id = %s AND record_count <= 0', (collection_id,))
+    emptied = [block for block, delta in changed if delta < 0]
+    for start in range(0, len(emptied), 500):
+        part = emptied[start : start + 500]
+        cursor.execute(
+            f'DELETE FROM "{BLOCKS_TABLE}" WHERE collection_id = %s AND block IN ({", ".join(["%s"] * len(part))})'
+            " AND record_count <= 0",
+            (collection_id, *part),
+        )
 
 
 def _layout_id(cursor: Any, table: str, collection_id: int, digest: str, text: str) -> int:
