@@ -192,7 +192,7 @@ def _measure(args: argparse.Namespace) -> int:
 
     from bench.scale import iter_records
     from tools_app import services
-    from tools_app.data_access.sql.store import write_records
+    from tools_app.data_access.sql.store import delete_records, write_records
     from tools_app.execution import pipeline, records
     from tools_app.models import Surface, TableCollection, TableRecord, TableRecordLayout
     from tools_app.paging import sign_cursor, tool_binding
@@ -210,7 +210,9 @@ def _measure(args: argparse.Namespace) -> int:
     assert records.table_to_rows(big.pk)
     collection = TableCollection.objects.get(table=big, mount="")
     with transaction.atomic(), connection.cursor() as cursor:
-        TableRecord.objects.filter(collection=collection).delete()
+        held = list(TableRecord.objects.filter(collection=collection).values_list("position", flat=True))
+        # Through the storage code, which keeps the collection's directory of positions with its rows.
+        delete_records(cursor, records_table=TableRecord._meta.db_table, collection_id=collection.pk, positions=held)
         count = write_records(
             cursor,
             dialect=records.dialect(),

@@ -46,16 +46,25 @@ class SqlQuery:
     dialect: str
     rendered: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
-    def statement(self, *, table: str, collection_id: int, known: Known | None = None) -> Rendered:
+    def statement(
+        self, *, table: str, collection_id: int, known: Known | None = None, position_order: bool = False
+    ) -> Rendered:
         """The statement (SQL text with %s parameters, and its parameters) over one collection whose field kinds
-        are `known` (tools_app.data_access.sql.kinds; None: unknown). Kept on the query (compile_sql_expression
-        caches queries per expression), at most RENDERED per query."""
-        key = (table, collection_id, known)
+        are `known` (tools_app.data_access.sql.kinds; None: unknown); `position_order`: render's. Kept on the
+        query (compile_sql_expression caches queries per expression), at most RENDERED per query."""
+        key = (table, collection_id, known, position_order)
         rendered = self.rendered.get(key)
         if rendered is None:
             if len(self.rendered) >= RENDERED:
                 self.rendered.clear()
-            rendered = render(self.plan, dialect=self.dialect, table=table, collection_id=collection_id, known=known)
+            rendered = render(
+                self.plan,
+                dialect=self.dialect,
+                table=table,
+                collection_id=collection_id,
+                known=known,
+                position_order=position_order,
+            )
             self.rendered[key] = rendered
         return rendered
 
@@ -97,14 +106,16 @@ def run_sql(
     collection_id: int,
     layouts: LayoutLoader | None = None,
     known: Known | None = None,
+    position_order: bool = False,
 ) -> SqlAnswer | None:
     """Run `query` over the collection through a DB-API cursor (Django's: %s parameters).
 
     None when the Python evaluator must answer (see the module docstring). `layouts` gives the key-order
     layouts (tools_app.data_access.sql.codec) by id; needed on PostgreSQL for values holding objects. `known`:
     the collection's field kinds (tools_app.data_access.sql.store.field_kinds), which must be current.
+    `position_order`: no index of the query's filtered fields exists (render's; the answer is the same).
     """
-    rendered = query.statement(table=table, collection_id=collection_id, known=known)
+    rendered = query.statement(table=table, collection_id=collection_id, known=known, position_order=position_order)
     cursor.execute(rendered.sql, rendered.params)
     return finish(rendered.output, cursor.fetchall(), layouts)
 

@@ -10,12 +10,13 @@ record through the data tools' write path. The admin's records view is its calle
   those a JMESPath filter keeps (`status == 'paid'`, or the whole `[?status == 'paid']`):
   - document table: a slice of the cached document's collection; the filter is `[?…] | [offset:offset+limit+1]`
     run by the evaluator;
-  - rows table: a window of rows (its first position found by an OFFSET over the (collection, position) index
-    alone, then `position >= first ORDER BY position LIMIT`), a key
-    search on the (collection, key) index, and the filter compiled to ONE SQL statement
-    (`compile_sql_expression` / `run_sql`) or, when it does not compile or its data sends it to the evaluator,
-    run by the evaluator over the collection gathered within TOOLHUB_MAX_EVALUATED_BYTES
-    (QUERY_TOO_EXPENSIVE beyond). Every statement runs under `records.engine_budget`.
+  - rows table: a window of rows (its first position found by the collection's directory of counts per block of
+    positions, records.position_at, then `position >= first ORDER BY position LIMIT`), a key search on the
+    (collection, key) index, and the filter compiled to ONE SQL statement (`compile_sql_expression` / `run_sql`,
+    with the collection's field kinds, in position order when no index of the filter's fields exists, so that it
+    stops after its page) or, when it does not compile or its data sends it to the evaluator, run by the
+    evaluator over the collection gathered within TOOLHUB_MAX_EVALUATED_BYTES (QUERY_TOO_EXPENSIVE beyond).
+    Every statement runs under `records.engine_budget`.
   Both answer exactly what jmespath answers over the collection, so the two storages agree (the differential
   test in tools_app/tests/execution/test_record_pages.py).
 - `record_update` / `record_delete` write one record as a data tool's update / delete does
@@ -38,11 +39,12 @@ from tools_app.data_access import budget, operations
 from tools_app.data_access.operations import Mount
 from tools_app.data_access.query import compile_expression, run_query
 from tools_app.data_access.sql import store
+from tools_app.data_access.sql.plan import filtered_fields
 from tools_app.data_access.sql_query import compile_sql_expression, run_sql
 from tools_app.execution import executors, records
 from tools_app.execution.call_limits import default_limits
 from tools_app.kernel.errors import ErrorCode, ToolError
-from tools_app.models import TableRecordLayout, TableStorage, Tool
+from tools_app.models import Table, TableRecordLayout, TableStorage, Tool
 
 __all__ = [
     "MAX_PAGE_SIZE",
@@ -61,8 +63,8 @@ __all__ = [
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
-# A page far into a collection is an OFFSET over the (collection, position) index: bounded so a typed URL
-# cannot ask the engine to skip more than a table holds (TOOLHUB_MAX_TABLE_RECORDS' default).
+# A page far into a collection is found by its directory (records.position_at); the offset is bounded so a
+# typed URL names no more than a table holds (TOOLHUB_MAX_TABLE_RECORDS' default).
 MAX_OFFSET = 10_000_000
 
 
@@ -271,13 +273,12 @@ class _RowsReader:
     def window(self, offset: int, size: int) -> list[RecordItem]:
         if not offset:
             return self._items(records.select_records(self.stored, limit=size))
-        # The page's first position first, from the (collection, position) index alone: an OFFSET in the page's
-        # own statement would decode every record it skips (PostgreSQL converts each skipped row's jsonb).
-        first = (
-            f' AND position >= (SELECT position FROM "{records.records_table()}" WHERE collection_id = %s'
-            " ORDER BY position LIMIT 1 OFFSET %s)"
-        )
-        return self._items(records.select_records(self.stored, first, (self.stored.id, offset), limit=size))
+        # The page's first position first, by the collection's directory (records.position_at): an OFFSET in the
+        # page's own statement would decode every record it skips (PostgreSQL converts each skipped row's jsonb).
+        first = records.position_at(self.stored, offset)
+        if first is None:
+            return []
+        return self._items(records.select_records(self.stored, " AND position >= %s", (first,), limit=size))
 
     def by_key(self, key: str) -> list[RecordItem]:
         return self._items(records.select_records(self.stored, ' AND "key" = %s', (key,)))
@@ -287,6 +288,11 @@ class _RowsReader:
         compiled = compile_sql_expression(paged, records.dialect(), "array")
         answer = None
         if compiled is not None:
+            # The collection's field kinds drop the type checks its data cannot need (a filter that then cannot
+            # raise has no check over the whole collection); without an index of the filter's fields, the page is
+            # read in position order, which stops after its matches (render's position_order).
+            indexed = Table.objects.filter(collections__id=self.stored.id).values_list("indexed_fields", flat=True)
+            unindexed = not filtered_fields(compiled.plan) & set(indexed.first() or [])
             with records.engine_budget(), connection.cursor() as cursor:
                 answer = run_sql(
                     compiled,
@@ -294,6 +300,8 @@ class _RowsReader:
                     table=records.records_table(),
                     collection_id=self.stored.id,
                     layouts=lambda ids: store.layouts_by_id(cursor, TableRecordLayout._meta.db_table, ids),
+                    known=self.stored.known,
+                    position_order=unindexed,
                 )
         kept = answer.value if answer is not None else run_query(paged, records.collection_value(self.stored))
         return [RecordItem(_key_of(self.collection, value), value) for value in kept]

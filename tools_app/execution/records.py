@@ -12,10 +12,11 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
   stream through the evaluator chunk by chunk and only the head's results are kept, at most
   TOOLHUB_MAX_EVALUATED_BYTES; anything else reads the records in chunks of CHUNK rows into the list the
   evaluator runs over, at most TOOLHUB_MAX_EVALUATED_BYTES of their JSON (QUERY_TOO_EXPENSIVE beyond in both
-  cases); `select` by the collection's key
-  field is an index lookup; `preview` reads its window (ORDER BY position, LIMIT/OFFSET); `get_all_data` (and
-  `preview` without preview keys) called with the pipeline's page request (paging.Window) reads only the rows of
-  its page; `get_data_schema` describes the first SCHEMA_SAMPLE records, with the true count.
+  cases); `select` by the collection's key field is an index lookup; `preview` reads its window (its first
+  position found by the collection's directory of counts per block of positions, `_position_at`, then
+  `position >= first ORDER BY position LIMIT`); `get_all_data` (and `preview` without preview keys) called with
+  the pipeline's page request (paging.Window) reads only the rows of its page; `get_data_schema` describes the
+  first SCHEMA_SAMPLE records, with the true count.
 - A read at any other mount (above a collection, or inside one of its records) runs over the document with
   the collections it reaches spliced in, under the same byte bound.
 - A read narrowed by its binding (`where`, tools_app.data_access.narrowing) over an array collection runs
@@ -74,6 +75,7 @@ __all__ = [
     "dialect",
     "document_chunks",
     "max_evaluated_bytes",
+    "position_at",
     "read",
     "records_table",
     "relayout",
@@ -844,13 +846,28 @@ def _bounded(chunks: Iterator[list[tuple[int, str | None, Any, int]]]) -> Iterat
 
 
 def _position_at(collection: Collection, index: int) -> int | None:
-    """The position of the collection's record at `index` (0-based, in position order), found on the (collection,
-    position) index alone: no record is read or decoded on the way."""
+    """The position of the collection's record at `index` (0-based, in position order); None when it has no record
+    there. Found by the collection's directory (TableRecordBlock, kept by every write in the same transaction, so
+    it counts exactly the rows of this snapshot): the block holding the index by a running sum of the blocks'
+    counts, then an OFFSET within that block on the (collection, position) index alone. About blocks + a block's
+    records (1,024 when appended) of index entries, whatever the depth; no record is read or decoded."""
+    if index < 0:
+        return None
     with engine_budget(), connection.cursor() as cursor:
         cursor.execute(
-            f'SELECT position FROM "{_records_table()}" WHERE collection_id = %s ORDER BY position LIMIT 1'
-            f" OFFSET {int(index)}",
-            (collection.id,),
+            f"SELECT block, running - record_count FROM (SELECT block, record_count, SUM(record_count) OVER"
+            f' (ORDER BY block) AS running FROM "{store.BLOCKS_TABLE}" WHERE collection_id = %s) AS directory'
+            " WHERE running > %s ORDER BY block LIMIT 1",
+            (collection.id, index),
+        )
+        found = cursor.fetchone()
+        if found is None:
+            return None
+        block, before = int(found[0]), int(found[1])
+        cursor.execute(
+            f'SELECT position FROM "{_records_table()}" WHERE collection_id = %s AND position >= %s'
+            f" ORDER BY position LIMIT 1 OFFSET {int(index - before)}",
+            (collection.id, block * store.BLOCK_SPAN),
         )
         row = cursor.fetchone()
     return None if row is None else int(row[0])
@@ -1038,7 +1055,13 @@ def _select_keys(collection: Collection, mount: Mount, arguments: dict) -> Any:
 def _preview(collection: Collection, arguments: dict, preview_keys: list[str]) -> Any:
     offset = arguments.get("offset", 0)
     limit = arguments.get("limit") or None
-    rows = _select(collection, limit=limit, offset=offset)
+    if offset:
+        # The first record's position by the directory (_position_at), then the page from it: an OFFSET in the
+        # page's own statement would read every record it skips (PostgreSQL converts each one's jsonb to text).
+        first = _position_at(collection, offset)
+        rows = [] if first is None else _select(collection, " AND position >= %s", (first,), limit=limit)
+    else:
+        rows = _select(collection, limit=limit)
     budget.charge(len(rows))
     if collection.kind == "array":
         items = [
@@ -1609,3 +1632,4 @@ select_records = _select
 collection_value = _value
 dialect = _dialect
 records_table = _records_table
+position_at = _position_at

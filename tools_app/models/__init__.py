@@ -15,7 +15,13 @@ from tools_app.models.instance import Discovery, LogLevel, McpInstance
 from tools_app.models.prompt import Prompt, PromptArgumentsError, PromptQuerySet, prompt_name_conflict
 from tools_app.models.table import Table, TableSnapshot, TableStorage
 from tools_app.models.table_change import TableChange
-from tools_app.models.table_record import CollectionKind, TableCollection, TableRecord, TableRecordLayout
+from tools_app.models.table_record import (
+    CollectionKind,
+    TableCollection,
+    TableRecord,
+    TableRecordBlock,
+    TableRecordLayout,
+)
 from tools_app.models.tool import NameClash, Tool, ToolQuerySet, name_conflict_error
 
 __all__ = [
@@ -41,6 +47,7 @@ __all__ = [
     "TableChange",
     "TableCollection",
     "TableRecord",
+    "TableRecordBlock",
     "TableRecordLayout",
     "TableSnapshot",
     "TableStorage",

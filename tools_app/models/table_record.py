@@ -1,5 +1,5 @@
-"""A table's record collections stored as rows (docs/tables-at-scale.md): TableCollection, TableRecord and
-TableRecordLayout.
+"""A table's record collections stored as rows (docs/tables-at-scale.md): TableCollection, TableRecord,
+TableRecordLayout and TableRecordBlock.
 
 Not yet read or written by the tools: tools_app.data_access.sql_query answers JMESPath over these rows, and
 tools_app.data_access.sql.store writes and reads them (the column names below are what both rely on).
@@ -78,3 +78,21 @@ class TableRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.collection_id}@{self.position}"
+
+
+class TableRecordBlock(models.Model):
+    """How many records of a collection hold a position in one block of positions (`block` = position //
+    store.BLOCK_SPAN): the directory that finds the record at an ordinal (a preview's offset, a page's first
+    record) by summing counts, then stepping within one block, instead of skipping every record before it.
+    Written by the same statements' transaction as the records (tools_app.data_access.sql.store), so a read's
+    snapshot sees counts exact for its rows; a block without records has no row."""
+
+    collection = models.ForeignKey(TableCollection, on_delete=models.CASCADE, related_name="blocks")
+    block = models.BigIntegerField()
+    record_count = models.BigIntegerField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["collection", "block"], name="table_record_block_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.collection_id}#{self.block}"

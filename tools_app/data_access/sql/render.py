@@ -687,8 +687,11 @@ _COLUMNS = "k, data, lay, rkey"
 
 
 class _Lists:
-    def __init__(self, dialect: Dialect, table: str, collection_id: int, known: Known | None = None) -> None:
+    def __init__(
+        self, dialect: Dialect, table: str, collection_id: int, known: Known | None = None, position_order: bool = False
+    ) -> None:
         self.d = dialect
+        self.position_order = position_order
         self.predicates = _Predicates(dialect, known)
         # The collection's id inlined (an int): a per-collection partial index (WHERE collection_id = <id>) is
         # used only for a statement that names the same literal (SQLite always; PostgreSQL's generic plans).
@@ -722,8 +725,10 @@ class _Lists:
     def order(self, column: str) -> str:
         """`column` in an ORDER BY. After a filter on SQLite, `+column`: its planner would rather read the whole
         collection in position order (to skip a sort) than use an index of the filter, as it does not count
-        the JSON parsing per row; the unary plus keeps the position index from serving the ORDER BY."""
-        return f"+{column}" if self.filtered and self.d.name == "sqlite" else column
+        the JSON parsing per row; the unary plus keeps the position index from serving the ORDER BY. With
+        `position_order` (no index of the filter's fields exists: every plan reads the records, and a LIMIT in
+        position order stops after its page) the position index serves it."""
+        return f"+{column}" if self.filtered and self.d.name == "sqlite" and not self.position_order else column
 
     def narrow(self, source: Sql, keep: Cond) -> Sql:
         if keep.const is True:
@@ -955,13 +960,23 @@ def _quote_name(name: str) -> str:
     return f'"{name}"'
 
 
-def render(plan: ValuePlan, *, dialect: str, table: str, collection_id: int, known: Known | None = None) -> Rendered:
+def render(
+    plan: ValuePlan,
+    *,
+    dialect: str,
+    table: str,
+    collection_id: int,
+    known: Known | None = None,
+    position_order: bool = False,
+) -> Rendered:
     """The one statement answering `plan` over collection `collection_id` of the records table `table`;
-    `known`: the collection's field kinds (tools_app.data_access.sql.kinds), whose type checks it drops.
+    `known`: the collection's field kinds (tools_app.data_access.sql.kinds), whose type checks it drops;
+    `position_order`: the filter's fields have no index, so a filtered list is read in position order (_Lists.order).
+    The answer is the same either way; only the engine's plan differs.
 
     Its first column is the error flag (see the module docstring), its second the order of the rows.
     """
-    lists = _Lists(dialect_for(dialect), table, collection_id, known)
+    lists = _Lists(dialect_for(dialect), table, collection_id, known, position_order)
     main, output = lists.value(plan)
     order = lists.order("m.o")
     checks = list(lists.checks)

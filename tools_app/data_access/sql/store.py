@@ -8,6 +8,7 @@ call (docs/tables-at-scale.md, "Migration"): the layout of the rows is the Table
 import contextlib
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -16,6 +17,8 @@ from tools_app.data_access.sql.codec import Layout, layout_of, record_text, rest
 from tools_app.data_access.sql.kinds import COLLECTIONS_TABLE
 
 __all__ = [
+    "BLOCKS_TABLE",
+    "BLOCK_SPAN",
     "POSITION_GAP",
     "delete_records",
     "field_kinds",
@@ -28,6 +31,11 @@ __all__ = [
 # Positions are spaced so that a record inserted between two others takes a free position in between;
 # the collection is renumbered only when there is none.
 POSITION_GAP = 1024
+# The positions one row of a collection's directory counts (TableRecordBlock; its table below, a test holds the
+# two equal): 1,024 records appended POSITION_GAP apart. Every write of records here keeps the directory in the
+# same transaction, so no writer can leave it stale. Migration 0027 filled it with this value.
+BLOCK_SPAN = 1024 * POSITION_GAP
+BLOCKS_TABLE = "tools_app_tablerecordblock"
 
 
 def _rows(
@@ -71,10 +79,12 @@ def write_records(
     count = 0
     before = _kinds_before(cursor, dialect, records_table, collection_id)
     tally = kinds.Tally()
+    blocks: Counter[int] = Counter()
     for position, key, record in _rows(value, key_of, first_position, positions):
         text, layout_id = _encoded(cursor, dialect, layouts_table, collection_id, record, layout_ids)
         pending.append((collection_id, position, key, text, layout_id))
         tally.add(record)
+        blocks[position // BLOCK_SPAN] += 1
         count += 1
         if len(pending) >= batch:
             _insert(cursor, dialect, records_table, pending)
@@ -82,6 +92,7 @@ def write_records(
     if pending:
         _insert(cursor, dialect, records_table, pending)
     _kinds_after(cursor, dialect, collection_id, before, tally)
+    _count_blocks(cursor, collection_id, blocks)
     return count
 
 
@@ -157,11 +168,35 @@ def replace_record(
 
 
 def delete_records(cursor: Any, *, records_table: str, collection_id: int, positions: list[int]) -> None:
-    """Delete the rows at `positions` of the collection."""
+    """Delete the rows at `positions` of the collection (each holding a record)."""
     for start in range(0, len(positions), 500):
         part = positions[start : start + 500]
         cursor.execute(
             f'DELETE FROM "{records_table}" WHERE collection_id = %s AND position IN ({", ".join(["%s"] * len(part))})',
+            (collection_id, *part),
+        )
+    _count_blocks(
+        cursor, collection_id, Counter({block: -n for block, n in Counter(p // BLOCK_SPAN for p in positions).items()})
+    )
+
+
+def _count_blocks(cursor: Any, collection_id: int, deltas: Counter[int]) -> None:
+    """Add `deltas` (records by block) to the collection's directory; a block left without records loses its row."""
+    changed = sorted((block, delta) for block, delta in deltas.items() if delta)
+    if not changed:
+        return
+    cursor.executemany(
+        f'INSERT INTO "{BLOCKS_TABLE}" (collection_id, block, record_count) VALUES (%s, %s, %s)'
+        f' ON CONFLICT (collection_id, block) DO UPDATE SET record_count = "{BLOCKS_TABLE}".record_count'
+        " + excluded.record_count",
+        [(collection_id, block, delta) for block, delta in changed],
+    )
+    emptied = [block for block, delta in changed if delta < 0]
+    for start in range(0, len(emptied), 500):
+        part = emptied[start : start + 500]
+        cursor.execute(
+            f'DELETE FROM "{BLOCKS_TABLE}" WHERE collection_id = %s AND block IN ({", ".join(["%s"] * len(part))})'
+            " AND record_count <= 0",
             (collection_id, *part),
         )
 

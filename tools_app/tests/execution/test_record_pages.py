@@ -3,13 +3,15 @@ as a document and as rows answers every page, key search and filter the same (a 
 and PostgreSQL; a rows table's page reads only its rows; edits go through the data tools' write path."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from tools_app import services
 from tools_app.data_access import budget
 from tools_app.data_access.budget import Limits
 from tools_app.execution import record_pages, records
 from tools_app.kernel.errors import ToolError
-from tools_app.models import TableChange, TableRecord
+from tools_app.models import Table, TableChange, TableRecord
 from tools_app.tests.execution.test_records import DOCUMENT
 
 BIG = [{"id": n, "name": f"item {n}", "group": n % 7, "price": n * 1.5} for n in range(1, 131)]
@@ -226,3 +228,30 @@ def test_merge_diff():
     }
     with pytest.raises(ToolError, match="b/c: a member set to null"):
         record_pages.merge_diff({"b": {"c": 1}}, {"b": {"c": None}})
+
+
+def _filter_statement(table, mount: str, filter_text: str) -> tuple[list, str]:
+    """The page's items and its compiled statement."""
+    with CaptureQueriesContext(connection) as statements:
+        page = record_pages.record_page(table_id=table.pk, mount=mount, filter_text=filter_text, limit=5)
+    (compiled,) = [statement["sql"] for statement in statements if "err_any" in statement["sql"]]
+    return [item.value for item in page.items], compiled
+
+
+def test_a_filter_on_unindexed_fields_of_known_kinds_reads_in_position_order_with_no_check(stored_both_ways):
+    """Its fields hold numbers only (the collection's field kinds), so it cannot raise: the statement has no
+    check over the collection; no index of them exists, so its page is read in position order (SQLite would else
+    sort every match first). Once a field is indexed, the index may serve the filter instead."""
+    document, rows = stored_both_ways
+    text = "group == `3` && id > `60`"
+    expected = [record for record in BIG if record["group"] == 3 and record["id"] > 60][:5]
+    answered = record_pages.record_page(table_id=document.pk, mount="/big", filter_text=text, limit=5)
+    assert [item.value for item in answered.items] == expected
+    items, statement = _filter_statement(rows, "/big", text)
+    assert items == expected
+    assert "EXISTS" not in statement
+    assert "ORDER BY +" not in statement
+    services.table_update(table=Table.objects.get(pk=rows.pk), indexed_fields=["group"])
+    items, statement = _filter_statement(rows, "/big", text)
+    assert items == expected
+    assert ("ORDER BY +" in statement) == (connection.vendor == "sqlite")
