@@ -15,7 +15,7 @@ FILL = (
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools_app', '0026_tablecollection_field_kinds'),
+        ('tools_app', '0027_calllog_no_redundant_indexes'),
     ]
 
     operations = [
