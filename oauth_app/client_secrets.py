@@ -29,6 +29,12 @@ stored hash's hasher there. It hashes and checks client secrets only: outside `h
 (which oauth_app.models.Client.save and oauth_app.validators enter), `encode` refuses and `verify` answers
 False, so a user password can never be stored or checked with a fast hash, even if a fast hash was written
 into a user's password column.
+
+`check_password_hashers` (a system check: `manage.py check`; `migrate` runs it too) holds a deployment's own
+PASSWORD_HASHERS to that: without this hasher no client can be registered and no generated or rehashed secret
+verifies (toolhub.E103); first in the list, no user password could be set (toolhub.E104); and a
+user-password hasher that is not one of toolhub.passwords' guarded ones hashes without a hashing slot and
+holding its database connection (toolhub.W105).
 """
 
 import asyncio
@@ -45,8 +51,11 @@ from contextvars import ContextVar
 
 import redis
 import redis.asyncio
+from django.conf import settings
 from django.contrib.auth.hashers import BasePasswordHasher, mask_hash
+from django.core import checks
 from django.utils.crypto import constant_time_compare
+from django.utils.module_loading import import_string
 from django.utils.translation import gettext_noop as _
 from oauth2_provider.generators import BaseHashGenerator
 from oauthlib.common import generate_token
@@ -61,6 +70,7 @@ __all__ = [
     "ClientSecretGenerator",
     "ClientSecretHasher",
     "FastSecretClients",
+    "check_password_hashers",
     "fast_secret_clients",
     "hashing_client_secrets",
     "is_generated_secret",
@@ -227,3 +237,56 @@ class ClientSecretHasher(BasePasswordHasher):
 
     def harden_runtime(self, password: str, encoded: str) -> None:
         pass
+
+
+# The user-password hashers that hash in one of the machine's hashing slots (toolhub.passwords). Named, not
+# imported: oauth_app sits below toolhub.
+GUARDED_HASHERS_MODULE = "toolhub.passwords"
+
+
+def check_password_hashers(**kwargs: object) -> list[checks.CheckMessage]:
+    """settings.PASSWORD_HASHERS holds this module's hasher, not first; the user-password hashers are the
+    guarded ones (see the module)."""
+    paths = list(settings.PASSWORD_HASHERS)
+    try:
+        classes = [import_string(path) for path in paths]
+    except ImportError:
+        return []  # Django's own check of the hashers reports the path that does not import
+    client_secret = [index for index, cls in enumerate(classes) if getattr(cls, "algorithm", None) == ALGORITHM]
+    messages: list[checks.CheckMessage] = []
+    if not client_secret:
+        messages.append(
+            checks.Error(
+                f"settings.PASSWORD_HASHERS lacks the OAuth client-secret hasher {HASHER_PATH}: no OAuth client "
+                "can be registered, and no client secret stored with it (every generated one, and every old one "
+                "rehashed after its first use) verifies.",
+                hint=f"Add {HASHER_PATH!r} at the end of PASSWORD_HASHERS (docs/deploy.md).",
+                id="toolhub.E103",
+            )
+        )
+    elif client_secret[0] == 0:
+        messages.append(
+            checks.Error(
+                f"{HASHER_PATH} is first in settings.PASSWORD_HASHERS: Django would store user passwords with it, "
+                "and it refuses anything but a client secret, so no password could be set.",
+                hint="Put a user-password hasher (toolhub.passwords.PBKDF2PasswordHasher) first.",
+                id="toolhub.E104",
+            )
+        )
+    unguarded = [
+        path
+        for path, cls in zip(paths, classes, strict=True)
+        if getattr(cls, "algorithm", None) != ALGORITHM
+        and not any(base.__module__ == GUARDED_HASHERS_MODULE for base in cls.__mro__)
+    ]
+    if unguarded:
+        messages.append(
+            checks.Warning(
+                f"settings.PASSWORD_HASHERS has hashers that are not toolhub's guarded ones: {', '.join(unguarded)}. "
+                "Their hashes take no hashing slot (TOOLHUB_PASSWORD_HASHES_PER_MACHINE) and keep their database "
+                "connection, so a burst of bad logins can take every core and drain the pool.",
+                hint=f"Use the same hasher from {GUARDED_HASHERS_MODULE} (docs/deploy.md).",
+                id="toolhub.W105",
+            )
+        )
+    return messages
