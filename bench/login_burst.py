@@ -216,6 +216,9 @@ def main() -> None:
     ):
         env.pop("TOOLHUB_DEV", None)  # production-like: the real password hasher, no development mode
         env["TOOLHUB_RATE_LIMITS_ENABLED"] = "true"
+        # The hashing slots of this run's servers alone: the default directory is the machine's, which another
+        # server or bench on the machine may be hashing in.
+        env["TOOLHUB_PASSWORD_HASH_LOCK_DIR"] = str(Path(directory) / "hash-slots")
         env.setdefault("TOOLHUB_RATE_LIMIT_KEY_PREFIX", f"login-burst-{os.getpid()}")
         if args.pool_size is not None:
             env["DATABASE_POOL_MAX_SIZE"] = str(args.pool_size)
