@@ -2,7 +2,8 @@
 
     python bench/login_burst.py --database-url postgres://postgres@127.0.0.1:5432/postgres \
         [--addresses 4x10,40,150,600] [--workers 2] [--pool-size 10] [--rounds 1] \
-        [--trees before=/path/to/main,after=.] [--endpoint login|oauth-token]
+        [--trees before=/path/to/main,after=.] [--clients asyncio,threads] [--endpoint login|oauth-token]
+        [--database-name NAME]
 
 Creates a database of its own on that server (dropped at the end), migrates it, creates a user `other`
 with an API token and a small table, and starts `uvicorn --workers N` with the production password hasher
@@ -23,10 +24,16 @@ next to it).
 request a `POST /oauth/token/` for a confidential client (created with the production hasher) with a random
 secret, half in the form body (`client_secret`), half as HTTP Basic; 401 is the wrong secret's answer.
 
+The burst's client (`--clients`): `asyncio` (default: bursts.fire_together, one loop writing every request on
+a connection of its own) or `threads` (bursts.release_together: a thread with urllib per request, about four
+times the CPU per request). The bench and the server share the machine's cores, so the client's CPU is
+printed with the workers': on a 2-core machine the thread client's CPU at 600 requests was what the other
+user's p95 mostly waited for (bench/README.md). Both are measured in turn with `--clients asyncio,threads`.
+
 Printed per burst: the status counts of the bad logins (400 = wrong credentials, 429 = refused, 5xx = the
 failure this bench looks for) and their p50 / max latency; the other user's requests: count, 5xx, p50 and
 p95, and p95 / quiet p95; the workers' resident memory before the burst, right after it and `--pause`
-seconds later.
+seconds later; the burst's wall time and the CPU time the workers and the burst's client used during it.
 
 `--trees name=path,...` serves each named checkout in turn (same database, same client), `--rounds` times,
 alternating (A B A B ...), so that a change and its base are measured side by side under the same load;
@@ -50,7 +57,7 @@ from urllib.parse import urlencode
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bursts import call, percentile, release_together, resident_mb  # noqa: E402
+from bench.bursts import call, cpu_seconds, fire_together, own_cpu_seconds, percentile, release_together, resident_mb  # noqa: E402
 from tests.live_server import Uvicorn, run_python, server_database  # noqa: E402
 
 SEED = """
@@ -101,7 +108,14 @@ def light_call(base: str, token: str) -> urllib.request.Request:
 
 
 def burst(
-    server: Uvicorn, seeded: dict, addresses: int, per_address: int, net: int, quiet_calls: int, endpoint: str
+    server: Uvicorn,
+    seeded: dict,
+    addresses: int,
+    per_address: int,
+    net: int,
+    quiet_calls: int,
+    endpoint: str,
+    client: str,
 ) -> dict:
     """One burst from the addresses 10.<net>.x.y (a fresh /16 per burst: no earlier window or lockout counts)."""
     token = seeded["token"]
@@ -116,10 +130,18 @@ def burst(
             else:
                 username = "victim" if (index + attempt) % 2 else f"nobody-{index}-{attempt}"
                 request = bad_login(base, address, username)
-            requests.append(lambda request=request: call(request))
-    rss_before = resident_mb(server.worker_pids())
-    results, light = release_together(requests, meanwhile=lambda: light_call(base, token))
-    rss_right_after = resident_mb(server.worker_pids())
+            requests.append(request)
+    pids = server.worker_pids()
+    rss_before = resident_mb(pids)
+    server_cpu, client_cpu, started = cpu_seconds(pids), own_cpu_seconds(), time.monotonic()
+    if client == "threads":
+        sends = [lambda request=request: call(request) for request in requests]
+        results, light = release_together(sends, meanwhile=lambda: light_call(base, token))
+    else:
+        results, light = fire_together(requests, meanwhile=lambda: light_call(base, token))
+    wall = time.monotonic() - started
+    server_cpu, client_cpu = cpu_seconds(pids) - server_cpu, own_cpu_seconds() - client_cpu
+    rss_right_after = resident_mb(pids)
     statuses = Counter(status for status, _ in results)
     latencies = [seconds for _, seconds in results]
     light_seconds = [seconds for _, seconds in light]
@@ -139,6 +161,9 @@ def burst(
         "ratio": other_p95 / quiet_p95,
         "rss_before": rss_before,
         "rss_right_after": rss_right_after,
+        "wall_s": wall,
+        "server_cpu_s": server_cpu,
+        "client_cpu_s": client_cpu,
     }
 
 
@@ -160,22 +185,40 @@ def main() -> None:
     parser.add_argument("--quiet-calls", type=int, default=40, help="quiet calls measured before each burst")
     parser.add_argument("--pause", type=float, default=5.0, help="seconds between bursts (memory measured after)")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument(
+        "--database-name", default=None, help="the database the bench creates and drops (default th_loginburst_<pid>)"
+    )
     parser.add_argument("--trees", default=f"this={ROOT}", help="name=checkout,... served in turn each round")
+    parser.add_argument(
+        "--clients",
+        default="asyncio",
+        help="burst clients, comma-separated, each in turn: asyncio (one loop, raw sockets) or threads (urllib)",
+    )
     parser.add_argument("--endpoint", choices=("login", "oauth-token"), default="login", help="what the burst sends")
     args = parser.parse_args()
     if not args.database_url.startswith("postgres"):
         raise SystemExit("--database-url must name a PostgreSQL server")
-    trees = [(name, Path(path).resolve()) for name, _, path in (item.partition("=") for item in args.trees.split(","))]
+    clients = args.clients.split(",")
+    if not set(clients) <= {"asyncio", "threads"}:
+        raise SystemExit("--clients: asyncio, threads")
+    trees = [
+        (f"{name}/{client}" if len(clients) > 1 else name, Path(path).resolve(), client)
+        for name, _, path in (item.partition("=") for item in args.trees.split(","))
+        for client in clients
+    ]
     bursts = [parse_burst(spec) for spec in args.addresses.split(",")]
     os.environ["DATABASE_URL"] = args.database_url
     rows: dict[tuple[str, int], list[dict]] = {}
     net = 0
     with (
         tempfile.TemporaryDirectory() as directory,
-        server_database("loginburst", Path(directory), secret="b" * 50) as env,
+        server_database("loginburst", Path(directory), secret="b" * 50, name=args.database_name) as env,
     ):
         env.pop("TOOLHUB_DEV", None)  # production-like: the real password hasher, no development mode
         env["TOOLHUB_RATE_LIMITS_ENABLED"] = "true"
+        # The hashing slots of this run's servers alone: the default directory is the machine's, which another
+        # server or bench on the machine may be hashing in.
+        env["TOOLHUB_PASSWORD_HASH_LOCK_DIR"] = str(Path(directory) / "hash-slots")
         env.setdefault("TOOLHUB_RATE_LIMIT_KEY_PREFIX", f"login-burst-{os.getpid()}")
         if args.pool_size is not None:
             env["DATABASE_POOL_MAX_SIZE"] = str(args.pool_size)
@@ -185,11 +228,11 @@ def main() -> None:
             f"{args.endpoint} burst: {args.workers} uvicorn workers, PostgreSQL, pool size "
             f"{env.get('DATABASE_POOL_MAX_SIZE', 'default (10)')} per worker, rate limits in "
             f"{'Redis' if env.get('REDIS_URL') else 'each worker'}; trees: "
-            + ", ".join(f"{name} ({path})" for name, path in trees),
+            + ", ".join(f"{name} ({path})" for name, path, _ in trees),
             flush=True,
         )
         for round_number in range(1, args.rounds + 1):
-            for name, root in trees:
+            for name, root, client in trees:
                 with Uvicorn(env, workers=args.workers, root=root) as server:
                     for index in range(4 * args.workers):  # warm both workers: calls and a login each
                         call(light_call(server.base, token))
@@ -199,7 +242,9 @@ def main() -> None:
                     print(f"round {round_number}, {name}: load average {load()}", flush=True)
                     for number, (addresses, per_address) in enumerate(bursts):
                         net += 1
-                        row = burst(server, seeded, addresses, per_address, net, args.quiet_calls, args.endpoint)
+                        row = burst(
+                            server, seeded, addresses, per_address, net, args.quiet_calls, args.endpoint, client
+                        )
                         time.sleep(args.pause)
                         row["rss_later"] = resident_mb(server.worker_pids())
                         rows.setdefault((name, number), []).append(row)
@@ -209,12 +254,14 @@ def main() -> None:
                             f"max {row['login_max_ms']:.0f} ms | other user: {row['other_calls']} calls, "
                             f"5xx {row['other_5xx']}, p50 {row['other_p50_ms']:.0f} ms, p95 {row['other_p95_ms']:.0f} "
                             f"ms = {row['ratio']:.1f}x quiet p95 ({row['quiet_p95_ms']:.0f} ms) | workers' RSS "
-                            f"{row['rss_before']:.0f} -> {row['rss_right_after']:.0f} -> {row['rss_later']:.0f} MB",
+                            f"{row['rss_before']:.0f} -> {row['rss_right_after']:.0f} -> {row['rss_later']:.0f} MB | "
+                            f"burst {row['wall_s']:.2f} s: CPU workers {row['server_cpu_s']:.2f} s, burst client "
+                            f"{row['client_cpu_s']:.2f} s",
                             flush=True,
                         )
     print(f"\nmedians over {args.rounds} round(s); load average at the end {load()}")
     for number, (addresses, per_address) in enumerate(bursts):
-        for name, _ in trees:
+        for name, _, _ in trees:
             done = rows[(name, number)]
 
             def median(key: str, done: list[dict] = done) -> float:
@@ -225,7 +272,8 @@ def main() -> None:
                 f"quiet p95 {median('quiet_p95_ms'):.0f} ms, ratio {median('ratio'):.1f}x, 5xx "
                 f"{sum(row['login_5xx'] + row['other_5xx'] for row in done)}, bad-login p50 "
                 f"{median('login_p50_ms'):.0f} ms, workers' RSS {median('rss_before'):.0f} -> "
-                f"{median('rss_right_after'):.0f} -> {median('rss_later'):.0f} MB"
+                f"{median('rss_right_after'):.0f} -> {median('rss_later'):.0f} MB, CPU during the burst: workers "
+                f"{median('server_cpu_s'):.2f} s, burst client {median('client_cpu_s'):.2f} s"
             )
 
 

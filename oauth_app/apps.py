@@ -1,4 +1,7 @@
 from django.apps import AppConfig
+from django.core import checks
+
+from oauth_app.client_secrets import check_password_hashers
 
 
 class OauthAppConfig(AppConfig):
@@ -13,3 +16,4 @@ class OauthAppConfig(AppConfig):
         from oauth_app import revocation
 
         revocation.follow_users()
+        checks.register(check_password_hashers)

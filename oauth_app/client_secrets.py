@@ -12,26 +12,56 @@ so a request the gate lets through never costs a slow hash.
 
 Secrets stored before (django-oauth-toolkit's default: PBKDF2, the user-password hasher) keep verifying, in a
 hashing slot, and are rehashed with this hasher on their first successful check (oauth_app.validators).
+Such a secret is not of the generated shape, so the gate cannot tell from the request that its check is now
+fast: `fast_secret_clients` tells it, without a query and without hashing. A client authenticated with a
+secret not of the generated shape is marked there (oauth_app.validators: its stored hash is then the fast
+one, rehashed if it was not); the mark is kept in this process and, with REDIS_URL, in a Redis set under
+TOOLHUB_RATE_LIMIT_KEY_PREFIX (the rate limits' store), which every worker reads again at most once every
+FastSecretClients.REFRESH_SECONDS, in the background, when a request names a client it does not know. Until
+a worker has read a new mark, that client's requests there take a slot as before. Without Redis, a worker
+knows only the clients it checked itself. A mark that were ever wrong (a slow hash written into a marked
+client's row by hand) costs no unbounded hashing: the check still takes a slot inside Django
+(toolhub.passwords), refused at once when none is free. Only clients registered before client secrets had
+their own hasher are ever marked, so the set is bounded by them.
 
 The hasher is in settings.PASSWORD_HASHERS, after the user-password hashers, only because Django finds a
 stored hash's hasher there. It hashes and checks client secrets only: outside `hashing_client_secrets()`
 (which oauth_app.models.Client.save and oauth_app.validators enter), `encode` refuses and `verify` answers
 False, so a user password can never be stored or checked with a fast hash, even if a fast hash was written
 into a user's password column.
+
+`check_password_hashers` (a system check: `manage.py check`; `migrate` runs it too) holds a deployment's own
+PASSWORD_HASHERS to that: without this hasher no client can be registered and no generated or rehashed secret
+verifies (toolhub.E103); first in the list, no user password could be set (toolhub.E104); and a
+user-password hasher that is not one of toolhub.passwords' guarded ones hashes without a hashing slot and
+holding its database connection (toolhub.W105).
 """
 
+import asyncio
 import hashlib
 import hmac
+import logging
+import math
 import re
+import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+import redis
+import redis.asyncio
+from django.conf import settings
 from django.contrib.auth.hashers import BasePasswordHasher, mask_hash
+from django.core import checks
 from django.utils.crypto import constant_time_compare
+from django.utils.module_loading import import_string
 from django.utils.translation import gettext_noop as _
 from oauth2_provider.generators import BaseHashGenerator
 from oauthlib.common import generate_token
+
+from tools_app.kernel.limits import RATE_LIMIT_KEY_PREFIX
+from tools_app.kernel.rate_limits import storage_uri
 
 __all__ = [
     "ALGORITHM",
@@ -39,6 +69,9 @@ __all__ = [
     "HASHER_PATH",
     "ClientSecretGenerator",
     "ClientSecretHasher",
+    "FastSecretClients",
+    "check_password_hashers",
+    "fast_secret_clients",
     "hashing_client_secrets",
     "is_generated_secret",
 ]
@@ -49,6 +82,8 @@ _GENERATED = re.compile(rf"{CLIENT_SECRET_PREFIX}[A-Za-z0-9]{{{CLIENT_SECRET_RAN
 ALGORITHM = "client_secret_sha256"
 # Its entry in settings.PASSWORD_HASHERS.
 HASHER_PATH = f"{__name__}.ClientSecretHasher"
+
+logger = logging.getLogger(__name__)
 
 # True while a client secret (never a user password) is hashed or checked.
 _client_secrets: ContextVar[bool] = ContextVar("toolhub_hashing_client_secrets", default=False)
@@ -67,6 +102,87 @@ def hashing_client_secrets() -> Iterator[None]:
 def is_generated_secret(secret: str) -> bool:
     """Whether `secret` has the shape of a secret this server generates (a cheap check, no lookup)."""
     return _GENERATED.fullmatch(secret) is not None
+
+
+class FastSecretClients:
+    """The clients whose stored secret is known to be checked fast although the secret is not of the generated
+    shape (see the module). `knows` is for the event loop (a set lookup; at most a background refresh);
+    `mark` for the thread that checked the secret."""
+
+    REDIS_KEY = "oauth-fast-secret-clients"
+    REFRESH_SECONDS = 1.0
+
+    def __init__(self) -> None:
+        self._ids: set[str] = set()
+        self._read_at = -math.inf
+        self._refresh: asyncio.Task | None = None
+        self._sync_clients: dict[str, redis.Redis] = {}
+        # An asyncio Redis connection belongs to the loop that opened it (as in tools_app.kernel.rate_limits).
+        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[str, redis.asyncio.Redis]]
+        self._async_clients = weakref.WeakKeyDictionary()
+
+    def key(self) -> str:
+        return f"{RATE_LIMIT_KEY_PREFIX.get()}:{self.REDIS_KEY}"
+
+    def knows(self, client_id: str) -> bool:
+        """Whether `client_id`'s secret is known to be stored with the fast hasher. Not known here: False now,
+        and, with Redis, this process reads the marks again in the background (at most once every
+        REFRESH_SECONDS), so that the next request knows what another worker marked."""
+        if client_id in self._ids:
+            return True
+        if client_id:
+            self._refresh_soon()
+        return False
+
+    def mark(self, client_id: str) -> None:
+        """`client_id`'s stored secret is now the fast hash (its secret was just checked: see the module)."""
+        if not client_id or client_id in self._ids:
+            return
+        self._ids.add(client_id)
+        uri = storage_uri()
+        if uri == "memory://":
+            return
+        try:
+            client = self._sync_clients.get(uri)
+            if client is None:
+                client = self._sync_clients.setdefault(uri, redis.Redis.from_url(uri))
+            client.sadd(self.key(), client_id)
+        except redis.RedisError:
+            logger.warning("Could not mark an OAuth client's secret as fast in Redis.", exc_info=True)
+
+    def forget(self) -> None:
+        """Drop this process's marks (tests; Redis keeps its set)."""
+        self._ids = set()
+        self._read_at = -math.inf
+
+    def _refresh_soon(self) -> None:
+        uri = storage_uri()
+        now = time.monotonic()
+        if uri == "memory://" or now - self._read_at < self.REFRESH_SECONDS:
+            return
+        if self._refresh is not None and not self._refresh.done():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._read_at = now
+        self._refresh = loop.create_task(self._read(uri, loop))
+
+    async def _read(self, uri: str, loop: asyncio.AbstractEventLoop) -> None:
+        cached = self._async_clients.get(loop)
+        if cached is None or cached[0] != uri:
+            cached = (uri, redis.asyncio.Redis.from_url(uri))
+            self._async_clients[loop] = cached
+        try:
+            members = await cached[1].smembers(self.key())  # type: ignore[misc]
+        except redis.RedisError:
+            logger.warning("Could not read the OAuth clients with a fast secret from Redis.", exc_info=True)
+            return
+        self._ids.update(member.decode() if isinstance(member, bytes) else member for member in members)
+
+
+fast_secret_clients = FastSecretClients()
 
 
 class ClientSecretGenerator(BaseHashGenerator):
@@ -121,3 +237,56 @@ class ClientSecretHasher(BasePasswordHasher):
 
     def harden_runtime(self, password: str, encoded: str) -> None:
         pass
+
+
+# The user-password hashers that hash in one of the machine's hashing slots (toolhub.passwords). Named, not
+# imported: oauth_app sits below toolhub.
+GUARDED_HASHERS_MODULE = "toolhub.passwords"
+
+
+def check_password_hashers(**kwargs: object) -> list[checks.CheckMessage]:
+    """settings.PASSWORD_HASHERS holds this module's hasher, not first; the user-password hashers are the
+    guarded ones (see the module)."""
+    paths = list(settings.PASSWORD_HASHERS)
+    try:
+        classes = [import_string(path) for path in paths]
+    except ImportError:
+        return []  # Django's own check of the hashers reports the path that does not import
+    client_secret = [index for index, cls in enumerate(classes) if getattr(cls, "algorithm", None) == ALGORITHM]
+    messages: list[checks.CheckMessage] = []
+    if not client_secret:
+        messages.append(
+            checks.Error(
+                f"settings.PASSWORD_HASHERS lacks the OAuth client-secret hasher {HASHER_PATH}: no OAuth client "
+                "can be registered, and no client secret stored with it (every generated one, and every old one "
+                "rehashed after its first use) verifies.",
+                hint=f"Add {HASHER_PATH!r} at the end of PASSWORD_HASHERS (docs/deploy.md).",
+                id="toolhub.E103",
+            )
+        )
+    elif client_secret[0] == 0:
+        messages.append(
+            checks.Error(
+                f"{HASHER_PATH} is first in settings.PASSWORD_HASHERS: Django would store user passwords with it, "
+                "and it refuses anything but a client secret, so no password could be set.",
+                hint="Put a user-password hasher (toolhub.passwords.PBKDF2PasswordHasher) first.",
+                id="toolhub.E104",
+            )
+        )
+    unguarded = [
+        path
+        for path, cls in zip(paths, classes, strict=True)
+        if getattr(cls, "algorithm", None) != ALGORITHM
+        and not any(base.__module__ == GUARDED_HASHERS_MODULE for base in cls.__mro__)
+    ]
+    if unguarded:
+        messages.append(
+            checks.Warning(
+                f"settings.PASSWORD_HASHERS has hashers that are not toolhub's guarded ones: {', '.join(unguarded)}. "
+                "Their hashes take no hashing slot (TOOLHUB_PASSWORD_HASHES_PER_MACHINE) and keep their database "
+                "connection, so a burst of bad logins can take every core and drain the pool.",
+                hint=f"Use the same hasher from {GUARDED_HASHERS_MODULE} (docs/deploy.md).",
+                id="toolhub.W105",
+            )
+        )
+    return messages

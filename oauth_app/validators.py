@@ -9,7 +9,9 @@ On top of the library's checks (PKCE S256 required, exact redirect URIs, audienc
   registering is switched off (TOOLHUB_OAUTH_CIMD, TOOLHUB_OAUTH_DCR);
 - a client secret is checked with the fast client-secret hasher (oauth_app.client_secrets); one stored with
   the slow password hasher is checked with it (in a hashing slot) and then stored again with the fast one; a
-  generated secret is never checked against a slow hash;
+  generated secret is never checked against a slow hash; a client authenticated with a secret not of the
+  generated shape is marked in oauth_app.client_secrets.fast_secret_clients (its stored hash is now the fast
+  one), so that the ASGI gate gives its next requests no hashing slot;
 - the first authorization code issued to a client marks it used (Client.used_at): an unused one expires
   (oauth_app.registration);
 - an authorization code presented again after it was exchanged revokes every token that exchange issued (the
@@ -17,6 +19,7 @@ On top of the library's checks (PKCE S256 required, exact redirect URIs, audienc
 """
 
 import hashlib
+from contextvars import ContextVar
 from datetime import timedelta
 from urllib.parse import urlsplit
 
@@ -29,8 +32,12 @@ from oauth2_provider.settings import oauth2_settings
 from oauthlib.oauth2.rfc6749 import errors
 
 from oauth_app.client_secrets import ALGORITHM as CLIENT_SECRET_HASHER
-from oauth_app.client_secrets import hashing_client_secrets, is_generated_secret
+from oauth_app.client_secrets import fast_secret_clients, hashing_client_secrets, is_generated_secret
 from oauth_app.models import Client, RedeemedCode
+
+# Set by _check_secret when a secret not of the generated shape matched: its client's stored hash is now the
+# fast one (it was, or check_password just stored it again with it).
+_old_secret_matched: ContextVar[bool] = ContextVar("toolhub_old_client_secret_matched", default=False)
 
 GRANT_TYPES = frozenset({"authorization_code", "refresh_token"})
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
@@ -91,22 +98,46 @@ class ToolhubValidator(OAuth2Validator):
             return False
         with hashing_client_secrets():
             try:
-                hasher = identify_hasher(stored_secret)
+                algorithm = identify_hasher(stored_secret).algorithm
             except ValueError:  # stored readable (hash_client_secret off)
-                return constant_time_compare(provided_secret, stored_secret)
-            if hasher.algorithm != CLIENT_SECRET_HASHER and is_generated_secret(provided_secret):
+                algorithm = None
+            if algorithm is None:
+                matched = constant_time_compare(provided_secret, stored_secret)
+            elif algorithm != CLIENT_SECRET_HASHER and is_generated_secret(provided_secret):
                 # Every generated secret is stored with the fast hasher, so this pair cannot match: refused
                 # without the slow hash. The ASGI gate lets such a secret through without a hashing slot
                 # (toolhub/login_gate.py), so it must never cost one.
                 return False
-            # A secret stored with the slow password hasher (before client secrets had their own) is checked
-            # with it, in a hashing slot, and on success stored again with the fast one.
-            return check_password(
-                provided_secret,
-                stored_secret,
-                setter=lambda secret: _rehash(stored_secret, secret),
-                preferred=CLIENT_SECRET_HASHER,
-            )
+            else:
+                # A secret stored with the slow password hasher (before client secrets had their own) is
+                # checked with it, in a hashing slot, and on success stored again with the fast one.
+                matched = check_password(
+                    provided_secret,
+                    stored_secret,
+                    setter=lambda secret: _rehash(stored_secret, secret),
+                    preferred=CLIENT_SECRET_HASHER,
+                )
+        if matched and not is_generated_secret(provided_secret):
+            _old_secret_matched.set(True)
+        return matched
+
+    def _marking_fast_secrets(self, authenticate, request) -> bool:
+        """`authenticate(request)`; when it authenticated the client with a secret not of the generated shape,
+        the client is marked as one whose secret is checked fast (oauth_app.client_secrets)."""
+        marker = _old_secret_matched.set(False)
+        try:
+            authenticated = authenticate(request)
+            if authenticated and _old_secret_matched.get() and request.client is not None:
+                fast_secret_clients.mark(request.client.client_id)
+            return authenticated
+        finally:
+            _old_secret_matched.reset(marker)
+
+    def _authenticate_basic_auth(self, request):
+        return self._marking_fast_secrets(super()._authenticate_basic_auth, request)
+
+    def _authenticate_request_body(self, request):
+        return self._marking_fast_secrets(super()._authenticate_request_body, request)
 
     def _load_application(self, client_id, request):
         client = super()._load_application(client_id, request)

@@ -152,9 +152,9 @@ def drop_templates(run: str) -> None:
 
 
 @contextmanager
-def server_database(tag: str, directory: Path, *, secret: str) -> Iterator[dict]:
+def server_database(tag: str, directory: Path, *, secret: str, name: str | None = None) -> Iterator[dict]:
     """The environment of a server on a database of its own, migrated: a temporary PostgreSQL database
-    `th_<tag>_<pid>` (dropped at the end) when the suite runs on PostgreSQL, else an SQLite file in
+    `th_<tag>_<pid>` (or `name`; dropped at the end) when the suite runs on PostgreSQL, else an SQLite file in
     `directory`. In a test run, a copy of the run's migrated template (TEST_RUN above)."""
     env = {**os.environ, "DJANGO_SECRET_KEY": secret, "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost"}
     env.pop("DJANGO_DEBUG", None)
@@ -164,7 +164,7 @@ def server_database(tag: str, directory: Path, *, secret: str) -> Iterator[dict]
     try:
         if url.startswith("postgres"):
             parts = urlsplit(url)
-            pg_name = f"th_{tag}_{os.getpid()}"
+            pg_name = name or f"th_{tag}_{os.getpid()}"
             pg_admin = urlunsplit(parts._replace(path="/postgres"))
             env["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{pg_name}"))
             if run:

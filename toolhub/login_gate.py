@@ -14,8 +14,11 @@ The doors (DOORS below), all `POST`; when a request can hash there; the `token` 
 - `/admin/login/`: always; none (django-axes counts failures).
 - `/oauth/token/`, `/oauth/revoke/`: when the request carries a client secret (`Authorization: Basic`, or a
   non-empty `client_secret` in the body or the query) that is not of the shape this server generates
-  (`ths_…`, oauth_app.client_secrets): a client registered before client secrets had their own fast hasher,
-  whose secret may still be stored with the slow password hasher; `oauth:<address>`.
+  (`ths_…`, oauth_app.client_secrets), for a client not known to have its secret stored with the fast hasher
+  (oauth_app.client_secrets.fast_secret_clients: a set lookup, no query, no hash): a client registered before
+  client secrets had their own fast hasher, whose secret may still be stored with the slow password hasher;
+  `oauth:<address>`. Once such a client has authenticated, its secret is stored with the fast hasher and its
+  requests take no slot.
 - `/admin/password_change/`, `/admin/auth/user/add/`, `/admin/auth/user/<id>/password/`: with a session
   cookie (without one, Django answers before any form is looked at); none.
 
@@ -57,7 +60,7 @@ from urllib.parse import parse_qsl, unquote_plus
 
 from django.conf import settings
 
-from oauth_app.client_secrets import is_generated_secret
+from oauth_app.client_secrets import fast_secret_clients, is_generated_secret
 from toolhub.lockout import JSON_PATHS
 from toolhub.passwords import PasswordCheckBusy, take_slot_for_request
 from tools_app.kernel import rate_limits
@@ -82,29 +85,41 @@ def _always(request: Request) -> bool:
     return True
 
 
-def _client_secrets(request: Request) -> Iterator[str]:
-    """The client secrets an OAuth request authenticates with: HTTP Basic (RFC 6749 §2.3.1), and every
-    non-empty `client_secret` parameter (in the form body; the query too, which oauthlib also reads). A Basic
-    header that cannot be decoded yields itself (treated as a secret that could cost a slow hash)."""
+def _client_credentials(request: Request) -> Iterator[tuple[str, str]]:
+    """The (client id, client secret) pairs an OAuth request authenticates with: HTTP Basic (RFC 6749 §2.3.1),
+    and every non-empty `client_secret` parameter (in the form body; the query too, which oauthlib also reads)
+    with the request's `client_id` parameter ("" when it names none or several). A Basic header that cannot be
+    decoded yields ("", itself): a secret that could cost a slow hash, for a client nobody knows."""
     authorization = request.headers.get(b"authorization", b"")
     if authorization[:6].lower() == b"basic ":
         try:
             decoded = base64.b64decode(authorization[6:].strip(), validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError):
-            yield authorization.decode("latin-1")
+            yield "", authorization.decode("latin-1")
         else:
-            yield unquote_plus(decoded.partition(":")[2])
-    for part in (request.body, request.query):
-        if b"client_secret" in part:  # the cheap test first; the parse only for a request that names it
-            pairs = parse_qsl(part.decode("latin-1"), keep_blank_values=False, max_num_fields=1000)
-            yield from (value for name, value in pairs if name == "client_secret" and value)
+            client_id, _, secret = decoded.partition(":")
+            yield unquote_plus(client_id), unquote_plus(secret)
+    if b"client_secret" not in request.body and b"client_secret" not in request.query:
+        return  # the cheap test first; the parse only for a request that names it
+    pairs = [
+        pair
+        for part in (request.body, request.query)
+        for pair in parse_qsl(part.decode("latin-1"), keep_blank_values=False, max_num_fields=1000)
+    ]
+    client_ids = {value for name, value in pairs if name == "client_id"}
+    client_id = next(iter(client_ids)) if len(client_ids) == 1 else ""
+    yield from ((client_id, value) for name, value in pairs if name == "client_secret" and value)
 
 
 def _carries_slow_client_secret(request: Request) -> bool:
-    """Whether the OAuth request authenticates its client with a secret that can cost a slow hash: any secret
-    not of the shape this server generates. A generated secret is stored with the fast client-secret hasher
-    and is never checked against a slow hash (oauth_app.validators), so it needs no slot."""
-    return any(secret and not is_generated_secret(secret) for secret in _client_secrets(request))
+    """Whether the OAuth request authenticates its client with a secret that can cost a slow hash: a secret
+    not of the shape this server generates, for a client not known to have its secret stored fast. A
+    generated secret is stored with the fast client-secret hasher and is never checked against a slow hash
+    (oauth_app.validators), so it needs no slot; nor does an old secret once its client is marked."""
+    return any(
+        secret and not is_generated_secret(secret) and not fast_secret_clients.knows(client_id)
+        for client_id, secret in _client_credentials(request)
+    )
 
 
 def _has_session(request: Request) -> bool:
@@ -146,8 +161,12 @@ def door_of(method: str, path: str) -> Door | None:
     return next((door for door in DOORS if door.path.fullmatch(path)), None)
 
 
-async def _refuse(send: Any, path: str, status: int, message: str, details: dict, retry_after: int) -> None:
-    if path.startswith(JSON_PATHS):
+Answer = tuple[list[tuple[bytes, bytes]], bytes]
+
+
+def _answer(json_answer: bool, message: str, details: dict, retry_after: int) -> Answer:
+    """The headers and body of a 429 (the API's JSON error, or the admin's page)."""
+    if json_answer:
         content_type = b"application/json"
         body = json.dumps({"error": "RATE_LIMITED", "message": message, "details": details}).encode()
     else:
@@ -158,7 +177,26 @@ async def _refuse(send: Any, path: str, status: int, message: str, details: dict
         (b"content-length", str(len(body)).encode()),
         (b"retry-after", str(retry_after).encode()),
     ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+    return headers, body
+
+
+# The "every slot taken" answers, made once: per answer kind and message (the message names the slot limit,
+# which with the retry delay makes the details), so a few at most. Under a burst, a refusal at the gate builds
+# nothing.
+_busy_answers: dict[tuple[bool, str], Answer] = {}
+
+
+def _busy_answer(json_answer: bool, busy: PasswordCheckBusy) -> Answer:
+    key = (json_answer, busy.message)
+    answer = _busy_answers.get(key)
+    if answer is None:
+        answer = _busy_answers[key] = _answer(json_answer, busy.message, busy.details, busy.retry_after)
+    return answer
+
+
+async def _send(send: Any, answer: Answer) -> None:
+    headers, body = answer
+    await send({"type": "http.response.start", "status": 429, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -192,12 +230,12 @@ def gate_hashes(app: Any) -> Any:
         if not door.hashes(request):
             await app(scope, replay, send)
             return
-        path = scope["path"]
+        json_answer = scope["path"].startswith(JSON_PATHS)
         # 2. A slot, or a refusal now.
         try:
             slot = take_slot_for_request()
         except PasswordCheckBusy as busy:
-            await _refuse(send, path, 429, busy.message, busy.details, busy.retry_after)
+            await _send(send, _busy_answer(json_answer, busy))
             return
         # 3. The address's token rate.
         if door.identity is not None and rate_limits.enabled():
@@ -206,7 +244,7 @@ def gate_hashes(app: Any) -> Any:
                 await rate_limits.ahit(rate_limits.Bucket.of(rate_limits.TOKEN, door.identity(client[0])))
             except rate_limits.RateLimited as limited:
                 slot.close()
-                await _refuse(send, path, 429, limited.message, limited.details, limited.retry_after)
+                await _send(send, _answer(json_answer, limited.message, limited.details, limited.retry_after))
                 return
             scope = {**scope, COUNTED_SCOPE_KEY: True}
 

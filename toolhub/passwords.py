@@ -145,7 +145,7 @@ def serving_request() -> Iterator[None]:
         _serving.reset(marker)
 
 
-def _try_lock(path: Path) -> int | None:
+def _try_lock(path: Path | str) -> int | None:
     """An open descriptor holding the exclusive lock on `path`, or None when another holds it. Each try opens
     its own descriptor: flock locks belong to the open file, so two threads of one process exclude each
     other too."""
@@ -158,12 +158,35 @@ def _try_lock(path: Path) -> int | None:
     return descriptor
 
 
-def _try_slots(limit: int, directory: Path) -> int | None:
-    for index in range(limit):
-        descriptor = _try_lock(directory / f"slot-{index}.lock")
+# The slot files per (TOOLHUB_PASSWORD_HASH_LOCK_DIR, slot limit), their directory made: a refusal under a
+# burst then costs its open, flock and close, no path building and no mkdir.
+_slot_files: dict[tuple[str, int], tuple[str, ...]] = {}
+
+
+def _slot_paths(limit: int) -> tuple[str, ...]:
+    key = (PASSWORD_HASH_LOCK_DIR.get(), limit)
+    paths = _slot_files.get(key)
+    if paths is None:
+        directory = lock_dir()
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        paths = _slot_files[key] = tuple(str(directory / f"slot-{index}.lock") for index in range(limit))
+    return paths
+
+
+def _first_free(paths: tuple[str, ...]) -> int | None:
+    for path in paths:
+        descriptor = _try_lock(path)
         if descriptor is not None:
             return descriptor
     return None
+
+
+def _try_slots(limit: int) -> int | None:
+    try:
+        return _first_free(_slot_paths(limit))
+    except FileNotFoundError:  # the directory was removed since it was made (a temporary-file cleaner)
+        _slot_files.clear()
+        return _first_free(_slot_paths(limit))
 
 
 def _acquire(*, wait: bool = False) -> int:
@@ -171,9 +194,7 @@ def _acquire(*, wait: bool = False) -> int:
     `wait`, try again every WAIT_POLL_SECONDS for up to TOOLHUB_PASSWORD_HASH_WAIT_SECONDS, then
     PasswordSlotTimeout."""
     limit = slot_limit()
-    directory = lock_dir()
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    descriptor = _try_slots(limit, directory)
+    descriptor = _try_slots(limit)
     if descriptor is not None:
         return descriptor
     if not wait:
@@ -190,7 +211,7 @@ def _acquire(*, wait: bool = False) -> int:
     deadline = time.monotonic() + patience
     while (left := deadline - time.monotonic()) > 0:
         time.sleep(min(WAIT_POLL_SECONDS, left))
-        descriptor = _try_slots(limit, directory)
+        descriptor = _try_slots(limit)
         if descriptor is not None:
             return descriptor
     raise PasswordSlotTimeout(limit, patience)

@@ -6,6 +6,7 @@ import base64
 
 import pytest
 from django.contrib.auth import authenticate, get_user_model, hashers
+from django.core import checks
 from django.core.exceptions import ValidationError
 from oauth2_provider.models import get_application_model
 
@@ -191,3 +192,47 @@ def test_an_old_client_with_a_pbkdf2_secret_still_works_and_moves_to_the_fast_ha
     old.refresh_from_db()
     assert old.client_secret == rehashed
     assert revoke(client, old.client_id, "B" * 128, basic=basic).status_code == 401
+
+
+def _check_ids(settings, hashers_list):
+    settings.PASSWORD_HASHERS = hashers_list
+    return [(message.id, message.msg) for message in client_secrets.check_password_hashers()]
+
+
+def test_the_hasher_check_passes_the_production_hashers(settings):
+    assert _check_ids(settings, production_settings.PASSWORD_HASHERS) == []
+
+
+def test_the_hasher_check_is_an_error_when_the_client_secret_hasher_is_missing(settings):
+    without = [path for path in production_settings.PASSWORD_HASHERS if path != HASHER_PATH]
+    assert _check_ids(settings, without) == [
+        (
+            "toolhub.E103",
+            f"settings.PASSWORD_HASHERS lacks the OAuth client-secret hasher {HASHER_PATH}: no OAuth client can be "
+            "registered, and no client secret stored with it (every generated one, and every old one rehashed "
+            "after its first use) verifies.",
+        )
+    ]
+
+
+def test_the_hasher_check_is_an_error_when_the_client_secret_hasher_is_first(settings):
+    first = [HASHER_PATH, *(path for path in production_settings.PASSWORD_HASHERS if path != HASHER_PATH)]
+    assert [check_id for check_id, _ in _check_ids(settings, first)] == ["toolhub.E104"]
+
+
+def test_the_hasher_check_warns_of_a_hasher_that_takes_no_hashing_slot(settings):
+    ids = _check_ids(settings, ["django.contrib.auth.hashers.PBKDF2PasswordHasher", HASHER_PATH])
+    assert ids == [
+        (
+            "toolhub.W105",
+            "settings.PASSWORD_HASHERS has hashers that are not toolhub's guarded ones: "
+            "django.contrib.auth.hashers.PBKDF2PasswordHasher. Their hashes take no hashing slot "
+            "(TOOLHUB_PASSWORD_HASHES_PER_MACHINE) and keep their database connection, so a burst of bad logins "
+            "can take every core and drain the pool.",
+        )
+    ]
+
+
+def test_the_hasher_check_runs_with_the_system_checks(settings):
+    settings.PASSWORD_HASHERS = production_settings.PASSWORD_HASHERS[:-1]
+    assert "toolhub.E103" in [message.id for message in checks.run_checks()]

@@ -3,6 +3,7 @@ on the machine, across worker processes (toolhub/passwords.py); the login endpoi
 refused 429, before Django runs (toolhub/login_gate.py): a burst of bad logins from any number of addresses
 neither drains the connection pool, nor takes more than one core, nor makes anyone else's request fail."""
 
+import asyncio
 import base64
 import json
 import os
@@ -15,6 +16,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import redis
 from axes.models import AccessAttempt
 from django.contrib.auth import get_user_model, hashers
 from django.contrib.sessions.models import Session
@@ -22,7 +24,7 @@ from django.db import connection, connections
 from oauth2_provider.models import get_access_token_model, get_application_model
 from rest_framework.test import APIClient
 
-from oauth_app.client_secrets import HASHER_PATH, ClientSecretGenerator
+from oauth_app.client_secrets import HASHER_PATH, ClientSecretGenerator, FastSecretClients, fast_secret_clients
 from tests.api_helpers import asgi_post, db_snapshot
 from tests.live_server import Uvicorn, run_python, server_database
 from toolhub import passwords
@@ -588,9 +590,9 @@ def test_a_client_secret_is_hashed_in_the_gates_slot_and_counted_once(
 ):
     """A revocation with an old client's right secret (stored with PBKDF2): the hash runs inside the slot the
     gate took (one slot: a second take would be a 429), the slot is free again after, and the secret is stored
-    again with the fast hasher (the second revocation hashes nothing slowly, though the gate, which cannot
-    tell, still takes a slot for it); the gate counts the request in its address's OAuth bucket and the view
-    does not count it again; an address over its rate gives the slot back."""
+    again with the fast hasher; the gate counts the request in its address's OAuth bucket and the view does
+    not count it again. The second revocation hashes nothing slowly and takes no slot (the client is marked
+    fast): the view counts it, and refuses the third, over the address's rate."""
     rate_limited(token="2/minute")
     seen: list[int] = []
     pbkdf2 = hashers.pbkdf2
@@ -610,7 +612,7 @@ def test_a_client_secret_is_hashed_in_the_gates_slot_and_counted_once(
     confidential_client.refresh_from_db()
     assert confidential_client.client_secret.startswith("client_secret_sha256$")
     assert passwords.slots_in_use() == 0
-    assert gated.reached == ["/oauth/revoke/"] * 2
+    assert gated.reached == ["/oauth/revoke/"] * 3
 
 
 @pytest.mark.django_db(transaction=True)
@@ -694,6 +696,140 @@ def test_a_generated_shape_secret_is_never_checked_against_a_slow_hash(
     assert [event for event in hash_events if event[0] != "close"] == []
     assert db_snapshot() == before
     assert oauth_rows() == rows_before
+
+
+@pytest.fixture
+def held_slot(settings, tmp_path):
+    """take() holds the machine's only slot as another worker would (its own lock on the slot file), until
+    give_back() or the end of the test."""
+    settings.TOOLHUB_PASSWORD_HASHES_PER_MACHINE = 1
+    settings.TOOLHUB_PASSWORD_HASH_LOCK_DIR = str(tmp_path)
+    held: list[int] = []
+
+    class Held:
+        def take(self) -> None:
+            descriptor = passwords._try_lock(tmp_path / "slot-0.lock")
+            assert descriptor is not None
+            held.append(descriptor)
+
+        def give_back(self) -> None:
+            os.close(held.pop())
+
+    yield Held()
+    for descriptor in held:
+        os.close(descriptor)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_old_client_takes_a_slot_until_its_secret_is_stored_fast_then_none(
+    confidential_client, hash_events, gated, held_slot
+):
+    """An old client (secret not of the generated shape, stored with PBKDF2): while every slot is taken its
+    request is refused by the gate, nothing hashed or written, the client not marked. Once it authenticated
+    (slot free: the secret checked with PBKDF2 and stored again with the fast hasher), the gate knows it
+    without a query or a hash: while every slot is taken again, its right secret authenticates (200) and a
+    wrong one is 401 invalid_client, neither hashing slowly nor writing anything."""
+    fast_secret_clients.forget()
+    client_id = confidential_client.client_id
+    right = f"token=unknown&client_id={client_id}&client_secret={CLIENT_SECRET}".encode()
+    wrong = f"token=unknown&client_id={client_id}&client_secret=not-the-secret-{'w' * 20}".encode()
+    held_slot.take()
+    hash_events.clear()
+    before, rows_before = db_snapshot(), oauth_rows()
+    # when: before its first success
+    status, answer, _, _ = asgi_post(gated, "/oauth/revoke/", [right], [], content_type=FORM)
+    # then: a slot needed, none free
+    assert (status, json.loads(answer)["error"]) == (429, "RATE_LIMITED")
+    assert gated.reached == []
+    assert hash_events == []
+    assert db_snapshot() == before
+    assert oauth_rows() == rows_before
+    assert not fast_secret_clients.knows(client_id)
+    # when: a slot free, the right secret
+    held_slot.give_back()
+    assert asgi_post(gated, "/oauth/revoke/", [right], [], content_type=FORM)[0] == 200
+    # then
+    confidential_client.refresh_from_db()
+    assert confidential_client.client_secret.startswith("client_secret_sha256$")
+    assert fast_secret_clients.knows(client_id)
+    # when: every slot taken again
+    held_slot.take()
+    hash_events.clear()
+    before, rows_before = db_snapshot(), oauth_rows()
+    answers = [asgi_post(gated, "/oauth/revoke/", [body], [], content_type=FORM) for body in (right, wrong)]
+    basic_answers = [
+        asgi_post(gated, "/oauth/revoke/", [b"token=unknown"], [basic(client_id, secret)], content_type=FORM)[0]
+        for secret in (CLIENT_SECRET, "not-the-secret")
+    ]
+    # then: no slot taken, nothing hashed slowly, nothing written
+    assert [(status, body) for status, body, _, _ in answers] == [
+        (200, b""),
+        (401, b'{"error": "invalid_client"}'),
+    ]
+    assert basic_answers == [200, 401]
+    assert gated.reached == ["/oauth/revoke/"] * 5
+    assert [event for event in hash_events if event[0] != "close"] == []
+    assert db_snapshot() == before
+    assert oauth_rows() == rows_before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_wrong_old_secret_marks_nothing_and_another_client_still_takes_a_slot(confidential_client, gated, held_slot):
+    """A wrong secret for an old client marks nothing (slot free: checked with PBKDF2, 401, the stored hash
+    unchanged); a marked client lends nothing to another: a request naming two client ids, or an unmarked
+    one, takes a slot (refused while every slot is taken)."""
+    fast_secret_clients.forget()
+    other = make_confidential_client(hashers.make_password(CLIENT_SECRET), name="Other")
+    client_id = confidential_client.client_id
+    wrong = f"token=unknown&client_id={client_id}&client_secret=not-the-secret-{'w' * 20}".encode()
+    stored = confidential_client.client_secret
+    # when
+    status, _, _, _ = asgi_post(gated, "/oauth/revoke/", [wrong], [], content_type=FORM)
+    # then
+    assert status == 401
+    confidential_client.refresh_from_db()
+    assert confidential_client.client_secret == stored
+    assert not fast_secret_clients.knows(client_id)
+    # when: the first client marked, every slot taken
+    fast_secret_clients.mark(client_id)
+    held_slot.take()
+    rows_before = oauth_rows()
+    two_ids = f"token=x&client_id={client_id}&client_id={other.client_id}&client_secret={CLIENT_SECRET}".encode()
+    unmarked = f"token=x&client_id={other.client_id}&client_secret={CLIENT_SECRET}".encode()
+    answers = [
+        asgi_post(gated, "/oauth/revoke/", [two_ids], [], content_type=FORM)[0],
+        asgi_post(gated, "/oauth/revoke/", [unmarked], [], content_type=FORM)[0],
+        asgi_post(gated, "/oauth/revoke/", [b"token=x"], [basic(other.client_id, CLIENT_SECRET)], content_type=FORM)[0],
+    ]
+    # then
+    assert answers == [429, 429, 429]
+    assert gated.reached == ["/oauth/revoke/"]
+    assert oauth_rows() == rows_before
+
+
+def test_the_marks_reach_another_worker_through_redis(settings):
+    """A mark made in one worker (one FastSecretClients) reaches another's through Redis: it does not know the
+    client at first, reads the marks in the background, and knows it on the next request."""
+    settings.REDIS_URL = "redis://127.0.0.1:6379/0"
+    settings.TOOLHUB_RATE_LIMIT_KEY_PREFIX = f"test-fast-secrets-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        redis.Redis.from_url(settings.REDIS_URL).ping()
+    except redis.RedisError:
+        pytest.skip("no Redis on 127.0.0.1:6379")
+    marking, reading = FastSecretClients(), FastSecretClients()
+    marking.mark("old-client")
+
+    async def ask_twice() -> tuple[bool, bool]:
+        first = reading.knows("old-client")
+        assert reading._refresh is not None
+        await reading._refresh
+        return first, reading.knows("old-client")
+
+    try:
+        assert asyncio.run(ask_twice()) == (False, True)
+        assert redis.Redis.from_url(settings.REDIS_URL).smembers(marking.key()) == {b"old-client"}
+    finally:
+        redis.Redis.from_url(settings.REDIS_URL).delete(marking.key())
 
 
 #
