@@ -32,6 +32,7 @@ DATABASE_URL=postgres://..., the database `th_bench_streamed` (or --database) on
 created again.
 
     .venv/bin/python bench/streamed_query.py [--records 200000] [--runs 3] [--set all|decomposed|reduced]
+        [--queries 1,4]
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/streamed_query.py
 """
 
@@ -65,6 +66,7 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=200_000, help="records (default 200000)")
     parser.add_argument("--runs", type=int, default=3, help="timed runs of each way (default 3)")
     parser.add_argument("--set", choices=["all", *QUERIES], default="all", help="which queries (default all)")
+    parser.add_argument("--queries", default="", help="1-based positions of the queries to run (default all)")
     parser.add_argument("--database", default=throwaway.BENCH_DATABASE, help="the PostgreSQL database it replaces")
     args = parser.parse_args()
     throwaway.BENCH_DATABASE = args.database
@@ -109,6 +111,8 @@ def run(args: argparse.Namespace, label: str) -> int:
     raised = override_settings(TOOLHUB_MAX_EVALUATED_BYTES=RAISED_BOUND)
     print(f"{'query':<58}{'way':<22}{'outcome':<21}{'wall ms':>9}{'cpu ms':>9}{'peak MiB':>10}")
     chosen = [expression for name, queries in QUERIES.items() if args.set in ("all", name) for expression in queries]
+    if args.queries:
+        chosen = [chosen[int(position) - 1] for position in args.queries.split(",")]
     for expression in chosen:
         assert compile_sql_expression(expression, vendor, "array") is None, expression
         assert streamed.plan(expression, "array") is not None, expression
@@ -122,8 +126,11 @@ def run(args: argparse.Namespace, label: str) -> int:
                 context.__enter__()
             try:
                 cpu: list[float] = []
-                wall = throwaway.timed(lambda expression=expression: attempt(expression), args.runs, cpu=cpu)
-                outcome, answer = attempt(expression)
+                last: list[tuple[str, Any]] = []
+                wall = throwaway.timed(
+                    lambda expression=expression, last=last: last.append(attempt(expression)), args.runs, cpu=cpu
+                )
+                outcome, answer = last[-1]
                 peak = throwaway.traced_peak(lambda expression=expression: attempt(expression))
             finally:
                 for context in reversed(contexts):
