@@ -3,11 +3,19 @@
 
 Loads N records of the bench shape (bench/data_access.py build_records: ~300 bytes of JSON each, ~60 MB in
 all) as the root collection of a rows table (records.create_collection), then runs through `records.read`
-(the read every data tool makes) three queries that do not compile to SQL:
+(the read every data tool makes) queries that do not compile to SQL: three that decompose per record
 
     [?length(items) > `2`].id                                  a filter keeping ids
     length([?max(items[*].price) > `190`])                     a count: nothing kept
-    [?status=='shipped'].{id: id, n: length(items)} | [:20]    a projection, then a tail
+    [?status=='shipped'].{id: id, n: length(items)} | [:20]    a projection, then a tail (kept: 20)
+
+and (`--set reduced`, or `all`) four that do not decompose per record, reduced chunk by chunk to what their
+answer depends on (a top-k keeps k records, an extreme the best one):
+
+    sort_by(@, &length(items))[:10].id                         a top-k over the records
+    sort_by([?status=='paid'], &to_number(total))[-5:].id      a top-k over a filter, from the end
+    reverse(sort_by(@, &total))[:3].id                         reversed
+    max_by(@, &length(items)).id                               an extreme
 
 each of them three ways, side by side in one run:
 
@@ -20,9 +28,11 @@ Prints medians of wall and CPU milliseconds over --runs runs, and the peak of Py
 run (tracemalloc, run apart from the timed ones), and checks that both answering paths give the same answer.
 
 It runs against a throwaway database it creates and removes: a temporary SQLite file by default; with
-DATABASE_URL=postgres://..., the database `th_bench_streamed` on that server.
+DATABASE_URL=postgres://..., the database `th_bench_streamed` (or --database) on that server, dropped and
+created again.
 
-    .venv/bin/python bench/streamed_query.py [--records 200000] [--runs 3]
+    .venv/bin/python bench/streamed_query.py [--records 200000] [--runs 3] [--set all|decomposed|reduced]
+        [--queries 1,4]
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/streamed_query.py
 """
 
@@ -35,11 +45,19 @@ from unittest import mock
 import data_access as throwaway  # bench/data_access.py: the throwaway database and the records
 
 throwaway.BENCH_DATABASE = "th_bench_streamed"
-QUERIES = [
-    "[?length(items) > `2`].id",
-    "length([?max(items[*].price) > `190`])",
-    "[?status=='shipped'].{id: id, n: length(items)} | [:20]",
-]
+QUERIES = {
+    "decomposed": [
+        "[?length(items) > `2`].id",
+        "length([?max(items[*].price) > `190`])",
+        "[?status=='shipped'].{id: id, n: length(items)} | [:20]",
+    ],
+    "reduced": [
+        "sort_by(@, &length(items))[:10].id",
+        "sort_by([?status=='paid'], &to_number(total))[-5:].id",
+        "reverse(sort_by(@, &total))[:3].id",
+        "max_by(@, &length(items)).id",
+    ],
+}
 RAISED_BOUND = 2**30
 
 
@@ -47,7 +65,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000, help="records (default 200000)")
     parser.add_argument("--runs", type=int, default=3, help="timed runs of each way (default 3)")
+    parser.add_argument("--set", choices=["all", *QUERIES], default="all", help="which queries (default all)")
+    parser.add_argument("--queries", default="", help="1-based positions of the queries to run (default all)")
+    parser.add_argument("--database", default=throwaway.BENCH_DATABASE, help="the PostgreSQL database it replaces")
     args = parser.parse_args()
+    throwaway.BENCH_DATABASE = args.database
     return throwaway.in_throwaway_database(lambda database: run(args, database.label))
 
 
@@ -88,7 +110,10 @@ def run(args: argparse.Namespace, label: str) -> int:
     gathering = mock.patch.object(streamed, "plan", return_value=None)
     raised = override_settings(TOOLHUB_MAX_EVALUATED_BYTES=RAISED_BOUND)
     print(f"{'query':<58}{'way':<22}{'outcome':<21}{'wall ms':>9}{'cpu ms':>9}{'peak MiB':>10}")
-    for expression in QUERIES:
+    chosen = [expression for name, queries in QUERIES.items() if args.set in ("all", name) for expression in queries]
+    if args.queries:
+        chosen = [chosen[int(position) - 1] for position in args.queries.split(",")]
+    for expression in chosen:
         assert compile_sql_expression(expression, vendor, "array") is None, expression
         assert streamed.plan(expression, "array") is not None, expression
         answers = []
@@ -101,8 +126,11 @@ def run(args: argparse.Namespace, label: str) -> int:
                 context.__enter__()
             try:
                 cpu: list[float] = []
-                wall = throwaway.timed(lambda expression=expression: attempt(expression), args.runs, cpu=cpu)
-                outcome, answer = attempt(expression)
+                last: list[tuple[str, Any]] = []
+                wall = throwaway.timed(
+                    lambda expression=expression, last=last: last.append(attempt(expression)), args.runs, cpu=cpu
+                )
+                outcome, answer = last[-1]
                 peak = throwaway.traced_peak(lambda expression=expression: attempt(expression))
             finally:
                 for context in reversed(contexts):

@@ -8,34 +8,56 @@ tail) runs once over that concatenation:
 - the head: over an array collection, a projection or filter over the records (`[?p]`, `[?p].x`, `[*].x`,
   `[?p].{a: a}`, `@[?p]`) or over their flattening (`[].x`), or the records themselves (`@`); over an object
   collection, a projection of its values (`*.x`, `*[?p]`) or a projection or filter over `values(@)`;
-- the tail: whatever is piped after the head (`[?p].x | [0]`, `[?p] | sort_by(@, &x)[:10]`), or a function
-  taking the head as its one non-constant argument (`sort_by([?p], &x)`, `length([?p])`);
+- the tail: the steps applied to the head's value in order, read off the expression by the evaluation order
+  jmespath defines (`a | b`, `a.b`, `a[0]` and `a[1:]` evaluate `a`, then the rest over its value; `f(a, &k)`
+  evaluates `a`, then `f(@, &k)`): `[?p].x | [0]`, `sort_by([?p], &x)[-5:].id`, `length([?p])`;
 - `length` applied first to the head counts the head's items, chunk by chunk, without keeping them.
+
+A tail that starts with a *reduction* keeps, chunk by chunk, only the head's items its answer can depend on,
+in the collection's order, and runs the whole tail over those at the end:
+
+- a top-k: an optional `sort_by(@, &key)`, any number of `reverse(@)`, then an index (`[0]`, `[-1]`) or a
+  slice whose bounds lie within k items of one end of the list (`[:10]`, `[-5:]`, `[2:8:2]`, `[:-4:-1]`; not
+  `[::2]`, `[3:-3]`): the k items that come first (or last) in the order the tail sorts them by, ties broken
+  by the collection's order (sort_by is stable), so the tail's sort, slice and projection over them give
+  the whole list's answer;
+- an extreme: `max_by(@, &key)`, `min_by(@, &key)`, `max(@)`, `min(@)`: the function over the best item so
+  far and the chunk's items, which keeps the whole list's first best (Python's max/min keep the earliest) and
+  compares every item against the best before it, as the whole list's evaluation does.
 
 Each chunk goes through the one evaluator (tools_app.data_access.query / jmespath_compiler: the head's node
 compiled as the whole expression's is), and the answer is jmespath's over the whole collection, errors
 included: the head's only evaluated level works on one record at a time and in the records' order, so the
 first record it fails on is the one the whole-list evaluation fails on, and the failure is the same
 INVALID_QUERY naming the whole expression (query.failures_as_invalid). A head with two levels that can each
-fail (`[?p][].x`: every filter before any projection) is not decomposed.
+fail (`[?p][].x`: every filter before any projection) is not decomposed. A reduction's failure (a sort key
+that is not a number or a string, or not of the first item's type; keys max_by cannot compare; an item max
+refuses) is the library's own error for the first item that fails, raised by the library's function over
+that item (and the first item, or the best before it, that its check compares it with); it is raised once
+every chunk has gone through the head, since the whole list's head fails first.
 
-Bounded by what is kept, not by what is read: the head's results are at most `limit` bytes of JSON (a record
-kept whole counts its stored size), else QUERY_TOO_EXPENSIVE; the call's time budget is checked after every
-chunk. Anything that does not decompose is left to the caller (None from `plan`).
+Bounded by what is kept, not by what is read: the head's results (a reduction's kept items) are at most
+`limit` bytes of JSON (a record kept whole counts its stored size), else QUERY_TOO_EXPENSIVE; the call's time
+budget is checked after every chunk. Anything that does not decompose is left to the caller (None from
+`plan`).
 """
 
+import heapq
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
+
+from jmespath.functions import TYPES_MAP
 
 from tools_app.data_access import budget
 from tools_app.data_access.jmespath_compiler import compile_ast
 from tools_app.data_access.query import checked_result, compile_expression, failures_as_invalid
 from tools_app.kernel.errors import ErrorCode, ToolError
 
-__all__ = ["Plan", "plan", "run"]
+__all__ = ["Extreme", "Plan", "TopK", "plan", "run", "slice_bound"]
 
 Evaluator = Callable[[Any], Any]
 # (position, key, record, size of its JSON) in position order, as tools_app.execution.records reads them.
@@ -43,18 +65,43 @@ Row = tuple[int, str | None, Any, int]
 
 _SOURCES = frozenset({"identity", "current"})
 _PROJECTIONS = frozenset({"projection", "filter_projection"})
+# Nodes that evaluate their children in order, each over the previous one's value.
+_SEQUENCES = frozenset({"pipe", "subexpression", "index_expression"})
 # Arguments that are the same for every record and cannot fail when evaluated.
 _CONSTANT_ARGUMENTS = frozenset({"literal", "expref"})
+_SORT_KEY_TYPES = frozenset({"number", "string"})
+_RANK = itemgetter(0, 1)
+
+
+@dataclass(frozen=True)
+class TopK:
+    """Keep the `k` items that come first (`largest` False) or last in the order of (`key`'s value, the
+    collection's order); `key` None: the collection's order alone. `check` is the tail's `sort_by(@, &key)`,
+    evaluated over the first item and an offending one to raise the library's error."""
+
+    k: int
+    largest: bool
+    key: Evaluator | None = None
+    check: Evaluator | None = None
+
+
+@dataclass(frozen=True)
+class Extreme:
+    """Keep the best item: `function` (the tail's max_by/min_by/max/min over @) over [best so far, *items]."""
+
+    function: Evaluator
 
 
 @dataclass(frozen=True)
 class Plan:
     """How a decomposable expression runs: `head` over each chunk's value (a list of records, or an object of
-    them by key), then `count` (the number of the head's items instead of the items), then `tail` over that."""
+    them by key), then `count` (the number of the head's items instead of the items), or `reduce` (only the
+    items the answer depends on: module docstring), then `tail` over that."""
 
     head: Evaluator
     count: bool
     tail: Evaluator | None
+    reduce: TopK | Extreme | None = None
 
 
 def plan(expression: str, kind: str) -> Plan | None:
@@ -66,38 +113,49 @@ def plan(expression: str, kind: str) -> Plan | None:
 
 @lru_cache(maxsize=1024)
 def _plan(expression: str, kind: str) -> Plan | None:
-    split = _split(compile_expression(expression).parsed, kind)
-    if split is None:
+    steps = _sequence(compile_expression(expression).parsed, kind)
+    head, tail = steps[0], steps[1:]
+    if not _is_head(head, kind):
         return None
-    head, tail = split
     count = bool(tail) and _is_length_of_current(tail[0])
+    reduce = None
     if count:
         tail = tail[1:]
-    if not count and head["type"] in _SOURCES:
-        return None  # the records themselves, then a tail: nothing to gain over gathering them
-    return Plan(head=compile_ast(head), count=count, tail=compile_ast(_piped(tail)) if tail else None)
+    else:
+        reduce = _reduction(tail)
+        if reduce is None and head["type"] in _SOURCES:
+            return None  # the records themselves, then a tail that needs them all: nothing to gain over gathering
+    return Plan(head=compile_ast(head), count=count, tail=compile_ast(_piped(tail)) if tail else None, reduce=reduce)
 
 
-def _split(node: dict, kind: str) -> tuple[dict, list[dict]] | None:
-    """(head, tail nodes in the order they apply) of `node`, or None."""
-    if _is_head(node, kind):
-        return node, []
+def _sequence(node: dict, kind: str) -> list[dict]:
+    """`node` as steps, each evaluated over the previous one's value, the first over the collection: jmespath
+    evaluates a pipe, a subexpression and an index expression child after child; a projection `L.R` as `L`,
+    then `R` over each of its items (`L | @.R`... as projection(@, R)); a function of one argument that depends
+    on the data as that argument, then the function over it. A step that does nothing (`@`) after the first is
+    left out; a head stays whole."""
     kind_of = node["type"]
-    if kind_of == "pipe":
-        inner = _split(node["children"][0], kind)
-        return None if inner is None else (inner[0], [*inner[1], node["children"][1]])
-    if kind_of == "function_expression":
+    if _is_head(node, kind):
+        steps = [node]
+    elif kind_of in _SEQUENCES:
+        steps = [step for child in node["children"] for step in _sequence(child, kind)]
+    elif kind_of == "projection":
+        left, right = node["children"]
+        steps = [
+            *_sequence(left, kind),
+            {"type": "projection", "children": [{"type": "current", "children": []}, right]},
+        ]
+    elif kind_of == "function_expression":
         arguments = node["children"]
         varying = [index for index, argument in enumerate(arguments) if argument["type"] not in _CONSTANT_ARGUMENTS]
         if len(varying) != 1:
-            return None
-        inner = _split(arguments[varying[0]], kind)
-        if inner is None:
-            return None
+            return [node]
         over_current = [*arguments]
         over_current[varying[0]] = {"type": "current", "children": []}
-        return inner[0], [*inner[1], {**node, "children": over_current}]
-    return None
+        steps = [*_sequence(arguments[varying[0]], kind), {**node, "children": over_current}]
+    else:
+        steps = [node]
+    return steps[:1] + [step for step in steps[1:] if step["type"] not in _SOURCES]
 
 
 def _is_head(node: dict, kind: str) -> bool:
@@ -128,12 +186,69 @@ def _is_values_of_current(node: dict) -> bool:
 
 
 def _is_length_of_current(node: dict) -> bool:
-    return (
-        node["type"] == "function_expression"
-        and node.get("value") == "length"
-        and len(node["children"]) == 1
-        and node["children"][0]["type"] in _SOURCES
-    )
+    return _is_function_of_current(node, "length", 1)
+
+
+def _is_function_of_current(node: dict, name: str, arity: int) -> bool:
+    """`name(@)`, or `name(@, &key)` for arity 2."""
+    if node["type"] != "function_expression" or node.get("value") != name or len(node["children"]) != arity:
+        return False
+    first, *rest = node["children"]
+    return first["type"] in _SOURCES and all(argument["type"] == "expref" for argument in rest)
+
+
+def _reduction(tail: list[dict]) -> TopK | Extreme | None:
+    """The reduction a tail starts with (module docstring), or None."""
+    if not tail:
+        return None
+    first = tail[0]
+    if any(_is_function_of_current(first, name, 2) for name in ("max_by", "min_by")) or any(
+        _is_function_of_current(first, name, 1) for name in ("max", "min")
+    ):
+        return Extreme(function=compile_ast(first))
+    at = 0
+    key = check = None
+    if _is_function_of_current(first, "sort_by", 2):
+        key, check = compile_ast(first["children"][1]["children"][0]), compile_ast(first)
+        at = 1
+    reversals = 0
+    while at < len(tail) and _is_function_of_current(tail[at], "reverse", 1):
+        reversals += 1
+        at += 1
+    bound = _selection_bound(tail[at]) if at < len(tail) else None
+    if bound is None:
+        return None
+    end, k = bound
+    return TopK(k=k, largest=(end == "last") != (reversals % 2 == 1), key=key, check=check)
+
+
+def _selection_bound(node: dict) -> tuple[str, int] | None:
+    kind_of = node["type"]
+    if kind_of == "index":
+        index = node["value"]
+        return ("first", index + 1) if index >= 0 else ("last", -index)
+    if kind_of == "slice":
+        start, stop, step = node["children"]
+        return slice_bound(start, stop, step)
+    return None
+
+
+def slice_bound(start: int | None, stop: int | None, step: int | None) -> tuple[str, int] | None:
+    """("first", k) when `[start:stop:step]` takes its items among the first k of any list, whatever its length,
+    and the same items from the list's first k alone; ("last", k) likewise for the last k; None for a slice
+    whose items depend on the length (`[::2]`, `[2:-2]`) or with a zero step (the library's error)."""
+    step = 1 if step is None else step
+    if step > 0:
+        if stop is not None and stop >= 0 and (start is None or start >= 0):
+            return "first", stop
+        if start is not None and start < 0 and (stop is None or stop < 0):
+            return "last", -start
+    elif step < 0:
+        if start is not None and start >= 0 and (stop is None or stop >= 0):
+            return "first", start + 1
+        if stop is not None and stop < 0 and (start is None or start < 0):
+            return "last", -stop
+    return None
 
 
 def _piped(nodes: list[dict]) -> dict:
@@ -155,11 +270,16 @@ def run(
 ) -> Any:
     """`expression`'s answer over the collection whose records `chunks` yields (those `keep` keeps), run by
     `plan_`: jmespath's answer over the whole collection (module docstring). QUERY_TOO_EXPENSIVE once the
-    head's results pass `limit` bytes, or the call's time budget is spent."""
+    head's results (or a reduction's kept items) pass `limit` bytes, or the call's time budget is spent."""
     current = budget.active()
     counted = 0
     kept_bytes = 0
     results: list = []
+    reducer: _Best | _Extreme | None = None
+    if isinstance(plan_.reduce, TopK):
+        reducer = _Best(expression, plan_.reduce)
+    elif isinstance(plan_.reduce, Extreme):
+        reducer = _Extreme(expression, plan_.reduce)
     for rows in chunks:
         if keep is not None:
             rows = [row for row in rows if keep(row[2])]
@@ -168,6 +288,11 @@ def run(
             part = plan_.head(value)
         if plan_.count:
             counted += len(part)
+        elif reducer is not None:
+            if reducer.failure is None and part:
+                reducer.add(part, {id(row[2]): row[3] for row in rows})
+                if reducer.kept_bytes > limit:
+                    raise _too_much(limit)
         else:
             kept_bytes += _size(part, {id(row[2]): row[3] for row in rows})
             if kept_bytes > limit:
@@ -176,10 +301,113 @@ def run(
         if current is not None:
             current.check_time()
     answer: Any = counted if plan_.count else results
+    if reducer is not None:
+        if reducer.failure is not None:
+            raise reducer.failure
+        answer = reducer.items()
     if plan_.tail is not None:
         with failures_as_invalid(expression):
             answer = plan_.tail(answer)
     return checked_result(expression, answer)
+
+
+class _Best:
+    """A top-k's kept items: (key, index in the head's items, item, size) of at most k of them."""
+
+    def __init__(self, expression: str, shape: TopK) -> None:
+        self.expression = expression
+        self.shape = shape
+        self.kept: list[tuple[Any, int, Any, int]] = []
+        self.kept_bytes = 0
+        self.failure: ToolError | None = None
+        self.seen = 0
+        self.first: Any = None
+        self.required: str | None = None  # the first item's key type, which every key must have (sort_by)
+
+    def add(self, part: list, stored: dict[int, int]) -> None:
+        candidates: list[tuple[Any, int, Any, int]] = [*self.kept]
+        key_of = self.shape.key
+        for item in part:
+            index = self.seen
+            self.seen += 1
+            if key_of is None:
+                candidates.append((0, index, item, -1))
+                continue
+            if not self._keyed(item, key_of, candidates, index):
+                return
+        k = self.shape.k
+        if len(candidates) > k:
+            candidates = (heapq.nlargest if self.shape.largest else heapq.nsmallest)(k, candidates, key=_RANK)
+        self.kept = [entry if entry[3] >= 0 else (*entry[:3], _item_size(entry[2], stored)) for entry in candidates]
+        self.kept_bytes = sum(entry[3] for entry in self.kept)
+
+    def _keyed(self, item: Any, key_of: Evaluator, candidates: list, index: int) -> bool:
+        """Append the item with its sort key; False (and the failure set) when sort_by fails on it."""
+        try:
+            key = key_of(item)
+        except ToolError:
+            raise  # the call's budget, not the expression's failure
+        except Exception:
+            key, type_of = None, None
+        else:
+            type_of = TYPES_MAP.get(type(key).__name__, "unknown")
+        if self.required is None:
+            if type_of not in _SORT_KEY_TYPES:
+                self.failure = self._library_failure([item])
+                return False
+            self.required, self.first = type_of, item
+        elif type_of != self.required:
+            self.failure = self._library_failure([self.first, item])
+            return False
+        candidates.append((key, index, item, -1))
+        return True
+
+    def _library_failure(self, items: list) -> ToolError:
+        """The error the library's sort_by raises over `items`, whose last item fails."""
+        assert self.shape.check is not None
+        try:
+            with failures_as_invalid(self.expression):
+                self.shape.check(items)
+        except ToolError as error:
+            if error.code != ErrorCode.INVALID_QUERY:
+                raise
+            return error
+        raise AssertionError(f"sort_by accepted the item its key refused: {self.expression}")
+
+    def items(self) -> list:
+        return [entry[2] for entry in sorted(self.kept, key=itemgetter(1))]
+
+
+class _Extreme:
+    """An extreme's kept item: the best of the head's items so far."""
+
+    def __init__(self, expression: str, shape: Extreme) -> None:
+        self.expression = expression
+        self.shape = shape
+        self.best: list = []  # none or one item
+        self.kept_bytes = 0
+        self.failure: ToolError | None = None
+
+    def add(self, part: list, stored: dict[int, int]) -> None:
+        try:
+            with failures_as_invalid(self.expression):
+                best = self.shape.function([*self.best, *part])
+        except ToolError as error:
+            if error.code != ErrorCode.INVALID_QUERY:
+                raise
+            self.failure = error
+            return
+        if not self.best or best is not self.best[0]:
+            self.best = [best]
+            self.kept_bytes = _item_size(best, stored)
+
+    def items(self) -> list:
+        return self.best
+
+
+def _item_size(item: Any, stored: dict[int, int]) -> int:
+    size = stored.get(id(item))
+    return len(json.dumps(item, default=repr)) if size is None else size
 
 
 def _size(part: list, stored: dict[int, int]) -> int:

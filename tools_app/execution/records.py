@@ -9,7 +9,8 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
 - A read over exactly a collection touches only the rows it needs: `query_data` runs as one SQL statement when
   the expression compiles (tools_app.data_access.sql_query; its answer is jmespath's exactly); otherwise, when it
   decomposes (tools_app.data_access.streamed: a per-record head, then a tail over its results), the records
-  stream through the evaluator chunk by chunk and only the head's results are kept, at most
+  stream through the evaluator chunk by chunk and only the head's results are kept (of a top-k or an extreme,
+  only the k items or the best one its answer depends on), at most
   TOOLHUB_MAX_EVALUATED_BYTES; anything else reads the records in chunks of CHUNK rows into the list the
   evaluator runs over, at most TOOLHUB_MAX_EVALUATED_BYTES of their JSON (QUERY_TOO_EXPENSIVE beyond in both
   cases); `select` by the collection's key field is an index lookup; `preview` reads its window (its first
