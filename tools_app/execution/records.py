@@ -1102,24 +1102,45 @@ def _schema(table_id: int, version: int, mount: Mount, arguments: dict, where: d
 RowsChange = Callable[[Any, dict], tuple[Any, Any, list, list, dict]]
 
 
-def write(table_id: int, mount: Mount, operation: Callable[..., Any], arguments: dict, *, dry_run: bool) -> RowsChange:
+def write(
+    table_id: int,
+    mount: Mount,
+    operation: Callable[..., Any],
+    arguments: dict,
+    *,
+    dry_run: bool,
+    check: Callable[[Any], None] | None = None,
+) -> RowsChange:
     """The change of a create/update/delete (`operation` of data_access.operations) over a rows table, for
-    services.table_write to run under the table's row lock: it touches only the rows it writes (none with
-    `dry_run`), checks and answers exactly as the document's write does (KEY_EXISTS, KEY_NOT_FOUND, the count),
-    and returns per-record operations as the entry's patch and inverse (docs/tables-at-scale.md, "History"):
-    `{"op": "add", "collection", "position", "key", "value"}`, `{"op": "remove", "collection", "position"}`,
-    `{"op": "replace", "collection", "position", "value"}`. The document (without the records) is unchanged.
+    services.table_write to run under the table's row lock, checking and answering exactly as the document's write
+    does (docs/tables-at-scale.md, "Writes"); `check(document)` is the caller's check of the call against the
+    document the write sees (the depth), run before anything is written. Nothing is written with `dry_run`.
 
-    TOOL_NOT_CALLABLE when the mount is not one of the table's collections, or keys its records by another field
-    than the collection does: such a write would need the records in the document.
+    - At a collection's mount: only the rows it writes are touched (KEY_EXISTS, KEY_NOT_FOUND, the count as the
+      document's), and the entry's patch and inverse are per-record operations (docs/tables-at-scale.md,
+      "History"): `{"op": "add", "collection", "position", "key", "value"}`, `{"op": "remove", "collection",
+      "position"}`, `{"op": "replace", "collection", "position", "value"}`. The document is unchanged.
+    - At a mount inside a collection's record (`/orders/0/items`, `/customers/c1`): the document's write runs over
+      that one record (`_inside_record`), which is written whole: a `replace` with the old record as inverse (or an
+      `add` when a create makes the member of an object collection it mounts at).
+    - At any other mount (the document part: a holder of collections, a mount the write creates): the document's
+      write runs over the document without records, recorded as its own RFC 6902 patch; TOOL_NOT_CALLABLE when it
+      would replace or remove a collection (nothing written).
+
+    TOOL_NOT_CALLABLE when a tool at a collection keys its records by another field than the collection does.
     """
-    collection = collections(table_id).get(mount.json_path)
-    if collection is None or (collection.kind == "array" and mount.key_field != collection.key_field):
-        where = "is not one of its record collections" if collection is None else "keys its records by another field"
+    found = collections(table_id)
+    collection = found.get(mount.json_path)
+    if collection is None:
+        outer = next((c for c in found.values() if _within(mount.tokens, c.tokens)), None)
+        if outer is not None:
+            return _inside_record(table_id, outer, mount, operation(mount, arguments), dry_run=dry_run, check=check)
+        return _in_document(found, mount, operation(mount, arguments), check=check)
+    if collection.kind == "array" and mount.key_field != collection.key_field:
         raise ToolError(
             ErrorCode.TOOL_NOT_CALLABLE,
-            f"The tool's mount {mount.label()!r} {where} of a table stored as rows (docs/tables-at-scale.md); "
-            "nothing was written.",
+            f"The tool's mount {mount.label()!r} keys its records by another field than its collection does in a "
+            "table stored as rows (docs/tables-at-scale.md); nothing was written.",
         )
     writes = {operations.create: _create, operations.update: _update, operations.delete: _delete}
     build = writes.get(operation)
@@ -1127,9 +1148,126 @@ def write(table_id: int, mount: Mount, operation: Callable[..., Any], arguments:
         raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, "This write is not built for tables stored as rows.")
 
     def change(data: Any, derived: dict) -> tuple[Any, Any, list, list, dict]:
+        if check is not None:
+            check(data)  # the document keeps the collection's empty container
         with connection.cursor() as cursor:
             count, patch, inverse = build(cursor, collection, mount, arguments, dry_run)
         return data, count, patch, inverse, {}
+
+    return change
+
+
+def _inside_record(
+    table_id: int,
+    collection: Collection,
+    mount: Mount,
+    document_change: Any,
+    *,
+    dry_run: bool,
+    check: Callable[[Any], None] | None,
+) -> RowsChange:
+    """A write at a mount inside a record of `collection`: the document's write (`document_change`) runs over the
+    document without records holding only that record (`{token: record}` at the collection's mount: the record's
+    token resolves as in the whole document, and every path the write builds is the same), so its checks, errors
+    and answer are the document's. A record the token does not reach leaves the collection's empty container,
+    where the document's write fails (or, for a create at exactly a missing member of an object collection, adds
+    it) as on the whole document. The record is written whole: `replace` (its key follows its key field), with the
+    old record as inverse; a new member is an `add`."""
+    token = mount.tokens[len(collection.tokens)]
+
+    def change(data: Any, derived: dict) -> tuple[Any, Any, list, list, dict]:
+        with connection.cursor() as cursor:
+            row = _record_by_token(cursor, collection, token)
+            seen = data if row is None else pointer.replace(data, collection.tokens, {token: row[2]})
+            if check is not None:
+                check(seen)
+            # A fresh `derived`: a key index built over the record must not be cached with the document.
+            written, outcome, _patch, _inverse, _carried = document_change(seen, {})
+            after = pointer.resolve(written, collection.tokens, collection.mount)
+            if not isinstance(after, dict) or token not in after:
+                raise RuntimeError(f"A write at {mount.label()!r} left no record at {token!r}.")  # never expected
+            record = after[token]
+            _check_record_size(record)
+            cid = collection.id
+            if row is None:
+                _check_new_records(collection, [record])
+                position = _next_position(cursor, collection)
+                patch = [{"op": "add", "collection": cid, "position": position, "key": token, "value": record}]
+                inverse = [{"op": "remove", "collection": cid, "position": position}]
+            else:
+                patch = [{"op": "replace", "collection": cid, "position": row[0], "value": record}]
+                inverse = [{"op": "replace", "collection": cid, "position": row[0], "value": row[2]}]
+            if not dry_run:
+                apply_operations(table_id, patch)
+        return data, outcome, patch, inverse, {}
+
+    return change
+
+
+def _record_by_token(cursor: Any, collection: Collection, token: str) -> tuple[int, str | None, Any, int] | None:
+    """The collection's record a JSON Pointer token reaches, as (position, key, record, size): an object's member
+    of that key; an array's record at that index (a canonical non-negative integer, as pointer.resolve reads
+    one), in position order. None when there is none."""
+    if collection.kind == "object":
+        rows = _by_keys(cursor, collection, [token])
+        return rows[0] if rows else None
+    if not (token.isdecimal() and token.isascii() and (token == "0" or not token.startswith("0"))):
+        return None
+    index = int(token)
+    if index >= collection.record_count:
+        return None
+    text = "data::text" if _dialect() == "postgresql" else "data"
+    cursor.execute(
+        f'SELECT position, "key", {text}, layout_id FROM "{_records_table()}" WHERE collection_id = %s'
+        f" ORDER BY position LIMIT 1 OFFSET {index}",
+        (collection.id,),
+    )
+    rows = cursor.fetchall()
+    return _decoded(rows, cursor, {})[0] if rows else None
+
+
+def _next_position(cursor: Any, collection: Collection) -> int:
+    """The position after the collection's last record (0 when it holds none)."""
+    cursor.execute(f'SELECT MAX(position) FROM "{_records_table()}" WHERE collection_id = %s', (collection.id,))
+    last = cursor.fetchone()[0]
+    return 0 if last is None else int(last) + store.POSITION_GAP
+
+
+def _check_record_size(record: Any) -> None:
+    """Refuse (VALIDATION_ERROR, nothing written) a record a write makes larger than TOOLHUB_MAX_RECORD_BYTES."""
+    limit = max_record_bytes()
+    size = len(json.dumps(record))
+    if size > limit:
+        raise ToolError(
+            ErrorCode.VALIDATION_ERROR,
+            f"The written record would be {size} bytes of JSON; one record is at most {limit} bytes "
+            "(TOOLHUB_MAX_RECORD_BYTES). Nothing was written.",
+            {"limit": limit, "setting": "TOOLHUB_MAX_RECORD_BYTES"},
+        )
+
+
+def _in_document(found: dict[str, Collection], mount: Mount, document_change: Any, *, check: Any) -> RowsChange:
+    """A write at a mount neither at nor inside a collection: the document's write over the document without
+    records, recorded as its own RFC 6902 patch (what a whole-data write records for the document part).
+    TOOL_NOT_CALLABLE when one of its operations reaches a collection's mount (an update or delete of the member
+    of a holder that is a collection): the records are not in this document."""
+
+    def change(data: Any, derived: dict) -> tuple[Any, Any, list, list, dict]:
+        if check is not None:
+            check(data)
+        written, outcome, patch, inverse, carried = document_change(data, derived)
+        for operation in patch:
+            tokens = pointer.parse(operation["path"])
+            reached = next((c for c in found.values() if _within(tokens, c.tokens) or _within(c.tokens, tokens)), None)
+            if reached is not None:
+                raise ToolError(
+                    ErrorCode.TOOL_NOT_CALLABLE,
+                    f"This write at {mount.label()!r} would replace or remove the record collection at "
+                    f"{reached.mount or '(the root)'!r} of a table stored as rows (docs/tables-at-scale.md); nothing "
+                    "was written. Write its records with a tool at the collection, or the table's data whole.",
+                    {"json_path": mount.json_path, "collection": reached.mount},
+                )
+        return written, outcome, patch, inverse, carried
 
     return change
 
@@ -1167,9 +1305,7 @@ def _create(cursor: Any, collection: Collection, mount: Mount, arguments: dict, 
     keys = [key for key, _ in pairs]
     existing = {row[1] for row in _by_keys(cursor, collection, list(dict.fromkeys(keys)))}
     operations.check_new_keys(keys, existing, mount)
-    cursor.execute(f'SELECT MAX(position) FROM "{_records_table()}" WHERE collection_id = %s', (collection.id,))
-    last = cursor.fetchone()[0]
-    first = 0 if last is None else int(last) + store.POSITION_GAP
+    first = _next_position(cursor, collection)
     positions = [first + number * store.POSITION_GAP for number in range(len(pairs))]
     patch = [
         {"op": "add", "collection": collection.id, "position": position, "key": key, "value": value}
@@ -1550,6 +1686,9 @@ def apply_operations(table_id: int, operations_: list) -> None:
                 )
                 counts[collection_id] = counts.get(collection_id, 0) - len(run)
             else:
+                # An array's record is keyed by its value (a write inside it may change its key field); an object's
+                # member keeps its key.
+                key_of = None if collection.kind == "object" else _key_of(collection.key_field)
                 for operation in run:
                     store.replace_record(
                         cursor,
@@ -1559,6 +1698,7 @@ def apply_operations(table_id: int, operations_: list) -> None:
                         collection_id=collection_id,
                         position=operation["position"],
                         record=operation["value"],
+                        key=store.KEEP_KEY if key_of is None else key_of(operation["value"]),
                     )
     for collection_id, delta in counts.items():
         if delta:

@@ -16,6 +16,7 @@ from tools_app.data_access.sql.codec import Layout, layout_of, record_text, rest
 from tools_app.data_access.sql.kinds import COLLECTIONS_TABLE
 
 __all__ = [
+    "KEEP_KEY",
     "POSITION_GAP",
     "delete_records",
     "field_kinds",
@@ -28,6 +29,8 @@ __all__ = [
 # Positions are spaced so that a record inserted between two others takes a free position in between;
 # the collection is renumbered only when there is none.
 POSITION_GAP = 1024
+# replace_record's `key` when the row's key stays.
+KEEP_KEY: Any = object()
 
 
 def _rows(
@@ -141,17 +144,21 @@ def replace_record(
     collection_id: int,
     position: int,
     record: Any,
+    key: Any = KEEP_KEY,
 ) -> None:
-    """Write `record` over the row at `position` of the collection (its key stays)."""
+    """Write `record` over the row at `position` of the collection; its key stays, or becomes `key` (a string or
+    None) when given."""
     before = _kinds_before(cursor, dialect, records_table, collection_id)
     tally = kinds.Tally()
     tally.add(record)
     _kinds_after(cursor, dialect, collection_id, before, tally)
     text, layout_id = _encoded(cursor, dialect, layouts_table, collection_id, record, {})
     cast = "::jsonb" if dialect == "postgresql" else ""
+    keyed = "" if key is KEEP_KEY else ', "key" = %s'
     cursor.execute(
-        f'UPDATE "{records_table}" SET data = %s{cast}, layout_id = %s WHERE collection_id = %s AND position = %s',
-        (text, layout_id, collection_id, position),
+        f'UPDATE "{records_table}" SET data = %s{cast}, layout_id = %s{keyed}'
+        " WHERE collection_id = %s AND position = %s",
+        (text, layout_id, *(() if key is KEEP_KEY else (key,)), collection_id, position),
     )
 
 
