@@ -485,16 +485,18 @@ def relayout(table_id: int) -> None:
     - Other mounts (a tool now mounts above a collection, or on an array or object of the document that is not
       one): the table is laid out again from its whole document (each collection at most max_evaluated_bytes(),
       else QUERY_TOO_EXPENSIVE and the caller's change is not written). This is a new version whose entry replaces
-      the document (without records) whole, so every worker's cached document follows; the table is
-      restorable from it on (`rows_since_version`): the earlier entries name the old collections' positions.
+      the document (without records) whole, so every worker's cached document follows; `rows_since_version`
+      becomes it, and its inverse keeps the old layout with its records (`_layout_inverse`), from which the
+      versions before it are rebuilt and restored.
 
     The chosen mounts are computed over the document without its records: a candidate below a collection's mount
     is inside it either way, and one at its mount sees an empty container of the same kind, so when they equal
     the current collections, the whole document chooses the same ones."""
-    row = Table.objects.select_for_update(no_key=True).filter(pk=table_id).values_list("version", "storage").first()
+    locked = Table.objects.select_for_update(no_key=True).filter(pk=table_id)
+    row = locked.values_list("version", "storage", "rows_since_version").first()
     if row is None or row[1] != TableStorage.ROWS:
         return
-    version = row[0]
+    version, _storage, since = row
     tools = list(Tool.objects.filter(table_id=table_id).order_by("id").values_list("json_path", "metadata"))
     mounts = [(path, (metadata or {}).get("key_field") or "id") for path, metadata in tools]
     current = collections(table_id)
@@ -507,14 +509,15 @@ def relayout(table_id: int) -> None:
             if collection.kind == "array" and mount in mounted and collection.key_field != wanted[mount]:
                 _rekey(collection, wanted[mount])
         return
-    data = whole_document(table_id, version)
+    old = _without_records(before, list(current))
+    states = {collection.id: _by_position(collection) for collection in current.values()}
+    data = _splice(old, _placement(current), states)
+    inverse = [_layout_inverse(old, current, states, since)]
     TableCollection.objects.filter(table_id=table_id).delete()
     document = _lay_out(table_id, version + 1, data, mounts)
     # The whole document without records (small): a worker's cached document of the earlier version may hold the
     # records of a collection (cached before the table moved to rows), so no finer patch applies to every copy.
-    # Marked "layout": the versions before it are not rebuilt from its inverse (the records it names are gone).
     patch = [{"op": "replace", "path": "", "value": document, "layout": True}]
-    inverse = [{"op": "replace", "path": "", "value": before, "layout": True}]
     table_log.table_relayout_entry(table_id, version + 1, patch, inverse, document)
     Table.objects.filter(pk=table_id).update(rows_since_version=version + 1)
 
@@ -565,9 +568,10 @@ def whole_document(table_id: int, version: int) -> Any:
         if version == current:
             return _spliced(table_id, current, Mount("", "id"), collections(table_id))
         inverses = table_log.version_inverses(table_id, version, current)
-        if inverses is None:
+        since = Table.objects.filter(pk=table_id).values_list("rows_since_version", flat=True).get()
+        if inverses is None or since is None:
             raise TableChange.DoesNotExist(f"Version {version} of table {table_id} is not kept.")
-        return version_document(table_id, current, inverses)
+        return version_document(table_id, current, inverses, since)
 
 
 def sample_document(table_id: int, version: int) -> tuple[Any, dict[str, int]]:
@@ -640,25 +644,53 @@ def _collection_text(collection: Collection, encode: Callable[[Any], str]) -> It
     yield "]" if array else "}"
 
 
-def version_document(table_id: int, current: int, inverses: list[list]) -> Any:
+def version_document(table_id: int, current: int, inverses: list[list], since: int) -> Any:
     """A rows table's whole document as it was before the entries whose `inverses` are given (newest first, from
-    `current` down): the document without records with their document operations applied, and each collection's
-    records (gathered as `_value` does, bounded) with their per-record operations applied by position. Versions
-    before the table's `rows_since_version` are not asked for (their entries patch records in the document): the
-    caller applies their document patches to this function's answer at the move (table_log.table_version_data).
-    The caller reads `inverses` in the same snapshot (`snapshot`), so that they end at the rows read here."""
+    `current` down; the table is stored as rows since version `since`, its rows_since_version), read in the same
+    snapshot as the inverses (`snapshot`), so that they end at the rows read here. Walking back (`_rebuilt`):
+
+    - an entry after `since`: its document operations apply to the document without records, its per-record
+      operations to each collection's records by position (gathered as `_value` does, bounded);
+    - the entry at `since` when it laid the table out again (its operations marked "layout"): its inverse holds
+      the layout before it, the document without records and each collection's records by position
+      (`_layout_inverse`), and the `since` of that layout, from which the walk goes on;
+    - an entry at or before `since` otherwise (written while the table was a document, before tables_to_rows moved
+      it): a patch of the whole document, applied to the whole document rebuilt so far.
+
+    TableChange.DoesNotExist when a layout entry written before layouts kept their records is crossed."""
     with snapshot(table_id) as held:
         if held != current:
             raise RuntimeError(f"Table {table_id} is at version {held} in this snapshot, not {current}.")
-        return _rebuilt(table_id, current, inverses)
+        return _rebuilt(table_id, current, inverses, since)
 
 
-def _rebuilt(table_id: int, current: int, inverses: list[list]) -> Any:
+def _rebuilt(table_id: int, current: int, inverses: list[list], since: int) -> Any:
     document = services.table_document(table_id, current)
     found = collections(table_id)
-    by_id = {collection.id: collection for collection in found.values()}
+    placement = _placement(found)
     states = {collection.id: _by_position(collection) for collection in found.values()}
-    for inverse in inverses:
+    whole = None
+    for number, inverse in enumerate(inverses):
+        version = current - number
+        if whole is not None:
+            whole = json_patch.apply(whole, inverse)
+            continue
+        layout = next((operation for operation in inverse if operation.get("layout")), None)
+        if layout is not None:
+            if "collections" not in layout or layout.get("since") is None:
+                raise TableChange.DoesNotExist(
+                    f"Table {table_id} was laid out again at version {version}: only versions from it on are kept."
+                )
+            document, since = layout["value"], layout["since"]
+            placement = {held["id"]: (held["mount"], held["kind"]) for held in layout["collections"]}
+            states = {
+                held["id"]: {position: (key, record) for position, key, record in held["records"]}
+                for held in layout["collections"]
+            }
+            continue
+        if version <= since:
+            whole = json_patch.apply(_splice(document, placement, states), inverse)
+            continue
         document = json_patch.apply(document, [operation for operation in inverse if "collection" not in operation])
         for operation in inverse:
             if "collection" not in operation:
@@ -671,14 +703,48 @@ def _rebuilt(table_id: int, current: int, inverses: list[list]) -> Any:
                 state.pop(position, None)
             else:
                 state[position] = (state[position][0], operation["value"])
+    return whole if whole is not None else _splice(document, placement, states)
+
+
+def _placement(found: dict[str, Collection]) -> dict[int, tuple[str, str]]:
+    """(mount, kind) of each collection by id."""
+    return {collection.id: (collection.mount, collection.kind) for collection in found.values()}
+
+
+def _splice(
+    document: Any, placement: dict[int, tuple[str, str]], states: dict[int, dict[int, tuple[str | None, Any]]]
+) -> Any:
+    """The document without records with each collection's records (key, record by position) at its mount."""
     for collection_id, state in states.items():
+        mount, kind = placement[collection_id]
         ordered = [state[position] for position in sorted(state)]
-        if by_id[collection_id].kind == "array":
-            value: list | dict = [record for _key, record in ordered]
-        else:
-            value = {key: record for key, record in ordered}
-        document = json_patch.apply(document, [{"op": "replace", "path": by_id[collection_id].mount, "value": value}])
+        value: list | dict = [record for _key, record in ordered] if kind == "array" else dict(ordered)
+        document = json_patch.apply(document, [{"op": "replace", "path": mount, "value": value}])
     return document
+
+
+def _layout_inverse(
+    document: Any,
+    found: dict[str, Collection],
+    states: dict[int, dict[int, tuple[str | None, Any]]],
+    since: int | None,
+) -> dict:
+    """The inverse operation of an entry that lays a rows table out again (relayout, or a whole-data write or a
+    restore with other collections): it puts back `document` (without records) whole and keeps the layout it
+    replaces, each collection's records as [position, key, record] and the version the table was stored as rows
+    since, so that the versions before the entry are rebuilt (`_rebuilt`) and restored. Its size is the records'
+    (each collection was gathered within max_evaluated_bytes()), counted in the table's history bytes and bounded
+    by the history quotas like any entry (TOOLHUB_HISTORY_MAX_TABLE_BYTES: the oldest entries go first)."""
+    held = [
+        {
+            "id": collection.id,
+            "mount": collection.mount,
+            "kind": collection.kind,
+            "records": [[position, key, record] for position, (key, record) in sorted(states[collection.id].items())],
+        }
+        for collection in found.values()
+    ]
+    return {"op": "replace", "path": "", "value": document, "layout": True, "since": since, "collections": held}
 
 
 def _by_position(collection: Collection) -> dict[int, tuple[str | None, Any]]:
@@ -1436,8 +1502,9 @@ def replace(table_id: int, version: int, data: Any) -> tuple[list, list, Any, bo
     patch is the per-record operations plus the document's own diff (json_patch.diff, paths outside the
     collections), the inverse undoes both, so restore and versions work as after a data tool's write.
     Otherwise (a collection appears, goes or changes kind) the table is laid out again from `data` as when its
-    tools change (`relayout`): the entry replaces the document (without records) whole and the table is
-    restorable from the new version on. Refused (VALIDATION_ERROR, nothing written): a written record over
+    tools change (`relayout`): the entry replaces the document (without records) whole, its inverse keeps the old
+    layout with its records (`_layout_inverse`), and the caller makes the new version the table's
+    rows_since_version. Refused (VALIDATION_ERROR, nothing written): a written record over
     TOOLHUB_MAX_RECORD_BYTES, more records than TOOLHUB_MAX_TABLE_RECORDS.
     """
     tools = list(Tool.objects.filter(table_id=table_id).order_by("id").values_list("json_path", "metadata"))
@@ -1451,11 +1518,14 @@ def replace(table_id: int, version: int, data: Any) -> tuple[list, list, Any, bo
     total = sum(len(value) for _mount, _key_field, value in wanted)
     if {mount: _kind(value) for mount, _key_field, value in wanted} != {m: c.kind for m, c in found.items()}:
         _check_replaced_records(total, [(mount, value) for mount, _key_field, value in wanted])
+        since = Table.objects.filter(pk=table_id).values_list("rows_since_version", flat=True).get()
+        states = {collection.id: _by_position(collection) for collection in found.values()}
+        inverse = [_layout_inverse(before, found, states, since)]
         TableCollection.objects.filter(table_id=table_id).delete()
         document = _lay_out(table_id, version + 1, data, mounts)
-        # Marked "layout" as relayout's entry is: the versions before it are not rebuilt from its inverse.
+        # Marked "layout" as relayout's entry is; its inverse keeps the old layout with its records.
         patch = [{"op": "replace", "path": "", "value": document, "layout": True}]
-        return patch, [{"op": "replace", "path": "", "value": before, "layout": True}], document, True
+        return patch, inverse, document, True
     document = _without_records(data, [mount for mount, _key_field, _value in wanted])
     patch, inverse = json_patch.diff(before, document, keys=keys)
     written: list[tuple[str, list | dict]] = []

@@ -316,10 +316,12 @@ def test_a_document_write_that_would_replace_a_collection_is_refused_and_writes_
 
 def test_a_tool_at_a_new_mount_lays_a_rows_table_out_again(make_table, make_tool, owner):
     """A tool on an array of the document that is no collection yet: the table is laid out again under its lock (a
-    new version whose entry replaces the document without records), and the tool writes there as on a document."""
+    new version whose entry replaces the document without records, its inverse keeping the old layout's records),
+    the tool writes there as on a document, and the version before the layout opens and restores."""
     table = make_table(owner, name="rows", data={"orders": [{"id": 1}], "tags": [{"id": "a"}]})
     make_tool(owner, table=table, type="get_all_data", json_path="/orders")
     records.table_to_rows(table.pk)
+    orders = TableCollection.objects.get(table=table).pk
     create = make_tool(owner, table=table, type="create", json_path="/tags")
     table.refresh_from_db()
     assert (table.version, table.rows_since_version) == (2, 2)
@@ -328,20 +330,53 @@ def test_a_tool_at_a_new_mount_lays_a_rows_table_out_again(make_table, make_tool
         ("/tags", 1),
     ]
     assert TableSnapshot.objects.get(table=table).data == {"orders": [], "tags": []}
-    # Marked: the versions before it are not rebuilt through it (the records its inverse had are gone).
     assert TableChange.objects.get(table=table, version=2).patch == [
         {"op": "replace", "path": "", "value": {"orders": [], "tags": []}, "layout": True}
+    ]
+    # Its inverse keeps the layout it replaced, with its records by position and the version it was rows since.
+    assert TableChange.objects.get(table=table, version=2).inverse == [
+        {
+            "op": "replace",
+            "path": "",
+            "value": {"orders": [], "tags": [{"id": "a"}]},
+            "layout": True,
+            "since": 1,
+            "collections": [{"id": orders, "mount": "/orders", "kind": "array", "records": [[0, "1", {"id": 1}]]}],
+        }
     ]
     assert execute(tool=create, arguments={"elements": [{"id": "b"}]}) == {"created": 1, "version": 3}
     assert Table.objects.get(pk=table.pk).data == {"orders": [{"id": 1}], "tags": [{"id": "a"}, {"id": "b"}]}
     assert services.table_version_data(table.pk, 2) == {"orders": [{"id": 1}], "tags": [{"id": "a"}]}
+    assert services.table_version_data(table.pk, 1) == {"orders": [{"id": 1}], "tags": [{"id": "a"}]}
+    execute(tool=create, arguments={"elements": [{"id": "c"}]})
+    assert services.table_restore(table_id=table.pk, version=1) == 5
+    assert Table.objects.get(pk=table.pk).data == {"orders": [{"id": 1}], "tags": [{"id": "a"}]}
+    # Restored through the rows of the current layout: /tags stays a collection (its tool is there).
+    assert TableCollection.objects.get(table=table, mount="/tags").record_count == 1
+    assert services.table_restore(table_id=table.pk, version=4) == 6
+    assert Table.objects.get(pk=table.pk).data == {
+        "orders": [{"id": 1}],
+        "tags": [{"id": "a"}, {"id": "b"}, {"id": "c"}],
+    }
+
+
+def test_a_layout_entry_without_its_records_keeps_the_versions_before_it_closed(make_table, make_tool, owner):
+    """A layout entry written before layouts kept their records (its inverse holds no "collections"): the versions
+    before it are neither opened nor restored, nothing is written; those from it on are."""
+    table = make_table(owner, name="rows", data={"orders": [{"id": 1}], "tags": [{"id": "a"}]})
+    make_tool(owner, table=table, type="get_all_data", json_path="/orders")
+    records.table_to_rows(table.pk)
+    make_tool(owner, table=table, type="create", json_path="/tags")
+    entry = TableChange.objects.get(table=table, version=2)
+    entry.inverse = [{"op": "replace", "path": "", "value": {"orders": [], "tags": [{"id": "a"}]}, "layout": True}]
+    entry.save(update_fields=["inverse"])
     with pytest.raises(TableChange.DoesNotExist, match="laid out again at version 2: only versions from it on"):
         services.table_version_data(table.pk, 1)
     with pytest.raises(TableChange.DoesNotExist, match="laid out again at version 2: only versions from it on"):
         services.table_restore(table_id=table.pk, version=1)
-    assert Table.objects.get(pk=table.pk).version == 3
-    assert services.table_restore(table_id=table.pk, version=2) == 4
-    assert Table.objects.get(pk=table.pk).data == {"orders": [{"id": 1}], "tags": [{"id": "a"}]}
+    assert Table.objects.get(pk=table.pk).version == 2
+    assert TableChange.objects.filter(table=table).count() == 1
+    assert services.table_version_data(table.pk, 2) == {"orders": [{"id": 1}], "tags": [{"id": "a"}]}
 
 
 def test_the_first_tool_at_a_collection_keys_its_records_by_its_field(make_table, make_tool, owner):
@@ -650,9 +685,17 @@ def test_a_version_without_a_collections_container_is_restored_by_laying_the_tab
     assert TableChange.objects.get(table=table, version=3).patch == [
         {"op": "replace", "path": "", "value": {"orders": "none yet"}, "layout": True}
     ]
-    with pytest.raises(TableChange.DoesNotExist, match="laid out again at version 3"):
-        services.table_version_data(table.pk, 2)
-    assert TableChange.objects.filter(table=table).count() == 2
+    # The version before the new layout opens from the old layout its inverse keeps, and restores.
+    assert services.table_version_data(table.pk, 2) == {"orders": [{"id": 1}]}
+    assert services.table_restore(table_id=table.pk, version=2) == 4
+    table.refresh_from_db()
+    assert (table.version, table.rows_since_version, table.data) == (4, 4, {"orders": [{"id": 1}]})
+    assert [services.table_version_data(table.pk, version) for version in (1, 2, 3, 4)] == [
+        {"orders": "none yet"},
+        {"orders": [{"id": 1}]},
+        {"orders": "none yet"},
+        {"orders": [{"id": 1}]},
+    ]
 
 
 def test_a_compiled_query_over_its_time_budget_is_stopped_inside_the_engine(make_table, make_tool, owner):
@@ -802,6 +845,51 @@ def test_versions_before_the_move_open_and_restore_as_on_the_document(make_table
     # Writes go on after restores on both, and answer the same.
     write(WRITES[:5])
     assert _differential((document_tools, rows_tools, rows))[("ok",)] >= 50
+
+
+def test_versions_across_layouts_and_the_move_open_and_restore_as_on_the_document(make_table, make_tool, owner):
+    """One history on a document table and on a table moved to rows part-way and laid out again twice (a whole-data
+    write making /catalog an array, a restore making it an object again): every version opens the same, and
+    restores to versions in every era (before the move, between the layouts, after them) answer every read the
+    same, with the same versions and whole data."""
+    document_tools, rows_tools, rows = _pair(make_table, make_tool, owner)
+    document = document_tools[("/orders", "get_all_data")].table
+    document_writers = _writers(make_tool, owner, document, "dw")
+    rows_writers = _writers(make_tool, owner, rows, "rw")
+    both = (document_tools, rows_tools, rows)
+
+    def write(mount, kind, arguments):
+        expected = _answer(document_writers[(mount, kind)], arguments)
+        assert expected[0] == "ok", expected
+        assert _answer(rows_writers[(mount, kind)], arguments) == expected
+
+    write("/orders", "create", {"elements": [{"id": 7, "customer": "New"}]})  # 2, as documents
+    assert records.table_to_rows(rows.pk) is True
+    write("/orders", "update", {"elements": [{"id": 1, "status": "shipped"}]})  # 3, per-record operations
+    data = Table.objects.get(pk=document.pk).data
+    for table in (document, rows):  # 4: /catalog becomes an array: the rows table is laid out again
+        services.table_update(table=Table.objects.get(pk=table.pk), data={**data, "catalog": [{"id": "c1"}]})
+    assert Table.objects.get(pk=rows.pk).rows_since_version == 4
+    write("/catalog", "create", {"elements": [{"id": "c2", "n": 1}]})  # 5
+    write("/orders", "delete", {"keys": [6]})  # 6
+    for table in (document, rows):  # 7: back to version 3, /catalog an object again: laid out again
+        assert services.table_restore(table_id=table.pk, version=3) == 7
+    assert Table.objects.get(pk=rows.pk).rows_since_version == 7
+    assert dict(TableCollection.objects.filter(table=rows).values_list("mount", "kind")) == {
+        "/orders": "array",
+        "/catalog": "object",
+    }
+    write("/catalog", "delete", {"keys": ["MS"]})  # 8
+    assert Table.objects.get(pk=rows.pk).version == Table.objects.get(pk=document.pk).version == 8
+    assert _versions(rows.pk) == _versions(document.pk)
+    for target, new_version in ((5, 9), (1, 10), (6, 11), (2, 12), (9, 13), (3, 14), (4, 15)):
+        assert services.table_restore(table_id=document.pk, version=target) == new_version
+        assert services.table_restore(table_id=rows.pk, version=target) == new_version
+        assert Table.objects.get(pk=rows.pk).data == Table.objects.get(pk=document.pk).data, target
+        assert _differential(both)[("ok",)] >= 50
+    assert _versions(rows.pk) == _versions(document.pk)
+    write("/catalog", "create", {"elements": [{"id": "c3"}]})  # writes go on after: /catalog is an array again
+    assert Table.objects.get(pk=rows.pk).data == Table.objects.get(pk=document.pk).data
 
 
 def test_a_database_made_with_documents_and_history_migrates_and_answers_the_same(make_table, make_tool, owner):
