@@ -513,13 +513,26 @@ def relayout(table_id: int) -> None:
     states = {collection.id: _by_position(collection) for collection in current.values()}
     data = _splice(old, _placement(current), states)
     inverse = [_layout_inverse(old, current, states, since)]
-    TableCollection.objects.filter(table_id=table_id).delete()
+    _drop_collections(table_id)
     document = _lay_out(table_id, version + 1, data, mounts)
     # The whole document without records (small): a worker's cached document of the earlier version may hold the
     # records of a collection (cached before the table moved to rows), so no finer patch applies to every copy.
     patch = [{"op": "replace", "path": "", "value": document, "layout": True}]
     table_log.table_relayout_entry(table_id, version + 1, patch, inverse, document)
     Table.objects.filter(pk=table_id).update(rows_since_version=version + 1)
+
+
+def _drop_collections(table_id: int) -> None:
+    """Delete the table's collections with their rows and layouts (a new layout replaces them). The rows go first,
+    in one statement: a row's layout is PROTECTed, so deleting the collections alone (which cascades to both)
+    is refused by Django's collector when a row has a layout, and would load every row to check."""
+    ids = list(TableCollection.objects.filter(table_id=table_id).values_list("id", flat=True))
+    if ids:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f'DELETE FROM "{_records_table()}" WHERE collection_id IN ({", ".join(["%s"] * len(ids))})', ids
+            )
+    TableCollection.objects.filter(pk__in=ids).delete()
 
 
 def _rekey(collection: Collection, key_field: str) -> None:
@@ -1521,7 +1534,7 @@ def replace(table_id: int, version: int, data: Any) -> tuple[list, list, Any, bo
         since = Table.objects.filter(pk=table_id).values_list("rows_since_version", flat=True).get()
         states = {collection.id: _by_position(collection) for collection in found.values()}
         inverse = [_layout_inverse(before, found, states, since)]
-        TableCollection.objects.filter(table_id=table_id).delete()
+        _drop_collections(table_id)
         document = _lay_out(table_id, version + 1, data, mounts)
         # Marked "layout" as relayout's entry is; its inverse keeps the old layout with its records.
         patch = [{"op": "replace", "path": "", "value": document, "layout": True}]
