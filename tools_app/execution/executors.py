@@ -212,8 +212,14 @@ def write_at(table_id: int, mount: Mount, build: Callable[[Mount, dict], Any], a
     def limited(data: Any, derived: dict) -> Any:
         # Under the table's lock, so a table cannot move to rows between this check and the write.
         if services.table_head(table_id)[1] == TableStorage.ROWS:
-            rows_change = records.write(table_id, mount, build, arguments, dry_run=bool(safe and safe.dry_run))
-            _check_depth(mount, arguments, data)  # the document keeps the collection's empty container
+            rows_change = records.write(
+                table_id,
+                mount,
+                build,
+                arguments,
+                dry_run=bool(safe and safe.dry_run),
+                check=lambda seen: _check_depth(mount, arguments, seen),
+            )
             return rows_change(data, derived)
         _check_depth(mount, arguments, data)
         return change(data, derived)

@@ -488,16 +488,18 @@ def relayout(table_id: int) -> None:
     - Other mounts (a tool now mounts above a collection, or on an array or object of the document that is not
       one): the table is laid out again from its whole document (each collection at most max_evaluated_bytes(),
       else QUERY_TOO_EXPENSIVE and the caller's change is not written). This is a new version whose entry replaces
-      the document (without records) whole, so every worker's cached document follows; the table is
-      restorable from it on (`rows_since_version`): the earlier entries name the old collections' positions.
+      the document (without records) whole, so every worker's cached document follows; `rows_since_version`
+      becomes it, and its inverse keeps the old layout with its records (`_layout_inverse`), from which the
+      versions before it are rebuilt and restored.
 
     The chosen mounts are computed over the document without its records: a candidate below a collection's mount
     is inside it either way, and one at its mount sees an empty container of the same kind, so when they equal
     the current collections, the whole document chooses the same ones."""
-    row = Table.objects.select_for_update(no_key=True).filter(pk=table_id).values_list("version", "storage").first()
+    locked = Table.objects.select_for_update(no_key=True).filter(pk=table_id)
+    row = locked.values_list("version", "storage", "rows_since_version").first()
     if row is None or row[1] != TableStorage.ROWS:
         return
-    version = row[0]
+    version, _storage, since = row
     tools = list(Tool.objects.filter(table_id=table_id).order_by("id").values_list("json_path", "metadata"))
     mounts = [(path, (metadata or {}).get("key_field") or "id") for path, metadata in tools]
     current = collections(table_id)
@@ -510,16 +512,30 @@ def relayout(table_id: int) -> None:
             if collection.kind == "array" and mount in mounted and collection.key_field != wanted[mount]:
                 _rekey(collection, wanted[mount])
         return
-    data = whole_document(table_id, version)
-    TableCollection.objects.filter(table_id=table_id).delete()
+    old = _without_records(before, list(current))
+    states = {collection.id: _by_position(collection) for collection in current.values()}
+    data = _splice(old, _placement(current), states)
+    inverse = [_layout_inverse(old, current, states, since)]
+    _drop_collections(table_id)
     document = _lay_out(table_id, version + 1, data, mounts)
     # The whole document without records (small): a worker's cached document of the earlier version may hold the
     # records of a collection (cached before the table moved to rows), so no finer patch applies to every copy.
-    # Marked "layout": the versions before it are not rebuilt from its inverse (the records it names are gone).
     patch = [{"op": "replace", "path": "", "value": document, "layout": True}]
-    inverse = [{"op": "replace", "path": "", "value": before, "layout": True}]
     table_log.table_relayout_entry(table_id, version + 1, patch, inverse, document)
     Table.objects.filter(pk=table_id).update(rows_since_version=version + 1)
+
+
+def _drop_collections(table_id: int) -> None:
+    """Delete the table's collections with their rows and layouts (a new layout replaces them). The rows go first,
+    in one statement: a row's layout is PROTECTed, so deleting the collections alone (which cascades to both)
+    is refused by Django's collector when a row has a layout, and would load every row to check."""
+    ids = list(TableCollection.objects.filter(table_id=table_id).values_list("id", flat=True))
+    if ids:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f'DELETE FROM "{_records_table()}" WHERE collection_id IN ({", ".join(["%s"] * len(ids))})', ids
+            )
+    TableCollection.objects.filter(pk__in=ids).delete()
 
 
 def _rekey(collection: Collection, key_field: str) -> None:
@@ -568,9 +584,10 @@ def whole_document(table_id: int, version: int) -> Any:
         if version == current:
             return _spliced(table_id, current, Mount("", "id"), collections(table_id))
         inverses = table_log.version_inverses(table_id, version, current)
-        if inverses is None:
+        since = Table.objects.filter(pk=table_id).values_list("rows_since_version", flat=True).get()
+        if inverses is None or since is None:
             raise TableChange.DoesNotExist(f"Version {version} of table {table_id} is not kept.")
-        return version_document(table_id, current, inverses)
+        return version_document(table_id, current, inverses, since)
 
 
 def sample_document(table_id: int, version: int) -> tuple[Any, dict[str, int]]:
@@ -643,25 +660,53 @@ def _collection_text(collection: Collection, encode: Callable[[Any], str]) -> It
     yield "]" if array else "}"
 
 
-def version_document(table_id: int, current: int, inverses: list[list]) -> Any:
+def version_document(table_id: int, current: int, inverses: list[list], since: int) -> Any:
     """A rows table's whole document as it was before the entries whose `inverses` are given (newest first, from
-    `current` down): the document without records with their document operations applied, and each collection's
-    records (gathered as `_value` does, bounded) with their per-record operations applied by position. Versions
-    before the table's `rows_since_version` are not asked for (their entries patch records in the document): the
-    caller applies their document patches to this function's answer at the move (table_log.table_version_data).
-    The caller reads `inverses` in the same snapshot (`snapshot`), so that they end at the rows read here."""
+    `current` down; the table is stored as rows since version `since`, its rows_since_version), read in the same
+    snapshot as the inverses (`snapshot`), so that they end at the rows read here. Walking back (`_rebuilt`):
+
+    - an entry after `since`: its document operations apply to the document without records, its per-record
+      operations to each collection's records by position (gathered as `_value` does, bounded);
+    - the entry at `since` when it laid the table out again (its operations marked "layout"): its inverse holds
+      the layout before it, the document without records and each collection's records by position
+      (`_layout_inverse`), and the `since` of that layout, from which the walk goes on;
+    - an entry at or before `since` otherwise (written while the table was a document, before tables_to_rows moved
+      it): a patch of the whole document, applied to the whole document rebuilt so far.
+
+    TableChange.DoesNotExist when a layout entry written before layouts kept their records is crossed."""
     with snapshot(table_id) as held:
         if held != current:
             raise RuntimeError(f"Table {table_id} is at version {held} in this snapshot, not {current}.")
-        return _rebuilt(table_id, current, inverses)
+        return _rebuilt(table_id, current, inverses, since)
 
 
-def _rebuilt(table_id: int, current: int, inverses: list[list]) -> Any:
+def _rebuilt(table_id: int, current: int, inverses: list[list], since: int) -> Any:
     document = services.table_document(table_id, current)
     found = collections(table_id)
-    by_id = {collection.id: collection for collection in found.values()}
+    placement = _placement(found)
     states = {collection.id: _by_position(collection) for collection in found.values()}
-    for inverse in inverses:
+    whole = None
+    for number, inverse in enumerate(inverses):
+        version = current - number
+        if whole is not None:
+            whole = json_patch.apply(whole, inverse)
+            continue
+        layout = next((operation for operation in inverse if operation.get("layout")), None)
+        if layout is not None:
+            if "collections" not in layout or layout.get("since") is None:
+                raise TableChange.DoesNotExist(
+                    f"Table {table_id} was laid out again at version {version}: only versions from it on are kept."
+                )
+            document, since = layout["value"], layout["since"]
+            placement = {held["id"]: (held["mount"], held["kind"]) for held in layout["collections"]}
+            states = {
+                held["id"]: {position: (key, record) for position, key, record in held["records"]}
+                for held in layout["collections"]
+            }
+            continue
+        if version <= since:
+            whole = json_patch.apply(_splice(document, placement, states), inverse)
+            continue
         document = json_patch.apply(document, [operation for operation in inverse if "collection" not in operation])
         for operation in inverse:
             if "collection" not in operation:
@@ -674,14 +719,48 @@ def _rebuilt(table_id: int, current: int, inverses: list[list]) -> Any:
                 state.pop(position, None)
             else:
                 state[position] = (state[position][0], operation["value"])
+    return whole if whole is not None else _splice(document, placement, states)
+
+
+def _placement(found: dict[str, Collection]) -> dict[int, tuple[str, str]]:
+    """(mount, kind) of each collection by id."""
+    return {collection.id: (collection.mount, collection.kind) for collection in found.values()}
+
+
+def _splice(
+    document: Any, placement: dict[int, tuple[str, str]], states: dict[int, dict[int, tuple[str | None, Any]]]
+) -> Any:
+    """The document without records with each collection's records (key, record by position) at its mount."""
     for collection_id, state in states.items():
+        mount, kind = placement[collection_id]
         ordered = [state[position] for position in sorted(state)]
-        if by_id[collection_id].kind == "array":
-            value: list | dict = [record for _key, record in ordered]
-        else:
-            value = {key: record for key, record in ordered}
-        document = json_patch.apply(document, [{"op": "replace", "path": by_id[collection_id].mount, "value": value}])
+        value: list | dict = [record for _key, record in ordered] if kind == "array" else dict(ordered)
+        document = json_patch.apply(document, [{"op": "replace", "path": mount, "value": value}])
     return document
+
+
+def _layout_inverse(
+    document: Any,
+    found: dict[str, Collection],
+    states: dict[int, dict[int, tuple[str | None, Any]]],
+    since: int | None,
+) -> dict:
+    """The inverse operation of an entry that lays a rows table out again (relayout, or a whole-data write or a
+    restore with other collections): it puts back `document` (without records) whole and keeps the layout it
+    replaces, each collection's records as [position, key, record] and the version the table was stored as rows
+    since, so that the versions before the entry are rebuilt (`_rebuilt`) and restored. Its size is the records'
+    (each collection was gathered within max_evaluated_bytes()), counted in the table's history bytes and bounded
+    by the history quotas like any entry (TOOLHUB_HISTORY_MAX_TABLE_BYTES: the oldest entries go first)."""
+    held = [
+        {
+            "id": collection.id,
+            "mount": collection.mount,
+            "kind": collection.kind,
+            "records": [[position, key, record] for position, (key, record) in sorted(states[collection.id].items())],
+        }
+        for collection in found.values()
+    ]
+    return {"op": "replace", "path": "", "value": document, "layout": True, "since": since, "collections": held}
 
 
 def _by_position(collection: Collection) -> dict[int, tuple[str | None, Any]]:
@@ -1126,24 +1205,45 @@ def _schema(table_id: int, version: int, mount: Mount, arguments: dict, where: d
 RowsChange = Callable[[Any, dict], tuple[Any, Any, list, list, dict]]
 
 
-def write(table_id: int, mount: Mount, operation: Callable[..., Any], arguments: dict, *, dry_run: bool) -> RowsChange:
+def write(
+    table_id: int,
+    mount: Mount,
+    operation: Callable[..., Any],
+    arguments: dict,
+    *,
+    dry_run: bool,
+    check: Callable[[Any], None] | None = None,
+) -> RowsChange:
     """The change of a create/update/delete (`operation` of data_access.operations) over a rows table, for
-    services.table_write to run under the table's row lock: it touches only the rows it writes (none with
-    `dry_run`), checks and answers exactly as the document's write does (KEY_EXISTS, KEY_NOT_FOUND, the count),
-    and returns per-record operations as the entry's patch and inverse (docs/tables-at-scale.md, "History"):
-    `{"op": "add", "collection", "position", "key", "value"}`, `{"op": "remove", "collection", "position"}`,
-    `{"op": "replace", "collection", "position", "value"}`. The document (without the records) is unchanged.
+    services.table_write to run under the table's row lock, checking and answering exactly as the document's write
+    does (docs/tables-at-scale.md, "Writes"); `check(document)` is the caller's check of the call against the
+    document the write sees (the depth), run before anything is written. Nothing is written with `dry_run`.
 
-    TOOL_NOT_CALLABLE when the mount is not one of the table's collections, or keys its records by another field
-    than the collection does: such a write would need the records in the document.
+    - At a collection's mount: only the rows it writes are touched (KEY_EXISTS, KEY_NOT_FOUND, the count as the
+      document's), and the entry's patch and inverse are per-record operations (docs/tables-at-scale.md,
+      "History"): `{"op": "add", "collection", "position", "key", "value"}`, `{"op": "remove", "collection",
+      "position"}`, `{"op": "replace", "collection", "position", "value"}`. The document is unchanged.
+    - At a mount inside a collection's record (`/orders/0/items`, `/customers/c1`): the document's write runs over
+      that one record (`_inside_record`), which is written whole: a `replace` with the old record as inverse (or an
+      `add` when a create makes the member of an object collection it mounts at).
+    - At any other mount (the document part: a holder of collections, a mount the write creates): the document's
+      write runs over the document without records, recorded as its own RFC 6902 patch; TOOL_NOT_CALLABLE when it
+      would replace or remove a collection (nothing written).
+
+    TOOL_NOT_CALLABLE when a tool at a collection keys its records by another field than the collection does.
     """
-    collection = collections(table_id).get(mount.json_path)
-    if collection is None or (collection.kind == "array" and mount.key_field != collection.key_field):
-        where = "is not one of its record collections" if collection is None else "keys its records by another field"
+    found = collections(table_id)
+    collection = found.get(mount.json_path)
+    if collection is None:
+        outer = next((c for c in found.values() if _within(mount.tokens, c.tokens)), None)
+        if outer is not None:
+            return _inside_record(table_id, outer, mount, operation(mount, arguments), dry_run=dry_run, check=check)
+        return _in_document(found, mount, operation(mount, arguments), check=check)
+    if collection.kind == "array" and mount.key_field != collection.key_field:
         raise ToolError(
             ErrorCode.TOOL_NOT_CALLABLE,
-            f"The tool's mount {mount.label()!r} {where} of a table stored as rows (docs/tables-at-scale.md); "
-            "nothing was written.",
+            f"The tool's mount {mount.label()!r} keys its records by another field than its collection does in a "
+            "table stored as rows (docs/tables-at-scale.md); nothing was written.",
         )
     writes = {operations.create: _create, operations.update: _update, operations.delete: _delete}
     build = writes.get(operation)
@@ -1151,9 +1251,129 @@ def write(table_id: int, mount: Mount, operation: Callable[..., Any], arguments:
         raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, "This write is not built for tables stored as rows.")
 
     def change(data: Any, derived: dict) -> tuple[Any, Any, list, list, dict]:
+        if check is not None:
+            check(data)  # the document keeps the collection's empty container
         with connection.cursor() as cursor:
             count, patch, inverse = build(cursor, collection, mount, arguments, dry_run)
         return data, count, patch, inverse, {}
+
+    return change
+
+
+def _inside_record(
+    table_id: int,
+    collection: Collection,
+    mount: Mount,
+    document_change: Any,
+    *,
+    dry_run: bool,
+    check: Callable[[Any], None] | None,
+) -> RowsChange:
+    """A write at a mount inside a record of `collection`: the document's write (`document_change`) runs over the
+    document without records holding only that record (`{token: record}` at the collection's mount: the record's
+    token resolves as in the whole document, and every path the write builds is the same), so its checks, errors
+    and answer are the document's. A record the token does not reach leaves the collection's empty container,
+    where the document's write fails (or, for a create at exactly a missing member of an object collection, adds
+    it) as on the whole document. The record is written whole: `replace` (its key follows its key field), with the
+    old record as inverse; a new member is an `add`."""
+    token = mount.tokens[len(collection.tokens)]
+
+    def change(data: Any, derived: dict) -> tuple[Any, Any, list, list, dict]:
+        with connection.cursor() as cursor:
+            row = _record_by_token(cursor, collection, token)
+            seen = data if row is None else pointer.replace(data, collection.tokens, {token: row[2]})
+            if check is not None:
+                check(seen)
+            # A fresh `derived`: a key index built over the record must not be cached with the document.
+            written, outcome, _patch, _inverse, _carried = document_change(seen, {})
+            after = pointer.resolve(written, collection.tokens, collection.mount)
+            if not isinstance(after, dict) or token not in after:
+                raise RuntimeError(f"A write at {mount.label()!r} left no record at {token!r}.")  # never expected
+            record = after[token]
+            _check_record_size(record)
+            cid = collection.id
+            if row is None:
+                _check_new_records(collection, [record])
+                position = _next_position(cursor, collection)
+                patch = [{"op": "add", "collection": cid, "position": position, "key": token, "value": record}]
+                inverse = [{"op": "remove", "collection": cid, "position": position}]
+            else:
+                patch = [{"op": "replace", "collection": cid, "position": row[0], "value": record}]
+                inverse = [{"op": "replace", "collection": cid, "position": row[0], "value": row[2]}]
+            if not dry_run:
+                apply_operations(table_id, patch)
+        return data, outcome, patch, inverse, {}
+
+    return change
+
+
+def _record_by_token(cursor: Any, collection: Collection, token: str) -> tuple[int, str | None, Any, int] | None:
+    """The collection's record a JSON Pointer token reaches, as (position, key, record, size): an object's member
+    of that key; an array's record at that index (a canonical non-negative integer, as pointer.resolve reads
+    one), in position order, found by the collection's directory (_position_at). None when there is none."""
+    if collection.kind == "object":
+        rows = _by_keys(cursor, collection, [token])
+        return rows[0] if rows else None
+    if not (token.isdecimal() and token.isascii() and (token == "0" or not token.startswith("0"))):
+        return None
+    index = int(token)
+    if index >= collection.record_count:
+        return None
+    position = _position_at(collection, index)
+    if position is None:
+        return None
+    text = "data::text" if _dialect() == "postgresql" else "data"
+    cursor.execute(
+        f'SELECT position, "key", {text}, layout_id FROM "{_records_table()}" WHERE collection_id = %s'
+        " AND position = %s",
+        (collection.id, position),
+    )
+    rows = cursor.fetchall()
+    return _decoded(rows, cursor, {})[0] if rows else None
+
+
+def _next_position(cursor: Any, collection: Collection) -> int:
+    """The position after the collection's last record (0 when it holds none)."""
+    cursor.execute(f'SELECT MAX(position) FROM "{_records_table()}" WHERE collection_id = %s', (collection.id,))
+    last = cursor.fetchone()[0]
+    return 0 if last is None else int(last) + store.POSITION_GAP
+
+
+def _check_record_size(record: Any) -> None:
+    """Refuse (VALIDATION_ERROR, nothing written) a record a write makes larger than TOOLHUB_MAX_RECORD_BYTES."""
+    limit = max_record_bytes()
+    size = len(json.dumps(record))
+    if size > limit:
+        raise ToolError(
+            ErrorCode.VALIDATION_ERROR,
+            f"The written record would be {size} bytes of JSON; one record is at most {limit} bytes "
+            "(TOOLHUB_MAX_RECORD_BYTES). Nothing was written.",
+            {"limit": limit, "setting": "TOOLHUB_MAX_RECORD_BYTES"},
+        )
+
+
+def _in_document(found: dict[str, Collection], mount: Mount, document_change: Any, *, check: Any) -> RowsChange:
+    """A write at a mount neither at nor inside a collection: the document's write over the document without
+    records, recorded as its own RFC 6902 patch (what a whole-data write records for the document part).
+    TOOL_NOT_CALLABLE when one of its operations reaches a collection's mount (an update or delete of the member
+    of a holder that is a collection): the records are not in this document."""
+
+    def change(data: Any, derived: dict) -> tuple[Any, Any, list, list, dict]:
+        if check is not None:
+            check(data)
+        written, outcome, patch, inverse, carried = document_change(data, derived)
+        for operation in patch:
+            tokens = pointer.parse(operation["path"])
+            reached = next((c for c in found.values() if _within(tokens, c.tokens) or _within(c.tokens, tokens)), None)
+            if reached is not None:
+                raise ToolError(
+                    ErrorCode.TOOL_NOT_CALLABLE,
+                    f"This write at {mount.label()!r} would replace or remove the record collection at "
+                    f"{reached.mount or '(the root)'!r} of a table stored as rows (docs/tables-at-scale.md); nothing "
+                    "was written. Write its records with a tool at the collection, or the table's data whole.",
+                    {"json_path": mount.json_path, "collection": reached.mount},
+                )
+        return written, outcome, patch, inverse, carried
 
     return change
 
@@ -1191,9 +1411,7 @@ def _create(cursor: Any, collection: Collection, mount: Mount, arguments: dict, 
     keys = [key for key, _ in pairs]
     existing = {row[1] for row in _by_keys(cursor, collection, list(dict.fromkeys(keys)))}
     operations.check_new_keys(keys, existing, mount)
-    cursor.execute(f'SELECT MAX(position) FROM "{_records_table()}" WHERE collection_id = %s', (collection.id,))
-    last = cursor.fetchone()[0]
-    first = 0 if last is None else int(last) + store.POSITION_GAP
+    first = _next_position(cursor, collection)
     positions = [first + number * store.POSITION_GAP for number in range(len(pairs))]
     patch = [
         {"op": "add", "collection": collection.id, "position": position, "key": key, "value": value}
@@ -1324,8 +1542,9 @@ def replace(table_id: int, version: int, data: Any) -> tuple[list, list, Any, bo
     patch is the per-record operations plus the document's own diff (json_patch.diff, paths outside the
     collections), the inverse undoes both, so restore and versions work as after a data tool's write.
     Otherwise (a collection appears, goes or changes kind) the table is laid out again from `data` as when its
-    tools change (`relayout`): the entry replaces the document (without records) whole and the table is
-    restorable from the new version on. Refused (VALIDATION_ERROR, nothing written): a written record over
+    tools change (`relayout`): the entry replaces the document (without records) whole, its inverse keeps the old
+    layout with its records (`_layout_inverse`), and the caller makes the new version the table's
+    rows_since_version. Refused (VALIDATION_ERROR, nothing written): a written record over
     TOOLHUB_MAX_RECORD_BYTES, more records than TOOLHUB_MAX_TABLE_RECORDS.
     """
     tools = list(Tool.objects.filter(table_id=table_id).order_by("id").values_list("json_path", "metadata"))
@@ -1339,11 +1558,14 @@ def replace(table_id: int, version: int, data: Any) -> tuple[list, list, Any, bo
     total = sum(len(value) for _mount, _key_field, value in wanted)
     if {mount: _kind(value) for mount, _key_field, value in wanted} != {m: c.kind for m, c in found.items()}:
         _check_replaced_records(total, [(mount, value) for mount, _key_field, value in wanted])
-        TableCollection.objects.filter(table_id=table_id).delete()
+        since = Table.objects.filter(pk=table_id).values_list("rows_since_version", flat=True).get()
+        states = {collection.id: _by_position(collection) for collection in found.values()}
+        inverse = [_layout_inverse(before, found, states, since)]
+        _drop_collections(table_id)
         document = _lay_out(table_id, version + 1, data, mounts)
-        # Marked "layout" as relayout's entry is: the versions before it are not rebuilt from its inverse.
+        # Marked "layout" as relayout's entry is; its inverse keeps the old layout with its records.
         patch = [{"op": "replace", "path": "", "value": document, "layout": True}]
-        return patch, [{"op": "replace", "path": "", "value": before, "layout": True}], document, True
+        return patch, inverse, document, True
     document = _without_records(data, [mount for mount, _key_field, _value in wanted])
     patch, inverse = json_patch.diff(before, document, keys=keys)
     written: list[tuple[str, list | dict]] = []
@@ -1574,6 +1796,9 @@ def apply_operations(table_id: int, operations_: list) -> None:
                 )
                 counts[collection_id] = counts.get(collection_id, 0) - len(run)
             else:
+                # An array's record is keyed by its value (a write inside it may change its key field); an object's
+                # member keeps its key.
+                key_of = None if collection.kind == "object" else _key_of(collection.key_field)
                 for operation in run:
                     store.replace_record(
                         cursor,
@@ -1583,6 +1808,7 @@ def apply_operations(table_id: int, operations_: list) -> None:
                         collection_id=collection_id,
                         position=operation["position"],
                         record=operation["value"],
+                        key=store.KEEP_KEY if key_of is None else key_of(operation["value"]),
                     )
     for collection_id, delta in counts.items():
         if delta:

@@ -423,8 +423,9 @@ def _applied(data: Any, patches: list[list]) -> Any:
 # key_field, returning the count.
 rows_whole: Callable[[int, int], Any] | None = None
 rows_create: Callable[[int, Iterable[Any], str], int] | None = None
-# rows_version(table_id, current, inverses) is a rows table's whole document before the entries of `inverses`.
-rows_version: Callable[[int, int, list[list]], Any] | None = None
+# rows_version(table_id, current, inverses, since) is a rows table (stored as rows since version `since`)'s whole
+# document before the entries of `inverses`.
+rows_version: Callable[[int, int, list[list], int], Any] | None = None
 # rows_sample(table_id, version) is a rows table's document with each collection's first records, and the counts.
 rows_sample: Callable[[int, int], tuple[Any, dict[str, int]]] | None = None
 # rows_relayout(table_id) makes a rows table's collections those its tools choose now (inside a transaction).
@@ -499,8 +500,9 @@ def table_version_data(table_id: int, version: int) -> Any:
     first. Raises TableChange.DoesNotExist when `version` is outside retention (or never existed).
 
     A rows table's is read in one snapshot (its version, log and rows agree): from its rows_since_version on, the
-    rows with the per-record inverses applied; before it (a table moved to rows by tables_to_rows), that whole
-    document at the move with the older entries' document inverses applied (_rows_version_data)."""
+    rows with the per-record inverses applied; before it, back across the layouts its entries keep (a table laid
+    out again) and the move (a table moved to rows by tables_to_rows, whose older entries patch the whole
+    document): _rows_version_data."""
     row = Table.objects.filter(pk=table_id).values_list("version", "storage").first()
     if row is None:
         raise Table.DoesNotExist(f"Table {table_id} does not exist.")
@@ -527,21 +529,8 @@ def _rows_version_data(table_id: int, version: int, current: int) -> Any:
     inverses = version_inverses(table_id, version, current)
     if inverses is None or since is None:
         raise TableChange.DoesNotExist(f"Version {version} of table {table_id} is not kept.")
-    if version >= since:
-        return rows_version(table_id, current, inverses)
-    newer, older = inverses[: current - since], inverses[current - since :]
-    if any(_rows_era(inverse) for inverse in older):
-        # Laid out again at `since` (its tools changed): the entries before name collections that are gone.
-        raise TableChange.DoesNotExist(
-            f"Table {table_id} was laid out again at version {since}: only versions from it on are kept."
-        )
-    return _applied(rows_version(table_id, current, newer), older)
-
-
-def _rows_era(operations: list) -> bool:
-    """An entry written while the table was stored as rows: per-record operations, or the new layout's entry
-    (records.relayout marks its operations with "layout")."""
-    return any("collection" in operation or operation.get("layout") for operation in operations)
+    # The rows with the later entries' inverses, back across layouts and the move to rows (records._rebuilt).
+    return rows_version(table_id, current, inverses, since)
 
 
 def version_inverses(table_id: int, version: int, current: int) -> list[list] | None:
@@ -583,10 +572,10 @@ def table_restore(*, table_id: int, version: int) -> int:
     new version. Raises TableChange.DoesNotExist when `version` is outside retention.
 
     A rows table restored to a version from its rows_since_version on applies the later entries' inverses to its
-    rows; to a version before it (a document version, from before tables_to_rows), the whole document at that
-    version (_rows_version_data) is written as a whole-data write writes it (rows_replace: only the records that
-    differ; laid out again, and restorable from the new version on, when its collections differ), so it answers
-    as the document table would."""
+    rows; to a version before it (from before tables_to_rows, or before the table was laid out again), the whole
+    document at that version (_rows_version_data) is written as a whole-data write writes it (rows_replace: only
+    the records that differ; laid out again, the new version becoming its rows_since_version, when its
+    collections differ), so it answers as the document table would."""
     audit = current_audit()
     now = timezone.now()
     with transaction.atomic():
@@ -678,7 +667,8 @@ def table_replace(*, table: Table, data: Any, current: CachedTable, now: Any) ->
 def _replace_rows(table_id: int, data: Any, version: int, size: int, now: Any) -> None:
     """table_replace of a rows table: its rows follow `data` (rows_replace: only the changed records are written) and
     the entry holds their per-record operations and the document's diff; when the collections themselves changed
-    (laid out again), the table is restorable from the new version on (`rows_since_version`)."""
+    (laid out again), the new version becomes its `rows_since_version` (the entry's inverse keeps the old
+    layout)."""
     if rows_replace is None:
         raise RuntimeError("No rows writer: tools_app.execution.records plugs it in when it loads.")
     _check_rows_table_size(size, path=["data"])

@@ -19,6 +19,7 @@ from tools_app.data_access.sql.kinds import COLLECTIONS_TABLE
 __all__ = [
     "BLOCKS_TABLE",
     "BLOCK_SPAN",
+    "KEEP_KEY",
     "POSITION_GAP",
     "delete_records",
     "field_kinds",
@@ -33,9 +34,11 @@ __all__ = [
 POSITION_GAP = 1024
 # The positions one row of a collection's directory counts (TableRecordBlock; its table below, a test holds the
 # two equal): 1,024 records appended POSITION_GAP apart. Every write of records here keeps the directory in the
-# same transaction, so no writer can leave it stale. Migration 0027 filled it with this value.
+# same transaction, so no writer can leave it stale. Migration 0028 filled it with this value.
 BLOCK_SPAN = 1024 * POSITION_GAP
 BLOCKS_TABLE = "tools_app_tablerecordblock"
+# replace_record's `key` when the row's key stays.
+KEEP_KEY: Any = object()
 
 
 def _rows(
@@ -153,17 +156,21 @@ def replace_record(
     collection_id: int,
     position: int,
     record: Any,
+    key: Any = KEEP_KEY,
 ) -> None:
-    """Write `record` over the row at `position` of the collection (its key stays)."""
+    """Write `record` over the row at `position` of the collection; its key stays, or becomes `key` (a string or
+    None) when given."""
     before = _kinds_before(cursor, dialect, records_table, collection_id)
     tally = kinds.Tally()
     tally.add(record)
     _kinds_after(cursor, dialect, collection_id, before, tally)
     text, layout_id = _encoded(cursor, dialect, layouts_table, collection_id, record, {})
     cast = "::jsonb" if dialect == "postgresql" else ""
+    keyed = "" if key is KEEP_KEY else ', "key" = %s'
     cursor.execute(
-        f'UPDATE "{records_table}" SET data = %s{cast}, layout_id = %s WHERE collection_id = %s AND position = %s',
-        (text, layout_id, collection_id, position),
+        f'UPDATE "{records_table}" SET data = %s{cast}, layout_id = %s{keyed}'
+        " WHERE collection_id = %s AND position = %s",
+        (text, layout_id, *(() if key is KEEP_KEY else (key,)), collection_id, position),
     )
 
 

@@ -11,9 +11,10 @@ from django.db import DatabaseError, connection
 
 from tests.api_helpers import client_for
 from tools_app import services
-from tools_app.data_access import budget
+from tools_app.data_access import budget, operations
+from tools_app.data_access.operations import Mount
 from tools_app.execution import records
-from tools_app.execution.executors import execute
+from tools_app.execution.executors import execute, write_at
 from tools_app.kernel.errors import ToolError
 from tools_app.models import Table, TableChange, TableCollection, TableRecord, TableSnapshot, TableStorage
 
@@ -225,29 +226,103 @@ def test_a_query_over_the_evaluated_bytes_is_too_expensive_and_a_compiled_one_an
     assert "TOOLHUB_MAX_EVALUATED_BYTES" in str(refused.value)
 
 
-def test_a_write_inside_a_record_of_a_rows_table_is_refused_and_writes_nothing(make_table, make_tool, owner):
-    """A mount inside a collection's records is no collection (a record is never split): a write there is refused."""
-    table = make_table(owner, name="rows", data={"orders": [{"id": 1, "items": [{"id": 9}]}]})
+def test_a_write_inside_a_record_rewrites_that_record_with_the_old_one_as_inverse(make_table, make_tool, owner):
+    """A mount inside a collection's records is no collection (a record is never split): a write there rewrites the
+    one record (`replace`, the old record as inverse; an array record's key follows its key field), a dry run and a
+    refused write write nothing, and restore puts the record and its key back."""
+    table = make_table(owner, name="rows", data={"orders": [{"id": 1, "items": [{"id": 9}]}, {"id": 2}]})
     make_tool(owner, table=table, type="get_all_data", json_path="/orders")
     records.table_to_rows(table.pk)
     create = make_tool(owner, table=table, type="create", json_path="/orders/0/items")
+    update = make_tool(owner, table=table, type="update", json_path="/orders/1", name="u")
+    collection = TableCollection.objects.get(table=table).pk
+    stored = TableRecord.objects.filter(collection__table=table).order_by("position")
+    assert execute(tool=create, arguments={"elements": [{"id": 3}], "dry_run": True}) == {
+        "dry_run": True,
+        "version": 2,
+        "patch": [
+            {
+                "op": "replace",
+                "collection": collection,
+                "position": 0,
+                "value": {"id": 1, "items": [{"id": 9}, {"id": 3}]},
+            }
+        ],
+    }
     with pytest.raises(ToolError) as refused:
-        execute(tool=create, arguments={"elements": [{"id": 2}]})
-    assert refused.value.code == "TOOL_NOT_CALLABLE"
-    assert "'/orders/0/items' is not one of its record collections" in str(refused.value)
-    table.refresh_from_db()
-    assert table.version == 1
-    assert TableChange.objects.filter(table=table).count() == 0
-    assert list(TableRecord.objects.filter(collection__table=table).values_list("key", flat=True)) == ["1"]
+        execute(tool=create, arguments={"elements": [{"id": 9}]})
+    assert (refused.value.code, str(refused.value)) == (
+        "KEY_EXISTS",
+        "KEY_EXISTS: elements[0]: the key '9' already exists in '/orders/0/items'; nothing was created. Use an update "
+        "tool to change it.",
+    )
+    assert Table.objects.get(pk=table.pk).version == 1
+    assert list(stored.values_list("key", "data")) == [("1", {"id": 1, "items": [{"id": 9}]}), ("2", {"id": 2})]
+    assert execute(tool=create, arguments={"elements": [{"id": 3}]}) == {"created": 1, "version": 2}
+    # The record's own key field, written at a mount on the record: its row's key follows.
+    assert execute(tool=update, arguments={"elements": [{"key": "id", "content": 20}]}) == {"updated": 1, "version": 3}
+    assert list(stored.values_list("position", "key", "data")) == [
+        (0, "1", {"id": 1, "items": [{"id": 9}, {"id": 3}]}),
+        (1024, "20", {"id": 20}),
+    ]
+    entries = list(TableChange.objects.filter(table=table).order_by("version").values_list("patch", "inverse"))
+    assert entries == [
+        (
+            [
+                {
+                    "op": "replace",
+                    "collection": collection,
+                    "position": 0,
+                    "value": {"id": 1, "items": [{"id": 9}, {"id": 3}]},
+                }
+            ],
+            [{"op": "replace", "collection": collection, "position": 0, "value": {"id": 1, "items": [{"id": 9}]}}],
+        ),
+        (
+            [{"op": "replace", "collection": collection, "position": 1024, "value": {"id": 20}}],
+            [{"op": "replace", "collection": collection, "position": 1024, "value": {"id": 2}}],
+        ),
+    ]
     assert TableSnapshot.objects.get(table=table).data == {"orders": []}
+    assert services.table_version_data(table.pk, 2) == {
+        "orders": [{"id": 1, "items": [{"id": 9}, {"id": 3}]}, {"id": 2}]
+    }
+    assert services.table_restore(table_id=table.pk, version=1) == 4
+    assert list(stored.values_list("key", "data")) == [("1", {"id": 1, "items": [{"id": 9}]}), ("2", {"id": 2})]
+
+
+def test_a_document_write_that_would_replace_a_collection_is_refused_and_writes_nothing(make_table, make_tool, owner):
+    """At the root holding the collections, an update of the member that is a collection would need its records in
+    the document: TOOL_NOT_CALLABLE, nothing written; the settings beside it are written as the document's patch."""
+    table = make_table(owner, name="rows", data={"orders": [{"id": 1}], "settings": {"currency": "EUR"}})
+    make_tool(owner, table=table, type="get_all_data", json_path="/orders")
+    records.table_to_rows(table.pk)
+    update = make_tool(owner, table=table, type="update", json_path="", name="u")
+    with pytest.raises(ToolError) as refused:
+        execute(tool=update, arguments={"elements": [{"key": "orders", "content": {"a": 1}}]})
+    assert refused.value.code == "TOOL_NOT_CALLABLE"
+    assert "would replace or remove the record collection at '/orders'" in str(refused.value)
+    assert Table.objects.get(pk=table.pk).version == 1
+    assert not TableChange.objects.filter(table=table).exists()
+    assert list(TableRecord.objects.filter(collection__table=table).values_list("data", flat=True)) == [{"id": 1}]
+    assert execute(tool=update, arguments={"elements": [{"key": "settings", "content": {"currency": "USD"}}]}) == {
+        "updated": 1,
+        "version": 2,
+    }
+    assert TableChange.objects.get(table=table, version=2).patch == [
+        {"op": "replace", "path": "/settings/currency", "value": "USD"}
+    ]
+    assert Table.objects.get(pk=table.pk).data == {"orders": [{"id": 1}], "settings": {"currency": "USD"}}
 
 
 def test_a_tool_at_a_new_mount_lays_a_rows_table_out_again(make_table, make_tool, owner):
     """A tool on an array of the document that is no collection yet: the table is laid out again under its lock (a
-    new version whose entry replaces the document without records), and the tool writes there as on a document."""
+    new version whose entry replaces the document without records, its inverse keeping the old layout's records),
+    the tool writes there as on a document, and the version before the layout opens and restores."""
     table = make_table(owner, name="rows", data={"orders": [{"id": 1}], "tags": [{"id": "a"}]})
     make_tool(owner, table=table, type="get_all_data", json_path="/orders")
     records.table_to_rows(table.pk)
+    orders = TableCollection.objects.get(table=table).pk
     create = make_tool(owner, table=table, type="create", json_path="/tags")
     table.refresh_from_db()
     assert (table.version, table.rows_since_version) == (2, 2)
@@ -256,20 +331,53 @@ def test_a_tool_at_a_new_mount_lays_a_rows_table_out_again(make_table, make_tool
         ("/tags", 1),
     ]
     assert TableSnapshot.objects.get(table=table).data == {"orders": [], "tags": []}
-    # Marked: the versions before it are not rebuilt through it (the records its inverse had are gone).
     assert TableChange.objects.get(table=table, version=2).patch == [
         {"op": "replace", "path": "", "value": {"orders": [], "tags": []}, "layout": True}
+    ]
+    # Its inverse keeps the layout it replaced, with its records by position and the version it was rows since.
+    assert TableChange.objects.get(table=table, version=2).inverse == [
+        {
+            "op": "replace",
+            "path": "",
+            "value": {"orders": [], "tags": [{"id": "a"}]},
+            "layout": True,
+            "since": 1,
+            "collections": [{"id": orders, "mount": "/orders", "kind": "array", "records": [[0, "1", {"id": 1}]]}],
+        }
     ]
     assert execute(tool=create, arguments={"elements": [{"id": "b"}]}) == {"created": 1, "version": 3}
     assert Table.objects.get(pk=table.pk).data == {"orders": [{"id": 1}], "tags": [{"id": "a"}, {"id": "b"}]}
     assert services.table_version_data(table.pk, 2) == {"orders": [{"id": 1}], "tags": [{"id": "a"}]}
+    assert services.table_version_data(table.pk, 1) == {"orders": [{"id": 1}], "tags": [{"id": "a"}]}
+    execute(tool=create, arguments={"elements": [{"id": "c"}]})
+    assert services.table_restore(table_id=table.pk, version=1) == 5
+    assert Table.objects.get(pk=table.pk).data == {"orders": [{"id": 1}], "tags": [{"id": "a"}]}
+    # Restored through the rows of the current layout: /tags stays a collection (its tool is there).
+    assert TableCollection.objects.get(table=table, mount="/tags").record_count == 1
+    assert services.table_restore(table_id=table.pk, version=4) == 6
+    assert Table.objects.get(pk=table.pk).data == {
+        "orders": [{"id": 1}],
+        "tags": [{"id": "a"}, {"id": "b"}, {"id": "c"}],
+    }
+
+
+def test_a_layout_entry_without_its_records_keeps_the_versions_before_it_closed(make_table, make_tool, owner):
+    """A layout entry written before layouts kept their records (its inverse holds no "collections"): the versions
+    before it are neither opened nor restored, nothing is written; those from it on are."""
+    table = make_table(owner, name="rows", data={"orders": [{"id": 1}], "tags": [{"id": "a"}]})
+    make_tool(owner, table=table, type="get_all_data", json_path="/orders")
+    records.table_to_rows(table.pk)
+    make_tool(owner, table=table, type="create", json_path="/tags")
+    entry = TableChange.objects.get(table=table, version=2)
+    entry.inverse = [{"op": "replace", "path": "", "value": {"orders": [], "tags": [{"id": "a"}]}, "layout": True}]
+    entry.save(update_fields=["inverse"])
     with pytest.raises(TableChange.DoesNotExist, match="laid out again at version 2: only versions from it on"):
         services.table_version_data(table.pk, 1)
     with pytest.raises(TableChange.DoesNotExist, match="laid out again at version 2: only versions from it on"):
         services.table_restore(table_id=table.pk, version=1)
-    assert Table.objects.get(pk=table.pk).version == 3
-    assert services.table_restore(table_id=table.pk, version=2) == 4
-    assert Table.objects.get(pk=table.pk).data == {"orders": [{"id": 1}], "tags": [{"id": "a"}]}
+    assert Table.objects.get(pk=table.pk).version == 2
+    assert TableChange.objects.filter(table=table).count() == 1
+    assert services.table_version_data(table.pk, 2) == {"orders": [{"id": 1}], "tags": [{"id": "a"}]}
 
 
 def test_the_first_tool_at_a_collection_keys_its_records_by_its_field(make_table, make_tool, owner):
@@ -388,6 +496,122 @@ def test_writes_on_a_rows_table_answer_and_end_as_on_the_document(both, make_too
     assert _differential(both)[("ok",)] == 55
 
 
+# Writes at mounts that are no collection: inside a record of /orders (an array collection), at a record itself, at a
+# missing record, and in the document part (the root that holds the collections, a mount the write creates).
+# (mount, key field, type, arguments). A tool below /catalog would make it a holder of collections (collection_mounts):
+# the writes inside its records are made without a tool, as the admin's records view makes its writes.
+INNER_WRITES = [
+    ("/orders/0/items", "sku", "create", {"elements": [{"sku": "MS", "qty": 1}]}),
+    ("/orders/0/items", "sku", "create", {"elements": [{"sku": "KB"}]}),
+    ("/orders/0/items", "sku", "update", {"elements": [{"sku": "KB", "qty": 5}]}),
+    ("/orders/0/items", "sku", "create", {"elements": [{"sku": "DP", "deep": DEEP}]}),
+    ("/orders/0/items", "sku", "delete", {"keys": ["XX"]}),
+    ("/orders/0/items", "sku", "delete", {"keys": ["MS"], "dry_run": True}),
+    ("/orders/0/items", "sku", "delete", {"keys": ["MS"], "expected_version": 2}),
+    ("/orders/0/items", "sku", "delete", {"keys": ["MS"], "expected_version": 3, "idempotency_key": "i-1"}),
+    ("/orders/0/items", "sku", "delete", {"keys": ["MS"], "expected_version": 3, "idempotency_key": "i-1"}),
+    ("/orders/0/items", "sku", "delete", {"keys": ["KB"], "idempotency_key": "i-1"}),
+    ("/orders/1", "id", "create", {"elements": [{"key": "gift", "content": True}]}),
+    ("/orders/1", "id", "update", {"elements": [{"key": "id", "content": 20}]}),
+    ("/orders/1", "id", "delete", {"keys": ["tags"]}),
+    ("/orders/6", "id", "update", {"elements": [{"key": "id", "content": 6}]}),
+    ("/orders/6", "id", "create", {"elements": [{"key": "id", "content": 61}]}),
+    ("/orders/2/items", "id", "update", {"elements": [{"id": 1}]}),
+    ("/orders/8/x", "id", "create", {"elements": [{"id": 1}]}),
+    ("/orders/10/items", "id", "create", {"elements": [{"id": 1}]}),
+    ("/orders/01", "id", "create", {"elements": [{"key": "x", "content": 1}]}),
+    ("", "id", "create", {"elements": [{"key": "extra", "content": {"a": 1}}]}),
+    ("", "id", "create", {"elements": [{"key": "orders", "content": 1}]}),
+    ("", "id", "update", {"elements": [{"key": "settings", "content": {"currency": "USD", "vat": 20}}]}),
+    ("", "id", "delete", {"keys": ["tags"]}),
+    ("/fresh", "id", "create", {"elements": [{"id": 1}]}),
+    ("/fresh", "id", "create", {"elements": [{"id": 1}]}),
+    ("/fresh", "id", "update", {"elements": [{"id": 1, "n": 2}]}),
+    ("/settings/currency", "id", "create", {"elements": [{"id": 1}]}),
+]
+OBJECT_INNER_WRITES = [
+    ("/catalog/MS", operations.create, {"elements": [{"key": "color", "content": "grey"}]}),
+    ("/catalog/MS", operations.update, {"elements": [{"key": "price", "content": 45}, {"key": "b", "content": 2}]}),
+    ("/catalog/MS", operations.delete, {"keys": ["a"]}),
+    ("/catalog/MS", operations.delete, {"keys": ["a"]}),
+    ("/catalog/NEW", operations.create, {"elements": [{"id": 1}, {"id": 2}]}),
+    ("/catalog/NEW", operations.update, {"elements": [{"id": 2, "n": 1}]}),
+    ("/catalog/NONE/x", operations.create, {"elements": [{"id": 1}]}),
+]
+
+
+def test_writes_inside_records_and_in_the_document_answer_version_and_restore_as_on_the_document(
+    both, make_tool, owner
+):
+    """The same writes at mounts inside records and in the document part, on the table stored both ways: the same
+    answers (a dry run's patch aside), versions, every read call, every version's view, and the same after
+    restores in scrambled order."""
+    document_tools, rows_tools, rows = both
+    document = document_tools[("/orders", "get_all_data")].table
+
+    def writers(table, prefix):
+        made = {}
+        for number, (mount, key_field, kind, _arguments) in enumerate(INNER_WRITES):
+            if (mount, kind) not in made:
+                made[(mount, kind)] = make_tool(
+                    owner,
+                    table=table,
+                    type=kind,
+                    name=f"{prefix}_{number}",
+                    json_path=mount,
+                    metadata={"key_field": key_field},
+                )
+        return made
+
+    document_writers, rows_writers = writers(document, "dw"), writers(rows, "rw")
+    assert Table.objects.get(pk=rows.pk).version == 1  # no tool made a collection: not laid out again
+    outcomes = []
+    for mount, _key_field, kind, arguments in INNER_WRITES:
+        expected = _answer(document_writers[(mount, kind)], arguments)
+        got = _answer(rows_writers[(mount, kind)], arguments)
+        if arguments.get("dry_run") and got[0] == "ok":
+            assert got[1].pop("patch") != expected[1].pop("patch")
+        assert got == expected, (mount, kind, arguments)
+        outcomes.append(got[:2] if got[0] == "error" else ("ok",))
+    for mount, operation, arguments in OBJECT_INNER_WRITES:
+        answers = []
+        for table in (document, rows):
+            try:
+                answers.append(("ok", write_at(table.pk, Mount(mount, "id"), operation, arguments, "written")))
+            except ToolError as exc:
+                answers.append(("error", exc.code, str(exc)))
+        assert answers[1] == answers[0], (mount, operation, arguments)
+        outcomes.append(answers[1][:2] if answers[1][0] == "error" else ("ok",))
+    assert {outcome: outcomes.count(outcome) for outcome in sorted(set(outcomes))} == {
+        ("error", "IDEMPOTENCY_KEY_REUSED"): 1,
+        ("error", "KEY_EXISTS"): 3,
+        ("error", "KEY_NOT_FOUND"): 4,
+        ("error", "MOUNT_NOT_FOUND"): 4,
+        ("error", "MOUNT_TYPE_MISMATCH"): 1,
+        ("error", "VALIDATION_ERROR"): 1,
+        ("error", "VERSION_CONFLICT"): 1,
+        ("ok",): 19,
+    }
+    assert Table.objects.get(pk=rows.pk).version == Table.objects.get(pk=document.pk).version == 18
+    assert Table.objects.get(pk=rows.pk).data == Table.objects.get(pk=document.pk).data
+    stored = TableRecord.objects.filter(collection__table=rows, collection__mount="/orders").order_by("position")
+    assert list(stored.values_list("key", flat=True)) == ["1", "20", "3", "4", "5", "6", "61", "2", None, "true"]
+    assert TableSnapshot.objects.get(table=rows).data == {
+        "settings": {"currency": "EUR"},
+        "orders": [],
+        "catalog": {},
+        "tags": [1, 2, 3],
+    }  # the document part's writes are in the log until a compaction
+    assert _differential(both)[("ok",)] == 55
+    assert _versions(rows.pk) == _versions(document.pk)
+    for target, new_version in ((1, 19), (9, 20), (18, 21), (4, 22), (19, 23), (14, 24)):
+        assert services.table_restore(table_id=document.pk, version=target) == new_version
+        assert services.table_restore(table_id=rows.pk, version=target) == new_version
+        assert Table.objects.get(pk=rows.pk).data == Table.objects.get(pk=document.pk).data, target
+        assert _differential(both)[("ok",)] == 55
+    assert _versions(rows.pk) == _versions(document.pk)
+
+
 def test_a_rows_write_keeps_per_record_operations_and_their_inverses(make_table, make_tool, owner):
     table = make_table(owner, name="rows", data=[{"id": 1, "a": 1}, {"id": 2, "a": 2}])
     create = make_tool(owner, table=table, type="create", json_path="", name="c", metadata={"key_field": "id"})
@@ -462,9 +686,17 @@ def test_a_version_without_a_collections_container_is_restored_by_laying_the_tab
     assert TableChange.objects.get(table=table, version=3).patch == [
         {"op": "replace", "path": "", "value": {"orders": "none yet"}, "layout": True}
     ]
-    with pytest.raises(TableChange.DoesNotExist, match="laid out again at version 3"):
-        services.table_version_data(table.pk, 2)
-    assert TableChange.objects.filter(table=table).count() == 2
+    # The version before the new layout opens from the old layout its inverse keeps, and restores.
+    assert services.table_version_data(table.pk, 2) == {"orders": [{"id": 1}]}
+    assert services.table_restore(table_id=table.pk, version=2) == 4
+    table.refresh_from_db()
+    assert (table.version, table.rows_since_version, table.data) == (4, 4, {"orders": [{"id": 1}]})
+    assert [services.table_version_data(table.pk, version) for version in (1, 2, 3, 4)] == [
+        {"orders": "none yet"},
+        {"orders": [{"id": 1}]},
+        {"orders": "none yet"},
+        {"orders": [{"id": 1}]},
+    ]
 
 
 def test_a_compiled_query_over_its_time_budget_is_stopped_inside_the_engine(make_table, make_tool, owner):
@@ -658,6 +890,51 @@ def test_versions_before_the_move_open_and_restore_as_on_the_document(make_table
     # Writes go on after restores on both, and answer the same.
     write(WRITES[:5])
     assert _differential((document_tools, rows_tools, rows))[("ok",)] >= 50
+
+
+def test_versions_across_layouts_and_the_move_open_and_restore_as_on_the_document(make_table, make_tool, owner):
+    """One history on a document table and on a table moved to rows part-way and laid out again twice (a whole-data
+    write making /catalog an array, a restore making it an object again): every version opens the same, and
+    restores to versions in every era (before the move, between the layouts, after them) answer every read the
+    same, with the same versions and whole data."""
+    document_tools, rows_tools, rows = _pair(make_table, make_tool, owner)
+    document = document_tools[("/orders", "get_all_data")].table
+    document_writers = _writers(make_tool, owner, document, "dw")
+    rows_writers = _writers(make_tool, owner, rows, "rw")
+    both = (document_tools, rows_tools, rows)
+
+    def write(mount, kind, arguments):
+        expected = _answer(document_writers[(mount, kind)], arguments)
+        assert expected[0] == "ok", expected
+        assert _answer(rows_writers[(mount, kind)], arguments) == expected
+
+    write("/orders", "create", {"elements": [{"id": 7, "customer": "New"}]})  # 2, as documents
+    assert records.table_to_rows(rows.pk) is True
+    write("/orders", "update", {"elements": [{"id": 1, "status": "shipped"}]})  # 3, per-record operations
+    data = Table.objects.get(pk=document.pk).data
+    for table in (document, rows):  # 4: /catalog becomes an array: the rows table is laid out again
+        services.table_update(table=Table.objects.get(pk=table.pk), data={**data, "catalog": [{"id": "c1"}]})
+    assert Table.objects.get(pk=rows.pk).rows_since_version == 4
+    write("/catalog", "create", {"elements": [{"id": "c2", "n": 1}]})  # 5
+    write("/orders", "delete", {"keys": [6]})  # 6
+    for table in (document, rows):  # 7: back to version 3, /catalog an object again: laid out again
+        assert services.table_restore(table_id=table.pk, version=3) == 7
+    assert Table.objects.get(pk=rows.pk).rows_since_version == 7
+    assert dict(TableCollection.objects.filter(table=rows).values_list("mount", "kind")) == {
+        "/orders": "array",
+        "/catalog": "object",
+    }
+    write("/catalog", "delete", {"keys": ["MS"]})  # 8
+    assert Table.objects.get(pk=rows.pk).version == Table.objects.get(pk=document.pk).version == 8
+    assert _versions(rows.pk) == _versions(document.pk)
+    for target, new_version in ((5, 9), (1, 10), (6, 11), (2, 12), (9, 13), (3, 14), (4, 15)):
+        assert services.table_restore(table_id=document.pk, version=target) == new_version
+        assert services.table_restore(table_id=rows.pk, version=target) == new_version
+        assert Table.objects.get(pk=rows.pk).data == Table.objects.get(pk=document.pk).data, target
+        assert _differential(both)[("ok",)] >= 50
+    assert _versions(rows.pk) == _versions(document.pk)
+    write("/catalog", "create", {"elements": [{"id": "c3"}]})  # writes go on after: /catalog is an array again
+    assert Table.objects.get(pk=rows.pk).data == Table.objects.get(pk=document.pk).data
 
 
 def test_a_database_made_with_documents_and_history_migrates_and_answers_the_same(make_table, make_tool, owner):

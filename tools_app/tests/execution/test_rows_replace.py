@@ -235,12 +235,23 @@ def test_a_whole_data_write_that_changes_the_collections_lays_the_table_out_agai
     assert kinds == {"/catalog": "array"}
     entry = TableChange.objects.get(table=rows, version=2)
     assert entry.patch == [{"op": "replace", "path": "", "value": {**data, "catalog": []}, "layout": True}]
-    # The earlier versions name the old collections' rows: not restorable on rows (as after a tool change).
-    with pytest.raises(TableChange.DoesNotExist, match="laid out again at version 2"):
-        services.table_restore(table_id=rows.pk, version=1)
-    services.table_update(table=Table.objects.get(pk=rows.pk), data=_data(orders={"a": {"id": 3}}, catalog=[2]))
-    assert services.table_restore(table_id=rows.pk, version=2) == 4
-    assert _whole(rows) == (4, data)
+    # Its inverse keeps the old layout's records: the version before it opens and restores as on the document.
+    assert services.table_version_data(rows.pk, 1) == services.table_version_data(document.pk, 1)
+    for table in (document, rows):
+        services.table_update(table=Table.objects.get(pk=table.pk), data=_data(orders={"a": {"id": 3}}, catalog=[2]))
+        assert services.table_restore(table_id=table.pk, version=1) == 4
+    assert _whole(rows) == _whole(document) == (4, _whole(document)[1])
+    assert _reads(rows_tools) == _reads(document_tools)
+    rows.refresh_from_db()
+    assert rows.rows_since_version == 4  # laid out again: /orders and /catalog as at version 1
+    kinds = dict(TableCollection.objects.filter(table=rows).values_list("mount", "kind"))
+    assert kinds == {"/orders": "array", "/catalog": "object"}
+    for table in (document, rows):
+        assert services.table_restore(table_id=table.pk, version=2) == 5
+    assert _whole(rows) == _whole(document) == (5, data)
+    assert [services.table_version_data(rows.pk, v) for v in range(1, 6)] == [
+        services.table_version_data(document.pk, v) for v in range(1, 6)
+    ]
 
 
 def test_a_rows_write_between_whole_data_writes_keeps_history_whole(replaced, make_tool, owner):
