@@ -145,8 +145,7 @@ class SetupExportView(APIView):
             document = setup.setup_export(owner=request.user, instance_slug=slug, with_data=with_data, data_of=data_of)
         except McpInstance.DoesNotExist as exc:
             raise Http404(f"No instance of yours has the slug {slug!r}.") from exc
-        if parts:
-            assert encoding is not None
+        if parts and encoding is not None:
             return streamed.spliced_response(request, document, parts, encoding)
         return Response(document)
 
