@@ -90,7 +90,7 @@ def series(env: dict, token: str, url: str, repeat: int, accept: str = "applicat
     """`repeat` reads of `url` on a fresh worker (a freed peak is reused by the next read, so each series starts
     from a worker that served only a warm-up request): the median time, the largest growth."""
     with Uvicorn(env) as server:
-        pid = server.worker_pids()[0]
+        pid = server.process.pid  # one worker: the server process (its children are the heavy lane's)
         read(f"{server.base}/api/tables/", token, pid)  # warm: imports, connection
         runs = [read(f"{server.base}{url}", token, pid, accept) for _ in range(repeat)]
     return {
