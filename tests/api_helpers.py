@@ -1,6 +1,7 @@
 """Helpers for the API tests: clients for a user, and a snapshot of every row to prove nothing was written."""
 
 import asyncio
+import json
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -28,6 +29,13 @@ def client_for(user=None) -> APIClient:
     if user is not None:
         client.force_authenticate(user)
     return client
+
+
+def response_json(response) -> Any:
+    """The JSON body of a test client's response, streamed (a rows table's whole-table answers) or not."""
+    if response.streaming:
+        return json.loads(b"".join(response.streaming_content))
+    return response.json()
 
 
 def db_snapshot() -> dict[str, list[dict[str, Any]]]:

@@ -20,6 +20,7 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -147,9 +148,17 @@ def _field_ref(name: str) -> str:
 class _Sample:
     """What the descriptions need from the value at the mount."""
 
-    def __init__(self, mount_value: Any, json_path: str, count: int | None = None):
+    def __init__(
+        self,
+        mount_value: Any,
+        json_path: str,
+        count: int | None = None,
+        unique: Callable[[list[str]], list[str]] | None = None,
+    ):
         """`count`: the mount's true number of records when `mount_value` holds only the first of them (a table
-        stored as rows: services.table_data_sampled); the fields and key field are those of the records given."""
+        stored as rows: services.table_data_sampled); the fields are those of the records given, and the key field
+        one of theirs that `unique` finds keying every record (services.table_unique_fields)."""
+        self.unique = unique
         self.value = mount_value
         self.is_array = isinstance(mount_value, list)
         self.shape = describe(mount_value)
@@ -181,6 +190,8 @@ class _Sample:
             values = [str(record[name]) for record in self.records]
             if len(set(values)) == len(values):
                 candidates.append(name)
+        if candidates and self.count > self.given and self.unique is not None:
+            candidates = self.unique(candidates)  # the records given are the first: the rest may repeat a value
         if not candidates:
             return None
         if "id" in candidates:
@@ -478,6 +489,11 @@ def _descriptions(
     return {tool_type: (_fit(text), examples) for tool_type, (text, examples) in texts.items()}
 
 
+def _unique_in(table_id: int, json_path: str) -> Callable[[list[str]], list[str]]:
+    """The check over every record of a rows table's collection at the mount of the fields that could key it."""
+    return lambda names: services.table_unique_fields(table_id, json_path, names)
+
+
 def _mount_value(table: Table, json_path: str) -> tuple[Any, int | None]:
     """The value at the mount (a rows table's collection: its first records) and its true record count when only
     the first are given (None: the value is whole)."""
@@ -518,7 +534,7 @@ def generate_tools(
     """Create (and bind to `mcp_instance`) the standard tools of the mount, or update those generated before;
     all or nothing (see the module). `overwrite_edited`: also rewrite generated tools their owner edited."""
     value, count = _mount_value(table, json_path)
-    sample = _Sample(value, json_path, count)
+    sample = _Sample(value, json_path, count, _unique_in(table.pk, json_path))
     notes: list[str] = []
     if preview_keys:
         unknown = [key for key in preview_keys if key not in sample.fields]
@@ -616,11 +632,12 @@ def description_drift(tool: Tool) -> str | None:
         return f"The mount {where} is no longer in the table: the description describes data that is gone."
     if not isinstance(value, list | dict):
         return f"The mount now holds a {json_type(value)}, not the records the description describes."
+    unique = _unique_in(tool.table_id, tool.json_path)
     now = services.table_derived(
         tool.table_id,
         version,
         ("generated-shape", tool.json_path),
-        lambda: _shape(_Sample(value, tool.json_path, counts.get(tool.json_path))),
+        lambda: _shape(_Sample(value, tool.json_path, counts.get(tool.json_path), unique)),
     )
     if now["shape"] == marker["shape"]:
         return None

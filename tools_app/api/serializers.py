@@ -267,6 +267,16 @@ class IndexedFieldsField(serializers.JSONField):
     """A table's indexed_fields; checked by the model (tools_app.validators.validate_indexed_fields)."""
 
 
+class TableDataField(serializers.JSONField):
+    """A table's `data`. With `data_placeholder` in the context, the answer holds that string instead, and the
+    table's document is not read: the streamed answer writes the document's text in its place
+    (tools_app.api.streamed)."""
+
+    def get_attribute(self, instance):
+        placeholder = self.context.get("data_placeholder")
+        return placeholder if placeholder is not None else super().get_attribute(instance)
+
+
 class TableSerializer(FullCleanModelSerializer):
     """A JSON document (any JSON value, usually an object or an array) that tools read and write.
 
@@ -283,7 +293,7 @@ class TableSerializer(FullCleanModelSerializer):
     patch_examples = {"rename": {"name": "orders-2026"}, "replace data": {"data": {"orders": []}}}
 
     owner = serializers.CharField(source="owner.username", read_only=True)
-    data = serializers.JSONField(
+    data = TableDataField(
         required=False, help_text="Any JSON value (usually an object or an array); not null. Default {}."
     )
     redact_fields = FieldNamesField(

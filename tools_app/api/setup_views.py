@@ -8,10 +8,12 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from tools_app import services
+from tools_app.api import streamed
 from tools_app.api.parsers import JSONParser
 from tools_app.api.schema import ErrorSerializer
 from tools_app.api.views import FORCE_PARAMETER, force_requested, in_use_response
-from tools_app.models import McpInstance
+from tools_app.models import McpInstance, Table, TableStorage
 from tools_app.services import setup
 
 __all__ = ["SetupApplyView", "SetupExportView", "SetupPlanView"]
@@ -128,10 +130,23 @@ class SetupExportView(APIView):
     def get(self, request, *args, **kwargs):
         slug = request.query_params.get("instance")
         with_data = _truthy(request, "data")
+        encoding = streamed.json_encoding(request) if with_data else None
+        parts: dict = {}
+
+        def data_of(table: Table):
+            # A rows table's data streams in its place (tools_app.api.streamed), each table in its own snapshot.
+            if table.storage != TableStorage.ROWS or encoding is None:
+                return services.table_data(table.pk)[1]
+            marker = streamed.placeholder(len(parts))
+            parts[marker] = streamed.table_document(table.pk, None, encoding)
+            return marker
+
         try:
-            document = setup.setup_export(owner=request.user, instance_slug=slug, with_data=with_data)
+            document = setup.setup_export(owner=request.user, instance_slug=slug, with_data=with_data, data_of=data_of)
         except McpInstance.DoesNotExist as exc:
             raise Http404(f"No instance of yours has the slug {slug!r}.") from exc
+        if parts and encoding is not None:
+            return streamed.spliced_response(request, document, parts, encoding)
         return Response(document)
 
 

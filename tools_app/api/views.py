@@ -23,6 +23,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from tools_app import services
+from tools_app.api import streamed
 from tools_app.api.filters import OrderingFilter
 from tools_app.api.filtersets import ToolFilterSet
 from tools_app.api.renderers import JSONRenderer
@@ -40,7 +41,7 @@ from tools_app.api.serializers import (
 )
 from tools_app.api.throttles import TokenRateThrottle
 from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
-from tools_app.models import ApiToken, Surface, Table, TableChange, Tool
+from tools_app.models import ApiToken, Surface, Table, TableChange, TableStorage, Tool
 
 __all__ = [
     "FORCE_PARAMETER",
@@ -278,6 +279,21 @@ class TableViewSet(ChangeGuardMixin, OwnedViewSetMixin, viewsets.ModelViewSet):
     def perform_destroy(self, instance: Table):
         services.table_delete(table=instance, force=self.forced())
 
+    def retrieve(self, request, *args, **kwargs):
+        """A table stored as rows streams its data (tools_app.api.streamed); its ETag is the version read here, and
+        the data sent is that version's."""
+        table = self.get_object()
+        encoding = streamed.json_encoding(request)
+        if table.storage != TableStorage.ROWS or encoding is None:
+            return Response(self.get_serializer(table).data)
+        marker = streamed.placeholder(0)
+        head = TableSerializer(table, context={**self.get_serializer_context(), "data_placeholder": marker}).data
+        response = streamed.spliced_response(
+            request, head, {marker: streamed.table_document(table.pk, table.version, encoding)}, encoding
+        )
+        response["ETag"] = f'"{table.version}"'
+        return response
+
     def get_serializer_context(self):
         context = super().get_serializer_context()
         if self.action in ("update", "partial_update"):
@@ -328,6 +344,16 @@ class TableViewSet(ChangeGuardMixin, OwnedViewSetMixin, viewsets.ModelViewSet):
     def versions(self, request, pk=None, version=None):
         table = self.get_object()
         number = parse_id(version, TableChange)
+        encoding = streamed.json_encoding(request)
+        if number == table.version and table.storage == TableStorage.ROWS and encoding is not None:
+            # The current version streams; an older one is rebuilt from the rows and the log (gathered, bounded).
+            marker = streamed.placeholder(0)
+            return streamed.spliced_response(
+                request,
+                {"version": number, "data": marker},
+                {marker: streamed.table_document(table.pk, number, encoding)},
+                encoding,
+            )
         try:
             data = services.table_version_data(table.pk, number)
         except TableChange.DoesNotExist as exc:

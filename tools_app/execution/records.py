@@ -75,6 +75,7 @@ __all__ = [
     "create_collection",
     "dialect",
     "document_chunks",
+    "document_text",
     "max_evaluated_bytes",
     "position_at",
     "read",
@@ -88,6 +89,7 @@ __all__ = [
     "select_records",
     "snapshot",
     "table_to_rows",
+    "unique_fields",
     "version_document",
     "versions_read",
     "whole_document",
@@ -628,7 +630,27 @@ def document_chunks(table_id: int, encode: Callable[[Any], str] = json.dumps) ->
         yield from _document_text(table_id, version, encode)
 
 
-def _document_text(table_id: int, version: int, encode: Callable[[Any], str]) -> Iterator[str]:
+def document_text(
+    table_id: int, version: int | None, encode: Callable[[Any], str], separators: tuple[str, str] = (", ", ": ")
+) -> Iterator[str]:
+    """A rows table's whole document at `version` (None: its current one) as `encode`'s JSON text, whose item and
+    key separators are `separators` (encode must write strings as json.dumps does), in pieces: what the API's
+    whole-table views send streamed, equal to `encode(whole_document(table_id, version))`.
+
+    One snapshot (`snapshot`) is held while the text is consumed. When `version` is its current version (or None),
+    the records stream CHUNK rows per statement (document_chunks); when a write committed since the caller read
+    `version` (the label it already sent), that version is rebuilt from the rows and the log of the snapshot
+    (table_log.table_version_data: gathered, at most max_evaluated_bytes() of record JSON) and encoded whole."""
+    with snapshot(table_id) as current:
+        if version is None or version == current:
+            yield from _document_text(table_id, current, encode, separators)
+        else:
+            yield encode(table_log.table_version_data(table_id, version))
+
+
+def _document_text(
+    table_id: int, version: int, encode: Callable[[Any], str], separators: tuple[str, str] = (", ", ": ")
+) -> Iterator[str]:
     found = collections(table_id)
     document = services.table_document(table_id, version)
     markers: dict[str, Collection] = {}
@@ -641,23 +663,109 @@ def _document_text(table_id: int, version: int, encode: Callable[[Any], str]) ->
     start = 0
     for match in pattern.finditer(text) if pattern else ():
         yield text[start : match.start()]
-        yield from _collection_text(markers[match.group(0)], encode)
+        yield from _collection_text(markers[match.group(0)], encode, separators)
         start = match.end()
     yield text[start:]
 
 
-def _collection_text(collection: Collection, encode: Callable[[Any], str]) -> Iterator[str]:
+def _collection_text(
+    collection: Collection, encode: Callable[[Any], str], separators: tuple[str, str] = (", ", ": ")
+) -> Iterator[str]:
     array = collection.kind == "array"
+    comma, colon = separators
     yield "[" if array else "{"
     first = True
     for chunk in _chunks(collection):
         parts = []
         for _position, key, record, _size in chunk:
-            item = encode(record) if array else f"{encode(key)}: {encode(record)}"
-            parts.append(item if first else ", " + item)
+            item = encode(record) if array else f"{encode(key)}{colon}{encode(record)}"
+            parts.append(item if first else comma + item)
             first = False
         yield "".join(parts)
     yield "]" if array else "}"
+
+
+def unique_fields(table_id: int, mount: str, names: list[str]) -> list[str]:
+    """Those of `names` that could key the array collection at `mount` over ALL its records: every record is an
+    object holding the field as a string or an integer, and no two values are equal as text (SPEC §8's key: 1 and
+    "1" are one key). What generate-tools asks of its key field (toolsets._Sample), checked in the engine: one
+    statement over the collection's rows, aggregates per name (the records that fail the type test, the distinct
+    values; on SQLite, the integers beyond 64 bits). A name SQLite's JSON paths cannot spell, or a field holding an
+    integer beyond 64 bits there (SQLite reads those inexactly), is checked by reading the records in chunks.
+    `names` in order; all of them when no array collection is at `mount`. Read in one snapshot."""
+    with snapshot(table_id):
+        collection = collections(table_id).get(mount)
+        if collection is None or collection.kind != "array" or not names:
+            return list(names)
+        in_sql = [name for name in names if _spellable(name)]
+        holding, inexact = _unique_in_sql(collection, in_sql)
+        in_python = [name for name in names if name not in in_sql] + inexact
+        holding += _unique_in_python(collection, in_python)
+    return [name for name in names if name in holding]
+
+
+def _spellable(name: str) -> bool:
+    """Whether the engine's JSON paths spell `name`: SQLite's cannot spell a quote, a backslash or a control
+    character (PostgreSQL's keys hold no NUL)."""
+    if _dialect() == "postgresql":
+        return "\u0000" not in name
+    return not any(char in '"\\' or ord(char) < 0x20 for char in name)
+
+
+def _unique_in_sql(collection: Collection, names: list[str]) -> tuple[list[str], list[str]]:
+    """(the names that key every record, the names the engine read inexactly: SQLite reads an integer beyond 64 bits
+    as a REAL, whose text is not Python's)."""
+    if not names:
+        return [], []
+    aggregates, params = [], []
+    for name in names:
+        if _dialect() == "postgresql":
+            typed = (
+                "jsonb_typeof(data) = 'object' AND (jsonb_typeof(data -> %s) = 'string' OR "
+                "(jsonb_typeof(data -> %s) = 'number' AND (data ->> %s) ~ '^-?[0-9]+$'))"
+            )
+            aggregates.append(f"SUM(CASE WHEN {typed} THEN 0 ELSE 1 END), COUNT(DISTINCT data ->> %s), 0")
+            params += [name] * 4
+        else:
+            path = '$."' + name + '"'
+            typed = "json_type(data) = 'object' AND json_type(data, %s) IN ('integer', 'text')"
+            wide = "json_type(data, %s) = 'integer' AND typeof(data ->> %s) <> 'integer'"
+            aggregates.append(
+                f"SUM(CASE WHEN {typed} THEN 0 ELSE 1 END), COUNT(DISTINCT CAST(data ->> %s AS TEXT)),"
+                f" SUM(CASE WHEN {wide} THEN 1 ELSE 0 END)"
+            )
+            params += [path] * 4
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'SELECT COUNT(*), {", ".join(aggregates)} FROM "{_records_table()}" WHERE collection_id = %s',
+            (*params, collection.id),
+        )
+        row = cursor.fetchone()
+    total, holding, inexact = row[0], [], []
+    for index, name in enumerate(names):
+        failing, distinct, wide = row[1 + 3 * index : 4 + 3 * index]
+        if wide:
+            inexact.append(name)
+        elif not failing and distinct == total:
+            holding.append(name)
+    return holding, inexact
+
+
+def _unique_in_python(collection: Collection, names: list[str]) -> list[str]:
+    """The names that key every record, read record by record (the values seen are kept, one set per name)."""
+    seen: dict[str, set[str]] = {name: set() for name in names}
+    for chunk in _chunks(collection) if names else ():
+        for _position, _key, record, _size in chunk:
+            for name in list(seen):
+                value = record.get(name) if isinstance(record, dict) else None
+                text = str(value) if isinstance(value, str | int) and not isinstance(value, bool) else None
+                if text is None or text in seen[name]:
+                    del seen[name]
+                else:
+                    seen[name].add(text)
+            if not seen:
+                return []
+    return list(seen)
 
 
 def version_document(table_id: int, current: int, inverses: list[list], since: int) -> Any:
@@ -1849,6 +1957,7 @@ table_log.rows_start = start_as_rows
 table_log.rows_relayout = relayout
 table_log.rows_create = create_collection
 table_log.rows_whole = whole_document
+table_log.rows_unique_fields = unique_fields
 table_log.rows_version = version_document
 table_log.rows_sample = sample_document
 table_log.rows_snapshot = snapshot

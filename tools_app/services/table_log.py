@@ -428,6 +428,9 @@ rows_create: Callable[[int, Iterable[Any], str], int] | None = None
 rows_version: Callable[[int, int, list[list], int], Any] | None = None
 # rows_sample(table_id, version) is a rows table's document with each collection's first records, and the counts.
 rows_sample: Callable[[int, int], tuple[Any, dict[str, int]]] | None = None
+# rows_unique_fields(table_id, mount, names) is those of `names` that key every record of the array collection at
+# `mount` (each an object holding it as a string or an integer, unique as text), checked in the engine.
+rows_unique_fields: Callable[[int, str, list[str]], list[str]] | None = None
 # rows_relayout(table_id) makes a rows table's collections those its tools choose now (inside a transaction).
 rows_relayout: Callable[[int], None] | None = None
 # rows_snapshot(table_id) is a context in which every statement reads one snapshot of the database; it yields the
@@ -480,6 +483,14 @@ def table_data_sampled(table_id: int) -> tuple[int, Any, dict[str, int]]:
             return current, data, counts
     entry = document(table_id, version)
     return entry.version, entry.data, {}
+
+
+def table_unique_fields(table_id: int, mount: str, names: list[str]) -> list[str]:
+    """Those of `names` that key every record of the rows table's collection at `mount` (rows_unique_fields), for a
+    description made from its first records (table_data_sampled); `names` as they are without one."""
+    if rows_unique_fields is None:
+        return list(names)
+    return rows_unique_fields(table_id, mount, names)
 
 
 def table_head(table_id: int) -> tuple[int, str]:

@@ -1,6 +1,6 @@
 """A setup document from an owner's rows (setup_export)."""
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -37,10 +37,10 @@ def _unique_names(kind: str, field_name: str, rows: Iterable[tuple[int, str]]) -
         seen[name] = pk
 
 
-def _table_entry(table: Table, with_data: bool) -> dict[str, Any]:
+def _table_entry(table: Table, with_data: bool, data_of: Callable[[Table], Any] | None) -> dict[str, Any]:
     entry: dict[str, Any] = {key: getattr(table, key) for key in TABLE_KEYS}
     if with_data:
-        entry["data"] = table_log.table_data(table.pk)[1]
+        entry["data"] = data_of(table) if data_of is not None else table_log.table_data(table.pk)[1]
     return entry
 
 
@@ -78,11 +78,18 @@ def _instance_entry(instance: McpInstance, tool_names: dict[int, str]) -> dict[s
     return entry
 
 
-def setup_export(*, owner, instance_slug: str | None = None, with_data: bool = False) -> dict[str, Any]:
+def setup_export(
+    *,
+    owner,
+    instance_slug: str | None = None,
+    with_data: bool = False,
+    data_of: Callable[[Table], Any] | None = None,
+) -> dict[str, Any]:
     """The owner's setup as a document (the module's format): every table, tool and instance of the owner, or one
     instance (`instance_slug`, McpInstance.DoesNotExist if it is not the owner's) with the tools it binds and their
-    tables. Table data only `with_data`; API keys never. A ValidationError when two exported tables (tools) share
-    a name."""
+    tables. Table data only `with_data`: each table's current document, or what `data_of(table)` gives in its place
+    (the API streams a rows table's records there); API keys never. A ValidationError when two exported tables
+    (tools) share a name."""
     instances = McpInstance.objects.filter(owner=owner).order_by("slug")
     if instance_slug is not None:
         instances = instances.filter(pk=McpInstance.objects.get(owner=owner, slug=instance_slug).pk)
@@ -102,7 +109,7 @@ def setup_export(*, owner, instance_slug: str | None = None, with_data: bool = F
     return {
         "toolhub_setup": SETUP_VERSION,
         "scope": scope,
-        "tables": [_table_entry(table, with_data) for table in tables],
+        "tables": [_table_entry(table, with_data, data_of) for table in tables],
         "tools": [_tool_entry(tool, table_names) for tool in tools],
         "instances": [_instance_entry(instance, tool_names) for instance in instances],
     }

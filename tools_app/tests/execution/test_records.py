@@ -9,7 +9,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import DatabaseError, connection
 
-from tests.api_helpers import client_for
+from tests.api_helpers import client_for, response_json
 from tools_app import services
 from tools_app.data_access import budget, operations
 from tools_app.data_access.operations import Mount
@@ -960,9 +960,9 @@ def test_a_database_made_with_documents_and_history_migrates_and_answers_the_sam
             state[moved.pk] = {
                 "versions": _versions(moved.pk),
                 "api_versions": [
-                    client.get(f"/api/tables/{moved.pk}/versions/{v}/").json() for v in range(1, current + 1)
+                    response_json(client.get(f"/api/tables/{moved.pk}/versions/{v}/")) for v in range(1, current + 1)
                 ],
-                "data": response.json()["data"],
+                "data": response_json(response)["data"],
                 "etag": response["ETag"],
                 "history": client.get(f"/api/tables/{moved.pk}/history/").json(),
             }

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.api_helpers import client_for, db_snapshot
+from tests.api_helpers import client_for, db_snapshot, response_json
 from tools_app.api import data_tools
 from tools_app.kernel.errors import ToolError
 from tools_app.models import Table, TableChange, TableCollection, TableRecord, TableSnapshot, TableStorage
@@ -43,7 +43,7 @@ def test_a_csv_import_is_stored_as_rows_and_reads_as_the_document(owner):
     assert list(rows.values_list("position", flat=True)) == [0, 1024, 2048]
     assert TableSnapshot.objects.get(table=table).data == []
     shown = client_for(owner).get(f"/api/tables/{table.pk}/")
-    assert shown.json()["data"] == RECORDS
+    assert response_json(shown)["data"] == RECORDS
 
 
 def test_an_ndjson_import_is_stored_as_rows(owner):
