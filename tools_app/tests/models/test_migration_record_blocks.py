@@ -1,5 +1,7 @@
-"""Migration 0027: the directory of positions (TableRecordBlock) is filled for the records stored before it, with
+"""Migration 0028: the directory of positions (TableRecordBlock) is filled for the records stored before it, with
 the block span the code uses (store.BLOCK_SPAN). SQLite and PostgreSQL."""
+
+from collections import Counter
 
 import pytest
 from django.db import connection
@@ -11,7 +13,7 @@ from tools_app.models import TableCollection, TableRecord, TableRecordBlock, Tab
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BEFORE = ("tools_app", "0026_tablecollection_field_kinds")
+BEFORE = ("tools_app", "0027_calllog_no_redundant_indexes")
 
 
 def _migrate(target: list) -> None:
@@ -33,13 +35,15 @@ def test_the_directory_of_stored_records_is_filled(make_table, make_tool, owner)
             records_table=TableRecord._meta.db_table,
             layouts_table=TableRecordLayout._meta.db_table,
             collection_id=collection.pk,
-            value=[{"id": n} for n in range(1, 5)],
-            positions=[span - 1, span, 5 * span + 3, 5 * span + 4],
+            value=[{"id": n} for n in range(1, 8)],
+            positions=[-span - 1, -span, -1, span - 1, span, 5 * span + 3, 5 * span + 4],
         )
     # given: the records without their directory, as a database before the migration holds them
     _migrate([BEFORE])
     # when
     _migrate([])
-    # then
+    # then: the blocks the code counts (position // span), negative positions included
     blocks = TableRecordBlock.objects.filter(collection=collection).values_list("block", "record_count")
-    assert sorted(blocks) == [(0, 2), (1, 1), (5, 2)]
+    assert sorted(blocks) == [(-2, 1), (-1, 2), (0, 2), (1, 1), (5, 2)]
+    positions = TableRecord.objects.filter(collection=collection).values_list("position", flat=True)
+    assert sorted(blocks) == sorted(Counter(p // span for p in positions).items())
