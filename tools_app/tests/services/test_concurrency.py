@@ -918,6 +918,8 @@ def _appended(data: list, record: dict) -> tuple:
     return [*data, record], None, patch, [{"op": "remove", "path": f"/{len(data)}"}], {}
 
 
+# table_write with a change of the whole document: the document storage's write primitive.
+@pytest.mark.usefixtures("document_storage")
 @pytest.mark.postgres
 def test_tool_saves_on_a_table_do_not_wait_for_its_data_write(postgres_db, owner, table):
     """A data write holds the table row (FOR NO KEY UPDATE) for as long as the document takes to write:
@@ -944,6 +946,8 @@ def test_tool_saves_on_a_table_do_not_wait_for_its_data_write(postgres_db, owner
     assert (stored.version, stored.data[-1]) == (version + 1, {"id": "late"})
 
 
+# table_write with a change of the whole document: the document storage's write primitive.
+@pytest.mark.usefixtures("document_storage")
 @pytest.mark.postgres
 def test_a_second_data_write_waits_for_the_first(postgres_db, owner, table):
     """Writers of one table still queue behind each other's row lock: no write is lost."""
