@@ -69,15 +69,32 @@ ORDERS = [
 
 @pytest.fixture
 def make_table(db):
-    """make_table(owner, name="orders", data=...): a table through the service (version 1)."""
+    """make_table(owner, name="orders", data=..., storage=None): a table through the service (version 1), stored
+    as TOOLHUB_NEW_TABLE_STORAGE says (rows when its data holds a collection), or as `storage` says: "document"
+    makes a document table (the side of a differential test that `records.table_to_rows` then moves, or a test of
+    the document storage itself)."""
+    from django.test import override_settings
+
     from tools_app import services
 
-    def make(owner, name: str = "orders", data=None, description: str = ""):
-        return services.table_create(
-            owner=owner, name=name, description=description, data=[dict(r) for r in ORDERS] if data is None else data
-        )
+    def make(owner, name: str = "orders", data=None, description: str = "", storage: str | None = None):
+        with override_settings(**({} if storage is None else {"TOOLHUB_NEW_TABLE_STORAGE": storage})):
+            return services.table_create(
+                owner=owner,
+                name=name,
+                description=description,
+                data=[dict(r) for r in ORDERS] if data is None else data,
+            )
 
     return make
+
+
+@pytest.fixture
+def document_storage(settings):
+    """New tables start as documents (TOOLHUB_NEW_TABLE_STORAGE's default is rows), for the tests of the document
+    storage itself: its snapshot and log of RFC 6902 patches, its cache, its whole-document reads. A module uses
+    it with `pytestmark = pytest.mark.usefixtures("document_storage")` and says why."""
+    settings.TOOLHUB_NEW_TABLE_STORAGE = "document"
 
 
 @pytest.fixture

@@ -12,6 +12,9 @@ if [ -z "${DJANGO_SECRET_KEY:-}" ]; then
   export DJANGO_SECRET_KEY
 fi
 .venv/bin/python manage.py migrate --noinput
+# New tables are stored as rows; tables of a database made before that move once (resumable, and quick when
+# none is left: docs/tables-at-scale.md, "Migration of existing tables").
+.venv/bin/python manage.py tables_to_rows --all
 # The demo key is kept in .demo-key and printed on every start while it works in this database; a fresh
 # database (or a revoked key) gets a new one.
 .venv/bin/python manage.py seed_demo --key-file .demo-key

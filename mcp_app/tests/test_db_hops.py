@@ -17,7 +17,7 @@ from django.db import connection, connections
 
 from mcp_app import handlers as mcp_server
 from mcp_app.tests.mcp_harness import BASE_URL, ERAS, LEGACY, Harness, rpc_body, rpc_headers
-from tools_app import services
+from tools_app.execution.executors import execute
 from tools_app.models import CallLog
 from tools_app.services import api_key_revoke, binding_update
 
@@ -94,17 +94,14 @@ def test_concurrent_calls_run_on_the_pool_threads(served, monkeypatch, era):
     assert CallLog.objects.filter(status="ok", tool_name="orders_query").count() == 12
 
 
-def test_pool_sees_a_committed_table_write_on_the_next_call(served):
+def test_pool_sees_a_committed_table_write_on_the_next_call(served, make_tool, owner):
     """A write committed elsewhere changes the table version, so the next call misses the result cache."""
     # given
     harness = Harness(db_threads=POOL_THREADS)
     first = harness.call("shop", served["key"], "orders_query", {"query": "length(@)"})["result"]
-    # when
-    patch = [{"op": "add", "path": "/-", "value": {"id": 4}}]
-    services.table_write(
-        table_id=served["table"].pk,
-        change=lambda data, derived: ([*data, {"id": 4}], 1, patch, [{"op": "remove", "path": f"/{len(data)}"}], {}),
-    )
+    # when: a data tool's write (either storage), not through the pool
+    create = make_tool(owner, served["table"], type="create", name="orders_create")
+    assert execute(tool=create, arguments={"elements": [{"id": 4}]}) == {"created": 1, "version": 2}
     second = harness.call("shop", served["key"], "orders_query", {"query": "length(@)"})["result"]
     # then
     assert first["structuredContent"] == {"result": 3}

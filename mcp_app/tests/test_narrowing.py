@@ -53,7 +53,7 @@ EXPRESSIONS = [
 def narrowed(request, owner, make_table, make_tool, instance, bind):
     """Instance 'shop': query, select, get_all, preview and schema tools of one orders table, each bound with
     the narrowing to the key's `customer`; keys for acme, globex and one without the attribute."""
-    table = make_table(owner, name="orders", data=[dict(order) for order in ORDERS])
+    table = make_table(owner, name="orders", data=[dict(order) for order in ORDERS], storage="document")
     tools = {}
     for tool_type in ("query_data", "select", "get_all_data", "preview", "get_data_schema"):
         tools[tool_type] = make_tool(owner, table, type=tool_type, name=f"orders_{tool_type}")
@@ -371,7 +371,7 @@ def test_an_object_of_entries_is_narrowed_to_its_matching_entries(
         "MS-02": {"vendor": "globex", "price": 25},
         "PN-03": {"vendor": "acme", "price": 3},
     }
-    table = make_table(owner, name="catalog", data=catalog)
+    table = make_table(owner, name="catalog", data=catalog, storage="document")
     for tool_type in ("query_data", "select", "get_all_data"):
         tool = make_tool(owner, table, type=tool_type, name=f"catalog_{tool_type}")
         bind(instance, tool, pinned_arguments={"where": {"vendor": {"from": "key.attributes.vendor"}}})

@@ -55,15 +55,29 @@ def _call(harness: Harness, key: str, *, meta: dict | None = None):
     return harness.post("shop", body, key=key)
 
 
-def _check_tree(finished) -> None:
+@pytest.fixture(params=["document", "rows"])
+def storage(request, settings):
+    """How `served`'s table is stored (ask for it before `served`): a document's query runs in jmespath.search,
+    a rows table's compiles to SQL and has no such span (its statement's span is the execute stage's child)."""
+    settings.TOOLHUB_NEW_TABLE_STORAGE = request.param
+    return request.param
+
+
+def _check_tree(finished, storage: str) -> None:
     tree = _tree(finished)
     assert tree["tools/call orders_query"] == f"remote:{PARENT_ID}"
     assert tree["toolhub.call"] == "tools/call orders_query"
     for stage in ("toolhub.call.authorize", "toolhub.call.execute", "toolhub.call.classify", "toolhub.call.record"):
         assert tree[stage] == "toolhub.call", stage
-    assert tree["jmespath.search"] == "toolhub.call.execute"
     assert tree["POST mcp"] is None
     statements = [span for span in finished if span.name.startswith("db ")]
+    execute = next(span for span in finished if span.name == "toolhub.call.execute")
+    queried = [span for span in statements if span.parent.span_id == execute.context.span_id]
+    assert queried  # the table's version and data (a document), or the compiled statement (rows)
+    if storage == "document":
+        assert tree["jmespath.search"] == "toolhub.call.execute"
+    else:
+        assert "jmespath.search" not in tree
     record = next(span for span in finished if span.name == "toolhub.call.record")
     assert any(span.parent.span_id == record.context.span_id for span in statements)
     assert all(span.attributes["db.system"] in ("sqlite", "postgresql") for span in statements)
@@ -78,18 +92,18 @@ def _check_tree(finished) -> None:
     }
 
 
-def test_one_tools_call_makes_the_expected_span_tree(served, spans):
+def test_one_tools_call_makes_the_expected_span_tree(storage, served, spans):
     reply = _call(Harness(), served["key"], meta={"traceparent": TRACEPARENT})
     assert reply.json()["result"]["structuredContent"] == {"result": [1]}
-    _check_tree(spans.get_finished_spans())
+    _check_tree(spans.get_finished_spans(), storage)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_tree_holds_on_the_database_thread_pool(served, spans):
+def test_the_tree_holds_on_the_database_thread_pool(storage, served, spans):
     """Production's hops run on a thread pool: the context (span, request id) goes with each hop."""
     reply = _call(Harness(db_threads=2), served["key"], meta={"traceparent": TRACEPARENT})
     assert reply.json()["result"]["structuredContent"] == {"result": [1]}
-    _check_tree(spans.get_finished_spans())
+    _check_tree(spans.get_finished_spans(), storage)
 
 
 def test_without_a_traceparent_the_call_joins_the_request_span(served, spans):

@@ -148,6 +148,9 @@ def test_start_sh_runs_bootstrap_and_keeps_the_demo_key():
     script = (ROOT / "scripts" / "start.sh").read_text()
     assert "bash scripts/bootstrap.sh" in script
     assert "manage.py seed_demo --key-file .demo-key" in script
+    # an older database's document tables are moved to rows after the migrations, before the demo is seeded
+    steps = ["manage.py migrate --noinput", "manage.py tables_to_rows --all", "manage.py seed_demo"]
+    assert [script.index(step) for step in steps] == sorted(script.index(step) for step in steps)
     assert ".demo-key" in (ROOT / ".gitignore").read_text().splitlines()
 
 

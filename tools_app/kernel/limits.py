@@ -330,7 +330,7 @@ OAUTH_UNUSED_CLIENT_HOURS = Measure(
 #
 
 NEW_TABLE_STORAGE = Text(
-    "TOOLHUB_NEW_TABLE_STORAGE", "document", "storage", "how a table created with a document is stored (document|rows)"
+    "TOOLHUB_NEW_TABLE_STORAGE", "rows", "storage", "how a table created with a document is stored (document|rows)"
 )
 PUBLIC_URL = Text("TOOLHUB_PUBLIC_URL", "", "URL", "where clients reach toolhub (empty: the request's host)")
 DEV = Switch("TOOLHUB_DEV", False, "on/off", "development mode (seed_demo runs, the demo login is shown)")

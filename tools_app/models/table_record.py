@@ -67,7 +67,9 @@ class TableRecord(models.Model):
     # JSONB on PostgreSQL, JSON text on SQLite; written as codec.record_text (never through the ORM's encoder,
     # which would let JSONB turn 1e+16 into an integer).
     data = models.JSONField()
-    layout = models.ForeignKey(TableRecordLayout, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    # RESTRICT, not PROTECT: a layout in use is never deleted alone, but goes with its collection, whose records go
+    # in the same delete (a table deleted, or laid out again).
+    layout = models.ForeignKey(TableRecordLayout, null=True, blank=True, on_delete=models.RESTRICT, related_name="+")
 
     class Meta:
         constraints = [

@@ -368,8 +368,8 @@ def test_utf8_size_is_the_utf8_length_and_a_lone_surrogate_counts_three(text, si
 
 def _tools_both_ways(owner, make_table, make_tool, data, type="get_all_data", **fields):
     """The same data as a document table and as a table stored as rows, a `type` tool on each."""
-    document = make_table(owner, name="as_document", data=data)
-    rows = make_table(owner, name="as_rows", data=data)
+    document = make_table(owner, name="as_document", data=data, storage="document")
+    rows = make_table(owner, name="as_rows", data=data, storage="document")
     assert records.table_to_rows(rows.pk)
     return (
         make_tool(owner, document, type=type, name=f"{type}_document", **fields),

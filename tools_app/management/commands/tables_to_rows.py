@@ -5,6 +5,7 @@
 
 One table per transaction, under its row lock; a table already moved is skipped, so an interrupted run is
 resumed by running it again. Each moved table records the version at which it moved (rows_since_version).
+`--all` with no table left to move succeeds ("0 moved"), so a start script or an upgrade runs it every time.
 """
 
 from django.core.management.base import BaseCommand, CommandError
@@ -24,7 +25,7 @@ class Command(BaseCommand):
         ids = list(options["table"])
         if options["all"]:
             ids += list(Table.objects.filter(storage=TableStorage.DOCUMENT).order_by("id").values_list("id", flat=True))
-        if not ids:
+        if not ids and not options["all"]:
             raise CommandError("Name a table with --table ID, or give --all.")
         moved = skipped = 0
         for table_id in dict.fromkeys(ids):

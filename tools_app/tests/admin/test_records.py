@@ -26,7 +26,7 @@ def _empty_cache():
 
 @pytest.fixture(params=["document", "rows"])
 def records_table(request, owner, make_table, make_tool):
-    made = make_table(owner, name="orders", data={"orders": ITEMS, "settings": {"currency": "EUR"}})
+    made = make_table(owner, name="orders", data={"orders": ITEMS, "settings": {"currency": "EUR"}}, storage="document")
     make_tool(owner, made, type="query_data", name="orders_query", json_path="/orders")
     if request.param == "rows":
         assert records.table_to_rows(made.pk) is True

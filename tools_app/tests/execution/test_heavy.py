@@ -49,7 +49,9 @@ def expected(query: str = HEAVY_QUERY):
 
 @pytest.fixture
 def rows_table(make_table, owner):
-    return make_table(owner, name="rows", data=[dict(row) for row in ROWS])
+    """A document table: the heavy lane loads documents (a table stored as rows is read in the server process,
+    records.read, and never sent to it)."""
+    return make_table(owner, name="rows", data=[dict(row) for row in ROWS], storage="document")
 
 
 #
@@ -281,7 +283,9 @@ def test_a_busy_hop_thread_does_not_lend_its_place():
 
 
 def test_loading_the_table_is_told_and_not_charged(make_table, owner):
-    big = make_table(owner, name="big", data=[{"id": n, "name": f"item-{n}"} for n in range(20_000)])
+    big = make_table(
+        owner, name="big", data=[{"id": n, "name": f"item-{n}"} for n in range(20_000)], storage="document"
+    )  # the heavy lane loads documents
     told: list[float] = []
     table_cache.clear()  # as in a worker that has not read this version yet
     cold = heavy.run_job(job(big, query="length(@)"), told.append)

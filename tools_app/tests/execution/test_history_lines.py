@@ -44,7 +44,7 @@ def shop_tools(make_table, make_tool, owner):
     run(kind, mount, arguments) writes through the call pipeline."""
 
     def make(name: str):
-        table = make_table(owner, name=name, data=copy.deepcopy(SHOP))
+        table = make_table(owner, name=name, data=copy.deepcopy(SHOP), storage="document")
         tools = {
             (kind, mount): make_tool(owner, table, type=kind, name=f"{name}_{kind}_{mount[1:]}", json_path=mount)
             for kind in ("create", "update", "delete")
@@ -116,7 +116,9 @@ def test_document_whole_writes_name_nested_and_keyless_records(shop_tools):
 
 
 def test_document_root_records_are_named_under_the_table_and_a_restore_by_key(make_table, make_tool, owner):
-    table = make_table(owner, name="stock", data=[{"id": 1, "qty": 120}, {"id": 2, "qty": 3}, {"qty": 0}])
+    table = make_table(
+        owner, name="stock", data=[{"id": 1, "qty": 120}, {"id": 2, "qty": 3}, {"qty": 0}], storage="document"
+    )
     tools = {kind: make_tool(owner, table, type=kind, name=f"stock_{kind}") for kind in ("update", "delete")}
     caller = Caller(surface=Surface.ADMIN, user_id=owner.pk, user=owner)
     for kind, arguments in [("update", {"elements": [{"id": 2, "qty": 30}]}), ("delete", {"keys": [1]})]:
@@ -166,7 +168,7 @@ def test_rows_operation_without_a_key_shows_its_position(shop_tools):
 
 def test_a_long_key_is_cut_in_the_line(make_table, make_tool, owner):
     key = "k" * 5000
-    table = make_table(owner, name="long", data={"items": [{"id": key, "n": 1}]})
+    table = make_table(owner, name="long", data={"items": [{"id": key, "n": 1}]}, storage="document")
     make_tool(owner, table, type="update", name="long_update", json_path="/items")
     services.table_update(table=table, data={"items": [{"id": key, "n": 2}], "pad": "x" * 12_000})
     assert _shown(table.pk)[2] == ["~ items › " + "k" * 79 + "… · n: 1 -> 2", '+ /pad: "' + "x" * 238 + "…"]

@@ -231,7 +231,7 @@ def test_a_read_is_cached_and_paged_under_the_version_it_read(owner, make_table,
     from tools_app.execution.executors import execute
     from tools_app.models import Surface
 
-    table = make_table(owner, name="moving", data=[{"id": 1}])
+    table = make_table(owner, name="moving", data=[{"id": 1}], storage="document")
     everything = make_tool(owner, table, type="get_all_data", name="everything", json_path="")
     create = make_tool(owner, table, type="create", name="add", json_path="", metadata={"key_field": "id"})
     if storage == "rows":

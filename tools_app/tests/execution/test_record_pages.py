@@ -58,8 +58,8 @@ PAGES = [
 
 @pytest.fixture
 def stored_both_ways(make_table, make_tool, owner):
-    document = make_table(owner, name="as document", data=TABLE)
-    rows = make_table(owner, name="as rows", data=TABLE)
+    document = make_table(owner, name="as document", data=TABLE, storage="document")
+    rows = make_table(owner, name="as rows", data=TABLE, storage="document")
     for table, prefix in ((document, "d"), (rows, "r")):
         for mount in ("/orders", "/catalog", "/big"):
             make_tool(owner, table=table, type="query_data", name=f"{prefix}_{mount[1:]}", json_path=mount)

@@ -32,14 +32,12 @@ def _replayed(rows: dict[int, tuple], inverses: list[list]) -> dict[int, tuple]:
 
 @pytest.mark.postgres
 def test_concurrent_writers_on_a_rows_table_lose_nothing(postgres_db, owner, make_table, make_tool):  # noqa: F811
-    from tools_app.execution import records
     from tools_app.execution.executors import execute
     from tools_app.models import Table, TableChange, TableCollection, Tool
 
-    table = make_table(owner, name="rows", data=[{"id": 0, "shared": True}, {"id": "gone", "n": 1}])
+    table = make_table(owner, name="rows", data=[{"id": 0, "shared": True}, {"id": "gone", "n": 1}], storage="rows")
     for kind in ("create", "update", "delete"):
         make_tool(owner, table=table, type=kind, name=kind, json_path="", metadata={"key_field": "id"})
-    assert records.table_to_rows(table.pk) is True
     before = _rows(table.pk)
 
     def worker(index: int) -> list:
@@ -99,11 +97,10 @@ def test_reads_of_a_rows_table_never_mix_versions_under_concurrent_writers(
     from tools_app.models import Surface, TableChange, Tool
 
     monkeypatch.setattr(records, "CHUNK", 7)
-    table = make_table(owner, name="stamped", data=[{"id": n, "mark": "start"} for n in range(RECORDS)])
+    table = make_table(owner, name="stamped", data=[{"id": n, "mark": "start"} for n in range(RECORDS)], storage="rows")
     make_tool(owner, table=table, type="update", name="stamp", json_path="", metadata={"key_field": "id"})
     make_tool(owner, table=table, type="get_all_data", name="everything", json_path="")
     make_tool(owner, table=table, type="query_data", name="marks", json_path="")
-    assert records.table_to_rows(table.pk) is True
     calls.result_cache.clear()
     done = threading.Event()
     finished = []
@@ -163,8 +160,7 @@ def test_a_snapshot_is_one_repeatable_read_read_only_transaction(postgres_db, ow
 
     from tools_app.execution import records
 
-    table = make_table(owner, name="t", data=[{"id": 1}])
-    records.table_to_rows(table.pk)
+    table = make_table(owner, name="t", data=[{"id": 1}], storage="rows")
     connection.ensure_connection()
     before = (connection.connection.isolation_level, connection.connection.read_only)
     with records.snapshot(table.pk) as version, connection.cursor() as cursor:
@@ -194,7 +190,12 @@ def test_a_streamed_export_is_one_version_while_a_writer_commits(
     from tools_app.models import Table
 
     monkeypatch.setattr(records, "CHUNK", 3)
-    table = make_table(owner, name="export", data={"note": "n", "items": [{"id": n, "mark": "a"} for n in range(20)]})
+    table = make_table(
+        owner,
+        name="export",
+        data={"note": "n", "items": [{"id": n, "mark": "a"} for n in range(20)]},
+        storage="document",  # moved below, with the tool at /items: one layout, no new version
+    )
     stamp = make_tool(owner, table=table, type="update", name="stamp", json_path="/items", metadata={"key_field": "id"})
     assert records.table_to_rows(table.pk) is True
     before = Table.objects.get(pk=table.pk).data

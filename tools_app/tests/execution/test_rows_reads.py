@@ -9,7 +9,6 @@ from django.db import connection
 from tools_app.data_access.sql import kinds
 from tools_app.data_access.sql.store import field_kinds, write_records
 from tools_app.data_access.sql_query import compile_sql_expression, run_sql
-from tools_app.execution import records
 from tools_app.execution.executors import execute
 from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
 from tools_app.kernel.errors import ToolError
@@ -73,10 +72,9 @@ def test_facts_beyond_the_field_limit_leave_the_other_fields_unknown():
 
 
 def test_every_write_of_records_keeps_the_collections_facts(make_table, make_tool, owner):
-    table = make_table(owner, name="orders", data=[dict(order) for order in ORDERS])
+    table = make_table(owner, name="orders", data=[dict(order) for order in ORDERS], storage="rows")
     for kind in ("create", "update", "delete"):
         make_tool(owner, table=table, type=kind, name=f"orders_{kind}", json_path="")
-    records.table_to_rows(table.pk)
     collection = TableCollection.objects.get(table=table)
     assert _facts(collection.pk) == {
         "rows": True,
@@ -185,12 +183,13 @@ def test_a_statement_compiled_with_facts_a_later_write_outgrew_leaves_the_answer
 
 def test_a_rows_query_raises_jmespaths_error_once_a_field_holds_a_string(make_table, make_tool, owner):
     added = {"id": 4, "status": "shipped", "total": "9"}
-    document = make_table(owner, name="as document", data=[*(dict(order) for order in ORDERS), added])
+    document = make_table(
+        owner, name="as document", data=[*(dict(order) for order in ORDERS), added], storage="document"
+    )
     document_query = make_tool(owner, table=document, type="query_data", name="document_query", json_path="")
-    table = make_table(owner, name="orders", data=[dict(order) for order in ORDERS])
+    table = make_table(owner, name="orders", data=[dict(order) for order in ORDERS], storage="rows")
     query = make_tool(owner, table=table, type="query_data", name="orders_query", json_path="")
     create = make_tool(owner, table=table, type="create", name="orders_create", json_path="")
-    records.table_to_rows(table.pk)
     assert execute(tool=query, arguments={"query": FILTER}) == [1]
     execute(tool=create, arguments={"elements": [added]})
     with pytest.raises(ToolError) as raised:
@@ -208,9 +207,8 @@ def _slow_count(field: str) -> float:
 def test_a_slow_unindexed_filter_leaves_its_note_in_the_call_log_and_an_indexed_one_does_not(
     settings, make_table, make_tool, owner
 ):
-    table = make_table(owner, name="orders", data=[dict(order) for order in ORDERS])
+    table = make_table(owner, name="orders", data=[dict(order) for order in ORDERS], storage="rows")
     tool = make_tool(owner, table=table, type="query_data", name="orders_query", json_path="")
-    records.table_to_rows(table.pk)
     Table.objects.filter(pk=table.pk).update(indexed_fields=["status"])
     settings.TOOLHUB_SLOW_QUERY_MS = 0  # every compiled statement counts as slow
     caller = Caller(surface=Surface.ADMIN, user_id=owner.pk, user=owner)
@@ -233,9 +231,8 @@ def test_a_slow_unindexed_filter_leaves_its_note_in_the_call_log_and_an_indexed_
 
 
 def test_a_fast_unindexed_filter_leaves_no_note(settings, make_table, make_tool, owner):
-    table = make_table(owner, name="orders", data=[dict(order) for order in ORDERS])
+    table = make_table(owner, name="orders", data=[dict(order) for order in ORDERS], storage="rows")
     tool = make_tool(owner, table=table, type="query_data", name="orders_query", json_path="")
-    records.table_to_rows(table.pk)
     settings.TOOLHUB_SLOW_QUERY_MS = 60_000
     caller = Caller(surface=Surface.ADMIN, user_id=owner.pk, user=owner)
     before = _slow_count("total")

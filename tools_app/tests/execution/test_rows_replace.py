@@ -60,8 +60,8 @@ REPLACES = [
 @pytest.fixture
 def replaced(make_table, make_tool, owner):
     """The same table as a document and as rows, with all read tools over both."""
-    document = make_table(owner, name="as document", data=DOCUMENT)
-    rows = make_table(owner, name="as rows", data=DOCUMENT)
+    document = make_table(owner, name="as document", data=DOCUMENT, storage="document")
+    rows = make_table(owner, name="as rows", data=DOCUMENT, storage="document")
     document_tools = _tools(make_tool, owner, document, "d")
     rows_tools = _tools(make_tool, owner, rows, "r")
     assert records.table_to_rows(rows.pk) is True

@@ -94,7 +94,9 @@ def _stored_document(table_id: int) -> tuple[list, int]:
 
 
 def _write_setup(owner, make_table, make_tool):
-    table = make_table(owner, name="busy", data=[{"id": "shared"}])
+    # A document table: the checks replay its log of RFC 6902 patches (a rows table's writers:
+    # tools_app/tests/execution/test_records_races.py).
+    table = make_table(owner, name="busy", data=[{"id": "shared"}], storage="document")
     create = make_tool(owner, table, type="create", name="busy_create")
     update = make_tool(owner, table, type="update", name="busy_update")
     return table, create, update
@@ -193,12 +195,14 @@ def _sqlite_setup(database_url: str) -> tuple[int, int, int]:
     django.setup()
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
+    from django.test import override_settings
 
     from tools_app import services
 
     call_command("migrate", verbosity=0, interactive=False)
     owner = get_user_model().objects.create_user(username="writer")
-    table = services.table_create(owner=owner, name="busy", data=[{"id": "shared"}])
+    with override_settings(TOOLHUB_NEW_TABLE_STORAGE="document"):  # a document table, as _write_setup's
+        table = services.table_create(owner=owner, name="busy", data=[{"id": "shared"}])
     kinds = {"create": "Add records.", "update": "Change records."}
     tools = [
         services.tool_create(owner=owner, name=f"busy_{kind}", type=kind, table=table, description=text)
@@ -914,6 +918,8 @@ def _appended(data: list, record: dict) -> tuple:
     return [*data, record], None, patch, [{"op": "remove", "path": f"/{len(data)}"}], {}
 
 
+# table_write with a change of the whole document: the document storage's write primitive.
+@pytest.mark.usefixtures("document_storage")
 @pytest.mark.postgres
 def test_tool_saves_on_a_table_do_not_wait_for_its_data_write(postgres_db, owner, table):
     """A data write holds the table row (FOR NO KEY UPDATE) for as long as the document takes to write:
@@ -940,6 +946,8 @@ def test_tool_saves_on_a_table_do_not_wait_for_its_data_write(postgres_db, owner
     assert (stored.version, stored.data[-1]) == (version + 1, {"id": "late"})
 
 
+# table_write with a change of the whole document: the document storage's write primitive.
+@pytest.mark.usefixtures("document_storage")
 @pytest.mark.postgres
 def test_a_second_data_write_waits_for_the_first(postgres_db, owner, table):
     """Writers of one table still queue behind each other's row lock: no write is lost."""

@@ -20,7 +20,9 @@ from tools_app.models import Surface, Table, TableChange, TableSnapshot
 from tools_app.services import table_log
 from tools_app.services.table_cache import table_cache
 
-pytestmark = pytest.mark.django_db
+# What a document table's history stores (RFC 6902 patches of its document, compacted into its snapshot);
+# a rows table's per-record entries: tools_app/tests/execution/test_records.py.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("document_storage")]
 
 
 def _records(count: int) -> list[dict]:

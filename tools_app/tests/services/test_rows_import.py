@@ -235,8 +235,8 @@ def test_the_admin_download_of_a_rows_table_streams_the_same_document(client, ow
         "catalog": {"KB": {"price": 1.5}, "": {"price": None}, "é": {"p": 1e16}},
         "deep": {"list": [{"id": "x"}]},
     }
-    document_table = make_table(owner, name="doc", data=data)
-    rows_table = make_table(owner, name="rows", data=data)
+    document_table = make_table(owner, name="doc", data=data, storage="document")
+    rows_table = make_table(owner, name="rows", data=data, storage="document")
     for mount in ("/orders", "/catalog", "/deep/list"):
         make_tool(owner, table=rows_table, type="get_all_data", name=f"g{mount.replace('/', '_')}", json_path=mount)
     records.table_to_rows(rows_table.pk)
@@ -253,8 +253,7 @@ def test_the_admin_download_of_a_rows_table_streams_the_same_document(client, ow
 def test_a_rows_table_export_reads_its_records_in_chunks(owner, make_table, monkeypatch):
     from tools_app.execution import records
 
-    table = make_table(owner, name="rows", data=[{"id": n} for n in range(7)])
-    records.table_to_rows(table.pk)
+    table = make_table(owner, name="rows", data=[{"id": n} for n in range(7)], storage="rows")
     monkeypatch.setattr(records, "CHUNK", 3)
     pieces = list(records.document_chunks(table.pk))
     assert pieces == [
@@ -277,8 +276,7 @@ def test_describing_a_large_rows_table_reads_only_its_first_records(owner, make_
     from tools_app.models import Tool
     from tools_app.toolsets import description_drift, generate_tools
 
-    table = make_table(owner, name="big", data=[{"sku": f"S{n:04d}", "n": n} for n in range(60)])
-    records.table_to_rows(table.pk)
+    table = make_table(owner, name="big", data=[{"sku": f"S{n:04d}", "n": n} for n in range(60)], storage="rows")
     monkeypatch.setattr(records, "SCHEMA_SAMPLE", 25)
     monkeypatch.setattr(records, "CHUNK", 10)
     version, data, counts = services.table_data_sampled(table.pk)

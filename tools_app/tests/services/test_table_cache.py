@@ -33,7 +33,8 @@ def _data_loads(queries: CaptureQueriesContext) -> int:
 
 @pytest.fixture
 def cached_table(make_table, owner):
-    return make_table(owner, data=[dict(record) for record in RECORDS])
+    """A document table: the cache holds whole documents (a rows table's records are never cached whole)."""
+    return make_table(owner, data=[dict(record) for record in RECORDS], storage="document")
 
 
 @pytest.fixture

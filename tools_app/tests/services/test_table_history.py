@@ -22,7 +22,9 @@ from tools_app.services import table_log
 from tools_app.services.table_cache import table_cache
 from tools_app.tests.history_helpers import write_elsewhere
 
-pytestmark = pytest.mark.django_db
+# The document storage's snapshot and log of RFC 6902 patches, and its catch-up; a rows table's history:
+# tools_app/tests/execution/test_records.py and test_rows_replace.py.
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("document_storage")]
 
 RECORDS = [{"id": 1, "status": "new"}, {"id": 2, "status": "paid"}, {"id": 3, "status": "new"}]
 

@@ -220,7 +220,7 @@ def test_a_slice_of_a_sorted_list_reads_the_key_index_and_answers_as_jmespath(ow
     (as the tools compile) and `total` declared, the plans read the key's index (PostgreSQL: numeric, _n; SQLite
     for the greatest/least key), and every answer is jmespath's, ties in list order included."""
     # given
-    table = make_table(owner, name="orders", data=[])
+    table = make_table(owner, name="orders", data=[], storage="document")  # no collection: `store` adds them
     records = [{"id": index, "total": (index * 7) % 500} for index in range(2000)]  # each total held 4 times
     collection = store(table, "/orders", records)
     services.table_update(table=table, indexed_fields=["total"])
@@ -270,7 +270,7 @@ def test_declared_fields_are_indexed_per_collection_and_the_compiled_filter_uses
     """Records written with store.write_records; `status` declared → the collection's index exists after the
     commit and the engine's plan for the compiled filter uses it (the same answer); removing the field drops it."""
     # given
-    table = make_table(owner, name="orders", data=[])
+    table = make_table(owner, name="orders", data=[], storage="document")  # no collection: `store` adds them
     records = [{"id": index, "status": f"status-{index % 40}", "total": index} for index in range(2000)]
     collection = store(table, "/orders", records)
     status_names = _names(collection.collection_id, "status")
@@ -304,7 +304,7 @@ def test_declared_fields_are_indexed_per_collection_and_the_compiled_filter_uses
 @pytest.mark.django_db(transaction=True)
 def test_a_new_collection_gets_the_indexes_and_a_deleted_table_loses_them(owner, make_table):
     # given
-    table = make_table(owner, name="orders", data=[])
+    table = make_table(owner, name="orders", data=[], storage="document")  # no collection: `store` adds them
     first = store(table, "/a", [{"id": 1, "status": "paid"}])
     services.table_update(table=table, indexed_fields=["status"])
     assert _indexes() == set(_names(first.collection_id, "status"))
@@ -327,7 +327,7 @@ def test_a_new_collection_gets_the_indexes_and_a_deleted_table_loses_them(owner,
 @pytest.mark.django_db(transaction=True)
 def test_a_rolled_back_declaration_builds_no_index(owner, make_table):
     """Inside a transaction the build waits for the commit: a rollback leaves neither fields nor indexes."""
-    table = make_table(owner, name="orders", data=[])
+    table = make_table(owner, name="orders", data=[], storage="document")  # no collection: `store` adds them
     store(table, "/a", [{"id": 1, "status": "paid"}])
 
     def declare_then_fail() -> None:

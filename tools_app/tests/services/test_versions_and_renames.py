@@ -171,6 +171,9 @@ def test_table_update_refuses_unknown_fields(table):
     assert _stored(table).version == 1
 
 
+# table_write with a change of the whole document: the document storage's write (a rows table's go
+# through records.write).
+@pytest.mark.usefixtures("document_storage")
 def test_table_write_applies_change_and_bumps_version(table):
     """table_write applies the change's patch, appends its entry and returns the new version and the outcome."""
     # given
@@ -206,6 +209,8 @@ def test_table_write_failing_change_writes_nothing(table):
     assert not TableChange.objects.filter(table=table).exists()
 
 
+# the other worker's entry is a patch of the document, which a document table's cache catches up with.
+@pytest.mark.usefixtures("document_storage")
 def test_table_data_sees_writes_made_elsewhere(table):
     """The per-process cache follows the version in the database (SPEC §1)."""
     # given
