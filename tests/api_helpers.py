@@ -31,11 +31,14 @@ def client_for(user=None) -> APIClient:
     return client
 
 
+def response_bytes(response) -> bytes:
+    """The body of a test client's response, streamed (a rows table's whole-table answers and download) or not."""
+    return b"".join(response.streaming_content) if response.streaming else response.content
+
+
 def response_json(response) -> Any:
     """The JSON body of a test client's response, streamed (a rows table's whole-table answers) or not."""
-    if response.streaming:
-        return json.loads(b"".join(response.streaming_content))
-    return response.json()
+    return json.loads(response_bytes(response))
 
 
 def db_snapshot() -> dict[str, list[dict[str, Any]]]:

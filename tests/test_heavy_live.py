@@ -33,6 +33,8 @@ def heavy_server(tmp_path_factory):
             **env,
             "TOOLHUB_MCP_DB_THREADS": "1",
             "TOOLHUB_HEAVY_WORKERS": "1",
+            # The heavy lane loads documents; reads over rows run in the server under the engine's budget.
+            "TOOLHUB_NEW_TABLE_STORAGE": "document",
             "TOOLHUB_QUERY_CPU_MS": str(CPU_BUDGET_MS),
             # Room for the burner's 1,024,000 to_string calls, so that its CPU budget is what stops it.
             "TOOLHUB_QUERY_MAX_ELEMENTS": "100000000",

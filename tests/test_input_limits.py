@@ -398,6 +398,9 @@ def test_pipeline_update_refuses_a_patch_too_deep(writer_shop):
     assert table_state(writer_shop["table"]) == before
 
 
+# TOOLHUB_MAX_TABLE_BYTES bounds a document; a rows table's records are bounded by TOOLHUB_MAX_ROWS_TABLE_BYTES
+# (tools_app/tests/execution/test_rows_replace.py).
+@pytest.mark.usefixtures("document_storage")
 def test_pipeline_create_refuses_a_document_too_large(writer_shop, settings):
     """create that would grow the document over TOOLHUB_MAX_TABLE_BYTES: VALIDATION_ERROR; nothing written."""
     # given
@@ -418,6 +421,8 @@ def test_pipeline_create_refuses_a_document_too_large(writer_shop, settings):
 #
 
 
+# A document stored before the depth limit: the table page's read-only summary of a document.
+@pytest.mark.usefixtures("document_storage")
 def test_admin_pages_render_a_table_nested_900_deep(client, superuser, owner, make_table, make_tool, instance, bind):
     """Issue 12: a table nested ~900 levels made the superuser's tool page a 500 (every table document was
     parsed for the table <select>). Every page renders; the table page shows a read-only summary."""

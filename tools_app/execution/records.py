@@ -433,10 +433,14 @@ def table_to_rows(table_id: int) -> bool:
 
 
 def start_as_rows(table_id: int, data: Any, key_field: str) -> bool:
-    """A new table (at version 1, inside the caller's transaction) whose `data` holds a collection for no tools yet
-    (the root, an array keyed by `key_field` or an object) is laid out as rows at once, as `table_to_rows` would;
-    False, and it stays a document, when it holds none or its records break the rows limits
-    (TOOLHUB_MAX_TABLE_RECORDS, TOOLHUB_MAX_RECORD_BYTES): a document table takes them."""
+    """A new table (at version 1, inside the caller's transaction) whose `data` is an array of records (keyed by
+    `key_field`) is laid out as rows at once, as `table_to_rows` would; False, and it stays a document, for any
+    other root or when its records break the rows limits (TOOLHUB_MAX_TABLE_RECORDS, TOOLHUB_MAX_RECORD_BYTES): a
+    document table takes them. A root object is either records by key or a holder of collections
+    (`{"orders": [...], "settings": {...}}`), which only its tools tell apart: laid out before them, the first tool
+    below the root would lay it out again as a new version. `tables_to_rows` moves it once its tools exist."""
+    if not isinstance(data, list):
+        return False
     mounts = [("", key_field)]
     wanted = collection_mounts(data, mounts)
     if not wanted:

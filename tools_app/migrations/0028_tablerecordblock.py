@@ -4,11 +4,13 @@ import django.db.models.deletion
 from django.db import migrations, models
 
 # The directory of the records already stored; 1048576 is tools_app.data_access.sql.store.BLOCK_SPAN as written
-# (a migration keeps the value it ran with).
+# (a migration keeps the value it ran with). A block is floor(position / span), as Python's // computes it in the
+# code: both engines' integer division truncates toward zero, so a negative position (a record inserted before
+# the first) is moved down one span first.
+BLOCK = "(position - CASE WHEN position < 0 THEN 1048575 ELSE 0 END) / 1048576"
 FILL = (
     "INSERT INTO tools_app_tablerecordblock (collection_id, block, record_count)"
-    " SELECT collection_id, position / 1048576, COUNT(*) FROM tools_app_tablerecord"
-    " GROUP BY collection_id, position / 1048576"
+    f" SELECT collection_id, {BLOCK}, COUNT(*) FROM tools_app_tablerecord GROUP BY collection_id, {BLOCK}"
 )
 
 

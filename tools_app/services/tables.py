@@ -78,8 +78,8 @@ def table_create(
 
 def new_table_storage() -> str:
     """TOOLHUB_NEW_TABLE_STORAGE: how a table created with a document (the API's POST, setup apply, the admin's
-    form) is stored: "document" (the default), or "rows" when its data holds a record collection
-    (docs/tables-at-scale.md, "New tables")."""
+    form) is stored: "rows" (the default) when its data is an array of records (records.start_as_rows), else
+    "document"; "document" for every new table (docs/tables-at-scale.md, "New tables")."""
     value = limits.NEW_TABLE_STORAGE.get()
     return TableStorage.ROWS if value == TableStorage.ROWS else TableStorage.DOCUMENT
 

@@ -10,6 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from django.utils.html import escape
 
+from tests.api_helpers import response_bytes
 from tools_app.execution.executors import execute
 from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.models import CallLog, Table, Tool
@@ -317,7 +318,7 @@ def test_download_returns_the_document(owner_client, table):
     response = owner_client.get(reverse("admin:tools_app_table_download", args=[table.pk]))
     # then
     assert response["Content-Disposition"] == 'attachment; filename="orders.json"'
-    assert json.loads(response.content) == table.data
+    assert json.loads(response_bytes(response)) == table.data
 
 
 def test_download_of_other_users_table_is_404(other_client, table):

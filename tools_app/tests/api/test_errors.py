@@ -7,7 +7,7 @@ from django.db import IntegrityError
 from rest_framework import exceptions
 from rest_framework.test import APIClient
 
-from tests.api_helpers import client_for, db_snapshot
+from tests.api_helpers import client_for, db_snapshot, response_json
 from tools_app.api.errors import exception_handler
 from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.models import ApiToken
@@ -168,7 +168,7 @@ def test_session_auth_works(owner, table):
 
     # then
     assert response.status_code == 200
-    assert response.json()["id"] == table.pk
+    assert response_json(response)["id"] == table.pk
 
 
 #

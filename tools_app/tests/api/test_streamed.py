@@ -39,7 +39,7 @@ def rendered(value) -> bytes:
 @pytest.fixture
 def streamed_table(owner, make_table, make_tool):
     """A table whose collections (an array, an object, an empty array) are stored as rows, at version 1."""
-    table = make_table(owner, name="rows", data=DATA)
+    table = make_table(owner, name="rows", data=DATA, storage="document")
     for mount in ("/orders", "/catalog", "/empty"):
         make_tool(owner, table=table, type="get_all_data", name=f"g{mount.replace('/', '_')}", json_path=mount)
     records.table_to_rows(table.pk)
@@ -86,7 +86,7 @@ def test_only_the_json_renderer_without_an_indent_streams(owner, other_user, str
 
 
 def test_the_streamed_table_and_the_document_table_send_the_same_data_text(owner, make_table, streamed_table):
-    document_table = make_table(owner, name="doc", data=DATA)
+    document_table = make_table(owner, name="doc", data=DATA, storage="document")
     api = client_for(owner)
     gathered = api.get(f"/api/tables/{document_table.pk}/")
     assert not gathered.streaming

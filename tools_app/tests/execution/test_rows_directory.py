@@ -61,7 +61,7 @@ def _skips(sql: str) -> int:
 
 @pytest.fixture
 def directory_table(make_table, make_tool, owner):
-    table = make_table(owner, name="orders", data=_orders(10))
+    table = make_table(owner, name="orders", data=_orders(10), storage="document")
     tools = {
         kind: make_tool(
             owner, table=table, type=kind, name=f"orders_{kind}", json_path="", metadata={"key_field": "id"}
@@ -101,7 +101,7 @@ def test_a_preview_at_every_offset_answers_as_the_document_does_and_skips_no_rec
     data = _orders(23)
     tools = {}
     for name in ("document", "rows"):
-        table = make_table(owner, name=name, data=data)
+        table = make_table(owner, name=name, data=data, storage="document")
         tools[name] = make_tool(
             owner, table=table, type="preview", name=f"{name}_preview", json_path="", metadata={"preview_keys": ["id"]}
         )

@@ -23,7 +23,7 @@ def _migrate(target: list) -> None:
 
 
 def test_the_directory_of_stored_records_is_filled(make_table, make_tool, owner):
-    table = make_table(owner, name="rows", data=[{"id": 0}])
+    table = make_table(owner, name="rows", data=[{"id": 0}], storage="document")
     make_tool(owner, table=table, type="get_all_data", name="all_rows", json_path="")
     assert records.table_to_rows(table.pk) is True
     collection = TableCollection.objects.get(table=table)

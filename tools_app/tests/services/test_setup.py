@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from tests.api_helpers import client_for, db_snapshot
+from tests.api_helpers import client_for, db_snapshot, response_json
 from tools_app import services
 from tools_app.kernel.errors import ToolhubError
 from tools_app.models import ApiKey, Binding, McpInstance, Prompt, Table, Tool
@@ -278,7 +278,7 @@ def test_api_export_plan_apply(setup_of, other_user):
     client = client_for(setup_of)
     exported = client.get("/api/setup/export/?instance=shop&data=true")
     assert exported.status_code == 200
-    document = exported.json()
+    document = response_json(exported)
     assert document["scope"] == {"instance": "shop"}
     assert document["tables"][0]["data"] == services.table_data(Table.objects.get(name="notes").pk)[1]
     assert client.get("/api/setup/export/?instance=nope").status_code == 404

@@ -10,7 +10,7 @@ from django.test import override_settings
 from jmespath.parser import Parser
 from prometheus_client import REGISTRY
 
-from tests.api_helpers import client_for, db_snapshot
+from tests.api_helpers import client_for, db_snapshot, response_json
 from tools_app import services
 from tools_app.data_access import slow_queries
 from tools_app.data_access.sql.indexes import index_statements
@@ -82,7 +82,7 @@ def test_a_table_has_no_indexed_fields_until_its_owner_declares_some(owner, tabl
     """GET shows `indexed_fields: []`; PATCH sets them (the version stays: no data write) and GET shows them."""
     # given
     client = client_for(owner)
-    assert client.get(f"/api/tables/{table.pk}/").json()["indexed_fields"] == []
+    assert response_json(client.get(f"/api/tables/{table.pk}/"))["indexed_fields"] == []
 
     # when
     response = client.patch(f"/api/tables/{table.pk}/", {"indexed_fields": ["status", "total"]}, format="json")
@@ -91,7 +91,7 @@ def test_a_table_has_no_indexed_fields_until_its_owner_declares_some(owner, tabl
     assert response.status_code == 200
     assert response.json()["indexed_fields"] == ["status", "total"]
     assert response.json()["version"] == 1
-    assert client.get(f"/api/tables/{table.pk}/").json()["indexed_fields"] == ["status", "total"]
+    assert response_json(client.get(f"/api/tables/{table.pk}/"))["indexed_fields"] == ["status", "total"]
     assert Table.objects.get(pk=table.pk).indexed_fields == ["status", "total"]
 
 
