@@ -231,6 +231,8 @@ def test_metrics_text_carries_the_counted_call(served, client, superuser):
         assert name in families, name
 
 
+# The element budget refuses in the evaluator; over rows the query runs in SQL under the time budget instead.
+@pytest.mark.usefixtures("document_storage")
 def test_budget_refusals_are_counted(served, settings):
     settings.TOOLHUB_QUERY_MAX_ELEMENTS = 1
     from tools_app.models import McpInstance

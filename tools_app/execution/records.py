@@ -1451,16 +1451,20 @@ def _next_position(cursor: Any, collection: Collection) -> int:
     return 0 if last is None else int(last) + store.POSITION_GAP
 
 
-def _check_record_size(record: Any) -> None:
-    """Refuse (VALIDATION_ERROR, nothing written) a record a write makes larger than TOOLHUB_MAX_RECORD_BYTES."""
+def _check_record_size(record: Any, element: int | None = None) -> None:
+    """Refuse (VALIDATION_ERROR, nothing written) a record a write makes larger than TOOLHUB_MAX_RECORD_BYTES: the
+    written record, or the `element`-th of a create's `elements` (named with its path)."""
     limit = max_record_bytes()
     size = len(json.dumps(record))
     if size > limit:
+        what, details = "The written record would be", {"limit": limit, "setting": "TOOLHUB_MAX_RECORD_BYTES"}
+        if element is not None:
+            what, details = f"Element {element} is", {**details, "path": ["elements", element]}
         raise ToolError(
             ErrorCode.VALIDATION_ERROR,
-            f"The written record would be {size} bytes of JSON; one record is at most {limit} bytes "
-            "(TOOLHUB_MAX_RECORD_BYTES). Nothing was written.",
-            {"limit": limit, "setting": "TOOLHUB_MAX_RECORD_BYTES"},
+            f"{what} {size} bytes of JSON; one record is at most {limit} bytes (TOOLHUB_MAX_RECORD_BYTES). "
+            "Nothing was written.",
+            details,
         )
 
 
@@ -1548,16 +1552,8 @@ def _create(cursor: Any, collection: Collection, mount: Mount, arguments: dict, 
 def _check_new_records(collection: Collection, values: list) -> None:
     """Refuse (VALIDATION_ERROR, nothing written) records that would take the table over TOOLHUB_MAX_TABLE_RECORDS,
     or one whose JSON is over TOOLHUB_MAX_RECORD_BYTES."""
-    limit = max_record_bytes()
     for number, value in enumerate(values):
-        size = len(json.dumps(value))
-        if size > limit:
-            raise ToolError(
-                ErrorCode.VALIDATION_ERROR,
-                f"Element {number} is {size} bytes of JSON; one record is at most {limit} bytes "
-                "(TOOLHUB_MAX_RECORD_BYTES). Nothing was written.",
-                {"limit": limit, "setting": "TOOLHUB_MAX_RECORD_BYTES", "path": ["elements", number]},
-            )
+        _check_record_size(value, number)
     most = max_table_records()
     same_table = TableCollection.objects.filter(table__collections__id=collection.id)
     held = same_table.aggregate(n=Sum("record_count"))["n"]
