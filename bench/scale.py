@@ -226,6 +226,7 @@ def _bare(args: argparse.Namespace) -> dict[str, Any]:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection, connections, transaction
+    from django.test import override_settings
 
     from tools_app import services
     from tools_app.data_access.sql import store
@@ -237,7 +238,9 @@ def _bare(args: argparse.Namespace) -> dict[str, Any]:
     call_command("migrate", verbosity=0)
     # No password: hashing one waits for a machine-wide hashing slot, which other processes may hold.
     owner = get_user_model().objects.create_user(username="bench", password=None)
-    table = services.table_create(owner=owner, name="orders", data=[])
+    # A document table whose one collection this side writes itself (not laid out as rows at its creation).
+    with override_settings(TOOLHUB_NEW_TABLE_STORAGE="document"):
+        table = services.table_create(owner=owner, name="orders", data=[])
     collection = TableCollection.objects.create(table=table, mount="", kind="array")
     records_table, layouts_table = TableRecord._meta.db_table, TableRecordLayout._meta.db_table
     out: dict[str, Any] = {"vendor": vendor}
