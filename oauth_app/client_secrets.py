@@ -14,15 +14,17 @@ Secrets stored before (django-oauth-toolkit's default: PBKDF2, the user-password
 hashing slot, and are rehashed with this hasher on their first successful check (oauth_app.validators).
 Such a secret is not of the generated shape, so the gate cannot tell from the request that its check is now
 fast: `fast_secret_clients` tells it, without a query and without hashing. A client authenticated with a
-secret not of the generated shape is marked there (oauth_app.validators: its stored hash is then the fast
-one, rehashed if it was not); the mark is kept in this process and, with REDIS_URL, in a Redis set under
-TOOLHUB_RATE_LIMIT_KEY_PREFIX (the rate limits' store), which every worker reads again at most once every
-FastSecretClients.REFRESH_SECONDS, in the background, when a request names a client it does not know. Until
-a worker has read a new mark, that client's requests there take a slot as before. Without Redis, a worker
-knows only the clients it checked itself. A mark that were ever wrong (a slow hash written into a marked
-client's row by hand) costs no unbounded hashing: the check still takes a slot inside Django
-(toolhub.passwords), refused at once when none is free. Only clients registered before client secrets had
-their own hasher are ever marked, so the set is bounded by them.
+secret not of the generated shape is marked (oauth_app.validators: its stored hash is then the fast one,
+rehashed if it was not): in this process, and in the database every worker shares (the client's
+`old_secret_fast_at`, written in the request that checked the secret, after its rehash). Every worker reads
+the marked clients again at most once every FastSecretClients.REFRESH_SECONDS, in the background (a thread of
+the event loop's executor), when a request names a client it does not know; the gate's own path never
+queries. Until a worker has read a new mark (within about a second), that client's requests there take a
+slot as before. The database holds the marks with or without REDIS_URL, so every deployment shares them.
+A mark that were ever wrong (a slow hash written into a marked client's row by hand) costs no unbounded
+hashing: the check still takes a slot inside Django (toolhub.passwords), refused at once when none is free.
+Only clients registered before client secrets had their own hasher are ever marked, so the set (and the
+read, over a partial index) is bounded by them.
 
 The hasher is in settings.PASSWORD_HASHERS, after the user-password hashers, only because Django finds a
 stored hash's hasher there. It hashes and checks client secrets only: outside `hashing_client_secrets()`
@@ -44,24 +46,20 @@ import logging
 import math
 import re
 import time
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-import redis
-import redis.asyncio
+from django.apps import apps
 from django.conf import settings
 from django.contrib.auth.hashers import BasePasswordHasher, mask_hash
 from django.core import checks
+from django.db import DatabaseError, connections
 from django.utils.crypto import constant_time_compare
 from django.utils.module_loading import import_string
 from django.utils.translation import gettext_noop as _
 from oauth2_provider.generators import BaseHashGenerator
 from oauthlib.common import generate_token
-
-from tools_app.kernel.limits import RATE_LIMIT_KEY_PREFIX
-from tools_app.kernel.rate_limits import storage_uri
 
 __all__ = [
     "ALGORITHM",
@@ -106,28 +104,20 @@ def is_generated_secret(secret: str) -> bool:
 
 class FastSecretClients:
     """The clients whose stored secret is known to be checked fast although the secret is not of the generated
-    shape (see the module). `knows` is for the event loop (a set lookup; at most a background refresh);
-    `mark` for the thread that checked the secret."""
+    shape (see the module). `knows` is for the event loop (a set lookup; at most a background read); `mark`
+    for the thread that checked the secret (the database's mark is the validator's to write)."""
 
-    REDIS_KEY = "oauth-fast-secret-clients"
     REFRESH_SECONDS = 1.0
 
     def __init__(self) -> None:
         self._ids: set[str] = set()
         self._read_at = -math.inf
-        self._refresh: asyncio.Task | None = None
-        self._sync_clients: dict[str, redis.Redis] = {}
-        # An asyncio Redis connection belongs to the loop that opened it (as in tools_app.kernel.rate_limits).
-        self._async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[str, redis.asyncio.Redis]]
-        self._async_clients = weakref.WeakKeyDictionary()
-
-    def key(self) -> str:
-        return f"{RATE_LIMIT_KEY_PREFIX.get()}:{self.REDIS_KEY}"
+        self._refresh: asyncio.Future | None = None
 
     def knows(self, client_id: str) -> bool:
         """Whether `client_id`'s secret is known to be stored with the fast hasher. Not known here: False now,
-        and, with Redis, this process reads the marks again in the background (at most once every
-        REFRESH_SECONDS), so that the next request knows what another worker marked."""
+        and this process reads the marks again in the background (at most once every REFRESH_SECONDS), so
+        that the next request knows what another worker marked."""
         if client_id in self._ids:
             return True
         if client_id:
@@ -136,29 +126,32 @@ class FastSecretClients:
 
     def mark(self, client_id: str) -> None:
         """`client_id`'s stored secret is now the fast hash (its secret was just checked: see the module)."""
-        if not client_id or client_id in self._ids:
-            return
-        self._ids.add(client_id)
-        uri = storage_uri()
-        if uri == "memory://":
-            return
-        try:
-            client = self._sync_clients.get(uri)
-            if client is None:
-                client = self._sync_clients.setdefault(uri, redis.Redis.from_url(uri))
-            client.sadd(self.key(), client_id)
-        except redis.RedisError:
-            logger.warning("Could not mark an OAuth client's secret as fast in Redis.", exc_info=True)
+        if client_id:
+            self._ids.add(client_id)
 
     def forget(self) -> None:
-        """Drop this process's marks (tests; Redis keeps its set)."""
+        """Drop this process's marks (tests; the database keeps its own)."""
         self._ids = set()
         self._read_at = -math.inf
 
+    def read(self) -> None:
+        """Add the clients marked in the database (a blocking query: never on the event loop). The thread's
+        connection goes back to the pool afterwards, unless an outer block (a test's transaction) holds it."""
+        # The model by name: this module is imported before the app registry is ready (oauth_app.apps).
+        clients = apps.get_model(settings.OAUTH2_PROVIDER_APPLICATION_MODEL).objects
+        connection = connections[clients.db]
+        try:
+            marked = list(clients.filter(old_secret_fast_at__isnull=False).values_list("client_id", flat=True))
+            self._ids.update(marked)
+        except DatabaseError:
+            logger.warning("Could not read the OAuth clients with a fast secret from the database.", exc_info=True)
+        finally:
+            if not connection.in_atomic_block:
+                connection.close()
+
     def _refresh_soon(self) -> None:
-        uri = storage_uri()
         now = time.monotonic()
-        if uri == "memory://" or now - self._read_at < self.REFRESH_SECONDS:
+        if now - self._read_at < self.REFRESH_SECONDS:
             return
         if self._refresh is not None and not self._refresh.done():
             return
@@ -167,19 +160,7 @@ class FastSecretClients:
         except RuntimeError:
             return
         self._read_at = now
-        self._refresh = loop.create_task(self._read(uri, loop))
-
-    async def _read(self, uri: str, loop: asyncio.AbstractEventLoop) -> None:
-        cached = self._async_clients.get(loop)
-        if cached is None or cached[0] != uri:
-            cached = (uri, redis.asyncio.Redis.from_url(uri))
-            self._async_clients[loop] = cached
-        try:
-            members = await cached[1].smembers(self.key())  # type: ignore[misc]
-        except redis.RedisError:
-            logger.warning("Could not read the OAuth clients with a fast secret from Redis.", exc_info=True)
-            return
-        self._ids.update(member.decode() if isinstance(member, bytes) else member for member in members)
+        self._refresh = loop.run_in_executor(None, self.read)
 
 
 fast_secret_clients = FastSecretClients()

@@ -22,11 +22,24 @@ class Client(AbstractApplication):
     # registration or a metadata document that nobody approved within TOOLHUB_OAUTH_UNUSED_CLIENT_HOURS is
     # deleted (oauth_app.registration), and at most TOOLHUB_OAUTH_DCR_MAX_UNUSED_CLIENTS of them may wait.
     used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # When the client first authenticated with a secret not of the generated shape that is checked fast (stored
+    # with the fast client-secret hasher, rehashed then if it was not): the mark every worker's login gate
+    # reads, so that the client's requests take no hashing slot (oauth_app.client_secrets.FastSecretClients).
+    # Set by oauth_app.validators; only clients registered before client secrets had their own hasher get one.
+    old_secret_fast_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta(AbstractApplication.Meta):
         swappable = "OAUTH2_PROVIDER_APPLICATION_MODEL"
         verbose_name = "OAuth client"
-        indexes = [models.Index(fields=["registration_source", "used_at", "created"], name="oauth_client_unused")]
+        indexes = [
+            models.Index(fields=["registration_source", "used_at", "created"], name="oauth_client_unused"),
+            # The marked clients alone, read by every worker at most once a second.
+            models.Index(
+                fields=["client_id"],
+                name="oauth_client_old_secret_fast",
+                condition=models.Q(old_secret_fast_at__isnull=False),
+            ),
+        ]
 
     def get_allowed_schemes(self):
         return list(REDIRECT_SCHEMES)

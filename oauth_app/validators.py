@@ -10,8 +10,9 @@ On top of the library's checks (PKCE S256 required, exact redirect URIs, audienc
 - a client secret is checked with the fast client-secret hasher (oauth_app.client_secrets); one stored with
   the slow password hasher is checked with it (in a hashing slot) and then stored again with the fast one; a
   generated secret is never checked against a slow hash; a client authenticated with a secret not of the
-  generated shape is marked in oauth_app.client_secrets.fast_secret_clients (its stored hash is now the fast
-  one), so that the ASGI gate gives its next requests no hashing slot;
+  generated shape is marked (Client.old_secret_fast_at, and oauth_app.client_secrets.fast_secret_clients in
+  this process: its stored hash is now the fast one), so that every worker's ASGI gate gives its next
+  requests no hashing slot;
 - the first authorization code issued to a client marks it used (Client.used_at): an unused one expires
   (oauth_app.registration);
 - an authorization code presented again after it was exchanged revokes every token that exchange issued (the
@@ -79,6 +80,17 @@ def _rehash(stored_secret: str, secret: str) -> None:
     )
 
 
+def _mark_fast(client) -> None:
+    """Mark `client` (its secret, not of the generated shape, just matched and is now stored fast) for every
+    worker's gate: in the database once (after the rehash, in the same request), in this process always."""
+    if client.old_secret_fast_at is None:
+        client.old_secret_fast_at = timezone.now()
+        Client.objects.filter(pk=client.pk, old_secret_fast_at__isnull=True).update(
+            old_secret_fast_at=client.old_secret_fast_at
+        )
+    fast_secret_clients.mark(client.client_id)
+
+
 def registration_allowed(application) -> bool:
     """Whether the way `application` was registered is still switched on."""
     source = getattr(application, "registration_source", None)
@@ -128,7 +140,7 @@ class ToolhubValidator(OAuth2Validator):
         try:
             authenticated = authenticate(request)
             if authenticated and _old_secret_matched.get() and request.client is not None:
-                fast_secret_clients.mark(request.client.client_id)
+                _mark_fast(request.client)
             return authenticated
         finally:
             _old_secret_matched.reset(marker)

@@ -24,7 +24,13 @@ from django.db import connection, connections
 from oauth2_provider.models import get_access_token_model, get_application_model
 from rest_framework.test import APIClient
 
-from oauth_app.client_secrets import HASHER_PATH, ClientSecretGenerator, FastSecretClients, fast_secret_clients
+from oauth_app.client_secrets import (
+    HASHER_PATH,
+    ClientSecretGenerator,
+    FastSecretClients,
+    fast_secret_clients,
+    hashing_client_secrets,
+)
 from tests.api_helpers import asgi_post, db_snapshot
 from tests.live_server import Uvicorn, run_python, server_database
 from toolhub import passwords
@@ -490,12 +496,17 @@ DOOR_CASES = {
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("case", list(DOOR_CASES))
 def test_the_gate_refuses_every_oauth_request_that_would_hash_before_django(
-    confidential_client, hash_events, gated, slot_held_by_another_process, case
+    confidential_client, hash_events, gated, slot_held_by_another_process, monkeypatch, case
 ):
     """Another process holds the machine's only slot: a token or revocation request that carries a client
     secret not of the generated shape (in the body or as HTTP Basic), which may be checked against a slow
     stored hash, is refused 429 RATE_LIMITED with Retry-After: 1 before Django runs: nothing hashed, queried or
-    written."""
+    written. Its client unknown to the worker, the worker reads the marks again, in the background (recorded
+    here, not run: test_a_mark_reaches_another_worker_through_the_database runs it)."""
+    worker = FastSecretClients()
+    reads: list[str] = []
+    monkeypatch.setattr(worker, "read", lambda: reads.append("read"))
+    monkeypatch.setattr("toolhub.login_gate.fast_secret_clients", worker)
     path, body, headers, content_type = DOOR_CASES[case]
     body = body.replace(b"{id}", confidential_client.client_id.encode())
     if headers == "basic":
@@ -511,6 +522,7 @@ def test_the_gate_refuses_every_oauth_request_that_would_hash_before_django(
     assert json.loads(answer) == {"error": "RATE_LIMITED", "message": BUSY_MESSAGE, "details": BUSY_DETAILS}
     assert gated.reached == []
     assert hash_events == []
+    assert reads == ["read"]
     assert db_snapshot() == before
     assert oauth_rows() == rows_before
 
@@ -741,7 +753,8 @@ def test_an_old_client_takes_a_slot_until_its_secret_is_stored_fast_then_none(
     # then: a slot needed, none free
     assert (status, json.loads(answer)["error"]) == (429, "RATE_LIMITED")
     assert gated.reached == []
-    assert hash_events == []
+    # nothing hashed (the only connection used: the background read of the marks, given back)
+    assert [event for event in hash_events if event[0] != "close"] == []
     assert db_snapshot() == before
     assert oauth_rows() == rows_before
     assert not fast_secret_clients.knows(client_id)
@@ -789,6 +802,7 @@ def test_a_wrong_old_secret_marks_nothing_and_another_client_still_takes_a_slot(
     assert status == 401
     confidential_client.refresh_from_db()
     assert confidential_client.client_secret == stored
+    assert confidential_client.old_secret_fast_at is None
     assert not fast_secret_clients.knows(client_id)
     # when: the first client marked, every slot taken
     fast_secret_clients.mark(client_id)
@@ -807,29 +821,108 @@ def test_a_wrong_old_secret_marks_nothing_and_another_client_still_takes_a_slot(
     assert oauth_rows() == rows_before
 
 
-def test_the_marks_reach_another_worker_through_redis(settings):
-    """A mark made in one worker (one FastSecretClients) reaches another's through Redis: it does not know the
-    client at first, reads the marks in the background, and knows it on the next request."""
-    settings.REDIS_URL = "redis://127.0.0.1:6379/0"
-    settings.TOOLHUB_RATE_LIMIT_KEY_PREFIX = f"test-fast-secrets-{os.getpid()}-{time.monotonic_ns()}"
-    try:
-        redis.Redis.from_url(settings.REDIS_URL).ping()
-    except redis.RedisError:
-        pytest.skip("no Redis on 127.0.0.1:6379")
-    marking, reading = FastSecretClients(), FastSecretClients()
-    marking.mark("old-client")
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("redis_url", ["", "redis://127.0.0.1:6379/0"], ids=["without-redis", "with-redis"])
+def test_a_mark_reaches_another_worker_through_the_database(
+    confidential_client, gated, held_slot, monkeypatch, settings, redis_url
+):
+    """Two workers' state with only the database between them: the worker that checked an old client's secret
+    (this process's fast_secret_clients) marks the client in its row; another worker (a FastSecretClients of
+    its own, serving the gate) does not know it at first, so with every slot taken its first request is
+    refused 429 while it reads the marks in a thread of its own (the gate's path queries nothing); its next
+    requests, right or wrong secret, take no slot and hash nothing slowly. The same with or without Redis."""
+    if redis_url:
+        try:
+            redis.Redis.from_url(redis_url).ping()
+        except redis.RedisError:
+            pytest.skip("no Redis on 127.0.0.1:6379")
+        settings.REDIS_URL = redis_url
+        settings.TOOLHUB_RATE_LIMIT_KEY_PREFIX = f"test-fast-secrets-{os.getpid()}-{time.monotonic_ns()}"
+    fast_secret_clients.forget()
+    other_worker = FastSecretClients()
+    reads: list[str] = []
+    read = other_worker.read
 
-    async def ask_twice() -> tuple[bool, bool]:
-        first = reading.knows("old-client")
-        assert reading._refresh is not None
-        await reading._refresh
-        return first, reading.knows("old-client")
+    def recording_read() -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            reads.append("off the event loop")
+        else:
+            reads.append("on the event loop")
+        read()
 
-    try:
-        assert asyncio.run(ask_twice()) == (False, True)
-        assert redis.Redis.from_url(settings.REDIS_URL).smembers(marking.key()) == {b"old-client"}
-    finally:
-        redis.Redis.from_url(settings.REDIS_URL).delete(marking.key())
+    monkeypatch.setattr(other_worker, "read", recording_read)
+    client_id = confidential_client.client_id
+    right = f"token=unknown&client_id={client_id}&client_secret={CLIENT_SECRET}".encode()
+    wrong = f"token=unknown&client_id={client_id}&client_secret=not-the-secret-{'w' * 20}".encode()
+    # when: the first worker checks the secret (a slot free)
+    assert asgi_post(gated, "/oauth/revoke/", [right], [], content_type=FORM)[0] == 200
+    # then: its row holds the fast hash and the mark
+    confidential_client.refresh_from_db()
+    assert confidential_client.client_secret.startswith("client_secret_sha256$")
+    assert confidential_client.old_secret_fast_at is not None
+    assert fast_secret_clients.knows(client_id)
+    # when: the other worker's gate, every slot taken
+    monkeypatch.setattr("toolhub.login_gate.fast_secret_clients", other_worker)
+    held_slot.take()
+    gated.reached.clear()
+    rows_before = oauth_rows()
+    first = asgi_post(gated, "/oauth/revoke/", [right], [], content_type=FORM)[0]
+    later = [asgi_post(gated, "/oauth/revoke/", [body], [], content_type=FORM)[0] for body in (right, wrong)]
+    # then: the first refused while the marks were read once, off the gate's thread; then known
+    assert first == 429
+    assert reads == ["off the event loop"]
+    assert later == [200, 401]
+    assert gated.reached == ["/oauth/revoke/"] * 2
+    assert other_worker.knows(client_id)
+    assert oauth_rows() == rows_before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_client_rehashed_before_the_marks_were_kept_is_marked_on_its_next_success(guarded_hashing, gated):
+    """A client whose old secret was already stored fast, but not marked in the database (rehashed before the
+    marks were kept there): its next success marks it, once; a wrong secret marks nothing."""
+    fast_secret_clients.forget()
+    with hashing_client_secrets():
+        stored = hashers.make_password(CLIENT_SECRET, hasher="client_secret_sha256")
+    old = make_confidential_client(stored)
+    client_id = old.client_id
+    wrong = f"token=unknown&client_id={client_id}&client_secret=not-the-secret-{'w' * 20}".encode()
+    right = f"token=unknown&client_id={client_id}&client_secret={CLIENT_SECRET}".encode()
+    # when
+    assert asgi_post(gated, "/oauth/revoke/", [wrong], [], content_type=FORM)[0] == 401
+    old.refresh_from_db()
+    # then
+    assert old.old_secret_fast_at is None
+    assert not fast_secret_clients.knows(client_id)
+    # when
+    assert asgi_post(gated, "/oauth/revoke/", [right], [], content_type=FORM)[0] == 200
+    old.refresh_from_db()
+    marked_at = old.old_secret_fast_at
+    fast_secret_clients.forget()
+    assert asgi_post(gated, "/oauth/revoke/", [right], [], content_type=FORM)[0] == 200
+    old.refresh_from_db()
+    # then: marked at the first success, not again; the stored hash unchanged
+    assert marked_at is not None
+    assert old.old_secret_fast_at == marked_at
+    assert old.client_secret == stored
+
+
+def test_the_marks_are_read_at_most_once_a_second():
+    """Requests naming clients a worker does not know start one read of the marks, not one each: another within
+    FastSecretClients.REFRESH_SECONDS starts none."""
+    worker = FastSecretClients()
+    reads: list[str] = []
+    worker.read = lambda: reads.append("read")  # type: ignore[method-assign]
+
+    async def ask() -> list[bool]:
+        answers = [worker.knows(f"client-{number}") for number in range(50)]
+        await worker._refresh
+        return answers
+
+    assert asyncio.run(ask()) == [False] * 50
+    assert reads == ["read"]
 
 
 #
