@@ -19,10 +19,11 @@ import json
 from datetime import timedelta
 from typing import Any
 
-from django.http import JsonResponse
+from django.http import HttpResponse
 from django.utils import timezone
 from oauth2_provider.models import get_application_model
 
+from oauth_app.registration_body import max_body_bytes, refusal_body, too_large_description
 from oauth_app.validators import GRANT_TYPES, redirect_uri_acceptable
 from tools_app.kernel import limits
 
@@ -38,23 +39,17 @@ class Refused(Exception):
         self.description = description
 
 
-def refusal(description: str) -> JsonResponse:
-    return JsonResponse({"error": "invalid_client_metadata", "error_description": description}, status=400)
-
-
-def max_body_bytes() -> int:
-    return limits.OAUTH_DCR_MAX_BODY_BYTES.get()
+def refusal(description: str) -> HttpResponse:
+    return HttpResponse(refusal_body(description), status=400, content_type="application/json")
 
 
 def check_body_size(request) -> None:
-    """The declared length first (the body is not read), then the body itself (a body without a length)."""
-    limit = max_body_bytes()
+    """The declared length first (the body is not read; under ASGI, toolhub.request_limits refused it before
+    Django read it), then the body itself (a body without a length)."""
     declared = request.META.get("CONTENT_LENGTH") or ""
     size = int(declared) if declared.isdigit() else len(request.body)
-    if size > limit:
-        raise Refused(
-            f"The registration is {size} bytes; at most {limit} bytes are accepted (TOOLHUB_OAUTH_DCR_MAX_BODY_BYTES)."
-        )
+    if size > max_body_bytes():
+        raise Refused(too_large_description(size))
 
 
 def _check_string(field: str, value: Any, limit: int, setting: str) -> None:

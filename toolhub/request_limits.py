@@ -9,7 +9,11 @@ Two guards, one answer:
   is read lazily, and for Django's test client.
 
 The import endpoint (IMPORT_PATH) takes files far larger than any other body: its limit is
-TOOLHUB_MAX_IMPORT_BYTES (Django spools the upload to disk; the import streams it into rows).
+TOOLHUB_MAX_IMPORT_BYTES (Django spools the upload to disk; the import streams it into rows). A dynamic client
+registration (oauth_app.registration_body.REGISTRATION_PATH: open to anyone) has a far smaller one,
+TOOLHUB_OAUTH_DCR_MAX_BODY_BYTES, and its own answer: 400 `invalid_client_metadata` naming the size, as the
+registration view gives (RFC 7591 §3.2.2), so that a registration of tens of MB is refused before a byte of
+it is read instead of after Django has spooled it.
 
 The API gets the API's error shape, `{"error": "REQUEST_TOO_LARGE", "message": ...}`; the admin a short
 page saying the same. /mcp/<slug>/ has its own limit and JSON-RPC answer (mcp_app.transport).
@@ -21,11 +25,19 @@ from typing import Any
 
 from django.http import HttpResponse
 
+from oauth_app.registration_body import REGISTRATION_PATH, max_body_bytes, refusal_body, too_large_description
 from tools_app.kernel import telemetry
 from tools_app.kernel.errors import ErrorCode
 from tools_app.kernel.limits import MAX_IMPORT_BYTES, MAX_REQUEST_BYTES
 
-__all__ = ["IMPORT_PATH", "RequestSizeLimitMiddleware", "cap_request_body", "max_request_bytes", "too_large"]
+__all__ = [
+    "IMPORT_PATH",
+    "RequestSizeLimitMiddleware",
+    "cap_request_body",
+    "max_request_bytes",
+    "refused",
+    "too_large",
+]
 
 IMPORT_PATH = "/api/tables/import/"
 
@@ -34,12 +46,22 @@ def _limit(path: str | None) -> tuple[int, str]:
     """The body limit for a request to `path` and the setting that holds it."""
     if path == IMPORT_PATH:
         return MAX_IMPORT_BYTES.get(), MAX_IMPORT_BYTES.setting
+    if path is not None and REGISTRATION_PATH.fullmatch(path):
+        return max_body_bytes(), "TOOLHUB_OAUTH_DCR_MAX_BODY_BYTES"
     return MAX_REQUEST_BYTES.get(), MAX_REQUEST_BYTES.setting
 
 
 def max_request_bytes(path: str | None = None) -> int:
     """The body limit for a request to `path` (TOOLHUB_MAX_REQUEST_BYTES; the import's TOOLHUB_MAX_IMPORT_BYTES)."""
     return _limit(path)[0]
+
+
+def refused(path: str, declared: int | None) -> tuple[int, str, bytes]:
+    """(status, content type, body) of the answer to a request to `path` over its limit (`declared`: its
+    declared length, None when it declared none): a registration's own 400, else too_large's 413."""
+    if REGISTRATION_PATH.fullmatch(path):
+        return 400, "application/json", refusal_body(too_large_description(declared))
+    return 413, *too_large(path)
 
 
 def too_large(path: str) -> tuple[str, bytes]:
@@ -68,19 +90,19 @@ class RequestSizeLimitMiddleware:
     def __call__(self, request):
         declared = _declared_length(request.META.get("CONTENT_LENGTH"))
         if declared is not None and declared > max_request_bytes(request.path):
-            content_type, body = too_large(request.path)
-            return HttpResponse(body, status=413, content_type=content_type)
+            status, content_type, body = refused(request.path, declared)
+            return HttpResponse(body, status=status, content_type=content_type)
         return self.get_response(request)
 
 
-async def _send_too_large(send: Any, path: str) -> None:
-    content_type, body = too_large(path)
+async def _send_too_large(send: Any, path: str, declared: int | None) -> None:
+    status, content_type, body = refused(path, declared)
     headers = [
         (b"content-type", content_type.encode()),
         (b"content-length", str(len(body)).encode()),
         (b"connection", b"close"),  # the rest of the body is never read
     ]
-    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -95,7 +117,7 @@ def cap_request_body(app: Any) -> Any:
         headers = dict(scope.get("headers") or ())
         declared = _declared_length(headers.get(b"content-length", b"").decode("latin-1"))
         if declared is not None and declared > limit:
-            await _send_too_large(send, scope["path"])
+            await _send_too_large(send, scope["path"], declared)
             return
         received = 0
         over = started = False
@@ -117,6 +139,6 @@ def cap_request_body(app: Any) -> Any:
 
         await app(scope, counting_receive, tracking_send)
         if over and not started:
-            await _send_too_large(send, scope["path"])
+            await _send_too_large(send, scope["path"], None)
 
     return capped

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import hashers
+from django.core.asgi import get_asgi_application
 from django.core.handlers.base import BaseHandler
 from django.test import RequestFactory
 from django.utils import timezone
@@ -17,7 +18,9 @@ from oauth2_provider.models import AccessToken, get_application_model
 from oauth_app.client_secrets import HASHER_PATH, hashing_client_secrets, is_generated_secret
 from oauth_app.tests.support import CALLBACK
 from oauth_app.tests.test_oauth import issue
+from tests.api_helpers import asgi_post
 from toolhub import passwords
+from toolhub.request_limits import cap_request_body
 
 Application = get_application_model()
 
@@ -75,6 +78,36 @@ def test_a_huge_registration_is_refused_fast_from_its_declared_length(client, db
         "(TOOLHUB_OAUTH_DCR_MAX_BODY_BYTES).",
     }
     assert took < 0.05
+    assert stored() == before
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("path", "declared"),
+    [("/oauth/register/", True), ("/oauth/register/some-client/", True), ("/oauth/register/", False)],
+    ids=["register-declared", "update-declared", "register-chunked"],
+)
+def test_a_huge_registration_is_refused_by_the_asgi_stack_before_its_body_is_read(path, declared):
+    """Under ASGI (production) Django reads a whole body before any view: the body cap in front of it refuses a
+    registration over TOOLHUB_OAUTH_DCR_MAX_BODY_BYTES with the registration's own 400, from its declared
+    length before reading a byte of it, or (no length) as soon as it passes the limit. Nothing stored."""
+    app = cap_request_body(get_asgi_application())
+    chunks = [b"x" * 8192] * 5_000  # 40 MiB
+    headers = [(b"content-length", str(8192 * 5_000).encode())] if declared else []
+    before = stored()
+    # when
+    status, answer, read, _ = asgi_post(app, path, chunks, headers)
+    # then
+    size = "40960000 bytes" if declared else "over 16384 bytes"
+    assert (status, json.loads(answer)) == (
+        400,
+        {
+            "error": "invalid_client_metadata",
+            "error_description": f"The registration is {size}; at most 16384 bytes are accepted "
+            "(TOOLHUB_OAUTH_DCR_MAX_BODY_BYTES).",
+        },
+    )
+    assert read == (0 if declared else 3)
     assert stored() == before
 
 
