@@ -17,7 +17,7 @@ the metrics), served from a temporary worktree, instead of the hand-written serv
 database of its own, made by its own migrations and seeded by its own bench/seed_mcp.py: a database shared
 with another ref holds this checkout's tables (a new table of records starts as rows, whose document is an
 empty array), which an older ref would read as no records and answer `null`, less work than the call it is
-compared with. Both sides' sample answers must be the same, else the run stops. TOOLHUB_NEW_TABLE_STORAGE
+compared with. Both sides' sample answers must hold the same values, else the run stops. TOOLHUB_NEW_TABLE_STORAGE
 in the environment (document|rows) says how this checkout stores the table. The baseline side:
 this checkout runs with its metrics on in multiprocess mode (PROMETHEUS_MULTIPROC_DIR, as with several
 workers) and tracing off (no OTEL_EXPORTER_OTLP_ENDPOINT), so the ratio is what the metrics cost a call.
@@ -308,7 +308,8 @@ def main() -> None:
                 sample = post(urls[name], body.replace("{n}", "42"), headers)
                 if sample.get("result", {}).get("isError") is not False:
                     raise SystemExit(f"{name} answered a bad sample for {era}: {sample}")
-                samples[name] = sample["result"]["content"]
+                if args.baseline_ref:  # the values, not their text: an older ref's jsonb orders keys its own way
+                    samples[name] = [json.loads(item["text"]) for item in sample["result"]["content"]]
                 requests[(era, name)] = (body, headers)
             if args.baseline_ref and samples["toolhub"] != samples["handwritten"]:
                 raise SystemExit(f"the two servers answer differently, so their costs do not compare: {samples}")
