@@ -13,7 +13,12 @@ requests/s, p50, p99 and the ratio toolhub / hand-written. `--vary N` makes the 
 medians and each round's ratio: on a shared, noisy machine one run proves little.
 
 `--baseline-ref REF` (issue 18) compares toolhub with toolhub itself at the git ref REF (say `main`, before
-the metrics), served from a temporary worktree on the same database, instead of the hand-written server:
+the metrics), served from a temporary worktree, instead of the hand-written server. Each side runs on a
+database of its own, made by its own migrations and seeded by its own bench/seed_mcp.py: a database shared
+with another ref holds this checkout's tables (a new table of records starts as rows, whose document is an
+empty array), which an older ref would read as no records and answer `null`, less work than the call it is
+compared with. Both sides' sample answers must hold the same values, else the run stops. TOOLHUB_NEW_TABLE_STORAGE
+in the environment (document|rows) says how this checkout stores the table. The baseline side:
 this checkout runs with its metrics on in multiprocess mode (PROMETHEUS_MULTIPROC_DIR, as with several
 workers) and tracing off (no OTEL_EXPORTER_OTLP_ENDPOINT), so the ratio is what the metrics cost a call.
 With `--same-env` both run in the same environment (metrics as configured, no multiprocess directory): the
@@ -95,10 +100,13 @@ def wait_until_up(url: str, process: subprocess.Popen, timeout: float = 30) -> N
     raise SystemExit(f"server for {url} did not start")
 
 
-def prepare_database(env: dict[str, str], database_url: str | None, workdir: Path) -> dict[str, str]:
+def prepare_database(
+    env: dict[str, str], database_url: str | None, workdir: Path, *, root: Path = ROOT, label: str = "bench"
+) -> dict[str, str]:
+    """A fresh database for the checkout at `root`, made by its own migrations (`label` names it)."""
     if database_url:
         parts = urlsplit(database_url)
-        name = f"th_bench_{os.getpid()}"
+        name = f"th_{label}_{os.getpid()}"
         admin = urlunsplit(parts._replace(path="/postgres"))
         subprocess.run(
             ["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {name}", "-c", f"CREATE DATABASE {name}"], check=True
@@ -106,9 +114,29 @@ def prepare_database(env: dict[str, str], database_url: str | None, workdir: Pat
         env = {**env, "DATABASE_URL": urlunsplit(parts._replace(path=f"/{name}")), "BENCH_PG_ADMIN": admin}
         env["BENCH_PG_DB"] = name
     else:
-        env = {**env, "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}"}
-    subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+        env = {**env, "DATABASE_URL": f"sqlite:///{workdir / f'{label}.sqlite3'}"}
+    subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=root, env=env, check=True)
     return env
+
+
+def seed(env: dict[str, str], rows: int, root: Path = ROOT) -> dict:
+    """The checkout at `root` seeds its database (its own bench/seed_mcp.py): its key and ids."""
+    out = subprocess.run(
+        [PYTHON, str(root / "bench" / "seed_mcp.py"), "--slug", "bench", "--rows", str(rows)],
+        cwd=root,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def drop_database(env: dict[str, str]) -> None:
+    if "BENCH_PG_DB" in env:
+        subprocess.run(
+            ["psql", env["BENCH_PG_ADMIN"], "-qc", f"DROP DATABASE IF EXISTS {env['BENCH_PG_DB']}"], check=False
+        )
 
 
 def cpu_seconds(pid: int) -> float:
@@ -225,27 +253,24 @@ def main() -> None:
     env.pop("DJANGO_DEBUG", None)
     for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "PROMETHEUS_MULTIPROC_DIR"):
         env.pop(name, None)  # tracing off; the baseline without a metrics directory
-    env = prepare_database(env, args.database_url, workdir)
-    seeded = json.loads(
-        subprocess.run(
-            [PYTHON, str(BENCH / "seed_mcp.py"), "--slug", "bench", "--rows", str(args.rows)],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        .stdout.strip()
-        .splitlines()[-1]
-    )
+    base_env = env
+    env = prepare_database(base_env, args.database_url, workdir)
+    databases = [env]
+    seeded = seed(env, args.rows)
     toolhub_port, handwritten_port = free_port(), free_port()
     common = ["--host", "127.0.0.1", "--no-access-log", "--log-level", "warning", "--workers", "1"]
-    toolhub_env = env
+    toolhub_env = baseline_env = env
+    baseline_key = None
     if args.baseline_ref:
         baseline_dir = workdir / "baseline"
         subprocess.run(
             ["git", "worktree", "add", "--detach", str(baseline_dir), args.baseline_ref], cwd=ROOT, check=True
         )
+        # The ref's own database, migrations and seed (the module docstring): its own storage of the table.
+        ref_env = {key: value for key, value in base_env.items() if key != "TOOLHUB_NEW_TABLE_STORAGE"}
+        baseline_env = prepare_database(ref_env, args.database_url, workdir, root=baseline_dir, label="bench_ref")
+        databases.append(baseline_env)
+        baseline_key = seed(baseline_env, args.rows, baseline_dir)["key"]
         metrics_dir = workdir / "metrics"
         metrics_dir.mkdir()
         toolhub_env = env if args.same_env else {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
@@ -260,7 +285,7 @@ def main() -> None:
             cwd=ROOT,
             env=toolhub_env,
         ),
-        "handwritten": subprocess.Popen([*baseline, *common], cwd=baseline_cwd, env=env),
+        "handwritten": subprocess.Popen([*baseline, *common], cwd=baseline_cwd, env=baseline_env),
     }
     baseline_path = "/mcp/bench/" if args.baseline_ref else "/mcp"
     urls = {
@@ -268,13 +293,14 @@ def main() -> None:
         "handwritten": f"http://127.0.0.1:{handwritten_port}{baseline_path}",
     }
     tools = {"toolhub": "orders_query", "handwritten": "orders_query"}
-    keys = {"toolhub": seeded["key"], "handwritten": seeded["key"] if args.baseline_ref else None}
+    keys = {"toolhub": seeded["key"], "handwritten": baseline_key}
     try:
         for name, process in servers.items():
             wait_until_up(urls[name], process)
         query = args.query if args.vary else args.query.replace("{n}", "42")
         eras = args.eras.split(",")
         requests = {}
+        samples: dict[str, object] = {}
         for era in eras:
             for name in ("handwritten", "toolhub"):
                 body = call_body(tools[name], query, era)
@@ -282,7 +308,11 @@ def main() -> None:
                 sample = post(urls[name], body.replace("{n}", "42"), headers)
                 if sample.get("result", {}).get("isError") is not False:
                     raise SystemExit(f"{name} answered a bad sample for {era}: {sample}")
+                if args.baseline_ref:  # the values, not their text: an older ref's jsonb orders keys its own way
+                    samples[name] = [json.loads(item["text"]) for item in sample["result"]["content"]]
                 requests[(era, name)] = (body, headers)
+            if args.baseline_ref and samples["toolhub"] != samples["handwritten"]:
+                raise SystemExit(f"the two servers answer differently, so their costs do not compare: {samples}")
         runs: dict[tuple[str, str], list[dict]] = {key: [] for key in requests}
         for round_number in range(args.rounds):
             order = ("handwritten", "toolhub") if round_number % 2 == 0 else ("toolhub", "handwritten")
@@ -300,10 +330,8 @@ def main() -> None:
                 process.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 process.kill()
-        if args.database_url:
-            subprocess.run(
-                ["psql", env["BENCH_PG_ADMIN"], "-qc", f"DROP DATABASE IF EXISTS {env['BENCH_PG_DB']}"], check=False
-            )
+        for database in databases:
+            drop_database(database)
         if args.baseline_ref:
             subprocess.run(["git", "worktree", "remove", "--force", str(workdir / "baseline")], cwd=ROOT, check=False)
         shutil.rmtree(workdir, ignore_errors=True)

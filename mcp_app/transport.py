@@ -122,10 +122,11 @@ def max_body_bytes() -> int:
     return limits.MAX_MCP_REQUEST_BYTES.get()
 
 
-def declares_too_large(scope: dict) -> bool:
-    """Whether the request's Content-Length is over the limit: answered 413 without reading the body."""
+def declares_too_large(scope: dict, limit: int) -> bool:
+    """Whether the request's Content-Length is over `limit` (max_body_bytes()): answered 413 without reading the
+    body."""
     declared = _header(scope, b"content-length")
-    return declared is not None and declared.isdigit() and int(declared) > max_body_bytes()
+    return declared is not None and declared.isdigit() and int(declared) > limit
 
 
 async def send_too_large(send: Any) -> None:
@@ -147,9 +148,8 @@ async def send_too_large(send: Any) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def _read_body(receive: Any) -> bytes | None:
-    """The whole request body, or None as soon as it passes max_body_bytes() (the rest is never read)."""
-    limit = max_body_bytes()
+async def _read_body(receive: Any, limit: int) -> bytes | None:
+    """The whole request body, or None as soon as it passes `limit` (max_body_bytes(); the rest is never read)."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -301,7 +301,8 @@ class McpEndpoint:
             return
         body = b""
         if scope["method"] == "POST":
-            read = None if declares_too_large(scope) else await _read_body(receive)
+            limit = max_body_bytes()
+            read = None if declares_too_large(scope, limit) else await _read_body(receive, limit)
             if read is None:
                 await send_too_large(send)
                 return

@@ -513,9 +513,8 @@ def _execute(
 
 
 def _run(caller: Caller, target: CallTarget, name: str, arguments: Any, began: float) -> CallOutcome:
-    """A read: from the result cache when this version of the table answered these arguments before; its
-    result within the budget, paged, or refused (classify)."""
-    target = _with_table_version(target)
+    """A read of a target with its table version (_with_table_version): from the result cache when this version
+    of the table answered these arguments before; its result within the budget, paged, or refused (classify)."""
     paging = _Paging.of(target, arguments)
     if paging.error is not None:
         return CallOutcome(name=name, tool_type=target.tool_type, error=paging.error)

@@ -86,7 +86,8 @@ class Limit(Setting):
     floor: int | None = field(default=None, kw_only=True)
 
     def get(self) -> int:
-        value = int(self.raw())
+        # raw() written out: a limit is read several times on every call's path
+        value = int(getattr(_settings(), self.setting, self.default))
         return value if self.floor is None else max(self.floor, value)
 
 
@@ -98,7 +99,7 @@ class Measure(Setting):
     floor: float | None = field(default=None, kw_only=True)
 
     def get(self) -> float:
-        value = float(self.raw())
+        value = float(getattr(_settings(), self.setting, self.default))
         return value if self.floor is None else max(self.floor, value)
 
 
@@ -107,7 +108,7 @@ class Switch(Setting):
     default: bool
 
     def get(self) -> bool:
-        return bool(self.raw())
+        return bool(getattr(_settings(), self.setting, self.default))
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ class Text(Setting):
     default: str
 
     def get(self) -> str:
-        return str(self.raw() or "")
+        return str(getattr(_settings(), self.setting, self.default) or "")
 
 
 #

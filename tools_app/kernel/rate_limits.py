@@ -177,8 +177,9 @@ class SweptMemoryStorage(MemoryStorage):
             self._MemoryStorage__expire_events()  # type: ignore[attr-defined]
 
 
-def _sync_limiter() -> strategies.FixedWindowRateLimiter:
-    uri = storage_uri()
+def _sync_limiter(uri: str | None = None) -> strategies.FixedWindowRateLimiter:
+    """The process's limiter over `uri` (storage_uri() when not given)."""
+    uri = uri or storage_uri()
     limiter = _sync.get(uri)
     if limiter is None:
         with _lock:
@@ -236,9 +237,12 @@ def _store_failed(bucket: Bucket) -> None:
 def hit(bucket: Bucket) -> None:
     """Count one request in `bucket`; raise RateLimited when it is over the rate (it is not served).
     When the store cannot be reached the request is served and a warning logged."""
-    if not enabled():
-        return
-    limiter = _sync_limiter()
+    if enabled():
+        _count(_sync_limiter(), bucket)
+
+
+def _count(limiter: strategies.FixedWindowRateLimiter, bucket: Bucket) -> None:
+    """hit() with the limiter at hand, the rate limits known to be on."""
     try:
         if limiter.hit(bucket.rate, *bucket.identifiers):
             return
@@ -255,8 +259,9 @@ async def ahit(bucket: Bucket) -> None:
     store is the sync one (no I/O: microseconds under a lock), so one process has one set of counts."""
     if not enabled():
         return
-    if storage_uri() == "memory://":
-        hit(bucket)
+    uri = storage_uri()
+    if uri == "memory://":
+        _count(_sync_limiter(uri), bucket)
         return
     limiter = _async_limiter()
     try:
