@@ -968,9 +968,12 @@ def _select(
     dialect = _dialect()
     text = "data::text" if dialect == "postgresql" else "data"
     order = "+position" if by_key and dialect == "sqlite" else "position"
+    records_table, layouts_table = _records_table(), _layouts_table()
+    # Each record's layout comes with it (a few records: no statement of their own for the layouts).
+    layout = f'(SELECT l.layout FROM "{layouts_table}" AS l WHERE l.id = "{records_table}".layout_id)'
     sql = (
-        f'{with_clause[0]}SELECT position, "key", {text}, layout_id FROM "{_records_table()}" WHERE collection_id = %s'
-        f"{where} ORDER BY {order}"
+        f'{with_clause[0]}SELECT position, "key", {text}, layout_id, {layout} FROM "{records_table}"'
+        f" WHERE collection_id = %s{where} ORDER BY {order}"
     )
     params = (*with_clause[1], collection.id, *params)
     if limit is not None:
@@ -981,7 +984,9 @@ def _select(
         sql += f" OFFSET {int(offset)}"
     with engine_cursor() as cursor:
         cursor.execute(sql, params)
-        return _decoded(cursor.fetchall(), cursor, {})
+        rows = cursor.fetchall()
+        layouts = store.layouts_of({row[3]: row[4] for row in rows if row[3] is not None})
+        return _decoded([row[:4] for row in rows], cursor, layouts)
 
 
 def _chunks(
