@@ -1,7 +1,14 @@
 """Where a tools/call's CPU goes, in one process: this checkout against a git ref, deterministic.
 
-    .venv/bin/python bench/call_profile.py [--baseline-ref efc5481] [--calls 2000] [--rounds 3]
+    .venv/bin/python bench/call_profile.py [--baseline-ref efc5481 | --baseline-root DIR] [--calls 2000] [--rounds 3]
         [--database-url postgres://postgres@127.0.0.1:5432/postgres] [--top 25] [--sql]
+        [--call query|select|preview|max_by|sort+slice] [--records 1000]
+
+`--call` other than the default `query` times a call whose arguments differ at every call (new to the result
+cache: the keys or the offset moved by one, the expression by a trailing blank) over a table of `--records`
+records stored as rows (moved after its tools when the checkout made it a document, as scale.py --storage rows
+does); `--baseline-root` compares with a checkout already on disk (e.g. `git archive REF | tar -x -C DIR` with a
+.venv link) instead of a worktree of a ref.
 
 For each checkout (this one, and with --baseline-ref a temporary worktree of that ref) a child interpreter
 builds the benchmark's setup (bench/seed_mcp.py: a query_data tool over a 1,000-row table, an instance, a key)
