@@ -1,7 +1,14 @@
 """Where a tools/call's CPU goes, in one process: this checkout against a git ref, deterministic.
 
-    .venv/bin/python bench/call_profile.py [--baseline-ref efc5481] [--calls 2000] [--rounds 3]
+    .venv/bin/python bench/call_profile.py [--baseline-ref efc5481 | --baseline-root DIR] [--calls 2000] [--rounds 3]
         [--database-url postgres://postgres@127.0.0.1:5432/postgres] [--top 25] [--sql]
+        [--call query|select|preview|max_by|sort+slice] [--records 1000]
+
+`--call` other than the default `query` times a call whose arguments differ at every call (new to the result
+cache: the keys or the offset moved by one, the expression by a trailing blank) over a table of `--records`
+records stored as rows (moved after its tools when the checkout made it a document, as scale.py --storage rows
+does); `--baseline-root` compares with a checkout already on disk (e.g. `git archive REF | tar -x -C DIR` with a
+.venv link) instead of a worktree of a ref.
 
 For each checkout (this one, and with --baseline-ref a temporary worktree of that ref) a child interpreter
 builds the benchmark's setup (bench/seed_mcp.py: a query_data tool over a 1,000-row table, an instance, a key)
@@ -30,6 +37,7 @@ unprofiled CPU per call.
 import argparse
 import asyncio
 import cProfile
+import itertools
 import json
 import os
 import pstats
@@ -42,6 +50,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -58,8 +67,24 @@ SLUG = "bench"
 #
 
 
-def _request(era: str, key: str) -> tuple[dict, bytes]:
-    params: dict = {"name": TOOL, "arguments": {"query": QUERY}}
+# The calls a run can time (--call): (tool, arguments for N records and the call's number n). The default repeats
+# one request (its answer from the result cache after the first); the others differ at every call (the query by
+# n trailing blanks, the keys and the offset by n), so each call reads the records.
+CALLS = {
+    "query": (TOOL, lambda records, n: {"query": QUERY}),
+    "select": (
+        "orders_by_id",
+        lambda records, n: {"keys": [key + n % (records // 10) for key in range(1, records + 1, records // 10)][:10]},
+    ),
+    "preview": ("orders_preview", lambda records, n: {"offset": records // 2 + n, "limit": 50}),
+    "max_by": (TOOL, lambda records, n: {"query": "max_by(@, &total).id" + " " * n}),
+    "sort+slice": (TOOL, lambda records, n: {"query": "sort_by(@, &total)[-10:].id" + " " * n}),
+}
+
+
+def _request(era: str, key: str, call: str = "query", records: int = 1000, n: int = 0) -> tuple[dict, bytes]:
+    tool, arguments = CALLS[call]
+    params: dict = {"name": tool, "arguments": arguments(records, n)}
     headers = [
         (b"host", b"127.0.0.1:8000"),
         (b"content-type", b"application/json"),
@@ -72,7 +97,7 @@ def _request(era: str, key: str) -> tuple[dict, bytes]:
             "io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientCapabilities": {},
         }
-        headers += [(b"mcp-method", b"tools/call"), (b"mcp-name", TOOL.encode())]
+        headers += [(b"mcp-method", b"tools/call"), (b"mcp-name", tool.encode())]
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
     headers.append((b"content-length", str(len(body)).encode()))
     scope = {
@@ -191,12 +216,12 @@ class _ThreadProfiles:
         hops._hop = profiled
 
 
-async def _calls(app, scope: dict, body: bytes, count: int, concurrency: int) -> None:
+async def _calls(app, request: Callable[[], tuple[dict, bytes]], count: int, concurrency: int) -> None:
     """`count` calls, `concurrency` at a time (as wrk's connections: each sends its next when answered)."""
 
     async def client(share: int) -> None:
         for _ in range(share):
-            await _call(app, scope, body)
+            await _call(app, *request())
 
     shares = [count // concurrency + (1 if i < count % concurrency else 0) for i in range(concurrency)]
     await asyncio.gather(*(client(share) for share in shares))
@@ -234,21 +259,26 @@ async def _measure(args, key: str) -> dict:
     profiles.install()
     task, inbox = await _lifespan(application)
     out: dict = {"eras": {}}
+    numbers = itertools.count()  # across the eras: a later era's calls are new to the result cache too
     try:
         for era in (LEGACY, MODERN):
-            scope, body = _request(era, key)
+
+            def request(era=era) -> tuple[dict, bytes]:
+                return _request(era, key, args.call, args.records, next(numbers))
+
             _turn()
-            await _calls(application, scope, body, args.warmup, args.concurrency)
-            cpu = []
+            await _calls(application, request, args.warmup, args.concurrency)
+            cpu, wall = [], []
             for _ in range(args.rounds):
                 _turn()
-                before = time.process_time()
-                await _calls(application, scope, body, args.calls, args.concurrency)
+                before, clock = time.process_time(), time.perf_counter()
+                await _calls(application, request, args.calls, args.concurrency)
                 cpu.append((time.process_time() - before) * 1000 / args.calls)
+                wall.append((time.perf_counter() - clock) * 1000 / args.calls)
             statements.seen.clear()
             statements.on = True
             sample = 50
-            await _calls(application, scope, body, sample, 1)
+            await _calls(application, request, sample, 1)
             statements.on = False
             counts: dict[str, int] = defaultdict(int)
             for sql in statements.seen:
@@ -257,7 +287,7 @@ async def _measure(args, key: str) -> dict:
             main = cProfile.Profile(time.thread_time)
             profiles.on = True
             main.enable()
-            await _calls(application, scope, body, args.profiled, args.concurrency)
+            await _calls(application, request, args.profiled, args.concurrency)
             main.disable()
             profiles.on = False
             stats = pstats.Stats(main)
@@ -269,6 +299,7 @@ async def _measure(args, key: str) -> dict:
             stats.dump_stats(str(prof_path))
             out["eras"][era] = {
                 "cpu_ms": cpu,
+                "wall_ms": wall,
                 "statements_per_call": len(statements.seen) / sample,
                 "statements": {statements.examples[sql]: n / sample for sql, n in counts.items()},
                 "profile": str(prof_path),
@@ -292,13 +323,41 @@ def child(args) -> None:
     call_command("migrate", verbosity=0)
     from seed_mcp import seed  # the checkout's own bench/seed_mcp.py
 
-    key = seed(SLUG, 1000, "bench")["key"]
+    seeded = seed(SLUG, args.records, "bench")
+    key = seeded["key"]
+    _preview_tool(seeded)
     from django.db import connections
 
     connections.close_all()
     result = asyncio.run(_measure(args, key))
     Path(args.out).write_text(json.dumps(result))
     print("done", flush=True)
+
+
+def _preview_tool(seeded: dict) -> None:
+    """A preview tool beside the seed's, and the table in rows (as bench/scale.py --storage rows: moved after its
+    tools are made, when the checkout made it a document)."""
+    from tools_app import services
+    from tools_app.models import McpInstance, Table
+    from tools_app.services import binding_create
+
+    table = Table.objects.get(pk=seeded["table_id"])
+    tool = services.tool_create(
+        owner=table.owner,
+        name=f"{SLUG}_orders_preview",
+        type="preview",
+        table=table,
+        description="Preview the orders.",
+        metadata={"preview_keys": ["id", "customer", "status", "total"]},
+    )
+    binding_create(
+        mcp_instance=McpInstance.objects.get(pk=seeded["instance_id"]), tool=tool, name_override="orders_preview"
+    )
+    table.refresh_from_db()
+    if getattr(table, "storage", "rows") != "rows":
+        from tools_app.execution.records import table_to_rows
+
+        table_to_rows(table.pk)
 
 
 #
@@ -335,6 +394,7 @@ def _start_child(args, root: Path, label: str, workdir: Path) -> tuple[subproces
         str(ROOT / ".venv" / "bin" / "python"), str(HERE), "--child", "--root", str(root), "--out", str(out),
         "--calls", str(args.calls), "--rounds", str(args.rounds), "--warmup", str(args.warmup),
         "--profiled", str(args.profiled), "--concurrency", str(args.concurrency),
+        "--call", args.call, "--records", str(args.records),
     ]  # fmt: skip
     process = subprocess.Popen(command, env=env, cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     return process, out, pg_name
@@ -418,7 +478,11 @@ def report(args, results: dict[str, dict], roots: dict[str, Path]) -> None:
     labels = list(results)
     all_roots = sorted(roots.values(), key=lambda p: -len(str(p)))
     database = "PostgreSQL" if args.database_url else "SQLite"
-    print(f"\ntools/call of {TOOL} ({QUERY}) over ASGI in-process; {database}; load average {os.getloadavg()}")
+    tool, arguments = CALLS[args.call]
+    print(
+        f"\ntools/call of {tool} ({json.dumps(arguments(args.records, 0))}) over ASGI in-process,"
+        f" {args.records:,} records; {database}; load average {os.getloadavg()}"
+    )
     for era in (LEGACY, MODERN):
         print(f"\n== era {era}")
         for label in labels:
@@ -427,6 +491,7 @@ def report(args, results: dict[str, dict], roots: dict[str, Path]) -> None:
             print(
                 f"{label:<16} CPU/call median {statistics.median(data['cpu_ms']):.3f} ms, "
                 f"min {min(data['cpu_ms']):.3f} (rounds {cpus}); "
+                f"wall/call median {statistics.median(data['wall_ms']):.3f}; "
                 f"SQL statements/call {data['statements_per_call']:.2f}"
             )
         if len(labels) == 2:
@@ -484,6 +549,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--database-url", help="postgres://... server to create the databases on")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--call", choices=sorted(CALLS), default="query", help="the call timed")
+    parser.add_argument("--records", type=int, default=1000, help="records of the seeded table")
+    parser.add_argument("--baseline-root", help="also profile this checkout (a directory), instead of a ref")
     parser.add_argument("--sql", action="store_true", help="print each statement's text")
     parser.add_argument("--keep", help="keep the profiles and results in this directory")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -503,6 +571,8 @@ def main() -> None:
                 ["git", "worktree", "add", "--detach", str(baseline), args.baseline_ref], cwd=ROOT, check=True
             )
             roots[f"@{args.baseline_ref}"] = baseline
+        elif args.baseline_root:
+            roots[args.baseline_root] = Path(args.baseline_root).resolve()
         results = _run_children(args, roots, workdir)
         report(args, results, roots)
     finally:

@@ -281,7 +281,7 @@ class _RowsReader:
         return self._items(records.select_records(self.stored, " AND position >= %s", (first,), limit=size))
 
     def by_key(self, key: str) -> list[RecordItem]:
-        return self._items(records.select_records(self.stored, ' AND "key" = %s', (key,)))
+        return self._items(records.select_records(self.stored, ' AND "key" = %s', (key,), by_key=True))
 
     def filtered(self, expression: str, offset: int, size: int) -> list[RecordItem]:
         paged = f"{expression} | [{offset}:{offset + size}]"

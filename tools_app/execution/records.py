@@ -220,6 +220,15 @@ def snapshot(table_id: int) -> Iterator[int]:
             _held.set(held)
 
 
+# Whether this context reads in a transaction its snapshot opened itself (_read_transaction), not a caller's.
+_own: ContextVar[bool] = ContextVar("records_own_snapshot", default=False)
+
+
+def _own_snapshot() -> bool:
+    """The current transaction is a read's own snapshot (_read_transaction's, with no atomic block inside it)."""
+    return _own.get() and len(connection.atomic_blocks) == 1
+
+
 @contextmanager
 def _read_transaction() -> Iterator[None]:
     if connection.in_atomic_block:
@@ -245,6 +254,9 @@ def _read_transaction() -> Iterator[None]:
             raw.isolation_level, raw.read_only = REPEATABLE_READ, True
             stack.callback(_restore_session, raw, previous)
             stack.enter_context(transaction.atomic())
+        before = _own.get()
+        _own.set(True)
+        stack.callback(_own.set, before)  # set back, not reset by token: see snapshot
         yield
 
 
@@ -339,36 +351,55 @@ def _raise_if_cancelled(exc: BaseException, current: budget.QueryBudget, limit: 
 @contextmanager
 def engine_cursor() -> Iterator[Any]:
     """A cursor for statements over rows under the call's budget (engine_budget's rules), in fewer round trips:
-    on PostgreSQL outside a transaction each statement is sent as one message with `SET LOCAL
-    statement_timeout` = the call's remaining time before it (_TimedCursor). PostgreSQL runs a message of
-    several statements as one implicit transaction, so the timeout holds for that statement only and the
-    session's own comes back after it: one round trip instead of four (BEGIN, set_config, the statement,
-    COMMIT). Elsewhere (SQLite, inside a transaction, no budget): engine_budget around a plain cursor."""
+    on PostgreSQL each statement is sent as one message with `SET LOCAL statement_timeout` = the call's remaining
+    time before it (_TimedCursor), outside a transaction and inside a read's own snapshot (snapshot):
+
+    - Outside a transaction PostgreSQL runs a message of several statements as one implicit transaction, so the
+      timeout holds for that statement only and the session's own comes back after it: one round trip instead of
+      four (BEGIN, set_config, the statement, COMMIT).
+    - In the transaction a read's snapshot opened itself (no caller's work in it) the message also keeps the
+      timeout in force before it and sets it back after the statement: one round trip instead of five (SAVEPOINT,
+      set_config, the statement, set_config back, RELEASE). No savepoint is needed: a cancelled statement fails
+      the read, whose transaction is rolled back whole.
+
+    Elsewhere (SQLite, a caller's transaction, no budget): engine_budget around a plain cursor."""
     current = budget.active()
-    if current is None or connection.vendor != "postgresql" or not connection.get_autocommit():
+    alone = connection.get_autocommit() if connection.vendor == "postgresql" else False
+    own = not alone and connection.vendor == "postgresql" and _own_snapshot()
+    if current is None or not (alone or own):
         with engine_budget(), connection.cursor() as cursor:
             yield cursor
         return
     current.check_time()
     with connection.cursor() as cursor:
-        yield _TimedCursor(cursor, current)
+        yield _TimedCursor(cursor, current, restore=own)
 
 
 class _TimedCursor:
     """A Django cursor (client-side binding: one simple-query message per execute) whose statements carry
-    their own statement_timeout (engine_cursor)."""
+    their own statement_timeout (engine_cursor); with `restore`, the timeout in force before the message is in
+    force again after it (kept in a setting of the transaction, toolhub.timeout_before)."""
 
-    def __init__(self, cursor: Any, current: budget.QueryBudget) -> None:
+    def __init__(self, cursor: Any, current: budget.QueryBudget, *, restore: bool = False) -> None:
         self._cursor = cursor
         self._current = current
+        self._restore = restore
 
     def execute(self, sql: str, params: Any = ()) -> None:
         limit = max(1, int(self._current.remaining_ms()))
+        message = f"SET LOCAL statement_timeout = {limit}; {sql}"
+        if self._restore:
+            message = (
+                "SELECT set_config('toolhub.timeout_before', current_setting('statement_timeout'), true); "
+                f"{message}; SELECT set_config('statement_timeout', current_setting('toolhub.timeout_before'), true)"
+            )
         try:
-            self._cursor.execute(f"SET LOCAL statement_timeout = {limit}; {sql}", params)
+            self._cursor.execute(message, params)
         except Exception as exc:
             _raise_if_cancelled(exc, self._current, limit)
             raise
+        if self._restore:
+            self._cursor.nextset()  # past the saved timeout's row
         self._cursor.nextset()  # past SET's empty result, to the statement's rows
 
     def fetchall(self) -> list:
@@ -920,23 +951,42 @@ def _decoded(rows: list[tuple], cursor: Any, layouts: dict[int, Layout]) -> list
 
 
 def _select(
-    collection: Collection, where: str = "", params: tuple = (), *, limit: int | None = None, offset: int = 0
+    collection: Collection,
+    where: str = "",
+    params: tuple = (),
+    *,
+    limit: int | None = None,
+    offset: int = 0,
+    with_clause: tuple[str, tuple] = ("", ()),
+    by_key: bool = False,
 ) -> list[tuple[int, str | None, Any, int]]:
-    """The collection's records matching `where` in position order, `offset` skipped, at most `limit`."""
-    text = "data::text" if _dialect() == "postgresql" else "data"
+    """The collection's records matching `where` in position order, `offset` skipped, at most `limit`; `where` may
+    name the tables of `with_clause` (its text and parameters, put before the statement: _ordinal's). `by_key`:
+    `where` picks records by key, which the (collection, key) index finds; SQLite then orders them by `+position`,
+    since without statistics (no ANALYZE has run) its planner would take the (collection, position) index for the
+    order instead and scan the whole collection for the keys (a select of 10 keys of 100,000 records: 30 ms)."""
+    dialect = _dialect()
+    text = "data::text" if dialect == "postgresql" else "data"
+    order = "+position" if by_key and dialect == "sqlite" else "position"
+    records_table, layouts_table = _records_table(), _layouts_table()
+    # Each record's layout comes with it (a few records: no statement of their own for the layouts).
+    layout = f'(SELECT l.layout FROM "{layouts_table}" AS l WHERE l.id = "{records_table}".layout_id)'
     sql = (
-        f'SELECT position, "key", {text}, layout_id FROM "{_records_table()}" WHERE collection_id = %s{where}'
-        " ORDER BY position"
+        f'{with_clause[0]}SELECT position, "key", {text}, layout_id, {layout} FROM "{records_table}"'
+        f" WHERE collection_id = %s{where} ORDER BY {order}"
     )
+    params = (*with_clause[1], collection.id, *params)
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
-    elif offset and _dialect() == "sqlite":
+    elif offset and dialect == "sqlite":
         sql += " LIMIT -1"  # SQLite takes OFFSET only after a LIMIT
     if offset:
         sql += f" OFFSET {int(offset)}"
-    with engine_budget(), connection.cursor() as cursor:
-        cursor.execute(sql, (collection.id, *params))
-        return _decoded(cursor.fetchall(), cursor, {})
+    with engine_cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+        layouts = store.layouts_of({row[3]: row[4] for row in rows if row[3] is not None})
+        return _decoded([row[:4] for row in rows], cursor, layouts)
 
 
 def _chunks(
@@ -956,7 +1006,7 @@ def _chunks(
         step = min(step * 2, CHUNK)
         where = "" if after is None else " AND position > %s"
         params: tuple = (collection.id,) if after is None else (collection.id, after)
-        with engine_budget(), connection.cursor() as cursor:
+        with engine_cursor() as cursor:
             cursor.execute(
                 f'SELECT position, "key", {text}, layout_id FROM "{_records_table()}" WHERE collection_id = %s'
                 f"{where} ORDER BY position LIMIT {size}",
@@ -1037,32 +1087,37 @@ def _bounded(chunks: Iterator[list[tuple[int, str | None, Any, int]]]) -> Iterat
             yield record
 
 
+def _ordinal(collection: Collection, index: int) -> tuple[tuple[str, tuple], str, tuple]:
+    """SQL finding the position of the collection's record at `index` (0-based, in position order) by its directory
+    (TableRecordBlock, kept by every write in the same transaction, so it counts exactly the rows of this snapshot),
+    for one statement: a WITH clause (the block holding the index by a running sum of the blocks' counts, and the
+    records before that block) with its parameters, and a scalar subquery of the position (NULL when there is no
+    record there: no block holds the index) with its parameters, which an OFFSET within that block on the
+    (collection, position) index alone answers. About blocks + a block's records (1,024 when appended) of index
+    entries, whatever the depth; no record is read or decoded."""
+    with_clause = (
+        "WITH directory AS (SELECT block, running - record_count AS before FROM (SELECT block, record_count,"
+        f' SUM(record_count) OVER (ORDER BY block) AS running FROM "{store.BLOCKS_TABLE}" WHERE collection_id = %s)'
+        " AS blocks WHERE running > %s ORDER BY block LIMIT 1) "
+    )
+    position = (
+        f'(SELECT position FROM "{_records_table()}" WHERE collection_id = %s AND position >= (SELECT block FROM'
+        f" directory) * {int(store.BLOCK_SPAN)} ORDER BY position LIMIT 1"
+        " OFFSET COALESCE((SELECT %s - before FROM directory), 0))"
+    )
+    return (with_clause, (collection.id, index)), position, (collection.id, index)
+
+
 def _position_at(collection: Collection, index: int) -> int | None:
     """The position of the collection's record at `index` (0-based, in position order); None when it has no record
-    there. Found by the collection's directory (TableRecordBlock, kept by every write in the same transaction, so
-    it counts exactly the rows of this snapshot): the block holding the index by a running sum of the blocks'
-    counts, then an OFFSET within that block on the (collection, position) index alone. About blocks + a block's
-    records (1,024 when appended) of index entries, whatever the depth; no record is read or decoded."""
+    there. One statement (_ordinal)."""
     if index < 0:
         return None
-    with engine_budget(), connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT block, running - record_count FROM (SELECT block, record_count, SUM(record_count) OVER"
-            f' (ORDER BY block) AS running FROM "{store.BLOCKS_TABLE}" WHERE collection_id = %s) AS directory'
-            " WHERE running > %s ORDER BY block LIMIT 1",
-            (collection.id, index),
-        )
-        found = cursor.fetchone()
-        if found is None:
-            return None
-        block, before = int(found[0]), int(found[1])
-        cursor.execute(
-            f'SELECT position FROM "{_records_table()}" WHERE collection_id = %s AND position >= %s'
-            f" ORDER BY position LIMIT 1 OFFSET {int(index - before)}",
-            (collection.id, block * store.BLOCK_SPAN),
-        )
+    (with_sql, with_params), position, params = _ordinal(collection, index)
+    with engine_cursor() as cursor:
+        cursor.execute(f"{with_sql}SELECT {position}", (*with_params, *params))
         row = cursor.fetchone()
-    return None if row is None else int(row[0])
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def _object_within(collection: Collection, cap: int) -> Any:
@@ -1233,7 +1288,7 @@ def _select_keys(collection: Collection, mount: Mount, arguments: dict) -> Any:
     rows: list[tuple[int, str | None, Any, int]] = []
     for start in range(0, len(keys), 500):
         part = keys[start : start + 500]
-        rows.extend(_select(collection, f' AND "key" IN ({", ".join(["%s"] * len(part))})', tuple(part)))
+        rows.extend(_select(collection, f' AND "key" IN ({", ".join(["%s"] * len(part))})', tuple(part), by_key=True))
     if collection.kind == "array":
         rows.sort(key=lambda row: row[0])
         items = [record for _position, _key, record, _size in rows]
@@ -1248,10 +1303,10 @@ def _preview(collection: Collection, arguments: dict, preview_keys: list[str]) -
     offset = arguments.get("offset", 0)
     limit = arguments.get("limit") or None
     if offset:
-        # The first record's position by the directory (_position_at), then the page from it: an OFFSET in the
-        # page's own statement would read every record it skips (PostgreSQL converts each one's jsonb to text).
-        first = _position_at(collection, offset)
-        rows = [] if first is None else _select(collection, " AND position >= %s", (first,), limit=limit)
+        # One statement: the first record's position by the directory (_ordinal), then the page from it. An OFFSET
+        # over the page itself would read every record it skips (PostgreSQL converts each one's jsonb to text).
+        with_clause, first, params = _ordinal(collection, offset)
+        rows = _select(collection, f" AND position >= {first}", params, limit=limit, with_clause=with_clause)
     else:
         rows = _select(collection, limit=limit)
     budget.charge(len(rows))

@@ -25,6 +25,7 @@ __all__ = [
     "field_kinds",
     "iter_records",
     "layouts_by_id",
+    "layouts_of",
     "replace_record",
     "write_records",
 ]
@@ -239,7 +240,12 @@ def layouts_by_id(cursor: Any, table: str, ids: Collection[int]) -> Mapping[int,
     listed = sorted(ids)
     marks = ", ".join(["%s"] * len(listed))
     cursor.execute(f'SELECT id, layout FROM "{table}" WHERE id IN ({marks})', listed)
-    return {int(row[0]): _json(row[1]) for row in cursor.fetchall()}
+    return layouts_of({row[0]: row[1] for row in cursor.fetchall()})
+
+
+def layouts_of(stored: Mapping[Any, Any]) -> dict[int, Layout]:
+    """Layouts by id from their stored column (as read by a statement)."""
+    return {int(layout_id): _json(layout) for layout_id, layout in stored.items()}
 
 
 def iter_records(
