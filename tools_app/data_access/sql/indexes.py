@@ -212,20 +212,75 @@ def sync_indexes(
         cursor, records_table=records_table, collection_ids=collection_ids, fields=wanted_fields, mine=mine
     )
     if result.created or statistics:
-        _analyze(cursor, records_table)
+        _analyze(cursor, records_table, dialect, result.created)
     return result
 
 
-def _analyze(cursor, records_table: str) -> None:
+def _analyze(cursor, records_table: str, dialect: str = "postgresql", created: Collection[str] = ()) -> None:
     """The planners' statistics of the records table, its new expression indexes included. Without them SQLite
     takes the plain `collection_id` index for a statement over one collection (it guesses ~10 rows per key) and
     reads the whole collection for a `max_by` or a sorted slice that the key's index serves; PostgreSQL has no
-    statistics of the index's expression until its next autoanalyze. Reads the indexes (SQLite) or a sample
-    (PostgreSQL): a fraction of building one index. A failure is logged; queries answer the same without."""
+    statistics of the index's expression until its next autoanalyze. PostgreSQL reads a sample; SQLite, the
+    new indexes only once the table's plain indexes have statistics (the whole table the first time), then
+    _collection_statistics. A failure is logged; queries answer the same without."""
     try:
-        cursor.execute(f'ANALYZE "{records_table}"', ())
+        if dialect == "sqlite" and created and _plain_statistics(cursor, records_table)[1]:
+            for name in sorted(created):
+                cursor.execute(f'ANALYZE "{name}"', ())
+        else:
+            cursor.execute(f'ANALYZE "{records_table}"', ())
+        if dialect == "sqlite":
+            _collection_statistics(cursor, records_table)
     except Exception as exc:  # statistics are an optimisation: never fail the sync for them
         logger.warning("ANALYZE of %s after building record indexes failed: %s", records_table, exc)
+
+
+def _plain_statistics(cursor, records_table: str) -> tuple[list[str], dict[str, str]]:
+    """SQLite: the records table's indexes that lead with `collection_id` and are not partial (the plain
+    ones: the collection's, its (collection, position) and (collection, key) ones), and the sqlite_stat1 rows
+    of those that have one."""
+    cursor.execute(f"PRAGMA index_list({_quote_name(records_table)})", ())
+    plain = []
+    for row in cursor.fetchall():
+        name, partial = str(row[1]), int(row[4])
+        if partial:
+            continue
+        cursor.execute(f"PRAGMA index_info({_quote_name(name)})", ())
+        columns = [str(info[2]) for info in cursor.fetchall()]
+        if columns[:1] == ["collection_id"]:
+            plain.append(name)
+    cursor.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat1'", ())
+    if not plain or not cursor.fetchall():  # no ANALYZE ever ran
+        return plain, {}
+    marks = ", ".join(["%s"] * len(plain))
+    cursor.execute(f"SELECT idx, stat FROM sqlite_stat1 WHERE tbl = %s AND idx IN ({marks})", (records_table, *plain))
+    return plain, {str(name): str(stat) for name, stat in cursor.fetchall()}
+
+
+def _collection_statistics(cursor, records_table: str) -> None:
+    """SQLite: the plain indexes' statistics say one collection may hold as many records as the largest index
+    of the table covers (sqlite_stat1's second number: rows per `collection_id`). ANALYZE writes the average
+    over all collections there, so with many small collections beside a large one its planner reads the large
+    one's every record through the `collection_id` index (it expects a few thousand) instead of a field's
+    index that finds a few hundred. Overstating a small collection costs little: all its records are few.
+    The statistics load at this connection's next statement (`ANALYZE sqlite_schema`) and at the others'
+    next schema load (the index build changed the schema)."""
+    plain, stats = _plain_statistics(cursor, records_table)
+    cursor.execute("SELECT stat FROM sqlite_stat1 WHERE tbl = %s", (records_table,))
+    largest = max((int(str(row[0]).split()[0]) for row in cursor.fetchall() if str(row[0])[:1].isdigit()), default=0)
+    changed = False
+    for name in plain:
+        numbers = stats.get(name, "").split()
+        if len(numbers) < 2 or not numbers[1].isdigit():
+            continue
+        wanted = " ".join([str(largest), str(largest), *numbers[2:]])
+        if wanted != stats[name]:
+            cursor.execute(
+                "UPDATE sqlite_stat1 SET stat = %s WHERE tbl = %s AND idx = %s", (wanted, records_table, name)
+            )
+            changed = True
+    if changed:
+        cursor.execute("ANALYZE sqlite_schema", ())
 
 
 def _drop(name: str, concurrent: bool) -> str:

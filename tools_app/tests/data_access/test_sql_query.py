@@ -546,6 +546,45 @@ def test_a_filter_on_two_indexed_fields_reads_the_selective_one_s_index(stored):
 
 
 @pytest.mark.django_db
+@pytest.mark.skipif(dialect() != "sqlite", reason="SQLite's statistics")
+def test_a_large_collection_beside_small_ones_reads_its_field_s_index(stored):
+    """40 collections of 5 records beside one of 2,000: ANALYZE alone says ~54 records per collection, so
+    SQLite would read the large one whole through the `collection_id` index rather than the `total` index (a
+    range it takes to keep a quarter, 500). The statistics step says a collection may hold as many as the
+    largest index covers: the `total` index is read."""
+    # given
+    for _ in range(40):
+        stored([{"id": index, "total": index} for index in range(5)])
+    records = [{"id": index, "total": index} for index in range(2000)]
+    collection = stored(records)
+    table = differential.RECORDS
+    total = next(iter(index_statements(dialect="sqlite", records_table=table,
+                                       collection_id=collection.collection_id, field_name="total")))  # fmt: skip
+    expression = "[?total >= `1990`].id"
+    query = compile_sql_expression(expression, "sqlite", "array")
+    assert query is not None
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+        cursor.execute("SELECT stat FROM sqlite_stat1 WHERE idx LIKE %s", ("%collection_id%",))
+        averaged = cursor.fetchone()[0]
+        # when
+        sync_indexes(cursor, dialect="sqlite", records_table=table, in_transaction=True,
+                     collection_ids=[collection.collection_id], fields=["total"])  # fmt: skip
+        cursor.execute("SELECT stat FROM sqlite_stat1 WHERE idx LIKE %s", ("%collection_id%",))
+        stated = cursor.fetchone()[0]
+        known = field_kinds(cursor, collection.collection_id)
+        statement = statement_for(query, cursor, table=table, collection_id=collection.collection_id, known=known)
+        plan = _plan_text(cursor, statement)
+        ids = run_sql(query, cursor, table=table, collection_id=collection.collection_id, known=known)
+    # then
+    assert averaged == "2200 54"
+    assert stated == "2200 2200"
+    assert f"USING INDEX {total} (<expr>>?)" in plan, plan
+    assert ids is not None
+    assert ids.value == jmespath.search(expression, records) == list(range(1990, 2000))
+
+
+@pytest.mark.django_db
 @pytest.mark.skipif(dialect() != "sqlite", reason="SQLite's planner: PostgreSQL's has extended statistics")
 def test_the_equality_s_index_is_read_when_it_finds_fewer_records_than_the_range(stored):
     """The other way round: `status == 'rare'` (5 records) && `total > 100` (2,899): the `total` index is the one
