@@ -29,11 +29,20 @@ from typing import Any
 from jmespath.parser import Parser
 
 from tools_app.data_access.sql.codec import Layout, layout_at, restore
+from tools_app.data_access.sql.indexes import less_selective_indexes
 from tools_app.data_access.sql.kinds import Known
-from tools_app.data_access.sql.plan import ElemPath, ElemSelect, NotCompilable, ValuePlan, build_plan
+from tools_app.data_access.sql.plan import ElemPath, ElemSelect, NotCompilable, ValuePlan, build_plan, field_tests
 from tools_app.data_access.sql.render import Output, Rendered, dialect_for, render
 
-__all__ = ["NotCompilable", "SqlAnswer", "SqlQuery", "compile_sql", "compile_sql_expression", "run_sql"]
+__all__ = [
+    "NotCompilable",
+    "SqlAnswer",
+    "SqlQuery",
+    "compile_sql",
+    "compile_sql_expression",
+    "run_sql",
+    "statement_for",
+]
 
 LayoutLoader = Callable[[Collection[int]], Mapping[int, Layout]]
 
@@ -47,12 +56,18 @@ class SqlQuery:
     rendered: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def statement(
-        self, *, table: str, collection_id: int, known: Known | None = None, position_order: bool = False
+        self,
+        *,
+        table: str,
+        collection_id: int,
+        known: Known | None = None,
+        position_order: bool = False,
+        unindexed: frozenset[str] = frozenset(),
     ) -> Rendered:
         """The statement (SQL text with %s parameters, and its parameters) over one collection whose field kinds
-        are `known` (tools_app.data_access.sql.kinds; None: unknown); `position_order`: render's. Kept on the
-        query (compile_sql_expression caches queries per expression), at most RENDERED per query."""
-        key = (table, collection_id, known, position_order)
+        are `known` (tools_app.data_access.sql.kinds; None: unknown); `position_order`, `unindexed`: render's.
+        Kept on the query (compile_sql_expression caches queries per expression), at most RENDERED per query."""
+        key = (table, collection_id, known, position_order, unindexed)
         rendered = self.rendered.get(key)
         if rendered is None:
             if len(self.rendered) >= RENDERED:
@@ -64,6 +79,7 @@ class SqlQuery:
                 collection_id=collection_id,
                 known=known,
                 position_order=position_order,
+                unindexed=unindexed,
             )
             self.rendered[key] = rendered
         return rendered
@@ -115,9 +131,32 @@ def run_sql(
     the collection's field kinds (tools_app.data_access.sql.store.field_kinds), which must be current.
     `position_order`: no index of the query's filtered fields exists (render's; the answer is the same).
     """
-    rendered = query.statement(table=table, collection_id=collection_id, known=known, position_order=position_order)
+    rendered = statement_for(query, cursor, table=table, collection_id=collection_id, known=known,
+                             position_order=position_order)  # fmt: skip
     cursor.execute(rendered.sql, rendered.params)
     return finish(rendered.output, cursor.fetchall(), layouts)
+
+
+def statement_for(
+    query: SqlQuery,
+    cursor: Any,
+    *,
+    table: str,
+    collection_id: int,
+    known: Known | None = None,
+    position_order: bool = False,
+) -> Rendered:
+    """The statement run_sql runs. On SQLite, a filter ANDing tests of two or more indexed fields reads the index
+    that finds the fewest records, which SQLite's planner cannot tell (indexes.less_selective_indexes counts
+    them); PostgreSQL's planner has the statistics to choose (its extended statistics per indexed field)."""
+    unindexed: frozenset[str] = frozenset()
+    if query.dialect == "sqlite" and not position_order:
+        tests = field_tests(query.plan)
+        if len({test.field for test in tests}) > 1:
+            unindexed = less_selective_indexes(cursor, records_table=table, collection_id=collection_id, tests=tests)
+    return query.statement(
+        table=table, collection_id=collection_id, known=known, position_order=position_order, unindexed=unindexed
+    )
 
 
 def finish(output: Output, rows: Sequence[Sequence[Any]], layouts: LayoutLoader | None = None) -> SqlAnswer | None:

@@ -33,6 +33,7 @@ import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
+from tools_app.data_access.sql.plan import FieldTest
 from tools_app.data_access.sql.render import PostgresDialect, SQLiteDialect, _quote_name, dialect_for
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "index_name_prefix",
     "indexed_collection_ids",
     "index_statements",
+    "less_selective_indexes",
     "sync_indexes",
     "wanted_indexes",
 ]
@@ -210,20 +212,75 @@ def sync_indexes(
         cursor, records_table=records_table, collection_ids=collection_ids, fields=wanted_fields, mine=mine
     )
     if result.created or statistics:
-        _analyze(cursor, records_table)
+        _analyze(cursor, records_table, dialect, result.created)
     return result
 
 
-def _analyze(cursor, records_table: str) -> None:
+def _analyze(cursor, records_table: str, dialect: str = "postgresql", created: Collection[str] = ()) -> None:
     """The planners' statistics of the records table, its new expression indexes included. Without them SQLite
     takes the plain `collection_id` index for a statement over one collection (it guesses ~10 rows per key) and
     reads the whole collection for a `max_by` or a sorted slice that the key's index serves; PostgreSQL has no
-    statistics of the index's expression until its next autoanalyze. Reads the indexes (SQLite) or a sample
-    (PostgreSQL): a fraction of building one index. A failure is logged; queries answer the same without."""
+    statistics of the index's expression until its next autoanalyze. PostgreSQL reads a sample; SQLite, the
+    new indexes only once the table's plain indexes have statistics (the whole table the first time), then
+    _collection_statistics. A failure is logged; queries answer the same without."""
     try:
-        cursor.execute(f'ANALYZE "{records_table}"', ())
+        if dialect == "sqlite" and created and _plain_statistics(cursor, records_table)[1]:
+            for name in sorted(created):
+                cursor.execute(f'ANALYZE "{name}"', ())
+        else:
+            cursor.execute(f'ANALYZE "{records_table}"', ())
+        if dialect == "sqlite":
+            _collection_statistics(cursor, records_table)
     except Exception as exc:  # statistics are an optimisation: never fail the sync for them
         logger.warning("ANALYZE of %s after building record indexes failed: %s", records_table, exc)
+
+
+def _plain_statistics(cursor, records_table: str) -> tuple[list[str], dict[str, str]]:
+    """SQLite: the records table's indexes that lead with `collection_id` and are not partial (the plain
+    ones: the collection's, its (collection, position) and (collection, key) ones), and the sqlite_stat1 rows
+    of those that have one."""
+    cursor.execute(f"PRAGMA index_list({_quote_name(records_table)})", ())
+    plain = []
+    for row in cursor.fetchall():
+        name, partial = str(row[1]), int(row[4])
+        if partial:
+            continue
+        cursor.execute(f"PRAGMA index_info({_quote_name(name)})", ())
+        columns = [str(info[2]) for info in cursor.fetchall()]
+        if columns[:1] == ["collection_id"]:
+            plain.append(name)
+    cursor.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat1'", ())
+    if not plain or not cursor.fetchall():  # no ANALYZE ever ran
+        return plain, {}
+    marks = ", ".join(["%s"] * len(plain))
+    cursor.execute(f"SELECT idx, stat FROM sqlite_stat1 WHERE tbl = %s AND idx IN ({marks})", (records_table, *plain))
+    return plain, {str(name): str(stat) for name, stat in cursor.fetchall()}
+
+
+def _collection_statistics(cursor, records_table: str) -> None:
+    """SQLite: the plain indexes' statistics say one collection may hold as many records as the largest index
+    of the table covers (sqlite_stat1's second number: rows per `collection_id`). ANALYZE writes the average
+    over all collections there, so with many small collections beside a large one its planner reads the large
+    one's every record through the `collection_id` index (it expects a few thousand) instead of a field's
+    index that finds a few hundred. Overstating a small collection costs little: all its records are few.
+    The statistics load at this connection's next statement (`ANALYZE sqlite_schema`) and at the others'
+    next schema load (the index build changed the schema)."""
+    plain, stats = _plain_statistics(cursor, records_table)
+    cursor.execute("SELECT stat FROM sqlite_stat1 WHERE tbl = %s", (records_table,))
+    largest = max((int(str(row[0]).split()[0]) for row in cursor.fetchall() if str(row[0])[:1].isdigit()), default=0)
+    changed = False
+    for name in plain:
+        numbers = stats.get(name, "").split()
+        if len(numbers) < 2 or not numbers[1].isdigit():
+            continue
+        wanted = " ".join([str(largest), str(largest), *numbers[2:]])
+        if wanted != stats[name]:
+            cursor.execute(
+                "UPDATE sqlite_stat1 SET stat = %s WHERE tbl = %s AND idx = %s", (wanted, records_table, name)
+            )
+            changed = True
+    if changed:
+        cursor.execute("ANALYZE sqlite_schema", ())
 
 
 def _drop(name: str, concurrent: bool) -> str:
@@ -238,3 +295,63 @@ def _run(cursor, statement: str, name: str, result: IndexSync) -> bool:
         result.failed[name] = str(exc)
         return False
     return True
+
+
+# SQLite: a filter's index is chosen by counting records through each candidate index, at most this many, then
+# ten times more while none is under the limit.
+PROBE_LIMITS = (1_000, 10_000, 100_000)
+
+_SQL_OPERATORS = {"eq": "=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
+
+
+def less_selective_indexes(
+    cursor, *, records_table: str, collection_id: int, tests: Iterable[FieldTest]
+) -> frozenset[str]:
+    """SQLite: of the fields whose tests (plan.field_tests) a filter ANDs, those whose index the statement should
+    not read (render's `unindexed`), so that SQLite reads the one that finds the fewest records.
+
+    Its planner cannot tell: SQLite is built here without STAT4, so sqlite_stat1 gives it only the average
+    number of records per value of an index, and a range (`total > 998.5`) it takes to keep a quarter of the
+    collection whatever its bounds: it reads the index of an equality that keeps a fifth (`status ==
+    'shipped'`, 200,000 of 1,000,000 records, each one's JSON parsed) rather than the range's few hundred.
+    So each field that has an index is counted through it, up to a limit (PROBE_LIMITS, raised tenfold while no
+    field is under it); the fewest wins. When every field reaches the last limit nothing is chosen (the
+    planner's choice stands; any index then reads at least that many records). A count reads index entries
+    only (~0.15 µs each), a small share of the statement that then reads at least as many records' JSON
+    (~5-15 µs each). Only the plan changes, never the answer. The counts read a snapshot of their own; a
+    failure is logged and chooses nothing."""
+    by_field: dict[str, list[FieldTest]] = {}
+    for test in tests:
+        by_field.setdefault(test.field, []).append(test)
+    if len(by_field) < 2:
+        return frozenset()
+    names = {name: f"{index_name_prefix(collection_id)}{_field_hash(name)}" for name in by_field}
+    try:
+        cursor.execute(
+            f"SELECT name FROM sqlite_master WHERE type = 'index' AND name IN ({', '.join(['%s'] * len(names))})",
+            tuple(names.values()),
+        )
+        existing = {str(row[0]) for row in cursor.fetchall()}
+        indexed = [name for name in by_field if names[name] in existing]
+        if len(indexed) < 2:
+            return frozenset()
+        d = SQLiteDialect()
+        table = _quote_name(records_table)
+        for limit in PROBE_LIMITS:
+            counts: dict[str, int] = {}
+            for name in indexed:
+                value = d.value((("field", name),)).text
+                for test in by_field[name]:
+                    cursor.execute(
+                        f'SELECT count(*) FROM (SELECT 1 FROM {table} INDEXED BY "{names[name]}"'
+                        f" WHERE collection_id = {int(collection_id)} AND {value} {_SQL_OPERATORS[test.op]} %s"
+                        f" LIMIT {limit})",
+                        (test.value,),
+                    )
+                    counts[name] = min(counts.get(name, limit), int(cursor.fetchone()[0]))
+            best = min(indexed, key=lambda name: counts[name])
+            if counts[best] < limit:
+                return frozenset(indexed) - {best}
+    except Exception as exc:  # the choice is an optimisation: the statement answers the same without it
+        logger.warning("Counting records through the indexes of collection %s failed: %s", collection_id, exc)
+    return frozenset()

@@ -54,6 +54,8 @@ __all__ = [
     "ValuePlan",
     "Where",
     "build_plan",
+    "FieldTest",
+    "field_tests",
     "filtered_fields",
 ]
 
@@ -533,3 +535,51 @@ def _pred_fields(pred: Pred, found: set[str]) -> None:
 def _path_field(path: Path, found: set[str]) -> None:
     if len(path) == 1 and path[0][0] == "field":
         found.add(path[0][1])
+
+
+@dataclass(frozen=True)
+class FieldTest:
+    """`<field> <op> <literal>` (op: eq lt lte gt gte; the literal a number or a string): a test an index of
+    the record field (tools_app.data_access.sql.indexes) can serve."""
+
+    field: str
+    op: str
+    value: int | float | str
+
+
+def field_tests(plan: ValuePlan) -> tuple[FieldTest, ...]:
+    """The tests of a record field against a literal that every record the plan reads passes: the conjuncts
+    (`&&`) of the filters over the collection's records themselves (`[?a][?b]` too), which the renderer puts in
+    the WHERE of the records table. A filter over the result of a sort or a slice is not listed."""
+    chain: list[Where] = []
+    source = plan.source
+    while not isinstance(source, Scan):
+        if isinstance(source, Where):
+            chain.append(source)
+        elif not isinstance(source, Map):  # a projection keeps the rows (its nulls dropped): filters below count
+            chain = []
+        source = source.source
+    tests: list[FieldTest] = []
+    for where in chain:
+        _conjunct_tests(where.pred, tests)
+    return tuple(tests)
+
+
+_FLIPPED = {"eq": "eq", "lt": "gt", "gt": "lt", "lte": "gte", "gte": "lte"}
+
+
+def _conjunct_tests(pred: Pred, found: list[FieldTest]) -> None:
+    if isinstance(pred, And):
+        _conjunct_tests(pred.left, found)
+        _conjunct_tests(pred.right, found)
+        return
+    if not isinstance(pred, Compare) or pred.op not in _FLIPPED:
+        return
+    op, left, right = pred.op, pred.left, pred.right
+    if isinstance(left, Lit):
+        op, left, right = _FLIPPED[op], right, left
+    if not (isinstance(left, PathRef) and isinstance(right, Lit)):
+        return
+    value = right.value
+    if len(left.path) == 1 and left.path[0][0] == "field" and type(value) in (int, float, str):
+        found.append(FieldTest(left.path[0][1], op, value))

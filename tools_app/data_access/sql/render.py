@@ -236,10 +236,11 @@ class SQLiteDialect:
         json_path = self.json_path(path)
         return cond(Sql(f"(json_type(data, {json_path}) = 'integer' AND typeof(data ->> {json_path}) = 'real')"))
 
-    def string_equals(self, path: Path, text: str) -> Cond:
+    def string_equals(self, path: Path, text: str, value: Sql | None = None) -> Cond:
         # `->>` gives a string's text, and an array's or object's JSON text: only a literal that looks like
         # one of those needs the type checked. The bare comparison is what an expression index serves.
-        equals = cond(fmt("{} = {}", self.value(path), param(text)))
+        # `value`: the value's SQL as the caller writes it (_Predicates.unindexed).
+        equals = cond(fmt("{} = {}", self.value(path) if value is None else value, param(text)))
         if text[:1] in ("[", "{"):
             return c_and(equals, self.is_kind(path, {"string"}))
         return equals
@@ -383,11 +384,11 @@ class PostgresDialect:
     def inexact(self, path: Path) -> Cond:
         return FALSE
 
-    def string_equals(self, path: Path, text: str) -> Cond:
+    def string_equals(self, path: Path, text: str, value: Sql | None = None) -> Cond:
         # The comparison first: it is the expression an index on the field serves. `->>` gives a string's text,
         # and a number's, a boolean's, an array's or an object's JSON text (a null is NULL): only a literal that
-        # looks like one of those needs the type checked.
-        equals = cond(fmt("{} = {}", self.string(path), param(text)))
+        # looks like one of those needs the type checked. `value`: as SQLiteDialect's.
+        equals = cond(fmt("{} = {}", self.string(path) if value is None else value, param(text)))
         if _NON_STRING_TEXT.fullmatch(text) or text[:1] in ("[", "{"):
             return c_and(equals, self.is_kind(path, {"string"}))
         return equals
@@ -483,9 +484,18 @@ def _holds_bool_or_unit(value: Any, *, top: bool = False) -> bool:
 
 
 class _Predicates:
-    def __init__(self, dialect: Dialect, known: Known | None = None) -> None:
+    def __init__(self, dialect: Dialect, known: Known | None = None, unindexed: frozenset[str] = frozenset()) -> None:
         self.d = dialect
         self.known = known
+        self.unindexed = unindexed
+
+    def unindexed_form(self, path: Path, value: Sql) -> Sql:
+        """A top-level field's value in a test, as written for the engine: for a field of `unindexed`, behind a
+        unary plus, which keeps its value and the answer but no longer matches the field's expression index
+        (SQLite's planner then cannot read that index for this test: tools_app.data_access.sql.indexes)."""
+        if len(path) == 1 and path[0][0] == "field" and path[0][1] in self.unindexed:
+            return fmt("+{}", value)
+        return value
 
     def field_kinds(self, path: Path) -> frozenset[str] | None:
         """The kinds the value at `path` may have by the collection's facts (a top-level field); None: any."""
@@ -559,10 +569,14 @@ class _Predicates:
         return self.kind_test(operand.path, kinds)
 
     def number(self, operand: Operand) -> Sql:
-        return self.d.number_param(operand.value) if isinstance(operand, Lit) else self.d.number(operand.path)
+        if isinstance(operand, Lit):
+            return self.d.number_param(operand.value)
+        return self.unindexed_form(operand.path, self.d.number(operand.path))
 
     def string(self, operand: Operand) -> Sql:
-        return self.d.string_param(operand.value) if isinstance(operand, Lit) else self.d.string(operand.path)
+        if isinstance(operand, Lit):
+            return self.d.string_param(operand.value)
+        return self.unindexed_form(operand.path, self.d.string(operand.path))
 
     def inexact(self, operand: Operand) -> Cond:
         if isinstance(operand, Lit):
@@ -619,7 +633,7 @@ class _Predicates:
             if kind == "string":
                 if self.only(left.path, "string"):
                     return cond(fmt("{} = {}", self.string(left), self.string(right))), FALSE
-                return self.d.string_equals(left.path, literal), FALSE
+                return self.d.string_equals(left.path, literal, self.string(left)), FALSE
             return self.d.container_equals(left.path, literal), FALSE
         same = FALSE
         for kind in ("null", "true", "false"):
@@ -688,11 +702,17 @@ _COLUMNS = "k, data, lay, rkey"
 
 class _Lists:
     def __init__(
-        self, dialect: Dialect, table: str, collection_id: int, known: Known | None = None, position_order: bool = False
+        self,
+        dialect: Dialect,
+        table: str,
+        collection_id: int,
+        known: Known | None = None,
+        position_order: bool = False,
+        unindexed: frozenset[str] = frozenset(),
     ) -> None:
         self.d = dialect
         self.position_order = position_order
-        self.predicates = _Predicates(dialect, known)
+        self.predicates = _Predicates(dialect, known, unindexed)
         # The collection's id inlined (an int): a per-collection partial index (WHERE collection_id = <id>) is
         # used only for a statement that names the same literal (SQLite always; PostgreSQL's generic plans).
         self.base = Sql(
@@ -968,15 +988,19 @@ def render(
     collection_id: int,
     known: Known | None = None,
     position_order: bool = False,
+    unindexed: frozenset[str] = frozenset(),
 ) -> Rendered:
     """The one statement answering `plan` over collection `collection_id` of the records table `table`;
     `known`: the collection's field kinds (tools_app.data_access.sql.kinds), whose type checks it drops;
-    `position_order`: the filter's fields have no index, so a filtered list is read in position order (_Lists.order).
+    `position_order`: the filter's fields have no index, so a filtered list is read in position order (_Lists.order);
+    `unindexed`: record fields whose tests the engine must not answer from their index (_Predicates.unindexed_form).
     The answer is the same either way; only the engine's plan differs.
 
     Its first column is the error flag (see the module docstring), its second the order of the rows.
     """
-    lists = _Lists(dialect_for(dialect), table, collection_id, known, position_order)
+    if unindexed and dialect != "sqlite":
+        raise ValueError("only SQLite's statements keep a field's tests from its index")
+    lists = _Lists(dialect_for(dialect), table, collection_id, known, position_order, unindexed)
     main, output = lists.value(plan)
     order = lists.order("m.o")
     checks = list(lists.checks)
