@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from tools_app.kernel import limits
 from tools_app.kernel.errors import ErrorCode, ToolhubError
-from tools_app.models import Table, TableSnapshot, TableStorage, Tool, name_conflict_error
+from tools_app.models import Table, TableRecord, TableSnapshot, TableStorage, Tool, name_conflict_error
 from tools_app.selectors import usage_of
 from tools_app.services import table_log
 from tools_app.services.guard import named, refuse_if_in_use
@@ -382,6 +382,9 @@ def table_delete_many(*, tables: QuerySet[Table], force: bool = False) -> None:
             what = named("table", ids, Table.objects.filter(pk__in=ids).values_list("name", flat=True))
             refuse_if_in_use(usage_of(tables=ids), what=what, change="would be deleted with its tools", force=False)
         indexed = list(tables.exclude(indexed_fields=[]).values_list("pk", flat=True)[:1])
+        # A rows table's records first, in one statement: a record's layout is RESTRICTed, so the collector
+        # deleting the collections alone would read every record (their JSON too) to check it.
+        TableRecord.objects.filter(collection__table_id__in=ids).delete()
         tables.delete()
         for table_id in indexed:  # one sync drops the indexes of every collection that is gone
             ensure_indexes(table_id)

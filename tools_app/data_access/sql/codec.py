@@ -35,11 +35,15 @@ Layout = dict[str, Any] | None
 # turn into integers: Python writes floats from 1e16 up and below 1e-4 this way).
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?[eE][+-]?\d+')
 _EXPONENT = re.compile(r"\d[eE][+-]?\d")
+# json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False), its encoder made once: dumps
+# with arguments builds a new one per call, a cost an import pays per record.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_CONTAINERS = (dict, list)
 
 
 def record_text(value: Any, *, dialect: str) -> str:
     """The JSON text a record (or a literal compared with records) is stored as in `dialect`."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = _ENCODE(value)
     if dialect == "postgresql" and _EXPONENT.search(text):
         text = _TOKENS.sub(_positional, text)
     return text
@@ -72,7 +76,7 @@ def _in_jsonb_order(keys: tuple[str, ...]) -> bool:
 def layout_of(value: Any) -> Layout:
     """What restore() needs to give `value` its key order back after JSONB reordered it; None if nothing."""
     if isinstance(value, dict):
-        children = [layout_of(child) if isinstance(child, dict | list) else None for child in value.values()]
+        children = [layout_of(child) if isinstance(child, _CONTAINERS) else None for child in value.values()]
         nested = any(children)
         keys = tuple(value)
         if not nested and _in_jsonb_order(keys):
@@ -82,7 +86,7 @@ def layout_of(value: Any) -> Layout:
             layout["c"] = children
         return layout
     if isinstance(value, list):
-        elements = [layout_of(element) if isinstance(element, dict | list) else None for element in value]
+        elements = [layout_of(element) if isinstance(element, _CONTAINERS) else None for element in value]
         return {"e": elements} if any(elements) else None
     return None
 

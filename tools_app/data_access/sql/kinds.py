@@ -20,6 +20,7 @@ Nothing here imports Django.
 """
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -69,12 +70,26 @@ def of_records(records: Iterable[Any]) -> dict:
     return tally.facts()
 
 
+# The kinds of a value by its exact type, where the type alone says them (an int's range and a bool's value
+# do not: kind_names answers those).
+_KINDS_BY_TYPE: dict[type, tuple[str, ...]] = {
+    str: ("string",),
+    float: ("number",),
+    list: ("array",),
+    dict: ("object",),
+    type(None): ("null",),
+}
+_NUMBER = ("number",)
+
+
 class Tally:
     """The facts of records as they are written, one at a time (a batch may be a stream)."""
 
     def __init__(self) -> None:
-        self.kinds: dict[str, set[str]] = {}
-        self.present: dict[str, int] = {}
+        # Per field, the kind tuples its values gave (kind_names'), unioned in facts(): a record's fields cost a
+        # dictionary lookup and a set insertion each, since an import tallies millions of them.
+        self.kinds: dict[str, set[tuple[str, ...]]] = {}
+        self.present: Counter[str] = Counter()
         self.count = 0
         self.open = False
         self.records: set[str] = set()
@@ -84,20 +99,27 @@ class Tally:
         if not isinstance(record, dict):
             self.records.update(kind_names(record))
             return
+        known = self.kinds
+        by_type = _KINDS_BY_TYPE
         for name, value in record.items():
-            kinds = self.kinds.get(name)
+            kinds = known.get(name)
             if kinds is None:
-                if self.open or len(self.kinds) >= MAX_FIELDS:
+                if self.open or len(known) >= MAX_FIELDS:
                     self.open = True
                     continue
-                kinds = self.kinds[name] = set()
-            kinds.update(kind_names(value))
-            self.present[name] = self.present.get(name, 0) + 1
+                kinds = known[name] = set()
+            kind = value.__class__
+            if kind is int:
+                kinds.add(_NUMBER if _INT64[0] <= value < _INT64[1] else ("number", "wide"))
+            else:
+                kinds.add(by_type.get(kind) or kind_names(value))
+        self.present.update(record.keys())
         self.records.add("object")
 
     def facts(self) -> dict:
         fields = {}
-        for name, kinds in sorted(self.kinds.items()):
+        for name, seen in sorted(self.kinds.items()):
+            kinds = {kind for names in seen for kind in names}
             fields[name] = sorted(kinds | {"null"} if self.present[name] < self.count else kinds)
         return {"rows": self.count > 0, "open": self.open, "records": sorted(self.records), "fields": fields}
 

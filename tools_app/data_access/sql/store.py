@@ -38,6 +38,8 @@ POSITION_GAP = 1024
 # same transaction, so no writer can leave it stale. Migration 0028 filled it with this value.
 BLOCK_SPAN = 1024 * POSITION_GAP
 BLOCKS_TABLE = "tools_app_tablerecordblock"
+# A layout's stored text (json.dumps(layout, separators=(",", ":"), ensure_ascii=False), its encoder made once).
+_LAYOUT_TEXT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 # replace_record's `key` when the row's key stays.
 KEEP_KEY: Any = object()
 
@@ -140,7 +142,7 @@ def _encoded(
     layout_id = None
     if layout is not None:
         # Known layouts by their text: a batch's records mostly share a few, whose digest is taken once.
-        text = json.dumps(layout, separators=(",", ":"), ensure_ascii=False)
+        text = _LAYOUT_TEXT(layout)
         layout_id = layout_ids.get(text)
         if layout_id is None:
             digest = hashlib.sha256(text.encode()).hexdigest()
