@@ -414,9 +414,11 @@ def collection_mounts(data: Any, tools: list[tuple[str, str]]) -> list[tuple[str
     return chosen
 
 
-def table_to_rows(table_id: int) -> bool:
+def table_to_rows(table_id: int) -> bool | None:
     """Move the table's collections into rows, in one transaction under its row lock; False when it already
-    was. The version does not change (the answers do not); it is recorded as `rows_since_version`."""
+    was; None, and it stays a document, when nothing in it is a collection (a scalar root, or tools below the
+    root whose mounts hold no array or object): rows would hold nothing, and every read would splice the same
+    document. The version does not change (the answers do not); it is recorded as `rows_since_version`."""
     with transaction.atomic():
         row = Table.objects.select_for_update(no_key=True).filter(pk=table_id).values_list("version", "storage").first()
         if row is None:
@@ -427,6 +429,8 @@ def table_to_rows(table_id: int) -> bool:
         data = services.table_document(table_id, version)
         tools = list(Tool.objects.filter(table_id=table_id).order_by("id").values_list("json_path", "metadata"))
         mounts = [(path, (metadata or {}).get("key_field") or "id") for path, metadata in tools]
+        if not collection_mounts(data, mounts):
+            return None
         _lay_out(table_id, version, data, mounts)
         Table.objects.filter(pk=table_id).update(storage=TableStorage.ROWS, rows_since_version=version)
     return True

@@ -220,6 +220,28 @@ def test_moving_twice_is_a_no_op_and_the_command_resumes(make_table, make_tool, 
     assert Table.objects.filter(storage=TableStorage.ROWS).count() == 2
 
 
+def test_a_table_with_no_collection_stays_a_document_and_the_command_says_why(make_table, make_tool, owner):
+    scalar = make_table(owner, name="scalar", data=42)
+    holder = make_table(owner, name="holder", data={"orders": "none yet"})
+    make_tool(owner, table=holder, type="get_all_data", json_path="/orders")
+    out = io.StringIO()
+    call_command("tables_to_rows", "--all", stdout=out)
+    why = "kept as a document (no collection in it: no array or object at its root or its tools' mounts)"
+    assert out.getvalue().splitlines() == [
+        f"table {scalar.pk}: {why}",
+        f"table {holder.pk}: {why}",
+        "0 moved, 0 already stored as rows, 2 kept as documents (no collection).",
+    ]
+    assert list(Table.objects.filter(pk__in=[scalar.pk, holder.pk]).values_list("storage", flat=True)) == [
+        TableStorage.DOCUMENT,
+        TableStorage.DOCUMENT,
+    ]
+    assert not TableCollection.objects.filter(table__in=[scalar, holder]).exists()
+    assert Table.objects.get(pk=scalar.pk).rows_since_version is None
+    assert records.table_to_rows(scalar.pk) is None
+    assert TableSnapshot.objects.get(table=scalar).data == 42
+
+
 def test_a_query_over_the_evaluated_bytes_is_too_expensive_and_a_compiled_one_answers(
     settings, make_table, make_tool, owner
 ):
