@@ -31,7 +31,7 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -186,24 +186,26 @@ def snapshot(table_id: int) -> Iterator[int]:
     - Inside a caller's transaction (a write holding the table's lock, a test's transaction) that transaction is
       the snapshot: its isolation holds. A nested snapshot of the same table is the outer one.
 
-    Its first statement reads the version and the collections together (`collections` answers from it inside).
-    Table.DoesNotExist when the table is gone."""
+    Its first statement reads the version and the collections together (`collections` answers from it inside),
+    under the call's time budget like every statement over rows (_snapshot_timeout). Table.DoesNotExist when the
+    table is gone."""
     held = _held.get()
     if held is not None and held[0] == table_id:
         yield held[1]
         return
-    with _read_transaction():
-        found = list(
-            Table.objects.filter(pk=table_id).values_list(
-                "version",
-                "collections__id",
-                "collections__mount",
-                "collections__kind",
-                "collections__key_field",
-                "collections__record_count",
-                "collections__field_kinds",
+    with _read_transaction(), _snapshot_timeout():
+        with _first_statement_budget():
+            found = list(
+                Table.objects.filter(pk=table_id).values_list(
+                    "version",
+                    "collections__id",
+                    "collections__mount",
+                    "collections__kind",
+                    "collections__key_field",
+                    "collections__record_count",
+                    "collections__field_kinds",
+                )
             )
-        )
         if not found:
             raise Table.DoesNotExist(f"Table {table_id} does not exist.")
         version = found[0][0]
@@ -218,6 +220,44 @@ def snapshot(table_id: int) -> Iterator[int]:
             # Set back rather than reset by token: a streamed export resumes this generator in a copy of the
             # context each time (asgiref's sync_to_async), where the token of another copy cannot be used.
             _held.set(held)
+
+
+@contextmanager
+def _snapshot_timeout() -> Iterator[None]:
+    """The call's time budget over a snapshot's statements from its first one on (the version and collections'
+    statement can be slow on a loaded engine; a statement past the budget must be stopped, not checked after it).
+    On PostgreSQL in the snapshot's own transaction: `SET LOCAL statement_timeout` = the call's remaining time,
+    one statement before the first, holding to the end of that transaction, so every statement of the snapshot
+    is bounded (those under engine_budget set their own, smaller, and put this one back); a statement it cancels
+    is QUERY_TOO_EXPENSIVE. One round trip, where engine_budget's savepoint takes three. Elsewhere nothing here:
+    the first statement runs under engine_budget (_first_statement_budget)."""
+    current = budget.active()
+    if current is None or connection.vendor != "postgresql" or not _own_transaction.get():
+        yield
+        return
+    current.check_time()
+    limit = max(1, int(current.remaining_ms()))
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET LOCAL statement_timeout = {limit}")
+        yield
+    except ToolError:
+        raise
+    except Exception as exc:
+        _raise_if_cancelled(exc, current, limit)
+        raise
+
+
+def _first_statement_budget() -> AbstractContextManager[None]:
+    """engine_budget around a snapshot's first statement, unless _snapshot_timeout bounds it already (SQLite's
+    progress handler; PostgreSQL inside a caller's transaction, whose own timeout must come back after it)."""
+    if connection.vendor == "postgresql" and _own_transaction.get():
+        return nullcontext()
+    return engine_budget()
+
+
+# True inside a snapshot's own transaction (_read_transaction opened it), where a SET LOCAL ends with the read.
+_own_transaction: ContextVar[bool] = ContextVar("records_own_transaction", default=False)
 
 
 @contextmanager
@@ -245,7 +285,11 @@ def _read_transaction() -> Iterator[None]:
             raw.isolation_level, raw.read_only = REPEATABLE_READ, True
             stack.callback(_restore_session, raw, previous)
             stack.enter_context(transaction.atomic())
-        yield
+        _own_transaction.set(True)
+        try:
+            yield
+        finally:
+            _own_transaction.set(False)  # set back, not reset by token: see snapshot
 
 
 def _restore_session(raw: Any, previous: tuple[Any, Any]) -> None:
