@@ -1258,7 +1258,15 @@ def _query(collection: Collection, mount: Mount, arguments: dict, where: dict[st
     decomposed = streamed.plan(expression, collection.kind)
     if decomposed is not None:  # evaluated chunk by chunk, only its results kept (data_access.streamed)
         chunks = _chunks(collection)
-        return streamed.run(expression, decomposed, chunks, collection.kind, limit=max_evaluated_bytes(), keep=keep)
+        return streamed.run(
+            expression,
+            decomposed,
+            chunks,
+            collection.kind,
+            limit=max_evaluated_bytes(),
+            keep=keep,
+            length=collection.record_count,
+        )
     return operations.query_data(_value(collection, keep), Mount("", mount.key_field), arguments)
 
 
