@@ -844,7 +844,11 @@ def _rebuilt(table_id: int, current: int, inverses: list[list], since: int) -> A
     document = services.table_document(table_id, current)
     found = collections(table_id)
     placement = _placement(found)
-    states = {collection.id: _by_position(collection) for collection in found.values()}
+    target = current - len(inverses)
+    states = {
+        collection.id: _by_position(collection, refuse=lambda limit: _version_too_large(limit, target))
+        for collection in found.values()
+    }
     whole = None
     for number, inverse in enumerate(inverses):
         version = current - number
@@ -923,8 +927,11 @@ def _layout_inverse(
     return {"op": "replace", "path": "", "value": document, "layout": True, "since": since, "collections": held}
 
 
-def _by_position(collection: Collection) -> dict[int, tuple[str | None, Any]]:
-    """The collection's (key, record) by position, at most max_evaluated_bytes() of record JSON."""
+def _by_position(
+    collection: Collection, refuse: Callable[[int], ToolError] | None = None
+) -> dict[int, tuple[str | None, Any]]:
+    """The collection's (key, record) by position, at most max_evaluated_bytes() of record JSON (beyond: `refuse`'s
+    error, by default _too_expensive's)."""
     limit = max_evaluated_bytes()
     total = 0
     state: dict[int, tuple[str | None, Any]] = {}
@@ -932,7 +939,7 @@ def _by_position(collection: Collection) -> dict[int, tuple[str | None, Any]]:
         for position, key, record, size in chunk:
             total += size
             if total > limit:
-                raise _too_expensive(limit)
+                raise (refuse or _too_expensive)(limit)
             state[position] = (key, record)
     return state
 
@@ -1027,6 +1034,20 @@ def _too_expensive(limit: int) -> ToolError:
         f"This read needs more than {limit} bytes of records evaluated in the server (TOOLHUB_MAX_EVALUATED_BYTES): "
         "narrow it with a filter that compiles to SQL (comparisons on fields), or page it.",
         {"limit": limit},
+    )
+
+
+def _version_too_large(limit: int, version: int) -> ToolError:
+    """An older version of a rows table is rebuilt in the server: the current records by position with the later
+    entries' inverses applied (version_document), so its collections are held whole, within the same bound as a
+    gathered read."""
+    return ToolError(
+        ErrorCode.QUERY_TOO_EXPENSIVE,
+        f"Version {version} of this table is rebuilt in the server from its current records and its history, and "
+        f"its records are more than {limit} bytes (TOOLHUB_MAX_EVALUATED_BYTES): an older version of a table this "
+        "large is not rebuilt. The current version is read streamed (GET /api/tables/<id>/), and "
+        "its changes since that version are in its history.",
+        {"limit": limit, "version": version},
     )
 
 

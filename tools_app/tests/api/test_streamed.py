@@ -230,3 +230,26 @@ def test_a_failure_after_the_first_bytes_ends_the_body_so_it_is_not_json_and_is_
         ("ERROR", f"Streamed answer to /api/tables/{streamed_table.pk}/ cut: {failure}")
     ]
     assert caplog.records[0].exc_info[1] is failure
+
+
+def test_an_older_version_over_the_evaluated_bytes_is_refused_naming_it_and_the_current_one_streams(
+    owner, streamed_table, settings
+):
+    """An older version is rebuilt in the server from the current records and the history (held whole): over
+    TOOLHUB_MAX_EVALUATED_BYTES it is refused before any byte, with an error naming the version and the setting."""
+    services.table_update(table=Table.objects.get(pk=streamed_table.pk), data={**DATA, "empty": [{"id": "x"}]})
+    settings.TOOLHUB_MAX_EVALUATED_BYTES = 100
+    api = client_for(owner)
+    older = api.get(f"/api/tables/{streamed_table.pk}/versions/1/")
+    assert older.status_code == 400
+    assert not older.streaming
+    body = older.json()
+    assert body["error"] == "QUERY_TOO_EXPENSIVE"
+    assert body["message"].startswith(
+        "Version 1 of this table is rebuilt in the server from its current records and its history, and its records"
+        " are more than 100 bytes (TOOLHUB_MAX_EVALUATED_BYTES)"
+    )
+    assert body["details"] == {"limit": 100, "version": 1}
+    current = api.get(f"/api/tables/{streamed_table.pk}/versions/2/")
+    assert current.status_code == 200
+    assert json.loads(streamed_body(current)) == {"version": 2, "data": {**DATA, "empty": [{"id": "x"}]}}
