@@ -353,7 +353,7 @@ class _Every:
     def __init__(self, shape: Every, length: int | None) -> None:
         self.wanted = None if length is None else range(length)[slice(shape.start, shape.stop, shape.step)]
         self.length = length
-        self.kept: dict[int, Any] = {}
+        self.kept: list = []  # in the head's order: the range's own order, or its reverse for a negative step
         self.kept_bytes = 0
         self.failure: ToolError | None = None
         self.seen = 0
@@ -361,16 +361,16 @@ class _Every:
     def add(self, part: list, stored: dict[int, int]) -> None:
         for item in part:
             if self.wanted is None or self.seen in self.wanted:
-                self.kept[self.seen] = item
+                self.kept.append(item)
                 self.kept_bytes += _item_size(item, stored)
             self.seen += 1
 
     def items(self) -> list:
         if self.wanted is None:
-            return list(self.kept.values())
+            return self.kept
         if self.seen != self.length:  # the caller's count is of the rows it read, in the same snapshot
             raise RuntimeError(f"{self.seen} records read where {self.length} were counted")
-        return [self.kept[index] for index in self.wanted]
+        return self.kept if self.wanted.step > 0 else self.kept[::-1]
 
 
 class _Best:
