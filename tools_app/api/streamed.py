@@ -8,9 +8,15 @@ rendered by that renderer around a placeholder string at each `data`, and each t
 in its place with the renderer's own encoder, separators and escapes (`\\u2028`, `\\u2029`). Only an answer the
 JSON renderer writes without an indent streams; the browsable API and `Accept: application/json; indent=n` get
 the gathered answer (bounded by TOOLHUB_MAX_EVALUATED_BYTES).
+
+What can be refused is refused before the first byte, by the view's own reads (the table, its access, the version
+kept); a failure once the body started (the table deleted meanwhile, a version rebuilt over its bound, the
+database) cannot change the status any more: the body is ended so that it is not JSON and the failure is logged
+(_cut). HTTP trailers would say it too, but browsers, fetch and most client libraries never read them.
 """
 
 import json
+import logging
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,9 +26,12 @@ from typing import Any
 from rest_framework import renderers
 
 from tools_app.execution import records
+from tools_app.kernel.errors import ToolError
 from tools_app.kernel.streaming import streaming_response
 
 __all__ = ["Encoding", "json_encoding", "placeholder", "spliced_response", "table_document"]
+
+logger = logging.getLogger("toolhub.api")
 
 
 @dataclass(frozen=True)
@@ -73,15 +82,31 @@ def spliced_response(request: Any, head: Any, parts: dict[str, Callable[[], Iter
 
     def pieces() -> Iterator[bytes]:
         start = 0
-        for match in pattern.finditer(text):
-            yield _bytes(text[start : match.start()])
-            for piece in found[match.group(0)]():
-                if piece:
-                    yield _bytes(piece)
-            start = match.end()
+        try:
+            for match in pattern.finditer(text):
+                yield _bytes(text[start : match.start()])
+                for piece in found[match.group(0)]():
+                    if piece:
+                        yield _bytes(piece)
+                start = match.end()
+        except Exception as exc:  # not GeneratorExit: a client gone away ends the stream without a word
+            yield _cut(request, exc)
+            return
         yield _bytes(text[start:])
 
     return streaming_response(request, pieces(), content_type="application/json")
+
+
+def _cut(request: Any, exc: Exception) -> bytes:
+    """The end of a body whose reading failed after its status and first bytes were sent: logged, and ended by a
+    NUL byte, which JSON allows nowhere unescaped (so no client can parse the body as a whole answer, whatever
+    was sent before it, and whatever a proxy does with the connection), then a line naming the error."""
+    logger.error("Streamed answer to %s cut: %s", request.path, exc, exc_info=exc)
+    if isinstance(exc, ToolError):
+        said = f"{exc.as_dict()['error']}: {exc.message}"
+    else:
+        said = "INTERNAL_ERROR: the server failed to read the rest of this answer (logged)"
+    return _bytes(f"\u0000\nThis answer was cut after its first bytes; it is not JSON. {said}\n")
 
 
 def _bytes(piece: str) -> bytes:

@@ -57,7 +57,7 @@ from tools_app.data_access.jmespath_compiler import compile_ast
 from tools_app.data_access.query import checked_result, compile_expression, failures_as_invalid
 from tools_app.kernel.errors import ErrorCode, ToolError
 
-__all__ = ["Extreme", "Plan", "TopK", "plan", "run", "slice_bound"]
+__all__ = ["Every", "Extreme", "Plan", "TopK", "plan", "run", "slice_bound"]
 
 Evaluator = Callable[[Any], Any]
 # (position, key, record, size of its JSON) in position order, as tools_app.execution.records reads them.
@@ -93,6 +93,19 @@ class Extreme:
 
 
 @dataclass(frozen=True)
+class Every:
+    """Keep the items a slice whose items depend on the list's length (`[1:-1]`, `[::2]`, `[::-1]`) takes, when
+    that length is known before the first chunk (`run`'s `length`: the records themselves, not narrowed): the
+    slice's indexes are `range(length)[start:stop:step]`, and `rest` (the tail after the slice) runs over the
+    kept items in the slice's order. Without a length, every item is kept and the whole tail runs."""
+
+    start: int | None
+    stop: int | None
+    step: int | None
+    rest: Evaluator | None
+
+
+@dataclass(frozen=True)
 class Plan:
     """How a decomposable expression runs: `head` over each chunk's value (a list of records, or an object of
     them by key), then `count` (the number of the head's items instead of the items), or `reduce` (only the
@@ -101,7 +114,7 @@ class Plan:
     head: Evaluator
     count: bool
     tail: Evaluator | None
-    reduce: TopK | Extreme | None = None
+    reduce: TopK | Extreme | Every | None = None
 
 
 def plan(expression: str, kind: str) -> Plan | None:
@@ -118,11 +131,13 @@ def _plan(expression: str, kind: str) -> Plan | None:
     if not _is_head(head, kind):
         return None
     count = bool(tail) and _is_length_of_current(tail[0])
-    reduce = None
+    reduce: TopK | Extreme | Every | None = None
     if count:
         tail = tail[1:]
     else:
         reduce = _reduction(tail)
+        if reduce is None and head["type"] in _SOURCES and kind == "array":
+            reduce = _every(tail)
         if reduce is None and head["type"] in _SOURCES:
             return None  # the records themselves, then a tail that needs them all: nothing to gain over gathering
     return Plan(head=compile_ast(head), count=count, tail=compile_ast(_piped(tail)) if tail else None, reduce=reduce)
@@ -211,6 +226,9 @@ def _reduction(tail: list[dict]) -> TopK | Extreme | None:
     if _is_function_of_current(first, "sort_by", 2):
         key, check = compile_ast(first["children"][1]["children"][0]), compile_ast(first)
         at = 1
+    elif _is_function_of_current(first, "sort", 1):  # sort_by(@, &@), with sort's own checks and errors
+        key, check = compile_ast({"type": "current", "children": []}), compile_ast(first)
+        at = 1
     reversals = 0
     while at < len(tail) and _is_function_of_current(tail[at], "reverse", 1):
         reversals += 1
@@ -220,6 +238,16 @@ def _reduction(tail: list[dict]) -> TopK | Extreme | None:
         return None
     end, k = bound
     return TopK(k=k, largest=(end == "last") != (reversals % 2 == 1), key=key, check=check)
+
+
+def _every(tail: list[dict]) -> Every | None:
+    """The slice (with a non-zero step) a tail over the records themselves starts with, or None."""
+    if not tail or tail[0]["type"] != "slice":
+        return None
+    start, stop, step = tail[0]["children"]
+    if step == 0:
+        return None
+    return Every(start=start, stop=stop, step=step, rest=compile_ast(_piped(tail[1:])) if len(tail) > 1 else None)
 
 
 def _selection_bound(node: dict) -> tuple[str, int] | None:
@@ -267,19 +295,26 @@ def run(
     *,
     limit: int,
     keep: Callable[[Any], bool] | None = None,
+    length: int | None = None,
 ) -> Any:
     """`expression`'s answer over the collection whose records `chunks` yields (those `keep` keeps), run by
     `plan_`: jmespath's answer over the whole collection (module docstring). QUERY_TOO_EXPENSIVE once the
-    head's results (or a reduction's kept items) pass `limit` bytes, or the call's time budget is spent."""
+    head's results (or a reduction's kept items) pass `limit` bytes, or the call's time budget is spent.
+    `length`: how many records `chunks` yields, when the caller knows it (an Every reduction uses it)."""
     current = budget.active()
     counted = 0
     kept_bytes = 0
     results: list = []
-    reducer: _Best | _Extreme | None = None
+    tail = plan_.tail
+    reducer: _Best | _Extreme | _Every | None = None
     if isinstance(plan_.reduce, TopK):
         reducer = _Best(expression, plan_.reduce)
     elif isinstance(plan_.reduce, Extreme):
         reducer = _Extreme(expression, plan_.reduce)
+    elif isinstance(plan_.reduce, Every):
+        reducer = _Every(plan_.reduce, None if keep is not None else length)
+        if reducer.wanted is not None:
+            tail = plan_.reduce.rest
     for rows in chunks:
         if keep is not None:
             rows = [row for row in rows if keep(row[2])]
@@ -305,10 +340,37 @@ def run(
         if reducer.failure is not None:
             raise reducer.failure
         answer = reducer.items()
-    if plan_.tail is not None:
+    if tail is not None:
         with failures_as_invalid(expression):
-            answer = plan_.tail(answer)
+            answer = tail(answer)
     return checked_result(expression, answer)
+
+
+class _Every:
+    """An Every's kept items by their index in the head's items: those of the slice's range over `length` items,
+    or all of them when the length is not known."""
+
+    def __init__(self, shape: Every, length: int | None) -> None:
+        self.wanted = None if length is None else range(length)[slice(shape.start, shape.stop, shape.step)]
+        self.length = length
+        self.kept: list = []  # in the head's order: the range's own order, or its reverse for a negative step
+        self.kept_bytes = 0
+        self.failure: ToolError | None = None
+        self.seen = 0
+
+    def add(self, part: list, stored: dict[int, int]) -> None:
+        for item in part:
+            if self.wanted is None or self.seen in self.wanted:
+                self.kept.append(item)
+                self.kept_bytes += _item_size(item, stored)
+            self.seen += 1
+
+    def items(self) -> list:
+        if self.wanted is None:
+            return self.kept
+        if self.seen != self.length:  # the caller's count is of the rows it read, in the same snapshot
+            raise RuntimeError(f"{self.seen} records read where {self.length} were counted")
+        return self.kept if self.wanted.step > 0 else self.kept[::-1]
 
 
 class _Best:

@@ -186,29 +186,33 @@ def snapshot(table_id: int) -> Iterator[int]:
     - Inside a caller's transaction (a write holding the table's lock, a test's transaction) that transaction is
       the snapshot: its isolation holds. A nested snapshot of the same table is the outer one.
 
-    Its first statement reads the version and the collections together (`collections` answers from it inside).
-    Table.DoesNotExist when the table is gone."""
+    Its first statement reads the version and the collections together (`collections` answers from it inside),
+    under the call's time budget like every statement over rows (engine_cursor: in one round trip). Table.DoesNotExist
+    when the table is gone."""
     held = _held.get()
     if held is not None and held[0] == table_id:
         yield held[1]
         return
     with _read_transaction():
-        found = list(
-            Table.objects.filter(pk=table_id).values_list(
-                "version",
-                "collections__id",
-                "collections__mount",
-                "collections__kind",
-                "collections__key_field",
-                "collections__record_count",
-                "collections__field_kinds",
-            )
+        first = Table.objects.filter(pk=table_id).values_list(
+            "version",
+            "collections__id",
+            "collections__mount",
+            "collections__kind",
+            "collections__key_field",
+            "collections__record_count",
+            "collections__field_kinds",
         )
+        with engine_cursor() as cursor:
+            cursor.execute(*first.query.sql_with_params())
+            found = cursor.fetchall()
         if not found:
             raise Table.DoesNotExist(f"Table {table_id} does not exist.")
         version = found[0][0]
         held_collections = {
-            row[2]: Collection(*row[1:6], known=Known.of(row[6])) for row in found if row[1] is not None
+            row[2]: Collection(*row[1:6], known=Known.of(store.json_value(row[6])))
+            for row in found
+            if row[1] is not None
         }
         report_version(version)
         _held.set((table_id, version, held_collections))
@@ -445,9 +449,11 @@ def collection_mounts(data: Any, tools: list[tuple[str, str]]) -> list[tuple[str
     return chosen
 
 
-def table_to_rows(table_id: int) -> bool:
+def table_to_rows(table_id: int) -> bool | None:
     """Move the table's collections into rows, in one transaction under its row lock; False when it already
-    was. The version does not change (the answers do not); it is recorded as `rows_since_version`."""
+    was; None, and it stays a document, when nothing in it is a collection (a scalar root, or tools below the
+    root whose mounts hold no array or object): rows would hold nothing, and every read would splice the same
+    document. The version does not change (the answers do not); it is recorded as `rows_since_version`."""
     with transaction.atomic():
         row = Table.objects.select_for_update(no_key=True).filter(pk=table_id).values_list("version", "storage").first()
         if row is None:
@@ -458,6 +464,8 @@ def table_to_rows(table_id: int) -> bool:
         data = services.table_document(table_id, version)
         tools = list(Tool.objects.filter(table_id=table_id).order_by("id").values_list("json_path", "metadata"))
         mounts = [(path, (metadata or {}).get("key_field") or "id") for path, metadata in tools]
+        if not collection_mounts(data, mounts):
+            return None
         _lay_out(table_id, version, data, mounts)
         Table.objects.filter(pk=table_id).update(storage=TableStorage.ROWS, rows_since_version=version)
     return True
@@ -827,7 +835,11 @@ def _rebuilt(table_id: int, current: int, inverses: list[list], since: int) -> A
     document = services.table_document(table_id, current)
     found = collections(table_id)
     placement = _placement(found)
-    states = {collection.id: _by_position(collection) for collection in found.values()}
+    target = current - len(inverses)
+    states = {
+        collection.id: _by_position(collection, refuse=lambda limit: _version_too_large(limit, target))
+        for collection in found.values()
+    }
     whole = None
     for number, inverse in enumerate(inverses):
         version = current - number
@@ -906,8 +918,11 @@ def _layout_inverse(
     return {"op": "replace", "path": "", "value": document, "layout": True, "since": since, "collections": held}
 
 
-def _by_position(collection: Collection) -> dict[int, tuple[str | None, Any]]:
-    """The collection's (key, record) by position, at most max_evaluated_bytes() of record JSON."""
+def _by_position(
+    collection: Collection, refuse: Callable[[int], ToolError] | None = None
+) -> dict[int, tuple[str | None, Any]]:
+    """The collection's (key, record) by position, at most max_evaluated_bytes() of record JSON (beyond: `refuse`'s
+    error, by default _too_expensive's)."""
     limit = max_evaluated_bytes()
     total = 0
     state: dict[int, tuple[str | None, Any]] = {}
@@ -915,7 +930,7 @@ def _by_position(collection: Collection) -> dict[int, tuple[str | None, Any]]:
         for position, key, record, size in chunk:
             total += size
             if total > limit:
-                raise _too_expensive(limit)
+                raise (refuse or _too_expensive)(limit)
             state[position] = (key, record)
     return state
 
@@ -1029,6 +1044,20 @@ def _too_expensive(limit: int) -> ToolError:
         f"This read needs more than {limit} bytes of records evaluated in the server (TOOLHUB_MAX_EVALUATED_BYTES): "
         "narrow it with a filter that compiles to SQL (comparisons on fields), or page it.",
         {"limit": limit},
+    )
+
+
+def _version_too_large(limit: int, version: int) -> ToolError:
+    """An older version of a rows table is rebuilt in the server: the current records by position with the later
+    entries' inverses applied (version_document), so its collections are held whole, within the same bound as a
+    gathered read."""
+    return ToolError(
+        ErrorCode.QUERY_TOO_EXPENSIVE,
+        f"Version {version} of this table is rebuilt in the server from its current records and its history, and "
+        f"its records are more than {limit} bytes (TOOLHUB_MAX_EVALUATED_BYTES): an older version of a table this "
+        "large is not rebuilt. The current version is read streamed (GET /api/tables/<id>/), and "
+        "its changes since that version are in its history.",
+        {"limit": limit, "version": version},
     )
 
 
@@ -1265,7 +1294,15 @@ def _query(collection: Collection, mount: Mount, arguments: dict, where: dict[st
     decomposed = streamed.plan(expression, collection.kind)
     if decomposed is not None:  # evaluated chunk by chunk, only its results kept (data_access.streamed)
         chunks = _chunks(collection)
-        return streamed.run(expression, decomposed, chunks, collection.kind, limit=max_evaluated_bytes(), keep=keep)
+        return streamed.run(
+            expression,
+            decomposed,
+            chunks,
+            collection.kind,
+            limit=max_evaluated_bytes(),
+            keep=keep,
+            length=collection.record_count,
+        )
     return operations.query_data(_value(collection, keep), Mount("", mount.key_field), arguments)
 
 

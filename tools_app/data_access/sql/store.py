@@ -109,7 +109,7 @@ def _kinds_before(cursor: Any, dialect: str, records_table: str, collection_id: 
     lock = " FOR UPDATE" if dialect == "postgresql" else ""
     cursor.execute(f'SELECT field_kinds FROM "{COLLECTIONS_TABLE}" WHERE id = %s{lock}', (collection_id,))
     row = cursor.fetchone()
-    facts = _json(row[0]) if row and row[0] is not None else None
+    facts = json_value(row[0]) if row and row[0] is not None else None
     if facts is None:
         cursor.execute(f'SELECT 1 FROM "{records_table}" WHERE collection_id = %s LIMIT 1', (collection_id,))
         if cursor.fetchone() is None:
@@ -131,7 +131,7 @@ def field_kinds(cursor: Any, collection_id: int) -> kinds.Known | None:
     """The collection's field kinds as the renderer takes them (None: unknown)."""
     cursor.execute(f'SELECT field_kinds FROM "{COLLECTIONS_TABLE}" WHERE id = %s', (collection_id,))
     row = cursor.fetchone()
-    return kinds.Known.of(_json(row[0])) if row and row[0] is not None else None
+    return kinds.Known.of(json_value(row[0])) if row and row[0] is not None else None
 
 
 def _encoded(
@@ -247,7 +247,7 @@ def layouts_by_id(cursor: Any, table: str, ids: Collection[int]) -> Mapping[int,
 
 def layouts_of(stored: Mapping[Any, Any]) -> dict[int, Layout]:
     """Layouts by id from their stored column (as read by a statement)."""
-    return {int(layout_id): _json(layout) for layout_id, layout in stored.items()}
+    return {int(layout_id): json_value(layout) for layout_id, layout in stored.items()}
 
 
 def iter_records(
@@ -277,5 +277,6 @@ def iter_records(
         after = rows[-1][0]
 
 
-def _json(value: Any) -> Any:
+def json_value(value: Any) -> Any:
+    """A JSON column's value as read by a plain cursor (text on both engines: Django reads jsonb as text)."""
     return json.loads(value) if isinstance(value, str | bytes) else value

@@ -16,6 +16,7 @@ from tools_app.api.renderers import JSONRenderer
 from tools_app.api.serializers import TableSerializer
 from tools_app.api.views import TableViewSet
 from tools_app.execution import records
+from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.models import Table, TableCollection, TableStorage
 from tools_app.services import setup
 
@@ -184,3 +185,71 @@ def test_under_asgi_the_table_streams_from_an_asynchronous_iterator(owner, strea
     body = b"".join(asyncio.run(gathered()))
     assert body == rendered(TableSerializer(Table.objects.get(pk=streamed_table.pk)).data)
     assert Table.objects.get(pk=streamed_table.pk).storage == TableStorage.ROWS
+
+
+@pytest.mark.parametrize(
+    ("failure", "said"),
+    [
+        (
+            ToolError(ErrorCode.QUERY_TOO_EXPENSIVE, "over the budget"),
+            b"This answer was cut after its first bytes; it is not JSON. QUERY_TOO_EXPENSIVE: over the budget\n",
+        ),
+        (
+            RuntimeError("secret detail"),
+            b"This answer was cut after its first bytes; it is not JSON. INTERNAL_ERROR: the server failed to read"
+            b" the rest of this answer (logged)\n",
+        ),
+    ],
+)
+def test_a_failure_after_the_first_bytes_ends_the_body_so_it_is_not_json_and_is_logged(
+    owner, streamed_table, monkeypatch, caplog, failure, said
+):
+    """The status is sent with the first bytes; a failure after them ends the body with a NUL byte (never valid in
+    JSON, whatever came before) and a line naming it, and logs it with its traceback."""
+    monkeypatch.setattr(records, "CHUNK", 2)
+    chunks = records._chunks
+
+    def failing(*args, **kwargs):
+        for number, chunk in enumerate(chunks(*args, **kwargs)):
+            if number == 1:
+                raise failure
+            yield chunk
+
+    monkeypatch.setattr(records, "_chunks", failing)
+    with caplog.at_level("ERROR", logger="toolhub.api"):
+        response = client_for(owner).get(f"/api/tables/{streamed_table.pk}/")
+        assert response.status_code == 200
+        body = streamed_body(response)
+    sent, _nul, tail = body.partition(b"\x00")
+    assert tail == b"\n" + said
+    assert b'"orders":[{"id":0,' in sent  # the first chunk went out before the failure
+    assert b"secret detail" not in body
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(body)
+    assert [(record.levelname, record.getMessage()) for record in caplog.records] == [
+        ("ERROR", f"Streamed answer to /api/tables/{streamed_table.pk}/ cut: {failure}")
+    ]
+    assert caplog.records[0].exc_info[1] is failure
+
+
+def test_an_older_version_over_the_evaluated_bytes_is_refused_naming_it_and_the_current_one_streams(
+    owner, streamed_table, settings
+):
+    """An older version is rebuilt in the server from the current records and the history (held whole): over
+    TOOLHUB_MAX_EVALUATED_BYTES it is refused before any byte, with an error naming the version and the setting."""
+    services.table_update(table=Table.objects.get(pk=streamed_table.pk), data={**DATA, "empty": [{"id": "x"}]})
+    settings.TOOLHUB_MAX_EVALUATED_BYTES = 100
+    api = client_for(owner)
+    older = api.get(f"/api/tables/{streamed_table.pk}/versions/1/")
+    assert older.status_code == 400
+    assert not older.streaming
+    body = older.json()
+    assert body["error"] == "QUERY_TOO_EXPENSIVE"
+    assert body["message"].startswith(
+        "Version 1 of this table is rebuilt in the server from its current records and its history, and its records"
+        " are more than 100 bytes (TOOLHUB_MAX_EVALUATED_BYTES)"
+    )
+    assert body["details"] == {"limit": 100, "version": 1}
+    current = api.get(f"/api/tables/{streamed_table.pk}/versions/2/")
+    assert current.status_code == 200
+    assert json.loads(streamed_body(current)) == {"version": 2, "data": {**DATA, "empty": [{"id": "x"}]}}

@@ -61,7 +61,7 @@ NOT_DECOMPOSED = [
     ("length(@)", "object"),
     ("{n: length([?a])}", "array"),
     ("contains([*].a, s)", "array"),  # two arguments that depend on the data
-    ("[::-1]", "array"),  # a slice whose items depend on the length: gathered
+    ("reverse(@)", "array"),  # the records themselves, then a tail needing them all: gathered
     ("a", "array"),
 ]
 
@@ -468,22 +468,38 @@ def test_the_shapes_that_do_not_decompose_per_record_reduce():
     found = streamed.plan("sort_by(*, &a)[:2]", "object")
     assert found is not None
     assert isinstance(found.reduce, streamed.TopK)
-    for expression in ("sort_by(@, &x)[1:-1]", "sort_by(@, &x)[::2]", "sort_by(@, &x) | [?a] | [0]", "sort(@)[0]"):
+    for expression in ("sort_by(@, &x)[1:-1]", "sort_by(@, &x)[::2]", "sort_by(@, &x) | [?a] | [0]", "sort(@)"):
         assert streamed.plan(expression, "array") is None, expression
+    for expression, (k, largest) in {"sort(@)[0]": (1, False), "sort([*].k)[-3:]": (3, True)}.items():
+        found = streamed.plan(expression, "array")
+        assert found is not None, expression
+        assert isinstance(found.reduce, streamed.TopK), expression
+        assert (found.reduce.k, found.reduce.largest) == (k, largest), expression
+    for expression in ("[1:-1]", "[::2]", "[::-1].id", "[-2:1:-1] | length(@)"):
+        found = streamed.plan(expression, "array")
+        assert found is not None, expression
+        assert isinstance(found.reduce, streamed.Every), expression
+    assert streamed.plan("[::0]", "array") is None  # the library's own error, from the gathered list
     found = streamed.plan("sort_by([?a], &x)[1:-1]", "array")  # decomposes, keeps every match: no reduction
     assert found is not None
     assert found.reduce is None
 
 
-def test_generated_top_k_and_extreme_queries_answer_as_jmespath_in_small_chunks():
-    rng = random.Random(1729)
+def _generated_reductions(rng: random.Random, count: int, expression_of: Any) -> dict[str, int]:
+    """`count` generated reductions over generated collections in chunks of 1, 2, 3 or 7, each answering as
+    jmespath over the whole list; how many answered and failed."""
     outcomes = {"answer": 0, "error": 0}
-    for _ in range(4000):
+    for _ in range(count):
         collection = _keyed_collection(rng)
-        expression = _reduced_expression(rng)
+        expression = expression_of(rng)
         expected = _expected(expression, collection)
         assert _reduced(expression, collection, rng.choice([1, 2, 3, 7])) == expected, (expression, collection)
         outcomes[expected[0]] += 1
+    return outcomes
+
+
+def test_generated_top_k_and_extreme_queries_answer_as_jmespath_in_small_chunks():
+    outcomes = _generated_reductions(random.Random(1729), 4000, _reduced_expression)
     assert outcomes == {"answer": 2765, "error": 1235}  # both sides of the proof exercised
 
 
@@ -571,3 +587,72 @@ def test_a_rows_top_k_over_more_records_than_the_bound_answers_and_honours_the_n
     kind, (code, message) = _read(table_id, "sort_by(@, &id)[1:-1].id")  # not bounded: gathered, refused
     assert (kind, code) == ("error", ErrorCode.QUERY_TOO_EXPENSIVE)
     assert "needs more than 2000 bytes of records evaluated in the server" in message
+
+
+SORT_HEADS = ["@", "[*].k", "[*].s", "[*].v", "[].n", "[?{pred}].k", "[*].to_number(k)"]
+SORT_ORDERS = ["sort({head})", "reverse(sort({head}))", "{head} | sort(@) | reverse(@)"]
+SORT_AFTER = ["", " | length(@)", " | [0]", " | to_string(@)"]
+ANY_SLICE_BOUNDS = [None, -4, -2, -1, 0, 1, 2, 5]
+RECORD_AFTER = ["", ".id", ".k", " | length(@)", " | [0]", ".{id: id, s: s}", " | [?k > `1`].id"]
+
+
+def _sorted_expression(rng: random.Random) -> str:
+    head = rng.choice(SORT_HEADS).format(pred=rng.choice(TOPK_PREDICATES))
+    ordered = rng.choice(SORT_ORDERS).format(head=head)
+    selector = rng.choice(BOUNDED_SELECTORS)
+    shaped = f"({ordered}){selector}" if "|" in ordered else f"{ordered}{selector}"
+    return shaped + rng.choice(SORT_AFTER)
+
+
+def _any_slice(rng: random.Random) -> str:
+    start, stop = rng.choice(ANY_SLICE_BOUNDS), rng.choice(ANY_SLICE_BOUNDS)
+    step = rng.choice([None, 1, 2, 3, -1, -2, -3])
+    text = f"[{'' if start is None else start}:{'' if stop is None else stop}"
+    return text + ("]" if step is None else f":{step}]")
+
+
+def test_generated_sort_selections_and_any_slice_of_the_records_answer_as_jmespath_in_small_chunks():
+    """`sort(@)` before a bounded selector is a top-k on the items themselves (sort's own type checks and errors);
+    a slice of the records whose items depend on the length keeps only its items when the length is known (and
+    every item, the whole tail run after, when it is not)."""
+    rng = random.Random(2929)
+    outcomes = _generated_reductions(rng, 2000, _sorted_expression)
+    assert outcomes == {"answer": 1254, "error": 746}  # both sides of the proof exercised
+    outcomes = {"answer": 0, "error": 0}
+    for _ in range(2000):
+        collection = _keyed_collection(rng)
+        expression = _any_slice(rng) + rng.choice(RECORD_AFTER)
+        expected = _expected(expression, collection)
+        decomposed = streamed.plan(expression, "array")
+        assert decomposed is not None, expression
+        assert isinstance(decomposed.reduce, (streamed.Every, streamed.TopK)), expression  # TopK: within k of an end
+        chunks = _in_chunks(_rows(collection), rng.choice([1, 2, 3, 7]))
+        for length in (len(collection), None):
+            try:
+                answer = (
+                    "answer",
+                    json.dumps(streamed.run(expression, decomposed, chunks, "array", limit=10**9, length=length)),
+                )
+            except ToolError as error:
+                answer = ("error", (error.code, str(error)))
+            assert answer == expected, (expression, collection, length)
+        outcomes[expected[0]] += 1
+    assert outcomes == {"answer": 1999, "error": 1}  # a slice fails on nothing; the tail after it can
+
+
+def test_a_slice_of_the_records_keeps_only_its_items_and_the_bound_counts_those(streamed_rows, settings):
+    settings.TOOLHUB_MAX_EVALUATED_BYTES = 2_000
+    collection = [{"id": number, "pad": "p" * 20, "k": number % 7} for number in range(200)]  # ~7,800 bytes
+    table_id = streamed_rows(collection)
+    for expression in ("[::50].id", "[-3::-60].id", "[1:-1:40]", "sort([*].k)[-2:]", "sort([*].k)[0]"):
+        assert _read(table_id, expression) == _expected(expression, collection), expression
+    assert _read(table_id, "[::50].id") == ("answer", "[0, 50, 100, 150]")
+    assert _read(table_id, "[::-1].id | [0]")[0] == "error"  # every record kept: over the bound
+    kind, (code, message) = _read(table_id, "[::-1].id | [0]")
+    assert (kind, code) == ("error", ErrorCode.QUERY_TOO_EXPENSIVE)
+    assert "keeps more than 2000 bytes of results" in message
+    settings.TOOLHUB_MAX_EVALUATED_BYTES = 10**6
+    narrowed = [record for record in collection if record["k"] == 3]  # a narrowing: the length is not known first
+    for expression in ("[::-1].id", "[1:-1].id", "[::3] | length(@)"):
+        assert _read(table_id, expression, {"k": 3}) == _expected(expression, narrowed), expression
+        assert _read(table_id, expression) == _expected(expression, collection), expression

@@ -220,6 +220,28 @@ def test_moving_twice_is_a_no_op_and_the_command_resumes(make_table, make_tool, 
     assert Table.objects.filter(storage=TableStorage.ROWS).count() == 2
 
 
+def test_a_table_with_no_collection_stays_a_document_and_the_command_says_why(make_table, make_tool, owner):
+    scalar = make_table(owner, name="scalar", data=42)
+    holder = make_table(owner, name="holder", data={"orders": "none yet"})
+    make_tool(owner, table=holder, type="get_all_data", json_path="/orders")
+    out = io.StringIO()
+    call_command("tables_to_rows", "--all", stdout=out)
+    why = "kept as a document (no collection in it: no array or object at its root or its tools' mounts)"
+    assert out.getvalue().splitlines() == [
+        f"table {scalar.pk}: {why}",
+        f"table {holder.pk}: {why}",
+        "0 moved, 0 already stored as rows, 2 kept as documents (no collection).",
+    ]
+    assert list(Table.objects.filter(pk__in=[scalar.pk, holder.pk]).values_list("storage", flat=True)) == [
+        TableStorage.DOCUMENT,
+        TableStorage.DOCUMENT,
+    ]
+    assert not TableCollection.objects.filter(table__in=[scalar, holder]).exists()
+    assert Table.objects.get(pk=scalar.pk).rows_since_version is None
+    assert records.table_to_rows(scalar.pk) is None
+    assert TableSnapshot.objects.get(table=scalar).data == 42
+
+
 def test_a_query_over_the_evaluated_bytes_is_too_expensive_and_a_compiled_one_answers(
     settings, make_table, make_tool, owner
 ):
@@ -321,6 +343,37 @@ def test_a_document_write_that_would_replace_a_collection_is_refused_and_writes_
         {"op": "replace", "path": "/settings/currency", "value": "USD"}
     ]
     assert Table.objects.get(pk=table.pk).data == {"orders": [{"id": 1}], "settings": {"currency": "USD"}}
+
+
+def test_a_write_reaching_a_collection_among_other_changes_is_refused_whole(make_table, make_tool, owner):
+    """One element of an update reaching a collection refuses the whole call (the element beside it is not written),
+    and so does a delete of the collection's member; a whole-data write of the same change is applied, records
+    included (records.replace)."""
+    data = {"orders": [{"id": 1}, {"id": 2}], "settings": {"currency": "EUR"}}
+    table = make_table(owner, name="rows", data=data)
+    make_tool(owner, table=table, type="get_all_data", json_path="/orders")
+    assert records.table_to_rows(table.pk) is True
+    update = make_tool(owner, table=table, type="update", json_path="", name="u")
+    delete = make_tool(owner, table=table, type="delete", json_path="", name="d")
+    stored = TableRecord.objects.filter(collection__table=table).order_by("position")
+    calls = [
+        (update, {"elements": [{"key": "settings", "content": {"currency": "USD"}}, {"key": "orders", "content": []}]}),
+        (delete, {"keys": ["settings", "orders"]}),
+        (update, {"elements": [{"key": "orders", "content": [{"id": 3}]}], "dry_run": True}),
+    ]
+    for tool, arguments in calls:
+        with pytest.raises(ToolError) as refused:
+            execute(tool=tool, arguments=arguments)
+        assert refused.value.code == "TOOL_NOT_CALLABLE", arguments
+        assert "would replace or remove the record collection at '/orders'" in str(refused.value)
+        assert Table.objects.get(pk=table.pk).version == 1
+        assert not TableChange.objects.filter(table=table).exists()
+        assert list(stored.values_list("data", flat=True)) == [{"id": 1}, {"id": 2}]
+        assert TableSnapshot.objects.get(table=table).data == {"orders": [], "settings": {"currency": "EUR"}}
+    whole = {"orders": [{"id": 3}], "settings": {"currency": "USD"}}
+    services.table_update(table=Table.objects.get(pk=table.pk), data=whole)
+    assert Table.objects.get(pk=table.pk).data == whole
+    assert list(stored.values_list("data", flat=True)) == [{"id": 3}]
 
 
 def test_a_tool_at_a_new_mount_lays_a_rows_table_out_again(make_table, make_tool, owner):
