@@ -30,6 +30,7 @@ unprofiled CPU per call.
 import argparse
 import asyncio
 import cProfile
+import itertools
 import json
 import os
 import pstats
@@ -42,6 +43,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -50,6 +52,7 @@ ROOT = HERE.parent.parent
 LEGACY, MODERN = "2025-11-25", "2026-07-28"
 QUERY = "[?id==`42`] | [0]"
 TOOL = "orders_query"
+WRITE_TOOL = "orders_add"
 SLUG = "bench"
 
 
@@ -58,8 +61,8 @@ SLUG = "bench"
 #
 
 
-def _request(era: str, key: str) -> tuple[dict, bytes]:
-    params: dict = {"name": TOOL, "arguments": {"query": QUERY}}
+def _request(era: str, key: str, tool: str = TOOL, arguments: dict | None = None) -> tuple[dict, bytes]:
+    params: dict = {"name": tool, "arguments": {"query": QUERY} if arguments is None else arguments}
     headers = [
         (b"host", b"127.0.0.1:8000"),
         (b"content-type", b"application/json"),
@@ -72,7 +75,7 @@ def _request(era: str, key: str) -> tuple[dict, bytes]:
             "io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientCapabilities": {},
         }
-        headers += [(b"mcp-method", b"tools/call"), (b"mcp-name", TOOL.encode())]
+        headers += [(b"mcp-method", b"tools/call"), (b"mcp-name", tool.encode())]
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
     headers.append((b"content-length", str(len(body)).encode()))
     scope = {
@@ -136,10 +139,11 @@ class _Statements:
 
         def recording(self, sql, params, many, executor):
             if statements.on:
+                text = _SAVEPOINT.sub(r"\1 <name>", sql)  # each savepoint's own name: one line for them all
                 with statements._lock:
-                    statements.seen.append(sql)
-                    if sql not in statements.examples:
-                        statements.examples[sql] = sql % _quoted(params) if params and not many else sql
+                    statements.seen.append(text)
+                    if text not in statements.examples:
+                        statements.examples[text] = sql % _quoted(params) if params and not many else text
             return original(self, sql, params, many, executor)
 
         utils.CursorWrapper._execute_with_wrappers = recording
@@ -191,15 +195,36 @@ class _ThreadProfiles:
         hops._hop = profiled
 
 
-async def _calls(app, scope: dict, body: bytes, count: int, concurrency: int) -> None:
-    """`count` calls, `concurrency` at a time (as wrk's connections: each sends its next when answered)."""
+async def _calls(app, requests: Callable[[], tuple[dict, bytes]], count: int, concurrency: int) -> list[float]:
+    """`count` calls, `concurrency` at a time (as wrk's connections: each sends its next when answered), each
+    request made by `requests()`; the wall time of each call, ms."""
+    walls: list[float] = []
 
     async def client(share: int) -> None:
         for _ in range(share):
+            scope, body = requests()
+            started = time.perf_counter()
             await _call(app, scope, body)
+            walls.append((time.perf_counter() - started) * 1000)
 
     shares = [count // concurrency + (1 if i < count % concurrency else 0) for i in range(concurrency)]
     await asyncio.gather(*(client(share) for share in shares))
+    return walls
+
+
+def _requests(args, era: str, key: str) -> Callable[[], tuple[dict, bytes]]:
+    """The calls to send: the query (always the same request), or with --write one new record per call (the
+    create tool orders_add, each call a new id past the seeded records)."""
+    if not args.write:
+        fixed = _request(era, key)
+        return lambda: fixed
+    ids = itertools.count(args.rows + 1 + (0 if era == LEGACY else 10_000_000))  # the seeded ids are 1..rows
+
+    def write() -> tuple[dict, bytes]:
+        element = {"id": next(ids), "customer": "bench", "status": "new", "total": 1.5}
+        return _request(era, key, WRITE_TOOL, {"elements": [element]})
+
+    return write
 
 
 async def _lifespan(app) -> tuple[asyncio.Task, asyncio.Queue]:
@@ -236,19 +261,20 @@ async def _measure(args, key: str) -> dict:
     out: dict = {"eras": {}}
     try:
         for era in (LEGACY, MODERN):
-            scope, body = _request(era, key)
+            requests = _requests(args, era, key)
             _turn()
-            await _calls(application, scope, body, args.warmup, args.concurrency)
-            cpu = []
+            await _calls(application, requests, args.warmup, args.concurrency)
+            cpu, wall = [], []
             for _ in range(args.rounds):
                 _turn()
                 before = time.process_time()
-                await _calls(application, scope, body, args.calls, args.concurrency)
+                walls = await _calls(application, requests, args.calls, args.concurrency)
                 cpu.append((time.process_time() - before) * 1000 / args.calls)
+                wall.append(statistics.median(walls))
             statements.seen.clear()
             statements.on = True
             sample = 50
-            await _calls(application, scope, body, sample, 1)
+            await _calls(application, requests, sample, 1)
             statements.on = False
             counts: dict[str, int] = defaultdict(int)
             for sql in statements.seen:
@@ -257,7 +283,7 @@ async def _measure(args, key: str) -> dict:
             main = cProfile.Profile(time.thread_time)
             profiles.on = True
             main.enable()
-            await _calls(application, scope, body, args.profiled, args.concurrency)
+            await _calls(application, requests, args.profiled, args.concurrency)
             main.disable()
             profiles.on = False
             stats = pstats.Stats(main)
@@ -269,6 +295,7 @@ async def _measure(args, key: str) -> dict:
             stats.dump_stats(str(prof_path))
             out["eras"][era] = {
                 "cpu_ms": cpu,
+                "wall_ms": wall,
                 "statements_per_call": len(statements.seen) / sample,
                 "statements": {statements.examples[sql]: n / sample for sql, n in counts.items()},
                 "profile": str(prof_path),
@@ -292,7 +319,7 @@ def child(args) -> None:
     call_command("migrate", verbosity=0)
     from seed_mcp import seed  # the checkout's own bench/seed_mcp.py
 
-    key = seed(SLUG, 1000, "bench")["key"]
+    key = seed(SLUG, args.rows, "bench")["key"]
     from django.db import connections
 
     connections.close_all()
@@ -310,7 +337,7 @@ def _database(database_url: str | None, workdir: Path, label: str) -> tuple[str,
     if not database_url:
         return f"sqlite:///{workdir / f'{label}.sqlite3'}", None
     parts = urlsplit(database_url)
-    name = f"th_profile_{label}_{os.getpid()}"
+    name = f"{parts.path.strip('/') or 'th'}_profile_{label}_{os.getpid()}"  # named after the database given
     admin = urlunsplit(parts._replace(path="/postgres"))
     subprocess.run(
         ["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {name}", "-c", f"CREATE DATABASE {name}"], check=True
@@ -334,7 +361,8 @@ def _start_child(args, root: Path, label: str, workdir: Path) -> tuple[subproces
     command = [
         str(ROOT / ".venv" / "bin" / "python"), str(HERE), "--child", "--root", str(root), "--out", str(out),
         "--calls", str(args.calls), "--rounds", str(args.rounds), "--warmup", str(args.warmup),
-        "--profiled", str(args.profiled), "--concurrency", str(args.concurrency),
+        "--profiled", str(args.profiled), "--concurrency", str(args.concurrency), "--rows", str(args.rows),
+        *(["--write"] if args.write else []),
     ]  # fmt: skip
     process = subprocess.Popen(command, env=env, cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     return process, out, pg_name
@@ -399,6 +427,7 @@ def _area(where: str) -> str:
     return parts[0].removesuffix(".py")
 
 
+_SAVEPOINT = re.compile(r'((?:RELEASE )?SAVEPOINT) "[^"]+"')
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
@@ -418,7 +447,8 @@ def report(args, results: dict[str, dict], roots: dict[str, Path]) -> None:
     labels = list(results)
     all_roots = sorted(roots.values(), key=lambda p: -len(str(p)))
     database = "PostgreSQL" if args.database_url else "SQLite"
-    print(f"\ntools/call of {TOOL} ({QUERY}) over ASGI in-process; {database}; load average {os.getloadavg()}")
+    what = f"{WRITE_TOOL} (one new record)" if args.write else f"{TOOL} ({QUERY})"
+    print(f"\ntools/call of {what}, {args.rows} records, over ASGI in-process; {database}; load {os.getloadavg()}")
     for era in (LEGACY, MODERN):
         print(f"\n== era {era}")
         for label in labels:
@@ -427,6 +457,7 @@ def report(args, results: dict[str, dict], roots: dict[str, Path]) -> None:
             print(
                 f"{label:<16} CPU/call median {statistics.median(data['cpu_ms']):.3f} ms, "
                 f"min {min(data['cpu_ms']):.3f} (rounds {cpus}); "
+                f"wall/call median of the rounds' medians {statistics.median(data['wall_ms']):.3f} ms; "
                 f"SQL statements/call {data['statements_per_call']:.2f}"
             )
         if len(labels) == 2:
@@ -435,6 +466,9 @@ def report(args, results: dict[str, dict], roots: dict[str, Path]) -> None:
                 f"ratio {labels[0]} / {labels[1]}: median {statistics.median(mine) / statistics.median(theirs):.3f}x,"
                 f" min {min(mine) / min(theirs):.3f}x"
             )
+            mine, theirs = (results[label]["eras"][era]["wall_ms"] for label in labels)
+            ratio = statistics.median(mine) / statistics.median(theirs)
+            print(f"wall ratio {labels[0]} / {labels[1]}: median {ratio:.3f}x")
         if args.sql:
             for label in labels:
                 print(f"-- statements per call, {label}")
@@ -484,6 +518,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--database-url", help="postgres://... server to create the databases on")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--rows", type=int, default=1000, help="records in the seeded table")
+    parser.add_argument("--write", action="store_true", help=f"call {WRITE_TOOL}, one new record per call")
     parser.add_argument("--sql", action="store_true", help="print each statement's text")
     parser.add_argument("--keep", help="keep the profiles and results in this directory")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
