@@ -246,18 +246,22 @@ def _locked(table_id: int) -> tuple[int, int, int, str]:
     """Lock the table row for the rest of the transaction; its (version, data_bytes, owner_id, storage). NO KEY
     UPDATE: writers queue (and wait for a delete), but saving a tool that refers to the table (KEY SHARE) does not
     wait."""
-    return _locked_with_others(table_id)[:4]
+    return _locked_with_others(table_id, others=False)[:4]
 
 
-def _locked_with_others(table_id: int) -> tuple[int, int, int, str, int]:
-    """_locked's row and, in the same statement, the data_bytes of the owner's other tables (what the owner's data
-    quota adds this table's new size to; not locked, as data_quota_check reads them)."""
+def _locked_with_others(table_id: int, *, others: bool = True) -> tuple[int, int, int, str, int]:
+    """_locked's row and, in the same statement (with `others`), the data_bytes of the owner's other tables (what
+    the owner's data quota adds this table's new size to; not locked, as data_quota_check reads them)."""
     table = Table._meta.db_table
     lock = " FOR NO KEY UPDATE" if connection.vendor == "postgresql" else ""
+    rest = (
+        f'(SELECT COALESCE(SUM(o.data_bytes), 0) FROM "{table}" o WHERE o.owner_id = t.owner_id AND o.id <> t.id)'
+        if others
+        else "0"
+    )
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT t.version, t.data_bytes, t.owner_id, t.storage, (SELECT COALESCE(SUM(o.data_bytes), 0)"
-            f' FROM "{table}" o WHERE o.owner_id = t.owner_id AND o.id <> t.id) FROM "{table}" t WHERE t.id = %s{lock}',
+            f'SELECT t.version, t.data_bytes, t.owner_id, t.storage, {rest} FROM "{table}" t WHERE t.id = %s{lock}',
             (table_id,),
         )
         row = cursor.fetchone()
