@@ -189,3 +189,44 @@ def test_a_one_record_create_on_a_rows_table_costs_its_pinned_statements(
     ]
     assert sum("SAVEPOINT" in q["sql"] and "RELEASE" not in q["sql"] for q in queries.captured_queries) == 3
     assert list(table.collections.values_list("record_count", flat=True)) == [42]
+
+
+@pytest.mark.postgres
+def test_a_layout_is_looked_up_once_per_process_and_only_once_committed(
+    owner, make_table, make_tool, instance, bind, make_api_key, django_capture_on_commit_callbacks
+):
+    """A record whose key order JSONB would change gets a layout (docs/tables-at-scale.md, "Storage"); a write of
+    the same order after a committed one looks none up (the layouts are learned after the commit only)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("Layouts are PostgreSQL's (JSONB sorts object keys).")
+    # given
+    table = make_table(owner, name="orders", data=[{"id": 1}])
+    bind(instance, make_tool(owner, table, type="create", name="orders_add"))
+    bind(instance, make_tool(owner, table, type="select", name="orders_get"))
+    harness, key = Harness(), make_api_key(instance)[1]
+
+    def call(name: str, arguments: dict) -> tuple[dict, list[str]]:
+        body = rpc_body("tools/call", {"name": name, "arguments": arguments})
+        with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=True):
+            reply = harness.post("shop", body, key=key).json()
+        return reply["result"], [_statement(q["sql"]) for q in queries.captured_queries]
+
+    def record(n: int) -> dict:
+        return {"id": n, "customer": "c", "status": "new", "total": 1.5}
+
+    # when
+    refused, refused_statements = call("orders_add", {"elements": [record(2), {"id": 1}]})  # KEY_EXISTS
+    first, first_statements = call("orders_add", {"elements": [record(2)]})
+    second, second_statements = call("orders_add", {"elements": [record(3)]})
+    read, _ = call("orders_get", {"keys": [2, 3]})
+
+    # then
+    assert refused["structuredContent"]["error"] == "KEY_EXISTS"
+    assert "SELECT tools_app_tablerecordlayout" not in refused_statements  # refused before it writes
+    assert (first["structuredContent"], second["structuredContent"]) == (
+        {"created": 1, "version": 2},
+        {"created": 1, "version": 3},
+    )
+    assert first_statements.count("SELECT tools_app_tablerecordlayout") == 1
+    assert "SELECT tools_app_tablerecordlayout" not in second_statements
+    assert [list(item) for item in read["structuredContent"]["items"]] == [["id", "customer", "status", "total"]] * 2

@@ -1554,6 +1554,7 @@ def _create(cursor: Any, collection: Collection, mount: Mount, arguments: dict, 
             key_of=_key_of(collection.key_field),
             first_position=first,
             counted=True,
+            layout_ids=_known_layouts(collection.id),
         )
     return len(elements), patch, inverse
 
@@ -1629,6 +1630,7 @@ def _update(cursor: Any, collection: Collection, mount: Mount, arguments: dict, 
         for position in reversed(after)
     ]
     if not dry_run:
+        layout_ids = _known_layouts(collection.id)
         for position, value in after.items():
             store.replace_record(
                 cursor,
@@ -1638,6 +1640,7 @@ def _update(cursor: Any, collection: Collection, mount: Mount, arguments: dict, 
                 collection_id=collection.id,
                 position=position,
                 record=value,
+                layout_ids=layout_ids,
             )
     return len(elements), patch, inverse
 
@@ -1662,6 +1665,34 @@ def _delete(cursor: Any, collection: Collection, mount: Mount, arguments: dict, 
         )
         _count(collection, -len(rows))
     return len(rows) if collection.kind == "array" else len(wanted), patch, inverse
+
+
+# Layout ids by collection and layout text (PostgreSQL), as committed writes found or made them: a layout row never
+# changes and goes only with its collection, so a write whose records have a key order seen before looks none up.
+_layouts: dict[int, dict[str, int]] = {}
+LAYOUT_CACHE_COLLECTIONS = 256
+LAYOUT_CACHE_LAYOUTS = 64
+
+
+def _known_layouts(collection_id: int) -> dict[str, int]:
+    """A copy of the collection's known layout ids for one write, which adds the ones it finds or makes; they are
+    kept once its transaction commits (a layout made by a write rolled back does not exist)."""
+    known = dict(_layouts.get(collection_id, {}))
+    transaction.on_commit(partial(_learn_layouts, collection_id, known))
+    return known
+
+
+def forget_layouts() -> None:
+    """Empty the known layouts (the tests, between databases that reuse collection ids)."""
+    _layouts.clear()
+
+
+def _learn_layouts(collection_id: int, known: dict[str, int]) -> None:
+    if not known or len(known) > LAYOUT_CACHE_LAYOUTS:
+        return
+    if collection_id not in _layouts and len(_layouts) >= LAYOUT_CACHE_COLLECTIONS:
+        _layouts.pop(next(iter(_layouts)), None)  # the collection learned first
+    _layouts[collection_id] = known
 
 
 def _count(collection: Collection, delta: int) -> None:

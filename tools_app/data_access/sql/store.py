@@ -73,6 +73,7 @@ def write_records(
     first_position: int = 0,
     positions: Iterable[int] | None = None,
     counted: bool = False,
+    layout_ids: dict[str, int] | None = None,
 ) -> int:
     """Store every record of `value` (an array of records, or any iterable of them, consumed once and `batch` rows
     at a time, so a stream is never held whole; or an object of records by key) as one row of `collection_id`, in
@@ -80,8 +81,9 @@ def write_records(
     free: an empty collection, or past its last record. An array's records get the key `key_of(record)` (none
     without it); an object's members their key. `positions`, when given, are the records' positions instead (one
     each, free). With `counted` (`value` a list or a dict: its length known before it is written), the collection's
-    record_count grows by that many in the statement that reads its field kinds."""
-    layout_ids: dict[str, int] = {}
+    record_count grows by that many in the statement that reads its field kinds. `layout_ids`: the collection's
+    layout ids by layout text known to the caller (committed ones only), to which the layouts written are added."""
+    layout_ids = {} if layout_ids is None else layout_ids
     pending: list[tuple] = []
     count = 0
     grows = len(value) if counted and isinstance(value, list | dict) else None
@@ -173,14 +175,17 @@ def replace_record(
     position: int,
     record: Any,
     key: Any = KEEP_KEY,
+    layout_ids: dict[str, int] | None = None,
 ) -> None:
     """Write `record` over the row at `position` of the collection; its key stays, or becomes `key` (a string or
-    None) when given."""
+    None) when given. `layout_ids` as write_records'."""
     before = _kinds_before(cursor, dialect, records_table, collection_id)
     tally = kinds.Tally()
     tally.add(record)
     _kinds_after(cursor, dialect, collection_id, before, tally)
-    text, layout_id = _encoded(cursor, dialect, layouts_table, collection_id, record, {})
+    text, layout_id = _encoded(
+        cursor, dialect, layouts_table, collection_id, record, {} if layout_ids is None else layout_ids
+    )
     cast = "::jsonb" if dialect == "postgresql" else ""
     keyed = "" if key is KEEP_KEY else ', "key" = %s'
     cursor.execute(
