@@ -227,7 +227,7 @@ def login_lockout_off(settings):
 
 def _forget_process_state() -> None:
     from mcp_app.auth import auth_cache
-    from tools_app.execution import pipeline
+    from tools_app.execution import pipeline, records
     from tools_app.execution.call_limits import call_slots
     from tools_app.registry.search import index_cache
     from tools_app.services.table_cache import table_cache
@@ -239,6 +239,7 @@ def _forget_process_state() -> None:
     index_cache.clear()
     pipeline.result_cache.clear()
     pipeline.tool_cache.clear()
+    records.forget_layouts()
 
 
 @pytest.fixture(autouse=True)

@@ -59,6 +59,7 @@ ROOT = HERE.parent.parent
 LEGACY, MODERN = "2025-11-25", "2026-07-28"
 QUERY = "[?id==`42`] | [0]"
 TOOL = "orders_query"
+WRITE_TOOL = "orders_add"
 SLUG = "bench"
 
 
@@ -69,7 +70,7 @@ SLUG = "bench"
 
 # The calls a run can time (--call): (tool, arguments for N records and the call's number n). The default repeats
 # one request (its answer from the result cache after the first); the others differ at every call (the query by
-# n trailing blanks, the keys and the offset by n), so each call reads the records.
+# n trailing blanks, the keys and the offset by n, the write's new id), so each call reads or writes the records.
 CALLS = {
     "query": (TOOL, lambda records, n: {"query": QUERY}),
     "select": (
@@ -79,6 +80,11 @@ CALLS = {
     "preview": ("orders_preview", lambda records, n: {"offset": records // 2 + n, "limit": 50}),
     "max_by": (TOOL, lambda records, n: {"query": "max_by(@, &total).id" + " " * n}),
     "sort+slice": (TOOL, lambda records, n: {"query": "sort_by(@, &total)[-10:].id" + " " * n}),
+    # A create of one new record (an id past the seeded ones, 1..records) through the seed's create tool.
+    "write": (
+        WRITE_TOOL,
+        lambda records, n: {"elements": [{"id": records + 1 + n, "customer": "bench", "status": "new", "total": 1.5}]},
+    ),
 }
 
 
@@ -161,10 +167,11 @@ class _Statements:
 
         def recording(self, sql, params, many, executor):
             if statements.on:
+                text = _SAVEPOINT.sub(r"\1 <name>", sql)  # each savepoint's own name: one line for them all
                 with statements._lock:
-                    statements.seen.append(sql)
-                    if sql not in statements.examples:
-                        statements.examples[sql] = sql % _quoted(params) if params and not many else sql
+                    statements.seen.append(text)
+                    if text not in statements.examples:
+                        statements.examples[text] = sql % _quoted(params) if params and not many else text
             return original(self, sql, params, many, executor)
 
         utils.CursorWrapper._execute_with_wrappers = recording
@@ -369,7 +376,7 @@ def _database(database_url: str | None, workdir: Path, label: str) -> tuple[str,
     if not database_url:
         return f"sqlite:///{workdir / f'{label}.sqlite3'}", None
     parts = urlsplit(database_url)
-    name = f"th_profile_{label}_{os.getpid()}"
+    name = f"{parts.path.strip('/') or 'th'}_profile_{label}_{os.getpid()}"  # named after the database given
     admin = urlunsplit(parts._replace(path="/postgres"))
     subprocess.run(
         ["psql", admin, "-qc", f"DROP DATABASE IF EXISTS {name}", "-c", f"CREATE DATABASE {name}"], check=True
@@ -459,6 +466,7 @@ def _area(where: str) -> str:
     return parts[0].removesuffix(".py")
 
 
+_SAVEPOINT = re.compile(r'((?:RELEASE )?SAVEPOINT) "[^"]+"')
 _ADDRESS = re.compile(r" at 0x[0-9a-f]+")
 
 
@@ -500,6 +508,9 @@ def report(args, results: dict[str, dict], roots: dict[str, Path]) -> None:
                 f"ratio {labels[0]} / {labels[1]}: median {statistics.median(mine) / statistics.median(theirs):.3f}x,"
                 f" min {min(mine) / min(theirs):.3f}x"
             )
+            mine, theirs = (results[label]["eras"][era]["wall_ms"] for label in labels)
+            ratio = statistics.median(mine) / statistics.median(theirs)
+            print(f"wall ratio {labels[0]} / {labels[1]}: median {ratio:.3f}x")
         if args.sql:
             for label in labels:
                 print(f"-- statements per call, {label}")

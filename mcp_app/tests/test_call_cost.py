@@ -6,6 +6,7 @@ call"). A grant's refusal messages, which the call path formats only for a refus
 
 import dataclasses
 import json
+import re
 
 import pytest
 from django.db import connection
@@ -134,3 +135,98 @@ def test_a_pinned_call_on_a_table_with_redact_fields_costs_the_plain_calls_state
         "not_found": [],
     }
     assert call.recorded_bytes == len(call.arguments.encode()) + len(call.result_excerpt.encode())
+
+
+def _statement(sql: str) -> str:
+    """A statement as its verb and the first table it names (`SELECT tools_app_table`), for a readable exact list."""
+    sql = re.sub(r"^\d+ times: ", "", sql)  # an executemany, as Django's capture shows it
+    verb = sql.split()[0]
+    table = re.search(r'(?:FROM|INTO|UPDATE) "([a-z_]+)"', sql)
+    return f"{verb} {table.group(1) if table else ''}".strip()
+
+
+def test_a_one_record_create_on_a_rows_table_costs_its_pinned_statements(
+    owner, make_table, make_tool, instance, bind, make_api_key, django_capture_on_commit_callbacks
+):
+    """A one-record write through MCP (the create a client sends to add a record) runs exactly these statements
+    (docs/tables-at-scale.md, "What a one-record write costs"): the call's lookup; under the table's row lock (read
+    once, with the owner's other tables' bytes for the quota) the collections, the existing keys with the last
+    position, the collection's count and field kinds, the record, its directory block, the history entry and the
+    version; the call's record; after the commit, the history bounds. A new statement here is a cost every write
+    pays: add it knowingly."""
+    # given
+    table = make_table(owner, name="orders", data=[{"id": n, "status": "paid"} for n in range(1, 41)])
+    bind(instance, make_tool(owner, table, type="create", name="orders_add"))
+    harness, key = Harness(), make_api_key(instance)[1]
+
+    def add(record_id: int) -> dict:
+        body = rpc_body("tools/call", {"name": "orders_add", "arguments": {"elements": [{"id": record_id}]}})
+        with django_capture_on_commit_callbacks(execute=True):
+            return harness.post("shop", body, key=key).json()
+
+    assert add(41)["result"]["structuredContent"] == {"created": 1, "version": 2}  # the key and the tool seen once
+
+    # when
+    with CaptureQueriesContext(connection) as queries:
+        reply = add(42)
+
+    # then
+    assert reply["result"]["structuredContent"] == {"created": 1, "version": 3}
+    statements = [_statement(q["sql"]) for q in queries.captured_queries if "SAVEPOINT" not in q["sql"]]
+    postgresql = connection.vendor == "postgresql"
+    assert statements == [
+        "SELECT mcp_app_mcpinstance",  # the call's target, key re-check and table version
+        "SELECT tools_app_table",  # the row lock: version, size, owner, storage, the owner's other tables' bytes
+        "SELECT tools_app_tablecollection",  # the collections (their record counts: the table's)
+        "SELECT tools_app_tablerecord",  # the keys already held, and the last position
+        "UPDATE tools_app_tablecollection",  # its record count, returning its field kinds
+        "INSERT tools_app_tablerecord",
+        "INSERT tools_app_tablerecordblock",  # the directory
+        "INSERT tools_app_tablechange",  # the history entry
+        "UPDATE tools_app_table",  # the version
+        *(["WITH tools_app_tool"] if postgresql else ["UPDATE tools_app_tool", "INSERT mcp_app_calllog"]),
+        "SELECT tools_app_table",  # after the commit: the history bounds
+    ]
+    assert sum("SAVEPOINT" in q["sql"] and "RELEASE" not in q["sql"] for q in queries.captured_queries) == 3
+    assert list(table.collections.values_list("record_count", flat=True)) == [42]
+
+
+@pytest.mark.postgres
+def test_a_layout_is_looked_up_once_per_process_and_only_once_committed(
+    owner, make_table, make_tool, instance, bind, make_api_key, django_capture_on_commit_callbacks
+):
+    """A record whose key order JSONB would change gets a layout (docs/tables-at-scale.md, "Storage"); a write of
+    the same order after a committed one looks none up (the layouts are learned after the commit only)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("Layouts are PostgreSQL's (JSONB sorts object keys).")
+    # given
+    table = make_table(owner, name="orders", data=[{"id": 1}])
+    bind(instance, make_tool(owner, table, type="create", name="orders_add"))
+    bind(instance, make_tool(owner, table, type="select", name="orders_get"))
+    harness, key = Harness(), make_api_key(instance)[1]
+
+    def call(name: str, arguments: dict) -> tuple[dict, list[str]]:
+        body = rpc_body("tools/call", {"name": name, "arguments": arguments})
+        with CaptureQueriesContext(connection) as queries, django_capture_on_commit_callbacks(execute=True):
+            reply = harness.post("shop", body, key=key).json()
+        return reply["result"], [_statement(q["sql"]) for q in queries.captured_queries]
+
+    def record(n: int) -> dict:
+        return {"id": n, "customer": "c", "status": "new", "total": 1.5}
+
+    # when
+    refused, refused_statements = call("orders_add", {"elements": [record(2), {"id": 1}]})  # KEY_EXISTS
+    first, first_statements = call("orders_add", {"elements": [record(2)]})
+    second, second_statements = call("orders_add", {"elements": [record(3)]})
+    read, _ = call("orders_get", {"keys": [2, 3]})
+
+    # then
+    assert refused["structuredContent"]["error"] == "KEY_EXISTS"
+    assert "SELECT tools_app_tablerecordlayout" not in refused_statements  # refused before it writes
+    assert (first["structuredContent"], second["structuredContent"]) == (
+        {"created": 1, "version": 2},
+        {"created": 1, "version": 3},
+    )
+    assert first_statements.count("SELECT tools_app_tablerecordlayout") == 1
+    assert "SELECT tools_app_tablerecordlayout" not in second_statements
+    assert [list(item) for item in read["structuredContent"]["items"]] == [["id", "customer", "status", "total"]] * 2

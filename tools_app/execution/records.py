@@ -34,10 +34,11 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, Sum
+from django.db.models import F
 
 from tools_app import services
 from tools_app.data_access import budget, narrowing, operations, pointer, slow_queries, streamed
@@ -1437,11 +1438,15 @@ def write(
     TOOL_NOT_CALLABLE when a tool at a collection keys its records by another field than the collection does.
     """
     found = collections(table_id)
+    # The table's records, from the collections read under the table's lock: exact until this write commits.
+    held = sum(c.record_count for c in found.values())
     collection = found.get(mount.json_path)
     if collection is None:
         outer = next((c for c in found.values() if _within(mount.tokens, c.tokens)), None)
         if outer is not None:
-            return _inside_record(table_id, outer, mount, operation(mount, arguments), dry_run=dry_run, check=check)
+            return _inside_record(
+                table_id, outer, mount, operation(mount, arguments), dry_run=dry_run, check=check, held=held
+            )
         return _in_document(found, mount, operation(mount, arguments), check=check)
     if collection.kind == "array" and mount.key_field != collection.key_field:
         raise ToolError(
@@ -1449,7 +1454,11 @@ def write(
             f"The tool's mount {mount.label()!r} keys its records by another field than its collection does in a "
             "table stored as rows (docs/tables-at-scale.md); nothing was written.",
         )
-    writes = {operations.create: _create, operations.update: _update, operations.delete: _delete}
+    writes: dict[Callable[..., Any], Callable[..., tuple]] = {
+        operations.create: partial(_create, held=held),
+        operations.update: _update,
+        operations.delete: _delete,
+    }
     build = writes.get(operation)
     if build is None:
         raise ToolError(ErrorCode.TOOL_NOT_CALLABLE, "This write is not built for tables stored as rows.")
@@ -1472,14 +1481,15 @@ def _inside_record(
     *,
     dry_run: bool,
     check: Callable[[Any], None] | None,
+    held: int,
 ) -> RowsChange:
-    """A write at a mount inside a record of `collection`: the document's write (`document_change`) runs over the
-    document without records holding only that record (`{token: record}` at the collection's mount: the record's
-    token resolves as in the whole document, and every path the write builds is the same), so its checks, errors
-    and answer are the document's. A record the token does not reach leaves the collection's empty container,
-    where the document's write fails (or, for a create at exactly a missing member of an object collection, adds
-    it) as on the whole document. The record is written whole: `replace` (its key follows its key field), with the
-    old record as inverse; a new member is an `add`."""
+    """A write at a mount inside a record of `collection` (of a table holding `held` records): the document's write
+    (`document_change`) runs over the document without records holding only that record (`{token: record}` at the
+    collection's mount: the record's token resolves as in the whole document, and every path the write builds is
+    the same), so its checks, errors and answer are the document's. A record the token does not reach leaves the
+    collection's empty container, where the document's write fails (or, for a create at exactly a missing member of
+    an object collection, adds it) as on the whole document. The record is written whole: `replace` (its key
+    follows its key field), with the old record as inverse; a new member is an `add`."""
     token = mount.tokens[len(collection.tokens)]
 
     def change(data: Any, derived: dict) -> tuple[Any, Any, list, list, dict]:
@@ -1497,7 +1507,7 @@ def _inside_record(
             _check_record_size(record)
             cid = collection.id
             if row is None:
-                _check_new_records(collection, [record])
+                _check_new_records(held, [record])
                 position = _next_position(cursor, collection)
                 patch = [{"op": "add", "collection": cid, "position": position, "key": token, "value": record}]
                 inverse = [{"op": "remove", "collection": cid, "position": position}]
@@ -1612,14 +1622,13 @@ def _keyed(collection: Collection, mount: Mount, elements: list, action: str) ->
     return [operations.entry_pair(element, i, action) for i, element in enumerate(elements)]
 
 
-def _create(cursor: Any, collection: Collection, mount: Mount, arguments: dict, dry_run: bool) -> tuple:
+def _create(cursor: Any, collection: Collection, mount: Mount, arguments: dict, dry_run: bool, *, held: int) -> tuple:
     elements = arguments["elements"]
     pairs = _keyed(collection, mount, elements, "create")
-    _check_new_records(collection, [value for _, value in pairs])
+    _check_new_records(held, [value for _, value in pairs])
     keys = [key for key, _ in pairs]
-    existing = {row[1] for row in _by_keys(cursor, collection, list(dict.fromkeys(keys)))}
+    existing, first = _keys_held(cursor, collection, list(dict.fromkeys(keys)))
     operations.check_new_keys(keys, existing, mount)
-    first = _next_position(cursor, collection)
     positions = [first + number * store.POSITION_GAP for number in range(len(pairs))]
     patch = [
         {"op": "add", "collection": collection.id, "position": position, "key": key, "value": value}
@@ -1636,23 +1645,49 @@ def _create(cursor: Any, collection: Collection, mount: Mount, arguments: dict, 
             value=[value for _, value in pairs] if collection.kind == "array" else dict(pairs),
             key_of=_key_of(collection.key_field),
             first_position=first,
+            counted=True,
+            layout_ids=_known_layouts(collection.id),
         )
-        _count(collection, len(pairs))
     return len(elements), patch, inverse
 
 
-def _check_new_records(collection: Collection, values: list) -> None:
-    """Refuse (VALIDATION_ERROR, nothing written) records that would take the table over TOOLHUB_MAX_TABLE_RECORDS,
-    or one whose JSON is over TOOLHUB_MAX_RECORD_BYTES."""
+def _keys_held(cursor: Any, collection: Collection, keys: list[str]) -> tuple[set[str], int]:
+    """Which of `keys` the collection's records hold, and the position after its last record (0 when it holds none),
+    in one statement per 500 keys (the position comes with the first)."""
+    held: set[str] = set()
+    last = None
+    for start in range(0, max(len(keys), 1), 500):
+        part = keys[start : start + 500]
+        parts: list[str] = []
+        params: list[Any] = []
+        if start == 0:
+            parts.append(f'SELECT MAX(position), NULL FROM "{_records_table()}" WHERE collection_id = %s')
+            params.append(collection.id)
+        if part:
+            marks = ", ".join(["%s"] * len(part))
+            parts.append(
+                f'SELECT NULL, "key" FROM "{_records_table()}" WHERE collection_id = %s AND "key" IN ({marks})'
+            )
+            params += [collection.id, *part]
+        cursor.execute(" UNION ALL ".join(parts), params)
+        for position, key in cursor.fetchall():
+            if key is None:  # the MAX row (a key found by IN is never NULL)
+                last = position
+            else:
+                held.add(key)
+    return held, 0 if last is None else int(last) + store.POSITION_GAP
+
+
+def _check_new_records(held: int, values: list) -> None:
+    """Refuse (VALIDATION_ERROR, nothing written) records that would take the table (holding `held` records, as read
+    under its lock) over TOOLHUB_MAX_TABLE_RECORDS, or one whose JSON is over TOOLHUB_MAX_RECORD_BYTES."""
     for number, value in enumerate(values):
         _check_record_size(value, number)
     most = max_table_records()
-    same_table = TableCollection.objects.filter(table__collections__id=collection.id)
-    held = same_table.aggregate(n=Sum("record_count"))["n"]
-    if (held or 0) + len(values) > most:
+    if held + len(values) > most:
         raise ToolError(
             ErrorCode.VALIDATION_ERROR,
-            f"The table holds {held or 0} records; {len(values)} more would be over its {most} "
+            f"The table holds {held} records; {len(values)} more would be over its {most} "
             "(TOOLHUB_MAX_TABLE_RECORDS). Nothing was written.",
             {"limit": most, "setting": "TOOLHUB_MAX_TABLE_RECORDS"},
         )
@@ -1687,6 +1722,7 @@ def _update(cursor: Any, collection: Collection, mount: Mount, arguments: dict, 
         for position in reversed(after)
     ]
     if not dry_run:
+        layout_ids = _known_layouts(collection.id)
         for position, value in after.items():
             store.replace_record(
                 cursor,
@@ -1696,6 +1732,7 @@ def _update(cursor: Any, collection: Collection, mount: Mount, arguments: dict, 
                 collection_id=collection.id,
                 position=position,
                 record=value,
+                layout_ids=layout_ids,
             )
     return len(elements), patch, inverse
 
@@ -1720,6 +1757,34 @@ def _delete(cursor: Any, collection: Collection, mount: Mount, arguments: dict, 
         )
         _count(collection, -len(rows))
     return len(rows) if collection.kind == "array" else len(wanted), patch, inverse
+
+
+# Layout ids by collection and layout text (PostgreSQL), as committed writes found or made them: a layout row never
+# changes and goes only with its collection, so a write whose records have a key order seen before looks none up.
+_layouts: dict[int, dict[str, int]] = {}
+LAYOUT_CACHE_COLLECTIONS = 256
+LAYOUT_CACHE_LAYOUTS = 64
+
+
+def _known_layouts(collection_id: int) -> dict[str, int]:
+    """A copy of the collection's known layout ids for one write, which adds the ones it finds or makes; they are
+    kept once its transaction commits (a layout made by a write rolled back does not exist)."""
+    known = dict(_layouts.get(collection_id, {}))
+    transaction.on_commit(partial(_learn_layouts, collection_id, known))
+    return known
+
+
+def forget_layouts() -> None:
+    """Empty the known layouts (the tests, between databases that reuse collection ids)."""
+    _layouts.clear()
+
+
+def _learn_layouts(collection_id: int, known: dict[str, int]) -> None:
+    if not known or len(known) > LAYOUT_CACHE_LAYOUTS:
+        return
+    if collection_id not in _layouts and len(_layouts) >= LAYOUT_CACHE_COLLECTIONS:
+        _layouts.pop(next(iter(_layouts)), None)  # the collection learned first
+    _layouts[collection_id] = known
 
 
 def _count(collection: Collection, delta: int) -> None:

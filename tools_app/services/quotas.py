@@ -14,17 +14,22 @@ from tools_app.models import Table
 __all__ = ["data_quota_check", "data_quota_left"]
 
 
-def data_quota_check(*, owner_id: int, new_size: int, table_id: int | None = None, old_size: int = 0) -> None:
+def data_quota_check(
+    *, owner_id: int, new_size: int, table_id: int | None = None, old_size: int = 0, others: int | None = None
+) -> None:
     """Refuse (QUOTA_EXCEEDED) a write that makes table `table_id` (None: a new table) `new_size` bytes when the
     owner's tables would then hold more than TOOLHUB_MAX_OWNER_DATA_BYTES. A write that does not grow the table is
-    always allowed, so an owner over a lowered quota can still shrink and delete."""
+    always allowed, so an owner over a lowered quota can still shrink and delete. `others`: the data_bytes of the
+    owner's other tables when the caller read them in its transaction (else they are read here)."""
     limit = max_owner_data_bytes()
     if not limit or new_size <= old_size:
         return
-    others = Table.objects.filter(owner_id=owner_id)
-    if table_id is not None:
-        others = others.exclude(pk=table_id)
-    used = (others.aggregate(total=Sum("data_bytes"))["total"] or 0) + old_size
+    if others is None:
+        rest = Table.objects.filter(owner_id=owner_id)
+        if table_id is not None:
+            rest = rest.exclude(pk=table_id)
+        others = rest.aggregate(total=Sum("data_bytes"))["total"] or 0
+    used = others + old_size
     wanted = used - old_size + new_size
     if wanted <= limit:
         return

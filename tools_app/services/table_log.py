@@ -31,7 +31,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, Max, Q, Subquery, Sum, Value
+from django.db.models import F, Max, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
@@ -147,6 +147,13 @@ class Written:
     replayed: bool = False
 
 
+# (table id, version, storage) of the table whose row table_write holds locked while its change runs: neither can
+# move under the lock, so table_head answers them without a statement.
+_locked_head: contextvars.ContextVar[tuple[int, int, str] | None] = contextvars.ContextVar(
+    "toolhub_locked_table", default=None
+)
+
+
 # change(data, derived) -> (new_data, outcome, patch, inverse, carried): `derived` holds values computed from
 # this version (e.g. a key index); `carried` those still true of the new one.
 Change = Callable[[Any, dict], tuple[Any, Any, list, list, dict]]
@@ -169,7 +176,7 @@ def table_write(
     audit = current_audit()
     now = timezone.now()
     with telemetry.table_write_timer(), transaction.atomic():
-        version, size, owner_id = _locked(table_id)
+        version, size, owner_id, storage, others = _locked_with_others(table_id)
         if safe.idempotency_key:
             repeated = _repeat(table_id, safe, now)
             if repeated is not None:
@@ -182,13 +189,17 @@ def table_write(
                 {"current_version": version, "expected_version": safe.expected_version},
             )
         entry = document(table_id, version)
-        new_data, outcome, patch, inverse, carried = change(entry.data, entry.derived)
+        held = _locked_head.set((table_id, version, storage))
+        try:
+            new_data, outcome, patch, inverse, carried = change(entry.data, entry.derived)
+        finally:
+            _locked_head.reset(held)
         new_version = version + 1
         old_size = size or _size(entry.data)
         new_size = old_size + size_delta(patch, inverse)
         if new_size > max_table_bytes():
             _check_table_size(table_id, new_size)
-        data_quota_check(owner_id=owner_id, table_id=table_id, old_size=old_size, new_size=new_size)
+        data_quota_check(owner_id=owner_id, table_id=table_id, old_size=old_size, new_size=new_size, others=others)
         result = answer(new_version, outcome) if answer is not None else None
         if safe.dry_run:
             return Written(version=new_version, outcome=outcome, patch=patch, result=result, dry_run=True)
@@ -231,14 +242,32 @@ def _check_rows_table_size(size: int, **details: Any) -> None:
         )
 
 
-def _locked(table_id: int) -> tuple[int, int, int]:
-    """Lock the table row for the rest of the transaction; its (version, data_bytes, owner_id). NO KEY UPDATE:
-    writers queue (and wait for a delete), but saving a tool that refers to the table (KEY SHARE) does not wait."""
-    locked = Table.objects.select_for_update(no_key=True).filter(pk=table_id)
-    row = locked.values_list("version", "data_bytes", "owner_id").first()
+def _locked(table_id: int) -> tuple[int, int, int, str]:
+    """Lock the table row for the rest of the transaction; its (version, data_bytes, owner_id, storage). NO KEY
+    UPDATE: writers queue (and wait for a delete), but saving a tool that refers to the table (KEY SHARE) does not
+    wait."""
+    return _locked_with_others(table_id, others=False)[:4]
+
+
+def _locked_with_others(table_id: int, *, others: bool = True) -> tuple[int, int, int, str, int]:
+    """_locked's row and, in the same statement (with `others`), the data_bytes of the owner's other tables (what
+    the owner's data quota adds this table's new size to; not locked, as data_quota_check reads them)."""
+    table = Table._meta.db_table
+    lock = " FOR NO KEY UPDATE" if connection.vendor == "postgresql" else ""
+    rest = (
+        f'(SELECT COALESCE(SUM(o.data_bytes), 0) FROM "{table}" o WHERE o.owner_id = t.owner_id AND o.id <> t.id)'
+        if others
+        else "0"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'SELECT t.version, t.data_bytes, t.owner_id, t.storage, {rest} FROM "{table}" t WHERE t.id = %s{lock}',
+            (table_id,),
+        )
+        row = cursor.fetchone()
     if row is None:
         raise Table.DoesNotExist(f"Table {table_id} does not exist.")
-    return row
+    return int(row[0]), int(row[1]), int(row[2]), str(row[3]), int(row[4])
 
 
 def _repeat(table_id: int, safe: SafeWrite, now: Any) -> Written | None:
@@ -494,7 +523,11 @@ def table_unique_fields(table_id: int, mount: str, names: list[str]) -> list[str
 
 
 def table_head(table_id: int) -> tuple[int, str]:
-    """The table's current (version, storage) in one primary-key query; Table.DoesNotExist when it is gone."""
+    """The table's current (version, storage) in one primary-key query (none inside table_write's change of that
+    table: its locked row, read by the write); Table.DoesNotExist when it is gone."""
+    locked = _locked_head.get()
+    if locked is not None and locked[0] == table_id:
+        return locked[1], locked[2]
     row = Table.objects.filter(pk=table_id).values_list("version", "storage").first()
     if row is None:
         raise Table.DoesNotExist(f"Table {table_id} does not exist.")
@@ -590,7 +623,7 @@ def table_restore(*, table_id: int, version: int) -> int:
     audit = current_audit()
     now = timezone.now()
     with transaction.atomic():
-        current, size, owner_id = _locked(table_id)
+        current, size, owner_id, _storage = _locked(table_id)
         storage, since = Table.objects.filter(pk=table_id).values_list("storage", "rows_since_version").get()
         rows = storage == TableStorage.ROWS
         if rows and (rows_apply is None or rows_replace is None or since is None):
@@ -632,7 +665,7 @@ def table_relayout_entry(table_id: int, version: int, patch: list, inverse: list
     inside the caller's transaction, which holds the table's row lock: the entry of `version` (the current one + 1)
     holds `patch` (the new document without records, replacing the old whole), so that every worker's cached
     document follows; `data` is that new document."""
-    current, size, _owner = _locked(table_id)
+    current, size, _owner, _storage = _locked(table_id)
     if version != current + 1:
         raise RuntimeError(f"Table {table_id} is at version {current}, not {version - 1}.")
     _append(table_id, version, patch, inverse, current_audit(), timezone.now(), size)
@@ -785,19 +818,26 @@ def history_enforce(table_id: int) -> int:
     not), and only a run of a table's oldest entries goes: the versions kept stay contiguous and the current
     document is never touched. One query when nothing is over.
     """
-    owner_of = Table.objects.filter(pk=table_id).values("owner_id")[:1]
-    usage = Table.objects.filter(owner_id=Subquery(owner_of)).aggregate(
-        owner=Max("owner_id"), total=Sum("history_bytes"), table=Sum("history_bytes", filter=Q(pk=table_id))
-    )
-    if usage["owner"] is None:
-        return 0
-    freed = 0
     table_limit, owner_limit = history_max_table_bytes(), history_max_owner_bytes()
-    if table_limit and (usage["table"] or 0) > table_limit:
-        freed += _free(TableChange.objects.filter(table_id=table_id), (usage["table"] or 0) - table_limit)
-    if owner_limit and (usage["total"] or 0) - freed > owner_limit:
-        owner_entries = TableChange.objects.filter(table__owner_id=usage["owner"])
-        freed += _free(owner_entries, (usage["total"] or 0) - freed - owner_limit)
+    if not table_limit and not owner_limit:
+        return 0
+    tables = Table._meta.db_table
+    with connection.cursor() as cursor:  # one statement, no ORM: it runs after every write
+        cursor.execute(
+            f'SELECT t.owner_id, t.history_bytes, (SELECT SUM(o.history_bytes) FROM "{tables}" o'
+            f' WHERE o.owner_id = t.owner_id) FROM "{tables}" t WHERE t.id = %s',
+            (table_id,),
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return 0
+    owner, table_bytes, total = int(row[0]), int(row[1] or 0), int(row[2] or 0)
+    freed = 0
+    if table_limit and table_bytes > table_limit:
+        freed += _free(TableChange.objects.filter(table_id=table_id), table_bytes - table_limit)
+    if owner_limit and total - freed > owner_limit:
+        owner_entries = TableChange.objects.filter(table__owner_id=owner)
+        freed += _free(owner_entries, total - freed - owner_limit)
     return freed
 
 

@@ -40,6 +40,8 @@ BLOCK_SPAN = 1024 * POSITION_GAP
 BLOCKS_TABLE = "tools_app_tablerecordblock"
 # A layout's stored text (json.dumps(layout, separators=(",", ":"), ensure_ascii=False), its encoder made once).
 _LAYOUT_TEXT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+# At most this many rows are written on PostgreSQL by one INSERT, more by COPY.
+FEW_ROWS = 100
 # replace_record's `key` when the row's key stays.
 KEEP_KEY: Any = object()
 
@@ -73,17 +75,24 @@ def write_records(
     key_of: Callable[[Any], str | None] | None = None,
     first_position: int = 0,
     positions: Iterable[int] | None = None,
+    counted: bool = False,
+    layout_ids: dict[str, int] | None = None,
 ) -> int:
     """Store every record of `value` (an array of records, or any iterable of them, consumed once and `batch` rows
     at a time, so a stream is never held whole; or an object of records by key) as one row of `collection_id`, in
     order from `first_position` (POSITION_GAP apart); return how many. The positions must be
     free: an empty collection, or past its last record. An array's records get the key `key_of(record)` (none
     without it); an object's members their key. `positions`, when given, are the records' positions instead (one
-    each, free)."""
-    layout_ids: dict[str, int] = {}
+    each, free). With `counted` (`value` a list or a dict: its length known before it is written), the collection's
+    record_count grows by that many in the statement that reads its field kinds. `layout_ids`: the collection's
+    layout ids by layout text known to the caller (committed ones only), to which the layouts written are added."""
+    layout_ids = {} if layout_ids is None else layout_ids
     pending: list[tuple] = []
     count = 0
-    before = _kinds_before(cursor, dialect, records_table, collection_id)
+    grows = len(value) if counted and isinstance(value, list | dict) else None
+    if counted and grows is None:
+        raise TypeError("write_records(counted=True) takes a list or a dict of records.")
+    before = _kinds_before(cursor, dialect, records_table, collection_id, grows)
     tally = kinds.Tally()
     blocks: Counter[int] = Counter()
     for position, key, record in _rows(value, key_of, first_position, positions):
@@ -102,12 +111,21 @@ def write_records(
     return count
 
 
-def _kinds_before(cursor: Any, dialect: str, records_table: str, collection_id: int) -> dict | None:
+def _kinds_before(
+    cursor: Any, dialect: str, records_table: str, collection_id: int, grows: int | None = None
+) -> dict | None:
     """The collection's field kinds before a write (locked on PostgreSQL until the transaction ends, so two
-    writers do not lose each other's). Unknown (NULL) facts of a collection holding no record are the empty
+    writers do not lose each other's); with `grows`, its record_count grows by that many in the same statement
+    (an UPDATE, which takes the same lock). Unknown (NULL) facts of a collection holding no record are the empty
     facts: a collection starts known; one written before facts were kept stays unknown."""
-    lock = " FOR UPDATE" if dialect == "postgresql" else ""
-    cursor.execute(f'SELECT field_kinds FROM "{COLLECTIONS_TABLE}" WHERE id = %s{lock}', (collection_id,))
+    if grows is not None:
+        cursor.execute(
+            f'UPDATE "{COLLECTIONS_TABLE}" SET record_count = record_count + %s WHERE id = %s RETURNING field_kinds',
+            (grows, collection_id),
+        )
+    else:
+        lock = " FOR UPDATE" if dialect == "postgresql" else ""
+        cursor.execute(f'SELECT field_kinds FROM "{COLLECTIONS_TABLE}" WHERE id = %s{lock}', (collection_id,))
     row = cursor.fetchone()
     facts = json_value(row[0]) if row and row[0] is not None else None
     if facts is None:
@@ -160,14 +178,17 @@ def replace_record(
     position: int,
     record: Any,
     key: Any = KEEP_KEY,
+    layout_ids: dict[str, int] | None = None,
 ) -> None:
     """Write `record` over the row at `position` of the collection; its key stays, or becomes `key` (a string or
-    None) when given."""
+    None) when given. `layout_ids` as write_records'."""
     before = _kinds_before(cursor, dialect, records_table, collection_id)
     tally = kinds.Tally()
     tally.add(record)
     _kinds_after(cursor, dialect, collection_id, before, tally)
-    text, layout_id = _encoded(cursor, dialect, layouts_table, collection_id, record, {})
+    text, layout_id = _encoded(
+        cursor, dialect, layouts_table, collection_id, record, {} if layout_ids is None else layout_ids
+    )
     cast = "::jsonb" if dialect == "postgresql" else ""
     keyed = "" if key is KEEP_KEY else ', "key" = %s'
     cursor.execute(
@@ -195,12 +216,15 @@ def _count_blocks(cursor: Any, collection_id: int, deltas: Counter[int]) -> None
     changed = sorted((block, delta) for block, delta in deltas.items() if delta)
     if not changed:
         return
-    cursor.executemany(
-        f'INSERT INTO "{BLOCKS_TABLE}" (collection_id, block, record_count) VALUES (%s, %s, %s)'
-        f' ON CONFLICT (collection_id, block) DO UPDATE SET record_count = "{BLOCKS_TABLE}".record_count'
-        " + excluded.record_count",
-        [(collection_id, block, delta) for block, delta in changed],
-    )
+    for start in range(0, len(changed), 500):  # one statement per 500 blocks (each block once: ON CONFLICT's rule)
+        pairs = changed[start : start + 500]
+        cursor.execute(
+            f'INSERT INTO "{BLOCKS_TABLE}" (collection_id, block, record_count) VALUES '
+            + ", ".join(["(%s, %s, %s)"] * len(pairs))
+            + f' ON CONFLICT (collection_id, block) DO UPDATE SET record_count = "{BLOCKS_TABLE}".record_count'
+            " + excluded.record_count",
+            [value for block, delta in pairs for value in (collection_id, block, delta)],
+        )
     emptied = [block for block, delta in changed if delta < 0]
     for start in range(0, len(emptied), 500):
         part = emptied[start : start + 500]
@@ -226,6 +250,13 @@ def _layout_id(cursor: Any, table: str, collection_id: int, digest: str, text: s
 def _insert(cursor: Any, dialect: str, table: str, rows: list[tuple]) -> None:
     columns = 'collection_id, position, "key", data, layout_id'
     raw = getattr(cursor, "cursor", cursor)
+    if dialect == "postgresql" and len(rows) <= FEW_ROWS:
+        # One INSERT: one round trip, where COPY takes two (its start, then its data).
+        cursor.execute(
+            f'INSERT INTO "{table}" ({columns}) VALUES ' + ", ".join(["(%s, %s, %s, %s::jsonb, %s)"] * len(rows)),
+            [value for row in rows for value in row],
+        )
+        return
     if dialect == "postgresql" and hasattr(raw, "copy"):
         # Through the raw driver cursor: Django's wrapper turns its errors into Django's (IntegrityError, ...).
         wrap = getattr(getattr(cursor, "db", None), "wrap_database_errors", contextlib.nullcontext())
