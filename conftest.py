@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from tests.live_server import TEST_RUN, drop_templates
+from tests.live_server import TEST_RUN, drop_templates, sqlite_template_into
 
 # Issue 13: the suite sends far more requests than the default rates allow, so rate limits are off in
 # tests (servers the tests start inherit this); the rate-limit tests turn them on (`rate_limited`).
@@ -25,6 +25,36 @@ def pytest_unconfigure(config):
     """The run's templates are removed by the process that started the run, once its workers are done."""
     if _RUN_STARTED_HERE and not hasattr(config, "workerinput"):
         drop_templates(os.environ[TEST_RUN])
+
+
+@pytest.fixture(scope="session")
+def _sqlite_test_database_from_template():
+    """While the test databases are set up: on SQLite, the in-memory test database's `migrate` is a copy of the
+    run's migrated template (tests/live_server.py), which the first process to need it builds. The same
+    migrations, run once per run instead of once per parallel worker and once more for the live servers: each
+    run costs seconds of CPU. Returns the function that puts `migrate` back."""
+    from django.core import management
+    from django.db import connections
+
+    migrate = management.call_command
+
+    def call_command(name, *args, **options):
+        connection = connections[options.get("database", "default")]
+        if name != "migrate" or args or connection.vendor != "sqlite" or not connection.is_in_memory_db():
+            return migrate(name, *args, **options)
+        connection.ensure_connection()
+        env = {key: value for key, value in os.environ.items() if key != "DJANGO_DEBUG"}
+        sqlite_template_into(os.environ[TEST_RUN], env, connection.connection)
+        return None
+
+    management.call_command = call_command
+    return lambda: setattr(management, "call_command", migrate)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(_sqlite_test_database_from_template, django_db_setup):
+    """pytest-django's test databases, the SQLite one copied from the run's template (above)."""
+    _sqlite_test_database_from_template()
 
 
 @pytest.fixture

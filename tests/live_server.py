@@ -34,6 +34,7 @@ __all__ = [
     "sdk_session",
     "seed_mcp",
     "server_database",
+    "sqlite_template_into",
 ]
 
 
@@ -110,8 +111,9 @@ def _template_lock(run: str) -> Iterator[Path]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _sqlite_copy(run: str, env: dict, target: Path) -> None:
-    """`target` as a copy of the run's migrated SQLite template, which the first caller builds."""
+def sqlite_template_into(run: str, env: dict, copy: sqlite3.Connection) -> None:
+    """Copy the run's migrated SQLite template, which the first caller builds, into the open database `copy`
+    (a server's file, or a test process's in-memory test database)."""
     with _template_lock(run) as directory:
         template = directory / "template.sqlite3"
         if not template.exists():
@@ -120,11 +122,19 @@ def _sqlite_copy(run: str, env: dict, target: Path) -> None:
             _migrate({**env, "DATABASE_URL": f"sqlite:///{building}"})
             building.rename(template)
     # The backup API copies a consistent database whatever state its write-ahead log is in.
-    source, copy = sqlite3.connect(template), sqlite3.connect(target)
+    source = sqlite3.connect(template)
     try:
         source.backup(copy)
     finally:
         source.close()
+
+
+def _sqlite_copy(run: str, env: dict, target: Path) -> None:
+    """`target` as a copy of the run's migrated SQLite template."""
+    copy = sqlite3.connect(target)
+    try:
+        sqlite_template_into(run, env, copy)
+    finally:
         copy.close()
 
 
