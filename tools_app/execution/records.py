@@ -211,7 +211,7 @@ def snapshot(table_id: int) -> Iterator[int]:
             raise Table.DoesNotExist(f"Table {table_id} does not exist.")
         version = found[0][0]
         held_collections = {
-            row[2]: Collection(*row[1:6], known=Known.of(store.json_value(row[6])))
+            row[2]: Collection(row[1], row[2], row[3], row[4], row[5], known=Known.of(store.json_value(row[6])))
             for row in found
             if row[1] is not None
         }
