@@ -15,15 +15,11 @@ from tools_app.data_access.sql import store
 from tools_app.execution import record_pages, records
 from tools_app.execution.executors import execute
 from tools_app.models import Table, TableRecord, TableRecordBlock
+from tools_app.tests.execution.conftest import SMALL_BLOCK_SPAN
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("small_blocks")]
 
-SPAN = 4 * store.POSITION_GAP
-
-
-@pytest.fixture(autouse=True)
-def _small_blocks(monkeypatch):
-    monkeypatch.setattr(store, "BLOCK_SPAN", SPAN)
+SPAN = SMALL_BLOCK_SPAN
 
 
 def _orders(count: int, start: int = 0) -> list[dict]:

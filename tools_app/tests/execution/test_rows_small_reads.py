@@ -8,24 +8,19 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tools_app.data_access.sql import store
 from tools_app.execution import records
 from tools_app.execution.executors import execute
 from tools_app.models import TableRecord
+from tools_app.tests.execution.conftest import SMALL_BLOCK_SPAN
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("small_blocks")]
 
-SPAN = 4 * store.POSITION_GAP
+SPAN = SMALL_BLOCK_SPAN
 RECORDS = 40
 
 
-@pytest.fixture(autouse=True)
-def _small_blocks(monkeypatch):
-    monkeypatch.setattr(store, "BLOCK_SPAN", SPAN)
-
-
 @pytest.fixture
-def tools(make_table, make_tool, owner):
+def orders_tools(make_table, make_tool, owner):
     data = [{"id": number, "name": f"n{number}", "status": "new"} for number in range(RECORDS)]
     table = make_table(owner, name="orders", data=data, storage="rows")
     assert records.collections(table.pk)[""].record_count == RECORDS
@@ -38,8 +33,8 @@ def _over_records(statements) -> list[str]:
     return [s["sql"] for s in statements if f'"{TableRecord._meta.db_table}"' in s["sql"]]
 
 
-def test_a_preview_reads_its_page_in_one_statement_at_any_offset(tools):
-    preview, _select = tools
+def test_a_preview_reads_its_page_in_one_statement_at_any_offset(orders_tools):
+    preview, _select = orders_tools
     counts = set()
     for offset in range(1, RECORDS + 2):
         with CaptureQueriesContext(connection) as statements:
@@ -50,8 +45,8 @@ def test_a_preview_reads_its_page_in_one_statement_at_any_offset(tools):
     assert len(counts) == 1  # the same statements at every depth, past the end included
 
 
-def test_a_position_at_an_ordinal_is_one_statement(tools):
-    preview, _select = tools
+def test_a_position_at_an_ordinal_is_one_statement(orders_tools):
+    preview, _select = orders_tools
     collection = records.collections(preview.table_id)[""]
     positions = list(
         TableRecord.objects.filter(collection_id=collection.id).order_by("position").values_list("position", flat=True)
@@ -63,8 +58,8 @@ def test_a_position_at_an_ordinal_is_one_statement(tools):
         assert len(statements) == 1
 
 
-def test_a_select_by_key_takes_the_key_index_without_statistics(tools):
-    _preview, select = tools
+def test_a_select_by_key_takes_the_key_index_without_statistics(orders_tools):
+    _preview, select = orders_tools
     with CaptureQueriesContext(connection) as statements:
         got = execute(tool=select, arguments={"keys": [31, 2, 99, 17]})
     assert got == {
@@ -85,7 +80,7 @@ def test_a_select_by_key_takes_the_key_index_without_statistics(tools):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_read_in_its_own_snapshot_sends_each_statement_with_its_timeout_in_one_message(tools):
+def test_a_read_in_its_own_snapshot_sends_each_statement_with_its_timeout_in_one_message(orders_tools):
     """PostgreSQL, as the server reads (outside a transaction): the snapshot's transaction is the read's own, so each
     statement over the records carries the call's remaining time and sets the timeout back in the same message
     (records.engine_cursor), with no savepoint; inside the snapshot the timeout is the session's again after it, and
@@ -94,7 +89,7 @@ def test_a_read_in_its_own_snapshot_sends_each_statement_with_its_timeout_in_one
         pytest.skip("statement_timeout: SQLite's progress handler needs no statement")
     from tools_app.data_access import budget
 
-    preview, select = tools
+    preview, select = orders_tools
     with connection.cursor() as cursor:
         cursor.execute("SET statement_timeout = '7s'")
     roomy = budget.Limits(cpu_ms=60_000, max_elements=10**9, max_bytes=10**9)
