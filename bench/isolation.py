@@ -35,6 +35,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
+sys.path.insert(0, str(ROOT))
+
+from tests.live_server import seed_mcp  # noqa: E402
+
 PYTHON = sys.executable
 ERA = "2025-11-25"
 LIGHT_QUERY = "[?id==`{n}`] | [0]"
@@ -196,15 +200,7 @@ def prepare(args, workdir: Path) -> tuple[dict, dict, dict]:
     subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
 
     def seed(slug: str, user: str) -> dict:
-        out = subprocess.run(
-            [PYTHON, str(BENCH / "seed_mcp.py"), "--slug", slug, "--rows", str(args.rows), "--user", user],
-            cwd=ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        return seed_mcp(env, slug=slug, rows=args.rows, user=user)
 
     light = seed("light", "light-user")
     # Several MCP clients: one key each, as separate agents would have.

@@ -47,6 +47,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
+sys.path.insert(0, str(ROOT))
+
+from tests.live_server import seed_mcp  # noqa: E402
+
 PYTHON = str(ROOT / ".venv" / "bin" / "python")
 UVICORN = str(ROOT / ".venv" / "bin" / "uvicorn")
 LEGACY, MODERN = "2025-11-25", "2026-07-28"
@@ -117,19 +121,6 @@ def prepare_database(
         env = {**env, "DATABASE_URL": f"sqlite:///{workdir / f'{label}.sqlite3'}"}
     subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=root, env=env, check=True)
     return env
-
-
-def seed(env: dict[str, str], rows: int, root: Path = ROOT) -> dict:
-    """The checkout at `root` seeds its database (its own bench/seed_mcp.py): its key and ids."""
-    out = subprocess.run(
-        [PYTHON, str(root / "bench" / "seed_mcp.py"), "--slug", "bench", "--rows", str(rows)],
-        cwd=root,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def drop_database(env: dict[str, str]) -> None:
@@ -256,7 +247,7 @@ def main() -> None:
     base_env = env
     env = prepare_database(base_env, args.database_url, workdir)
     databases = [env]
-    seeded = seed(env, args.rows)
+    seeded = seed_mcp(env, slug="bench", rows=args.rows, user="bench")
     toolhub_port, handwritten_port = free_port(), free_port()
     common = ["--host", "127.0.0.1", "--no-access-log", "--log-level", "warning", "--workers", "1"]
     toolhub_env = baseline_env = env
@@ -270,7 +261,7 @@ def main() -> None:
         ref_env = {key: value for key, value in base_env.items() if key != "TOOLHUB_NEW_TABLE_STORAGE"}
         baseline_env = prepare_database(ref_env, args.database_url, workdir, root=baseline_dir, label="bench_ref")
         databases.append(baseline_env)
-        baseline_key = seed(baseline_env, args.rows, baseline_dir)["key"]
+        baseline_key = seed_mcp(baseline_env, slug="bench", rows=args.rows, user="bench", root=baseline_dir)["key"]
         metrics_dir = workdir / "metrics"
         metrics_dir.mkdir()
         toolhub_env = env if args.same_env else {**env, "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}

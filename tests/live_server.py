@@ -56,12 +56,13 @@ def run_python(env: dict, code: str) -> str:
     return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
 
 
-def seed_mcp(env: dict, *, slug: str, rows: int, user: str) -> dict:
+def seed_mcp(env: dict, *, slug: str, rows: int, user: str, root: Path = ROOT) -> dict:
     """bench/seed_mcp.py on the server's database: an instance `slug` of `user` over `rows` orders; its JSON
-    line ({"slug", "key", "instance_id", "tools", "table_id"})."""
+    line ({"slug", "key", "instance_id", "tools", "table_id"}). `root`: the checkout whose own seed script runs
+    (another ref's worktree, in a comparison)."""
     seeded = subprocess.run(
         [PYTHON, "bench/seed_mcp.py", "--slug", slug, "--rows", str(rows), "--user", user],
-        cwd=ROOT,
+        cwd=root,
         env=env,
         check=True,
         capture_output=True,
