@@ -169,7 +169,10 @@ SCALAR_RUN = 256
 def _scalar_run(values: Any, start: int, room: int) -> tuple[str, int]:
     """The text (without brackets) of the longest run of `values` from `start`, of at most SCALAR_RUN items
     halved until it fits, that are scalars surely fitting `room` characters (_flat): encoded at once by the C
-    encoder, the same text as item by item. ("", 0) when not even two items are such a run."""
+    encoder, the same text as item by item. ("", 0) when not even two items are such a run: at once when either of
+    the first two is a container (a list of records is not sliced and tested at every size, item after item)."""
+    if len(values) - start < 2 or not (_scalar(values[start]) and _scalar(values[start + 1])):
+        return "", 0
     size = SCALAR_RUN
     while size > 1:
         run = values[start : start + size]
@@ -177,6 +180,12 @@ def _scalar_run(values: Any, start: int, room: int) -> tuple[str, int]:
             return _dumps(run)[1:-1], len(run)
         size //= 2
     return "", 0
+
+
+def _scalar(value: Any) -> bool:
+    """A value _flat counts as a scalar (what the C encoder takes at once without walking it)."""
+    kind = type(value)
+    return kind is str or kind in _NUMBERS or value is None
 
 
 def _flat(values: Any, room: int) -> bool:

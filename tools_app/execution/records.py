@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from django.db import connection, transaction
@@ -195,17 +195,8 @@ def snapshot(table_id: int) -> Iterator[int]:
         yield held[1]
         return
     with _read_transaction():
-        first = Table.objects.filter(pk=table_id).values_list(
-            "version",
-            "collections__id",
-            "collections__mount",
-            "collections__kind",
-            "collections__key_field",
-            "collections__record_count",
-            "collections__field_kinds",
-        )
         with engine_cursor() as cursor:
-            cursor.execute(*first.query.sql_with_params())
+            cursor.execute(_snapshot_sql(connection.vendor), {"table": table_id})
             found = cursor.fetchall()
         if not found:
             raise Table.DoesNotExist(f"Table {table_id} does not exist.")
@@ -223,6 +214,26 @@ def snapshot(table_id: int) -> Iterator[int]:
             # Set back rather than reset by token: a streamed export resumes this generator in a copy of the
             # context each time (asgiref's sync_to_async), where the token of another copy cannot be used.
             _held.set(held)
+
+
+@cache
+def _snapshot_sql(vendor: str) -> str:
+    """A snapshot's first statement: the table's version and its collections (NULLs in the collection's columns when
+    it has none; no row when the table is gone). Built once from the models' tables and columns (quoted for
+    `vendor`): the ORM would compile it again at every read. Its parameter is named (`%(table)s`), which Django's
+    SQLite cursor binds without rewriting the statement (tools_app.selectors._call_target_sql)."""
+    quote = connection.ops.quote_name
+
+    def column(model: Any, field: str) -> str:
+        return quote(model._meta.get_field(field).column)
+
+    t, c = Table, TableCollection
+    fields = ", ".join(f"c.{column(c, name)}" for name in ("id", "mount", "kind", "key_field", "record_count"))
+    return (
+        f"SELECT t.{column(t, 'version')}, {fields}, c.{column(c, 'field_kinds')} FROM {quote(t._meta.db_table)} t"
+        f" LEFT JOIN {quote(c._meta.db_table)} c ON c.{column(c, 'table')} = t.{column(t, 'id')}"
+        f" WHERE t.{column(t, 'id')} = %(table)s"
+    )
 
 
 # Whether this context reads in a transaction its snapshot opened itself (_read_transaction), not a caller's.

@@ -21,6 +21,7 @@ and process), `version` grows by exactly one per successful write, and a failed 
 """
 
 import contextvars
+import functools
 import hashlib
 import json
 import logging
@@ -528,10 +529,29 @@ def table_head(table_id: int) -> tuple[int, str]:
     locked = _locked_head.get()
     if locked is not None and locked[0] == table_id:
         return locked[1], locked[2]
-    row = Table.objects.filter(pk=table_id).values_list("version", "storage").first()
+    with connection.cursor() as cursor:
+        cursor.execute(_head_sql(connection.vendor), {"table": table_id})
+        row = cursor.fetchone()
     if row is None:
         raise Table.DoesNotExist(f"Table {table_id} does not exist.")
-    return row
+    return row[0], row[1]
+
+
+@functools.cache
+def _head_sql(vendor: str) -> str:
+    """table_head's statement, built once from the model's table and columns (quoted for `vendor`): the ORM would
+    compile it again at every read. Its parameter is named, which Django's SQLite cursor binds without rewriting
+    the statement (tools_app.selectors._call_target_sql)."""
+    quote = connection.ops.quote_name
+    model: Any = Table
+
+    def column(field: str) -> str:
+        return quote(model._meta.get_field(field).column)
+
+    return (
+        f"SELECT {column('version')}, {column('storage')} FROM {quote(Table._meta.db_table)}"
+        f" WHERE {column('id')} = %(table)s"
+    )
 
 
 def table_document(table_id: int, version: int) -> Any:
