@@ -82,23 +82,69 @@ _KINDS_BY_TYPE: dict[type, tuple[str, ...]] = {
 _NUMBER = ("number",)
 
 
+# The most record shapes (key tuple, value type tuple) a Tally remembers; a record of another shape is tallied
+# field by field.
+MAX_SHAPES = 1024
+
+
+class _Shape:
+    """Records with the same keys, in the same order, whose values have the same types: what the first of them
+    gave the facts holds for all of them but for the values whose kinds the type alone does not say (an int's
+    range, a bool's value): `checked` (field name, its kinds) re-reads those per record."""
+
+    __slots__ = ("checked", "count", "keys")
+
+    def __init__(self, keys: tuple[str, ...], checked: list[tuple[str, set[tuple[str, ...]]]]) -> None:
+        self.keys = keys
+        self.checked = checked
+        self.count = 0  # records of this shape after the first (the first went through Tally._fields)
+
+
 class Tally:
     """The facts of records as they are written, one at a time (a batch may be a stream)."""
 
     def __init__(self) -> None:
-        # Per field, the kind tuples its values gave (kind_names'), unioned in facts(): a record's fields cost a
-        # dictionary lookup and a set insertion each, since an import tallies millions of them.
+        # Per field, the kind tuples its values gave (kind_names'), unioned in facts(). An import tallies millions
+        # of records, mostly of a few shapes: a record of a shape seen before costs a dictionary lookup and the
+        # values whose type does not say their kind; the first of each shape is tallied field by field.
         self.kinds: dict[str, set[tuple[str, ...]]] = {}
         self.present: Counter[str] = Counter()
         self.count = 0
         self.open = False
         self.records: set[str] = set()
+        self._shapes: dict[tuple[tuple[str, ...], tuple[type, ...]], _Shape] = {}
 
     def add(self, record: Any) -> None:
         self.count += 1
-        if not isinstance(record, dict):
-            self.records.update(kind_names(record))
+        if record.__class__ is not dict:
+            if isinstance(record, dict):
+                self._fields(record)
+            else:
+                self.records.update(kind_names(record))
             return
+        keys = tuple(record)
+        types = tuple(map(type, record.values()))
+        shape = self._shapes.get((keys, types))
+        if shape is None:
+            self._fields(record)
+            if len(self._shapes) < MAX_SHAPES:
+                known = self.kinds
+                checked = [
+                    (name, known[name])
+                    for name, kind in zip(keys, types, strict=True)
+                    if kind not in _KINDS_BY_TYPE and name in known
+                ]
+                self._shapes[(keys, types)] = _Shape(keys, checked)
+            return
+        shape.count += 1
+        for name, kinds in shape.checked:
+            value = record[name]
+            if value.__class__ is int:
+                kinds.add(_NUMBER if _INT64[0] <= value < _INT64[1] else ("number", "wide"))
+            else:
+                kinds.add(kind_names(value))
+
+    def _fields(self, record: dict) -> None:
         known = self.kinds
         by_type = _KINDS_BY_TYPE
         for name, value in record.items():
@@ -117,10 +163,15 @@ class Tally:
         self.records.add("object")
 
     def facts(self) -> dict:
+        present = self.present.copy()
+        for shape in self._shapes.values():
+            if shape.count:
+                for name in shape.keys:
+                    present[name] += shape.count
         fields = {}
         for name, seen in sorted(self.kinds.items()):
             kinds = {kind for names in seen for kind in names}
-            fields[name] = sorted(kinds | {"null"} if self.present[name] < self.count else kinds)
+            fields[name] = sorted(kinds | {"null"} if present[name] < self.count else kinds)
         return {"rows": self.count > 0, "open": self.open, "records": sorted(self.records), "fields": fields}
 
 

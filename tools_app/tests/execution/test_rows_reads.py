@@ -58,6 +58,24 @@ def test_facts_of_records_list_each_fields_kinds_with_null_where_a_record_lacks_
     assert (known.field("a"), known.field("never")) == (frozenset({"number", "string"}), frozenset({"null"}))
 
 
+def test_facts_of_records_of_one_shape_still_read_each_int_and_bool_value():
+    # One shape (keys and value types): the first record's kinds stand for the rest, but an int's range and a
+    # bool's value are read from every record.
+    records = [{"id": 1, "flag": True, "note": "a"}, {"id": 2, "flag": True, "note": "b"}]
+    records += [{"id": 2**64, "flag": False, "note": "c"}, {"note": None, "id": 3, "flag": True}]
+    assert kinds.of_records(records) == {
+        "rows": True,
+        "open": False,
+        "records": ["object"],
+        "fields": {"flag": ["false", "true"], "id": ["number", "wide"], "note": ["null", "string"]},
+    }
+    # A field some records of a shape seen again and again lack is null for them.
+    assert kinds.of_records([{"a": 1}, {"a": 2, "b": "x"}, {"a": 3, "b": "y"}, {"a": 4}])["fields"] == {
+        "a": ["number"],
+        "b": ["null", "string"],
+    }
+
+
 def test_facts_beyond_the_field_limit_leave_the_other_fields_unknown():
     many = {f"f{number}": number for number in range(kinds.MAX_FIELDS + 5)}
     known = kinds.Known.of(kinds.of_records([many]))
