@@ -5,7 +5,8 @@ The environment sets them (toolhub/settings.py reads each variable and takes its
 a deployment may change a setting at run time, so a value is read when it is checked, never at import: the
 first check reads it from the settings and keeps it until Django's `setting_changed` signal (override_settings,
 pytest-django's `settings` fixture) says a setting changed, since a limit is checked several times on every
-call's path. Every
+call's path. A setting removed without that signal (pytest-django's `del settings.X` sends none) is seen only
+if it was not read since the last signal. Every
 module that needs a limit imports its reader from here: no other module reads a TOOLHUB_* setting, and no
 default is written twice (tools_app/tests/kernel/test_limits.py checks both, and that docs/input-limits.md and
 docs/budgets.md give the defaults written here).
