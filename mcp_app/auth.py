@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core.signals import setting_changed
 from django.http.request import split_domain_port, validate_host
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model
@@ -110,12 +111,36 @@ def _allowed_hosts() -> list[str]:
     return allowed
 
 
+# (Host, Origin) pairs found allowed since the settings last changed: every request checks its pair, and a client
+# sends the same one each time. Refusals are not kept (checked again each time); bounded by MAX_HOSTS_ALLOWED.
+_hosts_allowed: set[tuple[str | None, str | None]] = set()
+MAX_HOSTS_ALLOWED = 1024
+
+
+def _forget_hosts(**kwargs: Any) -> None:
+    """Django's setting_changed receiver: ALLOWED_HOSTS or DEBUG may have changed."""
+    _hosts_allowed.clear()
+
+
+setting_changed.connect(_forget_hosts, dispatch_uid="mcp_app.auth.hosts")
+
+
 def check_host_and_origin(host: str | None, origin: str | None) -> None:
     """Raise Denied unless Host, and Origin when present, name a host in ALLOWED_HOSTS (SPEC §4.1, §8).
 
     A bad Host is 400 (Django's answer to a disallowed host); a foreign Origin is 403, as the MCP
     transport rules require against DNS rebinding.
     """
+    pair = (host, origin)
+    if pair in _hosts_allowed:
+        return
+    _check_host_and_origin(host, origin)
+    if len(_hosts_allowed) >= MAX_HOSTS_ALLOWED:
+        _hosts_allowed.clear()
+    _hosts_allowed.add(pair)
+
+
+def _check_host_and_origin(host: str | None, origin: str | None) -> None:
     allowed = _allowed_hosts()
     domain, _port = split_domain_port(host or "")
     if not domain or not validate_host(domain, allowed):

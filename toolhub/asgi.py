@@ -8,6 +8,7 @@ session manager must run for the life of the process.
 import logging
 import os
 import sys
+from collections.abc import Awaitable
 
 from django.core.asgi import get_asgi_application
 
@@ -60,13 +61,14 @@ async def lifespan(receive, send) -> None:
     await send({"type": "lifespan.shutdown.complete"})
 
 
-async def route(scope, receive, send) -> None:
+def route(scope, receive, send) -> Awaitable[None]:
+    """The application that serves `scope`, called: awaited by the caller (memory's wrapper), so that every
+    resumption of a request's coroutine chain passes one frame fewer than an `async def` doing the await."""
     if scope["type"] == "lifespan":
-        await lifespan(receive, send)
-    elif scope["type"] == "http" and scope["path"].startswith("/mcp/"):
-        await mcp_endpoint(scope, receive, send)
-    else:
-        await django_application(scope, receive, send)
+        return lifespan(receive, send)
+    if scope["type"] == "http" and scope["path"].startswith("/mcp/"):
+        return mcp_endpoint(scope, receive, send)
+    return django_application(scope, receive, send)
 
 
 # A request that moved a lot of data, or the end of a burst, gives the freed memory back to the system

@@ -307,6 +307,19 @@ def json_loads(text: str | bytes, **kwargs: Any) -> Any:
     The usual document costs one plain parse: the checks run only when that parse fails on a number, or the
     text holds something that may be an overflowing float.
     """
+    if _maybe_huge_float(text):
+        return _checked_loads(text, **kwargs)
+    try:
+        return json.loads(text, **kwargs)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        # Python's integer-string conversion limit, raised from inside the scanner without a position.
+        return _checked_loads(text, **kwargs)
+
+
+def _checked_loads(text: str | bytes, **kwargs: Any) -> Any:
+    """json_loads' parse with every number checked (JSONNumberError), for a text the plain parse cannot take."""
     limit = sys.get_int_max_str_digits()
 
     def checked_int(literal: str) -> int:
@@ -320,15 +333,7 @@ def json_loads(text: str | bytes, **kwargs: Any) -> Any:
             raise _number_error(text, literal, "too large: numbers are at most about 1.8e308 (a 64-bit float).")
         return value
 
-    if _maybe_huge_float(text):
-        return json.loads(text, parse_int=checked_int, parse_float=checked_float, **kwargs)
-    try:
-        return json.loads(text, **kwargs)
-    except json.JSONDecodeError:
-        raise
-    except ValueError:
-        # Python's integer-string conversion limit, raised from inside the scanner without a position.
-        return json.loads(text, parse_int=checked_int, parse_float=checked_float, **kwargs)
+    return json.loads(text, parse_int=checked_int, parse_float=checked_float, **kwargs)
 
 
 # An escaped NUL in json.dumps output: "\u0000" preceded by an even number of backslashes (an odd number

@@ -210,6 +210,24 @@ def test_allowed_hosts_setting_is_followed(served, settings):
     assert response.status_code == 200
 
 
+def test_a_host_served_before_is_refused_once_allowed_hosts_drops_it(served, settings):
+    """A (Host, Origin) pair found allowed is kept only until the settings change: the same pair is 400 once
+    ALLOWED_HOSTS no longer names its host, and nothing of that call is recorded."""
+    # given
+    settings.ALLOWED_HOSTS = ["mcp.example.com"]
+    headers = {"host": "mcp.example.com", "origin": "https://mcp.example.com"}
+    served_before = Harness().post("shop", call_body(), key=served["key"], headers=headers)
+    assert served_before.status_code == 200
+    assert CallLog.objects.count() == 1
+    # when
+    settings.ALLOWED_HOSTS = ["other.example.com"]
+    response = Harness().post("shop", call_body(), key=served["key"], headers=headers)
+    # then
+    assert response.status_code == 400
+    assert "Invalid Host header 'mcp.example.com'" in response.json()["error"]["data"]["message"]
+    assert CallLog.objects.count() == 1
+
+
 def test_get_is_405_after_auth(served):
     """Stateless endpoint: GET (a server-to-client stream) is 405 with `Allow: POST`; unauthenticated GET is 401."""
     # when

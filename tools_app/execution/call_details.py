@@ -225,14 +225,11 @@ def withheld(value: Any) -> Recorded:
     return Recorded(_dumps(f"[withheld: {shape}; the table has redact_fields and a query can rename them]"), False)
 
 
-def arguments_max_bytes() -> int:
-    """TOOLHUB_CALL_ARGUMENTS_BYTES: the most a call's recorded arguments take (default 4 KiB)."""
-    return CALL_ARGUMENTS_BYTES.get()
-
-
-def result_max_bytes() -> int:
-    """TOOLHUB_CALL_RESULT_BYTES: the most a call's recorded result excerpt takes (default 4 KiB)."""
-    return CALL_RESULT_BYTES.get()
+# TOOLHUB_CALL_ARGUMENTS_BYTES: the most a call's recorded arguments take (default 4 KiB); and
+# TOOLHUB_CALL_RESULT_BYTES: the most a call's recorded result excerpt takes (default 4 KiB). The limits' own
+# readers, not functions around them: every call's record reads both.
+arguments_max_bytes = CALL_ARGUMENTS_BYTES.get
+result_max_bytes = CALL_RESULT_BYTES.get
 
 
 def _small(value: Any, limit: int) -> str | None:

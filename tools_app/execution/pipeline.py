@@ -348,10 +348,14 @@ def _with_table_version(target: CallTarget) -> CallTarget:
     return replace(target, table_version=version, redact_fields=fields)
 
 
+# json.dumps(arguments, sort_keys=True, separators=(",", ":")) with its encoder made once, not on every call.
+_arguments_key = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
+
 def _cache_key(target: CallTarget, arguments: Any) -> tuple | None:
     if target.tool_type not in READ_TYPES or target.table_id is None or target.table_version is None:
         return None
-    arguments_key = json.dumps(arguments, sort_keys=True, separators=(",", ":"))
+    arguments_key = _arguments_key(arguments)
     if len(arguments_key) > 4096:
         return None
     return (target.tool_id, target.tool_changed, target.table_id, target.table_version, arguments_key)
@@ -785,7 +789,9 @@ class _Details:
     def __post_init__(self) -> None:
         size = 0
         if self.arguments is not None and self.result is not None:
-            size = self.arguments.size + self.result.size + len(self.error_message.encode("utf-8", "replace"))
+            size = self.arguments.size + self.result.size
+            if self.error_message:
+                size += len(self.error_message.encode("utf-8", "replace"))
         object.__setattr__(self, "size", size)
 
 

@@ -2,7 +2,11 @@
 default, unit and meaning, and one way to read it.
 
 The environment sets them (toolhub/settings.py reads each variable and takes its default from here); a test or
-a deployment may change a setting at run time, so a value is read when it is checked, never at import. Every
+a deployment may change a setting at run time, so a value is read when it is checked, never at import: the
+first check reads it from the settings and keeps it until Django's `setting_changed` signal (override_settings,
+pytest-django's `settings` fixture) says a setting changed, since a limit is checked several times on every
+call's path. A setting removed without that signal (pytest-django's `del settings.X` sends none) is seen only
+if it was not read since the last signal. Every
 module that needs a limit imports its reader from here: no other module reads a TOOLHUB_* setting, and no
 default is written twice (tools_app/tests/kernel/test_limits.py checks both, and that docs/input-limits.md and
 docs/budgets.md give the defaults written here).
@@ -21,8 +25,11 @@ module of toolhub reads; their defaults are written once, there.
 """
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+from django.core.signals import setting_changed
 
 __all__ = [
     "LIMITS",
@@ -49,6 +56,8 @@ __all__ = [
     "show_all_max_bytes",
 ]
 
+T = TypeVar("T")
+
 KiB = 1024
 MiB = 1024 * KiB
 GiB = 1024 * MiB
@@ -64,8 +73,24 @@ def _settings() -> Any:
     return settings
 
 
+# What each setting read as since the settings last changed, by (setting, how it was read): `raw` and `get` keep
+# their own. Replaced whole when a setting changes, so a read that began before the change stores its value
+# into the dict being dropped, never into the new one.
+_read: dict[tuple[str, str], Any] = {}
+_UNREAD = object()
+
+
+def _forget(**kwargs: Any) -> None:
+    """Django's setting_changed receiver: every value is read from the settings again at its next check."""
+    global _read
+    _read = {}
+
+
+setting_changed.connect(_forget, dispatch_uid="toolhub.kernel.limits")
+
+
 @dataclass(frozen=True)
-class Setting:
+class Setting(Generic[T]):
     """One TOOLHUB_* setting: its name, its default, the unit of its value and what it bounds or sets."""
 
     setting: str
@@ -75,48 +100,62 @@ class Setting:
 
     def raw(self) -> Any:
         """The setting as configured now (its default when the settings do not define it)."""
-        return getattr(_settings(), self.setting, self.default)
+        read, key = _read, (self.setting, "raw")
+        value = read.get(key, _UNREAD)
+        if value is _UNREAD:
+            value = read[key] = getattr(_settings(), self.setting, self.default)
+        return value
+
+    def get(self) -> T:
+        """The setting as its kind reads it (_convert), kept until a setting changes (the module docstring)."""
+        read, key = _read, (self.setting, "get")
+        value = read.get(key, _UNREAD)
+        if value is _UNREAD:
+            value = read[key] = self._convert(getattr(_settings(), self.setting, self.default))
+        return value
+
+    def _convert(self, value: Any) -> T:
+        return value
 
 
 @dataclass(frozen=True)
-class Limit(Setting):
+class Limit(Setting[int]):
     """A whole number; a smaller configured value reads as `floor` when there is one."""
 
     default: int
     floor: int | None = field(default=None, kw_only=True)
 
-    def get(self) -> int:
-        # raw() written out: a limit is read several times on every call's path
-        value = int(getattr(_settings(), self.setting, self.default))
+    def _convert(self, value: Any) -> int:
+        value = int(value)
         return value if self.floor is None else max(self.floor, value)
 
 
 @dataclass(frozen=True)
-class Measure(Setting):
+class Measure(Setting[float]):
     """A number that may hold a fraction (milliseconds, hours); a smaller one reads as `floor` when there is one."""
 
     default: float
     floor: float | None = field(default=None, kw_only=True)
 
-    def get(self) -> float:
-        value = float(getattr(_settings(), self.setting, self.default))
+    def _convert(self, value: Any) -> float:
+        value = float(value)
         return value if self.floor is None else max(self.floor, value)
 
 
 @dataclass(frozen=True)
-class Switch(Setting):
+class Switch(Setting[bool]):
     default: bool
 
-    def get(self) -> bool:
-        return bool(getattr(_settings(), self.setting, self.default))
+    def _convert(self, value: Any) -> bool:
+        return bool(value)
 
 
 @dataclass(frozen=True)
-class Text(Setting):
+class Text(Setting[str]):
     default: str
 
-    def get(self) -> str:
-        return str(getattr(_settings(), self.setting, self.default) or "")
+    def _convert(self, value: Any) -> str:
+        return str(value or "")
 
 
 #
@@ -281,7 +320,7 @@ IN_USE_DAYS = Limit(
 
 # The kinds of bucket, and the keys of settings.TOOLHUB_RATE_LIMITS holding their rates.
 DEFAULT_RATES = {"mcp_key": "600/minute", "user": "600/minute", "anon": "60/minute", "token": "10/minute"}
-RATE_LIMITS = Setting(
+RATE_LIMITS: Setting[Any] = Setting(
     "TOOLHUB_RATE_LIMITS", DEFAULT_RATES, "rate per scope", "'<count>/<period>' by scope; empty: DEFAULT_RATES"
 )
 RATE_LIMITS_ENABLED = Switch("TOOLHUB_RATE_LIMITS_ENABLED", True, "on/off", "whether request rates are limited")
@@ -340,7 +379,7 @@ REQUEST_ID_IN_ERRORS = Switch(
     "TOOLHUB_REQUEST_ID_IN_ERRORS", True, "on/off", "error bodies carry the request's id as `request_id`"
 )
 OAUTH_ENABLED = Switch("TOOLHUB_OAUTH_ENABLED", True, "on/off", "whether MCP endpoints accept OAuth tokens")
-OAUTH_CIMD_TRUSTED_ORIGINS = Setting(
+OAUTH_CIMD_TRUSTED_ORIGINS: Setting[Any] = Setting(
     "TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS", (), "origins", "client metadata origins fetched on a private address (tests)"
 )
 OAUTH_CIMD_CA_FILE = Text("TOOLHUB_OAUTH_CIMD_CA_FILE", "", "path", "the CA trusted for those origins (tests)")
@@ -382,6 +421,7 @@ def max_rows_table_bytes(vendor: str) -> int:
     return ROWS_TABLE_BYTES_BY_ENGINE["postgresql" if vendor == "postgresql" else "sqlite"]
 
 
-def rates() -> dict[str, str]:
-    """The configured rate of each scope that has one (settings.TOOLHUB_RATE_LIMITS; an empty rate is none)."""
-    return dict(RATE_LIMITS.raw() or {})
+def rates() -> Mapping[str, str]:
+    """The configured rate of each scope that has one (settings.TOOLHUB_RATE_LIMITS; an empty rate is none): the
+    setting itself, read-only (every MCP request reads it, so it is not copied)."""
+    return RATE_LIMITS.raw() or {}

@@ -165,3 +165,19 @@ def test_a_rows_table_limit_of_zero_is_the_engines_figure(settings):
     assert (limits.max_rows_table_bytes("postgresql"), limits.max_rows_table_bytes("sqlite")) == (5 * GiB, 2 * GiB)
     settings.TOOLHUB_MAX_ROWS_TABLE_BYTES = 1000
     assert limits.max_rows_table_bytes("postgresql") == 1000
+
+
+def test_a_limit_is_read_again_after_its_setting_changes(settings):
+    """A limit keeps what it read until a setting changes (Django's setting_changed): each change is seen at the
+    next check, with its floor applied."""
+    # given
+    assert limits.CALL_RESULT_BYTES.get() == 4 * KiB
+    # when
+    settings.TOOLHUB_CALL_RESULT_BYTES = 1000
+    # then
+    assert limits.CALL_RESULT_BYTES.get() == 1000
+    # when
+    settings.TOOLHUB_CALL_RESULT_BYTES = 10
+    # then
+    assert limits.CALL_RESULT_BYTES.get() == 256
+    assert limits.CALL_RESULT_BYTES.raw() == 10
