@@ -259,6 +259,7 @@ def _forget_process_state() -> None:
     from mcp_app.auth import auth_cache
     from tools_app.execution import pipeline, records
     from tools_app.execution.call_limits import call_slots
+    from tools_app.kernel.limits import forget_reads
     from tools_app.registry.search import index_cache
     from tools_app.services.table_cache import table_cache
 
@@ -270,6 +271,7 @@ def _forget_process_state() -> None:
     pipeline.result_cache.clear()
     pipeline.tool_cache.clear()
     records.forget_layouts()
+    forget_reads()  # pytest-django's `del settings.X` sends no setting_changed
 
 
 @pytest.fixture(autouse=True)

@@ -5,8 +5,8 @@ The environment sets them (toolhub/settings.py reads each variable and takes its
 a deployment may change a setting at run time, so a value is read when it is checked, never at import: the
 first check reads it from the settings and keeps it until Django's `setting_changed` signal (override_settings,
 pytest-django's `settings` fixture) says a setting changed, since a limit is checked several times on every
-call's path. A setting removed without that signal (pytest-django's `del settings.X` sends none) is seen only
-if it was not read since the last signal. Every
+call's path. A setting removed without that signal (pytest-django's `del settings.X` sends none) is seen after
+`forget_reads()` (the test suite calls it around every test). Every
 module that needs a limit imports its reader from here: no other module reads a TOOLHUB_* setting, and no
 default is written twice (tools_app/tests/kernel/test_limits.py checks both, and that docs/input-limits.md and
 docs/budgets.md give the defaults written here).
@@ -39,6 +39,7 @@ __all__ = [
     "Switch",
     "Text",
     "default_max_result_bytes",
+    "forget_reads",
     "max_argument_depth",
     "max_evaluated_bytes",
     "max_import_bytes",
@@ -80,13 +81,14 @@ _read: dict[tuple[str, str], Any] = {}
 _UNREAD = object()
 
 
-def _forget(**kwargs: Any) -> None:
-    """Django's setting_changed receiver: every value is read from the settings again at its next check."""
+def forget_reads(**kwargs: Any) -> None:
+    """Every value is read from the settings again at its next check: Django's setting_changed receiver, and
+    what a test calls where a setting may have changed without that signal."""
     global _read
     _read = {}
 
 
-setting_changed.connect(_forget, dispatch_uid="toolhub.kernel.limits")
+setting_changed.connect(forget_reads, dispatch_uid="toolhub.kernel.limits")
 
 
 @dataclass(frozen=True)
