@@ -3,7 +3,7 @@
 
 Generates collections (arrays and objects of records: ints, floats, big integers, strings with unicode,
 booleans, nulls, missing fields, nested objects and arrays) and queries over them (filters, projections,
-multi-selects, sort_by, slices, length/sum/avg/min/max/max_by/min_by, pipes; tools_app/tests/
+multi-selects, sort_by, sort, reverse, map, slices, length/sum/avg/min/max/max_by/min_by, pipes; tools_app/tests/
 sql_differential.py), stores each collection as rows, and compares for every pair the outcome of the
 compiled SQL (or of the Python evaluator, when the data sends the query there) with `jmespath.search` on
 the original collection: the result with its exact types and key order, or the exception class and message.

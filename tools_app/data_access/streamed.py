@@ -7,7 +7,9 @@ tail) runs once over that concatenation:
 
 - the head: over an array collection, a projection or filter over the records (`[?p]`, `[?p].x`, `[*].x`,
   `[?p].{a: a}`, `@[?p]`) or over their flattening (`[].x`), or the records themselves (`@`); over an object
-  collection, a projection of its values (`*.x`, `*[?p]`) or a projection or filter over `values(@)`;
+  collection, a projection of its values (`*.x`, `*[?p]`) or a projection or filter over `values(@)`; and a
+  projection or filter over the flattening of such a head (`[?p][].x`, `[*].tags[][?q]`): its *levels*, the
+  innermost head first, each over the previous one's items;
 - the tail: the steps applied to the head's value in order, read off the expression by the evaluation order
   jmespath defines (`a | b`, `a.b`, `a[0]` and `a[1:]` evaluate `a`, then the rest over its value; `f(a, &k)`
   evaluates `a`, then `f(@, &k)`): `[?p].x | [0]`, `sort_by([?p], &x)[-5:].id`, `length([?p])`;
@@ -27,10 +29,12 @@ in the collection's order, and runs the whole tail over those at the end:
 
 Each chunk goes through the one evaluator (tools_app.data_access.query / jmespath_compiler: the head's node
 compiled as the whole expression's is), and the answer is jmespath's over the whole collection, errors
-included: the head's only evaluated level works on one record at a time and in the records' order, so the
-first record it fails on is the one the whole-list evaluation fails on, and the failure is the same
-INVALID_QUERY naming the whole expression (query.failures_as_invalid). A head with two levels that can each
-fail (`[?p][].x`: every filter before any projection) is not decomposed. A reduction's failure (a sort key
+included: each level of the head works on one item at a time and in the items' order, and the whole list
+evaluates a level over all the items before the next level, so its failure is the first failing item's of the
+lowest level that fails anywhere: a level failing in a chunk is remembered (its later items are not needed),
+the next chunks go only through the levels below it (one of which may still fail, and wins), and the failure
+is raised once every chunk has been read, the same INVALID_QUERY naming the whole expression
+(query.failures_as_invalid); the first level's failure is raised at once. A reduction's failure (a sort key
 that is not a number or a string, or not of the first item's type; keys max_by cannot compare; an item max
 refuses) is the library's own error for the first item that fails, raised by the library's function over
 that item (and the first item, or the best before it, that its check compares it with); it is raised once
@@ -107,11 +111,12 @@ class Every:
 
 @dataclass(frozen=True)
 class Plan:
-    """How a decomposable expression runs: `head` over each chunk's value (a list of records, or an object of
-    them by key), then `count` (the number of the head's items instead of the items), or `reduce` (only the
-    items the answer depends on: module docstring), then `tail` over that."""
+    """How a decomposable expression runs: the head's `levels` over each chunk's value (a list of records, or an
+    object of them by key), each over the previous one's items, then `count` (the number of the head's items
+    instead of the items), or `reduce` (only the items the answer depends on: module docstring), then `tail`
+    over that."""
 
-    head: Evaluator
+    levels: tuple[Evaluator, ...]
     count: bool
     tail: Evaluator | None
     reduce: TopK | Extreme | Every | None = None
@@ -140,7 +145,12 @@ def _plan(expression: str, kind: str) -> Plan | None:
             reduce = _every(tail)
         if reduce is None and head["type"] in _SOURCES:
             return None  # the records themselves, then a tail that needs them all: nothing to gain over gathering
-    return Plan(head=compile_ast(head), count=count, tail=compile_ast(_piped(tail)) if tail else None, reduce=reduce)
+    return Plan(
+        levels=tuple(compile_ast(level) for level in _levels(head)),
+        count=count,
+        tail=compile_ast(_piped(tail)) if tail else None,
+        reduce=reduce,
+    )
 
 
 def _sequence(node: dict, kind: str) -> list[dict]:
@@ -175,20 +185,45 @@ def _sequence(node: dict, kind: str) -> list[dict]:
 
 def _is_head(node: dict, kind: str) -> bool:
     kind_of = node["type"]
-    if kind == "array":
-        if kind_of in _SOURCES:
-            return True
-        return kind_of in _PROJECTIONS and _is_array_source(node["children"][0])
-    if kind_of == "value_projection":
+    if kind == "array" and kind_of in _SOURCES:
+        return True
+    if kind == "object" and kind_of == "value_projection":
         return node["children"][0]["type"] in _SOURCES
-    return kind_of in _PROJECTIONS and _is_values_of_current(node["children"][0])
+    return kind_of in _PROJECTIONS and _is_items_of(node["children"][0], kind)
 
 
-def _is_array_source(node: dict) -> bool:
-    """The records, or their flattening (which fails on nothing): evaluated record by record."""
+def _is_items_of(node: dict, kind: str) -> bool:
+    """The records (an array's, or an object's `values(@)`), or a head over them, or the flattening of either
+    (which fails on nothing): evaluated item by item."""
+    node = _unflattened(node)
+    if node["type"] in _SOURCES:
+        return kind == "array"
+    return (kind == "object" and _is_values_of_current(node)) or _is_head(node, kind)
+
+
+def _unflattened(node: dict) -> dict:
     while node["type"] == "flatten":
         node = node["children"][0]
-    return node["type"] in _SOURCES
+    return node
+
+
+def _levels(head: dict) -> list[dict]:
+    """The head as levels, the innermost first, each evaluated over the previous one's value: a projection over
+    (the flattening of) an inner head is that head's levels, then the projection over (the flattening of) @."""
+    if head["type"] not in _PROJECTIONS:
+        return [head]
+    left = head["children"][0]
+    inner = _unflattened(left)
+    if inner["type"] in _SOURCES or _is_values_of_current(inner):
+        return [head]
+    return [*_levels(inner), {**head, "children": [_over_current(left), *head["children"][1:]]}]
+
+
+def _over_current(node: dict) -> dict:
+    """A chain of flattens over its innermost node, over @ instead."""
+    if node["type"] != "flatten":
+        return {"type": "current", "children": []}
+    return {**node, "children": [_over_current(node["children"][0])]}
 
 
 def _is_values_of_current(node: dict) -> bool:
@@ -307,6 +342,7 @@ def run(
     results: list = []
     tail = plan_.tail
     reducer: _Best | _Extreme | _Every | None = None
+    head = _Head(expression, plan_.levels)
     if isinstance(plan_.reduce, TopK):
         reducer = _Best(expression, plan_.reduce)
     elif isinstance(plan_.reduce, Extreme):
@@ -319,9 +355,10 @@ def run(
         if keep is not None:
             rows = [row for row in rows if keep(row[2])]
         value: list | dict = [row[2] for row in rows] if kind == "array" else {row[1]: row[2] for row in rows}
-        with failures_as_invalid(expression):
-            part = plan_.head(value)
-        if plan_.count:
+        part = head.evaluate(value)
+        if part is None:  # a level failed: the answer is a failure, which the next chunks may only lower
+            pass
+        elif plan_.count:
             counted += len(part)
         elif reducer is not None:
             if reducer.failure is None and part:
@@ -335,6 +372,8 @@ def run(
             results.extend(part)
         if current is not None:
             current.check_time()
+    if head.failure is not None:
+        raise head.failure
     answer: Any = counted if plan_.count else results
     if reducer is not None:
         if reducer.failure is not None:
@@ -344,6 +383,31 @@ def run(
         with failures_as_invalid(expression):
             answer = tail(answer)
     return checked_result(expression, answer)
+
+
+class _Head:
+    """The head's levels over each chunk, with the whole list's failure: the first failing item's of the lowest
+    level that fails (module docstring)."""
+
+    def __init__(self, expression: str, levels: tuple[Evaluator, ...]) -> None:
+        self.expression = expression
+        self.levels = levels
+        self.failure: ToolError | None = None
+        self.failed_at = len(levels)  # the levels from here on are no longer evaluated
+
+    def evaluate(self, value: Any) -> Any:
+        """The last level's value over the chunk's `value`; None once a level has failed (in this or an earlier
+        chunk). A failure of the first level is raised at once: no later item can come before it."""
+        for at, level in enumerate(self.levels[: self.failed_at]):
+            try:
+                with failures_as_invalid(self.expression):
+                    value = level(value)
+            except ToolError as error:
+                if error.code != ErrorCode.INVALID_QUERY or at == 0:
+                    raise
+                self.failure, self.failed_at = error, at
+                return None
+        return None if self.failure is not None else value
 
 
 class _Every:

@@ -215,6 +215,8 @@ def random_collection(rng: random.Random) -> list | dict:
 # Generated queries
 #
 
+AFTER_LIST = ["", "[0]", "[-1]", "[1:-1]", "[::-1]", " | [:3]", " | length(@)", " | [?@]"]
+
 PATHS = ["a", "b", "c", "a.b", "a.a", "a[0]", "b[-1]", "b[0][-1]", '"x y"', '"é"', '"10"', "c.a.b"]
 RAW_STRINGS = ["a", "ab", "b", "", "é", "😀", "A", "1", "[1]", "it\\'s", "%s"]
 
@@ -271,6 +273,8 @@ def record_list(rng: random.Random, root: str, depth: int = 0) -> str:
         return f"{record_list(rng, root, depth + 1)} | [{rng.choice(SLICES)}]"
     if roll < 0.8:
         return f"{record_list(rng, root, depth + 1)} | [?{condition(rng)}]"
+    if roll < 0.86:
+        return f"reverse({record_list(rng, root, depth + 1)})"
     return base
 
 
@@ -285,6 +289,8 @@ def projection(rng: random.Random) -> str:
 
 def query(rng: random.Random, root: str) -> str:
     records = record_list(rng, root)
+    if rng.random() < 0.15:
+        return list_function(rng, records)
     roll = rng.random()
     if roll < 0.2:
         return records
@@ -310,3 +316,22 @@ def query(rng: random.Random, root: str) -> str:
     if root == "object":
         return rng.choice(["keys(@)", "length(@)", "*.a", "length(values(@))"])
     return f"length([?{condition(rng)}])"
+
+
+def list_function(rng: random.Random, records: str) -> str:
+    """map (nulls kept), sort and reverse of a list of records or of their values, then something after."""
+    field = path(rng, current=False)
+    shape = rng.choice(
+        [
+            f"map(&{field}, {records})",
+            f"map(&{field}, {records} | [*].{path(rng, current=False)})",
+            f"sort({records} | [*].{field})",
+            f"sort(map(&{field}, {records}))",
+            f"sort({records})",
+            f"reverse({records} | [*].{field})",
+            f"reverse(map(&{field}, {records}))",
+            f"sort_by(reverse({records}), &{field})",
+            f"max_by(reverse({records}), &{field})",
+        ]
+    )
+    return shape + rng.choice(AFTER_LIST)

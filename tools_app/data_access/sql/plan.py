@@ -47,6 +47,7 @@ __all__ = [
     "Pick",
     "Pred",
     "Prefix",
+    "Reverse",
     "Scan",
     "Slice",
     "Sort",
@@ -179,16 +180,29 @@ class Where:
 
 @dataclass(frozen=True)
 class Map:
-    """Each element replaced by `elem`; elements whose new value is null are dropped."""
+    """Each element replaced by `elem`; elements whose new value is null are dropped (a projection), or kept
+    (`keep_nulls`: map(&expr, list), whose list is as long as its argument)."""
 
     source: "ListPlan"
     elem: Elem
+    keep_nulls: bool = False
 
 
 @dataclass(frozen=True)
 class Sort:
     source: "ListPlan"
     key: Path  # relative to the record
+
+    @property
+    def elem(self) -> Elem:
+        return self.source.elem
+
+
+@dataclass(frozen=True)
+class Reverse:
+    """The list in the reverse order (reverse(list))."""
+
+    source: "ListPlan"
 
     @property
     def elem(self) -> Elem:
@@ -207,7 +221,7 @@ class Slice:
         return self.source.elem
 
 
-ListPlan = Scan | Where | Map | Sort | Slice
+ListPlan = Scan | Where | Map | Sort | Reverse | Slice
 
 
 @dataclass(frozen=True)
@@ -358,6 +372,23 @@ def _list(node: dict, current: _Current) -> ListPlan:
             if not isinstance(base.elem, ElemPath):
                 raise _refuse(node, "sort_by over multi-selects")
             return Sort(base, base.elem.path + _expref_path(arguments[1]))
+        if name == "sort" and len(arguments) == 1:
+            # sort(list) is sort_by(list, &@): both sort stably by the items' values, and both raise on the same
+            # lists (an item, or key, that is no number or string, or not of the first one's type), each with its
+            # own message, which the evaluator gives when the statement flags the error.
+            base = _list(arguments[0], current)
+            if not isinstance(base.elem, ElemPath):
+                raise _refuse(node, "sort over multi-selects")
+            return Sort(base, base.elem.path)
+        if name == "reverse" and len(arguments) == 1:
+            return Reverse(_list(arguments[0], current))
+        if name == "map" and len(arguments) == 2:
+            # map(&expr, list): expr over each element, nulls kept (a multi-select over a null element is null,
+            # which a row's multi-select columns cannot say: refused).
+            base = _list(arguments[1], current)
+            if not isinstance(base.elem, ElemPath):
+                raise _refuse(node, "map over multi-selects")
+            return Map(base, ElemPath(base.elem.path + _expref_path(arguments[0])), keep_nulls=True)
         if name == "values" and len(arguments) == 1 and current.is_object:
             if arguments[0]["type"] in ("current", "identity"):
                 return current.plan

@@ -47,6 +47,7 @@ from tools_app.data_access.sql.plan import (
     Pick,
     Pred,
     Prefix,
+    Reverse,
     Scan,
     Slice,
     Sort,
@@ -734,7 +735,11 @@ class _Lists:
                 self.checks.append(fmt("EXISTS (SELECT 1 FROM ({}) AS s WHERE {})", source, strict(error)))
             return self.narrow(source, true)
         if isinstance(plan, Map):
-            return self.narrow(self.select(plan.source), self.present(plan.elem))
+            source = self.select(plan.source)
+            return source if plan.keep_nulls else self.narrow(source, self.present(plan.elem))
+        if isinstance(plan, Reverse):
+            # Negated, the order column reverses the list and stays unique: what follows orders by it as by any k.
+            return fmt("SELECT -k AS k, data, lay, rkey FROM ({}) AS s", self.select(plan.source))
         if isinstance(plan, Sort):
             source = self.select(plan.source)
             self.check_keys(source, plan.key)
@@ -869,7 +874,7 @@ class _Lists:
                 # A projection's last step: its nulls are dropped from the decoded values, not tested per row.
                 source = self.select(plan.source.source)
                 sql = fmt("SELECT k AS o, {} FROM ({}) AS s", self.outputs(elem), source)
-                return sql, Output("list", elem, drop_nulls=True)
+                return sql, Output("list", elem, drop_nulls=not plan.source.keep_nulls)
             source = self.select(plan.source)
             return fmt("SELECT k AS o, {} FROM ({}) AS s", self.outputs(elem), source), Output("list", elem)
         if isinstance(plan, Count):
@@ -893,9 +898,11 @@ class _Lists:
             return None
         self.filtered = True
         elem = source.elem
-        # A projection of one path keeps its non-null values: dropped from the decoded values instead.
-        drop_nulls = isinstance(plan, Collect) and mapped is not None and isinstance(elem, ElemPath)
-        keep = self.present(elem) if mapped is not None and not drop_nulls else TRUE
+        # A projection of one path keeps its non-null values: dropped from the decoded values instead. A map keeps
+        # them all.
+        projected = mapped is not None and not mapped.keep_nulls
+        drop_nulls = isinstance(plan, Collect) and projected and isinstance(elem, ElemPath)
+        keep = self.present(elem) if projected and not drop_nulls else TRUE
         candidates = fmt("{} AND {}", self.base, as_sql(self.predicates.candidates(where.pred)))
         if isinstance(plan, Count):
             sql = fmt(

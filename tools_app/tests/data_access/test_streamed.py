@@ -53,17 +53,28 @@ TAILS = [
 WRAPS = ["length({})", "sort_by({}, &a)", "max_by({}, &a)", "reverse({})", "join(', ', {})", "not_null({}, `1`)"]
 OBJECT_HEADS = ["*{right}", "values(@)[?{pred}]{right}", "values(@)[*]{right}", "*[?{pred}]"]
 NOT_DECOMPOSED = [
-    ("[?a][].b", "array"),  # every filter before any projection: two levels that can fail
-    ("sort_by(@, &a)", "array"),  # the records themselves, then a tail: gathered
+    ("sort_by(@, &a)", "array"),  # the records themselves, then a tail (compiled to SQL): gathered
     ("@", "array"),
     ("*.a", "array"),  # a value projection over an array is null
     ("[?a]", "object"),  # a filter over an object is null
     ("length(@)", "object"),
     ("{n: length([?a])}", "array"),
     ("contains([*].a, s)", "array"),  # two arguments that depend on the data
-    ("reverse(@)", "array"),  # the records themselves, then a tail needing them all: gathered
+    ("reverse(@)", "array"),  # the records themselves, then a tail needing them all (compiled to SQL)
     ("a", "array"),
 ]
+
+
+# Heads of two or three levels (a projection or filter over the flattening of another head), each able to fail.
+LEVEL_HEADS = [
+    "[?{p}][]{r}",
+    "[?{p}][][?{q}]{r}",
+    "[*]{r}[]",
+    "[?{p}].tags[][?@ > `0`]",
+    "[?{p}]{r}[][?{q}]{r}",
+    "@[?{p}][].tags[]",
+]
+OBJECT_LEVEL_HEADS = ["values(@)[?{p}][]{r}", "*{r}[][?{q}]", "*.tags[]"]
 
 
 def _value(rng: random.Random, depth: int = 0) -> Any:
@@ -108,6 +119,13 @@ def _array_expression(rng: random.Random) -> str:
     )
     if rng.random() < 0.25:
         return rng.choice(WRAPS).format(head) + rng.choice(["", " | [0]"])
+    return head + rng.choice(TAILS)
+
+
+def _levels_expression(rng: random.Random, heads: list[str]) -> str:
+    head = rng.choice(heads).format(p=rng.choice(PREDICATES), q=rng.choice(PREDICATES), r=rng.choice(RIGHTS))
+    if rng.random() < 0.25:
+        return rng.choice(WRAPS).format(head)
     return head + rng.choice(TAILS)
 
 
@@ -209,6 +227,45 @@ def test_generated_queries_over_generated_objects_answer_as_jmespath_in_chunks_o
     assert outcomes == {"answer": 1126, "error": 374}
 
 
+def test_generated_heads_of_several_levels_answer_as_jmespath_with_the_lowest_levels_failure():
+    """A filter, then a projection or filter over its flattening: each level fails where the whole list's
+    evaluation of that level fails, and a lower level's failure in a later chunk wins over a higher one's."""
+    rng = random.Random(3029)
+    outcomes = {"answer": 0, "error": 0}
+    for _ in range(2000):
+        kind = "object" if rng.random() < 0.25 else "array"
+        if kind == "array":
+            collection: list | dict = _collection(rng)
+            expression = _levels_expression(rng, LEVEL_HEADS)
+        else:
+            collection = {f"k{number}": _record(rng) for number in rng.sample(range(100), rng.randrange(0, 20))}
+            expression = _levels_expression(rng, OBJECT_LEVEL_HEADS)
+        decomposed = streamed.plan(expression, kind)
+        assert decomposed is not None, expression
+        assert len(decomposed.levels) >= 2, expression
+        expected = _expected(expression, collection)
+        assert _streamed(expression, collection, kind) == expected, (expression, collection)
+        outcomes[expected[0]] += 1
+    assert outcomes == {"answer": 1240, "error": 760}  # both sides of the proof exercised
+
+
+def test_a_lower_levels_failure_in_a_later_chunk_is_the_one_raised():
+    # The projection's comparison fails on the first record, the filter's on the last: the whole list filters
+    # every record first, so the filter's error is jmespath's.
+    collection = [{"a": 2, "b": "x"}] * 4 + [{"a": "late"}]
+    expression = "[?a > `1`][].[b < `1`]"
+    kind, (code, message) = _streamed(expression, collection, "array")
+    assert (kind, code) == ("error", ErrorCode.INVALID_QUERY)
+    assert message == (
+        "INVALID_QUERY: The JMESPath expression failed: '>' not supported between instances of 'str' and 'int'. "
+        "Expression: [?a > `1`][].[b < `1`]"
+    )
+    assert (kind, (code, message)) == _expected(expression, collection)
+    assert _streamed(expression, collection[:4], "array")[1][1].startswith(  # without it, the projection's
+        "INVALID_QUERY: The JMESPath expression failed: '<' not supported between instances of 'str' and 'int'."
+    )
+
+
 def test_a_type_error_in_a_late_record_is_the_whole_lists_invalid_query():
     collection = [{"a": number} for number in range(9_000)] + [{"a": "9000"}] + [{"a": 1}] * 10
     expression = "[?a > `10`].a | [0]"
@@ -259,20 +316,37 @@ def test_the_time_budget_is_checked_after_every_chunk():
 #
 
 
-@pytest.fixture
-def streamed_rows(db, monkeypatch, owner):
-    """A rows table made of a collection (records.create_collection), read with SQL compilation switched off
-    and chunks of 3 records, so every query that decomposes streams."""
-    monkeypatch.setattr(records, "CHUNK", 3)
-    monkeypatch.setattr(records, "compile_sql_expression", lambda *_args, **_kwargs: None)
+def _rows_tables(owner: Any) -> Any:
+    """A maker of rows tables, each made of a collection (records.create_collection)."""
 
     def make(values: list) -> int:
-        table = Table.objects.create(owner=owner, name=f"streamed {Table.objects.count()}", data=[])
+        table = Table.objects.create(owner=owner, name=f"rows {Table.objects.count()}", data=[])
         records.create_collection(table.pk, values)
         Table.objects.filter(pk=table.pk).update(storage="rows")
         return table.pk
 
     return make
+
+
+def _refuse_gathering(monkeypatch: Any) -> None:
+    """A read that gathers the collection (records._value: the list the evaluator runs over) fails the test."""
+    monkeypatch.setattr(records, "_value", lambda *_args, **_kwargs: pytest.fail("the read gathered the collection"))
+
+
+@pytest.fixture
+def streamed_rows(db, monkeypatch, owner):
+    """Rows tables read with SQL compilation switched off and chunks of 3 records, so every query that
+    decomposes streams."""
+    monkeypatch.setattr(records, "CHUNK", 3)
+    monkeypatch.setattr(records, "compile_sql_expression", lambda *_args, **_kwargs: None)
+    return _rows_tables(owner)
+
+
+@pytest.fixture
+def rows_table(db, monkeypatch, owner):
+    """Rows tables read as the tools read them (SQL compilation on), whose reads may not gather the collection."""
+    _refuse_gathering(monkeypatch)
+    return _rows_tables(owner)
 
 
 def _read(table_id: int, expression: str, where: dict | None = None) -> tuple[str, Any]:
@@ -319,6 +393,61 @@ def test_a_rows_filter_over_more_records_than_the_bound_answers_where_gathering_
     kind, (code, message) = _read(table_id, "sort_by(@, &id)[1:-1].id")  # does not decompose: gathered, refused
     assert (kind, code) == ("error", ErrorCode.QUERY_TOO_EXPENSIVE)
     assert "needs more than 2000 bytes of records evaluated in the server" in message
+
+
+def test_heads_of_several_levels_over_a_rows_table_answer_as_jmespath_without_gathering(
+    streamed_rows, monkeypatch, settings
+):
+    rng = random.Random(4029)
+    for _ in range(5):
+        collection = [record for record in _collection(rng) if isinstance(record, dict)]
+        table_id = streamed_rows(collection)
+        for _ in range(20):
+            expression = _levels_expression(rng, LEVEL_HEADS)
+            assert _read(table_id, expression) == _expected(expression, collection), (expression, collection)
+    _refuse_gathering(monkeypatch)
+    settings.TOOLHUB_MAX_EVALUATED_BYTES = 2_000
+    collection = [{"id": number, "pad": "p" * 40, "tags": [number % 3, "t"]} for number in range(200)]
+    table_id = streamed_rows(collection)  # ~14,000 bytes of records
+    assert _read(table_id, "[?id > `196`][].id") == ("answer", "[197, 198, 199]")
+    assert _read(table_id, "[?id > `197`][].tags[]") == ("answer", '[0, "t", 1, "t"]')
+    assert _read(table_id, "length([?id > `9`][].tags[] | [?@ == `1`])") == ("answer", "64")
+    kind, (code, message) = _read(table_id, "[?id > `100`][].[id < 'x']")
+    assert (kind, code) == ("error", ErrorCode.INVALID_QUERY)
+    assert "'<' not supported between instances of 'int' and 'str'" in message
+
+
+def test_shapes_compiled_to_sql_answer_over_a_rows_table_without_gathering(rows_table, make_table, make_tool, owner):
+    """reverse, sort, map (nulls kept) and the records themselves, over records with missing fields and nulls."""
+    collection = [{"id": number, "k": [3, 1, 2, 1.0][number % 4], "s": "abc"[number % 3]} for number in range(12)]
+    collection[5] = {"id": 5}
+    collection[7] = {"id": 7, "k": None, "s": None}
+    table_id = rows_table(collection)
+    for expression in (
+        "@",
+        "reverse(@)",
+        "reverse(@)[:3].id",
+        "map(&k, @)",
+        "map(&s, @) | [?@ == 'a']",
+        "length(map(&k, @))",
+        "sort([*].k)",
+        "sort([*].s)[-2:]",
+        "sort_by([?k], &k)[*].id",
+        "reverse(sort_by([?k], &k))[0]",
+        "@ | [?k > `1`].id",
+        "max_by(reverse([?k]), &k).id",
+    ):
+        assert _read(table_id, expression) == _expected(expression, collection), expression
+    assert _read(table_id, "map(&k, @)") == ("answer", "[3, 1, 2, 1.0, 3, null, 2, null, 3, 1, 2, 1.0]")
+    assert _read(table_id, "max_by(reverse([?k]), &k).id") == ("answer", "8")  # the first best of the reversed
+    # Keys in the order PostgreSQL's JSONB keeps a document's (the table is made as a document, then moved).
+    members = {"m2": {"id": 4}, "m4": {"id": 2}, "m9": {"id": 9}}
+    table = make_table(owner, name="members", data=members, storage="document")
+    make_tool(owner, table=table, type="query_data", name="members_query", json_path="")
+    assert records.table_to_rows(table.pk) is True
+    member_table = table.pk
+    for expression in ("keys(@)", "values(@)", "values(@)[?id > `2`].id", "length(@)"):
+        assert _read(member_table, expression) == _expected(expression, members), expression
 
 
 def test_a_rows_filter_failing_on_a_late_record_is_the_whole_lists_invalid_query(streamed_rows):

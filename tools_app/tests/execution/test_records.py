@@ -250,8 +250,9 @@ def test_a_query_over_the_evaluated_bytes_is_too_expensive_and_a_compiled_one_an
     records.table_to_rows(table.pk)
     settings.TOOLHUB_MAX_EVALUATED_BYTES = 1_000
     assert execute(tool=tool, arguments={"query": "[?id > `47`].id"}) == [48, 49]
+    assert execute(tool=tool, arguments={"query": "map(&text, @) | [0]"}) == "x" * 100  # compiled: nothing gathered
     with pytest.raises(ToolError) as refused:
-        execute(tool=tool, arguments={"query": "map(&text, @) | [0]"})
+        execute(tool=tool, arguments={"query": "join(',', map(&text, @)) | length(@)"})  # gathered
     assert refused.value.code == "QUERY_TOO_EXPENSIVE"
     assert "TOOLHUB_MAX_EVALUATED_BYTES" in str(refused.value)
 
