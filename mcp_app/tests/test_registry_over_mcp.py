@@ -10,8 +10,9 @@ import pytest
 from django.utils import timezone
 
 from mcp_app.tests.mcp_harness import ERAS, LEGACY, Harness
+from tests.module_data import fixtures_built_once, make_orders, make_tool, make_user
 from tools_app.models import Binding, CallLog, Tool
-from tools_app.services import instance_update
+from tools_app.services import api_key_issue, binding_create, instance_create, instance_update
 
 REGISTRY_NAMES = [
     "get_tool_definition",
@@ -22,16 +23,24 @@ REGISTRY_NAMES = [
 ]
 
 
-@pytest.fixture
-def registry_shop(owner, table, make_tool, instance, bind, make_api_key):
+def build_registry_shop() -> dict:
     """Instance 'shop': the five registry tools and two data tools, one of them bound under an override."""
+    owner = make_user("owner")
+    table = make_orders(owner)
+    instance = instance_create(owner=owner, slug="shop", name="Shop")
     for name in REGISTRY_NAMES:
-        bind(instance, make_tool(owner, type=name, name=name, description=f"Registry tool {name}."))
+        binding_create(
+            mcp_instance=instance, tool=make_tool(owner, type=name, name=name, description=f"Registry tool {name}.")
+        )
     query = make_tool(owner, table, name="orders_query_v2", description="Query the shop's orders with JMESPath.")
-    bind(instance, query, name_override="orders_query")
+    binding_create(mcp_instance=instance, tool=query, name_override="orders_query")
     select = make_tool(owner, table, type="select", name="orders_by_id", description="Orders by id.")
-    bind(instance, select)
-    return {"instance": instance, "query": query, "select": select, "key": make_api_key(instance)[1]}
+    binding_create(mcp_instance=instance, tool=select)
+    key = api_key_issue(mcp_instance=instance, label="test")[1]
+    return {"owner": owner, "table": table, "instance": instance, "query": query, "select": select, "key": key}
+
+
+_registry_shop_once, registry_shop = fixtures_built_once("registry_shop", build_registry_shop)
 
 
 def call(registry_shop, name, arguments=None, *, era=LEGACY):
@@ -70,11 +79,10 @@ def test_search_sends_markdown_text_and_the_full_result(registry_shop, era):
     assert set(structured) == {"query", "method", "count", "results", "markdown"}
 
 
-def test_search_covers_only_this_instances_enabled_bindings(
-    registry_shop, owner, table, make_tool, bind, make_instance
-):
+def test_search_covers_only_this_instances_enabled_bindings(registry_shop, make_tool, bind, make_instance):
     """A disabled binding and another instance's tool are not found; effective names are shown."""
     # given
+    owner, table = registry_shop["owner"], registry_shop["table"]
     hidden = make_tool(owner, table, name="orders_hidden", description="Hidden orders tool.")
     bind(registry_shop["instance"], hidden, enabled=False)
     other = make_instance(owner, slug="other")
@@ -227,7 +235,7 @@ def test_guide_without_warnings_is_its_content_alone(registry_shop):
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_register_tool_creates_a_bound_external_tool(registry_shop, owner, era):
+def test_register_tool_creates_a_bound_external_tool(registry_shop, era):
     """With allow_registration: an `external` tool owned by the instance's owner, bound to the instance."""
     # given
     instance_update(instance=registry_shop["instance"], allow_registration=True)
@@ -248,6 +256,7 @@ def test_register_tool_creates_a_bound_external_tool(registry_shop, owner, era):
     assert structured["registered"] is True
     assert structured["tool_id"] == tool.pk
     assert json.loads(text_of(result)) == structured
+    owner = registry_shop["owner"]
     assert (tool.type, tool.owner_id, tool.category, tool.tags) == ("external", owner.pk, "weather", ["forecast"])
     assert tool.metadata["mcp_server"] == "https://weather.example/mcp"
     assert Binding.objects.filter(mcp_instance=registry_shop["instance"], tool=tool, enabled=True).count() == 1

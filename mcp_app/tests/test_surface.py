@@ -11,31 +11,40 @@ from mcp import types
 from mcp.shared.exceptions import MCPError
 
 from mcp_app.tests.mcp_harness import ERAS, LEGACY, MODERN, Harness
+from tests.module_data import fixtures_built_once, make_orders, make_tool, make_user
 from tools_app.models import CallLog, Discovery, Tool
-from tools_app.services import binding_update, instance_update
+from tools_app.services import (
+    api_key_issue,
+    binding_create,
+    binding_update,
+    instance_create,
+    instance_update,
+    table_create,
+)
 
 PEOPLE = {"people": [{"sku": f"P-{n:02d}", "name": f"person {n}"} for n in range(1, 13)], "meta": {"v": 1}}
 
 
-@pytest.fixture
-def search_shop(owner, table, make_table, make_tool, instance, bind, make_api_key):
+def build_search_shop() -> dict:
     """Instance 'shop' in search mode: the registry's search tools, a query tool, select and get_all_data."""
-    instance_update(instance=instance, discovery=Discovery.SEARCH)
+    owner = make_user("owner")
+    table = make_orders(owner)
+    instance = instance_create(owner=owner, slug="shop", name="Shop", discovery=Discovery.SEARCH)
+
+    def bound(table, type: str, name: str, **fields) -> Tool:
+        tool = make_tool(owner, table, type=type, name=name, **fields)
+        binding_create(mcp_instance=instance, tool=tool)
+        return tool
+
     for name in ("search_tools", "get_tool_definition"):
-        bind(instance, make_tool(owner, type=name, name=name, description=f"Registry tool {name}."))
-    query = make_tool(owner, table, name="orders_query", description="Query the shop's orders with JMESPath.")
-    bind(instance, query)
-    select = make_tool(owner, table, type="select", name="orders_by_id", description="Orders by id.")
-    bind(instance, select)
-    people = make_table(owner, name="people", data=PEOPLE, description="The shop's people")
-    everyone = make_tool(owner, people, type="get_all_data", name="people_all", json_path="/people")
-    bind(instance, everyone)
-    by_sku = make_tool(
-        owner, people, type="select", name="people_by_sku", json_path="/people", metadata={"key_field": "sku"}
-    )
-    bind(instance, by_sku)
-    schema_only = make_table(owner, name="secret", data={"a": [1]})
-    bind(instance, make_tool(owner, schema_only, type="get_data_schema", name="secret_schema"))
+        bound(None, name, name, description=f"Registry tool {name}.")
+    query = bound(table, "query_data", "orders_query", description="Query the shop's orders with JMESPath.")
+    select = bound(table, "select", "orders_by_id", description="Orders by id.")
+    people = table_create(owner=owner, name="people", data=PEOPLE, description="The shop's people")
+    everyone = bound(people, "get_all_data", "people_all", json_path="/people")
+    by_sku = bound(people, "select", "people_by_sku", json_path="/people", metadata={"key_field": "sku"})
+    schema_only = table_create(owner=owner, name="secret", data={"a": [1]})
+    bound(schema_only, "get_data_schema", "secret_schema")
     return {
         "instance": instance,
         "query": query,
@@ -43,8 +52,11 @@ def search_shop(owner, table, make_table, make_tool, instance, bind, make_api_ke
         "people": people,
         "everyone": everyone,
         "by_sku": by_sku,
-        "key": make_api_key(instance)[1],
+        "key": api_key_issue(mcp_instance=instance, label="test")[1],
     }
+
+
+_search_shop_once, search_shop = fixtures_built_once("search_shop", build_search_shop)
 
 
 def rpc(search_shop, method, params=None, *, era=LEGACY):
