@@ -7,13 +7,13 @@ import uuid
 
 import pytest
 
+from tests import factories
+from tests.factories import FAST_PASSWORD_HASHERS
 from tests.live_server import TEST_RUN, drop_templates, sqlite_template_into
 
-# Issue 13: the suite sends far more requests than the default rates allow, so rate limits are off in
+# The suite sends far more requests than the default rates allow, so rate limits are off in
 # tests (servers the tests start inherit this); the rate-limit tests turn them on (`rate_limited`).
 os.environ["TOOLHUB_RATE_LIMITS_ENABLED"] = "false"
-# OAuth client secrets' own hasher (settings.PASSWORD_HASHERS): a test that sets the password hashers keeps it.
-CLIENT_SECRET_HASHER = "oauth_app.client_secrets.ClientSecretHasher"
 
 # The test run's id, which names the migrated template that live servers' databases are copied from
 # (tests/live_server.py). Set by the process pytest was started in; its pytest-xdist workers inherit it.
@@ -58,19 +58,11 @@ def django_db_setup(_sqlite_test_database_from_template, django_db_setup):
 
 
 @pytest.fixture
-def make_user(db, django_user_model):
+def make_user(db):
     """make_user(username, **fields): a staff user in the `toolhub users` group (or a superuser)."""
 
     def make(username: str, *, superuser: bool = False, staff: bool = True, password: str = "pw-123456!"):
-        from django.contrib.auth.models import Group
-
-        user = django_user_model.objects.create_user(
-            username=username, password=password, is_staff=staff or superuser, is_superuser=superuser
-        )
-        group = Group.objects.filter(name="toolhub users").first()
-        if group and not superuser:
-            user.groups.add(group)
-        return user
+        return factories.user(username, superuser=superuser, staff=staff, password=password)
 
     return make
 
@@ -90,31 +82,15 @@ def superuser(make_user):
     return make_user("root", superuser=True)
 
 
-ORDERS = [
-    {"id": 1, "customer": "ada", "status": "paid", "total": 10.5},
-    {"id": 2, "customer": "alan", "status": "shipped", "total": 20},
-    {"id": 3, "customer": "grace", "status": "new", "total": 7.25},
-]
-
-
 @pytest.fixture
 def make_table(db):
     """make_table(owner, name="orders", data=..., storage=None): a table through the service (version 1), stored
     as TOOLHUB_NEW_TABLE_STORAGE says (rows when its data holds a collection), or as `storage` says: "document"
     makes a document table (the side of a differential test that `records.table_to_rows` then moves, or a test of
     the document storage itself)."""
-    from django.test import override_settings
-
-    from tools_app import services
 
     def make(owner, name: str = "orders", data=None, description: str = "", storage: str | None = None):
-        with override_settings(**({} if storage is None else {"TOOLHUB_NEW_TABLE_STORAGE": storage})):
-            return services.table_create(
-                owner=owner,
-                name=name,
-                description=description,
-                data=[dict(r) for r in ORDERS] if data is None else data,
-            )
+        return factories.table(owner, name, data, description, storage)
 
     return make
 
@@ -135,11 +111,9 @@ def table(make_table, owner):
 @pytest.fixture
 def make_tool(db):
     """make_tool(owner, table=None, type="query_data", name=..., **fields): a tool through the service."""
-    from tools_app import services
 
     def make(owner, table=None, type: str = "query_data", name: str | None = None, **fields):
-        fields.setdefault("description", f"A {type} tool for tests.")
-        return services.tool_create(owner=owner, name=name or f"{type}_tool", type=type, table=table, **fields)
+        return factories.tool(owner, table, type, name, **fields)
 
     return make
 
@@ -245,7 +219,7 @@ def rate_limited(settings):
 def _fast_password_hashing(settings):
     """PBKDF2 costs ~0.4 s per user created; tests do not need a slow hash. (The password-hashing slots are
     each test process's own: toolhub/testenv.py.) OAuth client secrets keep their own hasher, as in production."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher", CLIENT_SECRET_HASHER]
+    settings.PASSWORD_HASHERS = FAST_PASSWORD_HASHERS
 
 
 @pytest.fixture

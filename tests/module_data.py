@@ -29,13 +29,9 @@ import pytest
 from django.db import transaction
 from django.test import override_settings
 
-from conftest import CLIENT_SECRET_HASHER, ORDERS
+from tests.factories import FAST_PASSWORD_HASHERS
 
 T = TypeVar("T")
-
-# The hashers the tests use (the root conftest's `_fast_password_hashing`, a per-test fixture that a module's
-# data is built before): MD5 for users' passwords, the production hasher for OAuth client secrets.
-FAST_PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher", CLIENT_SECRET_HASHER]
 
 
 def built_once(django_db_blocker, build: Callable[[], T]) -> Iterator[T]:
@@ -80,32 +76,3 @@ def fixtures_built_once(name: str, build: Callable[[], Any]) -> tuple[Any, Any]:
     once.__doc__ = f"{build.__name__}'s objects, built once for the module (tests.module_data)."
     each.__doc__ = f"{build.__name__}'s objects, this test's own copy."
     return pytest.fixture(scope="module", name=once_name)(once), pytest.fixture(name=name)(each)
-
-
-def make_user(username: str, *, superuser: bool = False, password: str = "pw-123456!") -> Any:
-    """A staff user in the `toolhub users` group (or a superuser), as the root conftest's `make_user` makes."""
-    from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
-
-    user = get_user_model().objects.create_user(
-        username=username, password=password, is_staff=True, is_superuser=superuser
-    )
-    group = Group.objects.filter(name="toolhub users").first()
-    if group and not superuser:
-        user.groups.add(group)
-    return user
-
-
-def make_tool(owner, table=None, type: str = "query_data", name: str | None = None, **fields: Any) -> Any:
-    """A tool through the service, as the root conftest's `make_tool` makes (its description says its type)."""
-    from tools_app.services import tool_create
-
-    fields.setdefault("description", f"A {type} tool for tests.")
-    return tool_create(owner=owner, name=name or f"{type}_tool", type=type, table=table, **fields)
-
-
-def make_orders(owner, name: str = "orders") -> Any:
-    """The root conftest's `table`: the three orders (its ORDERS), through the service."""
-    from tools_app.services import table_create
-
-    return table_create(owner=owner, name=name, data=[dict(order) for order in ORDERS])

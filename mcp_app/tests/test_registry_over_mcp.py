@@ -10,7 +10,8 @@ import pytest
 from django.utils import timezone
 
 from mcp_app.tests.mcp_harness import ERAS, LEGACY, Harness
-from tests.module_data import fixtures_built_once, make_orders, make_tool, make_user
+from tests import factories
+from tests.module_data import fixtures_built_once
 from tools_app.models import Binding, CallLog, Tool
 from tools_app.services import api_key_issue, binding_create, instance_create, instance_update
 
@@ -25,16 +26,17 @@ REGISTRY_NAMES = [
 
 def build_registry_shop() -> dict:
     """Instance 'shop': the five registry tools and two data tools, one of them bound under an override."""
-    owner = make_user("owner")
-    table = make_orders(owner)
+    owner = factories.user("owner")
+    table = factories.table(owner)
     instance = instance_create(owner=owner, slug="shop", name="Shop")
     for name in REGISTRY_NAMES:
         binding_create(
-            mcp_instance=instance, tool=make_tool(owner, type=name, name=name, description=f"Registry tool {name}.")
+            mcp_instance=instance,
+            tool=factories.tool(owner, type=name, name=name, description=f"Registry tool {name}."),
         )
-    query = make_tool(owner, table, name="orders_query_v2", description="Query the shop's orders with JMESPath.")
+    query = factories.tool(owner, table, name="orders_query_v2", description="Query the shop's orders with JMESPath.")
     binding_create(mcp_instance=instance, tool=query, name_override="orders_query")
-    select = make_tool(owner, table, type="select", name="orders_by_id", description="Orders by id.")
+    select = factories.tool(owner, table, type="select", name="orders_by_id", description="Orders by id.")
     binding_create(mcp_instance=instance, tool=select)
     key = api_key_issue(mcp_instance=instance, label="test")[1]
     return {"owner": owner, "table": table, "instance": instance, "query": query, "select": select, "key": key}

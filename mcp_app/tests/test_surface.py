@@ -11,7 +11,8 @@ from mcp import types
 from mcp.shared.exceptions import MCPError
 
 from mcp_app.tests.mcp_harness import ERAS, LEGACY, MODERN, Harness
-from tests.module_data import fixtures_built_once, make_orders, make_tool, make_user
+from tests import factories
+from tests.module_data import fixtures_built_once
 from tools_app.models import CallLog, Discovery, Tool
 from tools_app.services import (
     api_key_issue,
@@ -27,12 +28,12 @@ PEOPLE = {"people": [{"sku": f"P-{n:02d}", "name": f"person {n}"} for n in range
 
 def build_search_shop() -> dict:
     """Instance 'shop' in search mode: the registry's search tools, a query tool, select and get_all_data."""
-    owner = make_user("owner")
-    table = make_orders(owner)
+    owner = factories.user("owner")
+    table = factories.table(owner)
     instance = instance_create(owner=owner, slug="shop", name="Shop", discovery=Discovery.SEARCH)
 
     def bound(table, type: str, name: str, **fields) -> Tool:
-        tool = make_tool(owner, table, type=type, name=name, **fields)
+        tool = factories.tool(owner, table, type=type, name=name, **fields)
         binding_create(mcp_instance=instance, tool=tool)
         return tool
 
