@@ -40,6 +40,10 @@ the services (their indexes and ANALYZE) and a VACUUM. The mcp and bare sides ea
 (CREATE DATABASE ... TEMPLATE, dropped at the end); the duckdb side does not run. A 10M build takes minutes
 where the NDJSON file and its import took hours.
 
+Each side's result is printed as it ends (a `SIDE <side> <engine> <time> load average ...` JSON line), and the
+progress lines carry the time (UTC): a run stopped during a later side, or killed with the session that started
+it, keeps the sides it finished. A copy left by a killed run (6 GB at 10M) is dropped by the next run's copy.
+
 PostgreSQL: `--database-url` names the server (default postgres://postgres@127.0.0.1:5432/postgres); each
 side creates its own database there (th_bench_scale_<pid>_<side>) and drops it at the end. SQLite: files in a
 temporary directory.
@@ -245,7 +249,7 @@ def built_database(args: argparse.Namespace, size: int, env: dict[str, str]) -> 
     mark = BUILD_MARK.format(count=size)
     found = _admin_sql(admin, f"SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = '{name}'")
     if found and found[0][0] == mark:
-        print(f"  {size:,} records: reusing database {name}", flush=True)
+        print(f"  {clock()} {size:,} records: reusing database {name}", flush=True)
         return name
     _admin_sql(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
     url = urlunsplit(parts._replace(path=f"/{name}"))
@@ -281,7 +285,8 @@ def built_database(args: argparse.Namespace, size: int, env: dict[str, str]) -> 
     timings["vacuum s"] = time.perf_counter() - started
     megabytes = _admin_sql(url, f"SELECT pg_database_size('{name}') / 1048576")[0][0]
     _admin_sql(admin, f"COMMENT ON DATABASE \"{name}\" IS '{mark}'")
-    print(f"  {size:,} records built in database {name} ({megabytes:,} MiB): " + json.dumps(timings), flush=True)
+    built = f"{size:,} records built in database {name} ({megabytes:,} MiB)"
+    print(f"  {clock()} {built}: " + json.dumps(timings), flush=True)
     return name
 
 
@@ -351,11 +356,13 @@ def sql_built_copy(args: argparse.Namespace, size: int, side: str) -> tuple[str,
     parts = urlsplit(args.database_url)
     admin = urlunsplit(parts._replace(path="/postgres"))
     built = args.built_database.format(size=size)
+    started = time.perf_counter()
     _admin_sql(
         admin,
         f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)',
         f'CREATE DATABASE "{name}" TEMPLATE "{built}" STRATEGY FILE_COPY',
     )
+    print(f"  {clock()} {name}: copied in {time.perf_counter() - started:.0f} s", flush=True)
     return urlunsplit(parts._replace(path=f"/{name}")), name
 
 
@@ -371,6 +378,18 @@ def median_ms(call: Callable[[], Any], runs: int) -> tuple[float, Any]:
         result = call()
         samples.append((time.perf_counter() - started) * 1000)
     return statistics.median(samples), result
+
+
+def clock() -> str:
+    """The time of day (UTC) on the run's progress lines: a log read later says when each step began."""
+    return time.strftime("%H:%M:%S", time.gmtime())
+
+
+def side_done(side: str, engine: str, out: dict[str, Any]) -> dict[str, Any]:
+    """A side's result, printed as it ends: a run stopped during a later side (or its table) keeps it."""
+    load = " ".join(f"{v:.1f}" for v in os.getloadavg())
+    print(f"SIDE {side} {engine} {clock()} load average {load} " + json.dumps(out), flush=True)
+    return out
 
 
 def progress(out: dict[str, Any]) -> None:
@@ -1157,7 +1176,10 @@ def main() -> int:
     assert sample == build_records(50), "iter_records drifted from data_access.build_records"
 
     print(f"bench/scale.py — {os.cpu_count()} CPUs, load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
-    print(f"storage asked for: {args.storage}; runs {args.runs}; restarts {args.restarts}; timeout {args.timeout} s")
+    print(
+        f"storage asked for: {args.storage}; runs {args.runs}; restarts {args.restarts}; timeout {args.timeout} s",
+        flush=True,
+    )
     workdir = Path(tempfile.mkdtemp(prefix="toolhub-scale-"))
     try:
         for size in sizes:
@@ -1175,18 +1197,19 @@ def main() -> int:
                 if (size > 1_000_000 or data is None) and engine != "postgresql":
                     continue
                 if "mcp" in parts and size in mcp_sizes:
-                    print(f"  mcp {engine} ...", flush=True)
+                    print(f"  {clock()} mcp {engine} ...", flush=True)
                     args.records = size
                     mcp = side_mcp(args, engine, data, workdir)
                     if args.storage == "rows" and not mcp.get("storage_switch"):
                         print("  --storage rows: no Table.storage field yet; measured the storage the table has")
-                    results[("mcp", engine)] = mcp
+                    results[("mcp", engine)] = side_done("mcp", engine, mcp)
                 if "bare" in parts:
-                    print(f"  bare {engine} ...", flush=True)
-                    results[("bare", engine)] = run_side(args, "bare", engine, size, data, workdir)
+                    print(f"  {clock()} bare {engine} ...", flush=True)
+                    bare = run_side(args, "bare", engine, size, data, workdir)
+                    results[("bare", engine)] = side_done("bare", engine, bare)
             if "duckdb" in parts and data is not None:
-                print("  duckdb ...", flush=True)
-                results[("duckdb", "")] = run_side(args, "duckdb", "", size, data, workdir)
+                print(f"  {clock()} duckdb ...", flush=True)
+                results[("duckdb", "")] = side_done("duckdb", "", run_side(args, "duckdb", "", size, data, workdir))
             print_size(size, megabytes, results)
             print(f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
             (workdir / f"orders_{size}.ndjson").unlink(missing_ok=True)
