@@ -998,11 +998,12 @@ async def _serve(
                 result = await reader.call_tool(tool, arguments(run))
                 elapsed = (time.perf_counter() - started) * 1000
                 outcome = _outcome(result)
+                if result.is_error:  # how long the refusal took (a budget's stop is due at the budget)
+                    calls[name] = {"ms": None, "error_ms": elapsed, "answer": outcome}
+                    return
                 if run:
                     samples.append(elapsed)
-                if result.is_error:
-                    break
-            calls[name] = {"ms": statistics.median(samples) if samples else None, "answer": outcome}
+            calls[name] = {"ms": statistics.median(samples), "answer": outcome}
 
         for name, (expression, _) in QUERIES.items():
             # Trailing blanks make each call's arguments new to the result cache; the expression is the same.
@@ -1083,6 +1084,8 @@ def print_size(size: int, megabytes: float, results: dict[tuple[str, str], dict]
             entry = results[column].get("queries", {}).get(name)
             if entry is None:
                 cells.append("—")
+            elif entry.get("ms") is None and "error_ms" in entry:
+                cells.append(f"error in {entry['error_ms']:.0f}")
             elif entry.get("ms") is None:
                 cells.append("error")
             else:
