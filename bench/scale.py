@@ -4,7 +4,7 @@
     .venv/bin/python bench/scale.py                                   # 100k and 1M, SQLite and PostgreSQL
     .venv/bin/python bench/scale.py --sizes 100000 --engines sqlite --parts bare,duckdb
     .venv/bin/python bench/scale.py --storage rows                    # once tables can be stored as rows
-    .venv/bin/python bench/scale.py --ten-million --engines postgresql  # adds 10M (PostgreSQL; hours)
+    .venv/bin/python bench/scale.py --sizes '' --ten-million --engines postgresql --parts mcp,bare --storage rows
 
 Records of the bench shape (bench/data_access.py build_records: id, customer, status, total, created_at,
 items, note; ~300 bytes of JSON each) are written once per size as an NDJSON file, then loaded by each
@@ -32,6 +32,18 @@ what it then does (time, memory, errors) is what the run reports. Each side of e
 
 `--storage document|rows` serves the table as a document, or moves its collections into rows after its tools
 are made (tools_app.execution.records.table_to_rows, as `manage.py tables_to_rows` does).
+
+Sizes built in SQL (`--ten-million` for 10,000,000 records, `--sql-sizes` for others; PostgreSQL only): no NDJSON
+file and no API import. The table is made once in a database of its own (`--built-database`, kept and reused while
+its comment names the same build): the first IMPORTED_FIRST records through toolhub's import, the rest appended by
+one INSERT ... SELECT over generate_series as the import lays rows out, then the tools, the indexed fields through
+the services (their indexes and ANALYZE) and a VACUUM. The mcp and bare sides each read a fresh copy of it
+(CREATE DATABASE ... TEMPLATE, dropped at the end); the duckdb side does not run. A 10M build takes minutes
+where the NDJSON file and its import took hours.
+
+Each side's result is printed as it ends (a `SIDE <side> <engine> <time> load average ...` JSON line), and the
+progress lines carry the time (UTC): a run stopped during a later side, or killed with the session that started
+it, keeps the sides it finished. A copy left by a killed run (6 GB at 10M) is dropped by the next run's copy.
 
 PostgreSQL: `--database-url` names the server (default postgres://postgres@127.0.0.1:5432/postgres); each
 side creates its own database there (th_bench_scale_<pid>_<side>) and drops it at the end. SQLite: files in a
@@ -148,6 +160,214 @@ def summary(value: Any) -> Any:
 
 
 #
+# Records generated in PostgreSQL (sizes built in SQL: `--ten-million`, `--sql-sizes`)
+#
+# A size built in SQL skips the NDJSON file and the API import: its table is made once in a database of its own
+# (`--built-database`, kept between runs and reused while it holds the same build), then each side reads a copy
+# of it (CREATE DATABASE ... TEMPLATE), so the writes of one run never reach the next. The records have
+# build_records' fields and value distributions, drawn from a hash of (id, field) instead of random.Random: the
+# same records for every build, not the NDJSON sizes' records.
+
+# The first records, imported through toolhub's own import (services.table_import): the table, its collection,
+# layouts, directory, field kinds and data_bytes are made as any import makes them; the rest follow them in SQL.
+IMPORTED_FIRST = 1024
+# What a built database's comment says: a build of another shape (or one that stopped) is made again.
+BUILD_MARK = "toolhub bench/scale.py rows build 1: {count} records"
+
+
+def records_sql(builder: str) -> str:
+    """SELECT g, n, record for g in [%(first)s, %(last)s]: record g of the bench shape (`builder`: json keeps
+    the keys in build_records' order, jsonb is what a row stores), n its number of items. Every value is a hash
+    of (g, field), so the same g gives the same record in any statement. Numbers are written as Python writes
+    round(x, 2) (123.4, 500.0): what toolhub stores for them."""
+
+    def draw(slot: int, n: int) -> str:
+        return f"((hashint8extended(g, {slot}) & 9223372036854775807) %% {n})"
+
+    def cents(expr: str) -> str:
+        return f"(CASE WHEN {expr} %% 100 = 0 THEN round({expr} / 100.0, 1) ELSE trim_scale({expr} / 100.0) END)"
+
+    def item(i: int) -> str:
+        return (
+            f"{builder}_build_object('sku', 'SKU-' || lpad({draw(10 + i, 10_000)}::text, 5, '0'),"
+            f" 'qty', 1 + {draw(20 + i, 5)}, 'price', {cents(f'(100 + {draw(30 + i, 19_901)})')})"
+        )
+
+    words = "ARRAY[" + ", ".join(f"'{word}'" for word in WORDS) + "]"
+    picks = ", ".join(f"({words})[1 + {draw(40 + i, len(WORDS))}]" for i in range(19))
+    statuses = "ARRAY[" + ", ".join(f"'{status}'" for status in STATUSES) + "]"
+    items = " ".join(
+        f"WHEN {n} THEN {builder}_build_array({', '.join(item(i) for i in range(1, n + 1))})" for n in (1, 2, 3)
+    )
+    return f"""SELECT g, n, {builder}_build_object(
+  'id', g,
+  'customer', 'customer-' || lpad({draw(1, 5_000)}::text, 4, '0'),
+  'status', ({statuses})[1 + {draw(2, len(STATUSES))}],
+  'total', {cents(f"(100 + {draw(3, 99_901)})")},
+  'created_at', '2026-' || lpad((1 + {draw(4, 12)})::text, 2, '0') || '-' || lpad((1 + {draw(5, 28)})::text, 2, '0')
+    || 'T10:00:00Z',
+  'items', CASE n {items} END,
+  'note', array_to_string((ARRAY[{picks}])[1:8 + {draw(7, 12)}], ' ')
+) AS record
+FROM (SELECT g, 1 + {draw(6, 3)} AS n FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g) AS numbered"""
+
+
+IMPORT_FIRST = """
+import io, json, sys
+from django.contrib.auth import get_user_model
+from tools_app.services import table_import
+owner = get_user_model().objects.get(username="bench")
+with table_import(owner=owner, name="orders", file=io.BytesIO(sys.stdin.buffer.read()), fmt="ndjson") as imported:
+    print(json.dumps({"table_id": imported.table.pk}))
+"""
+
+REUSE = """
+import json
+from tools_app.models import McpInstance, Table
+from tools_app.services import api_key_issue
+_, key = api_key_issue(mcp_instance=McpInstance.objects.get(slug="scale"), label="scale run")
+print(json.dumps({"key": key, "table_id": Table.objects.get(name="orders").pk, "storage_switch": True}))
+"""
+
+
+def _admin_sql(url: str, *statements: str) -> list[tuple]:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        rows: list[tuple] = []
+        for statement in statements:
+            cursor = connection.execute(statement)
+            rows = cursor.fetchall() if cursor.description else []
+        return rows
+
+
+def built_database(args: argparse.Namespace, size: int, env: dict[str, str]) -> str:
+    """The name of the database holding `size` records built in SQL as a toolhub table with its tools, built now
+    unless `--built-database` already holds that build. What the build took is printed."""
+    name = args.built_database.format(size=size)
+    parts = urlsplit(args.database_url)
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    mark = BUILD_MARK.format(count=size)
+    found = _admin_sql(admin, f"SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = '{name}'")
+    if found and found[0][0] == mark:
+        print(f"  {clock()} {size:,} records: reusing database {name}", flush=True)
+        return name
+    _admin_sql(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
+    url = urlunsplit(parts._replace(path=f"/{name}"))
+    build_env = {**env, "DATABASE_URL": url}
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=build_env, check=True)
+    run_django(build_env, SEED)
+    # The first records through the import, as NDJSON in build_records' key order (json_build_object keeps it).
+    first = min(size, IMPORTED_FIRST)
+    lines = _admin_sql(url, "SELECT record::text FROM (" + records_sql("json") % {"first": 1, "last": first} + ") s")
+    ndjson = "".join(json.dumps(json.loads(line[0]), separators=(",", ":")) + "\n" for line in lines)
+    done = subprocess.run(
+        [PYTHON, "-c", DJANGO_PRELUDE + IMPORT_FIRST], input=ndjson, cwd=ROOT, env=build_env, capture_output=True,
+        text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    table_id = json.loads(done.stdout.strip().splitlines()[-1])["table_id"]
+    timings["first records imported s"] = time.perf_counter() - started
+    if size > first:
+        started = time.perf_counter()
+        _insert_generated(url, table_id, [json.loads(line[0]) for line in lines], first + 1, size)
+        timings["records inserted in SQL s"] = time.perf_counter() - started
+    # The tools, bound to the instance, and the indexed fields declared through the services: their expression
+    # indexes and the statistics step (ANALYZE) run as for any table.
+    started = time.perf_counter()
+    run_django(build_env, TOOLS, str(table_id), "rows", args.indexed, timeout=None)
+    timings["tools + indexed fields s"] = time.perf_counter() - started
+    # What autovacuum does after a bulk load (the visibility map, hint bits), done now rather than during a run.
+    started = time.perf_counter()
+    _admin_sql(url, "VACUUM tools_app_tablerecord")
+    timings["vacuum s"] = time.perf_counter() - started
+    megabytes = _admin_sql(url, f"SELECT pg_database_size('{name}') / 1048576")[0][0]
+    _admin_sql(admin, f"COMMENT ON DATABASE \"{name}\" IS '{mark}'")
+    built = f"{size:,} records built in database {name} ({megabytes:,} MiB)"
+    print(f"  {clock()} {built}: " + json.dumps(timings), flush=True)
+    return name
+
+
+def _insert_generated(url: str, table_id: int, imported: list[dict], first: int, last: int) -> None:
+    """Records `first`..`last` appended to the table's one collection in one transaction, as the import lays them
+    out (store.write_records): position (id - 1) * POSITION_GAP, key the id's text, the layout row the imported
+    records of the same shape got (codec.layout_of), the directory's blocks, record_count and data_bytes (the
+    records' JSON text with json's default separators, which is how jsonb prints)."""
+    import psycopg
+
+    sys.path.insert(0, str(ROOT))
+    from tools_app.data_access.sql.codec import layout_of
+    from tools_app.data_access.sql.store import BLOCK_SPAN, BLOCKS_TABLE, POSITION_GAP, layouts_of
+
+    with psycopg.connect(url) as connection, connection.cursor() as cursor:
+        cursor.execute("SELECT id FROM tools_app_tablecollection WHERE table_id = %s", (table_id,))
+        (collection_id,) = cursor.fetchone()
+        cursor.execute("SELECT id, layout FROM tools_app_tablerecordlayout WHERE collection_id = %s", (collection_id,))
+        stored = layouts_of(dict(cursor.fetchall()))
+        layout_ids = {}
+        for record in imported:  # one layout per number of items
+            layout = layout_of(record)
+            layout_ids[len(record["items"])] = next(id_ for id_, known in stored.items() if known == layout)
+        assert sorted(layout_ids) == [1, 2, 3], layout_ids
+        layout_case = " ".join(f"WHEN {n} THEN {layout_id}" for n, layout_id in layout_ids.items())
+        # The rows' foreign keys (Django's, deferred) are checked at COMMIT one row at a time: 20M checks after a
+        # 10M-row insert, minutes under load. Every row here references the collection and the layouts just read,
+        # so this transaction skips them (a superuser's setting, as for a restore of a dump).
+        cursor.execute("SET LOCAL session_replication_role = replica")
+        # The imported records' text as jsonb prints it is as long as the import counted it: "[", ", " between.
+        cursor.execute(
+            "SELECT t.data_bytes, (SELECT sum(octet_length(data::text)) FROM tools_app_tablerecord"
+            " WHERE collection_id = %s) FROM tools_app_table t WHERE t.id = %s",
+            (collection_id, table_id),
+        )
+        counted, printed = cursor.fetchone()
+        assert counted == printed + 2 * (first - 2) + 2, (counted, printed, first)
+        cursor.execute(
+            f"""WITH written AS (
+                  INSERT INTO tools_app_tablerecord (collection_id, position, "key", data, layout_id)
+                  SELECT %(collection)s, (g - 1) * {POSITION_GAP}, g::text, record, CASE n {layout_case} END
+                  FROM ({records_sql("jsonb")}) AS generated
+                  RETURNING octet_length(data::text) AS size)
+                SELECT count(*), sum(size) FROM written""",
+            {"collection": collection_id, "first": first, "last": last},
+        )
+        count, size = cursor.fetchone()
+        assert count == last - first + 1, (count, first, last)
+        per_block = BLOCK_SPAN // POSITION_GAP
+        cursor.execute(
+            f"""INSERT INTO {BLOCKS_TABLE} (collection_id, block, record_count)
+                SELECT %(collection)s, b, least({per_block}, %(last)s - b * {per_block})
+                FROM generate_series(0, (%(last)s - 1) / {per_block}) AS b
+                ON CONFLICT (collection_id, block) DO UPDATE SET record_count = excluded.record_count""",
+            {"collection": collection_id, "last": last},
+        )
+        cursor.execute("UPDATE tools_app_tablecollection SET record_count = %s WHERE id = %s", (last, collection_id))
+        # ", " before each record appended to the array's text.
+        cursor.execute(
+            "UPDATE tools_app_table SET data_bytes = data_bytes + %s WHERE id = %s", (size + 2 * count, table_id)
+        )
+
+
+def sql_built_copy(args: argparse.Namespace, size: int, side: str) -> tuple[str, str]:
+    """A fresh copy of the built database for one side (its URL and its name), to be dropped by the caller."""
+    name = f"{args.built_database.format(size=size)}_{side}"
+    parts = urlsplit(args.database_url)
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    built = args.built_database.format(size=size)
+    started = time.perf_counter()
+    _admin_sql(
+        admin,
+        f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)',
+        f'CREATE DATABASE "{name}" TEMPLATE "{built}" STRATEGY FILE_COPY',
+    )
+    print(f"  {clock()} {name}: copied in {time.perf_counter() - started:.0f} s", flush=True)
+    return urlunsplit(parts._replace(path=f"/{name}")), name
+
+
+#
 # Measuring
 #
 
@@ -159,6 +379,18 @@ def median_ms(call: Callable[[], Any], runs: int) -> tuple[float, Any]:
         result = call()
         samples.append((time.perf_counter() - started) * 1000)
     return statistics.median(samples), result
+
+
+def clock() -> str:
+    """The time of day (UTC) on the run's progress lines: a log read later says when each step began."""
+    return time.strftime("%H:%M:%S", time.gmtime())
+
+
+def side_done(side: str, engine: str, out: dict[str, Any]) -> dict[str, Any]:
+    """A side's result, printed as it ends: a run stopped during a later side (or its table) keeps it."""
+    load = " ".join(f"{v:.1f}" for v in os.getloadavg())
+    print(f"SIDE {side} {engine} {clock()} load average {load} " + json.dumps(out), flush=True)
+    return out
 
 
 def progress(out: dict[str, Any]) -> None:
@@ -216,6 +448,11 @@ def side_bare(args: argparse.Namespace) -> dict[str, Any]:
     throwaway.BENCH_DATABASE = f"th_bench_scale_{os.getpid()}_bare"
     os.environ.setdefault("DJANGO_SECRET_KEY", "bench-secret-key-not-for-production")
     os.environ["DJANGO_SETTINGS_MODULE"] = "toolhub.settings"
+    if args.built:  # DATABASE_URL names a copy of the size's built database (the caller drops it)
+        import django
+
+        django.setup()
+        return _bare(args)
     with throwaway.ThrowawayDatabase():
         import django
 
@@ -223,20 +460,19 @@ def side_bare(args: argparse.Namespace) -> dict[str, Any]:
         return _bare(args)
 
 
-def _bare(args: argparse.Namespace) -> dict[str, Any]:
+def _bare_collection(args: argparse.Namespace, vendor: str, out: dict[str, Any]) -> Any:
+    """A document table's one collection, written here from the NDJSON file (timed, the peak RSS growth), keyed
+    by id and indexed on the bench's fields."""
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
-    from django.db import connection, connections, transaction
+    from django.db import connection, transaction
     from django.test import override_settings
 
     from tools_app import services
-    from tools_app.data_access.sql import store
     from tools_app.data_access.sql.indexes import sync_indexes
-    from tools_app.data_access.sql.store import POSITION_GAP, write_records
-    from tools_app.data_access.sql_query import compile_sql_expression, run_sql, statement_for
+    from tools_app.data_access.sql.store import write_records
     from tools_app.models import TableCollection, TableRecord, TableRecordLayout
 
-    vendor = "postgresql" if connection.vendor == "postgresql" else "sqlite"
     call_command("migrate", verbosity=0)
     # No password: hashing one waits for a machine-wide hashing slot, which other processes may hold.
     owner = get_user_model().objects.create_user(username="bench", password=None)
@@ -245,7 +481,6 @@ def _bare(args: argparse.Namespace) -> dict[str, Any]:
         table = services.table_create(owner=owner, name="orders", data=[])
     collection = TableCollection.objects.create(table=table, mount="", kind="array")
     records_table, layouts_table = TableRecord._meta.db_table, TableRecordLayout._meta.db_table
-    out: dict[str, Any] = {"vendor": vendor}
     rss_before = max_rss_mib()
     started = time.perf_counter()
     with transaction.atomic(), connection.cursor() as cursor:
@@ -274,7 +509,25 @@ def _bare(args: argparse.Namespace) -> dict[str, Any]:
                              fields=["status", "total"], in_transaction=False)  # fmt: skip
     assert not built.failed, built.failed
     out["keys_and_indexes_s"] = time.perf_counter() - started
+    return collection
 
+
+def _bare(args: argparse.Namespace) -> dict[str, Any]:
+    from django.db import connection, connections, transaction
+
+    from tools_app.data_access.sql import store
+    from tools_app.data_access.sql.store import POSITION_GAP
+    from tools_app.data_access.sql_query import compile_sql_expression, run_sql, statement_for
+    from tools_app.models import TableCollection, TableRecord
+
+    vendor = "postgresql" if connection.vendor == "postgresql" else "sqlite"
+    records_table = TableRecord._meta.db_table
+    out: dict[str, Any] = {"vendor": vendor}
+    if args.built:  # the built table's one collection: keyed by id, indexed as the bench declares
+        collection = TableCollection.objects.get(table__name="orders")
+    else:
+        collection = _bare_collection(args, vendor, out)
+    where = f"WHERE collection_id = {collection.pk}"
     runs = args.runs
     queries: dict[str, Any] = {}
     out["queries"] = queries
@@ -522,32 +775,58 @@ print(json.dumps({"storage": storage_note}))
 """
 
 
-def run_django(env: dict[str, str], code: str, *argv: str, timeout: float = 600) -> dict[str, Any]:
-    prelude = "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'toolhub.settings'); django.setup()\n"
+DJANGO_PRELUDE = (
+    "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'toolhub.settings'); django.setup()\n"
+)
+
+
+def run_django(env: dict[str, str], code: str, *argv: str, timeout: float | None = 600) -> dict[str, Any]:
     done = subprocess.run(
-        [PYTHON, "-c", prelude + code, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+        [PYTHON, "-c", DJANGO_PRELUDE + code, *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
     )
     if done.returncode != 0:
         raise RuntimeError(done.stderr[-3000:])
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _import_and_bind(
+    args: argparse.Namespace, env: dict[str, str], data: Path, out: dict[str, Any], remaining: Callable[[], float]
+) -> dict[str, Any]:
+    """A fresh database seeded, `data` imported through the API (timed, the server's RSS growth), the tools bound
+    and the indexed fields declared; the seed's answer (the instance's key)."""
+    from tests.live_server import Uvicorn
+
+    subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=600)
+    seeded = run_django(env, SEED, timeout=remaining())
+    out["storage_switch"] = seeded["storage_switch"]
+    # Import through the API, on a server of its own: its time and the server's peak RSS growth.
+    importer = Uvicorn(env)
+    try:
+        rss_before = tree_mib(importer.process.pid)
+        table_id, out["import_s"], out["import_answer_parse_s"] = asyncio.run(_import(importer.base, data, remaining()))
+        out["import_peak_rss_growth_mib"] = tree_mib(importer.process.pid, "VmHWM") - rss_before
+    finally:
+        importer.stop()
+    started = time.perf_counter()
+    out["tools"] = run_django(env, TOOLS, str(table_id), args.storage, args.indexed, timeout=remaining())["storage"]
+    out["tools_s"] = time.perf_counter() - started
+    return seeded
+
+
 class Deadline(Exception):
     pass
 
 
-def side_mcp(args: argparse.Namespace, engine: str, data: Path, workdir: Path) -> dict[str, Any]:
-    sys.path.insert(0, str(ROOT))
-    from tests.live_server import Uvicorn
-
-    deadline = time.monotonic() + args.timeout
+def server_env(args: argparse.Namespace, document: bool) -> dict[str, str]:
+    """The environment toolhub's servers and scripts run with in this bench (`document`: the table is served as a
+    document)."""
     env = {
         **os.environ,
         "DJANGO_SECRET_KEY": "bench-secret",
         "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
         "TOOLHUB_RATE_LIMITS_ENABLED": "false",
     }
-    if args.storage == "document":
+    if document:
         # The document path refuses tables over 50 MiB; raised so that it takes the run's sizes. Tables stored
         # as rows run with the default limits (records, bytes, import body, owner quota): they must admit them.
         env.update(
@@ -557,8 +836,21 @@ def side_mcp(args: argparse.Namespace, engine: str, data: Path, workdir: Path) -
         )
     for name in ("DJANGO_DEBUG", "OTEL_EXPORTER_OTLP_ENDPOINT", "PROMETHEUS_MULTIPROC_DIR"):
         env.pop(name, None)
+    return env
+
+
+def side_mcp(args: argparse.Namespace, engine: str, data: Path | None, workdir: Path) -> dict[str, Any]:
+    """toolhub through MCP over `data` (imported), or, with `data` None, over a copy of the size's built database."""
+    sys.path.insert(0, str(ROOT))
+    from tests.live_server import Uvicorn
+
+    deadline = time.monotonic() + args.timeout
+    env = server_env(args, document=data is not None and args.storage == "document")
     pg_admin = pg_name = None
-    if engine == "postgresql":
+    if data is None:
+        env["DATABASE_URL"], pg_name = sql_built_copy(args, args.records, "mcp")
+        pg_admin = urlunsplit(urlsplit(args.database_url)._replace(path="/postgres"))
+    elif engine == "postgresql":
         parts = urlsplit(args.database_url)
         pg_name = f"th_bench_scale_{os.getpid()}_mcp"
         pg_admin = urlunsplit(parts._replace(path="/postgres"))
@@ -581,21 +873,11 @@ def side_mcp(args: argparse.Namespace, engine: str, data: Path, workdir: Path) -
         return left
 
     try:
-        subprocess.run([PYTHON, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=600)
-        seeded = run_django(env, SEED, timeout=remaining())
-        out["storage_switch"] = seeded["storage_switch"]
-        # Import through the API, on a server of its own: its time and the server's peak RSS growth.
-        importer = Uvicorn(env)
-        servers.append(importer)
-        rss_before = tree_mib(importer.process.pid)
-        table_id, out["import_s"], out["import_answer_parse_s"] = asyncio.run(_import(importer.base, data, remaining()))
-        out["import_peak_rss_growth_mib"] = tree_mib(importer.process.pid, "VmHWM") - rss_before
-        importer.stop()
-        servers.remove(importer)
-        started = time.perf_counter()
-        out["tools"] = run_django(env, TOOLS, str(table_id), args.storage, args.indexed, timeout=remaining())["storage"]
-        out["tools_s"] = time.perf_counter() - started
-
+        if data is None:  # the table, its tools and indexes are the built database's
+            seeded = run_django(env, REUSE, timeout=remaining())
+            out["storage_switch"] = True
+        else:
+            seeded = _import_and_bind(args, env, data, out, remaining)
         # A table at exactly TOOLHUB_MAX_TABLE_RECORDS refuses one record more: the writer's limit leaves room
         # for the timed writes (the import above ran with the default).
         writer_env = {**env, "TOOLHUB_MAX_TABLE_RECORDS": str(max(10_000_000, args.records + args.runs))}
@@ -724,11 +1006,12 @@ async def _serve(
                 result = await reader.call_tool(tool, arguments(run))
                 elapsed = (time.perf_counter() - started) * 1000
                 outcome = _outcome(result)
+                if result.is_error:  # how long the refusal took (a budget's stop is due at the budget)
+                    calls[name] = {"ms": None, "error_ms": elapsed, "answer": outcome}
+                    return
                 if run:
                     samples.append(elapsed)
-                if result.is_error:
-                    break
-            calls[name] = {"ms": statistics.median(samples) if samples else None, "answer": outcome}
+            calls[name] = {"ms": statistics.median(samples), "answer": outcome}
 
         for name, (expression, _) in QUERIES.items():
             # Trailing blanks make each call's arguments new to the result cache; the expression is the same.
@@ -765,14 +1048,18 @@ async def _serve(
 #
 
 
-def run_side(args: argparse.Namespace, side: str, engine: str, size: int, data: Path, workdir: Path) -> dict:
-    """bare/duckdb in a child process (its own peak RSS), bounded by --timeout."""
+def run_side(args: argparse.Namespace, side: str, engine: str, size: int, data: Path | None, workdir: Path) -> dict:
+    """bare/duckdb in a child process (its own peak RSS), bounded by --timeout. `data` None: the bare side reads a
+    copy of the size's built database."""
     env = {**os.environ}
+    copy = None
     if side == "bare":
         env["DATABASE_URL"] = args.database_url if engine == "postgresql" else ""
+    if data is None:
+        env["DATABASE_URL"], copy = sql_built_copy(args, size, "bare")
     command = [
         PYTHON, __file__, "--side", side, "--records", str(size), "--data", str(data), "--workdir", str(workdir),
-        "--runs", str(args.runs), "--restarts", str(args.restarts),
+        "--runs", str(args.runs), "--restarts", str(args.restarts), *(["--built"] if data is None else []),
     ]  # fmt: skip
     try:
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=args.timeout)
@@ -780,6 +1067,10 @@ def run_side(args: argparse.Namespace, side: str, engine: str, size: int, data: 
         output = stopped.stdout.decode() if isinstance(stopped.stdout, bytes) else stopped.stdout or ""
         parts = [line[5:] for line in output.splitlines() if line.startswith("PART ")]
         return {**(json.loads(parts[-1]) if parts else {}), "stopped": f"stopped at the {args.timeout} s timeout"}
+    finally:
+        if copy:
+            admin = urlunsplit(urlsplit(args.database_url)._replace(path="/postgres"))
+            _admin_sql(admin, f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')
     if done.returncode != 0:
         return {"stopped": done.stderr[-1500:]}
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -801,6 +1092,8 @@ def print_size(size: int, megabytes: float, results: dict[tuple[str, str], dict]
             entry = results[column].get("queries", {}).get(name)
             if entry is None:
                 cells.append("—")
+            elif entry.get("ms") is None and "error_ms" in entry:
+                cells.append(f"error in {entry['error_ms']:.0f}")
             elif entry.get("ms") is None:
                 cells.append("error")
             else:
@@ -855,11 +1148,22 @@ def main() -> int:
     parser.add_argument("--restarts", type=int, default=3, help="cold reads (server restarts)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per side and size")
     parser.add_argument("--database-url", default=os.environ.get("BENCH_PG_URL", DEFAULT_PG))
+    parser.add_argument(
+        "--sql-sizes",
+        default="",
+        help="sizes built in PostgreSQL (no NDJSON, no API import, no duckdb side); --ten-million adds 10,000,000",
+    )
+    parser.add_argument(
+        "--built-database",
+        default="th_bench_scale_rows_{size}",
+        help="the kept database of a size built in SQL ({size} is replaced), reused while it holds that build",
+    )
     # Internal: one side in a child process.
     parser.add_argument("--side", help=argparse.SUPPRESS)
     parser.add_argument("--records", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    parser.add_argument("--built", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:
         result = side_bare(args) if args.side == "bare" else side_duckdb(args)
@@ -870,12 +1174,13 @@ def main() -> int:
     mcp_sizes = [int(size) for size in args.mcp_sizes.split(",") if size] or sizes
     engines = [engine for engine in args.engines.split(",") if engine]
     parts = [part for part in args.parts.split(",") if part]
+    sql_sizes = [int(size) for size in args.sql_sizes.split(",") if size]
     if args.ten_million:
-        if "postgresql" not in engines:
-            raise SystemExit("--ten-million runs on PostgreSQL only: add --engines postgresql")
-        print("WARNING: 10,000,000 records: ~3 GB of NDJSON, PostgreSQL only; expect hours on a shared machine.")
-        sizes.append(10_000_000)
-        mcp_sizes.append(10_000_000)
+        sql_sizes.append(10_000_000)
+    if sql_sizes and "postgresql" not in engines:
+        raise SystemExit("--ten-million and --sql-sizes run on PostgreSQL only: add --engines postgresql")
+    sizes += [size for size in sql_sizes if size not in sizes]
+    mcp_sizes += [size for size in sql_sizes if size not in mcp_sizes]
     sample = list(iter_records(50))
     sys.path.insert(0, str(BENCH))
     from data_access import build_records
@@ -883,36 +1188,43 @@ def main() -> int:
     assert sample == build_records(50), "iter_records drifted from data_access.build_records"
 
     print(f"bench/scale.py — {os.cpu_count()} CPUs, load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
-    print(f"storage asked for: {args.storage}; runs {args.runs}; restarts {args.restarts}; timeout {args.timeout} s")
+    print(
+        f"storage asked for: {args.storage}; runs {args.runs}; restarts {args.restarts}; timeout {args.timeout} s",
+        flush=True,
+    )
     workdir = Path(tempfile.mkdtemp(prefix="toolhub-scale-"))
     try:
         for size in sizes:
-            data = workdir / f"orders_{size}.ndjson"
+            data: Path | None = workdir / f"orders_{size}.ndjson"
             started = time.perf_counter()
-            megabytes = write_ndjson(data, size) / 2**20
-            print(
-                f"\n{size:,} records written to NDJSON ({megabytes:.0f} MiB) in {time.perf_counter() - started:.0f} s"
-            )
+            if size in sql_sizes:
+                built_database(args, size, server_env(args, document=False))
+                data, megabytes = None, 0.0
+            else:
+                megabytes = write_ndjson(data, size) / 2**20
+                took = time.perf_counter() - started
+                print(f"\n{size:,} records written to NDJSON ({megabytes:.0f} MiB) in {took:.0f} s")
             results: dict[tuple[str, str], dict] = {}
             for engine in engines:
-                if size > 1_000_000 and engine != "postgresql":
+                if (size > 1_000_000 or data is None) and engine != "postgresql":
                     continue
                 if "mcp" in parts and size in mcp_sizes:
-                    print(f"  mcp {engine} ...", flush=True)
+                    print(f"  {clock()} mcp {engine} ...", flush=True)
                     args.records = size
                     mcp = side_mcp(args, engine, data, workdir)
                     if args.storage == "rows" and not mcp.get("storage_switch"):
                         print("  --storage rows: no Table.storage field yet; measured the storage the table has")
-                    results[("mcp", engine)] = mcp
+                    results[("mcp", engine)] = side_done("mcp", engine, mcp)
                 if "bare" in parts:
-                    print(f"  bare {engine} ...", flush=True)
-                    results[("bare", engine)] = run_side(args, "bare", engine, size, data, workdir)
-            if "duckdb" in parts:
-                print("  duckdb ...", flush=True)
-                results[("duckdb", "")] = run_side(args, "duckdb", "", size, data, workdir)
+                    print(f"  {clock()} bare {engine} ...", flush=True)
+                    bare = run_side(args, "bare", engine, size, data, workdir)
+                    results[("bare", engine)] = side_done("bare", engine, bare)
+            if "duckdb" in parts and data is not None:
+                print(f"  {clock()} duckdb ...", flush=True)
+                results[("duckdb", "")] = side_done("duckdb", "", run_side(args, "duckdb", "", size, data, workdir))
             print_size(size, megabytes, results)
             print(f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
-            (workdir / f"orders_{size}.ndjson").unlink()
+            (workdir / f"orders_{size}.ndjson").unlink(missing_ok=True)
             print("JSON " + json.dumps({f"{s} {e}": r for (s, e), r in results.items()}))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
