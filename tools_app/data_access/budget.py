@@ -52,6 +52,7 @@ __all__ = [
     "enforced",
     "measure",
     "on_wait",
+    "over_evaluated_bytes",
     "too_expensive",
     "waiting",
 ]
@@ -93,6 +94,17 @@ def too_expensive(limit: str, value: int | float, unit: str, extra: str = "") ->
     """QUERY_TOO_EXPENSIVE naming the limit that was passed and how to narrow the call."""
     message = f"The call was stopped: it went over its {limit} of {value:,} {unit}{extra}. {_HOW_TO_NARROW}."
     return ToolError(ErrorCode.QUERY_TOO_EXPENSIVE, message, {"limit": limit, "value": value, "unit": unit})
+
+
+def over_evaluated_bytes(limit: int) -> ToolError:
+    """QUERY_TOO_EXPENSIVE of a read of a rows table that needs more than `limit` bytes of record JSON in the server
+    (TOOLHUB_MAX_EVALUATED_BYTES): records gathered for the evaluator, or a compiled statement's answer received."""
+    return ToolError(
+        ErrorCode.QUERY_TOO_EXPENSIVE,
+        f"This read needs more than {limit} bytes of records evaluated in the server (TOOLHUB_MAX_EVALUATED_BYTES): "
+        "narrow it with a filter that compiles to SQL (comparisons on fields), or page it.",
+        {"limit": limit},
+    )
 
 
 class MoveElsewhere(BaseException):

@@ -28,11 +28,26 @@ from typing import Any
 
 from jmespath.parser import Parser
 
+from tools_app.data_access import budget
 from tools_app.data_access.sql.codec import Layout, layout_at, restore
 from tools_app.data_access.sql.indexes import less_selective_indexes
 from tools_app.data_access.sql.kinds import Known
-from tools_app.data_access.sql.plan import ElemPath, ElemSelect, NotCompilable, ValuePlan, build_plan, field_tests
+from tools_app.data_access.sql.plan import (
+    Collect,
+    ElemPath,
+    ElemSelect,
+    ListPlan,
+    Map,
+    NotCompilable,
+    Reverse,
+    Scan,
+    Sort,
+    ValuePlan,
+    build_plan,
+    field_tests,
+)
 from tools_app.data_access.sql.render import Output, Rendered, dialect_for, render
+from tools_app.kernel.limits import max_evaluated_bytes
 
 __all__ = [
     "NotCompilable",
@@ -40,8 +55,10 @@ __all__ = [
     "SqlQuery",
     "compile_sql",
     "compile_sql_expression",
+    "fetch",
     "run_sql",
     "statement_for",
+    "windowed",
 ]
 
 LayoutLoader = Callable[[Collection[int]], Mapping[int, Layout]]
@@ -63,11 +80,13 @@ class SqlQuery:
         known: Known | None = None,
         position_order: bool = False,
         unindexed: frozenset[str] = frozenset(),
+        window: bool = False,
     ) -> Rendered:
         """The statement (SQL text with %s parameters, and its parameters) over one collection whose field kinds
-        are `known` (tools_app.data_access.sql.kinds; None: unknown); `position_order`, `unindexed`: render's.
-        Kept on the query (compile_sql_expression caches queries per expression), at most RENDERED per query."""
-        key = (table, collection_id, known, position_order, unindexed)
+        are `known` (tools_app.data_access.sql.kinds; None: unknown); `position_order`, `unindexed`, `window`:
+        render's. Kept on the query (compile_sql_expression caches queries per expression), at most RENDERED per
+        query."""
+        key = (table, collection_id, known, position_order, unindexed, window)
         rendered = self.rendered.get(key)
         if rendered is None:
             if len(self.rendered) >= RENDERED:
@@ -80,6 +99,7 @@ class SqlQuery:
                 known=known,
                 position_order=position_order,
                 unindexed=unindexed,
+                window=window,
             )
             self.rendered[key] = rendered
         return rendered
@@ -123,6 +143,7 @@ def run_sql(
     layouts: LayoutLoader | None = None,
     known: Known | None = None,
     position_order: bool = False,
+    rows: tuple[int, int] | None = None,
 ) -> SqlAnswer | None:
     """Run `query` over the collection through a DB-API cursor (Django's: %s parameters).
 
@@ -130,11 +151,55 @@ def run_sql(
     layouts (tools_app.data_access.sql.codec) by id; needed on PostgreSQL for values holding objects. `known`:
     the collection's field kinds (tools_app.data_access.sql.store.field_kinds), which must be current.
     `position_order`: no index of the query's filtered fields exists (render's; the answer is the same).
+    `rows`: (offset, count) of a query whose answer `windowed` says is one item per record: only those items of
+    the list, in its order (fewer past its end), from a statement that LIMITs its answer to them.
+
+    Bounded as a gathered read is (fetch): at most TOOLHUB_MAX_EVALUATED_BYTES of the answer's JSON text is
+    received, else QUERY_TOO_EXPENSIVE naming it; the call's time budget is checked between chunks of rows.
     """
     rendered = statement_for(query, cursor, table=table, collection_id=collection_id, known=known,
-                             position_order=position_order)  # fmt: skip
-    cursor.execute(rendered.sql, rendered.params)
-    return finish(rendered.output, cursor.fetchall(), layouts)
+                             position_order=position_order, window=rows is not None)  # fmt: skip
+    params = rendered.params if rows is None else (*rendered.params, rows[1], rows[0])
+    cursor.execute(rendered.sql, params)
+    return finish(rendered.output, fetch(cursor, max_evaluated_bytes()), layouts)
+
+
+# Rows taken from the cursor at a time: the answer's bytes are counted, and the call's time budget checked, per chunk.
+FETCH_ROWS = 2_000
+
+
+def fetch(cursor: Any, limit: int) -> list[Sequence[Any]]:
+    """The executed statement's rows, FETCH_ROWS at a time, while the JSON texts among them (the strings: the
+    output's columns; counted in characters, as a gathered read counts its records) are at most `limit` in all.
+    Past it the cursor is closed, the rest of the answer unread, and budget.over_evaluated_bytes is raised: a
+    compiled `@` over a collection larger than the bound costs about the bound, whatever the collection's size.
+    The active budget's time is checked after each chunk. Every row carries the statement's error flag first
+    (render's): once it is set the evaluator answers, so the first row is all that is read."""
+    current = budget.active()
+    rows: list[Sequence[Any]] = []
+    received = 0
+    while chunk := cursor.fetchmany(FETCH_ROWS):
+        if chunk[0][0] and not rows:
+            cursor.close()
+            return chunk[:1]
+        received += _text_length(chunk)
+        if received > limit:
+            cursor.close()
+            raise budget.over_evaluated_bytes(limit)
+        rows.extend(chunk)
+        if current is not None:
+            current.check_time()
+    return rows
+
+
+def _text_length(chunk: Sequence[Sequence[Any]]) -> int:
+    """The characters of the chunk's JSON texts: the columns whose values are strings (a column holds one type, or
+    NULL), summed column by column, a third of the time of a test of each value."""
+    total = 0
+    for column in zip(*chunk, strict=True):
+        if next((value for value in column if value is not None), None).__class__ is str:
+            total += sum(map(len, filter(None, column)))
+    return total
 
 
 def statement_for(
@@ -145,6 +210,7 @@ def statement_for(
     collection_id: int,
     known: Known | None = None,
     position_order: bool = False,
+    window: bool = False,
 ) -> Rendered:
     """The statement run_sql runs. On SQLite, a filter ANDing tests of two or more indexed fields reads the index
     that finds the fewest records, which SQLite's planner cannot tell (indexes.less_selective_indexes counts
@@ -154,9 +220,21 @@ def statement_for(
         tests = field_tests(query.plan)
         if len({test.field for test in tests}) > 1:
             unindexed = less_selective_indexes(cursor, records_table=table, collection_id=collection_id, tests=tests)
-    return query.statement(
-        table=table, collection_id=collection_id, known=known, position_order=position_order, unindexed=unindexed
-    )
+    return query.statement(table=table, collection_id=collection_id, known=known, position_order=position_order,
+                           unindexed=unindexed, window=window)  # fmt: skip
+
+
+def windowed(query: SqlQuery) -> bool:
+    """The query's answer is a list of one item per record of the collection (the records, `reverse`d, sorted by
+    `sort_by`, or each `map`ped), in an order its statement gives: run_sql's `rows` reads a window of it, and the
+    list's length is the collection's record count. A filter, a slice or a projection (which drops nulls) makes
+    the length unknown before the whole answer is read: those are not."""
+    if not isinstance(query.plan, Collect):
+        return False
+    source: ListPlan = query.plan.source
+    while isinstance(source, Reverse | Sort) or (isinstance(source, Map) and source.keep_nulls):
+        source = source.source
+    return isinstance(source, Scan)
 
 
 def finish(output: Output, rows: Sequence[Sequence[Any]], layouts: LayoutLoader | None = None) -> SqlAnswer | None:

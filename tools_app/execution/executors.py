@@ -37,9 +37,10 @@ MAX_IDEMPOTENCY_KEY = 200
 
 __all__ = ["EXECUTORS", "WINDOWED_TYPES", "Executor", "execute", "read_mount", "run_read", "write_at", "write_mount"]
 
-# Reads whose whole answer is the mount's list: given a paging.Window, a rows table's reader reads only the items of
-# the page (records.read); a document's answers its whole list, which the pipeline pages.
-WINDOWED_TYPES = frozenset({ToolType.GET_ALL_DATA, ToolType.PREVIEW})
+# Reads whose answer may be a list read where it is stored: given a paging.Window, a rows table's reader reads only
+# the items of the page (records.read: the mount's records, or a compiled query's answer of one item per record); a
+# document's answers its whole list, which the pipeline pages.
+WINDOWED_TYPES = frozenset({ToolType.GET_ALL_DATA, ToolType.PREVIEW, ToolType.QUERY_DATA})
 
 # (*, tool, arguments, scope) -> JSON result; arguments already validated against the tool's schema.
 Executor = Callable[..., Any]

@@ -16,7 +16,8 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
   cases); `select` by the collection's key field is an index lookup; `preview` reads its window (its first
   position found by the collection's directory of counts per block of positions, `_position_at`, then
   `position >= first ORDER BY position LIMIT`); `get_all_data` (and `preview` without preview keys) called with
-  the pipeline's page request (paging.Window) reads only the rows of its page; `get_data_schema` describes the
+  the pipeline's page request (paging.Window) reads only the rows of its page, and so does `query_data` whose
+  compiled answer is one item per record (sql_query.windowed); `get_data_schema` describes the
   first SCHEMA_SAMPLE records, with the true count.
 - A read at any other mount (above a collection, or inside one of its records) runs over the document with
   the collections it reaches spliced in, under the same byte bound.
@@ -48,7 +49,7 @@ from tools_app.data_access.shape import describe
 from tools_app.data_access.sql import store
 from tools_app.data_access.sql.codec import Layout, restore
 from tools_app.data_access.sql.kinds import Known
-from tools_app.data_access.sql_query import SqlQuery, compile_sql_expression, run_sql
+from tools_app.data_access.sql_query import SqlAnswer, SqlQuery, compile_sql_expression, run_sql, windowed
 from tools_app.kernel import json_patch
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.kernel.limits import max_evaluated_bytes, max_record_bytes, max_table_records
@@ -423,6 +424,12 @@ class _TimedCursor:
 
     def fetchone(self) -> Any:
         return self._cursor.fetchone()
+
+    def fetchmany(self, size: int) -> list:
+        return self._cursor.fetchmany(size)
+
+    def close(self) -> None:
+        self._cursor.close()
 
 
 #
@@ -934,7 +941,7 @@ def _by_position(
     collection: Collection, refuse: Callable[[int], ToolError] | None = None
 ) -> dict[int, tuple[str | None, Any]]:
     """The collection's (key, record) by position, at most max_evaluated_bytes() of record JSON (beyond: `refuse`'s
-    error, by default _too_expensive's)."""
+    error, by default budget.over_evaluated_bytes's)."""
     limit = max_evaluated_bytes()
     total = 0
     state: dict[int, tuple[str | None, Any]] = {}
@@ -942,7 +949,7 @@ def _by_position(
         for position, key, record, size in chunk:
             total += size
             if total > limit:
-                raise (refuse or _too_expensive)(limit)
+                raise (refuse or budget.over_evaluated_bytes)(limit)
             state[position] = (key, record)
     return state
 
@@ -1050,15 +1057,6 @@ def _chunks(
             left -= len(rows)
 
 
-def _too_expensive(limit: int) -> ToolError:
-    return ToolError(
-        ErrorCode.QUERY_TOO_EXPENSIVE,
-        f"This read needs more than {limit} bytes of records evaluated in the server (TOOLHUB_MAX_EVALUATED_BYTES): "
-        "narrow it with a filter that compiles to SQL (comparisons on fields), or page it.",
-        {"limit": limit},
-    )
-
-
 def _version_too_large(limit: int, version: int) -> ToolError:
     """An older version of a rows table is rebuilt in the server: the current records by position with the later
     entries' inverses applied (version_document), so its collections are held whole, within the same bound as a
@@ -1086,7 +1084,7 @@ def _value(collection: Collection, keep: Callable[[Any], bool] | None = None) ->
                 continue
             total += size
             if total > limit:
-                raise _too_expensive(limit)
+                raise budget.over_evaluated_bytes(limit)
             if collection.kind == "array":
                 items.append(record)
             else:
@@ -1124,7 +1122,7 @@ def _bounded(chunks: Iterator[list[tuple[int, str | None, Any, int]]]) -> Iterat
         for _position, _key, record, size in chunk:
             total += size
             if total > limit:
-                raise _too_expensive(limit)
+                raise budget.over_evaluated_bytes(limit)
             yield record
 
 
@@ -1172,7 +1170,7 @@ def _object_within(collection: Collection, cap: int) -> Any:
         for _position, key, record, stored in chunk:
             read += stored
             if read > limit:
-                raise _too_expensive(limit)
+                raise budget.over_evaluated_bytes(limit)
             separator = 1 if members else 0
             members[key] = record
             size += separator + utf8_size(_compact(key)) + 1 + utf8_size(_compact(record))
@@ -1235,7 +1233,7 @@ def _read(
     if collection is None:
         return operation(_spliced(table_id, version, mount, found), mount, arguments, *extra)
     if operation is operations.query_data:
-        return _query(collection, mount, arguments)
+        return _query(collection, mount, arguments, window=window)
     if operation is operations.select:
         return _select_keys(collection, mount, arguments)
     if operation is operations.preview and extra and extra[0]:
@@ -1282,26 +1280,30 @@ def _select_narrowed(collection: Collection, mount: Mount, arguments: dict, wher
     return {"items": items, "not_found": [original for key, original in wanted.items() if key not in held]}
 
 
-def _query(collection: Collection, mount: Mount, arguments: dict, where: dict[str, Any] | None = None) -> Any:
+def _query(
+    collection: Collection,
+    mount: Mount,
+    arguments: dict,
+    where: dict[str, Any] | None = None,
+    *,
+    window: Window | None = None,
+) -> Any:
+    """`query_data` over the collection (module docstring). With `window` (the pipeline's page request), a compiled
+    answer of one item per record (sql_query.windowed) is read only as far as its page (_compiled_window)."""
     expression = arguments["query"]
     compile_expression(expression)  # an invalid expression is refused as the evaluator refuses it
     # Narrowed: checked to parse alone above, so the composition cannot lift any of it out of the pipe.
     sql_expression = expression if where is None else narrowing.composed(where, expression)
     compiled = compile_sql_expression(sql_expression, _dialect(), collection.kind)
     if compiled is not None:
-        started = time.perf_counter()
-        with engine_cursor() as cursor:
-            answer = run_sql(
-                compiled,
-                cursor,
-                table=_records_table(),
-                collection_id=collection.id,
-                layouts=lambda ids: store.layouts_by_id(cursor, _layouts_table(), ids),
-                known=collection.known,
-            )
-        _observe(compiled, collection, (time.perf_counter() - started) * 1000)
-        if answer is not None:
-            return answer.value
+        if window is not None and where is None and windowed(compiled):
+            cut = _compiled_window(compiled, collection, window)
+            if cut is not None:
+                return cut
+        else:
+            answer = _run_compiled(compiled, collection)
+            if answer is not None:
+                return answer.value
     keep = None if where is None else narrowing.keeps(where)
     decomposed = streamed.plan(expression, collection.kind)
     if decomposed is not None:  # evaluated chunk by chunk, only its results kept (data_access.streamed)
@@ -1316,6 +1318,53 @@ def _query(collection: Collection, mount: Mount, arguments: dict, where: dict[st
             length=collection.record_count,
         )
     return operations.query_data(_value(collection, keep), Mount("", mount.key_field), arguments)
+
+
+def _run_compiled(compiled: SqlQuery, collection: Collection, rows: tuple[int, int] | None = None) -> SqlAnswer | None:
+    """run_sql over the collection under the call's budget (engine_cursor), a slow statement reported (_observe)."""
+    started = time.perf_counter()
+    with engine_cursor() as cursor:
+        answer = run_sql(
+            compiled,
+            cursor,
+            table=_records_table(),
+            collection_id=collection.id,
+            layouts=lambda ids: store.layouts_by_id(cursor, _layouts_table(), ids),
+            known=collection.known,
+            rows=rows,
+        )
+    _observe(compiled, collection, (time.perf_counter() - started) * 1000)
+    return answer
+
+
+def _compiled_window(compiled: SqlQuery, collection: Collection, window: Window) -> Cut | None:
+    """A compiled answer of one item per record (its length the collection's record_count) within the caller's
+    result budget, as _windowed reads records: statements of PAGE_FIRST_ROWS items from the window's offset, each
+    next one twice as many up to CHUNK, as far as the page and one item more (`window.cut`: the same answer,
+    cursors and refusals as the pipeline's cut of the whole list). None when the first statement's checks send
+    the query to the evaluator (the whole list is then answered as without a window)."""
+    offset = window.offset or 0
+    if offset > collection.record_count:
+        return window.cut(iter(()), collection.record_count)  # CURSOR_EXPIRED, as for a shorter list
+    first = _run_compiled(compiled, collection, (offset, PAGE_FIRST_ROWS))
+    if first is None:
+        return None
+
+    def items() -> Iterator[Any]:
+        batch: list = first.value
+        read, size = 0, PAGE_FIRST_ROWS
+        while True:
+            yield from batch
+            read += len(batch)
+            if len(batch) < size:
+                return
+            size = min(size * 2, CHUNK)
+            answer = _run_compiled(compiled, collection, (offset + read, size))
+            if answer is None:  # the checks of the same snapshot passed for the first statement
+                raise RuntimeError("a compiled statement's checks changed within one snapshot")
+            batch = answer.value
+
+    return window.cut(items(), collection.record_count)
 
 
 def _observe(compiled: SqlQuery, collection: Collection, duration_ms: float) -> None:

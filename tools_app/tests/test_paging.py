@@ -11,9 +11,12 @@ from django.urls import reverse
 
 from tests.api_helpers import client_for, db_snapshot
 from tools_app import paging, services
+from tools_app.data_access import sql_query
 from tools_app.execution import pipeline as calls
 from tools_app.execution import records
+from tools_app.execution.executors import execute
 from tools_app.kernel import limits
+from tools_app.kernel.errors import ToolError
 from tools_app.models import CallLog, TableRecord
 
 RECORDS = [{"id": i, "name": f"n{i:03d}"} for i in range(100)]
@@ -506,6 +509,89 @@ def test_a_rows_read_under_a_huge_budget_reads_no_more_than_the_evaluator_may(
     assert (response.status_code, response.json()["error"]) == (400, "QUERY_TOO_EXPENSIVE")
     assert "TOOLHUB_MAX_EVALUATED_BYTES" in response.json()["message"]
     assert TableRecord.objects.filter(collection__table=tool.table).count() == before == 2_000
+
+
+# A compiled query answering one item per record (sql_query.windowed) is read only as far as its page; the others
+# (a projection, a filter, a count, a sort the evaluator answers: mixed keys) as before, cut by the pipeline.
+WINDOWED_QUERIES = [
+    "@",
+    "reverse(@)",
+    "map(&name, @)",
+    "sort_by(@, &name)",
+    "reverse(sort_by(@, &id))",
+    "[*].name",
+    "[?id > `40`]",
+    "length(@)",
+]
+QUERY_SHAPES = {
+    "array over the budget": [{"id": i, "name": f"n{(i * 37) % 100:03d}"} for i in range(100)],
+    "array within the budget": [{"id": i, "name": f"n{i}"} for i in range(20)],
+    "empty array": [],
+    "an item alone over the budget": [{"id": 0}, {"id": 1, "name": "x" * 1500}, {"id": 2, "name": "b"}],
+    "scalars and nested records": [1, "two", None, [3], {"id": 4, "name": "é" * 40}] * 30,
+}
+
+
+@pytest.mark.parametrize("shape", list(QUERY_SHAPES))
+@pytest.mark.parametrize("query", WINDOWED_QUERIES)
+def test_a_rows_query_answers_every_page_as_its_document(owner, make_table, make_tool, shape, query):
+    """query_data over rows, its compiled answer read by windows where it can be: the same pages, totals, cursor
+    offsets and refusals as the same data stored as a document, whose whole answer the pipeline cuts."""
+    # given
+    on_document, on_rows = _tools_both_ways(
+        owner, make_table, make_tool, QUERY_SHAPES[shape], type="query_data", json_path=""
+    )
+    # when
+    calls.result_cache.clear()
+    expected = _all_pages(on_document, {"query": query})
+    calls.result_cache.clear()
+    answered = _all_pages(on_rows, {"query": query})
+    # then
+    assert answered == expected
+
+
+def test_a_compiled_query_page_reads_only_its_rows(owner, make_table, make_tool, settings, monkeypatch):
+    """`reverse(@)` and `map(&name, @)` over 20,000 records: the first page and a page by cursor fetch 64 rows each
+    (the first statement's window), never the whole answer: with the evaluator's byte bound far below it, they
+    still answer, and the same calls without the pipeline's window are refused."""
+    # given
+    data = [{"id": i, "name": f"n{i:05d}"} for i in range(20_000)]
+    _on_document, tool = _tools_both_ways(owner, make_table, make_tool, data, type="query_data", json_path="")
+    settings.TOOLHUB_MAX_EVALUATED_BYTES = 10_000  # the whole answer (~600 kB) would be refused
+    fetched: list[int] = []
+    real = sql_query.fetch
+
+    def counted(cursor, limit):
+        rows = real(cursor, limit)
+        fetched.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(sql_query, "fetch", counted)
+    binding = paging.tool_binding(
+        tool_id=tool.pk, tool_changed=tool.updated_at.isoformat(), arguments={"query": "reverse(@)"}
+    )
+    deep = paging.sign_cursor(binding=binding, version=tool.table.version, offset=15_000)
+    # when
+    first = call(owner, tool, {"query": "reverse(@)"}).json()["result"]
+    first_rows = list(fetched)
+    fetched.clear()
+    middle = call(owner, tool, {"query": "reverse(@)", "cursor": deep}).json()["result"]
+    middle_rows = list(fetched)
+    fetched.clear()
+    names = call(owner, tool, {"query": "map(&name, @)"}).json()["result"]
+    names_rows = list(fetched)
+    fetched.clear()
+    with pytest.raises(ToolError) as refused:
+        execute(tool=tool, arguments={"query": "reverse(@)"})  # no window: the whole answer
+    # then
+    assert (first_rows, middle_rows, names_rows) == ([64], [64], [64, 128])  # 92 names of 8 bytes fit
+    assert first["items"] == data[::-1][:28]
+    assert middle["items"] == data[::-1][15_000:15_029]
+    assert names["items"] == [record["name"] for record in data[:92]]
+    assert (first["total"], middle["total"], names["total"]) == (20_000, 20_000, 20_000)
+    assert signing.loads(middle["next_cursor"], salt=paging._SALT)["o"] == 15_029
+    assert refused.value.code == "QUERY_TOO_EXPENSIVE"
+    assert "TOOLHUB_MAX_EVALUATED_BYTES" in str(refused.value)
 
 
 #

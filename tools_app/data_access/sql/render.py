@@ -996,6 +996,7 @@ def render(
     known: Known | None = None,
     position_order: bool = False,
     unindexed: frozenset[str] = frozenset(),
+    window: bool = False,
 ) -> Rendered:
     """The one statement answering `plan` over collection `collection_id` of the records table `table`;
     `known`: the collection's field kinds (tools_app.data_access.sql.kinds), whose type checks it drops;
@@ -1003,12 +1004,20 @@ def render(
     `unindexed`: record fields whose tests the engine must not answer from their index (_Predicates.unindexed_form).
     The answer is the same either way; only the engine's plan differs.
 
+    `window`: a list answer (no filter: its checks and its flag still look at every item) read from an offset, at
+    most a count of items: the statement's last two parameters, (count, offset), are not in `Rendered.params` but
+    given by whoever runs it (sql_query.run_sql's `rows`).
+
     Its first column is the error flag (see the module docstring), its second the order of the rows.
     """
     if unindexed and dialect != "sqlite":
         raise ValueError("only SQLite's statements keep a field's tests from its index")
     lists = _Lists(dialect_for(dialect), table, collection_id, known, position_order, unindexed)
     main, output = lists.value(plan)
+    if window:
+        if output.kind != "list" or output.filtered or output.drop_nulls:
+            raise ValueError("only a list answer without a filter or dropped nulls is read by windows")
+        main = fmt(f"{{}} ORDER BY {lists.order('o')} LIMIT %s OFFSET %s", main)
     order = lists.order("m.o")
     checks = list(lists.checks)
     if known is not None:
