@@ -109,7 +109,9 @@ class _Private:
 MAX_ALIGNED = 200_000
 
 
-def diff(old: Any, new: Any, *, keys: Sequence[str] = ("id",), at: Sequence[Any] = ()) -> tuple[list, list]:
+def diff(
+    old: Any, new: Any, *, keys: Sequence[str] = ("id",), at: Sequence[Any] = (), ordered: bool = False
+) -> tuple[list, list]:
     """(patch, inverse): RFC 6902 patches from `old` to `new` and back, touching only what differs.
 
     Objects are compared key by key. An array's equal head and tail are skipped; its middle is aligned with
@@ -119,59 +121,77 @@ def diff(old: Any, new: Any, *, keys: Sequence[str] = ("id",), at: Sequence[Any]
     both middles have the same length. `at` is the path of `old` inside a larger document (the operations'
     paths start there). Values are compared as JSON: 1, 1.0 and true differ. `apply(old, patch)` is `new` and
     `apply(new, inverse)` is `old` (tools_app/tests/services/test_history_storage.py checks it on random documents).
+
+    Applied, an object's members added come last: `new` and `old` as values, not in their members' order. With
+    `ordered`, in that order too: an object whose shared members are in another order, or whose own members are
+    not after them, is replaced whole (a restore answers the version's document as it was).
     """
     patch: list[dict[str, Any]] = []
     undo: list[dict[str, Any]] = []
-    _diff(old, new, list(at), patch, undo, tuple(keys))
+    _diff(old, new, list(at), patch, undo, tuple(keys), ordered)
     undo.reverse()  # each inverse undoes its operation on the document right after it: applied newest first
     return patch, undo
 
 
-def _same(left: Any, right: Any) -> bool:
-    """Equal as JSON values: Python's == holds 1 == 1.0 == True, three different JSON values."""
+def _same(left: Any, right: Any, ordered: bool = False) -> bool:
+    """Equal as JSON values: Python's == holds 1 == 1.0 == True, three different JSON values. With `ordered`, equal
+    objects also hold their members in one order."""
     if left is right:
         return True
     if type(left) is not type(right):
         return False
     if isinstance(left, dict):
-        return left.keys() == right.keys() and all(_same(value, right[key]) for key, value in left.items())
+        members = list(left) == list(right) if ordered else left.keys() == right.keys()
+        return members and all(_same(value, right[key], ordered) for key, value in left.items())
     if isinstance(left, list):
-        return len(left) == len(right) and all(map(_same, left, right))
+        return len(left) == len(right) and all(
+            _same(one, other, ordered) for one, other in zip(left, right, strict=True)
+        )
     return bool(left == right)
 
 
-def _diff(old: Any, new: Any, tokens: list, patch: list, undo: list, keys: tuple[str, ...]) -> None:
+def _diff(old: Any, new: Any, tokens: list, patch: list, undo: list, keys: tuple[str, ...], ordered: bool) -> None:
     if old is new:
         return
-    if isinstance(old, dict) and isinstance(new, dict):
-        for key in old:
+    objects = isinstance(old, dict) and isinstance(new, dict)
+    if objects and (not ordered or _same_order(old, new)):
+        # Removed last first: the inverse, applied newest first, adds them back in their order.
+        for key in reversed(old) if ordered else old:
             if key not in new:
                 path = pointer([*tokens, key])
                 patch.append({"op": "remove", "path": path})
                 undo.append({"op": "add", "path": path, "value": old[key]})
         for key, value in new.items():
             if key in old:
-                _diff(old[key], value, [*tokens, key], patch, undo, keys)
+                _diff(old[key], value, [*tokens, key], patch, undo, keys, ordered)
             else:
                 path = pointer([*tokens, key])
                 patch.append({"op": "add", "path": path, "value": value})
                 undo.append({"op": "remove", "path": path})
         return
     if isinstance(old, list) and isinstance(new, list):
-        _diff_list(old, new, tokens, patch, undo, keys)
+        _diff_list(old, new, tokens, patch, undo, keys, ordered)
         return
-    if _same(old, new):
+    if not objects and _same(old, new, ordered):
         return
     path = pointer(tokens)
     patch.append({"op": "replace", "path": path, "value": new})
     undo.append({"op": "replace", "path": path, "value": old})
 
 
-def _diff_list(old: list, new: list, tokens: list, patch: list, undo: list, keys: tuple[str, ...]) -> None:
+def _same_order(old: dict, new: dict) -> bool:
+    """Whether the members both hold come first in both, in one order: a member-wise patch keeps both orders."""
+    shared = [key for key in old if key in new]
+    return list(old)[: len(shared)] == shared == list(new)[: len(shared)]
+
+
+def _diff_list(
+    old: list, new: list, tokens: list, patch: list, undo: list, keys: tuple[str, ...], ordered: bool
+) -> None:
     start, old_end, new_end = 0, len(old), len(new)
-    while start < old_end and start < new_end and _same(old[start], new[start]):
+    while start < old_end and start < new_end and _same(old[start], new[start], ordered):
         start += 1
-    while old_end > start and new_end > start and _same(old[old_end - 1], new[new_end - 1]):
+    while old_end > start and new_end > start and _same(old[old_end - 1], new[new_end - 1], ordered):
         old_end -= 1
         new_end -= 1
     before, after = old[start:old_end], new[start:new_end]
@@ -193,7 +213,9 @@ def _diff_list(old: list, new: list, tokens: list, patch: list, undo: list, keys
         if tag == "equal" or (tag == "replace" and key is None):
             paired = min(old_to - old_from, new_to - new_from)
             for offset in range(paired):
-                _diff(before[old_from + offset], after[new_from + offset], [*tokens, position], patch, undo, keys)
+                _diff(
+                    before[old_from + offset], after[new_from + offset], [*tokens, position], patch, undo, keys, ordered
+                )
                 position += 1
             old_from += paired
             new_from += paired

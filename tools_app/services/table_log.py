@@ -11,7 +11,8 @@ RFC 6902 patch, its inverse and its audit) in the transaction that moved Table.v
 - compaction writes the current document as the new snapshot (every TOOLHUB_TABLE_COMPACT_EVERY entries, after
   the write's commit) and prunes the entries outside retention. A compaction that
   fails or never runs loses nothing: the snapshot plus the entries after it is still the document;
-- a whole-document write stores the diff of the two documents (json_patch.diff), not the documents;
+- a whole-document write stores the diff of the two documents (json_patch.diff), not the documents; a restore
+  the net change between the two versions (_net_change), not the entries between them;
 - history is bounded per table and per owner (TOOLHUB_HISTORY_MAX_TABLE_BYTES, TOOLHUB_HISTORY_MAX_OWNER_BYTES):
   over a bound, the oldest entries are compacted away after the write's commit (history_enforce). History never
   refuses a write; the owner's data quota (services.quotas) does.
@@ -635,11 +636,13 @@ def table_restore(*, table_id: int, version: int) -> int:
     """Write the document as it was at `version` as a new version (its entry has the current audit); return the
     new version. Raises TableChange.DoesNotExist when `version` is outside retention.
 
-    A rows table restored to a version from its rows_since_version on applies the later entries' inverses to its
-    rows; to a version before it (from before tables_to_rows, or before the table was laid out again), the whole
-    document at that version (_rows_version_data) is written as a whole-data write writes it (rows_replace: only
-    the records that differ; laid out again, the new version becoming its rows_since_version, when its
-    collections differ), so it answers as the document table would."""
+    The entry holds the net change from the current version to `version` and back (_net_change: the documents'
+    diff, each changed record once), whatever the entries between them hold. A rows table restored to a version
+    from its rows_since_version on writes that per-record change to its rows; to a version before it (from before
+    tables_to_rows, or before the table was laid out again), the whole document at that version
+    (_rows_version_data) is written as a whole-data write writes it (rows_replace: only the records that differ;
+    laid out again, the new version becoming its rows_since_version, when its collections differ), so it answers
+    as the document table would."""
     audit = current_audit()
     now = timezone.now()
     with transaction.atomic():
@@ -664,8 +667,12 @@ def table_restore(*, table_id: int, version: int) -> int:
             )
             if version < 1 or version > current or len(entries) != current - version:
                 raise TableChange.DoesNotExist(f"Version {version} of table {table_id} is not kept.")
-            patch = [operation for inverse_, _ in entries for operation in inverse_]
-            inverse = [operation for _, forward in reversed(entries) for operation in forward]
+            patch, inverse = _net_change(
+                entry.data,
+                [operation for inverse_, _ in entries for operation in inverse_],
+                [operation for _, forward in reversed(entries) for operation in forward],
+                record_keys(table_id),
+            )
         data = _applied(entry.data, [patch])
         if rows and not written:
             rows_apply(table_id, [operation for operation in patch if "collection" in operation])  # type: ignore[misc]
@@ -678,6 +685,75 @@ def table_restore(*, table_id: int, version: int) -> int:
             Table.objects.filter(pk=table_id).update(rows_since_version=new_version)
         transaction.on_commit(lambda: _committed(table_id, new_version, data, {}))
     return new_version
+
+
+def _net_change(data: Any, back: list, forth: list, keys: tuple[str, ...]) -> tuple[list, list]:
+    """(patch, inverse) of a restore: the net change from the current document `data` to the one `back` (the later
+    entries' inverses, newest first) leads to, and from it back again (`forth`: their patches, oldest first).
+
+    Its document part is the diff of the two documents (json_patch.diff, records matched by `keys`); its
+    per-record part (a rows table's) holds each record the walk changes once, in its state at the far end
+    (_record_net). So an entry's size is the difference between two versions, never the length of the history it
+    crosses, and a restore across earlier restores does not replay them."""
+    documents = [operation for operation in back if "collection" not in operation]
+    if documents:
+        patch, inverse = json_patch.diff(data, json_patch.apply(data, documents), keys=keys, ordered=True)
+    else:
+        patch, inverse = [], []
+    if len(documents) == len(back):
+        return patch, inverse
+    operations, undo = _record_net(_record_states(forth), _record_states(back))
+    return patch + operations, undo + inverse
+
+
+# A record state's key when the operations that lead to it only replaced its value: the key it had.
+_KEPT = object()
+
+
+def _record_states(operations: list) -> dict[tuple[int, int], tuple[Any, Any] | None]:
+    """The state that the per-record operations of `operations` (in order) leave each record they touch in, by
+    (collection, position): (key, value), or None when removed; a `replace` keeps the key before it (_KEPT when
+    unseen)."""
+    states: dict[tuple[int, int], tuple[Any, Any] | None] = {}
+    for operation in operations:
+        if "collection" not in operation:
+            continue
+        spot = (operation["collection"], operation["position"])
+        if operation["op"] == "remove":
+            states[spot] = None
+        elif operation["op"] == "add":
+            states[spot] = (operation.get("key"), operation["value"])
+        else:
+            held = states.get(spot)
+            states[spot] = (held[0] if held is not None else _KEPT, operation["value"])
+    return states
+
+
+def _record_net(was: dict, wanted: dict) -> tuple[list, list]:
+    """(operations, inverse) that take the records in states `was` to the states `wanted` (_record_states of the
+    same records) and back: removes, then adds, then replaces, each record at most once (a remove and an add when
+    its member key changes; nothing when its JSON is the same); the inverse undoes them newest first, as a
+    whole-data write's entry does (history lines pair each operation with its undo)."""
+    removes, adds, replaces = [], [], []
+    for spot in sorted(was.keys() | wanted.keys()):
+        before, after = was.get(spot), wanted.get(spot)
+        at = {"collection": spot[0], "position": spot[1]}
+        if before is None and after is None:
+            continue
+        rekeyed = before is not None and after is not None and _KEPT not in (before[0], after[0])
+        if before is not None and (after is None or (rekeyed and before[0] != after[0])):
+            key = None if before[0] is _KEPT else before[0]
+            removes.append(({"op": "remove", **at}, {"op": "add", **at, "key": key, "value": before[1]}))
+            before = None
+        if after is None:
+            continue
+        if before is None:
+            key = None if after[0] is _KEPT else after[0]
+            adds.append(({"op": "add", **at, "key": key, "value": after[1]}, {"op": "remove", **at}))
+        elif json.dumps(before[1]) != json.dumps(after[1]):
+            replaces.append(({"op": "replace", **at, "value": after[1]}, {"op": "replace", **at, "value": before[1]}))
+    pairs = removes + adds + replaces
+    return [operation for operation, _undo in pairs], [undo for _operation, undo in reversed(pairs)]
 
 
 def table_relayout_entry(table_id: int, version: int, patch: list, inverse: list, data: Any) -> None:

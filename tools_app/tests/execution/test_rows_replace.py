@@ -12,6 +12,7 @@ from django.test import override_settings
 from tools_app import services
 from tools_app.data_access.sql.codec import jsonb_key_order
 from tools_app.execution import records
+from tools_app.kernel import json_patch
 from tools_app.kernel.errors import ToolhubError
 from tools_app.models import Table, TableChange, TableCollection, TableRecord, TableSnapshot, TableStorage
 from tools_app.services import table_log
@@ -145,6 +146,68 @@ def test_whole_data_writes_on_a_rows_table_answer_version_and_restore_as_on_the_
             "/orders": len(versions[version]["orders"]),
             "/catalog": len(versions[version]["catalog"]),
         }
+
+
+def test_a_restore_holds_each_changed_record_once_and_back_and_forth_keeps_its_size(replaced):
+    """A restore's entry holds the net change between the two versions (each changed record once, the document's
+    diff), not the entries it crosses: restoring back and forth gives entries of one size, on both storages, and
+    every version still opens to its document."""
+    _document_tools, _rows_tools, document, rows = replaced
+    grown = _as_postgresql_keeps(_orders(lambda o: [o[0], *MANY[:100], *o[1:]]))
+    changed = copy.deepcopy(grown)
+    changed["orders"][0]["status"] = "shipped"
+    changed["settings"]["currency"] = "$"
+    for data in (grown, changed):
+        for table in (document, rows):
+            services.table_update(table=Table.objects.get(pk=table.pk), data=copy.deepcopy(data))
+    versions = {version: table_log.table_version_data(rows.pk, version) for version in (1, 2, 3)}
+    assert versions[3] == _whole(document)[1] == changed
+    collection = TableCollection.objects.get(table=rows, mount="/orders").pk
+    added = TableChange.objects.get(table=rows, version=2).patch
+    assert len(added) == 100
+    assert {(operation["op"], operation["collection"]) for operation in added} == {("add", collection)}
+    third = TableChange.objects.get(table=rows, version=3)
+    first_order = versions[1]["orders"][0]
+    assert third.patch == [
+        {"op": "replace", "path": "/settings/currency", "value": "$"},
+        {"op": "replace", "collection": collection, "position": 0, "value": changed["orders"][0]},
+    ]
+    assert third.inverse == [
+        {"op": "replace", "collection": collection, "position": 0, "value": first_order},
+        {"op": "replace", "path": "/settings/currency", "value": "EUR"},
+    ]
+    # To version 1: the 100 added records removed and the changed one put back, once each, and the settings.
+    back = [
+        {"op": "replace", "path": "/settings/currency", "value": "EUR"},
+        *({"op": "remove", "collection": collection, "position": operation["position"]} for operation in added),
+        {"op": "replace", "collection": collection, "position": 0, "value": first_order},
+    ]
+    # Back again: each operation undone, newest first.
+    forth = [third.patch[1], *reversed(added), third.patch[0]]
+    expected = {
+        1: (back, forth),
+        3: ([third.patch[0], *added, third.patch[1]], [third.inverse[0], *reversed(back[1:-1]), third.inverse[1]]),
+    }
+    size = len(json.dumps(back)) + len(json.dumps(forth))
+    for round_ in range(3):
+        for target in (1, 3):
+            made = services.table_restore(table_id=document.pk, version=target)
+            assert services.table_restore(table_id=rows.pk, version=target) == made
+            assert _whole(rows) == _whole(document) == (made, versions[target])
+            entry = TableChange.objects.get(table=rows, version=made)
+            assert (entry.patch, entry.inverse) == expected[target], (round_, target)
+            assert sum("collection" in operation for operation in entry.patch) == 101, (round_, target)
+            assert entry.bytes == size, (round_, target)
+            versions[made] = versions[target]
+    assert _rows_state(rows)["/orders"][0] == len(changed["orders"]) == 110
+    # The document table's restores hold the diff of the two documents: the same size at every round too.
+    diffs = [json_patch.diff(versions[4 - target], versions[target], keys=("id",), ordered=True) for target in (1, 3)]
+    sizes = [len(json.dumps(patch)) + len(json.dumps(inverse)) for patch, inverse in diffs]
+    restores = TableChange.objects.filter(table=document, version__gt=3).order_by("version")
+    assert list(restores.values_list("bytes", flat=True)) == sizes * 3
+    for version, data in versions.items():
+        assert table_log.table_version_data(rows.pk, version) == data, version
+        assert table_log.table_version_data(document.pk, version) == data, version
 
 
 def test_a_whole_data_write_touches_only_the_changed_rows_in_one_entry(replaced):
