@@ -77,6 +77,7 @@ def write_records(
     positions: Iterable[int] | None = None,
     counted: bool = False,
     layout_ids: dict[str, int] | None = None,
+    compact_of: Callable[[Any], str | None] | None = None,
 ) -> int:
     """Store every record of `value` (an array of records, or any iterable of them, consumed once and `batch` rows
     at a time, so a stream is never held whole; or an object of records by key) as one row of `collection_id`, in
@@ -85,7 +86,9 @@ def write_records(
     without it); an object's members their key. `positions`, when given, are the records' positions instead (one
     each, free). With `counted` (`value` a list or a dict: its length known before it is written), the collection's
     record_count grows by that many in the statement that reads its field kinds. `layout_ids`: the collection's
-    layout ids by layout text known to the caller (committed ones only), to which the layouts written are added."""
+    layout ids by layout text known to the caller (committed ones only), to which the layouts written are added.
+    `compact_of(record)`: the record's compact text (validators.record_texts') when the caller encoded it already,
+    else None (encoded here)."""
     layout_ids = {} if layout_ids is None else layout_ids
     pending: list[tuple] = []
     count = 0
@@ -96,7 +99,8 @@ def write_records(
     tally = kinds.Tally()
     blocks: Counter[int] = Counter()
     for position, key, record in _rows(value, key_of, first_position, positions):
-        text, layout_id = _encoded(cursor, dialect, layouts_table, collection_id, record, layout_ids)
+        compact = None if compact_of is None else compact_of(record)
+        text, layout_id = _encoded(cursor, dialect, layouts_table, collection_id, record, layout_ids, compact)
         pending.append((collection_id, position, key, text, layout_id))
         tally.add(record)
         blocks[position // BLOCK_SPAN] += 1
@@ -153,9 +157,16 @@ def field_kinds(cursor: Any, collection_id: int) -> kinds.Known | None:
 
 
 def _encoded(
-    cursor: Any, dialect: str, layouts_table: str, collection_id: int, record: Any, layout_ids: dict[str, int]
+    cursor: Any,
+    dialect: str,
+    layouts_table: str,
+    collection_id: int,
+    record: Any,
+    layout_ids: dict[str, int],
+    compact: str | None = None,
 ) -> tuple[str, int | None]:
-    """A record's stored text and its layout's id (PostgreSQL, when JSONB would reorder its keys)."""
+    """A record's stored text and its layout's id (PostgreSQL, when JSONB would reorder its keys); `compact` as
+    codec.record_text's."""
     layout = layout_of(record) if dialect == "postgresql" else None
     layout_id = None
     if layout is not None:
@@ -165,7 +176,7 @@ def _encoded(
         if layout_id is None:
             digest = hashlib.sha256(text.encode()).hexdigest()
             layout_id = layout_ids[text] = _layout_id(cursor, layouts_table, collection_id, digest, text)
-    return record_text(record, dialect=dialect), layout_id
+    return record_text(record, dialect=dialect, compact=compact), layout_id
 
 
 def replace_record(

@@ -37,6 +37,7 @@ from tools_app.data_access.sql_query import (
 from tools_app.models import TableRecord
 from tools_app.tests import sql_differential as differential
 from tools_app.tests.sql_differential import canonical, dialect, reference, sql_outcome, store
+from tools_app.validators import record_texts
 
 COMPLIANCE_DIR = Path(__file__).parent / "jmespath_compliance"
 # How many official cases apply to a collection and compile, per engine (SQLite refuses deep equality of
@@ -703,6 +704,41 @@ def test_postgresql_text_keeps_floats_floats():
     )
     assert json.loads(text) == value
     assert record_text(value, dialect="sqlite") == json.dumps(value, separators=(",", ":"))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"id": 1, "note": "a, b: c", "items": [{"sku": "K-1", "price": 1e16}, None, True, -0.0], "d": 10**20},
+        {"ascii": "".join(map(chr, range(128))), "k\x7f": "\x7f", "\x00key": "x\ty"},
+        {"latin": "caf\u00e9", "cjk": "\u6f22", "emoji": "\U0001f600", "sep": "\u2028"},
+        ["a", [[], {}], 1.5e-07, {"": ""}],
+        "a string",
+        7,
+    ],
+    ids=["commas and colons in strings", "every ASCII character", "beyond ASCII", "an array", "a string", "a number"],
+)
+def test_record_texts_are_the_two_encodings_of_a_record(value):
+    """One encoding gives both texts an import writes: the document's (json.JSONEncoder()'s) and the stored one."""
+    # when
+    document, compact = record_texts(value)
+    # then
+    assert document == json.JSONEncoder().encode(value)
+    assert compact == json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    for engine in ("sqlite", "postgresql"):
+        assert record_text(value, dialect=engine, compact=compact) == record_text(value, dialect=engine)
+
+
+def test_record_texts_leave_a_record_holding_nan_or_infinity_to_record_text():
+    """A record holding NaN or Infinity has its document text (which writes them) and no stored text: record_text
+    refuses it. Its text alone decides: the words in a string leave the stored text to record_text too."""
+    for value in ({"x": float("inf")}, [float("nan")], {"x": -float("inf")}):
+        document, compact = record_texts(value)
+        assert (document, compact) == (json.JSONEncoder().encode(value), None)
+        with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+            record_text(value, dialect="sqlite")
+    assert record_texts({"note": "NaN, Infinity"}) == ('{"note": "NaN, Infinity"}', None)
+    assert record_text({"note": "NaN, Infinity"}, dialect="sqlite", compact=None) == '{"note":"NaN, Infinity"}'
 
 
 def test_layouts_give_the_key_order_back():
