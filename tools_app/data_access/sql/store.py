@@ -13,7 +13,15 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from tools_app.data_access.sql import kinds
-from tools_app.data_access.sql.codec import Layout, layout_of, record_text, restore
+from tools_app.data_access.sql.codec import (
+    Layout,
+    LayoutKey,
+    layout_from_key,
+    layout_key,
+    layout_of,
+    record_text,
+    restore,
+)
 from tools_app.data_access.sql.kinds import COLLECTIONS_TABLE
 
 __all__ = [
@@ -98,9 +106,17 @@ def write_records(
     before = _kinds_before(cursor, dialect, records_table, collection_id, grows)
     tally = kinds.Tally()
     blocks: Counter[int] = Counter()
+    by_key: dict[LayoutKey, int | None] = {None: None}  # layout ids by layout key: no layout's text per record
     for position, key, record in _rows(value, key_of, first_position, positions):
         compact = None if compact_of is None else compact_of(record)
-        text, layout_id = _encoded(cursor, dialect, layouts_table, collection_id, record, layout_ids, compact)
+        text = record_text(record, dialect=dialect, compact=compact)
+        layout_id = None
+        if dialect == "postgresql":
+            shape = layout_key(record)
+            layout_id = by_key.get(shape)
+            if layout_id is None and shape is not None:
+                layout = layout_from_key(shape)
+                layout_id = by_key[shape] = _layout_id_of(cursor, layouts_table, collection_id, layout, layout_ids)
         pending.append((collection_id, position, key, text, layout_id))
         tally.add(record)
         blocks[position // BLOCK_SPAN] += 1
@@ -157,26 +173,25 @@ def field_kinds(cursor: Any, collection_id: int) -> kinds.Known | None:
 
 
 def _encoded(
-    cursor: Any,
-    dialect: str,
-    layouts_table: str,
-    collection_id: int,
-    record: Any,
-    layout_ids: dict[str, int],
-    compact: str | None = None,
+    cursor: Any, dialect: str, layouts_table: str, collection_id: int, record: Any, layout_ids: dict[str, int]
 ) -> tuple[str, int | None]:
-    """A record's stored text and its layout's id (PostgreSQL, when JSONB would reorder its keys); `compact` as
-    codec.record_text's."""
+    """A record's stored text and its layout's id (PostgreSQL, when JSONB would reorder its keys)."""
     layout = layout_of(record) if dialect == "postgresql" else None
-    layout_id = None
-    if layout is not None:
-        # Known layouts by their text: a batch's records mostly share a few, whose digest is taken once.
-        text = _LAYOUT_TEXT(layout)
-        layout_id = layout_ids.get(text)
-        if layout_id is None:
-            digest = hashlib.sha256(text.encode()).hexdigest()
-            layout_id = layout_ids[text] = _layout_id(cursor, layouts_table, collection_id, digest, text)
-    return record_text(record, dialect=dialect, compact=compact), layout_id
+    layout_id = None if layout is None else _layout_id_of(cursor, layouts_table, collection_id, layout, layout_ids)
+    return record_text(record, dialect=dialect), layout_id
+
+
+def _layout_id_of(
+    cursor: Any, layouts_table: str, collection_id: int, layout: Layout, layout_ids: dict[str, int]
+) -> int:
+    """The id of `layout` among the collection's layouts (stored when new); `layout_ids` as write_records'."""
+    # Known layouts by their text: a batch's records mostly share a few, whose digest is taken once.
+    text = _LAYOUT_TEXT(layout)
+    layout_id = layout_ids.get(text)
+    if layout_id is None:
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        layout_id = layout_ids[text] = _layout_id(cursor, layouts_table, collection_id, digest, text)
+    return layout_id
 
 
 def replace_record(

@@ -22,7 +22,15 @@ from hypothesis import strategies as st
 from jmespath import exceptions as jmespath_errors
 from jmespath.parser import Parser
 
-from tools_app.data_access.sql.codec import jsonb_key_order, layout_at, layout_of, record_text, restore
+from tools_app.data_access.sql.codec import (
+    jsonb_key_order,
+    layout_at,
+    layout_from_key,
+    layout_key,
+    layout_of,
+    record_text,
+    restore,
+)
 from tools_app.data_access.sql.indexes import index_statements, less_selective_indexes, sync_indexes
 from tools_app.data_access.sql.plan import FieldTest, field_tests
 from tools_app.data_access.sql.store import field_kinds, write_records
@@ -761,6 +769,30 @@ def test_layouts_give_the_key_order_back():
     assert canonical(restored) == canonical(value)
     assert list(nested) == ["d", "c"]
     assert layout_of({"a": 1, "bb": [1, {"c": 1}]}) is None
+
+
+def test_a_layout_key_stands_for_its_layout_and_is_shared_by_records_of_one_shape():
+    """Records whose objects have the same keys in the same order share one hashable key, whatever their values;
+    the key gives their layout back."""
+    # given
+    first = {"status": "paid", "id": 1, "items": [{"sku": "a", "qty": 1}, 3]}
+    second = {"status": "new", "id": 2, "items": [{"sku": "b", "qty": 9}, "x"]}
+    other = {"status": "new", "id": 2, "items": [{"qty": 9, "sku": "b"}, "x"]}
+    # when
+    keys = [layout_key(record) for record in (first, second, other)]
+    # then
+    assert keys[0] == keys[1] != keys[2]
+    assert len({keys[0], keys[1], keys[2]}) == 2
+    assert (
+        layout_from_key(keys[0])
+        == layout_of(first)
+        == {
+            "k": ["status", "id", "items"],
+            "c": [None, None, {"e": [{"k": ["sku", "qty"]}, None]}],
+        }
+    )
+    assert layout_from_key(keys[2]) == {"k": ["status", "id", "items"]}
+    assert layout_key({"a": 1, "id": [{"b": 1}]}) is None
 
 
 @pytest.mark.django_db
