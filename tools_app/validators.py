@@ -248,6 +248,33 @@ class TableDocumentEncoder(json.JSONEncoder):
         return text
 
 
+# A table document's JSON text, records and all (json.JSONEncoder()'s defaults: ASCII, `, ` and `: `, NaN written).
+_ENCODE_DOCUMENT = json.JSONEncoder().encode
+# The compact text of a record (ensure_ascii=False, separators `,` and `:`: what the data access stores, before an
+# engine's own rewrite, codec.record_text) with a NUL after each separator. The encoder writes every control
+# character inside a string (key or value) escaped, so the NULs are exactly the separators' ends: dropped, they give
+# the compact text; turned into spaces, the document's (when the text is printable ASCII: the rest escape apart).
+_ENCODE_MARKED = json.JSONEncoder(ensure_ascii=False, separators=(",\x00", ":\x00")).encode
+
+
+def record_texts(value: Any) -> tuple[str, str | None]:
+    """A record's two texts from one encoding: (its text in a table document, json.JSONEncoder()'s; its compact
+    text, json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)'s, for codec.record_text,
+    or None when the text shows NaN or Infinity, which that refuses: record_text then decides).
+
+    An import writes both for every record (the answer's document, the stored row): one encoding and two
+    replacements of a character cost ~0.6x two encodings. A text with a character beyond printable ASCII (which
+    the document escapes as \\uXXXX) is encoded as the document's a second time."""
+    marked = _ENCODE_MARKED(value)
+    if marked.isascii() and "\x7f" not in marked:
+        document = marked.replace("\x00", " ")
+    else:
+        document = _ENCODE_DOCUMENT(value)
+    if "NaN" in marked or "Infinity" in marked:
+        return document, None
+    return document, marked.replace("\x00", "")
+
+
 #
 # Parsing JSON a client sent: one function for every surface (API bodies, table files, admin forms, MCP)
 #
@@ -299,27 +326,29 @@ def _number_error(text: str | bytes, literal: str, problem: str) -> JSONNumberEr
     return JSONNumberError(shown=shown, problem=problem, line=line, column=column)
 
 
-def json_loads(text: str | bytes, **kwargs: Any) -> Any:
+def json_loads(text: str | bytes, *, floats_checked: bool = True, **kwargs: Any) -> Any:
     """json.loads() for JSON a client sent: the same values and errors (ValueError, json.JSONDecodeError,
     RecursionError), and a number Python cannot hold is JSONNumberError naming it, never a bare ValueError
     from deep inside the parser (a 500 where nobody catches it) nor a silent Infinity.
 
     The usual document costs one plain parse: the checks run only when that parse fails on a number, or the
-    text holds something that may be an overflowing float.
+    text holds something that may be an overflowing float. `floats_checked=False` spares that scan of the text: a
+    float beyond a 64-bit float then reads as an infinity, for a caller that finds it afterwards (json.JSONEncoder
+    writes it `Infinity`) and parses again with the check to refuse it.
     """
-    if _maybe_huge_float(text):
-        return _checked_loads(text, **kwargs)
+    if floats_checked and _maybe_huge_float(text):
+        return _json_loads_checked(text, **kwargs)
     try:
         return json.loads(text, **kwargs)
     except json.JSONDecodeError:
         raise
     except ValueError:
         # Python's integer-string conversion limit, raised from inside the scanner without a position.
-        return _checked_loads(text, **kwargs)
+        return _json_loads_checked(text, **kwargs)
 
 
-def _checked_loads(text: str | bytes, **kwargs: Any) -> Any:
-    """json_loads' parse with every number checked (JSONNumberError), for a text the plain parse cannot take."""
+def _json_loads_checked(text: str | bytes, **kwargs: Any) -> Any:
+    """json.loads() with each number checked (json_loads' slow path: its hooks are made only when it runs)."""
     limit = sys.get_int_max_str_digits()
 
     def checked_int(literal: str) -> int:

@@ -615,10 +615,15 @@ def _rekey(collection: Collection, key_field: str) -> None:
     TableCollection.objects.filter(pk=collection.id).update(key_field=key_field)
 
 
-def create_collection(table_id: int, values: Iterable[Any], key_field: str = "id") -> int:
+def create_collection(
+    table_id: int,
+    values: Iterable[Any],
+    key_field: str = "id",
+    compact_of: Callable[[Any], str | None] | None = None,
+) -> int:
     """Store `values` (an array's records in order, consumed once: a stream is never held whole) as the root
     collection of a new table stored as rows, inside the caller's transaction; return how many. What an import
-    runs (services.imports): the rows are written `store.write_records`'s batch at a time."""
+    runs (services.imports): the rows are written `store.write_records`'s batch at a time (`compact_of` as its)."""
     collection = TableCollection.objects.create(
         table_id=table_id, mount="", kind="array", key_field=key_field, record_count=0
     )
@@ -631,6 +636,7 @@ def create_collection(table_id: int, values: Iterable[Any], key_field: str = "id
             collection_id=collection.pk,
             value=values,
             key_of=_key_of(key_field),
+            compact_of=compact_of,
         )
     TableCollection.objects.filter(pk=collection.pk).update(record_count=count)
     return count

@@ -66,6 +66,7 @@ from tools_app.validators import (
     json_loads,
     json_text_has_nul,
     nesting_beyond,
+    record_texts,
     validate_json_value,
     validate_table_depth,
 )
@@ -260,12 +261,39 @@ def _parse_json(text: str) -> Any:
         raise _refuse("The JSON is nested too deeply to read.") from exc
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass is ~3x slower to make, and an import makes one per row
 class _Record:
     value: Any
     row: int  # 1 for the first record
     line: int  # the file's line where the record ends
     checked: bool  # already known to be JSON the tables accept (a CSV row: typed cells only)
+    source: str | None = None  # an NDJSON record's line, as read: parsed again to refuse a number (_check_numbers)
+
+
+def _line_value(number: int, line: str) -> Any:
+    """The JSON value of NDJSON line `number` (`line` as read), every number checked; the refusal naming the line
+    and what is wrong with it when it is none."""
+    line = line.removesuffix("\n").removesuffix("\r")
+    try:
+        return json_loads(line)
+    except JSONNumberError as exc:
+        raise _refuse(
+            "Line %(line)d: the number %(number)s at column %(column)d is %(problem)s",
+            line=number,
+            number=exc.shown,
+            column=exc.column,
+            problem=exc.problem,
+        ) from exc
+    except json.JSONDecodeError as exc:
+        raise _refuse(
+            "Line %(line)d is not one JSON value (column %(column)d: %(error)s): %(text)s",
+            line=number,
+            column=exc.colno,
+            error=exc.msg,
+            text=_quote(line),
+        ) from exc
+    except RecursionError as exc:
+        raise _refuse("Line %(line)d is nested too deeply to read.", line=number) from exc
 
 
 def _ndjson_records(stream: IO[str]) -> Iterator[_Record]:
@@ -273,33 +301,19 @@ def _ndjson_records(stream: IO[str]) -> Iterator[_Record]:
     row = 0
     # Lines end at \n (and \r\n) only: a split at U+2028 or a lone \r would cut a JSON value in two.
     for number, line in enumerate(stream, start=1):
-        line = line.removesuffix("\n").removesuffix("\r")
-        if not line.strip():
+        if line.isspace():
             continue
         try:
-            value = json_loads(line)
-        except JSONNumberError as exc:
-            raise _refuse(
-                "Line %(line)d: the number %(number)s at column %(column)d is %(problem)s",
-                line=number,
-                number=exc.shown,
-                column=exc.column,
-                problem=exc.problem,
-            ) from exc
-        except json.JSONDecodeError as exc:
-            raise _refuse(
-                "Line %(line)d is not one JSON value (column %(column)d: %(error)s): %(text)s",
-                line=number,
-                column=exc.colno,
-                error=exc.msg,
-                text=_quote(line),
-            ) from exc
-        except RecursionError as exc:
-            raise _refuse("Line %(line)d is nested too deeply to read.", line=number) from exc
+            # The line's end is JSON whitespace. A float beyond a 64-bit float reads as an infinity, refused after
+            # the record is encoded (_check_numbers): a scan of every line for one costs more.
+            value = json_loads(line, floats_checked=False)
+        except (ValueError, RecursionError):
+            value = _line_value(number, line)  # refuses the line, naming what is wrong (a position in it)
         # A line with no more brackets than the depth allows cannot nest deeper (brackets in strings only
         # overcount): the walk over the value runs for the rare line that might.
         path = None if line.count("{") + line.count("[") <= depth else nesting_beyond(value, depth)
         if path is not None:
+            _line_value(number, line)  # a number beyond a float is refused first, as the line's parse refuses it
             raise ValidationError(
                 {
                     "data": ValidationError(
@@ -311,7 +325,7 @@ def _ndjson_records(stream: IO[str]) -> Iterator[_Record]:
                 }
             )
         row += 1
-        yield _Record(value, row, number, checked=False)
+        yield _Record(value, row, number, checked=False, source=line)
 
 
 def _cell(text: str) -> Any:
@@ -471,6 +485,15 @@ def _check_record(record: _Record, text: str) -> None:
         raise ValidationError({"data": exc.error_list}) from exc
 
 
+def _check_numbers(record: _Record, text: str) -> None:
+    """Refuse an NDJSON record holding a number beyond a 64-bit float as its line's parse refuses it (naming the
+    line, the number and its column). Its line was parsed without that check: such a number reads as an infinity,
+    which `text` (the record's JSON, json.JSONEncoder's) writes `Infinity`; a line whose record shows it is parsed
+    again with every number checked (a line holding the constant `Infinity` parses, and _check_record refuses it)."""
+    if record.source is not None and "Infinity" in text:
+        _line_value(record.line, record.source)
+
+
 def parse_table_file(raw: bytes, fmt: str) -> Any:
     """The JSON document a file of format `fmt` (json, csv, ndjson) holds; ValidationError on `file` if bad.
 
@@ -487,7 +510,9 @@ def parse_table_file(raw: bytes, fmt: str) -> Any:
     size = 1
     encode = json.JSONEncoder().encode  # TableDocumentEncoder's text, without its whole-document check
     for record in _records(file, fmt):
-        size = _grow(size, record, len(encode(record.value)))
+        text = encode(record.value)
+        _check_numbers(record, text)
+        size = _grow(size, record, len(text))
         records.append(record.value)
     return records
 
@@ -496,14 +521,29 @@ def _refuse_row(record: _Record, message: str, **params: Any) -> ValidationError
     return _refuse("Row %(row)d (line %(line)d): " + message, row=record.row, line=record.line, **params)
 
 
-def _rows_stream(file: IO[bytes], fmt: str, out: IO[str], table: Table) -> Iterator[Any]:
+class _Encoded:
+    """The compact text of the record a stream yielded last (record_texts'), for the store to write without
+    encoding the record again."""
+
+    __slots__ = ("compact", "record")
+
+    def __init__(self) -> None:
+        self.record: Any = None
+        self.compact: str | None = None
+
+    def compact_of(self, record: Any) -> str | None:
+        return self.compact if record is self.record else None
+
+
+def _rows_stream(file: IO[bytes], fmt: str, out: IO[str], table: Table, encoded: _Encoded) -> Iterator[Any]:
     """The file's records, checked one at a time as they are read, for the table's rows; each is also written to
     `out` as the table's JSON text (an array), and `table.data_bytes` follows its length. Refused at the record
     that breaks a rule (nothing is written: the caller's transaction rolls back): a record's JSON over
     TOOLHUB_MAX_RECORD_BYTES, more records than TOOLHUB_MAX_TABLE_RECORDS, the table's JSON over
     TOOLHUB_MAX_ROWS_TABLE_BYTES (VALIDATION_ERROR on `file` naming the row, its line and the setting), or over the
-    owner's TOOLHUB_MAX_OWNER_DATA_BYTES (QUOTA_EXCEEDED)."""
-    encode = json.JSONEncoder().encode  # TableDocumentEncoder's text; the limits are checked record by record
+    owner's TOOLHUB_MAX_OWNER_DATA_BYTES (QUOTA_EXCEEDED). Each record is encoded once: its text in the document
+    (TableDocumentEncoder's; the limits are checked record by record on it) and its stored text (kept in `encoded`
+    for the store) come from one encoding."""
     table_limit = max_rows_table_bytes(connection.vendor)
     records_limit = max_table_records()
     record_limit = max_record_bytes()
@@ -511,7 +551,8 @@ def _rows_stream(file: IO[bytes], fmt: str, out: IO[str], table: Table) -> Itera
     out.write("[")
     size = 1
     for record in _records(file, fmt):
-        text = encode(record.value)
+        text, compact = record_texts(record.value)
+        _check_numbers(record, text)
         _check_record(record, text)
         if record.row > records_limit:
             raise _refuse_row(
@@ -544,6 +585,7 @@ def _rows_stream(file: IO[bytes], fmt: str, out: IO[str], table: Table) -> Itera
             out.write(_SEPARATOR)
         out.write(text)
         table.data_bytes = size + 1
+        encoded.record, encoded.compact = record.value, compact
         yield record.value
     out.write("]")
 
@@ -570,11 +612,13 @@ def table_import(*, owner: Any, name: str, file: IO[bytes], fmt: str, descriptio
         if fmt != "json":
             # An array of records: streamed into the rows of a table stored as rows, never held whole.
             _check_file(file, rows=True)
+            encoded = _Encoded()
             table = table_create_rows(
                 owner=owner,
                 name=name,
                 description=description,
-                records=lambda created: _rows_stream(file, fmt, out, created),
+                records=lambda created: _rows_stream(file, fmt, out, created, encoded),
+                compact_of=encoded.compact_of,
             )
             out.flush()
             out.seek(0)

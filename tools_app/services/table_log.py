@@ -450,10 +450,11 @@ def _applied(data: Any, patches: list[list]) -> Any:
 
 # Set by tools_app.execution.records, which owns the rows (the services may not reach data access):
 # rows_whole(table_id, version) is a rows table's whole document (its collections spliced in, bounded);
-# rows_create(table_id, records, key_field) stores a new rows table's root array of records (an import), keyed by
-# key_field, returning the count.
+# rows_create(table_id, records, key_field, compact_of) stores a new rows table's root array of records (an import),
+# keyed by key_field, returning the count; compact_of(record) is a record's text already encoded, or None
+# (store.write_records').
 rows_whole: Callable[[int, int], Any] | None = None
-rows_create: Callable[[int, Iterable[Any], str], int] | None = None
+rows_create: Callable[[int, Iterable[Any], str, Callable[[Any], str | None] | None], int] | None = None
 # rows_version(table_id, current, inverses, since) is a rows table (stored as rows since version `since`)'s whole
 # document before the entries of `inverses`.
 rows_version: Callable[[int, int, list[list], int], Any] | None = None

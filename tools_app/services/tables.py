@@ -104,11 +104,19 @@ def table_create_encoded(*, owner, name: str, description: str = "", document: I
     return table
 
 
-def table_create_rows(*, owner, name: str, description: str = "", records: Callable[[Table], Iterable[Any]]) -> Table:
+def table_create_rows(
+    *,
+    owner,
+    name: str,
+    description: str = "",
+    records: Callable[[Table], Iterable[Any]],
+    compact_of: Callable[[Any], str | None] | None = None,
+) -> Table:
     """Create a table (version 1) stored as rows whose document is an array of records: `records(table)` yields
     them (a stream, consumed once; it checks each record and the table's limits and quota as they come, raising to
     refuse) and they are written as the root collection's rows in batches, in one transaction: all or nothing.
-    `data_bytes` is the whole document's JSON text (records included), what the owner's quota counts."""
+    `data_bytes` is the whole document's JSON text (records included), what the owner's quota counts.
+    `compact_of(record)`: a record's text the stream encoded already (store.write_records'), or None."""
     if table_log.rows_create is None:
         raise RuntimeError("No rows writer: tools_app.execution.records plugs it in when it loads.")
     table = Table(owner=owner, name=name, description=description, storage=TableStorage.ROWS, rows_since_version=1)
@@ -120,7 +128,7 @@ def table_create_rows(*, owner, name: str, description: str = "", records: Calla
         stream = iter(records(table))  # it keeps table.data_bytes as it grows
         first = next(stream, _NONE)
         values = stream if first is _NONE else itertools.chain([first], stream)
-        table_log.rows_create(table.pk, values, likely_key_field(first))
+        table_log.rows_create(table.pk, values, likely_key_field(first), compact_of)
         Table.objects.filter(pk=table.pk).update(data_bytes=table.data_bytes)
     table.refresh_from_db(fields=["data"])
     return table

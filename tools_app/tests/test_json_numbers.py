@@ -158,8 +158,24 @@ def test_api_tool_call_with_a_huge_number_in_its_arguments_is_a_400(owner, table
             "inf.json",
             "The number 2e308 at line 1, column 8 is too large: numbers are at most about 1.8e308 (a 64-bit float).",
         ),
+        (
+            '{"id": 1}\n{"id": 2, "x": -1e400}\n',
+            "inf.ndjson",
+            "Line 2: the number -1e400 at column 16 is too large: numbers are at most about 1.8e308 (a 64-bit float).",
+        ),
+        (
+            '{"id": 1, "note": "Infinity"}\r\n{"id": 2, "note": "Infinity", "x": [1.5e999]}\r\n',
+            "inf.ndjson",
+            "Line 2: the number 1.5e999 at column 37 is too large: numbers are at most about 1.8e308 (a 64-bit float).",
+        ),
+        (
+            '{"id": 1, "x": ' + "9" * 400 + ".5}\n",
+            "long.ndjson",
+            f"Line 1: the number {'9' * 30}… (401 digits) at column 16 is too large: numbers are at most about "
+            "1.8e308 (a 64-bit float).",
+        ),
     ],
-    ids=["json", "ndjson", "json float"],
+    ids=["json", "ndjson", "json float", "ndjson float", "ndjson float, Infinity in strings", "ndjson long float"],
 )
 def test_an_imported_file_with_such_a_number_is_a_400_naming_it(owner, content, filename, message):
     # given

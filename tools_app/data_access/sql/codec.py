@@ -20,8 +20,11 @@ from typing import Any
 
 __all__ = [
     "Layout",
+    "LayoutKey",
     "jsonb_key_order",
     "layout_at",
+    "layout_from_key",
+    "layout_key",
     "layout_of",
     "record_text",
     "restore",
@@ -41,9 +44,10 @@ _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=
 _CONTAINERS = (dict, list)
 
 
-def record_text(value: Any, *, dialect: str) -> str:
-    """The JSON text a record (or a literal compared with records) is stored as in `dialect`."""
-    text = _ENCODE(value)
+def record_text(value: Any, *, dialect: str, compact: str | None = None) -> str:
+    """The JSON text a record (or a literal compared with records) is stored as in `dialect`. `compact`: the
+    value's compact text when the caller has it (validators.record_texts'), sparing a second encoding."""
+    text = _ENCODE(value) if compact is None else compact
     if dialect == "postgresql" and _EXPONENT.search(text):
         text = _TOKENS.sub(_positional, text)
     return text
@@ -73,22 +77,42 @@ def _in_jsonb_order(keys: tuple[str, ...]) -> bool:
     return listed == jsonb_key_order(listed)
 
 
-def layout_of(value: Any) -> Layout:
-    """What restore() needs to give `value` its key order back after JSONB reordered it; None if nothing."""
+# A layout as nested tuples, hashable: ("k", keys, children or None) for an object, ("e", elements) for an array,
+# None where nothing needs reordering. A writer of many records finds a layout's id by it: most records share a few
+# layouts, and the key costs no JSON text per record.
+LayoutKey = tuple | None
+
+
+def layout_key(value: Any) -> LayoutKey:
+    """`value`'s layout (layout_of's) as a LayoutKey."""
     if isinstance(value, dict):
-        children = [layout_of(child) if isinstance(child, _CONTAINERS) else None for child in value.values()]
+        children = [layout_key(child) if isinstance(child, _CONTAINERS) else None for child in value.values()]
         nested = any(children)
         keys = tuple(value)
         if not nested and _in_jsonb_order(keys):
             return None
-        layout: dict[str, Any] = {"k": list(keys)}
-        if nested:
-            layout["c"] = children
-        return layout
+        return ("k", keys, tuple(children) if nested else None)
     if isinstance(value, list):
-        elements = [layout_of(element) if isinstance(element, _CONTAINERS) else None for element in value]
-        return {"e": elements} if any(elements) else None
+        elements = [layout_key(element) if isinstance(element, _CONTAINERS) else None for element in value]
+        return ("e", tuple(elements)) if any(elements) else None
     return None
+
+
+def layout_from_key(key: LayoutKey) -> Layout:
+    """The layout a LayoutKey stands for."""
+    if key is None:
+        return None
+    if key[0] == "k":
+        layout: dict[str, Any] = {"k": list(key[1])}
+        if key[2] is not None:
+            layout["c"] = [layout_from_key(child) for child in key[2]]
+        return layout
+    return {"e": [layout_from_key(element) for element in key[1]]}
+
+
+def layout_of(value: Any) -> Layout:
+    """What restore() needs to give `value` its key order back after JSONB reordered it; None if nothing."""
+    return layout_from_key(layout_key(value))
 
 
 def restore(value: Any, layout: Layout) -> Any:

@@ -13,7 +13,15 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import Any
 
 from tools_app.data_access.sql import kinds
-from tools_app.data_access.sql.codec import Layout, layout_of, record_text, restore
+from tools_app.data_access.sql.codec import (
+    Layout,
+    LayoutKey,
+    layout_from_key,
+    layout_key,
+    layout_of,
+    record_text,
+    restore,
+)
 from tools_app.data_access.sql.kinds import COLLECTIONS_TABLE
 
 __all__ = [
@@ -77,6 +85,7 @@ def write_records(
     positions: Iterable[int] | None = None,
     counted: bool = False,
     layout_ids: dict[str, int] | None = None,
+    compact_of: Callable[[Any], str | None] | None = None,
 ) -> int:
     """Store every record of `value` (an array of records, or any iterable of them, consumed once and `batch` rows
     at a time, so a stream is never held whole; or an object of records by key) as one row of `collection_id`, in
@@ -85,7 +94,9 @@ def write_records(
     without it); an object's members their key. `positions`, when given, are the records' positions instead (one
     each, free). With `counted` (`value` a list or a dict: its length known before it is written), the collection's
     record_count grows by that many in the statement that reads its field kinds. `layout_ids`: the collection's
-    layout ids by layout text known to the caller (committed ones only), to which the layouts written are added."""
+    layout ids by layout text known to the caller (committed ones only), to which the layouts written are added.
+    `compact_of(record)`: the record's compact text (validators.record_texts') when the caller encoded it already,
+    else None (encoded here)."""
     layout_ids = {} if layout_ids is None else layout_ids
     pending: list[tuple] = []
     count = 0
@@ -95,8 +106,17 @@ def write_records(
     before = _kinds_before(cursor, dialect, records_table, collection_id, grows)
     tally = kinds.Tally()
     blocks: Counter[int] = Counter()
+    by_key: dict[LayoutKey, int | None] = {None: None}  # layout ids by layout key: no layout's text per record
     for position, key, record in _rows(value, key_of, first_position, positions):
-        text, layout_id = _encoded(cursor, dialect, layouts_table, collection_id, record, layout_ids)
+        compact = None if compact_of is None else compact_of(record)
+        text = record_text(record, dialect=dialect, compact=compact)
+        layout_id = None
+        if dialect == "postgresql":
+            shape = layout_key(record)
+            layout_id = by_key.get(shape)
+            if layout_id is None and shape is not None:
+                layout = layout_from_key(shape)
+                layout_id = by_key[shape] = _layout_id_of(cursor, layouts_table, collection_id, layout, layout_ids)
         pending.append((collection_id, position, key, text, layout_id))
         tally.add(record)
         blocks[position // BLOCK_SPAN] += 1
@@ -157,15 +177,21 @@ def _encoded(
 ) -> tuple[str, int | None]:
     """A record's stored text and its layout's id (PostgreSQL, when JSONB would reorder its keys)."""
     layout = layout_of(record) if dialect == "postgresql" else None
-    layout_id = None
-    if layout is not None:
-        # Known layouts by their text: a batch's records mostly share a few, whose digest is taken once.
-        text = _LAYOUT_TEXT(layout)
-        layout_id = layout_ids.get(text)
-        if layout_id is None:
-            digest = hashlib.sha256(text.encode()).hexdigest()
-            layout_id = layout_ids[text] = _layout_id(cursor, layouts_table, collection_id, digest, text)
+    layout_id = None if layout is None else _layout_id_of(cursor, layouts_table, collection_id, layout, layout_ids)
     return record_text(record, dialect=dialect), layout_id
+
+
+def _layout_id_of(
+    cursor: Any, layouts_table: str, collection_id: int, layout: Layout, layout_ids: dict[str, int]
+) -> int:
+    """The id of `layout` among the collection's layouts (stored when new); `layout_ids` as write_records'."""
+    # Known layouts by their text: a batch's records mostly share a few, whose digest is taken once.
+    text = _LAYOUT_TEXT(layout)
+    layout_id = layout_ids.get(text)
+    if layout_id is None:
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        layout_id = layout_ids[text] = _layout_id(cursor, layouts_table, collection_id, digest, text)
+    return layout_id
 
 
 def replace_record(

@@ -22,7 +22,15 @@ from hypothesis import strategies as st
 from jmespath import exceptions as jmespath_errors
 from jmespath.parser import Parser
 
-from tools_app.data_access.sql.codec import jsonb_key_order, layout_at, layout_of, record_text, restore
+from tools_app.data_access.sql.codec import (
+    jsonb_key_order,
+    layout_at,
+    layout_from_key,
+    layout_key,
+    layout_of,
+    record_text,
+    restore,
+)
 from tools_app.data_access.sql.indexes import index_statements, less_selective_indexes, sync_indexes
 from tools_app.data_access.sql.plan import FieldTest, field_tests
 from tools_app.data_access.sql.store import field_kinds, write_records
@@ -37,6 +45,7 @@ from tools_app.data_access.sql_query import (
 from tools_app.models import TableRecord
 from tools_app.tests import sql_differential as differential
 from tools_app.tests.sql_differential import canonical, dialect, reference, sql_outcome, store
+from tools_app.validators import record_texts
 
 COMPLIANCE_DIR = Path(__file__).parent / "jmespath_compliance"
 # How many official cases apply to a collection and compile, per engine (SQLite refuses deep equality of
@@ -705,6 +714,41 @@ def test_postgresql_text_keeps_floats_floats():
     assert record_text(value, dialect="sqlite") == json.dumps(value, separators=(",", ":"))
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"id": 1, "note": "a, b: c", "items": [{"sku": "K-1", "price": 1e16}, None, True, -0.0], "d": 10**20},
+        {"ascii": "".join(map(chr, range(128))), "k\x7f": "\x7f", "\x00key": "x\ty"},
+        {"latin": "caf\u00e9", "cjk": "\u6f22", "emoji": "\U0001f600", "sep": "\u2028"},
+        ["a", [[], {}], 1.5e-07, {"": ""}],
+        "a string",
+        7,
+    ],
+    ids=["commas and colons in strings", "every ASCII character", "beyond ASCII", "an array", "a string", "a number"],
+)
+def test_record_texts_are_the_two_encodings_of_a_record(value):
+    """One encoding gives both texts an import writes: the document's (json.JSONEncoder()'s) and the stored one."""
+    # when
+    document, compact = record_texts(value)
+    # then
+    assert document == json.JSONEncoder().encode(value)
+    assert compact == json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    for engine in ("sqlite", "postgresql"):
+        assert record_text(value, dialect=engine, compact=compact) == record_text(value, dialect=engine)
+
+
+def test_record_texts_leave_a_record_holding_nan_or_infinity_to_record_text():
+    """A record holding NaN or Infinity has its document text (which writes them) and no stored text: record_text
+    refuses it. Its text alone decides: the words in a string leave the stored text to record_text too."""
+    for value in ({"x": float("inf")}, [float("nan")], {"x": -float("inf")}):
+        document, compact = record_texts(value)
+        assert (document, compact) == (json.JSONEncoder().encode(value), None)
+        with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
+            record_text(value, dialect="sqlite")
+    assert record_texts({"note": "NaN, Infinity"}) == ('{"note": "NaN, Infinity"}', None)
+    assert record_text({"note": "NaN, Infinity"}, dialect="sqlite", compact=None) == '{"note":"NaN, Infinity"}'
+
+
 def test_layouts_give_the_key_order_back():
     """A value reordered the way JSONB orders keys is restored by its layout; paths reach nested layouts."""
     # given
@@ -725,6 +769,30 @@ def test_layouts_give_the_key_order_back():
     assert canonical(restored) == canonical(value)
     assert list(nested) == ["d", "c"]
     assert layout_of({"a": 1, "bb": [1, {"c": 1}]}) is None
+
+
+def test_a_layout_key_stands_for_its_layout_and_is_shared_by_records_of_one_shape():
+    """Records whose objects have the same keys in the same order share one hashable key, whatever their values;
+    the key gives their layout back."""
+    # given
+    first = {"status": "paid", "id": 1, "items": [{"sku": "a", "qty": 1}, 3]}
+    second = {"status": "new", "id": 2, "items": [{"sku": "b", "qty": 9}, "x"]}
+    other = {"status": "new", "id": 2, "items": [{"qty": 9, "sku": "b"}, "x"]}
+    # when
+    keys = [layout_key(record) for record in (first, second, other)]
+    # then
+    assert keys[0] == keys[1] != keys[2]
+    assert len({keys[0], keys[1], keys[2]}) == 2
+    assert (
+        layout_from_key(keys[0])
+        == layout_of(first)
+        == {
+            "k": ["status", "id", "items"],
+            "c": [None, None, {"e": [{"k": ["sku", "qty"]}, None]}],
+        }
+    )
+    assert layout_from_key(keys[2]) == {"k": ["status", "id", "items"]}
+    assert layout_key({"a": 1, "id": [{"b": 1}]}) is None
 
 
 @pytest.mark.django_db

@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from tests.api_helpers import client_for, db_snapshot, response_json
 from tools_app import services
 from tools_app.api import data_tools
+from tools_app.data_access.sql.codec import record_text
 from tools_app.kernel.errors import ToolError
 from tools_app.models import (
     Table,
@@ -406,3 +407,47 @@ def test_an_ndjson_import_walks_a_record_only_when_its_text_may_break_a_rule(own
         assert message in json.dumps(response.json()), (line, response.json())
     assert db_snapshot() == before
     assert walked == {"validate_json_value": 4, "nesting_beyond": 2}
+
+
+def test_an_ndjson_line_with_a_number_beyond_a_float_is_refused_before_its_nesting(owner, settings):
+    """A line holding a number beyond a 64-bit float is refused naming it, as its parse refuses it, even when the
+    line also nests too deep; nothing is written."""
+    settings.TOOLHUB_MAX_TABLE_DEPTH = 3
+    before = db_snapshot()
+    response = upload(client_for(owner), b'{"id": 1}\n{"id": 2, "x": [[[1e400]]]}\n', "deep.ndjson", name="deep")
+    assert response.status_code == 400
+    assert response.json()["fields"] == {
+        "file": [
+            "Line 2: the number 1e400 at column 19 is too large: numbers are at most about 1.8e308 (a 64-bit float)."
+        ]
+    }
+    assert db_snapshot() == before
+
+
+def test_an_import_answers_and_stores_each_record_as_its_own_encodings(owner):
+    """Each record is encoded once for both texts: the answer's document is json.JSONEncoder()'s text of the records
+    (data_bytes its length) and each row holds codec.record_text's, for ASCII records and for those beyond it."""
+    records = [
+        {"id": 1, "note": "a, b: c", "total": 1e16, "tiny": 1.5e-07, "big": 10**20, "items": [{"sku": "K", "q": 2}]},
+        {"id": 2, "note": "caf\u00e9 \U0001f600", "k\x7f": "\x7f", "nested": {"b": 1, "a": [None, True, -0.0]}},
+        {"id": 3, "note": "NaN and Infinity, as words"},
+    ]
+    content = "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records).encode()
+    response = upload(client_for(owner), content, "e.ndjson", name="events")
+    assert response.status_code == 201
+    document = json.JSONEncoder().encode(records)
+    assert document.encode() in response.content
+    table = Table.objects.get()
+    assert table.data_bytes == len(document)
+    assert table.data == records
+    with connection.cursor() as cursor:
+        cast = "::text" if connection.vendor == "postgresql" else ""
+        cursor.execute(f'SELECT data{cast} FROM "{TableRecord._meta.db_table}" ORDER BY position')
+        stored = [row[0] for row in cursor.fetchall()]
+    expected = [record_text(record, dialect=connection.vendor) for record in records]
+    if connection.vendor == "postgresql":
+        # JSONB keeps its own text: the same values as the text written (numbers as written, no exponent).
+        assert [json.loads(text) for text in stored] == [json.loads(text) for text in expected]
+        assert "e+" not in "".join(stored)
+    else:
+        assert stored == expected
