@@ -87,7 +87,7 @@ from tools_app.registry.scope import UserScope
 from tools_app.selectors import NO_FIELDS, CallTarget, redact_fields_of
 from tools_app.services.call_log import CallLogUpkeep, call_log_prune, call_log_trim
 from tools_app.services.locks import key_share
-from tools_app.services.table_log import WriteAudit, write_audit
+from tools_app.services.table_log import WriteAudit, change_transaction, write_audit
 from tools_app.tool_types import TOOL_TYPES, external
 
 logger = logging.getLogger(__name__)
@@ -726,7 +726,7 @@ def _run_changing(
         arguments=arguments,
     )
     try:
-        with _writer(), transaction.atomic(), write_audit(audit):
+        with _writer(), change_transaction(), write_audit(audit):
             outcome = _execute(caller, target, name, arguments, began)
             if not outcome.ok:
                 raise _RolledBack(outcome)
@@ -907,11 +907,12 @@ def _writer() -> Iterator[None]:
 
 
 def _one_unit() -> Any:
-    """What makes the record's statements one unit: on PostgreSQL outside a transaction, nothing (the record
-    is one statement, committed by itself: one round trip instead of BEGIN, the statement and COMMIT);
-    otherwise an atomic block (a savepoint inside the change's transaction, so a refused row leaves it
-    usable; SQLite's up to three statements)."""
-    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+    """What makes the record's statements one unit. On PostgreSQL nothing: the record is one statement, committed
+    by itself outside a transaction (one round trip instead of BEGIN, the statement and COMMIT); inside the
+    change's transaction its foreign keys are checked at the commit (DEFERRABLE INITIALLY DEFERRED), so the
+    statement cannot be refused on them and a savepoint would guard nothing (two round trips). SQLite: an atomic
+    block (its up to three statements)."""
+    if connection.vendor == "postgresql":
         return nullcontext()
     return transaction.atomic()
 

@@ -48,7 +48,7 @@ from tools_app.data_access.query import compile_expression
 from tools_app.data_access.shape import describe
 from tools_app.data_access.sql import store
 from tools_app.data_access.sql.codec import Layout, restore
-from tools_app.data_access.sql.kinds import Known
+from tools_app.data_access.sql.kinds import COLLECTIONS_TABLE, Known
 from tools_app.data_access.sql_query import SqlAnswer, SqlQuery, compile_sql_expression, run_sql, windowed
 from tools_app.kernel import json_patch
 from tools_app.kernel.errors import ErrorCode, ToolError
@@ -137,10 +137,17 @@ def collections(table_id: int) -> dict[str, Collection]:
     held = _held.get()
     if held is not None and held[0] == table_id:
         return held[2]
-    rows = TableCollection.objects.filter(table_id=table_id).values_list(
-        "id", "mount", "kind", "key_field", "record_count", "field_kinds"
-    )
-    return {row[1]: Collection(*row[:5], known=Known.of(row[5])) for row in rows}
+    with connection.cursor() as cursor:  # a plain statement: every write at a rows table runs it
+        cursor.execute(
+            f'SELECT id, mount, kind, key_field, record_count, field_kinds FROM "{COLLECTIONS_TABLE}"'
+            " WHERE table_id = %s",
+            (table_id,),
+        )
+        rows = cursor.fetchall()
+    return {
+        row[1]: Collection(row[0], row[1], row[2], row[3], row[4], known=Known.of(store.json_value(row[5])))
+        for row in rows
+    }
 
 
 #

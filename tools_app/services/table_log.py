@@ -115,6 +115,30 @@ def current_audit() -> WriteAudit:
     return _audit.get() or WriteAudit()
 
 
+# The depth of connection.atomic_blocks inside a change_transaction() block, while one is open on this context.
+_whole: contextvars.ContextVar[int | None] = contextvars.ContextVar("toolhub_change_transaction", default=None)
+
+
+@contextmanager
+def change_transaction() -> Iterator[None]:
+    """An atomic block that its caller rolls back whole when a table write made directly inside it fails (the call
+    pipeline's change and its record). table_write opens no savepoint of its own there: it would guard nothing,
+    and on PostgreSQL costs two round trips per write. The caller must run no statement between a failed
+    table_write and leaving the block (Django refuses one: the block is marked for rollback)."""
+    with transaction.atomic():
+        token = _whole.set(len(connection.atomic_blocks))
+        try:
+            yield
+        finally:
+            _whole.reset(token)
+
+
+def _write_block() -> AbstractContextManager[Any]:
+    """table_write's atomic block: a savepoint unless it runs directly inside a change_transaction()."""
+    depth = _whole.get()
+    return transaction.atomic(savepoint=depth is None or depth != len(connection.atomic_blocks))
+
+
 #
 # Safe writes
 #
@@ -177,7 +201,7 @@ def table_write(
     safe = safe or SafeWrite()
     audit = current_audit()
     now = timezone.now()
-    with telemetry.table_write_timer(), transaction.atomic():
+    with telemetry.table_write_timer(), _write_block():
         version, size, owner_id, storage, others = _locked_with_others(table_id)
         if safe.idempotency_key:
             repeated = _repeat(table_id, safe, now)
@@ -310,33 +334,69 @@ def _append(
     result: Any = None,
 ) -> None:
     """The entry of `version` and the table's new version, size, history size and time (the caller holds the row
-    lock)."""
+    lock): one statement on PostgreSQL (the entry's INSERT in a data-modifying WITH), two on SQLite; no ORM, as
+    every write runs it."""
     arguments = _kept_arguments(audit.arguments)
-    cost = sum(len(json.dumps(value)) for value in (patch, inverse, arguments, result) if value is not None)
-    TableChange.objects.create(
-        table_id=table_id,
-        version=version,
-        patch=patch,
-        inverse=inverse,
-        at=at,
-        surface=audit.surface,
-        user_id=audit.user_id,
-        api_key_id=audit.api_key_id,
-        api_token_id=audit.api_token_id,
-        oauth_client=audit.oauth_client[:255],
-        tool_id=audit.tool_id,
-        tool_name=audit.tool_name[:64],
-        mcp_instance_id=audit.instance_id,
-        binding_name=audit.binding_name[:64],
-        arguments=arguments,
-        idempotency_key=idempotency_key,
-        request_hash=request_hash,
-        result=result,
-        bytes=cost,
+    json_values = (("patch", patch), ("inverse", inverse), ("arguments", arguments), ("result", result))
+    texts = {name: None if value is None else json.dumps(value) for name, value in json_values}
+    cost = sum(len(text) for text in texts.values() if text is not None)
+    values = {
+        **texts,
+        "table": table_id,
+        "version": version,
+        "at": connection.ops.adapt_datetimefield_value(at),
+        "surface": audit.surface,
+        "user": audit.user_id,
+        "api_key": audit.api_key_id,
+        "api_token": audit.api_token_id,
+        "oauth_client": audit.oauth_client[:255],
+        "tool": audit.tool_id,
+        "tool_name": audit.tool_name[:64],
+        "mcp_instance": audit.instance_id,
+        "binding_name": audit.binding_name[:64],
+        "idempotency_key": idempotency_key,
+        "request_hash": request_hash,
+        "bytes": cost,
+        "size": size,
+    }
+    insert, update, combined = _append_sql(connection.vendor)
+    with connection.cursor() as cursor:
+        if combined is not None:
+            cursor.execute(combined, values)
+            return
+        cursor.execute(insert, values)
+        cursor.execute(update, values)
+
+
+# The TableChange columns an entry writes, each bound by its own name (_append_sql).
+_ENTRY_COLUMNS = (
+    "table", "version", "patch", "inverse", "at", "surface", "user", "api_key", "api_token", "oauth_client", "tool",
+    "tool_name", "mcp_instance", "binding_name", "arguments", "idempotency_key", "request_hash", "result", "bytes",
+)  # fmt: skip
+_JSON_COLUMNS = frozenset({"patch", "inverse", "arguments", "result"})
+
+
+@functools.cache
+def _append_sql(vendor: str) -> tuple[str, str, str | None]:
+    """_append's statements, built once from the models' tables and columns: the entry's INSERT (a JSON value as
+    its json.dumps text, SQL NULL for None, as the JSONField stores them), the table's UPDATE, and on PostgreSQL
+    both as one statement. Named parameters, as the call's record (pipeline._record_sql)."""
+    quote = connection.ops.quote_name
+
+    def column(model: Any, name: str) -> str:
+        return quote(model._meta.get_field(name).column)
+
+    cast = "::jsonb" if vendor == "postgresql" else ""
+    names = ", ".join(column(TableChange, name) for name in _ENTRY_COLUMNS)
+    marks = ", ".join(f"%({name})s{cast if name in _JSON_COLUMNS else ''}" for name in _ENTRY_COLUMNS)
+    insert = f"INSERT INTO {quote(TableChange._meta.db_table)} ({names}) VALUES ({marks})"
+    version, history = column(Table, "version"), column(Table, "history_bytes")
+    update = (
+        f"UPDATE {quote(Table._meta.db_table)} SET {version} = {version} + 1, {column(Table, 'data_bytes')} ="
+        f" %(size)s, {column(Table, 'updated_at')} = %(at)s, {history} = {history} + %(bytes)s"
+        f" WHERE {column(Table, 'id')} = %(table)s"
     )
-    Table.objects.filter(pk=table_id).update(
-        version=F("version") + 1, data_bytes=size, updated_at=at, history_bytes=F("history_bytes") + cost
-    )
+    return insert, update, f"WITH entry AS ({insert} RETURNING 1) {update}" if vendor == "postgresql" else None
 
 
 def _kept_arguments(arguments: Any) -> Any:
