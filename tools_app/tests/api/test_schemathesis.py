@@ -67,6 +67,8 @@ from schemathesis.pytest.warnings import emit_unserializable_payload_warning
 from schemathesis.python._constants.orchestrator import make_constants_value_source
 from schemathesis.specs.openapi.checks import ignored_auth, positive_data_acceptance
 
+from tools_app.api.schema import MAX_ID
+
 # Generated examples per operation (the fuzzing phase), on top of the examples and coverage phases. See
 # docs/api.md for the time this takes; measure again before raising it. TOOLHUB_SCHEMATHESIS_EXAMPLES
 # overrides it for a longer local run.
@@ -173,8 +175,9 @@ def point_at_objects(case, objects: Objects) -> None:
     parameters = case.path_parameters or {}
     for name in list(parameters):
         value = str(parameters[name])
-        # 0 is below the schema's minimum: a negative case's invalid id stays as generated.
-        if value.isascii() and value.isdigit() and int(value) % 3 != 2 and int(value) >= 1:
+        # 0 and ids past MAX_ID are outside the schema's range: a negative case's invalid id stays as generated
+        # (pointed at a real object, it would make the case valid while schemathesis still expects a refusal).
+        if value.isascii() and value.isdigit() and int(value) % 3 != 2 and 1 <= int(value) <= MAX_ID:
             parameters[name] = objects.path_id(path, name)
     if not case.meta or not case.meta.generation.mode.is_positive:
         return

@@ -343,7 +343,7 @@ def streamed_rows(db, monkeypatch, owner):
 
 
 @pytest.fixture
-def rows_table(db, monkeypatch, owner):
+def ungathered_rows_table(db, monkeypatch, owner):
     """Rows tables read as the tools read them (SQL compilation on), whose reads may not gather the collection."""
     _refuse_gathering(monkeypatch)
     return _rows_tables(owner)
@@ -417,12 +417,14 @@ def test_heads_of_several_levels_over_a_rows_table_answer_as_jmespath_without_ga
     assert "'<' not supported between instances of 'int' and 'str'" in message
 
 
-def test_shapes_compiled_to_sql_answer_over_a_rows_table_without_gathering(rows_table, make_table, make_tool, owner):
+def test_shapes_compiled_to_sql_answer_over_a_rows_table_without_gathering(
+    ungathered_rows_table, make_table, make_tool, owner
+):
     """reverse, sort, map (nulls kept) and the records themselves, over records with missing fields and nulls."""
     collection = [{"id": number, "k": [3, 1, 2, 1.0][number % 4], "s": "abc"[number % 3]} for number in range(12)]
     collection[5] = {"id": 5}
     collection[7] = {"id": 7, "k": None, "s": None}
-    table_id = rows_table(collection)
+    table_id = ungathered_rows_table(collection)
     for expression in (
         "@",
         "reverse(@)",
