@@ -26,6 +26,7 @@ from oauth2_provider.models import get_access_token_model
 
 from tools_app.kernel.limits import IN_USE_DAYS
 from tools_app.models import ApiKey, Binding, CallLog, McpInstance, Table, Tool
+from tools_app.models.columns import column
 
 __all__ = ["CallTarget", "UsedBy", "binding_call_target", "in_use_days", "redact_fields_of", "usage_of"]
 
@@ -87,7 +88,7 @@ def _call_target_sql(vendor: str, oauth: bool = False) -> str:
         return quote(model._meta.db_table)
 
     def col(alias: str, model: Any, field: str) -> str:
-        return f"{alias}.{quote(model._meta.get_field(field).column)}"
+        return f"{alias}.{column(model, field)}"
 
     i, k, b, t, v, u = McpInstance, ApiKey, Binding, Tool, Table, get_user_model()
     columns = [

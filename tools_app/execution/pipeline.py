@@ -68,6 +68,7 @@ from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.kernel.limits import default_max_result_bytes
 from tools_app.kernel.telemetry import call_finished, call_span, span
 from tools_app.models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Table, Tool
+from tools_app.models.columns import column
 from tools_app.paging import (
     CURSOR,
     MEASURE_FACTOR,
@@ -936,9 +937,6 @@ def _record_sql(vendor: str) -> tuple[str, str, str, str | None]:
     `?` with a regular expression over the whole statement on every execution, which cost more than the
     INSERT itself; named ones are one `%` formatting (bench/mcp_throughput.py)."""
     quote = connection.ops.quote_name
-
-    def column(model: Any, field: str) -> str:
-        return quote(model._meta.get_field(field).column)
 
     names = ", ".join(column(CallLog, name) for name in _RECORD_COLUMNS)
     values = ", ".join(f"%({name})s" for name in _RECORD_COLUMNS)

@@ -63,6 +63,7 @@ from tools_app.models import (
     TableStorage,
     Tool,
 )
+from tools_app.models.columns import column
 from tools_app.paging import MEASURE_FACTOR, Cut, Window, measure, utf8_size
 from tools_app.services import table_log
 
@@ -231,9 +232,6 @@ def _snapshot_sql(vendor: str) -> str:
     `vendor`): the ORM would compile it again at every read. Its parameter is named (`%(table)s`), which Django's
     SQLite cursor binds without rewriting the statement (tools_app.selectors._call_target_sql)."""
     quote = connection.ops.quote_name
-
-    def column(model: Any, field: str) -> str:
-        return quote(model._meta.get_field(field).column)
 
     t, c = Table, TableCollection
     fields = ", ".join(f"c.{column(c, name)}" for name in ("id", "mount", "kind", "key_field", "record_count"))

@@ -50,6 +50,7 @@ from tools_app.kernel.limits import (
     max_table_bytes,
 )
 from tools_app.models import Table, TableChange, TableSnapshot, TableStorage, Tool
+from tools_app.models.columns import column
 from tools_app.services.quotas import data_quota_check
 from tools_app.services.table_cache import CachedTable, collector_paused, table_cache
 from tools_app.validators import table_too_large
@@ -383,9 +384,6 @@ def _append_sql(vendor: str) -> tuple[str, str, str | None]:
     both as one statement. Named parameters, as the call's record (pipeline._record_sql)."""
     quote = connection.ops.quote_name
 
-    def column(model: Any, name: str) -> str:
-        return quote(model._meta.get_field(name).column)
-
     cast = "::jsonb" if vendor == "postgresql" else ""
     names = ", ".join(column(TableChange, name) for name in _ENTRY_COLUMNS)
     marks = ", ".join(f"%({name})s{cast if name in _JSON_COLUMNS else ''}" for name in _ENTRY_COLUMNS)
@@ -605,14 +603,9 @@ def _head_sql(vendor: str) -> str:
     compile it again at every read. Its parameter is named, which Django's SQLite cursor binds without rewriting
     the statement (tools_app.selectors._call_target_sql)."""
     quote = connection.ops.quote_name
-    model: Any = Table
-
-    def column(field: str) -> str:
-        return quote(model._meta.get_field(field).column)
-
     return (
-        f"SELECT {column('version')}, {column('storage')} FROM {quote(Table._meta.db_table)}"
-        f" WHERE {column('id')} = %(table)s"
+        f"SELECT {column(Table, 'version')}, {column(Table, 'storage')} FROM {quote(Table._meta.db_table)}"
+        f" WHERE {column(Table, 'id')} = %(table)s"
     )
 
 
