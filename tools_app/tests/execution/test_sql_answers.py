@@ -5,6 +5,7 @@ chunks are what the connection receives (data_access.sql.chunked), and a stateme
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from psycopg import pq
 
 from tools_app.data_access import budget, sql_query
@@ -247,3 +248,29 @@ def test_the_time_budget_stops_an_answer_part_way(monkeypatch, texts, fetched):
     assert Table.objects.get(pk=texts.table_id).version == 1
     jumped[0] = 0.0
     assert execute(tool=texts, arguments={"query": "length([*].text)"}) == 200
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_a_small_answer_is_still_one_message_and_cancels_nothing(monkeypatch, texts):
+    """The read's own snapshot as the server runs it: the table's head, the snapshot's statement, then the compiled
+    statement in ONE message (its savepoint, the saved timeout, the call's, the statement, the timeout set back), and
+    the commit: no round trip per chunk, no cancel request for an answer read to its end."""
+    import psycopg
+
+    cancels: list[int] = []
+    monkeypatch.setattr(psycopg.Connection, "cancel_safe", lambda self, **kwargs: cancels.append(1))
+    with CaptureQueriesContext(connection) as statements:
+        assert execute(tool=texts, arguments={"query": "[?id < `3`].id"}) == [0, 1, 2]
+    sent = [statement["sql"] for statement in statements.captured_queries]
+    assert [sql.split()[0] for sql in sent] == ["SELECT", "BEGIN", "SELECT", "SAVEPOINT", "COMMIT"]
+    message = sent[3]
+    assert message.startswith(
+        "SAVEPOINT toolhub_chunked; SELECT set_config('toolhub.timeout_before', current_setting('statement_timeout'), "
+        "true); SET LOCAL statement_timeout = "
+    )
+    assert message.endswith(
+        "; SELECT set_config('statement_timeout', current_setting('toolhub.timeout_before'), true); "
+        "RELEASE SAVEPOINT toolhub_chunked"
+    )
+    assert cancels == []
