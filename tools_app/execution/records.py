@@ -409,8 +409,9 @@ def _cursor(chunked: bool) -> Any:
     from tools_app.data_access import sql_query
     from tools_app.data_access.sql.chunked import ChunkedCursor
 
-    connection.close_if_health_check_failed()
+    connection.close_if_health_check_failed()  # what connection.cursor() does before making its cursor
     connection.ensure_connection()
+    connection.validate_thread_sharing()
     with connection.wrap_database_errors:
         raw: Any = ChunkedCursor(connection.connection, size=sql_query.FETCH_ROWS)  # the stubs type it a wrapper
     return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
