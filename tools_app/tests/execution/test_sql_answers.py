@@ -109,8 +109,9 @@ def test_a_refused_compiled_answer_through_the_pipeline_is_not_cached(settings, 
 
 @pytest.fixture
 def received(monkeypatch):
-    """(status, rows, SQLSTATE) of every result of more than one column a ChunkedCursor received from PostgreSQL
-    (not the one-column rows of the set_config statements around a statement in a read's own snapshot)."""
+    """(status, rows, SQLSTATE) of the results a ChunkedCursor received from PostgreSQL: all but the chunks of one
+    column (the set_config statements' rows around a statement in a read's own snapshot; the tests' answers have
+    more columns)."""
     results: list[tuple[str, int, str | None]] = []
     real = chunked.ChunkedCursor._result
 
