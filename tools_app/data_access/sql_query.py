@@ -155,7 +155,10 @@ def run_sql(
     the list, in its order (fewer past its end), from a statement that LIMITs its answer to them.
 
     Bounded as a gathered read is (fetch): at most TOOLHUB_MAX_EVALUATED_BYTES of the answer's JSON text is
-    received, else QUERY_TOO_EXPENSIVE naming it; the call's time budget is checked between chunks of rows.
+    received, else QUERY_TOO_EXPENSIVE naming it; the call's time budget is checked between chunks of rows. What
+    the process holds meanwhile is bounded too when the cursor receives rows as they are fetched: SQLite's always;
+    on PostgreSQL a chunked one (records.engine_cursor(chunked=True), data_access.sql.chunked), where a plain
+    cursor receives the whole result at execute.
     """
     rendered = statement_for(query, cursor, table=table, collection_id=collection_id, known=known,
                              position_order=position_order, window=rows is not None)  # fmt: skip
@@ -171,8 +174,9 @@ FETCH_ROWS = 2_000
 def fetch(cursor: Any, limit: int) -> list[Sequence[Any]]:
     """The executed statement's rows, FETCH_ROWS at a time, while the JSON texts among them (the strings: the
     output's columns; counted in characters, as a gathered read counts its records) are at most `limit` in all.
-    Past it the cursor is closed, the rest of the answer unread, and budget.over_evaluated_bytes is raised: a
-    compiled `@` over a collection larger than the bound costs about the bound, whatever the collection's size.
+    Past it the cursor is closed, the rest of the answer unread (a chunked PostgreSQL cursor cancels the
+    statement), and budget.over_evaluated_bytes is raised: a compiled `@` over a collection larger than the bound
+    costs about the bound, whatever the collection's size.
     The active budget's time is checked after each chunk. Every row carries the statement's error flag first
     (render's): once it is set the evaluator answers, so the first row is all that is read."""
     current = budget.active()

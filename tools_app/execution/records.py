@@ -371,7 +371,7 @@ def _raise_if_cancelled(exc: BaseException, current: budget.QueryBudget, limit: 
 
 
 @contextmanager
-def engine_cursor() -> Iterator[Any]:
+def engine_cursor(*, chunked: bool = False) -> Iterator[Any]:
     """A cursor for statements over rows under the call's budget (engine_budget's rules), in fewer round trips:
     on PostgreSQL each statement is sent as one message with `SET LOCAL statement_timeout` = the call's remaining
     time before it (_TimedCursor), outside a transaction and inside a read's own snapshot (snapshot):
@@ -382,33 +382,56 @@ def engine_cursor() -> Iterator[Any]:
     - In the transaction a read's snapshot opened itself (no caller's work in it) the message also keeps the
       timeout in force before it and sets it back after the statement: one round trip instead of five (SAVEPOINT,
       set_config, the statement, set_config back, RELEASE). No savepoint is needed: a cancelled statement fails
-      the read, whose transaction is rolled back whole.
+      the read, whose transaction is rolled back whole (a chunked cursor puts its own in the message, to cancel a
+      statement it stops reading and go on: data_access.sql.chunked).
 
-    Elsewhere (SQLite, a caller's transaction, no budget): engine_budget around a plain cursor."""
+    Elsewhere (SQLite, a caller's transaction, no budget): engine_budget around a plain cursor.
+
+    `chunked`: on PostgreSQL the statements' rows arrive sql_query.FETCH_ROWS at a time as they are fetched, and a
+    statement left unread is cancelled (data_access.sql.chunked), for answers of unknown size (run_sql's). SQLite's
+    cursor steps its rows as they are fetched already."""
     current = budget.active()
     alone = connection.get_autocommit() if connection.vendor == "postgresql" else False
     own = not alone and connection.vendor == "postgresql" and _own_snapshot()
     if current is None or not (alone or own):
-        with engine_budget(), connection.cursor() as cursor:
+        with engine_budget(), _cursor(chunked) as cursor:
             yield cursor
         return
     current.check_time()
-    with connection.cursor() as cursor:
+    with _cursor(chunked) as cursor:
         yield _TimedCursor(cursor, current, restore=own)
+
+
+def _cursor(chunked: bool) -> Any:
+    """A Django cursor; with `chunked`, on PostgreSQL, over a ChunkedCursor (logged and wrapped as Django's own)."""
+    if not chunked or connection.vendor != "postgresql":
+        return connection.cursor()
+    from tools_app.data_access import sql_query
+    from tools_app.data_access.sql.chunked import ChunkedCursor
+
+    connection.close_if_health_check_failed()  # what connection.cursor() does before making its cursor
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    with connection.wrap_database_errors:
+        raw: Any = ChunkedCursor(connection.connection, size=sql_query.FETCH_ROWS)  # the stubs type it a wrapper
+    return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
 
 
 class _TimedCursor:
     """A Django cursor (client-side binding: one simple-query message per execute) whose statements carry
     their own statement_timeout (engine_cursor); with `restore`, the timeout in force before the message is in
-    force again after it (kept in a setting of the transaction, toolhub.timeout_before)."""
+    force again after it (kept in a setting of the transaction, toolhub.timeout_before). A statement PostgreSQL
+    cancelled at that timeout, at execute or while its rows are fetched (a chunked cursor), is the call's
+    QUERY_TOO_EXPENSIVE."""
 
     def __init__(self, cursor: Any, current: budget.QueryBudget, *, restore: bool = False) -> None:
         self._cursor = cursor
         self._current = current
         self._restore = restore
+        self._limit = 0
 
     def execute(self, sql: str, params: Any = ()) -> None:
-        limit = max(1, int(self._current.remaining_ms()))
+        limit = self._limit = max(1, int(self._current.remaining_ms()))
         message = f"SET LOCAL statement_timeout = {limit}; {sql}"
         if self._restore:
             message = (
@@ -417,21 +440,28 @@ class _TimedCursor:
             )
         try:
             self._cursor.execute(message, params)
+            if self._restore:
+                self._cursor.nextset()  # past the saved timeout's row
+            self._cursor.nextset()  # past SET's empty result, to the statement's rows
         except Exception as exc:
             _raise_if_cancelled(exc, self._current, limit)
             raise
-        if self._restore:
-            self._cursor.nextset()  # past the saved timeout's row
-        self._cursor.nextset()  # past SET's empty result, to the statement's rows
 
     def fetchall(self) -> list:
-        return self._cursor.fetchall()
+        return self._fetched(self._cursor.fetchall)
 
     def fetchone(self) -> Any:
-        return self._cursor.fetchone()
+        return self._fetched(self._cursor.fetchone)
 
     def fetchmany(self, size: int) -> list:
-        return self._cursor.fetchmany(size)
+        return self._fetched(self._cursor.fetchmany, size)
+
+    def _fetched(self, fetch: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fetch(*args)
+        except Exception as exc:
+            _raise_if_cancelled(exc, self._current, self._limit)
+            raise
 
     def close(self) -> None:
         self._cursor.close()
@@ -1332,9 +1362,11 @@ def _query(
 
 
 def _run_compiled(compiled: SqlQuery, collection: Collection, rows: tuple[int, int] | None = None) -> SqlAnswer | None:
-    """run_sql over the collection under the call's budget (engine_cursor), a slow statement reported (_observe)."""
+    """run_sql over the collection under the call's budget (engine_cursor; chunked: on PostgreSQL the answer arrives
+    FETCH_ROWS rows at a time, and an answer stopped by its bounds is stopped in the server), a slow statement
+    reported (_observe)."""
     started = time.perf_counter()
-    with engine_cursor() as cursor:
+    with engine_cursor(chunked=True) as cursor:
         answer = run_sql(
             compiled,
             cursor,

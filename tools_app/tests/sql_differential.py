@@ -7,17 +7,24 @@ import json
 import random
 from dataclasses import dataclass, field
 from typing import Any
+from unittest.mock import patch
 
 import jmespath
 from django.db import connection
 from jmespath import visitor
 
+from tools_app.data_access import sql_query
 from tools_app.data_access.sql.store import field_kinds, iter_records, layouts_by_id, write_records
 from tools_app.data_access.sql_query import NotCompilable, SqlQuery, compile_sql, compile_sql_expression, run_sql
+from tools_app.execution import records
 from tools_app.models import CollectionKind, Table, TableCollection, TableRecord, TableRecordLayout
 
 RECORDS = TableRecord._meta.db_table
 LAYOUTS = TableRecordLayout._meta.db_table
+
+# Rows of an answer received at a time (sql_query.FETCH_ROWS): most answers cross a chunk's end (on PostgreSQL,
+# where each chunk is a result of its own received through the tools' chunked cursor).
+CHUNK_ROWS = 3
 
 
 def canonical(value: Any) -> Any:
@@ -96,7 +103,7 @@ def sql_outcome(expression: str | dict, stored: Stored, *, facts: bool = True) -
     """("not compiled", None), ("sql", outcome) or ("evaluator", outcome): how the query (text or parsed tree)
     was answered and what it answered; "evaluator" when the data sent it to jmespath over the records read
     back from the rows. `facts`: compiled with the collection's field kinds, as the tools run it (else as for
-    a collection whose kinds are not known)."""
+    a collection whose kinds are not known). Run through the tools' cursor (records.engine_cursor, chunked)."""
     if isinstance(expression, dict):
         try:
             query: SqlQuery | None = compile_sql(expression, dialect=dialect(), root=stored.root)
@@ -106,7 +113,7 @@ def sql_outcome(expression: str | dict, stored: Stored, *, facts: bool = True) -
         query = compile_sql_expression(expression, dialect(), stored.root)
     if query is None:
         return "not compiled", None
-    with connection.cursor() as cursor:
+    with patch.object(sql_query, "FETCH_ROWS", CHUNK_ROWS), records.engine_cursor(chunked=True) as cursor:
 
         def layouts(ids: Any) -> Any:
             return layouts_by_id(cursor, LAYOUTS, ids)
