@@ -987,7 +987,7 @@ def _write(
     use_sql, touch_sql, insert_sql, combined = _record_sql(connection.vendor)
     with connection.cursor() as cursor:
         if combined is not None and row.logged:
-            cursor.execute(combined, {**use, **touch, **values})
+            cursor.execute(_unflushed(combined), {**use, **touch, **values})
             return
         if use["used_tool"] is not None:
             cursor.execute(use_sql, use)
@@ -995,6 +995,30 @@ def _write(
             cursor.execute(touch_sql, touch)
         if row.logged:
             cursor.execute(insert_sql, values)
+
+
+# Prefixed to a record committed by itself (simple query protocol: both statements run as one implicit transaction).
+ASYNC_COMMIT = "SET LOCAL synchronous_commit TO OFF; "
+
+
+def _unflushed(statement: str) -> str:
+    """`statement` committed without waiting for the WAL flush when it is a transaction of its own on PostgreSQL:
+    the record of a call that changed no table data (a read, a refusal, a failed or rolled-back write).
+
+    What that risks is the call log alone: the record, the tool's use count and last use, the key's last use.
+    A crash of PostgreSQL itself (not of toolhub) can lose the records committed in the last moments before it
+    (at most 3 x wal_writer_delay, 600 ms by default), never table data or history, and never out of order: the
+    database stays consistent (PostgreSQL's asynchronous commit). Each read's record otherwise waited for an
+    fdatasync of its own (about 5 ms on a shared disk, more than the read: bench/README.md). Inside a
+    transaction (a write's change and its record, or a caller's atomic block) nothing is prefixed: the record
+    then commits with data that must be durable, and the transaction's own setting holds.
+
+    SET LOCAL needs a transaction block: Django's psycopg cursors bind parameters client-side and send the two
+    statements in one simple-protocol message, which PostgreSQL runs as one implicit transaction, so the setting
+    ends with it, never the connection's (as records.engine_cursor sends a statement's timeout)."""
+    if connection.in_atomic_block or not connection.get_autocommit():
+        return statement
+    return ASYNC_COMMIT + statement
 
 
 def _existing(model: Any, pk: int | None) -> bool:
