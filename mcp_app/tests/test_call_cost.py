@@ -152,7 +152,8 @@ def test_a_one_record_create_on_a_rows_table_costs_its_pinned_statements(
     (docs/tables-at-scale.md, "What a one-record write costs"): the call's lookup; under the table's row lock (read
     once, with the owner's other tables' bytes for the quota) the collections, the existing keys with the last
     position, the collection's count and field kinds, the record, its directory block, the history entry and the
-    version (one statement on PostgreSQL); the call's record; after the commit, the history bounds. A new statement
+    version, which returns the history bounds checked after the commit (one statement on PostgreSQL); the call's
+    record. A new statement
     here is a cost every write pays: add it knowingly. The write opens no savepoint of its own: the change's
     transaction is rolled back whole when it fails."""
     # given
@@ -186,8 +187,7 @@ def test_a_one_record_create_on_a_rows_table_costs_its_pinned_statements(
         # the history entry and the version (one statement on PostgreSQL), the call's record
         *(["WITH tools_app_tablechange"] if postgresql else ["INSERT tools_app_tablechange", "UPDATE tools_app_table"]),
         *(["WITH tools_app_tool"] if postgresql else ["UPDATE tools_app_tool", "INSERT mcp_app_calllog"]),
-        "SELECT tools_app_table",  # after the commit: the history bounds
-    ]
+    ]  # the history bounds checked after the commit come back from the version's UPDATE: no statement of their own
     # The change's transaction (a savepoint here only because the test holds a transaction); on SQLite the record's.
     savepoints = sum("SAVEPOINT" in q["sql"] and "RELEASE" not in q["sql"] for q in queries.captured_queries)
     assert savepoints == (1 if postgresql else 2)
