@@ -67,7 +67,7 @@ from tools_app.kernel.caches import LruCache
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.kernel.limits import default_max_result_bytes
 from tools_app.kernel.telemetry import call_finished, call_span, span
-from tools_app.models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Table, Tool
+from tools_app.models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Table, TableStorage, Tool
 from tools_app.models.columns import column
 from tools_app.paging import (
     CURSOR,
@@ -88,7 +88,7 @@ from tools_app.registry.scope import UserScope
 from tools_app.selectors import NO_FIELDS, CallTarget, redact_fields_of
 from tools_app.services.call_log import CallLogUpkeep, call_log_prune, call_log_trim
 from tools_app.services.locks import key_share
-from tools_app.services.table_log import WriteAudit, change_transaction, write_audit
+from tools_app.services.table_log import WriteAudit, change_transaction, rows_head_known, write_audit
 from tools_app.tool_types import TOOL_TYPES, external
 
 logger = logging.getLogger(__name__)
@@ -500,6 +500,7 @@ def _execute(
         with (
             span("toolhub.call.execute"),
             enforced(limits_for(target), since=began, on_heavy=slot, yield_after_ms=yield_after),
+            _head_known(target),
         ):
             # A window only when there is one: a stand-in `execute` of another read need not take it.
             paged = {} if window is None else {"window": window}
@@ -515,6 +516,20 @@ def _execute(
         )
         error = ToolError(ErrorCode.INTERNAL_ERROR, "The tool failed unexpectedly; the error was logged on the server.")
         return CallOutcome(name=name, tool_type=target.tool_type, error=error)
+
+
+def _head_known(target: CallTarget) -> Any:
+    """A rows table's version as the call's target query read it, for a read's table_head (one statement less:
+    services.rows_head_known); nothing for a write (its head is read under the table's lock), a document table or
+    a target read without its storage."""
+    if (
+        target.tool_type not in READ_TYPES
+        or target.table_storage != TableStorage.ROWS
+        or target.table_id is None
+        or target.table_version is None
+    ):
+        return nullcontext()
+    return rows_head_known(target.table_id, target.table_version)
 
 
 def _run(caller: Caller, target: CallTarget, name: str, arguments: Any, began: float) -> CallOutcome:
