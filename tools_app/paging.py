@@ -55,10 +55,10 @@ def encode_within(value: Any, limit: int) -> str | None:
     """`value` as compact JSON (UTF-8 kept, the same text as json.dumps) when it is at most `limit` bytes in
     UTF-8; None as soon as the encoding passes `limit` (what is left is never encoded).
 
-    Containers are walked in Python, but a container of scalars small enough to fit (a record, a short
-    list) is encoded at once by the C encoder, and a string longer than the room left is refused by its
-    length: about 1.5x json.dumps for lists of records (bench/result_budget.py), never more than a budget
-    of work."""
+    A container whose text surely fits the room left, as counted without escapes (`_room_after`: a record, a
+    page of records, a whole answer within its budget) is encoded at once by the C encoder; one that may not is
+    walked in Python, its members taken the same way, and a string longer than the room left is refused by its
+    length (bench/result_budget.py), never more than a few budgets of work."""
     encoder = _Bounded(limit)
     try:
         encoder.add_value(value)
@@ -111,24 +111,11 @@ class _Bounded:
     def _add_object(self, value: dict, room: int) -> None:
         if len(value) * 4 > room + 1:  # "k":v, at least 4 characters each
             raise _Over
-        flat, total = True, 0
-        for key, item in value.items():
-            kind = type(item)
-            if type(key) is not str:  # a key json.dumps converts (true, 1, null): the pure-Python encoder
-                self._add_pieces(value)
-                return
-            if kind is str:
-                total += len(key) + len(item) + 6
-            elif kind in _NUMBERS or item is None:
-                total += len(key) + 28
-            else:
-                flat = False
-                break
-            if total > room:
-                flat = False
-                break
-        if flat:  # scalars that surely fit without escapes: the C encoder takes them at once
+        if _room_after(value, room) >= 0:  # surely fits without escapes: the C encoder takes it at once
             self.add(_dumps(value))
+            return
+        if any(type(key) is not str for key in value):  # a key json.dumps converts (true, 1, null)
+            self._add_pieces(value)
             return
         self.add("{")
         for index, (key, item) in enumerate(value.items()):
@@ -139,7 +126,7 @@ class _Bounded:
     def _add_array(self, value: list | tuple, room: int) -> None:
         if len(value) * 2 > room + 1:  # v, at least 2 characters each
             raise _Over
-        if _flat(value, room):
+        if _room_after(value, room) >= 0:
             self.add(_dumps(value))
             return
         self.add("[")
@@ -203,6 +190,43 @@ def _flat(values: Any, room: int) -> bool:
         if total > room:
             return False
     return True
+
+
+def _room_after(value: Any, room: int) -> int:
+    """`room` characters less the text of `value` as counted without encoding it, at any depth: a string's length
+    and quotes (escapes not counted), a number as NUMBER_CHARACTERS, true, false and null as 5, each key's quotes
+    and separators; negative as soon as that passes `room` (the count stops there: at most a budget of work).
+    When it is not negative the C encoder takes the value whole, and its text is measured as every part is: the
+    count may be short (an escape is up to 6 characters for one, a number up to 24), so what that encodes is at
+    most 6 budgets of work. A type the encoder converts (a key that is no string, a subclass) counts as over: the
+    walk takes it."""
+    kind = type(value)
+    if kind is str:
+        return room - len(value) - 2
+    if kind is int or kind is float:
+        return room - NUMBER_CHARACTERS
+    if kind is bool or value is None:
+        return room - 5
+    room -= 2
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                return -1
+            room = _room_after(item, room - len(key) - 4)
+            if room < 0:
+                return room
+        return room
+    if kind is list or kind is tuple:
+        for item in value:
+            room = _room_after(item, room - 1)
+            if room < 0:
+                return room
+        return room
+    return -1
+
+
+# What _room_after counts a number as: a typical id, amount or count; the longest (a float's repr) is 24.
+NUMBER_CHARACTERS = 8
 
 
 def utf8_size(text: str) -> int:

@@ -55,6 +55,7 @@ class CallTarget:
     tool_changed: Any = None
     table_id: int | None = None
     table_version: int | None = None
+    table_storage: str | None = None  # over MCP: the table's storage, read with its version
     tool: Tool | None = None
     key_rate_limit: str | None = None  # over MCP: the instance's rate per key, as read now
     instance_slug: str = ""  # over MCP: the instance's slug, the metrics' `instance` label
@@ -114,6 +115,7 @@ def _call_target_sql(vendor: str, oauth: bool = False) -> str:
         col("b", b, "pinned_arguments"),
         col("i", i, "record_call_details"),
         col("v", v, "redact_fields"),
+        col("v", v, "storage"),
     ]
     if oauth:
         # The access token in place of the key: its audience and user were checked when the
@@ -184,6 +186,7 @@ def binding_call_target(
         pinned,
         record_details,
         redact_fields,
+        table_storage,
     ) = row[1:]
     return CallTarget(
         owner_id=owner_id,
@@ -200,6 +203,7 @@ def binding_call_target(
         tool_changed=changed,
         table_id=table_id,
         table_version=table_version,
+        table_storage=table_storage,
         key_rate_limit=key_rate_limit,
         instance_slug=slug,
         discovery=discovery,

@@ -152,7 +152,8 @@ def test_a_one_record_create_on_a_rows_table_costs_its_pinned_statements(
     (docs/tables-at-scale.md, "What a one-record write costs"): the call's lookup; under the table's row lock (read
     once, with the owner's other tables' bytes for the quota) the collections, the existing keys with the last
     position, the collection's count and field kinds, the record, its directory block, the history entry and the
-    version (one statement on PostgreSQL); the call's record; after the commit, the history bounds. A new statement
+    version, which returns the history bounds checked after the commit (one statement on PostgreSQL); the call's
+    record. A new statement
     here is a cost every write pays: add it knowingly. The write opens no savepoint of its own: the change's
     transaction is rolled back whole when it fails."""
     # given
@@ -186,12 +187,52 @@ def test_a_one_record_create_on_a_rows_table_costs_its_pinned_statements(
         # the history entry and the version (one statement on PostgreSQL), the call's record
         *(["WITH tools_app_tablechange"] if postgresql else ["INSERT tools_app_tablechange", "UPDATE tools_app_table"]),
         *(["WITH tools_app_tool"] if postgresql else ["UPDATE tools_app_tool", "INSERT mcp_app_calllog"]),
-        "SELECT tools_app_table",  # after the commit: the history bounds
-    ]
+    ]  # the history bounds checked after the commit come back from the version's UPDATE: no statement of their own
     # The change's transaction (a savepoint here only because the test holds a transaction); on SQLite the record's.
     savepoints = sum("SAVEPOINT" in q["sql"] and "RELEASE" not in q["sql"] for q in queries.captured_queries)
     assert savepoints == (1 if postgresql else 2)
     assert list(table.collections.values_list("record_count", flat=True)) == [42]
+
+
+def test_a_preview_of_a_rows_table_costs_its_pinned_statements(
+    owner, make_table, make_tool, instance, bind, make_api_key
+):
+    """A preview of a table stored as rows through MCP: the call's lookup (which reads the table's version and
+    storage: no statement of the table's head after it), the collections with the version, the page's records, and
+    the call's record (one statement on PostgreSQL, committed without the WAL flush outside the test's
+    transaction)."""
+    # given
+    table = make_table(owner, name="orders", data=[{"id": n, "status": "paid"} for n in range(1, 41)], storage="rows")
+    preview_keys = {"preview_keys": ["id", "status"]}
+    bind(instance, make_tool(owner, table, type="preview", name="orders_preview", metadata=preview_keys))
+    harness, key = Harness(), make_api_key(instance)[1]
+
+    def preview(offset: int) -> dict:
+        body = rpc_body("tools/call", {"name": "orders_preview", "arguments": {"offset": offset, "limit": 2}})
+        return harness.post("shop", body, key=key).json()
+
+    preview(0)  # the key and the tool seen once
+
+    # when
+    with CaptureQueriesContext(connection) as queries:
+        reply = preview(20)
+
+    # then
+    assert reply["result"]["structuredContent"] == {
+        "items": [{"id": 21, "status": "paid"}, {"id": 22, "status": "paid"}],
+        "total_count": 40,
+    }
+    # Inside the test's transaction PostgreSQL's budget sets statement_timeout around each statement under a
+    # savepoint; outside one it rides in the statement's own message (records.engine_cursor).
+    sent = [q["sql"] for q in queries.captured_queries]
+    statements = [_statement(sql) for sql in sent if "SAVEPOINT" not in sql and "statement_timeout" not in sql]
+    postgresql = connection.vendor == "postgresql"
+    assert statements == [
+        "SELECT mcp_app_mcpinstance",  # the call's target, key re-check, table version and storage
+        "SELECT tools_app_table",  # the read's snapshot: the version with the collections
+        "WITH tools_app_tablerecordblock",  # the page's records, found through the directory
+        *(["WITH tools_app_tool"] if postgresql else ["UPDATE tools_app_tool", "INSERT mcp_app_calllog"]),
+    ]
 
 
 @pytest.mark.postgres

@@ -23,7 +23,8 @@ keys and a "[cut]" key saying how many more, a string its start and "…[cut]"; 
 MAX_KEPT_DEPTH is "[cut: nested deeper]". `Recorded.truncated` says the value was cut.
 
 Cost: the common call (nothing to redact, within the bound) is one bounded encode of the arguments and a
-substring test or two over the texts; the walk runs only when a redaction may apply or the value is too long.
+substring test or two over the texts; a value too long is cut, and its cut's text tested the same way; the
+redaction walk runs only when a redaction may apply.
 """
 
 import json
@@ -139,6 +140,9 @@ def recorded(value: Any, *, max_bytes: int, fields: frozenset[str] = frozenset()
     truncated = text is None
     if truncated:
         value, _size_estimate = _cut(value, max_bytes, 0)
+        text = _dumps(value)
+        if utf8_size(text) <= max_bytes and _clean(text, fields, secrets):
+            return Recorded(text, True)  # what the steps below return for a cut with nothing to redact
     found: list[str] = []
     value = _redact(value, fields, found, 0)
     known = tuple(sorted({*found, *secrets}, key=len, reverse=True))

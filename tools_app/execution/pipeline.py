@@ -67,7 +67,7 @@ from tools_app.kernel.caches import LruCache
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.kernel.limits import default_max_result_bytes
 from tools_app.kernel.telemetry import call_finished, call_span, span
-from tools_app.models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Table, Tool
+from tools_app.models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Table, TableStorage, Tool
 from tools_app.models.columns import column
 from tools_app.paging import (
     CURSOR,
@@ -88,7 +88,7 @@ from tools_app.registry.scope import UserScope
 from tools_app.selectors import NO_FIELDS, CallTarget, redact_fields_of
 from tools_app.services.call_log import CallLogUpkeep, call_log_prune, call_log_trim
 from tools_app.services.locks import key_share
-from tools_app.services.table_log import WriteAudit, change_transaction, write_audit
+from tools_app.services.table_log import WriteAudit, change_transaction, rows_head_known, write_audit
 from tools_app.tool_types import TOOL_TYPES, external
 
 logger = logging.getLogger(__name__)
@@ -500,6 +500,7 @@ def _execute(
         with (
             span("toolhub.call.execute"),
             enforced(limits_for(target), since=began, on_heavy=slot, yield_after_ms=yield_after),
+            _head_known(target),
         ):
             # A window only when there is one: a stand-in `execute` of another read need not take it.
             paged = {} if window is None else {"window": window}
@@ -515,6 +516,20 @@ def _execute(
         )
         error = ToolError(ErrorCode.INTERNAL_ERROR, "The tool failed unexpectedly; the error was logged on the server.")
         return CallOutcome(name=name, tool_type=target.tool_type, error=error)
+
+
+def _head_known(target: CallTarget) -> Any:
+    """A rows table's version as the call's target query read it, for a read's table_head (one statement less:
+    services.rows_head_known); nothing for a write (its head is read under the table's lock), a document table or
+    a target read without its storage."""
+    if (
+        target.tool_type not in READ_TYPES
+        or target.table_storage != TableStorage.ROWS
+        or target.table_id is None
+        or target.table_version is None
+    ):
+        return nullcontext()
+    return rows_head_known(target.table_id, target.table_version)
 
 
 def _run(caller: Caller, target: CallTarget, name: str, arguments: Any, began: float) -> CallOutcome:
@@ -987,7 +1002,7 @@ def _write(
     use_sql, touch_sql, insert_sql, combined = _record_sql(connection.vendor)
     with connection.cursor() as cursor:
         if combined is not None and row.logged:
-            cursor.execute(combined, {**use, **touch, **values})
+            cursor.execute(_unflushed(combined), {**use, **touch, **values})
             return
         if use["used_tool"] is not None:
             cursor.execute(use_sql, use)
@@ -995,6 +1010,30 @@ def _write(
             cursor.execute(touch_sql, touch)
         if row.logged:
             cursor.execute(insert_sql, values)
+
+
+# Prefixed to a record committed by itself (simple query protocol: both statements run as one implicit transaction).
+ASYNC_COMMIT = "SET LOCAL synchronous_commit TO OFF; "
+
+
+def _unflushed(statement: str) -> str:
+    """`statement` committed without waiting for the WAL flush when it is a transaction of its own on PostgreSQL:
+    the record of a call that changed no table data (a read, a refusal, a failed or rolled-back write).
+
+    What that risks is the call log alone: the record, the tool's use count and last use, the key's last use.
+    A crash of PostgreSQL itself (not of toolhub) can lose the records committed in the last moments before it
+    (at most 3 x wal_writer_delay, 600 ms by default), never table data or history, and never out of order: the
+    database stays consistent (PostgreSQL's asynchronous commit). Each read's record otherwise waited for an
+    fdatasync of its own (about 5 ms on a shared disk, more than the read: bench/README.md). Inside a
+    transaction (a write's change and its record, or a caller's atomic block) nothing is prefixed: the record
+    then commits with data that must be durable, and the transaction's own setting holds.
+
+    SET LOCAL needs a transaction block: Django's psycopg cursors bind parameters client-side and send the two
+    statements in one simple-protocol message, which PostgreSQL runs as one implicit transaction, so the setting
+    ends with it, never the connection's (as records.engine_cursor sends a statement's timeout)."""
+    if connection.in_atomic_block or not connection.get_autocommit():
+        return statement
+    return ASYNC_COMMIT + statement
 
 
 def _existing(model: Any, pk: int | None) -> bool:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection, transaction
 from django.db.models import F, Max, Value
@@ -174,6 +174,14 @@ class Written:
     replayed: bool = False
 
 
+class HistoryBytes(NamedTuple):
+    """What the history quotas compare: the table's owner, the table's history bytes and all the owner's tables'."""
+
+    owner_id: int
+    table_bytes: int
+    owner_bytes: int
+
+
 # (table id, version, storage) of the table whose row table_write holds locked while its change runs: neither can
 # move under the lock, so table_head answers them without a statement.
 _locked_head: contextvars.ContextVar[tuple[int, int, str] | None] = contextvars.ContextVar(
@@ -230,7 +238,7 @@ def table_write(
         result = answer(new_version, outcome) if answer is not None else None
         if safe.dry_run:
             return Written(version=new_version, outcome=outcome, patch=patch, result=result, dry_run=True)
-        _append(
+        history = _append(
             table_id,
             new_version,
             patch,
@@ -242,7 +250,7 @@ def table_write(
             request_hash=safe.request_hash() if safe.idempotency_key else "",
             result=result if safe.idempotency_key else None,
         )
-        transaction.on_commit(lambda: _committed(table_id, new_version, new_data, carried))
+        transaction.on_commit(lambda: _committed(table_id, new_version, new_data, carried, history))
     return Written(version=new_version, outcome=outcome, patch=patch, result=result)
 
 
@@ -333,10 +341,11 @@ def _append(
     idempotency_key: str = "",
     request_hash: str = "",
     result: Any = None,
-) -> None:
+) -> HistoryBytes:
     """The entry of `version` and the table's new version, size, history size and time (the caller holds the row
     lock): one statement on PostgreSQL (the entry's INSERT in a data-modifying WITH), two on SQLite; no ORM, as
-    every write runs it."""
+    every write runs it. Returns what the history quotas check after the commit (history_enforce), read by the
+    same UPDATE: no statement of its own."""
     arguments = _kept_arguments(audit.arguments)
     json_values = (("patch", patch), ("inverse", inverse), ("arguments", arguments), ("result", result))
     texts = {name: None if value is None else json.dumps(value) for name, value in json_values}
@@ -364,9 +373,12 @@ def _append(
     with connection.cursor() as cursor:
         if combined is not None:
             cursor.execute(combined, values)
-            return
-        cursor.execute(insert, values)
-        cursor.execute(update, values)
+        else:
+            cursor.execute(insert, values)
+            cursor.execute(update, values)
+        owner, table_bytes, others = cursor.fetchone()
+    # The subquery sees the owner's tables as they were before this UPDATE: this table's new bytes are added here.
+    return HistoryBytes(int(owner), int(table_bytes or 0), int(others or 0) + int(table_bytes or 0))
 
 
 # The TableChange columns an entry writes, each bound by its own name (_append_sql).
@@ -380,7 +392,8 @@ _JSON_COLUMNS = frozenset({"patch", "inverse", "arguments", "result"})
 @functools.cache
 def _append_sql(vendor: str) -> tuple[str, str, str | None]:
     """_append's statements, built once from the models' tables and columns: the entry's INSERT (a JSON value as
-    its json.dumps text, SQL NULL for None, as the JSONField stores them), the table's UPDATE, and on PostgreSQL
+    its json.dumps text, SQL NULL for None, as the JSONField stores them), the table's UPDATE returning what the
+    history quotas check (the owner, the table's history bytes and the owner's other tables'), and on PostgreSQL
     both as one statement. Named parameters, as the call's record (pipeline._record_sql)."""
     quote = connection.ops.quote_name
 
@@ -389,10 +402,12 @@ def _append_sql(vendor: str) -> tuple[str, str, str | None]:
     marks = ", ".join(f"%({name})s{cast if name in _JSON_COLUMNS else ''}" for name in _ENTRY_COLUMNS)
     insert = f"INSERT INTO {quote(TableChange._meta.db_table)} ({names}) VALUES ({marks})"
     version, history = column(Table, "version"), column(Table, "history_bytes")
+    tables, owner, table_id = quote(Table._meta.db_table), column(Table, "owner"), column(Table, "id")
     update = (
-        f"UPDATE {quote(Table._meta.db_table)} SET {version} = {version} + 1, {column(Table, 'data_bytes')} ="
+        f"UPDATE {tables} SET {version} = {version} + 1, {column(Table, 'data_bytes')} ="
         f" %(size)s, {column(Table, 'updated_at')} = %(at)s, {history} = {history} + %(bytes)s"
-        f" WHERE {column(Table, 'id')} = %(table)s"
+        f" WHERE {table_id} = %(table)s RETURNING {owner}, {history}, (SELECT SUM(o.{history}) FROM {tables} o"
+        f" WHERE o.{owner} = {tables}.{owner} AND o.{table_id} <> {tables}.{table_id})"
     )
     return insert, update, f"WITH entry AS ({insert} RETURNING 1) {update}" if vendor == "postgresql" else None
 
@@ -417,9 +432,9 @@ def _kept_arguments(arguments: Any) -> Any:
     return {"omitted_bytes": size}
 
 
-def _committed(table_id: int, version: int, data: Any, carried: dict) -> None:
+def _committed(table_id: int, version: int, data: Any, carried: dict, history: HistoryBytes) -> None:
     """After a write's commit: the new version in this process's cache, a compaction when one is due, and the
-    history quotas."""
+    history quotas (checked on the bytes the write's own UPDATE returned)."""
     entry = table_cache.put(table_id, version, data)
     if entry.version == version and entry.data is data:
         entry.derived.update(carried)
@@ -429,14 +444,14 @@ def _committed(table_id: int, version: int, data: Any, carried: dict) -> None:
             table_compact(table_id)
         except Exception:  # the write is committed; its entries keep the document whole until the next compaction
             logger.exception("Compacting table %s failed; it is retried after a later write.", table_id)
-    _enforce_quietly(table_id)
+    _enforce_quietly(table_id, history)
 
 
-def _enforce_quietly(table_id: int) -> None:
+def _enforce_quietly(table_id: int, history: HistoryBytes | None = None) -> None:
     """history_enforce after a committed write: a failure is logged, never the write's (it is retried after the
     next write)."""
     try:
-        history_enforce(table_id)
+        history_enforce(table_id, history)
     except Exception:
         logger.exception("Bounding the history of table %s failed; it is retried after a later write.", table_id)
 
@@ -583,12 +598,32 @@ def table_unique_fields(table_id: int, mount: str, names: list[str]) -> list[str
     return rows_unique_fields(table_id, mount, names)
 
 
+# (table id, version) of a table stored as rows whose version the caller read a moment ago (a call's target query,
+# rows_head_known): a table never goes back from rows to a document, and a rows read takes its own snapshot and
+# reports that version, so table_head answers it without a statement.
+_rows_head: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar("toolhub_rows_head", default=None)
+
+
+@contextmanager
+def rows_head_known(table_id: int, version: int) -> Iterator[None]:
+    """Within it, table_head answers (version, rows) for `table_id`, a table read as stored as rows at `version`."""
+    held = _rows_head.set((table_id, version))
+    try:
+        yield
+    finally:
+        _rows_head.reset(held)
+
+
 def table_head(table_id: int) -> tuple[int, str]:
     """The table's current (version, storage) in one primary-key query (none inside table_write's change of that
-    table: its locked row, read by the write); Table.DoesNotExist when it is gone."""
+    table: its locked row, read by the write; none within rows_head_known for that table); Table.DoesNotExist when
+    it is gone."""
     locked = _locked_head.get()
     if locked is not None and locked[0] == table_id:
         return locked[1], locked[2]
+    known = _rows_head.get()
+    if known is not None and known[0] == table_id:
+        return known[1], TableStorage.ROWS
     with connection.cursor() as cursor:
         cursor.execute(_head_sql(connection.vendor), {"table": table_id})
         row = cursor.fetchone()
@@ -734,10 +769,10 @@ def table_restore(*, table_id: int, version: int) -> int:
         new_size = old_size + size_delta(patch, inverse) if exact_size is None else exact_size
         data_quota_check(owner_id=owner_id, table_id=table_id, old_size=old_size, new_size=new_size)
         new_version = current + 1
-        _append(table_id, new_version, patch, inverse, audit, now, new_size)
+        history = _append(table_id, new_version, patch, inverse, audit, now, new_size)
         if laid_out:
             Table.objects.filter(pk=table_id).update(rows_since_version=new_version)
-        transaction.on_commit(lambda: _committed(table_id, new_version, data, {}))
+        transaction.on_commit(lambda: _committed(table_id, new_version, data, {}, history))
     return new_version
 
 
@@ -818,8 +853,8 @@ def table_relayout_entry(table_id: int, version: int, patch: list, inverse: list
     current, size, _owner, _storage = _locked(table_id)
     if version != current + 1:
         raise RuntimeError(f"Table {table_id} is at version {current}, not {version - 1}.")
-    _append(table_id, version, patch, inverse, current_audit(), timezone.now(), size)
-    transaction.on_commit(lambda: _committed(table_id, version, data, {}))
+    history = _append(table_id, version, patch, inverse, current_audit(), timezone.now(), size)
+    transaction.on_commit(lambda: _committed(table_id, version, data, {}, history))
 
 
 # rows_replace(table_id, version, data) writes a rows table's data whole inside the caller's transaction (under its
@@ -851,11 +886,11 @@ def table_replace(*, table: Table, data: Any, current: CachedTable, now: Any) ->
         new_data = data
     else:
         new_data = json_patch.apply(current.data, patch)
-    _append(table.pk, new_version, patch, inverse, current_audit(), now, size)
+    history = _append(table.pk, new_version, patch, inverse, current_audit(), now, size)
     if whole:
         TableSnapshot.objects.update_or_create(table_id=table.pk, defaults={"version": new_version, "data": data})
     transaction.on_commit(lambda: table_cache.put(table.pk, new_version, new_data))
-    transaction.on_commit(lambda: _enforce_quietly(table.pk))
+    transaction.on_commit(lambda: _enforce_quietly(table.pk, history))
 
 
 def _replace_rows(table_id: int, data: Any, version: int, size: int, now: Any) -> None:
@@ -868,11 +903,11 @@ def _replace_rows(table_id: int, data: Any, version: int, size: int, now: Any) -
     _check_rows_table_size(size, path=["data"])
     new_version = version + 1
     patch, inverse, document, laid_out = rows_replace(table_id, version, data)
-    _append(table_id, new_version, patch, inverse, current_audit(), now, size)
+    history = _append(table_id, new_version, patch, inverse, current_audit(), now, size)
     if laid_out:
         Table.objects.filter(pk=table_id).update(rows_since_version=new_version)
     transaction.on_commit(lambda: table_cache.put(table_id, new_version, document))
-    transaction.on_commit(lambda: _enforce_quietly(table_id))
+    transaction.on_commit(lambda: _enforce_quietly(table_id, history))
 
 
 def record_keys(table_id: int) -> tuple[str, ...]:
@@ -959,20 +994,10 @@ def _delete_through(table_id: int, last: int) -> tuple[int, int]:
 #
 
 
-def history_enforce(table_id: int) -> int:
-    """Bring the history of the table under TOOLHUB_HISTORY_MAX_TABLE_BYTES and its owner's under
-    TOOLHUB_HISTORY_MAX_OWNER_BYTES by compacting the oldest entries away (the table's own, then the owner's
-    oldest across their tables), inside retention too; returns the bytes freed.
-
-    An entry is removed only when the snapshot is at its version or later (the table is compacted first when
-    not), and only a run of a table's oldest entries goes: the versions kept stay contiguous and the current
-    document is never touched. One query when nothing is over.
-    """
-    table_limit, owner_limit = history_max_table_bytes(), history_max_owner_bytes()
-    if not table_limit and not owner_limit:
-        return 0
+def _history_bytes(table_id: int) -> HistoryBytes | None:
+    """The table's HistoryBytes as committed now, in one statement (no ORM); None when the table is gone."""
     tables = Table._meta.db_table
-    with connection.cursor() as cursor:  # one statement, no ORM: it runs after every write
+    with connection.cursor() as cursor:
         cursor.execute(
             f'SELECT t.owner_id, t.history_bytes, (SELECT SUM(o.history_bytes) FROM "{tables}" o'
             f' WHERE o.owner_id = t.owner_id) FROM "{tables}" t WHERE t.id = %s',
@@ -980,8 +1005,29 @@ def history_enforce(table_id: int) -> int:
         )
         row = cursor.fetchone()
     if row is None:
+        return None
+    return HistoryBytes(int(row[0]), int(row[1] or 0), int(row[2] or 0))
+
+
+def history_enforce(table_id: int, seen: HistoryBytes | None = None) -> int:
+    """Bring the history of the table under TOOLHUB_HISTORY_MAX_TABLE_BYTES and its owner's under
+    TOOLHUB_HISTORY_MAX_OWNER_BYTES by compacting the oldest entries away (the table's own, then the owner's
+    oldest across their tables), inside retention too; returns the bytes freed.
+
+    An entry is removed only when the snapshot is at its version or later (the table is compacted first when
+    not), and only a run of a table's oldest entries goes: the versions kept stay contiguous and the current
+    document is never touched. One query when nothing is over; none with `seen`, the bytes a write's own UPDATE
+    returned under the table's lock (a write of another table of the owner committed meanwhile is counted at the
+    next write).
+    """
+    table_limit, owner_limit = history_max_table_bytes(), history_max_owner_bytes()
+    if not table_limit and not owner_limit:
         return 0
-    owner, table_bytes, total = int(row[0]), int(row[1] or 0), int(row[2] or 0)
+    if seen is None:
+        seen = _history_bytes(table_id)
+        if seen is None:
+            return 0
+    owner, table_bytes, total = seen
     freed = 0
     if table_limit and table_bytes > table_limit:
         freed += _free(TableChange.objects.filter(table_id=table_id), table_bytes - table_limit)

@@ -254,6 +254,26 @@ def test_encode_within_refuses_what_passes_the_budget(value):
     assert paging.encode_within(value, 50) is None
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"items": [{"id": i, "note": "\u0001" * 40, "tags": [{"t": '"'}]} for i in range(20)], "total": 20},
+        [[{"q": "\\" * 30}] * 5] * 4,
+    ],
+)
+def test_a_nested_value_counted_within_the_room_is_still_measured_with_its_escapes(value):
+    """A nested value whose characters fit but whose escapes do not (each counted as one character before it is
+    encoded whole) is refused at its real size less one byte, and kept at its real size."""
+    # given
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    counted = 10**6 - paging._room_after(value, 10**6)  # what the count without escapes makes of it
+    assert counted < len(text)
+    # when / then
+    assert paging.encode_within(value, len(text)) == text
+    assert paging.encode_within(value, len(text) - 1) is None
+    assert paging.encode_within(value, counted) is None
+
+
 def _item_by_item_page(items: list, offset: int, limit: int) -> tuple[str, int]:
     """The page page_of answers, built the plain way: items encoded one at a time until the next does not fit."""
     envelope = paging.utf8_size(paging._envelope("", len(items), f"c{len(items)}"))

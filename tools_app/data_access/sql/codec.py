@@ -120,10 +120,18 @@ def restore(value: Any, layout: Layout) -> Any:
     if layout is None:
         return value
     if "k" in layout and isinstance(value, dict):
-        children = layout.get("c") or [None] * len(layout["k"])
-        return {key: restore(value[key], child) for key, child in zip(layout["k"], children, strict=True)}
+        children = layout.get("c")
+        if not children:  # no member needs its order back: one pass over the keys (every record of flat fields)
+            return {key: value[key] for key in layout["k"]}
+        return {
+            key: value[key] if child is None else restore(value[key], child)
+            for key, child in zip(layout["k"], children, strict=True)
+        }
     if "e" in layout and isinstance(value, list):
-        return [restore(element, child) for element, child in zip(value, layout["e"], strict=True)]
+        return [
+            element if child is None else restore(element, child)
+            for element, child in zip(value, layout["e"], strict=True)
+        ]
     return value
 
 

@@ -765,9 +765,15 @@ def test_layouts_give_the_key_order_back():
     # when
     restored = restore(jsonb_order(value), layout)
     nested = restore(jsonb_order(value["x"]["a"]), layout_at(layout, (("field", "x"), ("field", "a"))))
+    flat = restore(
+        jsonb_order({"status": "paid", "id": 7, "total": None}), layout_of({"status": 0, "id": 0, "total": 0})
+    )
     # then
     assert canonical(restored) == canonical(value)
+    assert list(restored) == ["status", "id", "items", "x"]
+    assert list(restored["items"][0]) == ["sku", "qty"]
     assert list(nested) == ["d", "c"]
+    assert list(flat.items()) == [("status", "paid"), ("id", 7), ("total", None)]
     assert layout_of({"a": 1, "bb": [1, {"c": 1}]}) is None
 
 

@@ -67,6 +67,39 @@ def test_a_long_list_is_cut_inside_its_structure_and_marked():
     assert items[-1] == f"[cut: {100 - (len(items) - 1)} more items]"
 
 
+@pytest.mark.parametrize(
+    ("first", "fields", "kept_first"),
+    [
+        ({"id": 0, "name": "x" * 50}, frozenset(), {"id": 0, "name": "x" * 50}),
+        (
+            {"id": 0, "name": "x" * 50, "api_key": "s3cr3t-value"},
+            frozenset(),
+            {"id": 0, "name": "x" * 50, "api_key": "[redacted]"},
+        ),
+        (
+            {"id": 0, "name": "x" * 50, "ssn": "123-45-6789"},
+            frozenset({"ssn"}),
+            {"id": 0, "name": "x" * 50, "ssn": "[redacted]"},
+        ),
+        ({"id": 0, "name": f"key {KEY}"}, frozenset(), {"id": 0, "name": "key [redacted]"}),
+    ],
+    ids=["nothing to redact", "a credential key", "a redacted field", "an issued key"],
+)
+def test_a_cut_value_is_redacted_only_where_its_kept_part_needs_it(first, fields, kept_first):
+    """A value over the bound is cut first; what the cut keeps is redacted as a value within the bound would be."""
+    # given
+    value = [first] + [{"id": i, "name": "x" * 50} for i in range(1, 100)]
+    # when
+    kept = recorded(value, max_bytes=500, fields=fields)
+    # then
+    items = json.loads(kept.text)
+    assert (kept.truncated, len(kept.text.encode()) <= 500) == (True, True)
+    assert items[0] == kept_first
+    assert items[1:-1] == [{"id": i, "name": "x" * 50} for i in range(1, len(items) - 1)]
+    assert items[-1] == f"[cut: {100 - (len(items) - 1)} more items]"
+    assert "[redacted]" not in kept.text or kept_first != first
+
+
 def test_a_long_string_keeps_its_start():
     kept = recorded({"a": "y" * 10_000, "b": 1}, max_bytes=300)
     value = json.loads(kept.text)

@@ -250,3 +250,65 @@ def test_a_read_is_cached_and_paged_under_the_version_it_read(owner, make_table,
     paged = calls.run_tool_call(caller=caller, target=stale, name="everything", arguments={"cursor": cursor})
     assert paged.error.code == "CURSOR_EXPIRED"
     assert "changed since this cursor" in str(paged.error)
+
+
+def _statements_of(call) -> list[str]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        call()
+    return [query["sql"] for query in queries.captured_queries]
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_reads_record_commits_without_the_wal_flush_and_a_writes_with_it(shop, owner, table):
+    """PostgreSQL: the record of a call that changed no table data commits asynchronously (synchronous_commit off
+    for its own implicit transaction, never the connection's); a write's change and record commit with the flush."""
+    from django.db import connection
+
+    # given
+    harness = Harness()
+    # when
+    read = _statements_of(lambda: harness.call("shop", shop["key"], "orders_query", {"query": "length(@)"}))
+    write = _statements_of(
+        lambda: harness.call("shop", shop["key"], "orders_create", {"elements": [{"id": 9, "status": "new"}]})
+    )
+    # then
+    recorded = [sql for sql in read if 'INSERT INTO "mcp_app_calllog"' in sql]
+    assert len(recorded) == 1
+    assert recorded[0].startswith("SET LOCAL synchronous_commit TO OFF; WITH used AS (UPDATE")
+    assert [sql for sql in write if "synchronous_commit" in sql] == []
+    assert sum('INSERT INTO "mcp_app_calllog"' in sql for sql in write) == 1
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone() == ("on",)
+    assert list(CallLog.objects.order_by("pk").values_list("tool_name", "status", "arguments")) == [
+        ("orders_query", "ok", '{"query":"length(@)"}'),
+        ("orders_create", "ok", '{"elements":[{"id":9,"status":"new"}]}'),
+    ]
+    assert Tool.objects.get(pk=shop["query"].pk).use_count == 1
+    assert Table.objects.get(pk=table.pk).version == 2
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_the_async_commit_setting_holds_for_its_statement_alone():
+    """The prefix and the statement run as one implicit transaction: the setting is off inside it and back on
+    after it; inside an atomic block the statement is sent as it is."""
+    from django.db import connection, transaction
+
+    # given
+    statement = "SELECT current_setting('synchronous_commit')"
+    # when
+    with connection.cursor() as cursor:
+        cursor.execute(calls._unflushed(statement))
+        cursor.nextset()
+        inside = cursor.fetchone()
+        cursor.execute("SHOW synchronous_commit")
+        after = cursor.fetchone()
+    # then
+    assert (inside, after) == (("off",), ("on",))
+    with transaction.atomic():
+        assert calls._unflushed(statement) == statement

@@ -257,3 +257,27 @@ def test_a_fast_unindexed_filter_leaves_no_note(settings, make_table, make_tool,
     assert run_tool_call(caller=caller, target=target_of_tool(tool), name=tool.name, arguments={"query": FILTER}).ok
     assert list(CallLog.objects.values_list("notes", flat=True)) == [""]
     assert _slow_count("total") == before
+
+
+def test_a_read_whose_rows_head_was_read_with_its_target_answers_from_its_snapshot(make_table, make_tool, owner):
+    """Within rows_head_known (the call's target query read the version and storage) a rows read sends no head
+    statement: it answers the version its snapshot reads, and a table deleted since is MOUNT_NOT_FOUND."""
+    from django.test.utils import CaptureQueriesContext
+
+    from tools_app.services.table_log import rows_head_known
+
+    # given
+    table = make_table(owner, name="orders", data=[dict(order) for order in ORDERS], storage="rows")
+    tool = make_tool(owner, table, type="select", name="orders_by_id")
+    version = Table.objects.get(pk=table.pk).version
+    # when
+    with rows_head_known(table.pk, version - 1), CaptureQueriesContext(connection) as queries:
+        found = execute(tool=tool, arguments={"keys": [2]})
+    Table.objects.filter(pk=table.pk).delete()
+    with rows_head_known(table.pk, version), pytest.raises(ToolError) as gone:
+        execute(tool=tool, arguments={"keys": [2]})
+    # then
+    assert found == {"items": [ORDERS[1]], "not_found": []}
+    assert not any('FROM "tools_app_table" WHERE' in query["sql"] for query in queries.captured_queries)
+    assert gone.value.code == "MOUNT_NOT_FOUND"
+    assert (Table.objects.filter(pk=table.pk).exists(), CallLog.objects.count()) == (False, 0)
