@@ -47,9 +47,17 @@ from tools_app.data_access.operations import Mount
 from tools_app.data_access.query import compile_expression
 from tools_app.data_access.shape import describe
 from tools_app.data_access.sql import store
+from tools_app.data_access.sql.chunked import ChunkedCursor
 from tools_app.data_access.sql.codec import Layout, restore
 from tools_app.data_access.sql.kinds import COLLECTIONS_TABLE, Known
-from tools_app.data_access.sql_query import SqlAnswer, SqlQuery, compile_sql_expression, run_sql, windowed
+from tools_app.data_access.sql_query import (
+    FETCH_ROWS,
+    SqlAnswer,
+    SqlQuery,
+    compile_sql_expression,
+    run_sql,
+    windowed,
+)
 from tools_app.kernel import json_patch
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.kernel.limits import max_evaluated_bytes, max_record_bytes, max_table_records
@@ -406,14 +414,11 @@ def _cursor(chunked: bool) -> Any:
     """A Django cursor; with `chunked`, on PostgreSQL, over a ChunkedCursor (logged and wrapped as Django's own)."""
     if not chunked or connection.vendor != "postgresql":
         return connection.cursor()
-    from tools_app.data_access import sql_query
-    from tools_app.data_access.sql.chunked import ChunkedCursor
-
     connection.close_if_health_check_failed()  # what connection.cursor() does before making its cursor
     connection.ensure_connection()
     connection.validate_thread_sharing()
     with connection.wrap_database_errors:
-        raw: Any = ChunkedCursor(connection.connection, size=sql_query.FETCH_ROWS)  # the stubs type it a wrapper
+        raw: Any = ChunkedCursor(connection.connection, size=FETCH_ROWS)  # the stubs type it a wrapper
     return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
 
 
