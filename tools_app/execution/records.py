@@ -42,7 +42,7 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from tools_app import services
-from tools_app.data_access import budget, narrowing, operations, pointer, slow_queries, streamed
+from tools_app.data_access import budget, narrowing, operations, pointer, slow_queries, sql_query, streamed
 from tools_app.data_access.operations import Mount
 from tools_app.data_access.query import compile_expression
 from tools_app.data_access.shape import describe
@@ -51,7 +51,6 @@ from tools_app.data_access.sql.chunked import ChunkedCursor
 from tools_app.data_access.sql.codec import Layout, restore
 from tools_app.data_access.sql.kinds import COLLECTIONS_TABLE, Known
 from tools_app.data_access.sql_query import (
-    FETCH_ROWS,
     SqlAnswer,
     SqlQuery,
     compile_sql_expression,
@@ -418,7 +417,7 @@ def _cursor(chunked: bool) -> Any:
     connection.ensure_connection()
     connection.validate_thread_sharing()
     with connection.wrap_database_errors:
-        raw: Any = ChunkedCursor(connection.connection, size=FETCH_ROWS)  # the stubs type it a wrapper
+        raw: Any = ChunkedCursor(connection.connection, size=sql_query.FETCH_ROWS)  # the stubs type it a wrapper
     return connection.make_debug_cursor(raw) if connection.queries_logged else connection.make_cursor(raw)
 
 
