@@ -961,3 +961,22 @@ def test_a_multi_select_whose_every_branch_would_gather_is_gathered_once(db, own
     expected = ("answer", '{"a": 1, "b": true, "c": [1]}')
     assert _read(table_id, expression) == _expected(expression, collection) == expected
     assert counted_paths == {"compiled": 0, "streamed": 0, "gathered": 1}
+
+
+def test_multi_selects_over_an_object_collection_answer_as_jmespath(streamed_rows, make_table, make_tool, owner):
+    # Keys in the order PostgreSQL's JSONB keeps a document's (the table is made as a document, then moved).
+    members = {f"k{number:02}": {"id": number, "a": number % 4} for number in (1, 2, 3, 5, 7, 8, 9)}
+    members["k10"] = {"id": 10, "a": "x"}
+    table = make_table(owner, name="members", data=members, storage="document")
+    make_tool(owner, table=table, type="query_data", name="members_query", json_path="")
+    assert records.table_to_rows(table.pk) is True
+    for expression, answer in (
+        ("{n: length(@), ks: keys(@)[:2], ids: *.id | [-2:]}", '{"n": 8, "ks": ["k01", "k02"], "ids": [9, 10]}'),
+        ("values(@) | {n: length(@), first: [0].id}", '{"n": 8, "first": 1}'),
+        ("[?a] | {n: length(@)}", "null"),  # a filter over an object is null, and so is a multi-select over it
+        ("[[0], length(@)]", "[null, 8]"),
+    ):
+        assert _read(table.pk, expression) == _expected(expression, members) == ("answer", answer), expression
+    expression = "{n: length(@), big: *.abs(a)}"  # abs fails on "x"
+    assert _read(table.pk, expression) == _expected(expression, members)
+    assert _read(table.pk, expression)[0] == "error"
