@@ -12,7 +12,7 @@ from typing import Any
 import jmespath
 import pytest
 
-from tools_app.data_access import multiselect, streamed
+from tools_app.data_access import budget, multiselect, streamed
 from tools_app.data_access.budget import Limits, enforced
 from tools_app.data_access.operations import Mount, get_all_data, query_data
 from tools_app.data_access.query import run_query
@@ -980,3 +980,30 @@ def test_multi_selects_over_an_object_collection_answer_as_jmespath(streamed_row
     expression = "{n: length(@), big: *.abs(a)}"  # abs fails on "x"
     assert _read(table.pk, expression) == _expected(expression, members)
     assert _read(table.pk, expression)[0] == "error"
+
+
+def test_every_branch_runs_in_the_reads_one_snapshot_under_the_calls_one_budget(db, owner, monkeypatch):
+    collection = [{"id": number, "k": number % 5} for number in range(30)]
+    table_id = _rows_tables(owner)(collection)
+    snapshots: list[int] = []
+    budgets: list[Any] = []
+    opened = records.snapshot
+    run_compiled = records._run_compiled
+
+    def counted_snapshot(table: int) -> Any:
+        snapshots.append(table)
+        return opened(table)
+
+    def seen_budget(*args: Any, **kwargs: Any) -> Any:
+        budgets.append(budget.active())
+        return run_compiled(*args, **kwargs)
+
+    monkeypatch.setattr(records, "snapshot", counted_snapshot)
+    monkeypatch.setattr(records, "_run_compiled", seen_budget)
+    expression = "{n: length(@), top: max_by(@, &k).id, ids: [?k == `4`].id | [:2], m: [length(@), [0].id]}"
+    with enforced(Limits(cpu_ms=10**6, max_elements=10**9, max_bytes=10**9)) as current:
+        assert _read(table_id, expression) == _expected(expression, collection)
+    assert _read(table_id, expression) == ("answer", '{"n": 30, "top": 4, "ids": [4, 9], "m": [30, 0]}')
+    assert snapshots == [table_id, table_id]  # one per read
+    assert len(budgets) == 10  # every branch of both reads compiled, the nested list's two included
+    assert all(seen is current for seen in budgets[:5])
