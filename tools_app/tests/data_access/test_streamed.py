@@ -12,7 +12,7 @@ from typing import Any
 import jmespath
 import pytest
 
-from tools_app.data_access import budget, multiselect, streamed
+from tools_app.data_access import budget, multiselect, narrowing, streamed
 from tools_app.data_access.budget import Limits, enforced
 from tools_app.data_access.operations import Mount, get_all_data, query_data
 from tools_app.data_access.query import run_query
@@ -880,11 +880,13 @@ def counted_paths(monkeypatch: Any) -> dict[str, int]:
 def test_generated_multi_selects_over_a_rows_table_answer_as_jmespath_branch_by_branch(
     db, monkeypatch, owner, counted_paths
 ):
-    """Compiled, streamed and gathered branches side by side, and pipes into multi-selects, in chunks of 3."""
+    """Compiled, streamed and gathered branches side by side, and pipes into multi-selects, in chunks of 3, over
+    the whole collection and under a narrowing."""
     monkeypatch.setattr(records, "CHUNK", 3)
     make = _rows_tables(owner)
     rng = random.Random(3129)
     outcomes = {"answer": 0, "error": 0}
+    keep = narrowing.keeps({"v": 1})
     for _ in range(8):
         collection = _keyed_collection(rng)
         table_id = make(collection)
@@ -893,8 +895,10 @@ def test_generated_multi_selects_over_a_rows_table_answer_as_jmespath_branch_by_
             expected = _expected(expression, collection)
             assert _read(table_id, expression) == expected, (expression, collection)
             outcomes[expected[0]] += 1
+            within = [record for record in collection if keep(record)]  # each branch narrowed the same way
+            assert _read(table_id, expression, {"v": 1}) == _expected(expression, within), (expression, within)
     assert outcomes == {"answer": 110, "error": 90}  # both sides of the proof exercised
-    assert counted_paths == {"compiled": 132, "streamed": 99, "gathered": 21}  # every path answered branches
+    assert counted_paths == {"compiled": 282, "streamed": 210, "gathered": 38}  # every path answered branches
 
 
 def test_the_first_failing_branch_is_the_error_whatever_the_later_branches_do(ungathered_rows_table):
