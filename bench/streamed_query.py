@@ -17,7 +17,14 @@ answer depends on (a top-k keeps k records, an extreme the best one):
     reverse(sort_by(@, &total))[:3].id                         reversed
     max_by(@, &length(items)).id                               an extreme
 
-each of them three ways, side by side in one run:
+and (`--set summary`) two summary multi-selects over the whole collection, answered branch by branch
+(tools_app/data_access/multiselect.py: each branch by the path it takes alone, here compiled to SQL)
+
+    {n: length(@), shipped: length([?status=='shipped']), top: max_by(@, &total).id, first: [0].id}
+    [?status=='shipped'] | {n: length(@), ids: [:3].id, top: max_by(@, &total).id}
+
+each of them three ways, side by side in one run (a summary: *kept whole*, the path before the split, which
+gathers the collection, under the default bound and the raised one, then *branches* under the default bound):
 
 - *gathered* (the path before streaming: every record read into one list, then the evaluator), under the
   default TOOLHUB_MAX_EVALUATED_BYTES (50 MiB): what a call got (QUERY_TOO_EXPENSIVE) and how long it took;
@@ -33,6 +40,7 @@ created again.
 
     .venv/bin/python bench/streamed_query.py [--records 200000] [--runs 3] [--set all|decomposed|reduced]
         [--queries 1,4]
+    .venv/bin/python bench/streamed_query.py --set summary --records 100000
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/streamed_query.py
 """
 
@@ -57,6 +65,10 @@ QUERIES = {
         "reverse(sort_by(@, &total))[:3].id",
         "max_by(@, &length(items)).id",
     ],
+    "summary": [
+        "{n: length(@), shipped: length([?status=='shipped']), top: max_by(@, &total).id, first: [0].id}",
+        "[?status=='shipped'] | {n: length(@), ids: [:3].id, top: max_by(@, &total).id}",
+    ],
 }
 RAISED_BOUND = 2**30
 
@@ -80,7 +92,7 @@ def run(args: argparse.Namespace, label: str) -> int:
     from django.test import override_settings
 
     from tools_app import services
-    from tools_app.data_access import streamed
+    from tools_app.data_access import multiselect, streamed
     from tools_app.data_access.operations import Mount, query_data
     from tools_app.data_access.sql_query import compile_sql_expression
     from tools_app.execution import records
@@ -92,7 +104,8 @@ def run(args: argparse.Namespace, label: str) -> int:
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create_user(username="bench", password="bench-password-1")
-    table = services.table_create(owner=owner, name="orders", data=[])
+    with override_settings(TOOLHUB_NEW_TABLE_STORAGE="document"):  # a document, moved here with its records
+        table = services.table_create(owner=owner, name="orders", data=[])
     with transaction.atomic():
         count = records.create_collection(table.pk, throwaway.build_records(args.records))
         Table.objects.filter(pk=table.pk).update(storage="rows")
@@ -108,6 +121,7 @@ def run(args: argparse.Namespace, label: str) -> int:
             return error.code, None
 
     gathering = mock.patch.object(streamed, "plan", return_value=None)
+    whole = mock.patch.object(multiselect, "split", return_value=None)
     raised = override_settings(TOOLHUB_MAX_EVALUATED_BYTES=RAISED_BOUND)
     print(f"{'query':<58}{'way':<22}{'outcome':<21}{'wall ms':>9}{'cpu ms':>9}{'peak MiB':>10}")
     chosen = [expression for name, queries in QUERIES.items() if args.set in ("all", name) for expression in queries]
@@ -115,13 +129,19 @@ def run(args: argparse.Namespace, label: str) -> int:
         chosen = [chosen[int(position) - 1] for position in args.queries.split(",")]
     for expression in chosen:
         assert compile_sql_expression(expression, vendor, "array") is None, expression
-        assert streamed.plan(expression, "array") is not None, expression
+        ways: tuple[tuple[str, tuple[Any, ...]], ...]
+        if expression in QUERIES["summary"]:
+            assert multiselect.split(expression, "array") is not None, expression
+            ways = (("kept whole, 50 MiB", (whole,)), ("kept whole, 1 GiB", (whole, raised)), ("branches, 50 MiB", ()))
+        else:
+            assert streamed.plan(expression, "array") is not None, expression
+            ways = (
+                ("gathered, 50 MiB", (gathering,)),
+                ("gathered, 1 GiB", (gathering, raised)),
+                ("streamed, 50 MiB", ()),
+            )
         answers = []
-        for way, contexts in (
-            ("gathered, 50 MiB", (gathering,)),
-            ("gathered, 1 GiB", (gathering, raised)),
-            ("streamed, 50 MiB", ()),
-        ):
+        for way, contexts in ways:
             for context in contexts:
                 context.__enter__()
             try:
@@ -137,7 +157,7 @@ def run(args: argparse.Namespace, label: str) -> int:
                     context.__exit__(None, None, None)
             if outcome == "answer":
                 answers.append(answer)
-            shown = expression if way.startswith("gathered, 50") else ""
+            shown = expression if way == ways[0][0] else ""
             print(
                 f"{shown:<58}{way:<22}{str(outcome):<21}{statistics.median(wall):>9.0f}"
                 f"{statistics.median(cpu):>9.0f}{peak:>10.1f}"

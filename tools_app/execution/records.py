@@ -10,9 +10,11 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
   the expression compiles (tools_app.data_access.sql_query; its answer is jmespath's exactly); otherwise, when it
   decomposes (tools_app.data_access.streamed: a per-record head, then a tail over its results), the records
   stream through the evaluator chunk by chunk and only the head's results are kept (of a top-k or an extreme,
-  only the k items or the best one its answer depends on), at most
-  TOOLHUB_MAX_EVALUATED_BYTES; anything else reads the records in chunks of CHUNK rows into the list the
-  evaluator runs over, at most TOOLHUB_MAX_EVALUATED_BYTES of their JSON (QUERY_TOO_EXPENSIVE beyond in both
+  only the k items or the best one its answer depends on), at most TOOLHUB_MAX_EVALUATED_BYTES; a multi-select
+  over the collection or piped into from it (tools_app.data_access.multiselect: `{n: length(@), first: [0]}`,
+  `[?p] | [length(@), [:3]]`) is answered branch by branch, each branch by the path it takes alone, in the same
+  snapshot and budget; anything else reads the records in chunks of CHUNK rows into the list the evaluator runs
+  over, at most TOOLHUB_MAX_EVALUATED_BYTES of their JSON (QUERY_TOO_EXPENSIVE beyond in both
   cases); `select` by the collection's key field is an index lookup; `preview` reads its window (its first
   position found by the collection's directory of counts per block of positions, `_position_at`, then
   `position >= first ORDER BY position LIMIT`); `get_all_data` (and `preview` without preview keys) called with
@@ -42,7 +44,7 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from tools_app import services
-from tools_app.data_access import budget, narrowing, operations, pointer, slow_queries, sql_query, streamed
+from tools_app.data_access import budget, multiselect, narrowing, operations, pointer, slow_queries, sql_query, streamed
 from tools_app.data_access.operations import Mount
 from tools_app.data_access.query import compile_expression
 from tools_app.data_access.shape import describe
@@ -1349,6 +1351,12 @@ def _query(
             answer = _run_compiled(compiled, collection)
             if answer is not None:
                 return answer.value
+    branches = multiselect.split(expression, collection.kind)
+    if branches is not None and not _gathered_only(branches, collection, where):
+        # Each branch by the path it takes alone, in this read's snapshot and under the call's one budget.
+        return multiselect.answer(
+            expression, branches, lambda branch: _query(collection, mount, {**arguments, "query": branch}, where)
+        )
     keep = None if where is None else narrowing.keeps(where)
     decomposed = streamed.plan(expression, collection.kind)
     if decomposed is not None:  # evaluated chunk by chunk, only its results kept (data_access.streamed)
@@ -1363,6 +1371,21 @@ def _query(
             length=collection.record_count,
         )
     return operations.query_data(_value(collection, keep), Mount("", mount.key_field), arguments)
+
+
+def _gathered_only(found: multiselect.Split, collection: Collection, where: dict[str, Any] | None) -> bool:
+    """No branch compiles, decomposes or splits into a branch that does: each would gather the collection, so the
+    multi-select is gathered once, whole (the same answer: the evaluator's over the same records)."""
+    for branch in found.branches:
+        sql_expression = branch if where is None else narrowing.composed(where, branch)
+        if compile_sql_expression(sql_expression, _dialect(), collection.kind) is not None:
+            return False
+        if streamed.plan(branch, collection.kind) is not None:
+            return False
+        inner = multiselect.split(branch, collection.kind)
+        if inner is not None and not _gathered_only(inner, collection, where):
+            return False
+    return True
 
 
 def _run_compiled(compiled: SqlQuery, collection: Collection, rows: tuple[int, int] | None = None) -> SqlAnswer | None:

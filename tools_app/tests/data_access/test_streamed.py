@@ -12,7 +12,7 @@ from typing import Any
 import jmespath
 import pytest
 
-from tools_app.data_access import streamed
+from tools_app.data_access import budget, multiselect, narrowing, streamed
 from tools_app.data_access.budget import Limits, enforced
 from tools_app.data_access.operations import Mount, get_all_data, query_data
 from tools_app.data_access.query import run_query
@@ -787,3 +787,227 @@ def test_a_slice_of_the_records_keeps_only_its_items_and_the_bound_counts_those(
     for expression in ("[::-1].id", "[1:-1].id", "[::3] | length(@)"):
         assert _read(table_id, expression, {"k": 3}) == _expected(expression, narrowed), expression
         assert _read(table_id, expression) == _expected(expression, collection), expression
+
+
+#
+# Multi-selects over the whole collection, branch by branch (tools_app.data_access.multiselect)
+#
+
+# Branches over the records, each answered by the path it takes alone: compiled to SQL, streamed (a head and its
+# tail, a top-k, an extreme, a sort), gathered (neither: `to_array(@)`, two arguments that depend on the data).
+BRANCH_SHAPES = [
+    "length(@)",
+    "[0]",
+    "[?k > `1`].id",
+    "map(&k, @)",
+    "sort_by(@, &k)[1:-1].id",
+    "to_array(@)[1].id",
+    "contains([*].k, [0].k)",
+    "[*].s | join(',', @)",
+    "{inner: length([?v > `1`]), last: [-1].id}",
+]
+# What a multi-select is piped into from: values that are never null (a split is made), and some that may be.
+PIPED_HEADS = ["[?{pred}]", "[*].{{k: k, id: id, v: v}}", "reverse(@)", "sort_by(@, &k)", "[].n", "[0]", "[-1].n"]
+PIPED_BRANCHES = ["length(@)", "[:3]", "[0]", "max_by(@, &k)", "sort_by(@, &s)[-2:]", "[?v > `1`] | length(@)", "@"]
+
+
+def _branch(rng: random.Random) -> str:
+    return rng.choice(
+        [rng.choice(BRANCH_SHAPES), _reduced_expression(rng), _sorted_expression(rng), _array_expression(rng)]
+    )
+
+
+def _multiselect_expression(rng: random.Random) -> str:
+    if rng.random() < 0.3:
+        head = rng.choice(PIPED_HEADS).format(pred=rng.choice(TOPK_PREDICATES))
+        branches = [rng.choice(PIPED_BRANCHES) for _ in range(rng.randrange(1, 4))]
+    else:
+        head, branches = "", [_branch(rng) for _ in range(rng.randrange(1, 4))]
+    if rng.random() < 0.5:
+        selected = "[" + ", ".join(branches) + "]"
+    else:
+        selected = "{" + ", ".join(f"b{index}: {branch}" for index, branch in enumerate(branches)) + "}"
+    return f"{head} | {selected}" if head else selected
+
+
+def test_every_generated_expression_written_out_parses_back_to_its_tree():
+    rng = random.Random(4242)
+    generators = [_array_expression, _reduced_expression, _sorted_expression, _multiselect_expression]
+    generators += [lambda rng: _levels_expression(rng, LEVEL_HEADS), _object_expression]
+    for _ in range(3000):
+        expression = rng.choice(generators)(rng)
+        tree = jmespath.compile(expression).parsed
+        assert jmespath.compile(multiselect.text(tree)).parsed == tree, expression
+
+
+def test_what_splits_into_branches_and_what_stays_whole():
+    assert multiselect.split("{n: length(@), first: [0]}", "array") == multiselect.Split(
+        ("n", "first"), ("length(@)", "[0]")
+    )
+    assert multiselect.split("[?p] | [length(@), [:3].id]", "array") == multiselect.Split(
+        None, ("[?p] | length(@)", "[?p] | [:3].id")
+    )
+    assert multiselect.split("{n: length(@)}", "object") == multiselect.Split(("n",), ("length(@)",))
+    for expression, kind in (
+        ("[0] | {a: x}", "array"),  # the first record may be null: the multi-select is then null
+        ("[?p] | {a: x}", "object"),  # a filter over an object is null
+        ("foo | [a, b]", "array"),
+        ("[*].{a: a}", "array"),  # a multi-select per record: a projection
+        ("{a: a} | b", "array"),
+    ):
+        assert multiselect.split(expression, kind) is None, expression
+
+
+@pytest.fixture
+def counted_paths(monkeypatch: Any) -> dict[str, int]:
+    """How many reads each path answered: a compiled statement's answer, a streamed run, a gathered collection."""
+    paths = {"compiled": 0, "streamed": 0, "gathered": 0}
+
+    def counting(name: str, function: Any, answered: Any = lambda _answer: True) -> Any:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            answer = function(*args, **kwargs)
+            paths[name] += bool(answered(answer))
+            return answer
+
+        return counted
+
+    monkeypatch.setattr(records, "_run_compiled", counting("compiled", records._run_compiled, lambda a: a is not None))
+    monkeypatch.setattr(streamed, "run", counting("streamed", streamed.run))
+    monkeypatch.setattr(records, "_value", counting("gathered", records._value))
+    return paths
+
+
+def test_generated_multi_selects_over_a_rows_table_answer_as_jmespath_branch_by_branch(
+    db, monkeypatch, owner, counted_paths
+):
+    """Compiled, streamed and gathered branches side by side, and pipes into multi-selects, in chunks of 3, over
+    the whole collection and under a narrowing."""
+    monkeypatch.setattr(records, "CHUNK", 3)
+    make = _rows_tables(owner)
+    rng = random.Random(3129)
+    outcomes = {"answer": 0, "error": 0}
+    keep = narrowing.keeps({"v": 1})
+    for _ in range(8):
+        collection = _keyed_collection(rng)
+        table_id = make(collection)
+        for _ in range(25):
+            expression = _multiselect_expression(rng)
+            expected = _expected(expression, collection)
+            assert _read(table_id, expression) == expected, (expression, collection)
+            outcomes[expected[0]] += 1
+            within = [record for record in collection if keep(record)]  # each branch narrowed the same way
+            assert _read(table_id, expression, {"v": 1}) == _expected(expression, within), (expression, within)
+    assert outcomes == {"answer": 110, "error": 90}  # both sides of the proof exercised
+    assert counted_paths == {"compiled": 282, "streamed": 210, "gathered": 38}  # every path answered branches
+
+
+def test_the_first_failing_branch_is_the_error_whatever_the_later_branches_do(ungathered_rows_table):
+    collection = [{"id": number, "k": number, "s": "abc"[number % 3]} for number in range(20)]
+    collection[15] = {"id": 15, "k": "15", "s": 1}
+    table_id = ungathered_rows_table(collection)
+    for expression in (
+        "{a: [?k > `1`].id, b: [?s > `1`].id}",  # both fail: the first one's error
+        "{b: [?s > `1`].id, a: [?k > `1`].id}",
+        "[length(@), max_by(@, &k), sort_by(@, &s)]",
+        "[?k > `1`] | {n: length(@), ids: [:3].id}",  # what is piped in fails first
+        "[?id > `10`] | {n: length(@), top: max_by(@, &k).id}",  # a branch after a first that answers
+    ):
+        expected = _expected(expression, collection)
+        assert expected[0] == "error", expression
+        assert _read(table_id, expression) == expected, expression
+    kind, (code, message) = _read(table_id, "{a: [?k > `1`].id, b: [?s > `1`].id}")
+    assert "'>' not supported between instances of 'str' and 'int'" in message
+    assert message.endswith("Expression: {a: [?k > `1`].id, b: [?s > `1`].id}")
+
+
+def test_a_summary_over_more_records_than_the_bound_answers_and_a_branch_over_it_still_refuses(
+    ungathered_rows_table, settings, monkeypatch
+):
+    settings.TOOLHUB_MAX_EVALUATED_BYTES = 2_000
+    statuses = ["shipped", "paid", "new"]
+    collection = [
+        {"id": number, "status": statuses[number % 3], "total": (number * 37) % 101, "pad": "p" * 30}
+        for number in range(200)
+    ]  # ~14,000 bytes of records
+    table_id = ungathered_rows_table(collection)
+    summaries = []
+    for expression, answer in (
+        ("{n: length(@), first: [0].id}", {"n": 200, "first": 0}),
+        (
+            "{total: length(@), shipped: length([?status=='shipped']), top: max_by(@, &total).id}",
+            {"total": 200, "shipped": 67, "top": 30},
+        ),
+        ("[length(@), sum([*].total)]", [200, 10009]),
+        ("[?status=='shipped'] | {n: length(@), ids: [:3].id}", {"n": 67, "ids": [0, 3, 6]}),
+    ):
+        assert _read(table_id, expression) == _expected(expression, collection) == ("answer", json.dumps(answer))
+        summaries.append(expression)
+        within = [record for record in collection if record["status"] == "paid"]
+        assert _read(table_id, expression, {"status": "paid"}) == _expected(expression, within), expression
+    refused = _read(table_id, "[*].pad")
+    assert refused[0] == "error"
+    assert refused[1][0] == ErrorCode.QUERY_TOO_EXPENSIVE
+    assert _read(table_id, "{n: length(@), pads: [*].pad}") == refused
+    # A refused branch is the answer even when a later branch fails (jmespath answers that branch first).
+    assert _read(table_id, "[[*].pad, [?id > 'x']]") == refused
+    monkeypatch.undo()  # gathering allowed again, and the expressions kept whole: refused, as before the split
+    monkeypatch.setattr(multiselect, "split", lambda *_args: None)
+    for expression in summaries:
+        kind, (code, message) = _read(table_id, expression)
+        assert (kind, code) == ("error", ErrorCode.QUERY_TOO_EXPENSIVE), expression
+        assert "more than 2000 bytes" in message
+
+
+def test_a_multi_select_whose_every_branch_would_gather_is_gathered_once(db, owner, counted_paths):
+    collection = [{"id": number, "k": number % 4} for number in range(10)]
+    table_id = _rows_tables(owner)(collection)
+    expression = "{a: to_array(@)[1].id, b: contains([*].k, [0].k), c: [to_array(@)[-1].k]}"
+    expected = ("answer", '{"a": 1, "b": true, "c": [1]}')
+    assert _read(table_id, expression) == _expected(expression, collection) == expected
+    assert counted_paths == {"compiled": 0, "streamed": 0, "gathered": 1}
+
+
+def test_multi_selects_over_an_object_collection_answer_as_jmespath(streamed_rows, make_table, make_tool, owner):
+    # Keys in the order PostgreSQL's JSONB keeps a document's (the table is made as a document, then moved).
+    members = {f"k{number:02}": {"id": number, "a": number % 4} for number in (1, 2, 3, 5, 7, 8, 9)}
+    members["k10"] = {"id": 10, "a": "x"}
+    table = make_table(owner, name="members", data=members, storage="document")
+    make_tool(owner, table=table, type="query_data", name="members_query", json_path="")
+    assert records.table_to_rows(table.pk) is True
+    for expression, answer in (
+        ("{n: length(@), ks: keys(@)[:2], ids: *.id | [-2:]}", '{"n": 8, "ks": ["k01", "k02"], "ids": [9, 10]}'),
+        ("values(@) | {n: length(@), first: [0].id}", '{"n": 8, "first": 1}'),
+        ("[?a] | {n: length(@)}", "null"),  # a filter over an object is null, and so is a multi-select over it
+        ("[[0], length(@)]", "[null, 8]"),
+    ):
+        assert _read(table.pk, expression) == _expected(expression, members) == ("answer", answer), expression
+    expression = "{n: length(@), big: *.abs(a)}"  # abs fails on "x"
+    assert _read(table.pk, expression) == _expected(expression, members)
+    assert _read(table.pk, expression)[0] == "error"
+
+
+def test_every_branch_runs_in_the_reads_one_snapshot_under_the_calls_one_budget(db, owner, monkeypatch):
+    collection = [{"id": number, "k": number % 5} for number in range(30)]
+    table_id = _rows_tables(owner)(collection)
+    snapshots: list[int] = []
+    budgets: list[Any] = []
+    opened = records.snapshot
+    run_compiled = records._run_compiled
+
+    def counted_snapshot(table: int) -> Any:
+        snapshots.append(table)
+        return opened(table)
+
+    def seen_budget(*args: Any, **kwargs: Any) -> Any:
+        budgets.append(budget.active())
+        return run_compiled(*args, **kwargs)
+
+    monkeypatch.setattr(records, "snapshot", counted_snapshot)
+    monkeypatch.setattr(records, "_run_compiled", seen_budget)
+    expression = "{n: length(@), top: max_by(@, &k).id, ids: [?k == `4`].id | [:2], m: [length(@), [0].id]}"
+    with enforced(Limits(cpu_ms=10**6, max_elements=10**9, max_bytes=10**9)) as current:
+        assert _read(table_id, expression) == _expected(expression, collection)
+    assert _read(table_id, expression) == ("answer", '{"n": 30, "top": 4, "ids": [4, 9], "m": [30, 0]}')
+    assert snapshots == [table_id, table_id]  # one per read
+    assert len(budgets) == 10  # every branch of both reads compiled, the nested list's two included
+    assert all(seen is current for seen in budgets[:5])

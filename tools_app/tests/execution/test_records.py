@@ -251,6 +251,8 @@ def test_a_query_over_the_evaluated_bytes_is_too_expensive_and_a_compiled_one_an
     settings.TOOLHUB_MAX_EVALUATED_BYTES = 1_000
     assert execute(tool=tool, arguments={"query": "[?id > `47`].id"}) == [48, 49]
     assert execute(tool=tool, arguments={"query": "map(&text, @) | [0]"}) == "x" * 100  # compiled: nothing gathered
+    summary = "{n: length(@), last: [-1].id, few: [?id > `47`].id}"  # branch by branch, each compiled
+    assert execute(tool=tool, arguments={"query": summary}) == {"n": 50, "last": 49, "few": [48, 49]}
     with pytest.raises(ToolError) as refused:
         execute(tool=tool, arguments={"query": "join(',', map(&text, @)) | length(@)"})  # gathered
     assert refused.value.code == "QUERY_TOO_EXPENSIVE"
