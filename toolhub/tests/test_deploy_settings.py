@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from tests.factories import migrated_sqlite_file
 from tests.live_server import ROOT
 
 # A key as `check --deploy` wants it: 50+ characters, 5+ distinct, no "django-insecure-" prefix.
@@ -59,15 +60,14 @@ def test_check_deploy_without_the_https_switch_names_what_is_missing():
         ({"TOOLHUB_HSTS_SECONDS": "600", "TOOLHUB_HSTS_INCLUDE_SUBDOMAINS": "0"}, "max-age=600; preload", 1),
     ],
 )
-def test_https_switch_sets_hsts_secure_cookies_and_redirects(extra, hsts, silenced):
+def test_https_switch_sets_hsts_secure_cookies_and_redirects(extra, hsts, silenced, tmp_path):
     """Over HTTPS: HSTS as configured, Secure session and CSRF cookies; plain HTTP is redirected (301)."""
     # given
+    migrated_sqlite_file(tmp_path / "deploy.sqlite3")
     code = (
         "import json, os, django; os.environ['DJANGO_SETTINGS_MODULE'] = 'toolhub.settings'; django.setup()\n"
         "from django.conf import settings\n"
-        "from django.core.management import call_command\n"
         "from django.test import Client\n"
-        "call_command('migrate', verbosity=0)\n"
         "client = Client(HTTP_HOST='toolhub.example.com')\n"
         "plain = client.get('/admin/login/')\n"
         "secure = client.get('/admin/login/', secure=True)\n"
@@ -77,7 +77,7 @@ def test_https_switch_sets_hsts_secure_cookies_and_redirects(extra, hsts, silenc
         "    'silenced': len(settings.SILENCED_SYSTEM_CHECKS),\n"
         "    'csp': secure.get('Content-Security-Policy', '')}))\n"
     )
-    env = {**PRODUCTION, **extra, "DATABASE_URL": "sqlite://:memory:"}
+    env = {**PRODUCTION, **extra, "DATABASE_URL": f"sqlite:///{tmp_path / 'deploy.sqlite3'}"}
     # when
     done = run(env, "-c", code)
     # then

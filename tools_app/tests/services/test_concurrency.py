@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from django.db import connection, connections, transaction
 
+from tests.factories import migrated_sqlite_file
+
 WORKERS = 8
 CALLS = 25
 NAME_RACERS = 20
@@ -187,19 +189,18 @@ def test_concurrent_writes_from_processes_lose_nothing(postgres_db, owner, make_
 
 
 def _sqlite_setup(database_url: str) -> tuple[int, int, int]:
-    """Child process: migrate a file-based SQLite database and create a table with a create and an update tool."""
+    """Child process: on a migrated file-based SQLite database, create a table with a create and an update
+    tool."""
     os.environ["DATABASE_URL"] = database_url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolhub.settings")
     import django
 
     django.setup()
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
     from django.test import override_settings
 
     from tools_app import services
 
-    call_command("migrate", verbosity=0, interactive=False)
     owner = get_user_model().objects.create_user(username="writer")
     with override_settings(TOOLHUB_NEW_TABLE_STORAGE="document"):  # a document table, as _write_setup's
         table = services.table_create(owner=owner, name="busy", data=[{"id": "shared"}])
@@ -216,6 +217,7 @@ def test_concurrent_writes_on_sqlite_file_lose_nothing(tmp_path: Path, compact_e
     """SQLite too (file database, IMMEDIATE transactions): 2 processes x 4 threads x 25 calls lose nothing; the
     change log holds one entry per version and replays to the document, with compactions racing the writers."""
     # given
+    migrated_sqlite_file(tmp_path / "concurrency.sqlite3")
     database_url = f"sqlite:///{tmp_path / 'concurrency.sqlite3'}"
     processes, threads = 2, 4
     with _spawn_pool(processes) as pool:
