@@ -40,7 +40,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from django.core.exceptions import ValidationError
 from django.db import connection
@@ -50,6 +50,7 @@ from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.kernel.limits import (
     IMPORTS_PER_OWNER,
     IMPORTS_PER_WORKER,
+    max_owner_data_bytes,
     max_record_bytes,
     max_rows_table_bytes,
     max_table_bytes,
@@ -228,11 +229,22 @@ def _not_utf8(file: IO[bytes]) -> ValidationError:
     return _refuse("The file is not UTF-8 text: it ends inside a character. Save it as UTF-8 and upload it again.")
 
 
+def _innermost(file: IO[bytes]) -> IO[bytes]:
+    """The file object an upload wraps (Django's UploadedFile, tempfile's wrapper): a text stream over the wrapper
+    asks its `closed` through two Python-level proxies for every line it reads."""
+    inner: Any = file
+    while not isinstance(inner, io.IOBase):
+        inner = getattr(inner, "file", None)
+        if inner is None:
+            return file
+    return cast(IO[bytes], inner)
+
+
 @contextmanager
 def _text(file: IO[bytes], newline: str) -> Iterator[io.TextIOWrapper]:
     """The file as UTF-8 text (a byte-order mark dropped), read as it is consumed; the file stays open."""
     file.seek(0)
-    stream = io.TextIOWrapper(file, encoding="utf-8-sig", newline=newline)  # type: ignore[arg-type]
+    stream = io.TextIOWrapper(_innermost(file), encoding="utf-8-sig", newline=newline)  # type: ignore[arg-type]
     try:
         yield stream
     except UnicodeDecodeError as exc:
@@ -580,7 +592,9 @@ def _rows_stream(file: IO[bytes], fmt: str, out: IO[str], table: Table, encoded:
                 max=table_limit,
             )
         if quota_left is not None and size + 1 > quota_left:
-            data_quota_check(owner_id=table.owner_id, table_id=table.pk, new_size=size + 1)
+            # The owner's other tables as data_quota_left read them: no statement runs while the rows' COPY is open.
+            others = max_owner_data_bytes() - quota_left
+            data_quota_check(owner_id=table.owner_id, table_id=table.pk, new_size=size + 1, others=others)
         if record.row > 1:
             out.write(_SEPARATOR)
         out.write(text)
