@@ -478,18 +478,16 @@ def _grow(size: int, record: _Record, length: int) -> int:
     return size
 
 
-# In a record's ASCII JSON text, what NaN, Infinity, a NUL and a lone surrogate are written as: a text holding
-# none of them holds none of them (one holding one, perhaps inside a string, gets the full check).
-_MAYBE_NOT_JSON = ("NaN", "Infinity", "\\u0000", "\\ud")
-
-
 def _check_record(record: _Record, text: str) -> None:
     """Refuse what no table may hold: NaN, Infinity, a NUL character, a lone surrogate (a CSV's cells can
     only hold a NUL); the same refusal as a table write's (`data`). `text` is the record's ASCII JSON
     (json.JSONEncoder's, NaN written as such)."""
     try:
         if not record.checked:
-            if any(token in text for token in _MAYBE_NOT_JSON):
+            # In that text NaN, Infinity, a NUL and a lone surrogate are written `NaN`, `Infinity`, `\u0000` and
+            # `\udXXX`: a text holding none of those holds none of them (one holding one, perhaps inside a string,
+            # gets the full check). Four `in` tests: any() over a tuple would make a generator per record.
+            if "NaN" in text or "Infinity" in text or "\\u0000" in text or "\\ud" in text:
                 validate_json_value(record.value)
         elif "\\u0000" in text and json_text_has_nul(text):
             raise ValidationError("Strings must not contain the character U+0000 (NUL).", code="invalid_json")
