@@ -8,8 +8,11 @@ call (docs/tables-at-scale.md, "Migration"): the layout of the rows is the Table
 import contextlib
 import hashlib
 import json
+import sqlite3
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from tools_app.data_access.sql import kinds
@@ -272,27 +275,38 @@ def _layout_id(cursor: Any, table: str, collection_id: int, digest: str, text: s
 
 
 class _RowWriter:
-    """write_records' rows, written as they come: on SQLite one executemany per `batch` rows; on PostgreSQL up to
-    FEW_ROWS rows by one INSERT, more by one COPY left open across batches, so that the server stores rows while
-    this process encodes the next ones (a COPY per batch made each side wait for the other). `pause()` ends an
-    open COPY (and writes what is pending) before the cursor runs another statement; leaving the block ends it, or,
-    on an exception, aborts it (the statement fails; the caller's transaction rolls back)."""
+    """write_records' rows, written as they come. PostgreSQL: up to FEW_ROWS rows by one INSERT, more by one COPY
+    left open across batches, so that the server stores rows while this process encodes the next ones. SQLite: one
+    executemany per `batch` rows; a full batch of more than FEW_ROWS rows is run by a thread of the writer's own
+    while this thread encodes the next batch (SQLite's engine runs without Python's lock: its inserts and the
+    encoding overlap), the connection used by one thread at a time (the next batch waits for the last). `pause()`
+    ends an open COPY and waits for the batch in flight (writing what is pending) before the cursor runs another
+    statement; leaving the block does the same, or, on an exception, aborts the COPY and waits for the batch in
+    flight (the caller's transaction rolls back)."""
 
     def __init__(self, cursor: Any, dialect: str, table: str, batch: int) -> None:
         self.cursor, self.dialect, self.table, self.batch = cursor, dialect, table, batch
         self.pending: list[tuple] = []
         self._copy: Any = None  # the open COPY (psycopg's Copy)
         self._open = contextlib.ExitStack()
+        self._thread: ThreadPoolExecutor | None = None
+        self._in_flight: Future | None = None  # the batch the thread is writing (SQLite)
 
     def __enter__(self) -> "_RowWriter":
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if exc[0] is None:
-            self.pause()
-        else:
-            self._copy = None
-            self._open.__exit__(*exc)
+        try:
+            if exc[0] is None:
+                self.pause()
+            else:
+                self._copy = None
+                self._open.__exit__(*exc)
+                if self._in_flight is not None:
+                    futures.wait([self._in_flight])  # its own failure, if any, gives way to the one raised
+        finally:
+            if self._thread is not None:
+                self._thread.shutdown()
 
     def add(self, row: tuple) -> None:
         if self._copy is not None:
@@ -302,27 +316,43 @@ class _RowWriter:
         if len(self.pending) >= self.batch:
             self._flush()
 
+    def _wrap(self) -> Any:
+        """Django's translation of the driver's errors (IntegrityError, ...), for what runs on the raw cursor."""
+        return getattr(getattr(self.cursor, "db", None), "wrap_database_errors", None) or contextlib.nullcontext()
+
     def _flush(self) -> None:
         raw = getattr(self.cursor, "cursor", self.cursor)
         if self.dialect == "postgresql" and len(self.pending) > FEW_ROWS and hasattr(raw, "copy"):
-            # Through the raw driver cursor: Django's wrapper turns its errors into Django's (IntegrityError, ...).
-            wrap = getattr(getattr(self.cursor, "db", None), "wrap_database_errors", None)
-            if wrap is not None:
-                self._open.enter_context(wrap)
+            self._open.enter_context(self._wrap())
             self._copy = self._open.enter_context(raw.copy(_COPY.format(table=self.table)))
             for row in self.pending:
                 self._copy.write_row(row)
+        elif self.dialect != "postgresql" and len(self.pending) > FEW_ROWS and isinstance(raw, sqlite3.Cursor):
+            self._wait()
+            if self._thread is None:
+                self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rows-writer")
+            # A cursor of its own on the same connection (Django opens SQLite's with check_same_thread off).
+            statement = f'INSERT INTO "{self.table}" ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)'
+            self._in_flight = self._thread.submit(raw.connection.cursor().executemany, statement, self.pending)
         else:
+            self._wait()
             _insert(self.cursor, self.dialect, self.table, self.pending)
         self.pending = []
 
+    def _wait(self) -> None:
+        if self._in_flight is not None:
+            written, self._in_flight = self._in_flight, None
+            with self._wrap():
+                written.result()
+
     def pause(self) -> None:
-        """Everything added so far written, and no COPY left open."""
+        """Everything added so far written: no COPY left open, no batch in flight."""
         if self._copy is None and self.pending:
             self._flush()
         if self._copy is not None:
             self._copy = None
             self._open.close()
+        self._wait()
 
 
 _COLUMNS = 'collection_id, position, "key", data, layout_id'

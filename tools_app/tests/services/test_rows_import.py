@@ -580,3 +580,31 @@ def test_an_upload_spooled_to_disk_imports_and_is_refused_as_one_in_memory(owner
         ]
     }
     assert db_snapshot() == before
+
+
+def test_a_failed_batch_written_while_the_next_is_encoded_is_the_engines_error_and_writes_nothing():
+    """A batch that breaks a constraint fails in the engine while the next one is being made (SQLite: on the
+    writer's thread; PostgreSQL: inside the open COPY): write_records raises Django's IntegrityError, as a
+    statement run in place would, and the transaction rolls back."""
+    from django.db import IntegrityError, transaction
+
+    from tools_app.data_access.sql import store
+
+    table = Table.objects.create(owner=_stream_owner(), name="dup", storage=TableStorage.ROWS)
+    collection = TableCollection.objects.create(table=table, mount="", kind="array", key_field="id")
+    positions = [n * 1024 for n in range(300)]
+    positions[130] = positions[10]  # the second batch (a full one) holds a position the first wrote
+    before = db_snapshot()
+    with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
+        store.write_records(
+            cursor,
+            dialect=connection.vendor,
+            records_table=TableRecord._meta.db_table,
+            layouts_table=TableRecordLayout._meta.db_table,
+            collection_id=collection.pk,
+            value=iter([{"id": n} for n in range(300)]),
+            batch=120,
+            positions=positions,
+        )
+    assert db_snapshot() == before
+    assert not TableRecord.objects.exists()
