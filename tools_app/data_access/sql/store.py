@@ -99,8 +99,8 @@ def write_records(
     record_count grows by that many in the statement that reads its field kinds. `layout_ids`: the collection's
     layout ids by layout text known to the caller (committed ones only), to which the layouts written are added.
     `compact_of(record)`: the record's compact text (validators.record_texts') when the caller encoded it already,
-    else None (encoded here). On PostgreSQL the rows go through a COPY left open while `value` yields (_RowWriter): a
-    stream must run no statement on the connection."""
+    else None (encoded here). While `value` yields, rows may be in flight (PostgreSQL: a COPY left open; SQLite: a
+    batch on the writer's thread; _RowWriter): a stream must run no statement on the connection."""
     layout_ids = {} if layout_ids is None else layout_ids
     count = 0
     grows = len(value) if counted and isinstance(value, list | dict) else None
