@@ -4,10 +4,10 @@ binding_create_many), shared with the admin.
 """
 
 import json
-import shutil
-import tempfile
+import os
 import uuid
 from collections.abc import Iterator
+from typing import IO
 
 from django.core.validators import RegexValidator
 from django.http import HttpResponse, QueryDict, StreamingHttpResponse
@@ -120,42 +120,44 @@ ANSWER_CHUNK = 1 << 20
 
 def imported_table_response(request, imported: services.ImportedTable) -> HttpResponse | StreamingHttpResponse:
     """201 with the table as TableSerializer shows it, its `data` copied from the import's JSON text: a large
-    document is not parsed back into Python values only to be written out again. The body is assembled in a
-    temporary file; up to STREAM_ANSWER_BYTES it is read once into the answer, above it the answer streams from the
-    file (the table's text is never held whole)."""
+    document is not parsed back into Python values only to be written out again. Up to STREAM_ANSWER_BYTES the
+    answer is read once into memory; above it the answer streams, the document's text read from the import's own
+    file (its descriptor duplicated, so that it outlives the import's block) between the body's head and tail:
+    the table's text is never held whole, nor copied."""
     serializer = TableSerializer(imported.table, context={"request": request})
     serializer.fields.pop("data")
     shown = serializer.data
     marker = f"data-{uuid.uuid4().hex}"
     body = {name: marker if name == "data" else shown[name] for name in TableSerializer.Meta.fields}
     before, after = JSONRenderer().render(body).split(json.dumps(marker).encode(), 1)
-    assembled = tempfile.TemporaryFile()
-    streamed = False
-    try:
-        assembled.write(before)
-        shutil.copyfileobj(imported.document.buffer, assembled)  # type: ignore[attr-defined]
-        assembled.write(after)
-        length = assembled.tell()
-        assembled.seek(0)
-        if length <= STREAM_ANSWER_BYTES:
-            return HttpResponse(assembled.read(), status=status.HTTP_201_CREATED, content_type="application/json")
-        streamed = True
-    finally:
-        if not streamed:
-            assembled.close()
+    document = imported.document.buffer  # type: ignore[attr-defined]
+    document.seek(0)
+    length = len(before) + os.fstat(document.fileno()).st_size + len(after)
+    if length <= STREAM_ANSWER_BYTES:
+        return HttpResponse(
+            before + document.read() + after, status=status.HTTP_201_CREATED, content_type="application/json"
+        )
+    text = os.fdopen(os.dup(document.fileno()), "rb")
+    text.seek(0)
     response = streaming_response(
-        request, _chunks_then_close(assembled), status=status.HTTP_201_CREATED, content_type="application/json"
+        request, _answer_chunks(before, text, after), status=status.HTTP_201_CREATED, content_type="application/json"
     )
     response["Content-Length"] = str(length)
     return response
 
 
-def _chunks_then_close(file) -> Iterator[bytes]:
+def _answer_chunks(before: bytes, document: IO[bytes], after: bytes) -> Iterator[bytes]:
+    """The answer in pieces of at most ANSWER_CHUNK bytes: `before`, the document's text, `after`; the document's
+    file is closed at the end (or when the answer is abandoned)."""
     try:
-        while chunk := file.read(ANSWER_CHUNK):
+        for start in range(0, len(before), ANSWER_CHUNK):
+            yield before[start : start + ANSWER_CHUNK]
+        while chunk := document.read(ANSWER_CHUNK):
             yield chunk
+        for start in range(0, len(after), ANSWER_CHUNK):
+            yield after[start : start + ANSWER_CHUNK]
     finally:
-        file.close()
+        document.close()
 
 
 class GenerateToolsSerializer(StrictSerializer):

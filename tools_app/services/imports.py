@@ -40,7 +40,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from django.core.exceptions import ValidationError
 from django.db import connection
@@ -50,6 +50,7 @@ from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.kernel.limits import (
     IMPORTS_PER_OWNER,
     IMPORTS_PER_WORKER,
+    max_owner_data_bytes,
     max_record_bytes,
     max_rows_table_bytes,
     max_table_bytes,
@@ -228,11 +229,22 @@ def _not_utf8(file: IO[bytes]) -> ValidationError:
     return _refuse("The file is not UTF-8 text: it ends inside a character. Save it as UTF-8 and upload it again.")
 
 
+def _innermost(file: IO[bytes]) -> IO[bytes]:
+    """The file object an upload wraps (Django's UploadedFile, tempfile's wrapper): a text stream over the wrapper
+    asks its `closed` through two Python-level proxies for every line it reads."""
+    inner: Any = file
+    while not isinstance(inner, io.IOBase):
+        inner = getattr(inner, "file", None)
+        if inner is None:
+            return file
+    return cast(IO[bytes], inner)
+
+
 @contextmanager
 def _text(file: IO[bytes], newline: str) -> Iterator[io.TextIOWrapper]:
     """The file as UTF-8 text (a byte-order mark dropped), read as it is consumed; the file stays open."""
     file.seek(0)
-    stream = io.TextIOWrapper(file, encoding="utf-8-sig", newline=newline)  # type: ignore[arg-type]
+    stream = io.TextIOWrapper(_innermost(file), encoding="utf-8-sig", newline=newline)  # type: ignore[arg-type]
     try:
         yield stream
     except UnicodeDecodeError as exc:
@@ -466,18 +478,16 @@ def _grow(size: int, record: _Record, length: int) -> int:
     return size
 
 
-# In a record's ASCII JSON text, what NaN, Infinity, a NUL and a lone surrogate are written as: a text holding
-# none of them holds none of them (one holding one, perhaps inside a string, gets the full check).
-_MAYBE_NOT_JSON = ("NaN", "Infinity", "\\u0000", "\\ud")
-
-
 def _check_record(record: _Record, text: str) -> None:
     """Refuse what no table may hold: NaN, Infinity, a NUL character, a lone surrogate (a CSV's cells can
     only hold a NUL); the same refusal as a table write's (`data`). `text` is the record's ASCII JSON
     (json.JSONEncoder's, NaN written as such)."""
     try:
         if not record.checked:
-            if any(token in text for token in _MAYBE_NOT_JSON):
+            # In that text NaN, Infinity, a NUL and a lone surrogate are written `NaN`, `Infinity`, `\u0000` and
+            # `\udXXX`: a text holding none of those holds none of them (one holding one, perhaps inside a string,
+            # gets the full check). Four `in` tests: any() over a tuple would make a generator per record.
+            if "NaN" in text or "Infinity" in text or "\\u0000" in text or "\\ud" in text:
                 validate_json_value(record.value)
         elif "\\u0000" in text and json_text_has_nul(text):
             raise ValidationError("Strings must not contain the character U+0000 (NUL).", code="invalid_json")
@@ -580,7 +590,9 @@ def _rows_stream(file: IO[bytes], fmt: str, out: IO[str], table: Table, encoded:
                 max=table_limit,
             )
         if quota_left is not None and size + 1 > quota_left:
-            data_quota_check(owner_id=table.owner_id, table_id=table.pk, new_size=size + 1)
+            # The owner's other tables as data_quota_left read them: no statement runs while the rows' COPY is open.
+            others = max_owner_data_bytes() - quota_left
+            data_quota_check(owner_id=table.owner_id, table_id=table.pk, new_size=size + 1, others=others)
         if record.row > 1:
             out.write(_SEPARATOR)
         out.write(text)

@@ -8,8 +8,11 @@ call (docs/tables-at-scale.md, "Migration"): the layout of the rows is the Table
 import contextlib
 import hashlib
 import json
+import sqlite3
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from concurrent import futures
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from tools_app.data_access.sql import kinds
@@ -96,9 +99,9 @@ def write_records(
     record_count grows by that many in the statement that reads its field kinds. `layout_ids`: the collection's
     layout ids by layout text known to the caller (committed ones only), to which the layouts written are added.
     `compact_of(record)`: the record's compact text (validators.record_texts') when the caller encoded it already,
-    else None (encoded here)."""
+    else None (encoded here). While `value` yields, rows may be in flight (PostgreSQL: a COPY left open; SQLite: a
+    batch on the writer's thread; _RowWriter): a stream must run no statement on the connection."""
     layout_ids = {} if layout_ids is None else layout_ids
-    pending: list[tuple] = []
     count = 0
     grows = len(value) if counted and isinstance(value, list | dict) else None
     if counted and grows is None:
@@ -107,25 +110,23 @@ def write_records(
     tally = kinds.Tally()
     blocks: Counter[int] = Counter()
     by_key: dict[LayoutKey, int | None] = {None: None}  # layout ids by layout key: no layout's text per record
-    for position, key, record in _rows(value, key_of, first_position, positions):
-        compact = None if compact_of is None else compact_of(record)
-        text = record_text(record, dialect=dialect, compact=compact)
-        layout_id = None
-        if dialect == "postgresql":
-            shape = layout_key(record)
-            layout_id = by_key.get(shape)
-            if layout_id is None and shape is not None:
-                layout = layout_from_key(shape)
-                layout_id = by_key[shape] = _layout_id_of(cursor, layouts_table, collection_id, layout, layout_ids)
-        pending.append((collection_id, position, key, text, layout_id))
-        tally.add(record)
-        blocks[position // BLOCK_SPAN] += 1
-        count += 1
-        if len(pending) >= batch:
-            _insert(cursor, dialect, records_table, pending)
-            pending = []
-    if pending:
-        _insert(cursor, dialect, records_table, pending)
+    postgresql = dialect == "postgresql"
+    with _RowWriter(cursor, dialect, records_table, batch) as rows:
+        for position, key, record in _rows(value, key_of, first_position, positions):
+            compact = None if compact_of is None else compact_of(record)
+            text = record_text(record, dialect=dialect, compact=compact)
+            layout_id = None
+            if postgresql:
+                shape = layout_key(record)
+                layout_id = by_key.get(shape)
+                if layout_id is None and shape is not None:
+                    rows.pause()  # the layout's statements run on the cursor: no COPY may be open
+                    layout = layout_from_key(shape)
+                    layout_id = by_key[shape] = _layout_id_of(cursor, layouts_table, collection_id, layout, layout_ids)
+            rows.add((collection_id, position, key, text, layout_id))
+            tally.add(record)
+            blocks[position // BLOCK_SPAN] += 1
+            count += 1
     _kinds_after(cursor, dialect, collection_id, before, tally)
     _count_blocks(cursor, collection_id, blocks)
     return count
@@ -273,8 +274,93 @@ def _layout_id(cursor: Any, table: str, collection_id: int, digest: str, text: s
     return int(cursor.fetchone()[0])
 
 
+class _RowWriter:
+    """write_records' rows, written as they come. PostgreSQL: up to FEW_ROWS rows by one INSERT, more by one COPY
+    left open across batches, so that the server stores rows while this process encodes the next ones. SQLite: one
+    executemany per `batch` rows; a full batch of more than FEW_ROWS rows is run by a thread of the writer's own
+    while this thread encodes the next batch (SQLite's engine runs without Python's lock: its inserts and the
+    encoding overlap), the connection used by one thread at a time (the next batch waits for the last). `pause()`
+    ends an open COPY and waits for the batch in flight (writing what is pending) before the cursor runs another
+    statement; leaving the block does the same, or, on an exception, aborts the COPY and waits for the batch in
+    flight (the caller's transaction rolls back)."""
+
+    def __init__(self, cursor: Any, dialect: str, table: str, batch: int) -> None:
+        self.cursor, self.dialect, self.table, self.batch = cursor, dialect, table, batch
+        self.pending: list[tuple] = []
+        self._copy: Any = None  # the open COPY (psycopg's Copy)
+        self._open = contextlib.ExitStack()
+        self._thread: ThreadPoolExecutor | None = None
+        self._in_flight: Future | None = None  # the batch the thread is writing (SQLite)
+
+    def __enter__(self) -> "_RowWriter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            if exc[0] is None:
+                self.pause()
+            else:
+                self._copy = None
+                self._open.__exit__(*exc)
+                if self._in_flight is not None:
+                    futures.wait([self._in_flight])  # its own failure, if any, gives way to the one raised
+        finally:
+            if self._thread is not None:
+                self._thread.shutdown()
+
+    def add(self, row: tuple) -> None:
+        if self._copy is not None:
+            self._copy.write_row(row)
+            return
+        self.pending.append(row)
+        if len(self.pending) >= self.batch:
+            self._flush()
+
+    def _wrap(self) -> Any:
+        """Django's translation of the driver's errors (IntegrityError, ...), for what runs on the raw cursor."""
+        return getattr(getattr(self.cursor, "db", None), "wrap_database_errors", None) or contextlib.nullcontext()
+
+    def _flush(self) -> None:
+        raw = getattr(self.cursor, "cursor", self.cursor)
+        if self.dialect == "postgresql" and len(self.pending) > FEW_ROWS and hasattr(raw, "copy"):
+            self._open.enter_context(self._wrap())
+            self._copy = self._open.enter_context(raw.copy(_COPY.format(table=self.table)))
+            for row in self.pending:
+                self._copy.write_row(row)
+        elif self.dialect != "postgresql" and len(self.pending) > FEW_ROWS and isinstance(raw, sqlite3.Cursor):
+            self._wait()
+            if self._thread is None:
+                self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rows-writer")
+            # A cursor of its own on the same connection (Django opens SQLite's with check_same_thread off).
+            statement = f'INSERT INTO "{self.table}" ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)'
+            self._in_flight = self._thread.submit(raw.connection.cursor().executemany, statement, self.pending)
+        else:
+            self._wait()
+            _insert(self.cursor, self.dialect, self.table, self.pending)
+        self.pending = []
+
+    def _wait(self) -> None:
+        if self._in_flight is not None:
+            written, self._in_flight = self._in_flight, None
+            with self._wrap():
+                written.result()
+
+    def pause(self) -> None:
+        """Everything added so far written: no COPY left open, no batch in flight."""
+        if self._copy is None and self.pending:
+            self._flush()
+        if self._copy is not None:
+            self._copy = None
+            self._open.close()
+        self._wait()
+
+
+_COLUMNS = 'collection_id, position, "key", data, layout_id'
+_COPY = 'COPY "{table}" (' + _COLUMNS + ") FROM STDIN"
+
+
 def _insert(cursor: Any, dialect: str, table: str, rows: list[tuple]) -> None:
-    columns = 'collection_id, position, "key", data, layout_id'
+    columns = _COLUMNS
     raw = getattr(cursor, "cursor", cursor)
     if dialect == "postgresql" and len(rows) <= FEW_ROWS:
         # One INSERT: one round trip, where COPY takes two (its start, then its data).
@@ -286,7 +372,7 @@ def _insert(cursor: Any, dialect: str, table: str, rows: list[tuple]) -> None:
     if dialect == "postgresql" and hasattr(raw, "copy"):
         # Through the raw driver cursor: Django's wrapper turns its errors into Django's (IntegrityError, ...).
         wrap = getattr(getattr(cursor, "db", None), "wrap_database_errors", contextlib.nullcontext())
-        with wrap, raw.copy(f'COPY "{table}" ({columns}) FROM STDIN') as copy:
+        with wrap, raw.copy(_COPY.format(table=table)) as copy:
             for row in rows:
                 copy.write_row(row)
         return

@@ -451,3 +451,160 @@ def test_an_import_answers_and_stores_each_record_as_its_own_encodings(owner):
         assert "e+" not in "".join(stored)
     else:
         assert stored == expected
+
+
+def _write_stream(records, *, batch):
+    """store.write_records of `records` (a stream) into a new collection; its id."""
+    from tools_app.data_access.sql import store
+
+    table = Table.objects.create(owner=_stream_owner(), name=f"s{Table.objects.count()}", storage=TableStorage.ROWS)
+    collection = TableCollection.objects.create(table=table, mount="", kind="array", key_field="id")
+    with connection.cursor() as cursor:
+        count = store.write_records(
+            cursor,
+            dialect=connection.vendor,
+            records_table=TableRecord._meta.db_table,
+            layouts_table=TableRecordLayout._meta.db_table,
+            collection_id=collection.pk,
+            value=records,
+            batch=batch,
+            key_of=lambda record: str(record["id"]),
+        )
+    assert count == sum(1 for _ in TableRecord.objects.filter(collection=collection))
+    return collection.pk
+
+
+def _stream_owner():
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.get_or_create(username="stream-owner")[0]
+
+
+def _shaped(n: int) -> dict:
+    """Record n: keys out of JSONB's order (a layout on PostgreSQL); from 400 on a nested shape, from 650 another."""
+    if n < 400:
+        return {"id": n, "status": "paid", "b": n % 7}
+    if n < 650:
+        return {"id": n, "items": [{"sku": f"S{n}", "qty": n % 3}]}
+    return {"note": "x" * (n % 5), "id": n, "deep": {"zz": [{"b": 1, "a": 2}], "a": None}}
+
+
+def test_a_stream_written_past_its_first_batches_reads_back_in_order_with_each_layout():
+    """More rows than a batch, new layouts appearing after the first batches (on PostgreSQL while the rows' COPY
+    is open: it is ended for the layout's statements and opened again): every record reads back as written."""
+    from tools_app.data_access.sql import store
+
+    records = [_shaped(n) for n in range(700)]
+    collection_id = _write_stream(iter(records), batch=150)
+    with connection.cursor() as cursor:
+        read = list(
+            store.iter_records(
+                cursor,
+                dialect=connection.vendor,
+                records_table=TableRecord._meta.db_table,
+                layouts_table=TableRecordLayout._meta.db_table,
+                collection_id=collection_id,
+            )
+        )
+    assert read == [(str(n), record) for n, record in enumerate(records)]
+    assert [json.dumps(record) for _key, record in read] == [json.dumps(record) for record in records]  # key order
+    positions = TableRecord.objects.filter(collection_id=collection_id).order_by("position")
+    assert list(positions.values_list("position", flat=True)) == [n * 1024 for n in range(700)]
+    layouts = TableRecordLayout.objects.filter(collection_id=collection_id).count()
+    assert layouts == (3 if connection.vendor == "postgresql" else 0)
+    assert TableCollection.objects.get(pk=collection_id).field_kinds["fields"]["deep"] == ["null", "object"]
+
+
+def test_a_stream_that_raises_past_its_first_batch_writes_nothing_and_the_connection_goes_on():
+    """The stream's refusal with rows already sent (on PostgreSQL inside the open COPY, which is aborted): the
+    refusal is the stream's own exception, the transaction rolls back, and the connection takes the next
+    statement."""
+    from django.db import transaction
+
+    class Refused(Exception):
+        pass
+
+    def stream():
+        for n in range(700):
+            if n == 500:
+                raise Refused("row 500")
+            yield _shaped(n)
+
+    before = db_snapshot()
+    with pytest.raises(Refused, match="row 500"), transaction.atomic():
+        _write_stream(stream(), batch=150)
+    assert db_snapshot() == before
+    assert not TableRecord.objects.exists()
+    assert _write_stream(iter([_shaped(1), _shaped(2)]), batch=150)
+    assert TableRecord.objects.count() == 2
+
+
+def test_an_import_over_the_quota_past_its_first_batch_is_refused_and_writes_nothing(owner, settings):
+    """The quota crossed by row 5,501, after a batch of 5,000 rows went out (on PostgreSQL inside the COPY, where
+    the connection takes no other statement): QUOTA_EXCEEDED with the exact sizes, nothing written."""
+    records = [{"id": n} for n in range(1, 5502)]
+    content = "".join(json.dumps(record) + "\n" for record in records).encode()
+    settings.TOOLHUB_MAX_OWNER_DATA_BYTES = len(json.dumps(records[:5500]))
+    before = db_snapshot()
+    response = upload(client_for(owner), content, "n.ndjson", name="numbers")
+    assert response.status_code == 413
+    body = response.json()
+    assert body["error"] == "QUOTA_EXCEEDED"
+    assert body["details"] == {
+        "quota": "TOOLHUB_MAX_OWNER_DATA_BYTES",
+        "limit": len(json.dumps(records[:5500])),
+        "used": 0,
+        "requested": len(json.dumps(records)),
+    }
+    assert db_snapshot() == before
+    assert not Table.objects.exists()
+    settings.TOOLHUB_MAX_OWNER_DATA_BYTES = len(json.dumps(records))
+    assert upload(client_for(owner), content, "n.ndjson", name="numbers").status_code == 201
+    assert TableRecord.objects.count() == 5501
+
+
+def test_an_upload_spooled_to_disk_imports_and_is_refused_as_one_in_memory(owner, settings):
+    """An upload over FILE_UPLOAD_MAX_MEMORY_SIZE is a temporary file behind two wrappers, which the import reads
+    directly: the same table, and the same refusal naming the line of a byte that is not UTF-8."""
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 10
+    response = upload(client_for(owner), CSV.encode(), "p.csv", name="products")
+    assert response.status_code == 201
+    assert response.json()["data"] == RECORDS
+    before = db_snapshot()
+    response = upload(client_for(owner), b"sku,name\nA,caf\xe9\n", "q.csv", name="bad")
+    assert response.status_code == 400
+    assert response.json()["fields"] == {
+        "file": [
+            "The file is not UTF-8 text: line 2 has the byte 0xe9 (at byte offset 14). Save it as UTF-8 and upload it "
+            "again."
+        ]
+    }
+    assert db_snapshot() == before
+
+
+def test_a_failed_batch_written_while_the_next_is_encoded_is_the_engines_error_and_writes_nothing():
+    """A batch that breaks a constraint fails in the engine while the next one is being made (SQLite: on the
+    writer's thread; PostgreSQL: inside the open COPY): write_records raises Django's IntegrityError, as a
+    statement run in place would, and the transaction rolls back."""
+    from django.db import IntegrityError, transaction
+
+    from tools_app.data_access.sql import store
+
+    table = Table.objects.create(owner=_stream_owner(), name="dup", storage=TableStorage.ROWS)
+    collection = TableCollection.objects.create(table=table, mount="", kind="array", key_field="id")
+    positions = [n * 1024 for n in range(300)]
+    positions[130] = positions[10]  # the second batch (a full one) holds a position the first wrote
+    before = db_snapshot()
+    with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
+        store.write_records(
+            cursor,
+            dialect=connection.vendor,
+            records_table=TableRecord._meta.db_table,
+            layouts_table=TableRecordLayout._meta.db_table,
+            collection_id=collection.pk,
+            value=iter([{"id": n} for n in range(300)]),
+            batch=120,
+            positions=positions,
+        )
+    assert db_snapshot() == before
+    assert not TableRecord.objects.exists()
