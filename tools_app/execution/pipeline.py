@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -777,23 +777,21 @@ class _Row:
     logged: bool = True  # False: the instance or the owner is gone, and their call log with them
 
 
-@dataclass(frozen=True, slots=True)
 class _Details:
     """What the row keeps of the call beyond its metadata (tools_app.execution.call_details), and `size`, what
-    the owner's storage bound counts (CallLog.recorded_bytes), measured once."""
+    the owner's storage bound counts (CallLog.recorded_bytes), measured once: the arguments', the result's and
+    the error message's UTF-8 bytes when the details are kept, else 0. A plain class: every call makes one."""
 
-    arguments: Recorded | None
-    result: Recorded | None
-    error_message: str
-    size: int = field(init=False)
+    __slots__ = ("arguments", "result", "error_message", "size")
 
-    def __post_init__(self) -> None:
-        size = 0
-        if self.arguments is not None and self.result is not None:
-            size = self.arguments.size + self.result.size
-            if self.error_message:
-                size += len(self.error_message.encode("utf-8", "replace"))
-        object.__setattr__(self, "size", size)
+    def __init__(self, arguments: Recorded | None, result: Recorded | None, error_message: str) -> None:
+        self.arguments, self.result, self.error_message = arguments, result, error_message
+        if arguments is None or result is None:
+            self.size = 0
+        else:
+            self.size = utf8_size(arguments.text + result.text)
+            if error_message:
+                self.size += len(error_message.encode("utf-8", "replace"))
 
 
 def _details(target: CallTarget, outcome: CallOutcome, arguments: Any) -> _Details:
