@@ -925,11 +925,12 @@ _RECORD_COLUMNS = (
 
 
 @functools.cache
-def _record_sql(vendor: str) -> tuple[str, str, str, str | None]:
+def _record_sql(vendor: str) -> tuple[str, str, str, tuple[str, str] | None]:
     """The statements of one record, built once from the models' tables and columns: the call-log INSERT, the
     use count (THE use-count rule, as services.tool_use_record) and the key's last use. PostgreSQL runs
-    them as one statement (data-modifying WITH clauses always run), SQLite as up to three. A use or touch
-    that is not due names id NULL, which matches no row (and is not sent at all on SQLite).
+    them as one statement (data-modifying WITH clauses always run): with the key's last use, and without it
+    (most calls: the key was touched a moment ago), so that no parameter is sent for nothing; SQLite as up to
+    three. A use that is not due names id NULL, which matches no row (and is not sent at all on SQLite).
 
     Parameters are named (`%(name)s`, bound from a dict): Django's SQLite cursor turns positional `%s` into
     `?` with a regular expression over the whole statement on every execution, which cost more than the
@@ -948,7 +949,8 @@ def _record_sql(vendor: str) -> tuple[str, str, str, str | None]:
         f"UPDATE {quote(ApiKey._meta.db_table)} SET {column(ApiKey, 'last_used_at')} = %(touched_at)s"
         f" WHERE {column(ApiKey, 'id')} = %(touched_key)s"
     )
-    combined = f"WITH used AS ({use} RETURNING 1), touched AS ({touch} RETURNING 1) {insert}"
+    touching = f"WITH used AS ({use} RETURNING 1), touched AS ({touch} RETURNING 1) {insert}"
+    combined = (touching, f"WITH used AS ({use} RETURNING 1) {insert}")
     return use, touch, insert, combined if vendor == "postgresql" else None
 
 
@@ -985,7 +987,10 @@ def _write(
     use_sql, touch_sql, insert_sql, combined = _record_sql(connection.vendor)
     with connection.cursor() as cursor:
         if combined is not None and row.logged:
-            cursor.execute(combined, {**use, **touch, **values})
+            if touch_key:
+                cursor.execute(combined[0], {**use, **touch, **values})
+            else:
+                cursor.execute(combined[1], {**use, **values})
             return
         if use["used_tool"] is not None:
             cursor.execute(use_sql, use)
