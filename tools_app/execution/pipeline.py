@@ -36,8 +36,8 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -890,29 +890,25 @@ def _record(caller: Caller, target: CallTarget, outcome: CallOutcome, at: dateti
 
 
 _sqlite_writer = threading.RLock()
+_NO_LOCK = nullcontext()
 
 
-@contextmanager
-def _writer() -> Iterator[None]:
+def _writer() -> AbstractContextManager[Any]:
     """SQLite: one writing thread per process at a time. Its IMMEDIATE transactions queue on the database's
     write lock through a busy handler that sleeps 1, 2, 5, 10, ... ms between tries, which under concurrent
     calls cost more than the writes (bench/mcp_throughput.py); threads of one process queue here instead.
-    PostgreSQL takes row locks and needs nothing."""
-    if connection.vendor != "sqlite":
-        yield
-        return
-    with _sqlite_writer:
-        yield
+    PostgreSQL takes row locks and needs nothing. The lock itself, or one shared no-op: no generator per call."""
+    return _sqlite_writer if connection.vendor == "sqlite" else _NO_LOCK
 
 
-def _one_unit() -> Any:
+def _one_unit() -> AbstractContextManager[Any]:
     """What makes the record's statements one unit. On PostgreSQL nothing: the record is one statement, committed
     by itself outside a transaction (one round trip instead of BEGIN, the statement and COMMIT); inside the
     change's transaction its foreign keys are checked at the commit (DEFERRABLE INITIALLY DEFERRED), so the
     statement cannot be refused on them and a savepoint would guard nothing (two round trips). SQLite: an atomic
     block (its up to three statements)."""
     if connection.vendor == "postgresql":
-        return nullcontext()
+        return _NO_LOCK
     return transaction.atomic()
 
 
