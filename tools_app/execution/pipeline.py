@@ -890,7 +890,7 @@ def _record(caller: Caller, target: CallTarget, outcome: CallOutcome, at: dateti
 
 
 _sqlite_writer = threading.RLock()
-_NO_LOCK = nullcontext()
+_NOTHING = nullcontext()
 
 
 def _writer() -> AbstractContextManager[Any]:
@@ -898,7 +898,7 @@ def _writer() -> AbstractContextManager[Any]:
     write lock through a busy handler that sleeps 1, 2, 5, 10, ... ms between tries, which under concurrent
     calls cost more than the writes (bench/mcp_throughput.py); threads of one process queue here instead.
     PostgreSQL takes row locks and needs nothing. The lock itself, or one shared no-op: no generator per call."""
-    return _sqlite_writer if connection.vendor == "sqlite" else _NO_LOCK
+    return _sqlite_writer if connection.vendor == "sqlite" else _NOTHING
 
 
 def _one_unit() -> AbstractContextManager[Any]:
@@ -908,7 +908,7 @@ def _one_unit() -> AbstractContextManager[Any]:
     statement cannot be refused on them and a savepoint would guard nothing (two round trips). SQLite: an atomic
     block (its up to three statements)."""
     if connection.vendor == "postgresql":
-        return _NO_LOCK
+        return _NOTHING
     return transaction.atomic()
 
 
