@@ -292,10 +292,11 @@ class McpEndpoint:
             await send_denied(send, Denied(404, "MCP endpoints are /mcp/<slug>/."))
             return
         slug = match["slug"]
-        base = public_base(scope.get("scheme") or "http", _header(scope, b"host") or "")
+        host = _header(scope, b"host")
+        base = public_base(scope.get("scheme") or "http", host or "")
         send = with_resource_metadata(send, base, slug)
         try:
-            check_host_and_origin(_header(scope, b"host"), _header(scope, b"origin"))
+            check_host_and_origin(host, _header(scope, b"origin"))
         except Denied as denied:
             await send_denied(send, denied)
             return

@@ -78,23 +78,14 @@ def trim() -> bool:
 
 
 class _InFlight:
-    """HTTP requests in flight in this process, and the most at once since the last time there were none."""
+    """HTTP requests in flight in this process (`now`), and the most at once since the last time there were none
+    (`peak`). Counted inline by the wrapper, not through methods: every request passes it."""
+
+    __slots__ = ("now", "peak")
 
     def __init__(self) -> None:
         self.now = 0
         self.peak = 0
-
-    def start(self) -> None:
-        self.now += 1
-        self.peak = max(self.peak, self.now)
-
-    def end(self) -> bool:
-        """One request over; True when it ended a burst (none left after BURST_REQUESTS or more at once)."""
-        self.now -= 1
-        if self.now > 0:
-            return False
-        burst, self.peak = self.peak >= BURST_REQUESTS, 0
-        return burst
 
 
 _in_flight = _InFlight()  # the event loop's: touched only from coroutines, no lock needed
@@ -121,11 +112,18 @@ def trim_after_large_requests(app: Any) -> Any:
             moved += len(message.get("body", b""))
             await send(message)
 
-        _in_flight.start()
+        in_flight = _in_flight
+        in_flight.now += 1
+        if in_flight.now > in_flight.peak:
+            in_flight.peak = in_flight.now
         try:
             await app(scope, counting_receive, counting_send)
         finally:
-            burst_over = _in_flight.end()
+            # A burst is over when none is left after BURST_REQUESTS or more at once.
+            in_flight.now -= 1
+            burst_over = False
+            if in_flight.now <= 0:
+                burst_over, in_flight.peak = in_flight.peak >= BURST_REQUESTS, 0
             threshold = MALLOC_TRIM_AFTER_BYTES.get()
             large = threshold > 0 and moved >= threshold
             if (large or burst_over) and not _trimming.locked():

@@ -13,7 +13,7 @@ index was there to use.
 
 from collections.abc import Collection
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tools_app.data_access.sql.plan import filtered_fields
 from tools_app.data_access.sql_query import SqlQuery
@@ -49,18 +49,18 @@ def suggestion(fields: Collection[str], duration_ms: float) -> str:
     )[:MAX_NOTE_CHARS]
 
 
-@dataclass
-class CallNotes:
-    """What one call's queries reported (the first slow query's note is the call's)."""
+class CallNotes(list[SlowQuery]):
+    """What one call's queries reported, in order (the first slow query's note is the call's). A list, made
+    without a Python call: every call makes one."""
 
-    slow: list[SlowQuery] = field(default_factory=list)
+    __slots__ = ()
 
     @property
     def text(self) -> str:
-        if not self.slow:
+        if not self:
             return ""
-        fields = sorted({name for query in self.slow for name in query.fields})
-        return suggestion(fields, max(query.duration_ms for query in self.slow))
+        fields = sorted({name for query in self for name in query.fields})
+        return suggestion(fields, max(query.duration_ms for query in self))
 
 
 _CURRENT: ContextVar[CallNotes | None] = ContextVar("toolhub_call_notes", default=None)
@@ -72,12 +72,10 @@ class watching:  # noqa: N801 (used as a function: `with watching() as notes`)
 
     __slots__ = ("notes", "_token")
 
-    def __init__(self) -> None:
-        self.notes = CallNotes()
-
     def __enter__(self) -> CallNotes:
-        self._token = _CURRENT.set(self.notes)
-        return self.notes
+        notes = self.notes = CallNotes()
+        self._token = _CURRENT.set(notes)
+        return notes
 
     def __exit__(self, *exc_info: object) -> None:
         _CURRENT.reset(self._token)
@@ -86,7 +84,7 @@ class watching:  # noqa: N801 (used as a function: `with watching() as notes`)
 def current_note() -> str:
     """The note for the call in progress ("" when no slow query on an unindexed field was reported)."""
     notes = _CURRENT.get()
-    return "" if notes is None else notes.text
+    return notes.text if notes else ""
 
 
 def observe_query(query: SqlQuery, *, indexed_fields: Collection[str], duration_ms: float) -> SlowQuery | None:
@@ -102,5 +100,5 @@ def observe_query(query: SqlQuery, *, indexed_fields: Collection[str], duration_
     slow = SlowQuery(unindexed, duration_ms)
     notes = _CURRENT.get()
     if notes is not None:
-        notes.slow.append(slow)
+        notes.append(slow)
     return slow

@@ -168,20 +168,24 @@ def recorded_success(
     what the result redacted, and the result again only when the arguments redacted more.
 
     The common call (no `fields`, its result's text at hand, nothing credential-like in either text, both within
-    their bounds) is one encode of the arguments and one look at each text: what the steps below would return
+    their bounds) is one encode of the arguments and one look at both texts: what the steps below would return
     for it, without running them."""
     result_bytes, arguments_bytes = result_max_bytes(), arguments_max_bytes()
     if not fields and text is not None:
-        sent_text = _small(arguments, arguments_bytes)
-        if (
-            sent_text is not None
-            and utf8_size(text) <= result_bytes
-            and not _maybe_credential(text)
-            and not _maybe_credential(sent_text)
-            and _storable(text)
-            and _storable(sent_text)
-        ):
-            return Recorded(sent_text, False), Recorded(text, False)
+        try:
+            sent_text = _compact(arguments)
+        except (TypeError, ValueError, RecursionError):
+            pass  # not JSON as it is: the steps below cut and walk it
+        else:
+            # Both texts looked at once, joined: each test over the join holds when it holds for either text (a
+            # false alarm only takes the steps below). ASCII, the usual case, is storable and its length its size.
+            both = sent_text + text
+            if both.isascii():
+                fits = len(sent_text) <= arguments_bytes and len(text) <= result_bytes
+            else:
+                fits = utf8_size(sent_text) <= arguments_bytes and utf8_size(text) <= result_bytes and _storable(both)
+            if fits and not _maybe_credential(both):
+                return Recorded(sent_text, False), Recorded(text, False)
     result = recorded(value, max_bytes=result_bytes, fields=fields, text=text)
     sent = recorded(arguments, max_bytes=arguments_bytes, fields=fields, secrets=result.secrets, small=True)
     if sent.secrets and set(sent.secrets) - set(result.secrets):

@@ -36,9 +36,9 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -792,23 +792,21 @@ class _Row:
     logged: bool = True  # False: the instance or the owner is gone, and their call log with them
 
 
-@dataclass(frozen=True, slots=True)
 class _Details:
     """What the row keeps of the call beyond its metadata (tools_app.execution.call_details), and `size`, what
-    the owner's storage bound counts (CallLog.recorded_bytes), measured once."""
+    the owner's storage bound counts (CallLog.recorded_bytes), measured once: the arguments', the result's and
+    the error message's UTF-8 bytes when the details are kept, else 0. A plain class: every call makes one."""
 
-    arguments: Recorded | None
-    result: Recorded | None
-    error_message: str
-    size: int = field(init=False)
+    __slots__ = ("arguments", "result", "error_message", "size")
 
-    def __post_init__(self) -> None:
-        size = 0
-        if self.arguments is not None and self.result is not None:
-            size = self.arguments.size + self.result.size
-            if self.error_message:
-                size += len(self.error_message.encode("utf-8", "replace"))
-        object.__setattr__(self, "size", size)
+    def __init__(self, arguments: Recorded | None, result: Recorded | None, error_message: str) -> None:
+        self.arguments, self.result, self.error_message = arguments, result, error_message
+        if arguments is None or result is None:
+            self.size = 0
+        else:
+            self.size = utf8_size(arguments.text + result.text)
+            if error_message:
+                self.size += len(error_message.encode("utf-8", "replace"))
 
 
 def _details(target: CallTarget, outcome: CallOutcome, arguments: Any) -> _Details:
@@ -907,29 +905,25 @@ def _record(caller: Caller, target: CallTarget, outcome: CallOutcome, at: dateti
 
 
 _sqlite_writer = threading.RLock()
+_NOTHING = nullcontext()
 
 
-@contextmanager
-def _writer() -> Iterator[None]:
+def _writer() -> AbstractContextManager[Any]:
     """SQLite: one writing thread per process at a time. Its IMMEDIATE transactions queue on the database's
     write lock through a busy handler that sleeps 1, 2, 5, 10, ... ms between tries, which under concurrent
     calls cost more than the writes (bench/mcp_throughput.py); threads of one process queue here instead.
-    PostgreSQL takes row locks and needs nothing."""
-    if connection.vendor != "sqlite":
-        yield
-        return
-    with _sqlite_writer:
-        yield
+    PostgreSQL takes row locks and needs nothing. The lock itself, or one shared no-op: no generator per call."""
+    return _sqlite_writer if connection.vendor == "sqlite" else _NOTHING
 
 
-def _one_unit() -> Any:
+def _one_unit() -> AbstractContextManager[Any]:
     """What makes the record's statements one unit. On PostgreSQL nothing: the record is one statement, committed
     by itself outside a transaction (one round trip instead of BEGIN, the statement and COMMIT); inside the
     change's transaction its foreign keys are checked at the commit (DEFERRABLE INITIALLY DEFERRED), so the
     statement cannot be refused on them and a savepoint would guard nothing (two round trips). SQLite: an atomic
     block (its up to three statements)."""
     if connection.vendor == "postgresql":
-        return nullcontext()
+        return _NOTHING
     return transaction.atomic()
 
 
@@ -942,11 +936,12 @@ _RECORD_COLUMNS = (
 
 
 @functools.cache
-def _record_sql(vendor: str) -> tuple[str, str, str, str | None]:
+def _record_sql(vendor: str) -> tuple[str, str, str, tuple[str, str] | None]:
     """The statements of one record, built once from the models' tables and columns: the call-log INSERT, the
     use count (THE use-count rule, as services.tool_use_record) and the key's last use. PostgreSQL runs
-    them as one statement (data-modifying WITH clauses always run), SQLite as up to three. A use or touch
-    that is not due names id NULL, which matches no row (and is not sent at all on SQLite).
+    them as one statement (data-modifying WITH clauses always run): with the key's last use, and without it
+    (most calls: the key was touched a moment ago), so that no parameter is sent for nothing; SQLite as up to
+    three. A use that is not due names id NULL, which matches no row (and is not sent at all on SQLite).
 
     Parameters are named (`%(name)s`, bound from a dict): Django's SQLite cursor turns positional `%s` into
     `?` with a regular expression over the whole statement on every execution, which cost more than the
@@ -965,7 +960,8 @@ def _record_sql(vendor: str) -> tuple[str, str, str, str | None]:
         f"UPDATE {quote(ApiKey._meta.db_table)} SET {column(ApiKey, 'last_used_at')} = %(touched_at)s"
         f" WHERE {column(ApiKey, 'id')} = %(touched_key)s"
     )
-    combined = f"WITH used AS ({use} RETURNING 1), touched AS ({touch} RETURNING 1) {insert}"
+    touching = f"WITH used AS ({use} RETURNING 1), touched AS ({touch} RETURNING 1) {insert}"
+    combined = (touching, f"WITH used AS ({use} RETURNING 1) {insert}")
     return use, touch, insert, combined if vendor == "postgresql" else None
 
 
@@ -1002,7 +998,10 @@ def _write(
     use_sql, touch_sql, insert_sql, combined = _record_sql(connection.vendor)
     with connection.cursor() as cursor:
         if combined is not None and row.logged:
-            cursor.execute(_unflushed(combined), {**use, **touch, **values})
+            if touch_key:
+                cursor.execute(_unflushed(combined[0]), {**use, **touch, **values})
+            else:
+                cursor.execute(_unflushed(combined[1]), {**use, **values})
             return
         if use["used_tool"] is not None:
             cursor.execute(use_sql, use)

@@ -78,7 +78,6 @@ def _settings() -> Any:
 # their own. Replaced whole when a setting changes, so a read that began before the change stores its value
 # into the dict being dropped, never into the new one.
 _read: dict[tuple[str, str], Any] = {}
-_UNREAD = object()
 
 
 def forget_reads(**kwargs: Any) -> None:
@@ -100,21 +99,26 @@ class Setting(Generic[T]):
     unit: str
     meaning: str
 
+    # Both readers look the value up by subscript, not dict.get: a read is on every call's path several times,
+    # and a subscript that finds its key costs no call.
+
     def raw(self) -> Any:
         """The setting as configured now (its default when the settings do not define it)."""
         read, key = _read, (self.setting, "raw")
-        value = read.get(key, _UNREAD)
-        if value is _UNREAD:
+        try:
+            return read[key]
+        except KeyError:
             value = read[key] = getattr(_settings(), self.setting, self.default)
-        return value
+            return value
 
     def get(self) -> T:
         """The setting as its kind reads it (_convert), kept until a setting changes (the module docstring)."""
         read, key = _read, (self.setting, "get")
-        value = read.get(key, _UNREAD)
-        if value is _UNREAD:
+        try:
+            return read[key]
+        except KeyError:
             value = read[key] = self._convert(getattr(_settings(), self.setting, self.default))
-        return value
+            return value
 
     def _convert(self, value: Any) -> T:
         return value

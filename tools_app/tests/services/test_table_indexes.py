@@ -390,7 +390,7 @@ def test_a_slow_query_on_an_unindexed_field_is_counted_and_suggests_the_field():
         "A table query took 120 ms filtering or sorting on `total` without an index: declare `total` in the "
         "table's indexed_fields."
     )
-    assert notes.slow == [slow]
+    assert notes == [slow]
     assert _slow_count("total") == total_before + 1
     assert _slow_count("status") == status_before
     assert slow_queries.current_note() == ""  # outside a call
