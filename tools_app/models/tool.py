@@ -138,8 +138,14 @@ class Tool(OwnedModel):
 
         add(check_tool(self))  # the type's rules: table, JSON path, description
         if self.table_id is not None and self.owner_id is not None:
-            # SPEC §2: a tool only mounts a table of its own owner.
-            owner = Table.objects.filter(pk=self.table_id).values_list("owner_id", flat=True).first()
+            # SPEC §2: a tool only mounts a table of its own owner. The table the caller gave (the API's serializer
+            # has just read it) answers without a query; setting table_id drops it, so it is this id's row.
+            given = self.table if Tool.table.is_cached(self) else None
+            owner: int | None
+            if given is not None:
+                owner = given.owner_id
+            else:
+                owner = Table.objects.filter(pk=self.table_id).values_list("owner_id", flat=True).first()
             if owner is not None and owner != self.owner_id:
                 add([("table", "Select a valid choice. That table is not one of yours.", "invalid_choice", {})])
         if len(self.description or "") > MAX_DESCRIPTION:

@@ -2,6 +2,8 @@
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from tools_app.choices import DATA_TYPES, READ_TYPES, REGISTRY_TYPES, WRITE_TYPES, ToolType
 from tools_app.models import Table, Tool
@@ -211,6 +213,32 @@ def test_tool_cannot_mount_another_owners_table(owner, other_user, make_table):
         tool.full_clean()
     # then
     assert _codes(caught.value) == {"table": ["invalid_choice"]}
+    assert Tool.objects.count() == 0
+
+
+def test_tool_cannot_mount_another_owners_table_given_by_id(owner, other_user, make_table):
+    """The same rule when only the table's id is set: the owner is read from the row."""
+    # given
+    foreign = make_table(other_user, name="theirs")
+    tool = _tool(owner, table_id=foreign.pk)
+    # when
+    with pytest.raises(ValidationError) as caught:
+        tool.full_clean()
+    # then
+    assert _codes(caught.value) == {"table": ["invalid_choice"]}
+    assert Tool.objects.count() == 0
+
+
+def test_owner_check_of_a_given_table_reads_no_table_row(owner, table):
+    """The table the caller gave (the API's serializer has read it) answers the owner check: clean() sends no
+    query (full_clean's field checks still confirm the row exists)."""
+    # given
+    tool = _tool(owner, table)
+    # when
+    with CaptureQueriesContext(connection) as queries:
+        tool.clean()
+    # then
+    assert [query["sql"] for query in queries.captured_queries] == []
     assert Tool.objects.count() == 0
 
 
