@@ -9,7 +9,7 @@ import pytest
 
 from tests import factories
 from tests.factories import FAST_PASSWORD_HASHERS
-from tests.live_server import TEST_RUN, drop_templates, sqlite_template_into
+from tests.live_server import TEST_RUN, drop_templates, postgres_template_into, sqlite_template_into
 
 # The suite sends far more requests than the default rates allow, so rate limits are off in
 # tests (servers the tests start inherit this); the rate-limit tests turn them on (`rate_limited`).
@@ -28,11 +28,13 @@ def pytest_unconfigure(config):
 
 
 @pytest.fixture(scope="session")
-def _sqlite_test_database_from_template():
-    """While the test databases are set up: on SQLite, the in-memory test database's `migrate` is a copy of the
-    run's migrated template (tests/live_server.py), which the first process to need it builds. The same
-    migrations, run once per run instead of once per parallel worker and once more for the live servers: each
-    run costs seconds of CPU. Returns the function that puts `migrate` back."""
+def _test_database_from_template():
+    """While the test databases are set up: a test database's `migrate` is a copy of the run's migrated template
+    (tests/live_server.py), which the first process to need it builds: on SQLite, the in-memory test database;
+    on PostgreSQL, each worker's test database (CREATE DATABASE ... TEMPLATE, as the live servers' databases).
+    The same migrations, run once per run instead of once per parallel worker and once more for the live
+    servers: each run costs seconds of CPU (PostgreSQL: ~7 s of the test process's and more of the server's).
+    Returns the function that puts `migrate` back."""
     from django.core import management
     from django.db import connections
 
@@ -40,21 +42,28 @@ def _sqlite_test_database_from_template():
 
     def call_command(name, *args, **options):
         connection = connections[options.get("database", "default")]
-        if name != "migrate" or args or connection.vendor != "sqlite" or not connection.is_in_memory_db():
+        if name != "migrate" or args:
             return migrate(name, *args, **options)
-        connection.ensure_connection()
         env = {key: value for key, value in os.environ.items() if key != "DJANGO_DEBUG"}
-        sqlite_template_into(os.environ[TEST_RUN], env, connection.connection)
-        return None
+        if connection.vendor == "sqlite" and connection.is_in_memory_db():
+            connection.ensure_connection()
+            sqlite_template_into(os.environ[TEST_RUN], env, connection.connection)
+            return None
+        url = os.environ.get("DATABASE_URL", "")
+        if connection.vendor == "postgresql" and url.startswith("postgres"):
+            connection.close()  # the test database is dropped and made again as the copy
+            postgres_template_into(os.environ[TEST_RUN], env, url, connection.settings_dict["NAME"])
+            return None
+        return migrate(name, *args, **options)
 
     management.call_command = call_command
     return lambda: setattr(management, "call_command", migrate)
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(_sqlite_test_database_from_template, django_db_setup):
-    """pytest-django's test databases, the SQLite one copied from the run's template (above)."""
-    _sqlite_test_database_from_template()
+def django_db_setup(_test_database_from_template, django_db_setup):
+    """pytest-django's test databases, copied from the run's template (above)."""
+    _test_database_from_template()
 
 
 @pytest.fixture

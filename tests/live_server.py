@@ -30,6 +30,7 @@ __all__ = [
     "Uvicorn",
     "drop_templates",
     "free_port",
+    "postgres_template_into",
     "run_python",
     "sdk_session",
     "seed_mcp",
@@ -152,6 +153,14 @@ def _postgres_copy(run: str, env: dict, admin_url: str, name: str, server_url) -
         _psql(admin_url, f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name} TEMPLATE {template}")
 
 
+def postgres_template_into(run: str, env: dict, url: str, name: str) -> None:
+    """Database `name`, on the server of the PostgreSQL `url`, as a copy of the run's migrated template (a
+    server's database, or a test process's test database)."""
+    parts = urlsplit(url)
+    admin_url = urlunsplit(parts._replace(path="/postgres"))
+    _postgres_copy(run, env, admin_url, name, lambda database: urlunsplit(parts._replace(path=f"/{database}")))
+
+
 def drop_templates(run: str) -> None:
     """Remove a test run's templates (the controller calls this when the run ends)."""
     directory = template_directory(run)
@@ -179,7 +188,7 @@ def server_database(tag: str, directory: Path, *, secret: str, name: str | None 
             pg_admin = urlunsplit(parts._replace(path="/postgres"))
             env["DATABASE_URL"] = urlunsplit(parts._replace(path=f"/{pg_name}"))
             if run:
-                _postgres_copy(run, env, pg_admin, pg_name, lambda name: urlunsplit(parts._replace(path=f"/{name}")))
+                postgres_template_into(run, env, url, pg_name)
             else:
                 _psql(pg_admin, f"DROP DATABASE IF EXISTS {pg_name}", f"CREATE DATABASE {pg_name}")
                 _migrate(env)
