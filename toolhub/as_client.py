@@ -103,7 +103,9 @@ def client_view(instance: McpInstance, credential: Credential) -> dict[str, Any]
 
 
 async def _check(url: str, key: str) -> dict[str, Any]:
-    async with httpx2.AsyncClient(headers={"authorization": f"Bearer {key}"}, timeout=CHECK_SECONDS) as http:
+    # One deadline, the whole check's (connection_check's wait_for): the client's own timeouts lie past it, so a
+    # silent server is always "No answer within N seconds", never whichever of two equal timers fired first.
+    async with httpx2.AsyncClient(headers={"authorization": f"Bearer {key}"}, timeout=CHECK_SECONDS + 5) as http:
         async with Client(streamable_http_client(url, http_client=http), mode="legacy", cache=None) as client:
             server = client.server_info
             tools = (await client.list_tools()).tools
