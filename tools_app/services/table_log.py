@@ -182,10 +182,13 @@ class HistoryBytes(NamedTuple):
     owner_bytes: int
 
 
-# (table id, version, storage) of the table whose row table_write holds locked while its change runs: neither can
-# move under the lock, so table_head answers them without a statement.
-_locked_head: contextvars.ContextVar[tuple[int, int, str] | None] = contextvars.ContextVar(
-    "toolhub_locked_table", default=None
+# (table id, version, storage) of a table whose head is known, so that table_head answers it without a statement:
+# the table whose row table_write holds locked while its change runs (neither can move under the lock), or a table
+# stored as rows whose version the caller read a moment ago (a call's target query, rows_head_known: a table never
+# goes back from rows to a document, and a rows read takes its own snapshot and reports that version). The
+# innermost setting is the one in force.
+_known_head: contextvars.ContextVar[tuple[int, int, str] | None] = contextvars.ContextVar(
+    "toolhub_known_head", default=None
 )
 
 
@@ -224,11 +227,11 @@ def table_write(
                 {"current_version": version, "expected_version": safe.expected_version},
             )
         entry = document(table_id, version)
-        held = _locked_head.set((table_id, version, storage))
+        held = _known_head.set((table_id, version, storage))
         try:
             new_data, outcome, patch, inverse, carried = change(entry.data, entry.derived)
         finally:
-            _locked_head.reset(held)
+            _known_head.reset(held)
         new_version = version + 1
         old_size = size or _size(entry.data)
         new_size = old_size + size_delta(patch, inverse)
@@ -598,32 +601,23 @@ def table_unique_fields(table_id: int, mount: str, names: list[str]) -> list[str
     return rows_unique_fields(table_id, mount, names)
 
 
-# (table id, version) of a table stored as rows whose version the caller read a moment ago (a call's target query,
-# rows_head_known): a table never goes back from rows to a document, and a rows read takes its own snapshot and
-# reports that version, so table_head answers it without a statement.
-_rows_head: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar("toolhub_rows_head", default=None)
-
-
 @contextmanager
 def rows_head_known(table_id: int, version: int) -> Iterator[None]:
     """Within it, table_head answers (version, rows) for `table_id`, a table read as stored as rows at `version`."""
-    held = _rows_head.set((table_id, version))
+    held = _known_head.set((table_id, version, TableStorage.ROWS))
     try:
         yield
     finally:
-        _rows_head.reset(held)
+        _known_head.reset(held)
 
 
 def table_head(table_id: int) -> tuple[int, str]:
     """The table's current (version, storage) in one primary-key query (none inside table_write's change of that
     table: its locked row, read by the write; none within rows_head_known for that table); Table.DoesNotExist when
     it is gone."""
-    locked = _locked_head.get()
-    if locked is not None and locked[0] == table_id:
-        return locked[1], locked[2]
-    known = _rows_head.get()
+    known = _known_head.get()
     if known is not None and known[0] == table_id:
-        return known[1], TableStorage.ROWS
+        return known[1], known[2]
     with connection.cursor() as cursor:
         cursor.execute(_head_sql(connection.vendor), {"table": table_id})
         row = cursor.fetchone()
