@@ -148,6 +148,7 @@ def target_of_tool(tool: Tool, *, max_result_bytes: int | None = None) -> CallTa
         tool_changed=tool.updated_at,
         table_id=tool.table_id,
         tool=tool,
+        redact_arguments=tool.redact_arguments,
     )
 
 
@@ -818,6 +819,9 @@ def _details(target: CallTarget, outcome: CallOutcome, arguments: Any) -> _Detai
     keep = target.record_details
     if not keep and error is None:
         return _Details(None, None, "")
+    # The names redacted in the arguments: the table's fields and the tool's redact_arguments.
+    named = redact_fields_of(target.redact_arguments)
+    sent_fields = fields | named if named else fields
     if (
         error is None
         and fields
@@ -826,13 +830,15 @@ def _details(target: CallTarget, outcome: CallOutcome, arguments: Any) -> _Detai
     ):
         # The expression shows a redacted field's values without their key (`[].ssn`, `[].{s: ssn}`, `[0].*`):
         # redaction by key cannot see them, so the result is not kept, only its shape.
-        sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=fields, small=True)
+        sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=sent_fields, small=True)
         return _Details(sent, withheld(outcome.value), "")
     if error is None:
         # The text of the result is the one the client got, usually made already.
-        sent, result = recorded_success(arguments, outcome.value, fields=fields, text=outcome._text)
+        sent, result = recorded_success(
+            arguments, outcome.value, fields=fields, sent_fields=sent_fields, text=outcome._text
+        )
         return _Details(sent, result, "")
-    sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=fields, small=True)
+    sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=sent_fields, small=True)
     message = scrub(error.message[:MAX_ERROR_MESSAGE], sent.secrets)
     if not keep:
         return _Details(None, None, message)
