@@ -88,6 +88,7 @@ from tools_app.registry.scope import UserScope
 from tools_app.selectors import NO_FIELDS, CallTarget, redact_fields_of
 from tools_app.services.call_log import CallLogUpkeep, call_log_prune, call_log_trim
 from tools_app.services.locks import key_share
+from tools_app.services.refusals import refusals, refusals_prune
 from tools_app.services.table_log import WriteAudit, change_transaction, rows_head_known, write_audit
 from tools_app.tool_types import TOOL_TYPES, external
 
@@ -860,8 +861,12 @@ upkeep = CallLogUpkeep()
 
 
 def _upkeep(owner_id: int, recorded_bytes: int) -> None:
-    """The call log's retention and the owner's storage bound, when due (services.call_log); after the call's
-    record is committed, and never its failure: a prune that fails is logged and tried at the next due time."""
+    """The call log's retention and the owner's storage bound, when due (services.call_log), and the refused
+    requests' counts (services.refusals); after the call's record is committed, and never its failure: a prune
+    that fails is logged and tried at the next due time."""
+    if refusals.due():  # the rate-limit refusals this process counted (services.refusals); none: a dict test
+        with _writer():
+            refusals.flush()
     prune, trim = upkeep.due(owner_id, recorded_bytes)
     if not (prune or trim):
         return
@@ -869,6 +874,7 @@ def _upkeep(owner_id: int, recorded_bytes: int) -> None:
         with span("toolhub.call.upkeep"), _writer():
             if prune:
                 call_log_prune()
+                refusals_prune()
             if trim:
                 call_log_trim(owner_id)
     except Exception:
