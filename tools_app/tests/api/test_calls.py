@@ -465,6 +465,12 @@ def test_a_tools_redact_arguments_are_read_and_written_by_the_api(owner, people)
     assert response.json()["redact_arguments"] == ["card", "pin"]
     people["open"].refresh_from_db()
     assert people["open"].redact_arguments == ["card", "pin"]
+    # a tool without a table, created with them
+    created = client.post(
+        "/api/tools/", {"name": "weather", "type": "external", "redact_arguments": ["home_address"]}, format="json"
+    )
+    assert created.status_code == 201
+    assert created.json()["redact_arguments"] == ["home_address"]
 
 
 #
