@@ -22,6 +22,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 
+from django.db import transaction
 from django.utils import timezone
 
 from tools_app.models import RefusalCount
@@ -78,7 +79,8 @@ class RefusalCounts:
             for (owner_id, instance_id, scope, minute), count in batch.items()
         ]
         try:
-            RefusalCount.objects.bulk_create(rows)
+            with transaction.atomic():  # a savepoint inside a caller's transaction: a failure leaves it usable
+                RefusalCount.objects.bulk_create(rows)
         except Exception:
             # An instance or owner deleted meanwhile (a foreign key refused), the database away: the counts are
             # lost, the requests were refused all the same.
