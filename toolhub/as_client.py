@@ -256,7 +256,8 @@ def as_client_page(request, instance_id: int):
         label = f"API key {key.label or key.prefix}{' (read-only)' if key.read_only else ''}"
     check = called = None
     if request.method == "POST" and request.POST.get("action") == "call":
-        called = _call_from_form(request, calling)
+        # A disabled instance answers 404 to every client: nothing to call (its page lists nothing either).
+        called = _call_from_form(request, calling) if instance.enabled else None
     elif request.method == "POST":
         check = _connection_check_from_form(request, instance, request.POST.get("with", WITH_KEY))
     listing = client_view(instance, credential) if instance.enabled else None

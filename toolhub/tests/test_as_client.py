@@ -205,6 +205,22 @@ def test_a_binding_s_name_and_narrowing_apply_to_the_page_s_call(client, owner, 
     assert by_tool_name["answer"]["error"]["code"] == -32602
 
 
+def test_a_disabled_instance_s_tools_are_not_called(client, owner, seen_as_client):
+    # given
+    from tools_app.services import instance_update
+
+    instance = seen_as_client["instance"]
+    instance_update(instance=instance, enabled=False)
+    client.force_login(owner)
+    # when
+    response = client.post(page_url(instance), CALL_UPDATE)
+    # then
+    assert response.status_code == 200
+    assert response.context["called"] is None
+    assert CallLog.objects.count() == 0
+    assert Table.objects.get(name="orders").version == 1
+
+
 def test_arguments_that_are_no_json_object_are_not_sent(client, owner, seen_as_client):
     # given
     client.force_login(owner)
