@@ -57,7 +57,9 @@ def test_a_tool_called_from_the_page_and_the_session_check(server, new_page):
         "alice = User.objects.get(username='alice')\n"
         "table = services.table_create(owner=alice, name='as_client_calls', data=[{'id': 1}, {'id': 2}])\n"
         "instance = services.instance_create(owner=alice, name='Called', slug='called-as-client')\n"
-        "tool = services.tool_create(owner=alice, name='calls_query', type='query_data', table=table)\n"
+        "tool = services.tool_create(\n"
+        "    owner=alice, name='calls_query', type='query_data', table=table, description='Orders by query.'\n"
+        ")\n"
         "services.binding_create(mcp_instance=instance, tool=tool, name_override='my_orders')\n"
         "print(json.dumps({'instance': instance.pk}))\n",
     )
