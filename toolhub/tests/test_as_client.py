@@ -205,6 +205,23 @@ def test_a_binding_s_name_and_narrowing_apply_to_the_page_s_call(client, owner, 
     assert by_tool_name["answer"]["error"]["code"] == -32602
 
 
+def test_call_tool_runs_a_tool_that_search_discovery_does_not_list(
+    client, owner, table, make_tool, make_instance, bind
+):
+    # given: discovery 'search' lists only call_tool here (no registry tool is bound)
+    instance = make_instance(owner, discovery="search")
+    bind(instance, make_tool(owner, table, name="orders_query"))
+    client.force_login(owner)
+    arguments = '{"tool_name": "orders_query", "arguments": "{\\"query\\": \\"[0].id\\"}"}'
+    # when
+    listed = client.get(page_url(instance)).context["tool_forms"]
+    called = call_from_page(client, instance, "call_tool", arguments)
+    # then: the proxied tool ran, recorded under its own name
+    assert [form["name"] for form in listed] == ["call_tool"]
+    assert json.loads(called["answer"]["structured"]) == {"result": 1}
+    assert list(CallLog.objects.values_list("surface", "tool_name")) == [("admin", "orders_query")]
+
+
 def test_a_disabled_instance_s_tools_are_not_called(client, owner, seen_as_client):
     # given
     from tools_app.services import instance_update
