@@ -61,6 +61,10 @@ class Credential:
     key_label: str = ""
     key_attributes: tuple[tuple[str, str], ...] = ()
     username: str = ""
+    # Set only in-process, by the admin's "as a client" page (toolhub.as_client): the signed-in user who runs
+    # this tools/call from the admin (surface "admin", recorded as that user, no key used). Never set for a
+    # request over HTTP: authenticate() builds every Credential of the endpoint, and never sets it.
+    admin_user_id: int | None = None
 
     @property
     def rate_identity(self) -> str:

@@ -91,7 +91,7 @@ def current_instance(state: RequestState) -> McpInstance:
         if instance is not None and caller.oauth_token_id is not None and not oauth_token_live(caller):
             instance = None  # The access token was revoked or expired since
         if instance is not None:
-            if caller.api_key_id is not None:
+            if caller.api_key_id is not None and caller.admin_user_id is None:
                 touch_key(caller.api_key_id)
             state.verified = True
             follow_instance(state, instance.key_rate_limit, instance.log_level)
@@ -130,6 +130,7 @@ def call_target(state: RequestState, name: str) -> CallTarget:
             api_key_id=caller.api_key_id,
             oauth_token_id=caller.oauth_token_id,
             name=name,
+            in_admin=caller.admin_user_id is not None,
         )
         if target is not None:
             state.verified = True
@@ -169,6 +170,10 @@ def caller_for(state: RequestState, target: CallTarget, name: str) -> Caller:
     A token whose scope does not cover a tool it could use with `tools:all`: HTTP 403 insufficient_scope (the
     client may authorize again with that scope), nothing run or recorded."""
     holder = state.caller
+    if holder.admin_user_id is not None:
+        # The admin's "as a client" page: the key's or the signed-in owner's set of tools, run and recorded as
+        # the admin user on surface "admin" (like the tool's try-it); the key is not used (nor touched).
+        return Caller(surface=Surface.ADMIN, user_id=holder.admin_user_id, grant=grant_of(holder))
     if (
         holder.oauth_token_id is not None
         and target.enabled

@@ -79,8 +79,12 @@ class CallTarget:
         return self.name_override or self.tool_name or ""
 
 
+# What opened the call whose target _call_target_sql reads, and so what it re-checks besides the instance.
+OPENED_BY_KEY, OPENED_BY_TOKEN, OPENED_IN_ADMIN = "key", "oauth", "admin"
+
+
 @functools.cache
-def _call_target_sql(vendor: str, oauth: bool = False) -> str:
+def _call_target_sql(vendor: str, opener: str = OPENED_BY_KEY) -> str:
     """The one statement of a tools/call: re-checks key and instance, finds the binding by name, reads the
     table version. Built once from the models' table and column names (quoted for `vendor`). Its parameters
     are named (`%(name)s`): Django's SQLite cursor rewrites positional ones with a regular expression over the
@@ -120,7 +124,11 @@ def _call_target_sql(vendor: str, oauth: bool = False) -> str:
         col("v", v, "storage"),
         col("t", t, "redact_arguments"),
     ]
-    if oauth:
+    if opener == OPENED_IN_ADMIN:
+        # The admin's "as a client" page (toolhub.as_client), in-process: the signed-in user's right to the
+        # instance was checked by the view; no key or token is presented, so none is checked here.
+        key_join = key_check = ""
+    elif opener == OPENED_BY_TOKEN:
         # The access token in place of the key: its audience and user were checked when the
         # request was authenticated; here only that it still exists (not revoked) and has not expired.
         k = get_access_token_model()
@@ -148,19 +156,30 @@ def _call_target_sql(vendor: str, oauth: bool = False) -> str:
 
 
 def binding_call_target(
-    *, instance_id: int, slug: str, api_key_id: int | None, name: str, oauth_token_id: int | None = None
+    *,
+    instance_id: int,
+    slug: str,
+    api_key_id: int | None,
+    name: str,
+    oauth_token_id: int | None = None,
+    in_admin: bool = False,
 ) -> CallTarget | None:
     """The binding of instance `instance_id` whose effective name is `name` ignoring case (SPEC §2.4), with
     its tool and the tool's table version, as a CallTarget (binding columns None when no binding has the
     name); None when the instance is gone or disabled, its slug changed, its owner is deactivated, or the key
     is revoked or another instance's (or, for an OAuth access token, the token is revoked or expired): the
-    re-check of the caller rides on the same round trip (SPEC §1)."""
+    re-check of the caller rides on the same round trip (SPEC §1).
+
+    `in_admin` with neither a key nor a token: the admin's in-process call as the owner signed in
+    (toolhub.as_client), whose view checked the user's right to the instance; only the instance is re-checked."""
     params: dict[str, Any] = {"name": name.lower(), "instance": instance_id, "slug": slug}
     if api_key_id is not None:
-        sql, params["key"] = _call_target_sql(connection.vendor, False), api_key_id
+        sql, params["key"] = _call_target_sql(connection.vendor, OPENED_BY_KEY), api_key_id
+    elif oauth_token_id is None and in_admin:
+        sql = _call_target_sql(connection.vendor, OPENED_IN_ADMIN)
     else:
         # Opened by an OAuth access token: the token must still be there and unexpired, its user active.
-        sql, params["key"] = _call_target_sql(connection.vendor, True), oauth_token_id
+        sql, params["key"] = _call_target_sql(connection.vendor, OPENED_BY_TOKEN), oauth_token_id
         params["now"] = connection.ops.adapt_datetimefield_value(timezone.now())
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

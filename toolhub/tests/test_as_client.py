@@ -1,18 +1,22 @@
 """The admin's "see it as a client" page (toolhub.as_client): the lists it shows for a key are the ones the MCP
-endpoint answers to that key, it writes nothing, another owner's instance is 404, and its connection check is a
-real MCP session with a running server."""
+endpoint answers to that key, it writes nothing, another owner's instance is 404, each listed tool can be called
+there and answers as the endpoint answers that key (recorded as the admin's call), and its connection check is a
+real MCP session with a running server, with a pasted key or with the signed-in user's session."""
 
+import json
 import re
 import socket
 import time
 
 import httpx2
 import pytest
+from oauth2_provider.models import AccessToken
 
 from mcp_app.tests.mcp_harness import Harness
+from oauth_app.tokens import session_check_token
 from tests.live_server import Uvicorn, run_python, seed_mcp, server_database
 from toolhub import as_client
-from tools_app.models import ApiKey
+from tools_app.models import ApiKey, CallLog, Table
 
 
 @pytest.fixture
@@ -85,9 +89,200 @@ def test_another_owners_instance_is_404(client, other_user, seen_as_client):
     # when
     shown = client.get(page_url(instance), {"as": seen_as_client["normal"].pk})
     checked = client.post(page_url(instance), {"key": seen_as_client["normal_key"]})
-    # then: 404 whatever is asked, and the key was not used
-    assert shown.status_code == checked.status_code == 404
+    session = client.post(page_url(instance), {"with": "session"})
+    called = client.post(page_url(instance), CALL_UPDATE)
+    # then: 404 whatever is asked; the key was not used, no token minted, nothing run, recorded or written
+    assert shown.status_code == checked.status_code == session.status_code == called.status_code == 404
     assert ApiKey.objects.get(pk=seen_as_client["normal"].pk).last_used_at is None
+    assert AccessToken.objects.count() == 0
+    assert CallLog.objects.count() == 0
+    assert Table.objects.get(name="orders").version == 1
+
+
+# orders_update setting order 1's status: a write the denial tests expect never to happen.
+CALL_UPDATE = {"action": "call", "tool": "orders_update", "arguments": '{"elements": [{"id": 1, "status": "x"}]}'}
+
+
+def call_from_page(client, instance, tool: str, arguments: str, credential=None) -> dict:
+    url = page_url(instance) + (f"?as={credential}" if credential is not None else "")
+    response = client.post(url, {"action": "call", "tool": tool, "arguments": arguments})
+    assert response.status_code == 200
+    return response.context["called"]
+
+
+def test_each_tool_s_form_starts_with_its_required_arguments(client, owner, seen_as_client):
+    # given
+    client.force_login(owner)
+    # when
+    response = client.get(page_url(seen_as_client["instance"]))
+    # then: placeholders from each listed input schema's required arguments
+    assert [(form["name"], form["arguments"]) for form in response.context["tool_forms"]] == [
+        ("orders_query", '{"query": "<query>"}'),
+        ("orders_update", '{"elements": []}'),
+    ]
+    assert response.content.decode().count('name="action" value="call"') == 2
+
+
+def test_a_declared_example_is_the_form_s_start():
+    schema = {
+        "type": "object",
+        "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+        "required": ["query"],
+        "examples": [{"query": "[?total > `10`]", "limit": 5}],
+    }
+    assert as_client.example_of(schema) == {"query": "[?total > `10`]", "limit": 5}
+    assert as_client.example_of({**schema, "examples": ["not an object"]}) == {"query": "<query>"}
+
+
+def test_a_call_from_the_page_answers_as_the_endpoint_and_is_the_admin_s(client, owner, seen_as_client):
+    # given
+    client.force_login(owner)
+    instance = seen_as_client["instance"]
+    # when
+    called = call_from_page(client, instance, "orders_query", '{"query": "[0]"}', seen_as_client["normal"].pk)
+    key_used_at = ApiKey.objects.get(pk=seen_as_client["normal"].pk).last_used_at
+    # then: the tools/call result a client with that key gets, shown part by part
+    expected = Harness().call("shop", seen_as_client["normal_key"], "orders_query", {"query": "[0]"})["result"]
+    answer = called["answer"]
+    assert json.loads(answer["json"]) == {"result": expected}
+    assert answer["is_error"] is False
+    assert answer["text"] == '{"id":1,"customer":"ada","status":"paid","total":10.5}'
+    assert json.loads(answer["structured"]) == {"id": 1, "customer": "ada", "status": "paid", "total": 10.5}
+    # recorded as the signed-in user's admin call on the instance; the key was not used
+    recorded = CallLog.objects.values_list("surface", "user", "api_key", "mcp_instance", "tool_name")
+    assert list(recorded.filter(surface="admin")) == [("admin", owner.pk, None, instance.pk, "orders_query")]
+    assert key_used_at is None
+
+
+def test_a_read_only_key_s_call_of_a_write_is_refused_as_the_endpoint_refuses_it(client, owner, seen_as_client):
+    # given
+    client.force_login(owner)
+    instance = seen_as_client["instance"]
+    arguments = json.loads(CALL_UPDATE["arguments"])
+    # when
+    called = call_from_page(client, instance, "orders_update", CALL_UPDATE["arguments"], seen_as_client["read_only"].pk)
+    # then: the endpoint's own JSON-RPC error for that key, and no write
+    endpoint = Harness().call("shop", seen_as_client["read_only_key"], "orders_update", arguments)
+    assert (
+        called["answer"]["error"]
+        == endpoint["error"]
+        == {
+            "code": -32602,
+            "message": "Unknown tool 'orders_update' for this caller: it changes data, and this API key is read-only.",
+        }
+    )
+    assert Table.objects.get(name="orders").version == 1
+
+
+def test_the_owner_signed_in_may_write_from_the_page(client, owner, seen_as_client):
+    # given
+    client.force_login(owner)
+    # when
+    called = call_from_page(client, seen_as_client["instance"], "orders_update", CALL_UPDATE["arguments"])
+    # then
+    assert called["answer"]["is_error"] is False
+    table = Table.objects.get(name="orders")
+    assert table.version == 2
+    assert CallLog.objects.get(tool_name="orders_update").surface == "admin"
+
+
+def test_a_binding_s_name_and_narrowing_apply_to_the_page_s_call(client, owner, table, make_tool, instance, bind):
+    # given: orders_query bound as 'my_orders', narrowed to the key's customer
+    from tools_app.services import api_key_issue
+
+    narrowing = {"where": {"customer": {"from": "key.attributes.customer"}}}
+    bind(instance, make_tool(owner, table, name="orders_query"), name_override="my_orders", pinned_arguments=narrowing)
+    alan, alan_key = api_key_issue(mcp_instance=instance, label="alan", attributes={"customer": "alan"})
+    client.force_login(owner)
+    # when
+    called = call_from_page(client, instance, "my_orders", '{"query": "[].id"}', alan.pk)
+    by_tool_name = call_from_page(client, instance, "orders_query", '{"query": "[].id"}', alan.pk)
+    # then: alan's orders only, under the binding's name, as the endpoint answers alan's key
+    assert json.loads(called["answer"]["structured"]) == {"result": [2]}
+    assert json.loads(called["answer"]["json"]) == {
+        "result": Harness().call("shop", alan_key, "my_orders", {"query": "[].id"})["result"]
+    }
+    assert by_tool_name["answer"]["error"]["code"] == -32602
+
+
+def test_call_tool_runs_a_tool_that_search_discovery_does_not_list(
+    client, owner, table, make_tool, make_instance, bind
+):
+    # given: discovery 'search' lists only call_tool here (no registry tool is bound)
+    instance = make_instance(owner, discovery="search")
+    bind(instance, make_tool(owner, table, name="orders_query"))
+    client.force_login(owner)
+    arguments = '{"tool_name": "orders_query", "arguments": "{\\"query\\": \\"[0].id\\"}"}'
+    # when
+    listed = client.get(page_url(instance)).context["tool_forms"]
+    called = call_from_page(client, instance, "call_tool", arguments)
+    # then: the proxied tool ran, recorded under its own name
+    assert [form["name"] for form in listed] == ["call_tool"]
+    assert json.loads(called["answer"]["structured"]) == {"result": 1}
+    assert list(CallLog.objects.values_list("surface", "tool_name")) == [("admin", "orders_query")]
+
+
+def test_a_disabled_instance_s_tools_are_not_called(client, owner, seen_as_client):
+    # given
+    from tools_app.services import instance_update
+
+    instance = seen_as_client["instance"]
+    instance_update(instance=instance, enabled=False)
+    client.force_login(owner)
+    # when
+    response = client.post(page_url(instance), CALL_UPDATE)
+    # then
+    assert response.status_code == 200
+    assert response.context["called"] is None
+    assert CallLog.objects.count() == 0
+    assert Table.objects.get(name="orders").version == 1
+
+
+def test_arguments_that_are_no_json_object_are_not_sent(client, owner, seen_as_client):
+    # given
+    client.force_login(owner)
+    instance = seen_as_client["instance"]
+    # when
+    broken = call_from_page(client, instance, "orders_query", '{"query": ')
+    listed = call_from_page(client, instance, "orders_query", "[1]")
+    # then
+    assert broken["problem"] == "Invalid arguments at line 1, column 10: Expecting value."
+    assert listed["problem"] == "The arguments must be a JSON object, e.g. {}."
+    assert "answer" not in broken
+    assert "answer" not in listed
+    assert CallLog.objects.count() == 0
+
+
+def test_a_call_without_the_csrf_token_is_refused(owner, seen_as_client):
+    # given
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(owner)
+    # when
+    response = client.post(page_url(seen_as_client["instance"]), CALL_UPDATE)
+    session = client.post(page_url(seen_as_client["instance"]), {"with": "session"})
+    # then
+    assert response.status_code == session.status_code == 403
+    assert CallLog.objects.count() == 0
+    assert AccessToken.objects.count() == 0
+    assert Table.objects.get(name="orders").version == 1
+
+
+def test_the_session_token_reaches_one_endpoint_and_is_gone_after(owner, seen_as_client, make_instance):
+    # given
+    make_instance(owner, slug="other")
+    # when
+    with session_check_token(user=owner, resource="http://localhost/mcp/shop/", seconds=15) as token:
+        listed = Harness().rpc("shop", token, "tools/list")
+        elsewhere = Harness().post("other", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, key=token)
+        stored = list(AccessToken.objects.values_list("token", "scope", "application", "user"))
+    after = Harness().post("shop", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, key=token)
+    # then: the owner's tools on its endpoint only; only the token's hash was stored, and it is deleted
+    assert [tool["name"] for tool in listed["result"]["tools"]] == ["orders_query", "orders_update"]
+    assert elsewhere.status_code == after.status_code == 401
+    assert stored == [("", "tools:all", None, owner.pk)]
+    assert AccessToken.objects.count() == 0
 
 
 def test_a_revoked_or_foreign_key_id_is_404(client, owner, seen_as_client):
@@ -118,7 +313,7 @@ def as_client_server(tmp_path_factory):
             f"u.is_staff = True; u.set_password({PASSWORD!r}); u.save(); print('ok')",
         )
         with Uvicorn(env) as server:
-            yield {"server": server, **seeded}
+            yield {"server": server, "env": env, **seeded}
 
 
 def signed_in(base: str) -> httpx2.Client:
@@ -133,11 +328,13 @@ def signed_in(base: str) -> httpx2.Client:
     return http
 
 
-def check(http: httpx2.Client, instance_id: int, key: str) -> str:
+def check(http: httpx2.Client, instance_id: int, key: str | None) -> str:
+    """The connection check's result line, with `key`, or with the session when `key` is None."""
     url = f"/admin/tools_app/mcpinstance/{instance_id}/as-client/"
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', http.get(url).text).group(1)
+    form = {"with": "session"} if key is None else {"with": "key", "key": key}
     response = http.post(
-        url, data={"csrfmiddlewaretoken": token, "key": key}, headers={"referer": str(http.base_url) + url}
+        url, data={"csrfmiddlewaretoken": token, **form}, headers={"referer": str(http.base_url) + url}
     )
     assert response.status_code == 200, response.text[:500]
     return re.search(r'<p id="toolhub-check-result"[^>]*>(.*?)</p>', response.text, re.S).group(1)
@@ -151,13 +348,23 @@ def test_the_connection_check_talks_mcp_to_the_running_server(as_client_server):
     # when
     good = check(http, as_client_server["instance_id"], as_client_server["key"])
     bad = check(http, as_client_server["instance_id"], "thk_" + "x" * 43)
+    session = check(http, as_client_server["instance_id"], None)
+    tokens_left = run_python(
+        as_client_server["env"], "from oauth2_provider.models import AccessToken; print(AccessToken.objects.count())"
+    )
     # then: the server's name and the number of tools tools/list returned; the exact refusal
     tools = len(as_client_server["tools"])
-    assert re.fullmatch(rf"Connected: server <code>toolhub [^<]+</code>, {tools} tools listed\.", good), good
+    assert re.fullmatch(
+        rf"Connected with the pasted key: server <code>toolhub [^<]+</code>, {tools} tools listed\.", good
+    ), good
     assert bad == (
-        "Failed: <code>MCPError: UNAUTHORIZED: Invalid API key for this instance "
+        "Failed with the pasted key: <code>MCPError: UNAUTHORIZED: Invalid API key for this instance "
         "(unknown, revoked, or another instance&#x27;s).</code>"
     )
+    assert re.fullmatch(
+        rf"Connected with your session \(ascl\): server <code>toolhub [^<]+</code>, {tools} tools listed\.", session
+    ), session
+    assert tokens_left.strip() == "0"  # the session's token was deleted after the check
 
 
 def test_a_post_without_a_key_says_what_is_missing(client, owner, seen_as_client):
