@@ -34,7 +34,6 @@ from mcp_app.auth import Credential
 from mcp_app.features import prompts_page, resource_templates_page, resources_page
 from mcp_app.handlers import tools_page
 from mcp_app.requests import grant_of
-from tools_app.admin.instances import endpoint_url
 from tools_app.models import ApiKey, McpInstance
 from tools_app.oauth import SCOPE_ALL
 
@@ -160,7 +159,7 @@ def as_client_page(request, instance_id: int):
     if request.method == "POST":
         pasted = request.POST.get("key", "").strip()
         if pasted:
-            check = connection_check(endpoint_url(request, instance), pasted)
+            check = connection_check(instance.endpoint_url(request), pasted)
         else:
             check = {"ok": False, "error": "Paste one of this instance's API keys to check the connection."}
     context = {
@@ -171,7 +170,7 @@ def as_client_page(request, instance_id: int):
         "keys": keys,
         "chosen": chosen,
         "credential_label": label,
-        "endpoint_url": endpoint_url(request, instance),
+        "endpoint_url": instance.endpoint_url(request),
         "listing": client_view(instance, credential) if instance.enabled else None,
         "check": check,
         "check_seconds": CHECK_SECONDS,

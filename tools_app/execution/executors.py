@@ -26,7 +26,7 @@ from tools_app.grants import NARROWABLE_TYPES
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.kernel.limits import max_table_depth
 from tools_app.models import Table, TableStorage, Tool
-from tools_app.paging import Window
+from tools_app.paging import PageWindow
 from tools_app.tool_types import EXTERNAL, TOOL_TYPES
 from tools_app.tool_types.base import WRITE
 from tools_app.tool_types.data import SAFE_WRITE_PROPERTIES
@@ -37,7 +37,7 @@ MAX_IDEMPOTENCY_KEY = 200
 
 __all__ = ["EXECUTORS", "WINDOWED_TYPES", "Executor", "execute", "read_mount", "run_read", "write_at", "write_mount"]
 
-# Reads whose answer may be a list read where it is stored: given a paging.Window, a rows table's reader reads only
+# Reads whose answer may be a list read where it is stored: given a paging.PageWindow, a rows table's reader reads only
 # the items of the page (records.read: the mount's records, or a compiled query's answer of one item per record); a
 # document's answers its whole list, which the pipeline pages.
 WINDOWED_TYPES = frozenset({ToolType.GET_ALL_DATA, ToolType.PREVIEW, ToolType.QUERY_DATA})
@@ -47,7 +47,12 @@ Executor = Callable[..., Any]
 
 
 def execute(
-    *, tool: Tool, arguments: Any, scope: Any = None, where: dict[str, Any] | None = None, window: Window | None = None
+    *,
+    tool: Tool,
+    arguments: Any,
+    scope: Any = None,
+    where: dict[str, Any] | None = None,
+    window: PageWindow | None = None,
 ) -> Any:
     """Validate `arguments` against the tool's schema and run it; return its JSON result.
 
@@ -171,7 +176,7 @@ def run_read(
     arguments: dict,
     *extra: Any,
     where: dict[str, Any] | None = None,
-    window: Window | None = None,
+    window: PageWindow | None = None,
 ) -> Any:
     """A read operation of data_access.operations over the tool's mount; moved to a heavy worker process if
     it turns expensive (tools_app.execution.heavy). A rows table is read where its rows are (records.read; with
@@ -277,7 +282,7 @@ def reader(operation: Callable[..., Any]) -> Executor:
         arguments: dict[str, Any],
         scope: Any = None,
         where: dict | None = None,
-        window: Window | None = None,
+        window: PageWindow | None = None,
     ) -> Any:
         return run_read(tool, operation, arguments, where=where, window=window)
 
@@ -285,7 +290,12 @@ def reader(operation: Callable[..., Any]) -> Executor:
 
 
 def _preview(
-    *, tool: Tool, arguments: dict[str, Any], scope: Any = None, where: dict | None = None, window: Window | None = None
+    *,
+    tool: Tool,
+    arguments: dict[str, Any],
+    scope: Any = None,
+    where: dict | None = None,
+    window: PageWindow | None = None,
 ) -> Any:
     preview_keys = (tool.metadata or {}).get("preview_keys")
     return run_read(tool, operations.preview, arguments, preview_keys, where=where, window=window)

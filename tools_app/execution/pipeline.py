@@ -74,7 +74,7 @@ from tools_app.paging import (
     MEASURE_FACTOR,
     Cut,
     Page,
-    Window,
+    PageWindow,
     encode_within,
     measure,
     page_of,
@@ -485,7 +485,7 @@ def _tool(target: CallTarget) -> Tool:
 
 
 def _execute(
-    caller: Caller, target: CallTarget, name: str, arguments: Any, began: float, window: Window | None = None
+    caller: Caller, target: CallTarget, name: str, arguments: Any, began: float, window: PageWindow | None = None
 ) -> CallOutcome:
     """Validate and execute; a ToolError (or anything else, as INTERNAL_ERROR) becomes the outcome's error.
     With `window`, a reader that can read only its page's items may answer a paging.Cut (_limited)."""
@@ -596,8 +596,8 @@ class _Paging:
         return cls(arguments, pageable=True, offset=offset, binding=binding)
 
 
-def _window(target: CallTarget, paging: _Paging, seen: list[int]) -> Window | None:
-    """What a reader of WINDOWED_TYPES may answer instead of its whole list (paging.Window): the cursor's offset,
+def _window(target: CallTarget, paging: _Paging, seen: list[int]) -> PageWindow | None:
+    """What a reader of WINDOWED_TYPES may answer instead of its whole list (paging.PageWindow): the cursor's offset,
     the budget, and cursors bound as _paged binds them (the binding computed only when a cursor is signed), to
     the version the read answered from (`seen`, records.versions_read), which a write may have moved past the
     target's."""
@@ -612,7 +612,7 @@ def _window(target: CallTarget, paging: _Paging, seen: list[int]) -> Window | No
         version = seen[-1] if seen else target.table_version or 0
         return sign_cursor(binding=bound[0], version=version, offset=index)
 
-    return Window(offset=paging.offset, limit=limit, cursor_at=cursor_at)
+    return PageWindow(offset=paging.offset, limit=limit, cursor_at=cursor_at)
 
 
 def _binding(target: CallTarget, arguments: Any) -> str:
@@ -688,7 +688,7 @@ def _paged(
 
 
 def _from_cut(target: CallTarget, outcome: CallOutcome, cut: Cut, limit: int, cache_key: tuple | None) -> CallOutcome:
-    """A windowed reader's answer (paging.Window.cut), classified as _limited classifies the whole list: the list
+    """A windowed reader's answer (paging.PageWindow.cut), classified as _limited classifies the whole list: the list
     when it fits, else its page (kept in the result cache as cut), the item too large for any page, or an object
     over the budget."""
     on_instance = target.instance_id is not None

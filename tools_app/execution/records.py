@@ -18,7 +18,7 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
   cases); `select` by the collection's key field is an index lookup; `preview` reads its window (its first
   position found by the collection's directory of counts per block of positions, `_position_at`, then
   `position >= first ORDER BY position LIMIT`); `get_all_data` (and `preview` without preview keys) called with
-  the pipeline's page request (paging.Window) reads only the rows of its page, and so does `query_data` whose
+  the pipeline's page request (paging.PageWindow) reads only the rows of its page, and so does `query_data` whose
   compiled answer is one item per record (sql_query.windowed); `get_data_schema` describes the
   first SCHEMA_SAMPLE records, with the true count.
 - A read at any other mount (above a collection, or inside one of its records) runs over the document with
@@ -73,7 +73,7 @@ from tools_app.models import (
     Tool,
 )
 from tools_app.models.columns import column
-from tools_app.paging import MEASURE_FACTOR, Cut, Window, measure, utf8_size
+from tools_app.paging import MEASURE_FACTOR, Cut, PageWindow, measure, utf8_size
 from tools_app.services import table_log
 
 __all__ = [
@@ -1142,7 +1142,7 @@ def _value(collection: Collection, keep: Callable[[Any], bool] | None = None) ->
 PAGE_FIRST_ROWS = 64  # a windowed read's first statement; each next one reads twice as many (_chunks)
 
 
-def _windowed(collection: Collection, window: Window) -> Any:
+def _windowed(collection: Collection, window: PageWindow) -> Any:
     """`get_all_data` of a collection within the caller's result budget (docs/paging.md), reading only the rows it
     needs: an array's records from the window's offset, as far as its page and one more (`window.cut`: the whole
     list when it fits, else the page); an object's members until they are over four budgets (then only how large,
@@ -1249,7 +1249,7 @@ def read(
     extra: tuple = (),
     *,
     where: dict[str, Any] | None = None,
-    window: Window | None = None,
+    window: PageWindow | None = None,
 ) -> Any:
     """`operation(data, mount, arguments, *extra)` (a read of data_access.operations) over a rows table, with
     the answer the document would give (module docstring); with `where`, over the mount's records within it.
@@ -1271,7 +1271,7 @@ def _read(
     arguments: dict,
     extra: tuple,
     where: dict[str, Any] | None,
-    window: Window | None,
+    window: PageWindow | None,
 ) -> Any:
     found = collections(table_id)
     collection = found.get(mount.json_path)
@@ -1333,7 +1333,7 @@ def _query(
     arguments: dict,
     where: dict[str, Any] | None = None,
     *,
-    window: Window | None = None,
+    window: PageWindow | None = None,
 ) -> Any:
     """`query_data` over the collection (module docstring). With `window` (the pipeline's page request), a compiled
     answer of one item per record (sql_query.windowed) is read only as far as its page (_compiled_window)."""
@@ -1407,7 +1407,7 @@ def _run_compiled(compiled: SqlQuery, collection: Collection, rows: tuple[int, i
     return answer
 
 
-def _compiled_window(compiled: SqlQuery, collection: Collection, window: Window) -> Cut | None:
+def _compiled_window(compiled: SqlQuery, collection: Collection, window: PageWindow) -> Cut | None:
     """A compiled answer of one item per record (its length the collection's record_count) within the caller's
     result budget, as _windowed reads records: statements of PAGE_FIRST_ROWS items from the window's offset, each
     next one twice as many up to CHUNK, as far as the page and one item more (`window.cut`: the same answer,

@@ -634,7 +634,7 @@ def test_a_page_asked_again_is_served_as_cut(owner, make_table, make_tool, monke
 
     monkeypatch.setattr(calls, "execute", refused)
     monkeypatch.setattr(calls, "page_of", refused)
-    monkeypatch.setattr(paging.Window, "cut", refused)
+    monkeypatch.setattr(paging.PageWindow, "cut", refused)
     # when
     again = call(owner, tool, {}).json()
     second_again = call(owner, tool, {"cursor": first["result"]["next_cursor"]}).json()
