@@ -24,7 +24,7 @@ from tools_app.execution import heavy, records
 from tools_app.execution.call_limits import default_limits
 from tools_app.grants import NARROWABLE_TYPES
 from tools_app.kernel.errors import ErrorCode, ToolError
-from tools_app.kernel.limits import max_table_depth
+from tools_app.kernel.limits import MAX_IDEMPOTENCY_KEY, max_table_depth
 from tools_app.models import Table, TableStorage, Tool
 from tools_app.paging import PageWindow
 from tools_app.tool_types import EXTERNAL, TOOL_TYPES
@@ -32,8 +32,6 @@ from tools_app.tool_types.base import WRITE
 from tools_app.tool_types.data import SAFE_WRITE_PROPERTIES
 from tools_app.tool_types.external import refusal
 from tools_app.validators import describe_path, nesting_beyond
-
-MAX_IDEMPOTENCY_KEY = 200
 
 __all__ = ["EXECUTORS", "WINDOWED_TYPES", "Executor", "execute", "read_mount", "run_read", "write_at", "write_mount"]
 

@@ -394,6 +394,23 @@ PASSWORD_HASH_LOCK_DIR = Text(
     "TOOLHUB_PASSWORD_HASH_LOCK_DIR", "", "path", "where the password-hashing slots' lock files are (empty: a temp dir)"
 )
 
+#
+# Fixed limits: no setting changes them (each is bound to a format, an index or the code that checks it)
+#
+
+# Characters of a write's `idempotency_key`.
+MAX_IDEMPOTENCY_KEY = 200
+# Bytes of UTF-8 of a record's key in a table stored as rows: the key is kept in an index, and PostgreSQL's
+# btree entries hold at most ~2.7 kB.
+MAX_RECORD_KEY_BYTES = 2000
+# Fields of one object a data schema describes (get_data_schema; the rest are left out).
+SCHEMA_MAX_FIELDS = 200
+# Top-level fields whose kinds a rows collection keeps (docs/tables-at-scale.md, "Field kinds"); past them the
+# collection's kinds are `open`.
+FIELD_KINDS_MAX_FIELDS = 200
+# Characters of a result shown on the admin's try-it page (the whole value is still computed and logged).
+TRY_IT_MAX_CHARS = 200_000
+
 LIMITS: dict[str, Setting] = {
     value.setting: value for name, value in list(globals().items()) if name.isupper() and isinstance(value, Setting)
 }
