@@ -1240,6 +1240,16 @@ def _spliced(table_id: int, version: int, mount: Mount, found: dict[str, Collect
     return data
 
 
+# How a read type reads a collection where its rows are, named by its executor entry
+# (tools_app.execution.executors.reader): `(collection, mount, arguments, extra, *, where, window)` answering what
+# the type's operation answers over the collection (at the mount "", with the mount's key field), or GATHER when
+# it has no cheaper way for this call. A read type without one, or answered GATHER, runs its operation over the
+# collection's records gathered (`_value`: at most TOOLHUB_MAX_EVALUATED_BYTES of their JSON; with `where`, those
+# within it): the document's answer, whatever the operation.
+CollectionReader = Callable[..., Any]
+GATHER: Any = object()
+
+
 def read(
     table_id: int,
     version: int,
@@ -1250,17 +1260,17 @@ def read(
     *,
     where: dict[str, Any] | None = None,
     window: PageWindow | None = None,
+    over_collection: CollectionReader | None = None,
 ) -> Any:
-    """`operation(data, mount, arguments, *extra)` (a read of data_access.operations) over a rows table, with
-    the answer the document would give (module docstring); with `where`, over the mount's records within it.
-
-    With `window` (the pipeline's page request), `get_all_data` and `preview` without preview keys over a
-    collection read only what their answer needs (_windowed): a paging.Cut, or an object within the budget.
+    """`operation(data, mount, arguments, *extra)` (a read of data_access.operations, or any function of that
+    shape) over a rows table, with the answer the document would give (module docstring); with `where`, over the
+    mount's records within it. At a mount that is a collection, `over_collection` reads it where its rows are
+    (CollectionReader), with `window` (the pipeline's page request) when not narrowed.
 
     Every statement of the read runs in one snapshot (`snapshot`): the answer is that of the version read there,
     which is reported to versions_read (the caller's `version`, unless a write committed since it was read)."""
     with snapshot(table_id) as current:
-        return _read(table_id, current, mount, operation, arguments, extra, where, window)
+        return _read(table_id, current, mount, operation, arguments, extra, where, window, over_collection)
 
 
 def _read(
@@ -1272,44 +1282,65 @@ def _read(
     extra: tuple,
     where: dict[str, Any] | None,
     window: PageWindow | None,
+    over_collection: CollectionReader | None,
 ) -> Any:
     found = collections(table_id)
     collection = found.get(mount.json_path)
-    if where is not None:
-        return _narrowed_read(table_id, version, mount, found, operation, arguments, extra, where)
-    if collection is None:
-        return operation(_spliced(table_id, version, mount, found), mount, arguments, *extra)
-    if operation is operations.query_data:
-        return _query(collection, mount, arguments, window=window)
-    if operation is operations.select:
-        return _select_keys(collection, mount, arguments)
-    if operation is operations.preview and extra and extra[0]:
-        return _preview(collection, arguments, extra[0])
-    if operation in (operations.get_all_data, operations.preview):
-        return _value(collection) if window is None else _windowed(collection, window)
-    return operation(_value(collection), Mount("", mount.key_field), arguments, *extra)
-
-
-def _narrowed_read(
-    table_id: int,
-    version: int,
-    mount: Mount,
-    found: dict[str, Collection],
-    operation: Callable[..., Any],
-    arguments: dict,
-    extra: tuple,
-    where: dict[str, Any],
-) -> Any:
-    collection = found.get(mount.json_path)
     if collection is None:
         data = _spliced(table_id, version, mount, found)
-        return narrowing.read_narrowed(data, mount, arguments, operation, where, *extra)
-    if operation is operations.query_data and collection.kind == "array":
-        return _query(collection, mount, arguments, where)
-    if operation is operations.select:
+        if where is not None:
+            return narrowing.read_narrowed(data, mount, arguments, operation, where, *extra)
+        return operation(data, mount, arguments, *extra)
+    if over_collection is not None:
+        answer = over_collection(
+            collection, mount, arguments, extra, where=where, window=window if where is None else None
+        )
+        if answer is not GATHER:
+            return answer
+    keep = None if where is None else narrowing.keeps(where)
+    return operation(_value(collection, keep), Mount("", mount.key_field), arguments, *extra)
+
+
+#
+# The collection readers of the read types (CollectionReader), named by their executor entries
+#
+
+
+def query_collection(
+    collection: Collection, mount: Mount, arguments: dict, extra: tuple, *, where: dict | None, window: Any
+) -> Any:
+    """`query_data`: compiled to SQL, streamed, or split by branch (_query); narrowed over an object: GATHER."""
+    if where is not None and collection.kind != "array":
+        return GATHER
+    return _query(collection, mount, arguments, where, window=window)
+
+
+def select_collection(
+    collection: Collection, mount: Mount, arguments: dict, extra: tuple, *, where: dict | None, window: Any
+) -> Any:
+    """`select`: its keys looked up by index (_select_keys), narrowed: then those outside `where` dropped."""
+    if where is not None:
         return _select_narrowed(collection, mount, arguments, where)
-    root = Mount("", mount.key_field)
-    return operation(_value(collection, narrowing.keeps(where)), root, arguments, *extra)
+    return _select_keys(collection, mount, arguments)
+
+
+def whole_collection(
+    collection: Collection, mount: Mount, arguments: dict, extra: tuple, *, where: dict | None, window: Any
+) -> Any:
+    """`get_all_data`: the records, or with `window` only those of the page (_windowed); narrowed: GATHER."""
+    if where is not None:
+        return GATHER
+    return _value(collection) if window is None else _windowed(collection, window)
+
+
+def preview_collection(
+    collection: Collection, mount: Mount, arguments: dict, extra: tuple, *, where: dict | None, window: Any
+) -> Any:
+    """`preview` (extra: its preview keys): with keys, its window of records (_preview); without, as
+    whole_collection."""
+    if where is None and extra and extra[0]:
+        return _preview(collection, arguments, extra[0])
+    return whole_collection(collection, mount, arguments, extra, where=where, window=window)
 
 
 def _select_narrowed(collection: Collection, mount: Mount, arguments: dict, where: dict[str, Any]) -> Any:

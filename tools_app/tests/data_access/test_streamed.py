@@ -351,7 +351,15 @@ def ungathered_rows_table(db, monkeypatch, owner):
 
 def _read(table_id: int, expression: str, where: dict | None = None) -> tuple[str, Any]:
     try:
-        answer = records.read(table_id, 1, Mount("", "id"), query_data, {"query": expression}, where=where)
+        answer = records.read(
+            table_id,
+            1,
+            Mount("", "id"),
+            query_data,
+            {"query": expression},
+            where=where,
+            over_collection=records.query_collection,
+        )
     except ToolError as error:
         return "error", (error.code, str(error))
     return "answer", json.dumps(answer)
