@@ -1,4 +1,4 @@
-"""Resources, prompts and completion (items 2-3): what an instance serves besides its tools.
+"""Resources, prompts and completion: what an instance serves besides its tools.
 
 Resources. A mount (a table and a JSON path) is a resource when an enabled binding of the instance can
 already return all of it: a `get_all_data` or a `query_data` tool. Its URI is `toolhub://tables/<table id>`

@@ -1,4 +1,4 @@
-"""Result budgets and paging (item 3; docs/paging.md): what the call pipeline's classify step uses.
+"""Result budgets and paging (docs/paging.md): what the call pipeline's classify step uses.
 
 A read's result is measured while it is encoded, never after: `encode_within` stops as soon as the compact
 JSON passes the budget, so a 67 MB result costs one budget's worth of encoding, not 67 MB. A list over the

@@ -1,4 +1,4 @@
-"""Rate limits on the JSON API (issue 13): per user, per IP on the token endpoint; 429 RATE_LIMITED with
+"""Rate limits on the JSON API: per user, per IP on the token endpoint; 429 RATE_LIMITED with
 Retry-After, and nothing done by the refused request. The rule itself: tools_app.kernel.rate_limits."""
 
 import time

@@ -479,7 +479,7 @@ def test_name_conflicts_name_the_other_tool_and_its_override(owner, table, make_
 def test_a_rename_into_an_override_is_refused_naming_the_tool(owner, table, make_tool, instance, bind):
     """A rename into another binding's override is a NAME_CONFLICT on `name` naming that binding's tool and
     its override; nothing is saved. The rule is the service's (Binding.objects.name_clashes): full_clean() checks
-    the row only (issue 7)."""
+    the row only."""
     # given
     from tools_app import services
 

@@ -1,4 +1,4 @@
-"""Long search queries (issue 17): every method answers up to MAX_QUERY_LENGTH characters; bm25 reads all of
+"""Long search queries: every method answers up to MAX_QUERY_LENGTH characters; bm25 reads all of
 it, the embedding model the sentences that carry the request (Index.request_part), never a blind first cut."""
 
 import pytest

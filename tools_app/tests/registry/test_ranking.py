@@ -1,4 +1,4 @@
-"""Registry ranking choices of issue 17, on small built indexes (no database): word pairs of names, and requests
+"""The registry's ranking choices, on small built indexes (no database): word pairs of names, and requests
 that ask for several tools at once. The figures behind them are in bench/registry/README.md."""
 
 import pytest

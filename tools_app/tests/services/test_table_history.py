@@ -1,4 +1,4 @@
-"""Table history (issue 14): snapshot + change log, audit, safe writes, compaction and retention."""
+"""Table history: snapshot + change log, audit, safe writes, compaction and retention."""
 
 import copy
 import random

@@ -67,7 +67,7 @@ def test_rename_does_not_load_the_document(table):
     # then
     data_column = connection.ops.quote_name("data")
     assert len(statements) >= 2  # the locked read and the update
-    assert [sql for sql in statements if data_column in sql] == []  # issue 14: the row holds no document at all
+    assert [sql for sql in statements if data_column in sql] == []  # the row holds no document at all
     stored = _stored(table)
     assert (stored.name, stored.data, stored.version) == ("renamed", table.data, 1)
 
