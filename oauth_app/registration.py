@@ -23,7 +23,7 @@ from django.http import HttpResponse
 from django.utils import timezone
 from oauth2_provider.models import get_application_model
 
-from oauth_app.registration_body import max_body_bytes, refusal_body, too_large_description
+from oauth_app.registration_body import max_registration_bytes, refusal_body, too_large_description
 from oauth_app.validators import GRANT_TYPES, redirect_uri_acceptable
 from tools_app.kernel import limits
 
@@ -39,7 +39,7 @@ class RegistrationRefused(Exception):
         self.description = description
 
 
-def refusal(description: str) -> HttpResponse:
+def refusal_response(description: str) -> HttpResponse:
     return HttpResponse(refusal_body(description), status=400, content_type="application/json")
 
 
@@ -48,7 +48,7 @@ def check_body_size(request) -> None:
     Django read it), then the body itself (a body without a length)."""
     declared = request.META.get("CONTENT_LENGTH") or ""
     size = int(declared) if declared.isdigit() else len(request.body)
-    if size > max_body_bytes():
+    if size > max_registration_bytes():
         raise RegistrationRefused(too_large_description(size))
 
 
@@ -108,7 +108,7 @@ def check_metadata(data: Any) -> None:
             raise RegistrationRefused(f"response_types {unusable} can never be used here: only code.")
 
 
-def parse(request) -> Any:
+def parse_metadata(request) -> Any:
     """The registration's metadata within the bounds above, or RegistrationRefused. Not JSON: None (the library
     says so)."""
     check_body_size(request)

@@ -283,11 +283,11 @@ class RegistrationView(RateLimitedMixin, library.DynamicClientRegistrationView):
 
     def post(self, request, *args, **kwargs):
         try:
-            if registration.parse(request) is not None:
+            if registration.parse_metadata(request) is not None:
                 registration.remove_unused_clients()
                 registration.check_unused_quota()
         except registration.RegistrationRefused as refused:
-            return registration.refusal(refused.description)
+            return registration.refusal_response(refused.description)
         return super().post(request, *args, **kwargs)
 
 
@@ -305,7 +305,7 @@ class RegistrationManagementView(RateLimitedMixin, library.DynamicClientRegistra
         auth = self._authenticate_registration_request(request, client_id)
         if not isinstance(auth, HttpResponse):
             try:
-                registration.parse(request)
+                registration.parse_metadata(request)
             except registration.RegistrationRefused as refused:
-                return registration.refusal(refused.description)
+                return registration.refusal_response(refused.description)
         return super().put(request, client_id, *args, **kwargs)

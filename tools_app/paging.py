@@ -29,7 +29,7 @@ __all__ = [
     "PageWindow",
     "cursor_argument_schema",
     "encode_within",
-    "measure",
+    "encoded_size",
     "page_of",
     "paged_input_schema",
     "paged_output_schema",
@@ -238,7 +238,7 @@ def utf8_size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def measure(value: Any, cap: int) -> tuple[int, bool]:
+def encoded_size(value: Any, cap: int) -> tuple[int, bool]:
     """(bytes, complete): the size of `value`'s compact JSON, counted up to `cap` bytes without keeping the
     text; `complete` is False when counting stopped at the cap (the size is then a lower bound)."""
     size = 0
@@ -384,7 +384,7 @@ class Cut:
     """What a windowed read answers (PageWindow.cut): the whole list with its JSON text when no cursor came and it
     fits the budget; else the page at the window's offset (`page`; None when the item there alone is over the
     budget, which no page can hold). `over`: an object result's size, at least, when it is over the budget (a
-    lower bound, as `measure` reports it): what RESULT_TOO_LARGE names."""
+    lower bound, as `encoded_size` reports it): what RESULT_TOO_LARGE names."""
 
     whole: list | None = None
     text: str | None = None

@@ -76,7 +76,7 @@ from tools_app.paging import (
     Page,
     PageWindow,
     encode_within,
-    measure,
+    encoded_size,
     page_of,
     read_cursor,
     sign_cursor,
@@ -648,7 +648,7 @@ def _limited(
             return _paged(target, outcome, paging, binding, limit, cache_key, keep=keep)
     if paging.offset is not None:  # a cursor whose list is gone: only a change of the data does that
         return _failed(outcome, ToolError(ErrorCode.CURSOR_EXPIRED, "The result this cursor pages is gone."))
-    size, complete = (utf8_size(known), True) if known is not None else measure(value, limit * MEASURE_FACTOR)
+    size, complete = (utf8_size(known), True) if known is not None else encoded_size(value, limit * MEASURE_FACTOR)
     on_instance = target.instance_id is not None
     return _failed(outcome, too_large(target.tool_type or "", size, limit, complete=complete, on_instance=on_instance))
 

@@ -73,14 +73,16 @@ from tools_app.models import (
     Tool,
 )
 from tools_app.models.columns import column
-from tools_app.paging import MEASURE_FACTOR, Cut, PageWindow, measure, utf8_size
+from tools_app.paging import MEASURE_FACTOR, Cut, PageWindow, encoded_size, utf8_size
 from tools_app.services import table_log
 
 __all__ = [
     "CHUNK",
+    "GATHER",
     "apply_operations",
     "SCHEMA_SAMPLE",
     "Collection",
+    "CollectionReader",
     "collection_mounts",
     "collection_value",
     "collections",
@@ -90,20 +92,24 @@ __all__ = [
     "document_text",
     "max_evaluated_bytes",
     "position_at",
+    "preview_collection",
+    "query_collection",
     "read",
     "records_table",
     "relayout",
-    "replace",
+    "replace_data",
     "report_version",
     "sample_document",
     "schema",
     "start_as_rows",
+    "select_collection",
     "select_records",
     "snapshot",
     "table_to_rows",
     "unique_fields",
     "version_document",
     "versions_read",
+    "whole_collection",
     "whole_document",
     "write",
 ]
@@ -1208,7 +1214,7 @@ def _position_at(collection: Collection, index: int) -> int | None:
 
 def _object_within(collection: Collection, cap: int) -> Any:
     """An object collection's members while their compact JSON is at most `cap` bytes: all of them (a dict), or,
-    once past it, a paging.Cut naming the size `measure` gives for the whole object (the same: the text up to
+    once past it, a paging.Cut naming the size `encoded_size` gives for the whole object (the same: the text up to
     there is the whole object's)."""
     members: dict = {}
     size = 1  # "{"
@@ -1222,7 +1228,7 @@ def _object_within(collection: Collection, cap: int) -> Any:
             members[key] = record
             size += separator + utf8_size(_compact(key)) + 1 + utf8_size(_compact(record))
             if size > cap + 1:
-                measured, _complete = measure(members, cap)
+                measured, _complete = encoded_size(members, cap)
                 return Cut(over=measured)
     return members
 
@@ -1957,7 +1963,7 @@ def _count(collection: Collection, delta: int) -> None:
 #
 
 
-def replace(table_id: int, version: int, data: Any) -> tuple[list, list, Any, bool]:
+def replace_data(table_id: int, version: int, data: Any) -> tuple[list, list, Any, bool]:
     """A whole-data write of a rows table at `version` (the API's PUT/PATCH of `data`, setup apply, the admin's
     editor), inside the caller's transaction, which holds the table's row lock; returns (patch, inverse, the new
     document without its records, laid out again).
@@ -2270,7 +2276,7 @@ def _runs(operations_: list) -> Iterator[tuple[str, int, list[dict]]]:
 # The services restore, import, lay out again and read whole a rows table through this module (they may not import
 # data access).
 table_log.rows_apply = apply_operations
-table_log.rows_replace = replace
+table_log.rows_replace = replace_data
 table_log.rows_start = start_as_rows
 table_log.rows_relayout = relayout
 table_log.rows_create = create_collection

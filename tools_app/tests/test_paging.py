@@ -336,14 +336,14 @@ def test_a_value_nested_900_deep_is_encoded_and_measured():
     # when / then
     assert paging.encode_within(value, 10_000) == text
     assert paging.encode_within(value, 4_000) is None
-    assert paging.measure(value, 10_000) == (len(text), True)
+    assert paging.encoded_size(value, 10_000) == (len(text), True)
 
 
 def test_measure_stops_at_the_cap():
     """measure() counts up to its cap and says whether it finished."""
     # when / then
-    assert paging.measure([1, 2, 3], 100) == (7, True)
-    size, complete = paging.measure(["x" * 50] * 1000, 200)
+    assert paging.encoded_size([1, 2, 3], 100) == (7, True)
+    size, complete = paging.encoded_size(["x" * 50] * 1000, 200)
     assert complete is False
     assert 200 < size <= 200 + 53
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from tools_app.kernel.limits import FIELD_KINDS_MAX_FIELDS
 
-__all__ = ["COLLECTIONS_TABLE", "Known", "Tally", "empty", "kind_names", "merge", "of_records", "text"]
+__all__ = ["COLLECTIONS_TABLE", "Known", "Tally", "empty", "kind_names", "merge", "facts_text", "of_records"]
 
 # The collections' table (tools_app.models.TableCollection; a test holds the two equal): its `field_kinds`
 # column holds the facts. Every write of records keeps them (tools_app.data_access.sql.store), so no writer can
@@ -55,7 +55,7 @@ def kind_names(value: Any) -> tuple[str, ...]:
     return ("array",) if isinstance(value, list) else ("object",)
 
 
-def text(facts: Mapping) -> str:
+def facts_text(facts: Mapping) -> str:
     """The facts as stored (and as compared with the stored ones)."""
     return json.dumps(facts, separators=(",", ":"), ensure_ascii=False)
 
@@ -220,7 +220,7 @@ class Known:
         if not facts:
             return None
         fields = tuple((name, frozenset(kinds)) for name, kinds in sorted(facts["fields"].items()))
-        return cls(fields, bool(facts["rows"]), bool(facts["open"]), frozenset(facts["records"]), text(facts))
+        return cls(fields, bool(facts["rows"]), bool(facts["open"]), frozenset(facts["records"]), facts_text(facts))
 
     def field(self, name: str) -> frozenset[str] | None:
         for listed, kinds in self.fields:

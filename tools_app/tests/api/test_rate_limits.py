@@ -47,7 +47,7 @@ def limited_body(response, window: set[int], *, scope: str, who: str, limit: str
 def test_rates_parse(text, amount, seconds, described):
     """A rate is <count>/<period>; messages describe it in words."""
     rate = rate_limits.parse_rate(text)
-    assert (rate.amount, rate.get_expiry(), rate_limits.describe(rate)) == (amount, seconds, described)
+    assert (rate.amount, rate.get_expiry(), rate_limits.rate_text(rate)) == (amount, seconds, described)
 
 
 @pytest.mark.parametrize(

@@ -845,7 +845,7 @@ def test_every_generated_expression_written_out_parses_back_to_its_tree():
     for _ in range(3000):
         expression = rng.choice(generators)(rng)
         tree = jmespath.compile(expression).parsed
-        assert jmespath.compile(multiselect.text(tree)).parsed == tree, expression
+        assert jmespath.compile(multiselect.expression_text(tree)).parsed == tree, expression
 
 
 def test_what_splits_into_branches_and_what_stays_whole():
