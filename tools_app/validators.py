@@ -13,7 +13,14 @@ from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from tools_app.kernel.limits import max_argument_depth, max_indexed_fields, max_table_bytes, max_table_depth
+from tools_app.kernel.limits import (
+    MAX_REDACT_FIELD_LENGTH,
+    MAX_REDACT_FIELDS,
+    max_argument_depth,
+    max_indexed_fields,
+    max_table_bytes,
+    max_table_depth,
+)
 from tools_app.kernel.rate_limits import parse_rate
 from tools_app.safe_schema import schema_problems
 
@@ -546,9 +553,6 @@ def validate_rate(value: str) -> None:
 #
 # Call details: what the call log keeps of a call (docs/call-log.md)
 #
-
-MAX_REDACT_FIELDS = 100
-MAX_REDACT_FIELD_LENGTH = 200
 
 
 def validate_redact_fields(value: Any) -> None:

@@ -410,6 +410,13 @@ SCHEMA_MAX_FIELDS = 200
 FIELD_KINDS_MAX_FIELDS = 200
 # Characters of a result shown on the admin's try-it page (the whole value is still computed and logged).
 TRY_IT_MAX_CHARS = 200_000
+# Characters of a search query on every surface (search_tools' `query`, the API's `q`): agents paste whole user
+# messages, which quote documents, code and data. bm25 reads all of it; the embedding model the sentences that
+# carry the request. Not TOOLHUB_QUERY_MAX_LENGTH (a JMESPath expression's), which bounds a search query too.
+SEARCH_QUERY_MAX_CHARS = 10_000
+# A table's `redact_fields`: at most this many names, each of at most MAX_REDACT_FIELD_LENGTH characters.
+MAX_REDACT_FIELDS = 100
+MAX_REDACT_FIELD_LENGTH = 200
 
 LIMITS: dict[str, Setting] = {
     value.setting: value for name, value in list(globals().items()) if name.isupper() and isinstance(value, Setting)
