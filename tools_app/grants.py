@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.limits import MAX_ATTRIBUTE_VALUE, MAX_ATTRIBUTES, MAX_PINS, MAX_WHERE_FIELD
 from tools_app.safe_schema import UnsafeSchema, validator_for
 from tools_app.tool_types import READ, TOOL_TYPES, is_read, types_of_kind
 
@@ -59,9 +60,6 @@ __all__ = [
     "pin_summary",
 ]
 
-MAX_PINS = 20
-MAX_ATTRIBUTES = 20
-MAX_ATTRIBUTE_VALUE = 200
 ATTRIBUTE_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 KEY_LABEL = "key.label"
 USERNAME = "user.username"
@@ -72,7 +70,6 @@ READ_ONLY_KEY = "this API key is read-only"
 UNPINNABLE = frozenset({"cursor"})
 # The key of pinned_arguments that narrows the records a read sees (module docstring), and the types it fits.
 WHERE = "where"
-MAX_WHERE_FIELD = 200
 
 
 def _pins_of(pins: Mapping[str, Any] | None) -> list[Any]:

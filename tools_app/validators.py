@@ -14,6 +14,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from tools_app.kernel.limits import (
+    MAX_PROMPT_ARGUMENT_DESCRIPTION,
+    MAX_PROMPT_ARGUMENTS,
     MAX_REDACT_FIELD_LENGTH,
     MAX_REDACT_FIELDS,
     max_argument_depth,
@@ -586,11 +588,6 @@ BUILTIN_PROMPT_NAME = "usage_guide"
 PROMPT_ARGUMENT_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 # `{{name}}`, spaces allowed inside the braces; anything else between braces is text.
 PROMPT_PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]{0,63})\s*\}\}")
-MAX_PROMPT_ARGUMENTS = 20
-MAX_PROMPT_ARGUMENT_DESCRIPTION = 1024
-MAX_PROMPT_TEMPLATE = 20_000
-MAX_PROMPT_ARGUMENT = 10_000  # one argument value of prompts/get, in characters
-MAX_PROMPT_RENDERED = 200_000  # the text a prompt renders to, in characters
 PROMPT_ARGUMENT_KEYS = ("name", "description", "required")
 
 

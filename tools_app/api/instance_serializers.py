@@ -9,9 +9,16 @@ from rest_framework import serializers
 from tools_app import services
 from tools_app.api.schema import NO_NUL
 from tools_app.api.serializers import FullCleanModelSerializer, OwnedPrimaryKeyRelatedField, StrictSerializerMixin
-from tools_app.grants import ATTRIBUTE_NAME_RE, MAX_ATTRIBUTE_VALUE, MAX_ATTRIBUTES, MAX_PINS, WHERE
+from tools_app.grants import ATTRIBUTE_NAME_RE, WHERE
+from tools_app.kernel.limits import (
+    MAX_ATTRIBUTE_VALUE,
+    MAX_ATTRIBUTES,
+    MAX_PINS,
+    MAX_PROMPT_ARGUMENT_DESCRIPTION,
+    MAX_PROMPT_ARGUMENTS,
+)
 from tools_app.models import ApiKey, Binding, LogLevel, McpInstance, Prompt, Tool
-from tools_app.validators import MAX_PROMPT_ARGUMENT_DESCRIPTION, MAX_PROMPT_ARGUMENTS, PROMPT_ARGUMENT_NAME_RE
+from tools_app.validators import PROMPT_ARGUMENT_NAME_RE
 
 __all__ = [
     "ApiKeyCreatedSerializer",

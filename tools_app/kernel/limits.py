@@ -417,6 +417,19 @@ SEARCH_QUERY_MAX_CHARS = 10_000
 # A table's `redact_fields`: at most this many names, each of at most MAX_REDACT_FIELD_LENGTH characters.
 MAX_REDACT_FIELDS = 100
 MAX_REDACT_FIELD_LENGTH = 200
+# An instance's own prompts (tools_app.validators, models/prompt.py): arguments per prompt, characters of an
+# argument's description, of the template, of one argument value of prompts/get, and of the rendered text.
+MAX_PROMPT_ARGUMENTS = 20
+MAX_PROMPT_ARGUMENT_DESCRIPTION = 1024
+MAX_PROMPT_TEMPLATE = 20_000
+MAX_PROMPT_ARGUMENT = 10_000
+MAX_PROMPT_RENDERED = 200_000
+# A binding's pinned arguments (tools_app.grants): pins per binding, attributes per API key, characters of an
+# attribute's value, and of a field name in a narrowing's `where`.
+MAX_PINS = 20
+MAX_ATTRIBUTES = 20
+MAX_ATTRIBUTE_VALUE = 200
+MAX_WHERE_FIELD = 200
 
 LIMITS: dict[str, Setting] = {
     value.setting: value for name, value in list(globals().items()) if name.isupper() and isinstance(value, Setting)
