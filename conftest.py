@@ -238,7 +238,7 @@ def _fast_password_hashing(settings):
 @pytest.fixture
 def login_lockout_off(settings):
     """django-axes off, for a test that logs in with `Client.login()` (which passes no request, so axes
-    would refuse it) and is not about the lockout (issue 13; the lockout's own tests keep it on)."""
+    would refuse it) and is not about the lockout (the lockout's own tests keep it on)."""
     settings.AXES_ENABLED = False
 
 

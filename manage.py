@@ -13,8 +13,8 @@ def main():
     try:
         execute_from_command_line(sys.argv)
     except ImproperlyConfigured as exc:
-        # Missing settings (say, no DJANGO_SECRET_KEY in production) are a message, not a traceback
-        # (issue 13); --traceback still shows where.
+        # Missing settings (say, no DJANGO_SECRET_KEY in production) are a message, not a traceback;
+        # --traceback still shows where.
         if "--traceback" in sys.argv:
             raise
         sys.stderr.write(f"Error: {exc}\n")

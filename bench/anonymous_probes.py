@@ -18,7 +18,7 @@ REDIS_URL is set), as login_burst.py does. Then, over HTTP:
 - a 5,000-digit integer in a JSON import: a 400 naming the value, not a 500.
 
 The bursts (bad logins, bad client secrets) are login_burst.py's; the slow-drip metadata document, import
-memory and history storage have their own tests and benches (bench/README.md, "Issue 26 probes").
+memory and history storage have their own tests and benches (bench/README.md, "Anonymous probes").
 Prints one line per probe, `held` or `FAILED`, and exits 1 if any failed.
 """
 

@@ -1,4 +1,4 @@
-"""A burst of bad credentials against 2 uvicorn workers on PostgreSQL (issue 13).
+"""A burst of bad credentials against 2 uvicorn workers on PostgreSQL.
 
     python bench/auth_burst.py --database-url postgres://postgres@127.0.0.1:5432/postgres [--requests 300]
 

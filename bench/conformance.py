@@ -50,10 +50,10 @@ from tools_app import services
 user, _ = get_user_model().objects.get_or_create(username="conformance")
 text = services.table_create(owner=user, name="conformance_text", data="This is a simple text response for testing.")
 people = services.table_create(owner=user, name="conformance_people", data={"people": []})
-# Issue 15: records for the record template below (a select tool with its own resource URI).
+# Records for the record template below (a select tool with its own resource URI).
 records = services.table_create(owner=user, name="conformance_records",
                                 data=[{"id": 123, "name": "Test Data 123", "data": "Test data for ID 123"}])
-# Issue 15: the instance's log level: every tools/call of a 2025-11-25 client is streamed with its log messages
+# The instance's log level: every tools/call of a 2025-11-25 client is streamed with its log messages
 # at this level and above (the scenario's logging/setLevel cannot outlive its request on a stateless server).
 instance = instance_create(owner=user, name="Conformance", slug="conformance", log_level="debug",
                            instructions="Tools for the MCP conformance suite.")
@@ -71,16 +71,16 @@ tools = [
          description="Always fails: its mount does not exist, so it returns an isError result."),
     dict(name="json_schema_2020_12_tool", type="get_all_data", table=people, input_schema=schema_2020_12,
          description="Tool with JSON Schema 2020-12 features"),
-    # Issue 15: any tool reports progress when the call carries a progress token (a streamed answer).
+    # Any tool reports progress when the call carries a progress token (a streamed answer).
     dict(name="test_tool_with_progress", type="get_all_data", table=people,
          description="Returns the people; reports progress when asked."),
-    # Issue 15: with the instance's log level, every call sends its log messages (calling, running, ran, done).
+    # With the instance's log level, every call sends its log messages (calling, running, ran, done).
     dict(name="test_tool_with_logging", type="get_all_data", table=people,
          description="Returns the people; sends log messages on a streamed answer."),
 ]
 for fields in tools:
     binding_create(mcp_instance=instance, tool=services.tool_create(owner=user, **fields))
-# Issue 15: owner-chosen resource URIs. The text table read whole at a URI of the owner's choosing, and one
+# Owner-chosen resource URIs. The text table read whole at a URI of the owner's choosing, and one
 # record of a table by its key through a record template (the variable stands for the key).
 static_text = services.tool_create(owner=user, name="static_text", type="get_all_data", table=text,
                                    description="The text document, whole.")
@@ -88,7 +88,7 @@ binding_create(mcp_instance=instance, tool=static_text, resource_uri="test://sta
 record = services.tool_create(owner=user, name="record_by_id", type="select", table=records,
                               description="Records by id.")
 binding_create(mcp_instance=instance, tool=record, resource_uri="test://template/{id}/data")
-# Issue 15: the owner's own prompts, one without arguments and one whose two arguments fill its template.
+# The owner's own prompts, one without arguments and one whose two arguments fill its template.
 services.prompt_create(mcp_instance=instance, name="test_simple_prompt", description="A prompt without arguments",
                        template="This is a simple prompt for testing.")
 services.prompt_create(
@@ -179,7 +179,7 @@ def main() -> int:
         "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY", "conformance-secret"),
         "DATABASE_URL": f"sqlite:///{workdir / 'conformance.sqlite3'}",
         "DJANGO_ALLOWED_HOSTS": "localhost,127.0.0.1,[::1]",
-        # Issue 13: the suite's scenarios share one key; the run is about the protocol, not the rate limit.
+        # The suite's scenarios share one key; the run is about the protocol, not the rate limit.
         "TOOLHUB_RATE_LIMIT_MCP_KEY": os.environ.get("TOOLHUB_RATE_LIMIT_MCP_KEY", "1000000/second"),
     }
     env.pop("DJANGO_DEBUG", None)

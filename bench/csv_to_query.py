@@ -1,4 +1,4 @@
-"""From a 10,000-row CSV to an MCP client calling `query` on it: the README's walk-through, timed (issue 15).
+"""From a 10,000-row CSV to an MCP client calling `query` on it: the README's walk-through, timed.
 
 Starts a server as scripts/start.sh does (a fresh SQLite database, the demo seeded, uvicorn on a free port),
 then runs the walk-through's steps over HTTP, exactly as the README's commands do: log in for an API token,

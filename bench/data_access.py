@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark of the data-access layer (issue 2): one table of N records (default 100,000, ~30 MB).
+"""Benchmark of the data-access layer: one table of N records (default 100,000, ~30 MB).
 
 Measures, through the real entry point `tools_app.execution.executors.execute`: get_data_schema, query_data
 with a filter, preview (with preview_keys), select of 10 keys, create of one element, and (through
@@ -15,7 +15,7 @@ on that server (dropped first if a previous run left it, and dropped at the end)
     .venv/bin/python bench/data_access.py [--records N] [--warm-runs N] [--cold-runs N]
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/data_access.py
 
-Targets (issue 2): warm query_data p50 <= 50 ms; no read re-parses the document when nothing changed.
+Targets: warm query_data p50 <= 50 ms; no read re-parses the document when nothing changed.
 """
 
 import argparse
@@ -373,7 +373,7 @@ def run(args: argparse.Namespace, database: ThrowawayDatabase) -> int:
     writes = {
         name: statistics.median(results[name][1]) for name in ("create (1 elem)", "update (1 elem)", "delete (1 key)")
     }
-    print("\ntargets (issue 14): write p50 <= 20 ms, another process's first read p50 <= 20 ms, restore <= 2 s")
+    print("\ntargets: write p50 <= 20 ms, another process's first read p50 <= 20 ms, restore <= 2 s")
     for name, value in writes.items():
         print(f"  {name:<17} warm p50 {value:.1f} ms, {'met' if value <= 20 else 'NOT met'}")
     first = statistics.median(other)
@@ -407,7 +407,7 @@ for line in sys.stdin:
 
 
 def other_worker_reads(table_id: int, preview_tool_id: int, write: Callable[[], Any], runs: int) -> list[float]:
-    """Milliseconds of a second process's first read after each write made here (issue 14): the reader holds
+    """Milliseconds of a second process's first read after each write made here: the reader holds
     the previous version in its cache, as another worker does."""
     import subprocess
 

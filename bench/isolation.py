@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Isolation under budget-busting queries (issue 12 item 7): light tools/call latency alone, then under a flood.
+"""Isolation under budget-busting queries: light tools/call latency alone, then under a flood.
 
     python bench/isolation.py [--duration 10] [--light 4] [--flood 4] [--rows 1000] [--database-url URL]
 

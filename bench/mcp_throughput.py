@@ -12,7 +12,7 @@ requests/s, p50, p99 and the ratio toolhub / hand-written. `--vary N` makes the 
 `--rounds N` repeats the whole comparison N times, alternating which server goes first, and prints
 medians and each round's ratio: on a shared, noisy machine one run proves little.
 
-`--baseline-ref REF` (issue 18) compares toolhub with toolhub itself at the git ref REF (say `main`, before
+`--baseline-ref REF` compares toolhub with toolhub itself at the git ref REF (say `main`, before
 the metrics), served from a temporary worktree, instead of the hand-written server. Each side runs on a
 database of its own, made by its own migrations and seeded by its own bench/seed_mcp.py: a database shared
 with another ref holds this checkout's tables (a new table of records starts as rows, whose document is an
@@ -236,7 +236,7 @@ def main() -> None:
         **os.environ,
         "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY", "bench-secret"),
         "BENCH_ROWS": str(args.rows),
-        # Issue 13: one key sends thousands of calls a second here, far over the default 600/minute. The
+        # One key sends thousands of calls a second here, far over the default 600/minute. The
         # limit stays on (its counting is part of what a call costs) with a rate no run reaches; set
         # TOOLHUB_RATE_LIMIT_MCP_KEY (or TOOLHUB_RATE_LIMITS_ENABLED=false) in the environment to change it.
         "TOOLHUB_RATE_LIMIT_MCP_KEY": os.environ.get("TOOLHUB_RATE_LIMIT_MCP_KEY", "1000000/second"),

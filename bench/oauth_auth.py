@@ -1,4 +1,4 @@
-"""What an OAuth access token costs an MCP call next to an API key (issue 16), side by side in one run.
+"""What an OAuth access token costs an MCP call next to an API key, side by side in one run.
 
 A live server (uvicorn, one worker, its own SQLite or PostgreSQL database as the tests make it) serves one
 instance; the same tools/call is sent with the instance's API key and with an OAuth access token for it,

@@ -1,4 +1,4 @@
-"""What counting a call costs (issue 18): the pipeline with its metrics on against the same pipeline with the
+"""What counting a call costs: the pipeline with its metrics on against the same pipeline with the
 metrics report switched off, in one process, interleaved.
 
     .venv/bin/python bench/ops_overhead.py [--calls 3000] [--blocks 30]

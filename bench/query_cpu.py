@@ -6,7 +6,7 @@
 
 Builds bench/data_access.py's 100,000 records (no database), then times each of its QUERIES 15 times with
 the thread's CPU clock (time.thread_time, so a busy machine's waits do not count) and prints the medians
-in milliseconds. A checkout with per-call budgets (issue 12) runs them under the server's default budget,
+in milliseconds. A checkout with per-call budgets runs them under the server's default budget,
 as every call does. Run it for two checkouts in turn, a few rounds, to compare them on a shared machine.
 """
 

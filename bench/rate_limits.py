@@ -1,4 +1,4 @@
-"""What counting one request costs (issue 13): tools_app.kernel.rate_limits.hit / ahit, per store.
+"""What counting one request costs: tools_app.kernel.rate_limits.hit / ahit, per store.
 
     .venv/bin/python bench/rate_limits.py [--hits 20000] [--rounds 5] [--redis-url redis://127.0.0.1:6379/5]
 

@@ -1,12 +1,12 @@
-"""What the result budget costs and saves (issue 12 item 3, docs/paging.md): medians of many runs.
+"""What the result budget costs and saves (docs/paging.md): medians of many runs.
 
     .venv/bin/python bench/result_budget.py [--repeat 15]
 
 1. Results within the budget: the encoding the classify step now does (`paging.encode_within`, piece by
    piece so it can stop) against the one-shot `json.dumps` it replaces, for results of 200 B to 39 kB.
-2. The 67 MB result of issue 12 (300,000 records of 226 bytes): the whole `json.dumps` the old pipeline
+2. A 67 MB result (300,000 records of 226 bytes): the whole `json.dumps` the old pipeline
    made before refusing it (MCP) or sending it (API), against the first page (`paging.page_of`) and the
-   refusal of the same data wrapped in an object (`paging.measure` up to four budgets).
+   refusal of the same data wrapped in an object (`paging.encoded_size` up to four budgets).
 
 No database: the functions are pure; Django settings are configured in memory for the cursor signer.
 
@@ -107,7 +107,7 @@ def pure(args: argparse.Namespace) -> None:
 
     first = median_ms(lambda: paging.page_of(rows, offset=0, limit=BUDGET, cursor_at=cursor_at), args.repeat)
     middle = median_ms(lambda: paging.page_of(rows, offset=150_000, limit=BUDGET, cursor_at=cursor_at), args.repeat)
-    refuse = median_ms(lambda: paging.measure({"rows": rows}, BUDGET * paging.MEASURE_FACTOR), args.repeat)
+    refuse = median_ms(lambda: paging.encoded_size({"rows": rows}, BUDGET * paging.MEASURE_FACTOR), args.repeat)
     page = paging.page_of(rows, offset=0, limit=BUDGET, cursor_at=cursor_at)
     assert page is not None
     print(f"{'json.dumps of all of it (before)':<44}{whole:>10.1f}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Argument validation: jsonschema's own Draft 2020-12 validator against toolhub's (tools_app.safe_schema).
 
-Two hostile inputs a caller controls (issue 12): `uniqueItems` over N distinct objects (jsonschema compares
+Two hostile inputs a caller controls: `uniqueItems` over N distinct objects (jsonschema compares
 them pairwise) and `pattern: ^(a+)+$` against N a's and a '!' (Python's re backtracks). Prints the median
 wall time of each over a few runs; the plain validator is skipped where it would take minutes.
 

@@ -112,7 +112,9 @@ def run(args: argparse.Namespace, label: str) -> int:
     print(f"{count:,} records, {records.max_evaluated_bytes():,} bytes the default bound\n")
 
     def read(expression: str) -> Any:
-        return records.read(table.pk, 1, Mount("", "id"), query_data, {"query": expression})
+        return records.read(
+            table.pk, 1, Mount("", "id"), query_data, {"query": expression}, over_collection=records.query_collection
+        )
 
     def attempt(expression: str) -> tuple[str, Any]:
         try:

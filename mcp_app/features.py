@@ -1,4 +1,4 @@
-"""Resources, prompts and completion (items 2-3): what an instance serves besides its tools.
+"""Resources, prompts and completion: what an instance serves besides its tools.
 
 Resources. A mount (a table and a JSON path) is a resource when an enabled binding of the instance can
 already return all of it: a `get_all_data` or a `query_data` tool. Its URI is `toolhub://tables/<table id>`
@@ -54,12 +54,12 @@ from tools_app.choices import ToolType
 from tools_app.data_access.operations import Mount
 from tools_app.execution.pipeline import run_tool_call
 from tools_app.kernel.errors import ToolError
+from tools_app.kernel.limits import MAX_PROMPT_ARGUMENT
 from tools_app.models import Binding, McpInstance, Prompt, PromptArgumentsError
 from tools_app.registry import get_index, usage_guide
 from tools_app.registry.instance_scope import InstanceScope
 from tools_app.resource_uris import MAX_URI, RESERVED_SCHEME, Template, ordered, parse_template, resource_uri_problem
 from tools_app.services import table_data
-from tools_app.validators import MAX_PROMPT_ARGUMENT
 
 __all__ = [
     "PROMPT_NAME",

@@ -377,7 +377,7 @@ async def _on_list_tools(hops: DatabaseHops, ctx: Any, params: types.PaginatedRe
 
 
 class _Notifier:
-    """Progress and log notifications for one streamed tools/call (item 4).
+    """Progress and log notifications for one streamed tools/call.
 
     A call is streamed (mcp_app.transport) when it asks for notifications (a progress token; on 2026-07-28
     a log level in its `_meta`), or when its instance has a log level (McpInstance.log_level) and the client
@@ -529,7 +529,7 @@ def _single(name: str, sync: Any, *fields: str) -> Any:
         except Exception:
             logger.exception("%s failed on /mcp/%s/", name, state.caller.slug)
             raise MCPError(types.INTERNAL_ERROR, f"toolhub could not answer {name}; the error was logged.") from None
-        # 2026-07-28: resources/read and prompts/get results are cacheable, and never cached (item 5);
+        # 2026-07-28: resources/read and prompts/get results are cacheable, and never cached;
         # results that take no hints drop them.
         return _for_era(ctx, result, ttlMs=0, cacheScope="private")
 

@@ -80,7 +80,7 @@ def _logs_every_call(caller: Any, scope: dict, body: bytes) -> bool:
 
 async def send_denied(send: Any, denied: Denied) -> None:
     """A refusal before the SDK: its HTTP status and headers (WWW-Authenticate for 401), with a JSON-RPC error
-    body (id null: the request was not read), so that MCP clients show why (item 8). `data` keeps
+    body (id null: the request was not read), so that MCP clients show why. `data` keeps
     the REST-style name and message (SPEC §8 code names), and the request id when on."""
     if denied.status == 401:
         telemetry.auth_failed("mcp")

@@ -23,7 +23,7 @@ from django.http import HttpResponse
 from django.utils import timezone
 from oauth2_provider.models import get_application_model
 
-from oauth_app.registration_body import max_body_bytes, refusal_body, too_large_description
+from oauth_app.registration_body import max_registration_bytes, refusal_body, too_large_description
 from oauth_app.validators import GRANT_TYPES, redirect_uri_acceptable
 from tools_app.kernel import limits
 
@@ -33,13 +33,13 @@ RESPONSE_TYPES = frozenset({"code"})
 CLEANUP_BATCH = 500
 
 
-class Refused(Exception):
+class RegistrationRefused(Exception):
     def __init__(self, description: str):
         super().__init__(description)
         self.description = description
 
 
-def refusal(description: str) -> HttpResponse:
+def refusal_response(description: str) -> HttpResponse:
     return HttpResponse(refusal_body(description), status=400, content_type="application/json")
 
 
@@ -48,13 +48,13 @@ def check_body_size(request) -> None:
     Django read it), then the body itself (a body without a length)."""
     declared = request.META.get("CONTENT_LENGTH") or ""
     size = int(declared) if declared.isdigit() else len(request.body)
-    if size > max_body_bytes():
-        raise Refused(too_large_description(size))
+    if size > max_registration_bytes():
+        raise RegistrationRefused(too_large_description(size))
 
 
 def _check_string(field: str, value: Any, limit: int, setting: str) -> None:
     if isinstance(value, str) and len(value) > limit:
-        raise Refused(f"{field} is {len(value)} characters; at most {limit} are accepted ({setting}).")
+        raise RegistrationRefused(f"{field} is {len(value)} characters; at most {limit} are accepted ({setting}).")
 
 
 def check_metadata(data: Any) -> None:
@@ -67,18 +67,18 @@ def check_metadata(data: Any) -> None:
 
     uris = data.get("redirect_uris")
     if not isinstance(uris, list) or not uris:
-        raise Refused("redirect_uris must be a non-empty array: the authorization code flow needs one.")
+        raise RegistrationRefused("redirect_uris must be a non-empty array: the authorization code flow needs one.")
     if len(uris) > max_uris:
-        raise Refused(
+        raise RegistrationRefused(
             f"redirect_uris has {len(uris)} entries; at most {max_uris} are accepted "
             "(TOOLHUB_OAUTH_DCR_MAX_REDIRECT_URIS)."
         )
     for index, uri in enumerate(uris):
         if not isinstance(uri, str):
-            raise Refused(f"redirect_uris[{index}] must be a string.")
+            raise RegistrationRefused(f"redirect_uris[{index}] must be a string.")
         _check_string(f"redirect_uris[{index}]", uri, max_chars, field_setting)
         if not redirect_uri_acceptable(uri) or "#" in uri or any(c.isspace() for c in uri):
-            raise Refused(
+            raise RegistrationRefused(
                 f"redirect_uris[{index}] ({uri[:100]!r}) can never be used: a redirect URI is https, or http only to "
                 "a loopback address (127.0.0.1, [::1], localhost), without a fragment or white space."
             )
@@ -90,7 +90,7 @@ def check_metadata(data: Any) -> None:
             _check_string(field, value, max_chars, field_setting)
         elif isinstance(value, list) and field != "redirect_uris":
             if len(value) > max_uris:
-                raise Refused(f"{field} has {len(value)} entries; at most {max_uris} are accepted.")
+                raise RegistrationRefused(f"{field} has {len(value)} entries; at most {max_uris} are accepted.")
             for index, item in enumerate(value):
                 _check_string(f"{field}[{index}]", item, max_chars, field_setting)
 
@@ -98,16 +98,19 @@ def check_metadata(data: Any) -> None:
     if isinstance(grant_types, list):
         unusable = sorted({g for g in grant_types if isinstance(g, str)} - GRANT_TYPES)
         if unusable:
-            raise Refused(f"grant_types {unusable} can never be used here: only authorization_code and refresh_token.")
+            raise RegistrationRefused(
+                f"grant_types {unusable} can never be used here: only authorization_code and refresh_token."
+            )
     response_types = data.get("response_types", ["code"])
     if isinstance(response_types, list):
         unusable = sorted({r for r in response_types if isinstance(r, str)} - RESPONSE_TYPES)
         if unusable:
-            raise Refused(f"response_types {unusable} can never be used here: only code.")
+            raise RegistrationRefused(f"response_types {unusable} can never be used here: only code.")
 
 
-def parse(request) -> Any:
-    """The registration's metadata within the bounds above, or Refused. Not JSON: None (the library says so)."""
+def parse_metadata(request) -> Any:
+    """The registration's metadata within the bounds above, or RegistrationRefused. Not JSON: None (the library
+    says so)."""
     check_body_size(request)
     try:
         data = json.loads(request.body)
@@ -141,7 +144,7 @@ def check_unused_quota() -> None:
     ).count()
     if waiting >= limit:
         hours = limits.OAUTH_UNUSED_CLIENT_HOURS.get()
-        raise Refused(
+        raise RegistrationRefused(
             f"{waiting} registered clients are waiting for an owner's approval, the most this server keeps "
             f"(TOOLHUB_OAUTH_DCR_MAX_UNUSED_CLIENTS); unapproved clients are removed {hours:g} hours after they "
             "registered. Try again later, or ask the server's administrator to register the client."

@@ -8,19 +8,19 @@ import re
 
 from tools_app.kernel import limits
 
-__all__ = ["REGISTRATION_PATH", "max_body_bytes", "refusal_body", "too_large_description"]
+__all__ = ["REGISTRATION_PATH", "max_registration_bytes", "refusal_body", "too_large_description"]
 
 REGISTRATION_PATH = re.compile(r"/oauth/register/(?:[^/]+/)?")
 SETTING = limits.OAUTH_DCR_MAX_BODY_BYTES.setting
 
 
-def max_body_bytes() -> int:
+def max_registration_bytes() -> int:
     return limits.OAUTH_DCR_MAX_BODY_BYTES.get()
 
 
 def too_large_description(size: int | None) -> str:
     """The refusal's description: the body's `size` in bytes, or None when it declared none (cut once over)."""
-    limit = max_body_bytes()
+    limit = max_registration_bytes()
     stated = f"{size} bytes" if size is not None else f"over {limit} bytes"
     return f"The registration is {stated}; at most {limit} bytes are accepted ({SETTING})."
 

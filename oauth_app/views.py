@@ -105,7 +105,7 @@ class ServerMetadataView(EnabledMixin, library.OAuthServerMetadataView):
 #
 
 
-class Refused(Exception):
+class AuthorizationRefused(Exception):
     def __init__(self, status: int, title: str, message: str):
         super().__init__(message)
         self.status, self.title, self.message = status, title, message
@@ -114,7 +114,7 @@ class Refused(Exception):
 def instance_of_resource(request, resources: list[str]) -> McpInstance:
     """The one instance an authorization request names in `resource` (RFC 8707), if the user may grant it."""
     if len(resources) != 1:
-        raise Refused(
+        raise AuthorizationRefused(
             400,
             "Which instance?",
             "The client must name exactly one MCP instance endpoint in the `resource` parameter "
@@ -123,11 +123,11 @@ def instance_of_resource(request, resources: list[str]) -> McpInstance:
     slug = slug_of_resource(resources[0], request_base(request))
     instance = McpInstance.objects.filter(slug=slug, enabled=True).first() if slug else None
     if instance is None:
-        raise Refused(
+        raise AuthorizationRefused(
             400, "Unknown instance", f"{resources[0][:200]!r} is not an MCP instance endpoint of this server."
         )
     if not may_authorize(request.user, instance.owner_id):
-        raise Refused(
+        raise AuthorizationRefused(
             403,
             "Not your instance",
             f"Only the owner of the MCP instance {instance.name!r} (or a superuser) can let a client reach it. "
@@ -186,7 +186,7 @@ class ConsentView(EnabledMixin, library.AuthorizationView):
         host = urlsplit(oauthlib_error.redirect_uri or "").hostname or "the client"
         detail = f": {oauthlib_error.description}" if oauthlib_error.description else ""
         return self._refused(
-            Refused(
+            AuthorizationRefused(
                 400,
                 "The client's request was refused",
                 f"The client's request cannot be granted ({oauthlib_error.error}{detail}). You are not sent back to "
@@ -202,7 +202,7 @@ class ConsentView(EnabledMixin, library.AuthorizationView):
             redirect_to, REDIRECT_SCHEMES if application is None else application.get_allowed_schemes()
         )
 
-    def _refused(self, refused: Refused):
+    def _refused(self, refused: AuthorizationRefused):
         context = {"title": refused.title, "message": refused.message, "site_header": "toolhub"}
         return render(self.request, "oauth_app/refused.html", context, status=refused.status)
 
@@ -217,10 +217,10 @@ class ConsentView(EnabledMixin, library.AuthorizationView):
             if request.GET.get("code_challenge") and request.GET.get("code_challenge_method") != "S256":
                 # RFC 7636 makes a missing method "plain"; the library refuses plain when the code is made,
                 # this says so before the owner is asked anything.
-                raise Refused(
+                raise AuthorizationRefused(
                     400, "PKCE S256 required", "The client must use PKCE with code_challenge_method=S256 (not plain)."
                 )
-        except Refused as refused:
+        except AuthorizationRefused as refused:
             return self._refused(refused)
         response = super().get(request, *args, **kwargs)
         redirect_uri = getattr(self, "oauth2_data", {}).get("redirect_uri")
@@ -234,7 +234,7 @@ class ConsentView(EnabledMixin, library.AuthorizationView):
     def form_valid(self, form):
         try:
             self.instance = instance_of_resource(self.request, (form.cleaned_data.get("resource") or "").split())
-        except Refused as refused:
+        except AuthorizationRefused as refused:
             return self._refused(refused)
         scopes = set((form.cleaned_data.get("scope") or "").split())
         if SCOPE_ALL in scopes and self.request.POST.get("grant_all") != "on":
@@ -283,11 +283,11 @@ class RegistrationView(RateLimitedMixin, library.DynamicClientRegistrationView):
 
     def post(self, request, *args, **kwargs):
         try:
-            if registration.parse(request) is not None:
+            if registration.parse_metadata(request) is not None:
                 registration.remove_unused_clients()
                 registration.check_unused_quota()
-        except registration.Refused as refused:
-            return registration.refusal(refused.description)
+        except registration.RegistrationRefused as refused:
+            return registration.refusal_response(refused.description)
         return super().post(request, *args, **kwargs)
 
 
@@ -305,7 +305,7 @@ class RegistrationManagementView(RateLimitedMixin, library.DynamicClientRegistra
         auth = self._authenticate_registration_request(request, client_id)
         if not isinstance(auth, HttpResponse):
             try:
-                registration.parse(request)
-            except registration.Refused as refused:
-                return registration.refusal(refused.description)
+                registration.parse_metadata(request)
+            except registration.RegistrationRefused as refused:
+                return registration.refusal_response(refused.description)
         return super().put(request, client_id, *args, **kwargs)

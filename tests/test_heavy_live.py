@@ -1,4 +1,4 @@
-"""Isolation over a real socket (issue 12 item 2): an expensive query runs in the server's heavy worker
+"""Isolation over a real socket: an expensive query runs in the server's heavy worker
 process, and a light call of another client is answered while it runs, although the server has only ONE
 MCP database thread — the waiting expensive call lends it (mcp_app.hops, tools_app.execution.heavy).
 

@@ -1,4 +1,4 @@
-"""Issue 12 item 5: size and shape limits with clear errors, on every surface (docs/input-limits.md).
+"""Size and shape limits with clear errors, on every surface (docs/input-limits.md).
 
 Request bodies over the limit are 413 (the API's error shape, the admin's page, a JSON-RPC error on MCP),
 checked in process and on a real uvicorn socket; table documents over TOOLHUB_MAX_TABLE_BYTES or
@@ -424,7 +424,7 @@ def test_pipeline_create_refuses_a_document_too_large(writer_shop, settings):
 # A document stored before the depth limit: the table page's read-only summary of a document.
 @pytest.mark.usefixtures("document_storage")
 def test_admin_pages_render_a_table_nested_900_deep(client, superuser, owner, make_table, make_tool, instance, bind):
-    """Issue 12: a table nested ~900 levels made the superuser's tool page a 500 (every table document was
+    """A table nested ~900 levels made the superuser's tool page a 500 (every table document was
     parsed for the table <select>). Every page renders; the table page shows a read-only summary."""
     # given
     table = make_table(owner, data=[{"id": 1}])

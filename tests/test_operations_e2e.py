@@ -1,5 +1,5 @@
-"""Issue 18 against real uvicorn servers: /readyz with the database unreachable answers 503 in under 2 s, and
-/metrics adds up the calls of several workers (prometheus_client's multiprocess mode)."""
+"""The operations endpoints against real uvicorn servers: /readyz with the database unreachable answers 503 in
+under 2 s, and /metrics adds up the calls of several workers (prometheus_client's multiprocess mode)."""
 
 import json
 import time

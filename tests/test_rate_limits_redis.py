@@ -1,4 +1,4 @@
-"""Rate limits counted in Redis (issue 13): every process that shares REDIS_URL shares the counts.
+"""Rate limits counted in Redis: every process that shares REDIS_URL shares the counts.
 
 Redis runs on this machine and in CI (127.0.0.1:6379); these tests use db 5 and a key prefix of their own,
 and delete their keys afterwards. Nothing is skipped: without Redis they fail.

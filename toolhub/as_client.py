@@ -47,9 +47,8 @@ from mcp_app.features import prompts_page, resource_templates_page, resources_pa
 from mcp_app.handlers import call_tool_sync, tools_page
 from mcp_app.requests import RequestState, grant_of
 from oauth_app.tokens import session_check_token
-from tools_app.admin.instances import endpoint_url
 from tools_app.admin.tool_forms import compact_json, parse_json, pretty_json
-from tools_app.admin.tools import TRY_IT_MAX_CHARS
+from tools_app.kernel.limits import TRY_IT_MAX_CHARS
 from tools_app.models import ApiKey, McpInstance
 from tools_app.oauth import SCOPE_ALL
 from tools_app.tool_types.examples import from_schema
@@ -269,7 +268,7 @@ def as_client_page(request, instance_id: int):
         "keys": keys,
         "chosen": chosen,
         "credential_label": label,
-        "endpoint_url": endpoint_url(request, instance),
+        "endpoint_url": instance.endpoint_url(request),
         "listing": listing,
         "tool_forms": _tool_forms(listing["tools"], called) if listing is not None else [],
         "called": called,
@@ -281,7 +280,7 @@ def as_client_page(request, instance_id: int):
 
 def _connection_check_from_form(request, instance: McpInstance, check_with: str) -> dict[str, Any]:
     """The connection check with the pasted key, or with the signed-in user's session (a token minted for it)."""
-    url = endpoint_url(request, instance)
+    url = instance.endpoint_url(request)
     if check_with == WITH_SESSION:
         with session_check_token(user=request.user, resource=url, seconds=CHECK_SECONDS + 5) as token:
             result = connection_check(url, token)

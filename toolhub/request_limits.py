@@ -25,7 +25,7 @@ from typing import Any
 
 from django.http import HttpResponse
 
-from oauth_app.registration_body import REGISTRATION_PATH, max_body_bytes, refusal_body, too_large_description
+from oauth_app.registration_body import REGISTRATION_PATH, max_registration_bytes, refusal_body, too_large_description
 from tools_app.kernel import telemetry
 from tools_app.kernel.errors import ErrorCode
 from tools_app.kernel.limits import MAX_IMPORT_BYTES, MAX_REQUEST_BYTES
@@ -36,7 +36,7 @@ __all__ = [
     "cap_request_body",
     "max_request_bytes",
     "refused",
-    "too_large",
+    "too_large_answer",
 ]
 
 IMPORT_PATH = "/api/tables/import/"
@@ -47,7 +47,7 @@ def _limit(path: str | None) -> tuple[int, str]:
     if path == IMPORT_PATH:
         return MAX_IMPORT_BYTES.get(), MAX_IMPORT_BYTES.setting
     if path is not None and REGISTRATION_PATH.fullmatch(path):
-        return max_body_bytes(), "TOOLHUB_OAUTH_DCR_MAX_BODY_BYTES"
+        return max_registration_bytes(), "TOOLHUB_OAUTH_DCR_MAX_BODY_BYTES"
     return MAX_REQUEST_BYTES.get(), MAX_REQUEST_BYTES.setting
 
 
@@ -61,10 +61,10 @@ def refused(path: str, declared: int | None) -> tuple[int, str, bytes]:
     declared length, None when it declared none): a registration's own 400, else too_large's 413."""
     if REGISTRATION_PATH.fullmatch(path):
         return 400, "application/json", refusal_body(too_large_description(declared))
-    return 413, *too_large(path)
+    return 413, *too_large_answer(path)
 
 
-def too_large(path: str) -> tuple[str, bytes]:
+def too_large_answer(path: str) -> tuple[str, bytes]:
     """(content type, body) of the 413 answer for a request to `path`."""
     limit, setting = _limit(path)
     message = f"The request body is over the limit of {limit} bytes ({setting})."

@@ -28,7 +28,7 @@ __all__ = [
     "LATENCY_BOUNDS_MS",
     "RATE_LIMIT_CODES",
     "WINDOWS",
-    "Window",
+    "TimeWindow",
     "activity",
     "p95_bound",
     "refused_requests",
@@ -36,7 +36,7 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
-class Window:
+class TimeWindow:
     key: str  # the query parameter's value
     label: str
     seconds: int
@@ -48,14 +48,14 @@ class Window:
 
 
 # The windows a page may ask for, each cut into at most 96 buckets.
-WINDOWS: dict[str, Window] = {
+WINDOWS: dict[str, TimeWindow] = {
     window.key: window
     for window in (
-        Window("1h", "last hour", 3600, 60),
-        Window("6h", "last 6 hours", 6 * 3600, 5 * 60),
-        Window("24h", "last 24 hours", 24 * 3600, 15 * 60),
-        Window("7d", "last 7 days", 7 * 86400, 3 * 3600),
-        Window("30d", "last 30 days", 30 * 86400, 12 * 3600),
+        TimeWindow("1h", "last hour", 3600, 60),
+        TimeWindow("6h", "last 6 hours", 6 * 3600, 5 * 60),
+        TimeWindow("24h", "last 24 hours", 24 * 3600, 15 * 60),
+        TimeWindow("7d", "last 7 days", 7 * 86400, 3 * 3600),
+        TimeWindow("30d", "last 30 days", 30 * 86400, 12 * 3600),
     )
 }
 DEFAULT_WINDOW = "24h"
@@ -123,7 +123,7 @@ def p95_bound(histogram: dict[int, int]) -> float | None:
     return LATENCY_BOUNDS_MS[-1]  # pragma: no cover - the loop always reaches the rank
 
 
-def window_bounds(window: Window, now: datetime | None = None) -> tuple[datetime, datetime]:
+def window_bounds(window: TimeWindow, now: datetime | None = None) -> tuple[datetime, datetime]:
     """(start, end) of `window` ending at the end of the bucket that holds `now`, aligned on whole buckets
     since the epoch (so a page reloaded a few seconds later draws the same buckets)."""
     now = now or timezone.now()
@@ -183,7 +183,7 @@ def _top_series(series: dict[Any, _Series], names: dict[Any, str], buckets: int)
     return result
 
 
-def activity_groups(calls: QuerySet, window: Window, start: datetime) -> QuerySet:
+def activity_groups(calls: QuerySet, window: TimeWindow, start: datetime) -> QuerySet:
     """The statement of activity(): `calls` of the window counted by (instance, tool name, time bucket, latency
     bucket, status, error code), as tuples of those and the count."""
     return (
@@ -204,7 +204,7 @@ def _fetch(groups: QuerySet) -> Iterator[tuple[Any, ...]]:
             yield from rows
 
 
-def refused_requests(refused: QuerySet, window: Window, start: datetime, end: datetime) -> list[int]:
+def refused_requests(refused: QuerySet, window: TimeWindow, start: datetime, end: datetime) -> list[int]:
     """Requests refused by a rate limit before the pipeline, per time bucket of the window: `refused` (a
     RefusalCount queryset, scoped and filtered as the calls are) added up in the database, one statement."""
     counts = [0] * window.buckets
@@ -222,7 +222,7 @@ def refused_requests(refused: QuerySet, window: Window, start: datetime, end: da
 
 
 def activity(
-    calls: QuerySet, window: Window, now: datetime | None = None, refused: QuerySet | None = None
+    calls: QuerySet, window: TimeWindow, now: datetime | None = None, refused: QuerySet | None = None
 ) -> dict[str, Any]:
     """The activity of `calls` (a CallLog queryset, already scoped to what the viewer may see and filtered) in
     `window`: {"window", "labels", "by_instance", "by_tool", "top_tools", "top_errors", "refusals", "total"}.

@@ -21,7 +21,7 @@ One key of `pinned_arguments` is not an argument: `where` (WHERE) narrows the re
 `{"where": {"<record field>": {"value": <json>} | {"from": "<source>"}, ...}}`. The tool then runs over only
 the records of its mount whose fields equal those values (a value from the caller is a string):
 tools_app.data_access.narrowing. The caller's own arguments (a JMESPath query included) run over the narrowed
-records and cannot reach the others. Only the reads of a table (NARROWABLE_TYPES) take it; a binding narrowing
+records and cannot reach the others. Only the reads of a table (the types of kind READ) take it; a binding narrowing
 a write, a registry tool or a tool whose schema declares an argument `where` is refused when saved. The call's
 effective arguments carry the resolved narrowing under `where`, so the call log, the result cache and a page's
 cursor are per narrowing.
@@ -39,8 +39,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.limits import MAX_ATTRIBUTE_VALUE, MAX_ATTRIBUTES, MAX_PINS, MAX_WHERE_FIELD
 from tools_app.safe_schema import UnsafeSchema, validator_for
-from tools_app.tool_types import TOOL_TYPES
+from tools_app.tool_types import READ, TOOL_TYPES, is_read, types_of_kind
 
 __all__ = [
     "ATTRIBUTE_NAME_RE",
@@ -48,7 +49,6 @@ __all__ = [
     "MAX_ATTRIBUTES",
     "MAX_ATTRIBUTE_VALUE",
     "MAX_PINS",
-    "NARROWABLE_TYPES",
     "WHERE",
     "SOURCES",
     "Grant",
@@ -60,9 +60,6 @@ __all__ = [
     "pin_summary",
 ]
 
-MAX_PINS = 20
-MAX_ATTRIBUTES = 20
-MAX_ATTRIBUTE_VALUE = 200
 ATTRIBUTE_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 KEY_LABEL = "key.label"
 USERNAME = "user.username"
@@ -73,8 +70,6 @@ READ_ONLY_KEY = "this API key is read-only"
 UNPINNABLE = frozenset({"cursor"})
 # The key of pinned_arguments that narrows the records a read sees (module docstring), and the types it fits.
 WHERE = "where"
-NARROWABLE_TYPES = frozenset({"get_data_schema", "get_all_data", "query_data", "preview", "select"})
-MAX_WHERE_FIELD = 200
 
 
 def _pins_of(pins: Mapping[str, Any] | None) -> list[Any]:
@@ -278,7 +273,7 @@ def pin_problems(pins: Any, input_schema: Any, tool_type: str | None = None) -> 
     when they can.
 
     `where` narrows the records (module docstring): an object of 1 to MAX_PINS record fields, each pinned as an
-    argument is, for a tool of NARROWABLE_TYPES whose schema declares no argument `where`. Each pinned argument
+    argument is, for a read tool whose schema declares no argument `where`. Each pinned argument
     must be declared in the schema's `properties` (not `cursor`); a pin is exactly {"value": <json>} or
     {"from": <source>}; a constant must pass the argument's schema; a value from the caller (a string) needs an
     argument that takes a string, or an array (it is sent as a one-item list).
@@ -327,8 +322,8 @@ def _narrowing_problems(narrowing: Any, properties: dict[str, Any], tool_type: s
     where = f"pinned_arguments[{WHERE!r}]"
     if WHERE in properties:
         return [f"{where}: the tool declares an argument {WHERE!r}, so its records cannot be narrowed by a binding."]
-    if tool_type not in NARROWABLE_TYPES:
-        kinds = ", ".join(sorted(NARROWABLE_TYPES))
+    if not is_read(tool_type):
+        kinds = ", ".join(sorted(types_of_kind(READ)))
         return [
             f"{where} narrows the records a read sees, and this tool is a {tool_type or 'typeless'} tool "
             f"(it fits {kinds}); writes through a narrowed binding are not offered."

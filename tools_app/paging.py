@@ -1,4 +1,4 @@
-"""Result budgets and paging (item 3; docs/paging.md): what the call pipeline's classify step uses.
+"""Result budgets and paging (docs/paging.md): what the call pipeline's classify step uses.
 
 A read's result is measured while it is encoded, never after: `encode_within` stops as soon as the compact
 JSON passes the budget, so a 67 MB result costs one budget's worth of encoding, not 67 MB. A list over the
@@ -26,10 +26,10 @@ __all__ = [
     "Cut",
     "PAGED_OUTPUT_SCHEMA",
     "Page",
-    "Window",
+    "PageWindow",
     "cursor_argument_schema",
     "encode_within",
-    "measure",
+    "encoded_size",
     "page_of",
     "paged_input_schema",
     "paged_output_schema",
@@ -238,7 +238,7 @@ def utf8_size(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
-def measure(value: Any, cap: int) -> tuple[int, bool]:
+def encoded_size(value: Any, cap: int) -> tuple[int, bool]:
     """(bytes, complete): the size of `value`'s compact JSON, counted up to `cap` bytes without keeping the
     text; `complete` is False when counting stopped at the cap (the size is then a lower bound)."""
     size = 0
@@ -342,7 +342,7 @@ class Page:
 def page_of(items: list, *, offset: int, limit: int, cursor_at: Callable[[int], str]) -> Page | None:
     """The page of `items` starting at `offset` whose JSON fits `limit` bytes, items encoded one by one (runs of
     scalars at once: _scalar_run) until the next one does not fit; None when the item at `offset` alone does
-    not fit (nothing can be shown). The same page as Window.cut gives a reader that reads its items where they
+    not fit (nothing can be shown). The same page as PageWindow.cut gives a reader that reads its items where they
     are stored (tests/test_paging.py compares the two over every cursor).
 
     `cursor_at(offset)` signs the cursor of the page starting there.
@@ -381,10 +381,10 @@ def page_of(items: list, *, offset: int, limit: int, cursor_at: Callable[[int], 
 
 @dataclass(frozen=True, slots=True)
 class Cut:
-    """What a windowed read answers (Window.cut): the whole list with its JSON text when no cursor came and it
+    """What a windowed read answers (PageWindow.cut): the whole list with its JSON text when no cursor came and it
     fits the budget; else the page at the window's offset (`page`; None when the item there alone is over the
     budget, which no page can hold). `over`: an object result's size, at least, when it is over the budget (a
-    lower bound, as `measure` reports it): what RESULT_TOO_LARGE names."""
+    lower bound, as `encoded_size` reports it): what RESULT_TOO_LARGE names."""
 
     whole: list | None = None
     text: str | None = None
@@ -394,7 +394,7 @@ class Cut:
 
 
 @dataclass(frozen=True, slots=True)
-class Window:
+class PageWindow:
     """A pageable call's request for its list, handed to a reader that can read items where they are stored (a
     rows table's collection) instead of building the whole list: the cursor's `offset` (None: no cursor, the whole
     list when it fits), the result budget `limit` in bytes, and `cursor_at(offset)`, the signed cursor of the page

@@ -6,13 +6,11 @@ from typing import Any
 from tools_app.choices import ToolType
 from tools_app.tool_types import TOOL_TYPES
 
-# The defaults from the tool types' registry; the same objects as the specs' schemas.
-DEFAULT_INPUT_SCHEMAS: dict[str, dict[str, Any]] = {value: spec.input_schema for value, spec in TOOL_TYPES.items()}
-
 
 def default_input_schema(tool_type: str) -> dict[str, Any]:
-    """A fresh copy of the type's default input schema."""
-    return copy.deepcopy(DEFAULT_INPUT_SCHEMAS.get(tool_type, {"type": "object"}))
+    """A fresh copy of the type's default input schema (its declaration's, tools_app.tool_types)."""
+    spec = TOOL_TYPES.get(tool_type)
+    return copy.deepcopy(spec.input_schema if spec is not None else {"type": "object"})
 
 
 def required_arguments(tool_type: str) -> list[str]:
@@ -24,9 +22,7 @@ def required_arguments(tool_type: str) -> list[str]:
 def is_other_types_default(schema: Any, tool_type: str) -> bool:
     """Whether `schema` is the untouched default of another type (the bare external default aside)."""
     return any(
-        schema == default
-        for other, default in DEFAULT_INPUT_SCHEMAS.items()
-        if other not in (tool_type, ToolType.EXTERNAL)
+        schema == spec.input_schema for other, spec in TOOL_TYPES.items() if other not in (tool_type, ToolType.EXTERNAL)
     )
 
 

@@ -13,7 +13,16 @@ from django.core.exceptions import ValidationError
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from tools_app.kernel.limits import max_argument_depth, max_indexed_fields, max_table_bytes, max_table_depth
+from tools_app.kernel.limits import (
+    MAX_PROMPT_ARGUMENT_DESCRIPTION,
+    MAX_PROMPT_ARGUMENTS,
+    MAX_REDACT_FIELD_LENGTH,
+    MAX_REDACT_FIELDS,
+    max_argument_depth,
+    max_indexed_fields,
+    max_table_bytes,
+    max_table_depth,
+)
 from tools_app.kernel.rate_limits import parse_rate
 from tools_app.safe_schema import schema_problems
 
@@ -547,9 +556,6 @@ def validate_rate(value: str) -> None:
 # Call details: what the call log keeps of a call (docs/call-log.md)
 #
 
-MAX_REDACT_FIELDS = 100
-MAX_REDACT_FIELD_LENGTH = 200
-
 
 def validate_redact_fields(value: Any) -> None:
     """Table.redact_fields: a list of at most MAX_REDACT_FIELDS distinct, non-empty record field names (strings
@@ -589,11 +595,6 @@ BUILTIN_PROMPT_NAME = "usage_guide"
 PROMPT_ARGUMENT_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 # `{{name}}`, spaces allowed inside the braces; anything else between braces is text.
 PROMPT_PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]{0,63})\s*\}\}")
-MAX_PROMPT_ARGUMENTS = 20
-MAX_PROMPT_ARGUMENT_DESCRIPTION = 1024
-MAX_PROMPT_TEMPLATE = 20_000
-MAX_PROMPT_ARGUMENT = 10_000  # one argument value of prompts/get, in characters
-MAX_PROMPT_RENDERED = 200_000  # the text a prompt renders to, in characters
 PROMPT_ARGUMENT_KEYS = ("name", "description", "required")
 
 

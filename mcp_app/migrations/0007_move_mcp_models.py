@@ -1,4 +1,4 @@
-"""Issue 7: the models move to tools_app (see tools_app 0005); their tables stay, so state only."""
+"""The models move to tools_app (see tools_app 0005); their tables stay, so state only."""
 
 from django.db import migrations
 

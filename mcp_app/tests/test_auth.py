@@ -36,7 +36,7 @@ def test_missing_key_is_401_with_bearer_challenge(served, era):
     response = Harness().post("shop", call_body(era), era=era)
     # then
     assert response.status_code == 401
-    # issue 16: with the OAuth hints (RFC 9728 resource metadata, the scope to ask for)
+    # With the OAuth hints (RFC 9728 resource metadata, the scope to ask for)
     assert response.headers["www-authenticate"] == (
         'Bearer realm="toolhub", scope="tools:all", '
         'resource_metadata="http://localhost/.well-known/oauth-protected-resource/mcp/shop/"'
@@ -266,7 +266,7 @@ def test_tool_owned_by_nobody_else_is_untouched_by_denied_calls(served, other_us
 
 
 #
-# Issue 13: refusals without a database lookup; deactivated owners
+# Refusals without a database lookup; deactivated owners
 #
 
 
@@ -278,7 +278,7 @@ def _deactivate(user):
 @pytest.mark.parametrize("era", ERAS)
 @pytest.mark.parametrize("method", ["tools/call", "tools/list", "ping"])
 def test_deactivated_owners_key_is_refused_on_the_next_request(served, owner, era, method):
-    """Issue 13: once the instance's owner is deactivated, its key is a 401 on the next request, though this
+    """Once the instance's owner is deactivated, its key is a 401 on the next request, though this
     process saw the key valid; nothing is recorded."""
     # given
     harness = Harness()
@@ -345,7 +345,7 @@ def test_reactivated_owners_key_works_again(served, owner):
 def test_a_key_that_cannot_be_valid_costs_no_query_the_second_time(
     served, authorization, status, django_assert_num_queries
 ):
-    """Issue 13: once this process knows the slug, a missing, malformed or known-unknown key is refused from
+    """Once this process knows the slug, a missing, malformed or known-unknown key is refused from
     memory: no database query, the same answer."""
     # given
     headers = {"authorization": authorization} if authorization else {}

@@ -190,7 +190,7 @@ def test_two_workers_see_a_binding_disabled_by_another_process(server_db):
 
 @pytest.mark.postgres
 def test_two_workers_refuse_a_deactivated_owners_key_and_token_on_the_next_request(server_db):
-    """Issue 13: with `uvicorn --workers 2`, once another process deactivates the owner, the owner's MCP key
+    """With `uvicorn --workers 2`, once another process deactivates the owner, the owner's MCP key
     and API token are a 401 on the very next request, whichever worker answers; active again, they work."""
     if connection.vendor != "postgresql":
         pytest.skip("needs PostgreSQL: several worker processes share one database")

@@ -1,4 +1,4 @@
-"""Issue 15 end to end: an owner's prompts through the SDK client over a real socket (uvicorn on a loopback
+"""End to end: an owner's prompts through the SDK client over a real socket (uvicorn on a loopback
 port), in both eras: listed after usage_guide, got with arguments, refused naming a missing argument."""
 
 import json

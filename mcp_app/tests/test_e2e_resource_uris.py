@@ -1,4 +1,4 @@
-"""Issue 15 end to end: owner-chosen resource URIs and the instance log level, with the SDK's client over a
+"""End to end: owner-chosen resource URIs and the instance log level, with the SDK's client over a
 real socket (uvicorn on a loopback port).
 
 Instance `uris`: a text table read whole at test://static-text, records by id through the record template

@@ -1,4 +1,4 @@
-"""Issue 15 end to end: the SDK client over a real socket (uvicorn on a loopback port), in both eras.
+"""End to end: the SDK client over a real socket (uvicorn on a loopback port), in both eras.
 
 A search-mode instance: search_tools then call_tool; resources, a record template, the usage_guide prompt,
 completion, progress and logs on the call that asked, and a wrong key shown as a JSON-RPC error.

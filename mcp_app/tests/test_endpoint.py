@@ -205,7 +205,7 @@ def test_search_discovery_lists_registry_tools_but_all_stay_callable(
     listed = tools_of(harness.rpc("shop", key, "tools/list", era=era))
     called = harness.call("shop", key, "orders_query", {"query": "length(@)"}, era=era)
     # then
-    assert sorted(listed) == ["call_tool", "get_tool_definition", "search_tools"]  # issue 15: the call proxy
+    assert sorted(listed) == ["call_tool", "get_tool_definition", "search_tools"]  # the call proxy and search
     assert called["result"]["structuredContent"] == {"result": 3}
 
 

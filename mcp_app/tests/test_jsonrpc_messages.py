@@ -277,7 +277,7 @@ def test_revoked_key_leaves_the_auth_cache(served):
 @pytest.mark.parametrize("era", ERAS)
 def test_good_call_with_a_seen_key_is_one_query(served, era):
     """The cheap path stays cheap: a repeated good call reads with one SQL statement (re-check + lookup, no
-    auth query), then records itself (issue 7): the call-log row and the use count, no key write."""
+    auth query), then records itself: the call-log row and the use count, no key write."""
     # given
     harness = Harness()
     warm(harness, served["key"], era)

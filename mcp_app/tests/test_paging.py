@@ -1,4 +1,4 @@
-"""Result budgets and paging over MCP (issue 12 item 3, docs/paging.md): a list over max_result_bytes comes in
+"""Result budgets and paging over MCP (docs/paging.md): a list over max_result_bytes comes in
 pages whose cursors yield every item exactly once; a cursor is bound to the tool, its arguments and the table
 version; anything else over the budget is RESULT_TOO_LARGE naming its size."""
 

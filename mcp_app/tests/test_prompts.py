@@ -1,4 +1,4 @@
-"""Issue 15: an instance's own prompts over MCP — prompts/list, prompts/get, completion — in both eras.
+"""An instance's own prompts over MCP — prompts/list, prompts/get, completion — in both eras.
 
 The conformance suite's two prompt checks are met by two ordinary prompts an owner defines (no argument;
 arguments arg1 and arg2, both required). The same over a real socket: mcp_app/tests/test_e2e_prompts.py.

@@ -1,4 +1,4 @@
-"""Rate limits on /mcp/<slug>/ (issue 13): each authenticated HTTP request counts against its API key's
+"""Rate limits on /mcp/<slug>/: each authenticated HTTP request counts against its API key's
 rate (the instance's key_rate_limit, or the default); over it, HTTP 429 with Retry-After and a JSON-RPC
 error, and the request runs nothing."""
 

@@ -12,8 +12,8 @@ from markdown_it import MarkdownIt
 from rest_framework.test import APIClient
 
 from mcp_app.tests.mcp_harness import Harness
+from tools_app.kernel.limits import SEARCH_QUERY_MAX_CHARS
 from tools_app.models import Binding, Tool
-from tools_app.registry.search import MAX_QUERY_LENGTH
 
 # Names that Markdown would mangle unless they are code: emphasis, escapes, link brackets, HTML, backticks.
 TOOL_NAMES = ["weather_x", "__init__", "get_user_by_id", "a.b-c_d", "snake__case__", "x_1_"]
@@ -133,17 +133,17 @@ def test_api_search_and_guide_round_trip_every_name(owner, weather_shop):
 
 
 def long_query(tail_words):
-    """A pasted message of exactly MAX_QUERY_LENGTH characters whose request comes at its very end."""
+    """A pasted message of exactly SEARCH_QUERY_MAX_CHARS characters whose request comes at its very end."""
     tail = " " + tail_words
     filler = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. "
-    body = (filler * (MAX_QUERY_LENGTH // len(filler) + 1))[: MAX_QUERY_LENGTH - len(tail)]
+    body = (filler * (SEARCH_QUERY_MAX_CHARS // len(filler) + 1))[: SEARCH_QUERY_MAX_CHARS - len(tail)]
     return body + tail
 
 
 def test_a_query_of_the_limit_is_searched_whole_over_mcp(weather_shop):
     """10,000 characters are accepted, and bm25 reads to the end: the request in the last words is found."""
     query = long_query("snake case")
-    assert len(query) == MAX_QUERY_LENGTH
+    assert len(query) == SEARCH_QUERY_MAX_CHARS
     # when
     result = call(weather_shop, "search_tools", {"query": query, "limit": 3})
     # then
@@ -158,7 +158,7 @@ def test_a_query_over_the_limit_is_invalid_arguments_naming_query_over_mcp(weath
     """One character more: INVALID_ARGUMENTS naming `query` and the limit; nothing is written."""
     before = (Tool.objects.count(), Binding.objects.count())
     # when
-    result = call(weather_shop, "search_tools", {"query": "x" * (MAX_QUERY_LENGTH + 1)})
+    result = call(weather_shop, "search_tools", {"query": "x" * (SEARCH_QUERY_MAX_CHARS + 1)})
     # then
     assert result["isError"] is True
     text = result["content"][0]["text"]
@@ -173,7 +173,7 @@ def test_api_accepts_the_limit_and_refuses_one_more_naming_q(owner, weather_shop
     client.force_authenticate(owner)
     # when
     accepted = client.get("/api/search/", {"q": long_query("snake case"), "mcp_instance": weather_shop["instance"].pk})
-    refused = client.get("/api/search/", {"q": "y" * (MAX_QUERY_LENGTH + 1)})
+    refused = client.get("/api/search/", {"q": "y" * (SEARCH_QUERY_MAX_CHARS + 1)})
     # then
     assert accepted.status_code == 200, accepted.content
     assert accepted.json()["results"][0]["tool_name"] == "snake__case__"

@@ -347,7 +347,7 @@ def test_search_discovery_lists_only_registry_tools_and_finds_the_rest(registry_
     ]
     called = call(registry_shop, found["results"][0]["tool_name"], {"query": "[?id==`2`].customer"}, era=era)["result"]
     # then
-    assert [tool["name"] for tool in listed] == ["call_tool", *REGISTRY_NAMES]  # issue 15: the call proxy first
+    assert [tool["name"] for tool in listed] == ["call_tool", *REGISTRY_NAMES]  # the call proxy first
     assert all(tool["annotations"]["readOnlyHint"] for tool in listed[1:] if tool["name"] != "register_tool")
     assert found["results"][0]["tool_name"] == "orders_query"
     assert called["isError"] is False

@@ -1,4 +1,4 @@
-"""Issue 15 over MCP, in process: bindings' own resource URIs (Binding.resource_uri) and the instance's log
+"""Over MCP, in process: bindings' own resource URIs (Binding.resource_uri) and the instance's log
 level (McpInstance.log_level). Raw JSON-RPC through the endpoint (mcp_harness.Harness), in both eras."""
 
 import json

@@ -1,4 +1,4 @@
-"""Issue 15: the call proxy, resources, prompts, completion, progress and logs, in process, in both eras.
+"""The call proxy, resources, prompts, completion, progress and logs, in process, in both eras.
 
 Raw JSON-RPC through the endpoint (mcp_harness.Harness) and the SDK's own Client over the ASGI app.
 The same scenarios over a real socket: mcp_app/tests/test_e2e_surface.py.
@@ -65,7 +65,7 @@ def rpc(search_shop, method, params=None, *, era=LEGACY):
 
 
 #
-# call_tool (item 1)
+# call_tool
 #
 
 
@@ -190,7 +190,7 @@ def test_search_tools_and_the_guide_point_to_call_tool_in_search_mode(search_sho
 
 
 #
-# resources (item 2)
+# resources
 #
 
 
@@ -289,7 +289,7 @@ def test_unknown_or_unserved_resources_are_errors(search_shop, uri, code, words)
 
 
 #
-# prompts and completion (item 3)
+# prompts and completion
 #
 
 
@@ -347,7 +347,7 @@ def test_keys_of_a_mount_only_select_reads_are_not_completed(search_shop):
 
 
 #
-# logging and progress (item 4)
+# logging and progress
 #
 
 
@@ -430,7 +430,7 @@ def sdk_client(search_shop, scenario, *, mode, **options):
 
 
 #
-# interop (item 8)
+# interop
 #
 
 

@@ -1,4 +1,4 @@
-"""Issue 18: OpenTelemetry spans of one MCP tools/call, caught by the SDK's in-memory exporter.
+"""OpenTelemetry spans of one MCP tools/call, caught by the SDK's in-memory exporter.
 
 The MCP request's trace context (`traceparent` in params._meta) is the parent of the SDK's `tools/call`
 span, under which the pipeline's `toolhub.call` span holds a span per stage, the JMESPath evaluation and

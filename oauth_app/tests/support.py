@@ -1,4 +1,4 @@
-"""Test helpers for OAuth (issue 16): a self-signed certificate, a local HTTPS server of client metadata
+"""Test helpers for OAuth: a self-signed certificate, a local HTTPS server of client metadata
 documents (allowed explicitly with TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS), and PKCE values."""
 
 import base64

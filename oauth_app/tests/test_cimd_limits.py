@@ -1,4 +1,4 @@
-"""Client ID Metadata Document fetches are bounded (issue 26): one deadline for the whole fetch, enforced by the
+"""Client ID Metadata Document fetches are bounded: one deadline for the whole fetch, enforced by the
 clock; a byte cap on all that is read; a cap on fetches in flight per worker that refuses at once; and no
 database connection held while a fetch waits. The documents come from a real local HTTPS server."""
 

@@ -1,4 +1,4 @@
-"""End to end (issue 16): the mcp SDK's OAuth client provider against a live toolhub (uvicorn on loopback).
+"""End to end: the mcp SDK's OAuth client provider against a live toolhub (uvicorn on loopback).
 
 Discovery from the 401, registration (a Client ID Metadata Document served by a local HTTPS server that the
 server is told to trust with TOOLHUB_OAUTH_CIMD_TRUSTED_ORIGINS, and Dynamic Client Registration),

@@ -1,4 +1,4 @@
-"""OAuth hygiene (issue 26): no open redirect through the authorization endpoint's errors, grants that end with
+"""OAuth hygiene: no open redirect through the authorization endpoint's errors, grants that end with
 the user's password or account, a replayed authorization code that revokes what it issued, and loopback
 redirect URIs matched as documented."""
 

@@ -1,4 +1,4 @@
-"""OAuth (issue 16), in process: the authorization endpoint's refusals, client metadata documents that must not
+"""OAuth, in process: the authorization endpoint's refusals, client metadata documents that must not
 be fetched, and tokens the MCP endpoint refuses. Every refusal also checks that nothing was granted."""
 
 import socket
@@ -385,7 +385,8 @@ def test_tokens_the_endpoint_refuses(owner, app, reader_writer):
 
 
 def test_a_write_with_a_token_records_its_client_in_the_table_history(client, owner, app, reader_writer, table):
-    """Issue 14's audit names the OAuth client next to the user who authorized it, in the API and the admin."""
+    """A table write's history entry names the OAuth client next to the user who authorized it, in the API and the
+    admin."""
     # given
     harness = Harness()
     slug = reader_writer["instance"].slug
@@ -437,7 +438,7 @@ def test_read_only_token_cannot_call_a_tool_that_changes_data(owner, app, reader
 
 
 def test_read_only_token_cannot_reach_a_writing_tool_through_the_call_tool_proxy(owner, app, reader_writer, table):
-    """Issue 15's call_tool runs a tool by name: the token's scope is that tool's, as if called directly."""
+    """The call_tool proxy runs a tool by name: the token's scope is that tool's, as if called directly."""
     # given
     instance = reader_writer["instance"]
     instance.discovery = "search"

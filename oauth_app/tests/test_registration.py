@@ -1,4 +1,4 @@
-"""Dynamic client registration is bounded (issue 26): the body, redirect URIs per client, each field, grant and
+"""Dynamic client registration is bounded: the body, redirect URIs per client, each field, grant and
 response types that could never be used, plain-http redirect URIs other than loopback, the number of clients
 waiting for an approval, and the expiry of clients nobody approved. Each refusal is a 400
 `invalid_client_metadata` naming the limit, and stores nothing."""

@@ -1,4 +1,4 @@
-"""The admin in a real browser (issue 6): Playwright drives Debian's Chromium against uvicorn.
+"""The admin in a real browser: Playwright drives Debian's Chromium against uvicorn.
 
 The server is `uvicorn toolhub.asgi:application` (the admin and the MCP endpoint in one app) on a free
 loopback port, in a subprocess with its own freshly migrated database (a temporary SQLite file, or a

@@ -1,4 +1,4 @@
-"""The Content-Security-Policy in Chromium (issue 13): every admin page, try-it, the API docs and the
+"""The Content-Security-Policy in Chromium: every admin page, try-it, the API docs and the
 browsable API work under it, and the browser reports no violation.
 
 Violations are caught two ways: a `securitypolicyviolation` listener installed before any page script

@@ -1,4 +1,4 @@
-"""From a CSV to a working tool in the admin, in a real browser (issue 15 item 6): upload the file on the table
+"""From a CSV to a working tool in the admin, in a real browser: upload the file on the table
 page, run "Generate tools" on the table, try the generated query tool."""
 
 import json

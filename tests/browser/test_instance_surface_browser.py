@@ -1,4 +1,4 @@
-"""What an instance serves besides its tools, set up in a real browser (issue 15): Playwright drives Debian's
+"""What an instance serves besides its tools, set up in a real browser: Playwright drives Debian's
 Chromium against uvicorn. On the instance's admin page the owner writes a prompt in the Prompts rows, gives a
 select binding a record template of her own and sets the instance's log level; a real MCP client (the SDK over
 a real socket) then gets the prompt with its arguments, reads a record through the template, and receives the

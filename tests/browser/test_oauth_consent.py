@@ -1,4 +1,4 @@
-"""The OAuth consent page in the browser (issue 16): the owner logged in to the admin sees which client (its
+"""The OAuth consent page in the browser: the owner logged in to the admin sees which client (its
 host prominent), which instance and which access, approves with a click and the client gets a code with the
 issuer (RFC 9207); no Content-Security-Policy violation. A user who is not the instance's owner is refused."""
 

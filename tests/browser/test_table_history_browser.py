@@ -1,4 +1,4 @@
-"""The table History in a real browser (issue 14): Playwright drives Debian's Chromium against uvicorn: the
+"""The table History in a real browser: Playwright drives Debian's Chromium against uvicorn: the
 History page of a table shows each write as a readable diff, a version opens, and "Restore this version" asks
 for a confirmation, then writes the old document as a new version."""
 

@@ -1,4 +1,4 @@
-"""The production settings (issue 13, docs/deploy.md): `check --deploy` is clean, and TOOLHUB_HTTPS turns on
+"""The production settings (docs/deploy.md): `check --deploy` is clean, and TOOLHUB_HTTPS turns on
 secure cookies, HSTS and the redirect to HTTPS.
 
 Settings are read once per process from the environment, so each case runs Django in a subprocess with

@@ -1,4 +1,4 @@
-"""A first run that just works (issue 15 item 7): the Python check and the .venv repair of scripts/bootstrap.sh
+"""A first run that just works: the Python check and the .venv repair of scripts/bootstrap.sh
 (which scripts/start.sh runs first), and the demo key kept across restarts by seed_demo --key-file.
 
 The bootstrap tests run the real script in a scratch copy of the project with stand-in interpreters (small

@@ -1,5 +1,5 @@
-"""Issue 18: /healthz, /readyz, /metrics and its access rules, counters that move by exactly the calls made on
-each surface, request ids in answers and error bodies, JSON log lines."""
+"""The operations endpoints: /healthz, /readyz, /metrics and its access rules, counters that move by exactly the
+calls made on each surface, request ids in answers and error bodies, JSON log lines."""
 
 import json
 import logging

@@ -1,6 +1,7 @@
 """The tests mirror the code (docs/architecture.md, "Where the tests go"): every test file sits where the one
-rule puts it, every test directory is a package, no file is named for an issue, and no fixture name is
-defined in two files. Each check is also run on a small made-up tree, so that it is seen to refuse."""
+rule puts it, every test directory is a package, no file is named for an issue, no code refers to an issue by
+its number, and no fixture name is defined in two files. Each check is also run on a small made-up tree, so that
+it is seen to refuse."""
 
 import ast
 import os
@@ -11,6 +12,9 @@ ROOT = Path(__file__).resolve().parents[2]
 APPS = ("tools_app", "mcp_app", "oauth_app", "toolhub")
 SKIPPED_DIRECTORIES = {"node_modules", "artifacts", "__pycache__"}
 ISSUE_NAME = re.compile(r"issue", re.IGNORECASE)
+# The word issue (or issues) and a number, with or without "#": a comment or docstring states the contract and its
+# reason; the number of the issue that asked for it says neither, to a reader without the tracker.
+ISSUE_REFERENCE = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)
 
 
 def python_files(root: Path) -> list[Path]:
@@ -50,6 +54,17 @@ def misplaced(root: Path, relative: Path) -> str | None:
             return None
         return f"{relative}: the root tests/ holds end-to-end tests only; this one belongs under <app>/tests/"
     return f"{relative}: outside every tests/ directory"
+
+
+def issue_references(root: Path) -> list[str]:
+    """`path:line` of every reference to an issue by its number, over every .py file under root (python_files):
+    the product's modules, migrations, tests, scripts and benchmarks, their comments, docstrings and strings."""
+    found = []
+    for relative in python_files(root):
+        for number, line in enumerate((root / relative).read_text().splitlines(), start=1):
+            if ISSUE_REFERENCE.search(line):
+                found.append(f"{relative}:{number}")
+    return found
 
 
 def missing_packages(root: Path, files: list[Path]) -> list[str]:
@@ -104,6 +119,10 @@ def test_no_test_file_is_named_for_an_issue():
     assert [str(relative) for relative in find_test_files(ROOT) if ISSUE_NAME.search(relative.name)] == []
 
 
+def test_no_code_refers_to_an_issue_by_its_number():
+    assert issue_references(ROOT) == []
+
+
 def test_no_fixture_name_is_defined_in_two_files():
     # given
     definitions = fixture_definitions(ROOT)
@@ -131,6 +150,10 @@ def test_the_checks_refuse_a_tree_that_breaks_the_rule(tmp_path):
     write(tmp_path, "tests/test_live.py", "import pytest\n\npytestmark = pytest.mark.e2e\n")
     write(tmp_path, "bench/test_bench.py")
     write(tmp_path, "mcp_app/tests/test_registry_issue17.py")
+    number = "#" + "17"  # written apart, so that this file does not refer to an issue itself
+    write(tmp_path, "tools_app/registry/search.py", f"def rank():\n    # the order Issues {number} and 18 asked for\n")
+    write(tmp_path, "tools_app/migrations/0002_ranks.py", f'"""Ranks (issue {number[1:]})."""\n')
+    write(tmp_path, "bench/ranking.py", '"""The issue a ranking raises: 17 of 20 found."""\n')
     # when
     files = find_test_files(tmp_path)
     wrong = {str(relative): misplaced(tmp_path, relative) for relative in files}
@@ -150,6 +173,7 @@ def test_the_checks_refuse_a_tree_that_breaks_the_rule(tmp_path):
     assert [str(relative) for relative in files if ISSUE_NAME.search(relative.name)] == [
         "mcp_app/tests/test_registry_issue17.py"
     ]
+    assert issue_references(tmp_path) == ["tools_app/migrations/0002_ranks.py:1", "tools_app/registry/search.py:2"]
     assert defined_twice(tmp_path) == {
         "shop": ["tools_app/tests/registry/test_search.py", "tools_app/tests/test_validators.py"]
     }

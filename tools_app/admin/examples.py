@@ -1,4 +1,4 @@
-"""Example arguments for one tool, for the admin's try-it page (QA item 6): placeholders that fit the tool.
+"""Example arguments for one tool, for the admin's try-it page: placeholders that fit the tool.
 
 Built by the tool's type (its spec's example builder, tools_app.tool_types) from the data at its mount (the
 keys and fields that are really there; records for an array mount, {"key", "content"} pairs for an object

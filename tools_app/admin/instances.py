@@ -52,7 +52,6 @@ from tools_app.admin.tools import (
 )
 from tools_app.choices import REGISTRY_TYPES, ToolType
 from tools_app.grants import pin_summary
-from tools_app.kernel.limits import PUBLIC_URL
 from tools_app.models import ApiKey, Binding, CallLog, Discovery, McpInstance, Prompt, Tool
 from tools_app.registry import usage_guide
 from tools_app.registry.export import tool_entry
@@ -68,11 +67,6 @@ BINDINGS_PAGE = 50
 BINDINGS_WINDOW_ATTR = "_toolhub_bindings_window"
 # Above this estimate the instance page suggests discovery = search (SPEC §4.5).
 LARGE_TOOL_LIST_TOKENS = 8_000
-
-
-def endpoint_url(request, instance: McpInstance) -> str:
-    base = PUBLIC_URL.get()
-    return f"{base}{instance.endpoint_path}" if base else request.build_absolute_uri(instance.endpoint_path)
 
 
 def tool_list_estimate(instance: McpInstance) -> dict[str, Any]:
@@ -373,7 +367,7 @@ class McpInstanceAdmin(OwnedAdmin):
         return admin_setup.setup_view(self, request)
 
     def connect_context(self, request, instance: McpInstance, key: str | None = None) -> dict[str, Any]:
-        url = endpoint_url(request, instance)
+        url = instance.endpoint_url(request)
         return {
             "endpoint_url": url,
             "client_configs": client_configs(server_name=f"toolhub-{instance.slug}", url=url, key=key),

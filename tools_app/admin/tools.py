@@ -47,7 +47,7 @@ from tools_app.data_access.shape import describe
 from tools_app.execution import records
 from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
 from tools_app.kernel.errors import ToolhubError
-from tools_app.kernel.limits import default_max_result_bytes, max_table_depth, show_all_max_bytes
+from tools_app.kernel.limits import TRY_IT_MAX_CHARS, default_max_result_bytes, max_table_depth, show_all_max_bytes
 from tools_app.kernel.streaming import streaming_response
 from tools_app.models import Surface, Table, TableStorage, Tool
 from tools_app.permissions import can_change
@@ -62,8 +62,6 @@ admin.site.site_header = "toolhub admin"
 admin.site.site_title = "toolhub"
 admin.site.index_title = "Tables, tools and MCP endpoints"
 
-# Results longer than this are cut on the try-it page (the full value is still computed and logged).
-TRY_IT_MAX_CHARS = 200_000
 REFUSAL_ATTR = "_toolhub_refusal"
 # The change guard's checkbox on the delete confirmation pages: ticked, the admin deletes what is in use.
 CONFIRM_IN_USE = "confirm_in_use"

@@ -28,8 +28,7 @@ from tools_app.api.instance_serializers import BindingSerializer
 from tools_app.api.parsers import JSONParser
 from tools_app.api.renderers import JSONRenderer
 from tools_app.api.schema import ErrorSerializer
-from tools_app.api.serializers import OwnedPrimaryKeyRelatedField, TableSerializer, ToolSerializer
-from tools_app.api.serializers import StrictSerializer as SharedStrictSerializer
+from tools_app.api.serializers import OwnedPrimaryKeyRelatedField, StrictSerializer, TableSerializer, ToolSerializer
 from tools_app.api.views import get_owned_or_404
 from tools_app.kernel.streaming import streaming_response
 from tools_app.models import McpInstance, Table, Tool
@@ -42,10 +41,10 @@ MAX_BULK_TOOLS = 1000
 IGNORED_FORM_FIELDS = {"csrfmiddlewaretoken"}
 
 
-class StrictSerializer(SharedStrictSerializer):
-    """Strict types and no unknown field (serializers.StrictSerializerMixin, which the schema states as
-    `additionalProperties: false`); a multipart body's unknown fields are refused here too (the mixin checks
-    JSON bodies only)."""
+class StrictFormSerializer(StrictSerializer):
+    """The data tools' bodies, JSON or multipart form: strict types and no unknown field
+    (serializers.StrictSerializerMixin, which the schema states as `additionalProperties: false`); a multipart
+    body's unknown fields are refused here too (the mixin checks JSON bodies only)."""
 
     refuse_unknown_fields = True
     unknown_field_message = "Unknown field. The fields are: {names}."
@@ -59,7 +58,7 @@ class StrictSerializer(SharedStrictSerializer):
         return super().to_internal_value(data)
 
 
-class TableImportSerializer(StrictSerializer):
+class TableImportSerializer(StrictFormSerializer):
     """A file to import as a new table (multipart/form-data)."""
 
     request_examples = {"csv": {"file": "sku,name,price\nKB-01,Keyboard,49.5\n", "name": "products", "format": "csv"}}
@@ -160,7 +159,7 @@ def _answer_chunks(before: bytes, document: IO[bytes], after: bytes) -> Iterator
         document.close()
 
 
-class GenerateToolsSerializer(StrictSerializer):
+class GenerateToolsSerializer(StrictFormSerializer):
     """Which tools to generate for a mount of the table, and where to bind them."""
 
     request_examples = {"read tools, bound": {"mcp_instance": 1, "json_path": "", "writes": False}}
@@ -295,7 +294,7 @@ class ToolIdsField(serializers.ListField):
     """Ids of the caller's tools; the schema states what validate_tools refuses (empty, too many, repeated)."""
 
 
-class BulkBindingSerializer(StrictSerializer):
+class BulkBindingSerializer(StrictFormSerializer):
     """The tools to bind to the instance, all or none."""
 
     request_examples = {"bind two": {"tools": [1, 2], "enabled": True}}

@@ -25,10 +25,11 @@ from tools_app.api.registry import (
 )
 from tools_app.api.views import get_owned_or_404
 from tools_app.grants import FULL_GRANT, Grant
+from tools_app.kernel.limits import SEARCH_QUERY_MAX_CHARS
 from tools_app.models import ApiKey, McpInstance
 from tools_app.registry.instance_scope import InstanceScope
 from tools_app.registry.scope import UserScope
-from tools_app.registry.search import MAX_LIMIT, MAX_QUERY_LENGTH
+from tools_app.registry.search import MAX_LIMIT
 
 __all__ = ["InstanceExportView", "InstanceGuideView", "SearchView", "urlpatterns"]
 
@@ -69,9 +70,9 @@ def caller_scope(instance: McpInstance, params: dict) -> InstanceScope:
 
 class SearchQuerySerializer(CallerQuerySerializer):
     q = serializers.CharField(
-        max_length=MAX_QUERY_LENGTH,
+        max_length=SEARCH_QUERY_MAX_CHARS,
         trim_whitespace=True,
-        help_text=f"What the tool should do, at most {MAX_QUERY_LENGTH:,} characters (or a regex pattern).",
+        help_text=f"What the tool should do, at most {SEARCH_QUERY_MAX_CHARS:,} characters (or a regex pattern).",
     )
     # Not a ChoiceField: an unknown method is INVALID_SEARCH_METHOD (SPEC §5, §6), decided by the registry.
     method = serializers.CharField(required=False, default="bm25", max_length=32)

@@ -9,10 +9,16 @@ from rest_framework import serializers
 from tools_app import services
 from tools_app.api.schema import NO_NUL
 from tools_app.api.serializers import FullCleanModelSerializer, OwnedPrimaryKeyRelatedField, StrictSerializerMixin
-from tools_app.grants import ATTRIBUTE_NAME_RE, MAX_ATTRIBUTE_VALUE, MAX_ATTRIBUTES, MAX_PINS, WHERE
-from tools_app.kernel.limits import PUBLIC_URL
+from tools_app.grants import ATTRIBUTE_NAME_RE, WHERE
+from tools_app.kernel.limits import (
+    MAX_ATTRIBUTE_VALUE,
+    MAX_ATTRIBUTES,
+    MAX_PINS,
+    MAX_PROMPT_ARGUMENT_DESCRIPTION,
+    MAX_PROMPT_ARGUMENTS,
+)
 from tools_app.models import ApiKey, Binding, LogLevel, McpInstance, Prompt, Tool
-from tools_app.validators import MAX_PROMPT_ARGUMENT_DESCRIPTION, MAX_PROMPT_ARGUMENTS, PROMPT_ARGUMENT_NAME_RE
+from tools_app.validators import PROMPT_ARGUMENT_NAME_RE
 
 __all__ = [
     "ApiKeyCreatedSerializer",
@@ -21,18 +27,7 @@ __all__ = [
     "BindingSerializer",
     "McpInstanceSerializer",
     "PromptSerializer",
-    "endpoint_url",
 ]
-
-
-def endpoint_url(instance: McpInstance, request=None) -> str:
-    """Absolute URL of /mcp/<slug>/: TOOLHUB_PUBLIC_URL when set (behind a proxy), else from the request."""
-    base = PUBLIC_URL.get()
-    if base:
-        return base.rstrip("/") + instance.endpoint_path
-    if request is not None:
-        return request.build_absolute_uri(instance.endpoint_path)
-    return instance.endpoint_path
 
 
 class McpInstanceSerializer(FullCleanModelSerializer):
@@ -77,7 +72,7 @@ class McpInstanceSerializer(FullCleanModelSerializer):
 
     @extend_schema_field(serializers.URLField())
     def get_endpoint_url(self, instance) -> str:
-        return endpoint_url(instance, self.context.get("request"))
+        return instance.endpoint_url(self.context.get("request"))
 
     def validate_log_level(self, value: str | None) -> str:
         return value or ""  # null and "" both mean off

@@ -138,7 +138,7 @@ class SetupExportView(APIView):
             if table.storage != TableStorage.ROWS or encoding is None:
                 return services.table_data(table.pk)[1]
             marker = streamed.placeholder(len(parts))
-            parts[marker] = streamed.table_document(table.pk, None, encoding)
+            parts[marker] = streamed.deferred_document_text(table.pk, None, encoding)
             return marker
 
         try:

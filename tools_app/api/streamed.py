@@ -29,7 +29,7 @@ from tools_app.execution import records
 from tools_app.kernel.errors import ToolError
 from tools_app.kernel.streaming import streaming_response
 
-__all__ = ["Encoding", "json_encoding", "placeholder", "spliced_response", "table_document"]
+__all__ = ["Encoding", "json_encoding", "placeholder", "spliced_response", "deferred_document_text"]
 
 logger = logging.getLogger("toolhub.api")
 
@@ -67,7 +67,7 @@ def placeholder(number: int) -> str:
     return f"\u0000streamed-document-{number}\u0000"
 
 
-def table_document(table_id: int, version: int | None, encoding: Encoding) -> Callable[[], Iterator[str]]:
+def deferred_document_text(table_id: int, version: int | None, encoding: Encoding) -> Callable[[], Iterator[str]]:
     """The text of a rows table's whole document at `version` (None: the current one when the answer gets to it),
     read when the answer gets to it, in one snapshot."""
     return lambda: records.document_text(table_id, version, encoding.encode, encoding.separators)

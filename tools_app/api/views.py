@@ -289,7 +289,7 @@ class TableViewSet(ChangeGuardMixin, OwnedViewSetMixin, viewsets.ModelViewSet):
         marker = streamed.placeholder(0)
         head = TableSerializer(table, context={**self.get_serializer_context(), "data_placeholder": marker}).data
         response = streamed.spliced_response(
-            request, head, {marker: streamed.table_document(table.pk, table.version, encoding)}, encoding
+            request, head, {marker: streamed.deferred_document_text(table.pk, table.version, encoding)}, encoding
         )
         response["ETag"] = f'"{table.version}"'
         return response
@@ -351,7 +351,7 @@ class TableViewSet(ChangeGuardMixin, OwnedViewSetMixin, viewsets.ModelViewSet):
             return streamed.spliced_response(
                 request,
                 {"version": number, "data": marker},
-                {marker: streamed.table_document(table.pk, number, encoding)},
+                {marker: streamed.deferred_document_text(table.pk, number, encoding)},
                 encoding,
             )
         try:

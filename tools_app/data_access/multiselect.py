@@ -33,7 +33,7 @@ from tools_app.data_access import budget
 from tools_app.data_access.query import checked_result, compile_expression
 from tools_app.kernel.errors import ErrorCode, ToolError
 
-__all__ = ["Split", "answer", "split", "text"]
+__all__ = ["Split", "answer", "split", "expression_text"]
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def _split(expression: str, kind: str) -> Split | None:
     branches = []
     for tree in trees:
         try:
-            written = text(tree)
+            written = expression_text(tree)
             if jmespath.compile(written).parsed != tree:
                 return None
         except (_NotWritten, jmespath.exceptions.JMESPathError, RecursionError):
@@ -178,7 +178,7 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TERMS = frozenset({"field", "current", "literal", "function_expression", "multi_select_list", "multi_select_dict"})
 
 
-def text(node: dict) -> str:
+def expression_text(node: dict) -> str:
     """`node` (jmespath's syntax tree) written as an expression. Parentheses go around every operand that is not
     a term; `_split` parses the text back and uses it only when it gives the same tree."""
     kind = node["type"]
@@ -194,9 +194,9 @@ def text(node: dict) -> str:
         return "`" + json.dumps(node["value"], ensure_ascii=False).replace("`", "\\`") + "`"
     if kind == "subexpression":
         # After a dot a term or a chain of indexes is read on (brackets bind tighter); nothing else goes there.
-        return ".".join([_operand(children[0]), *(text(child) for child in children[1:])])
+        return ".".join([_operand(children[0]), *(expression_text(child) for child in children[1:])])
     if kind == "index_expression":
-        return _before_bracket(children[0]) + "".join(text(child) for child in children[1:])
+        return _before_bracket(children[0]) + "".join(expression_text(child) for child in children[1:])
     if kind == "index":
         return f"[{node['value']}]"
     if kind == "slice":
@@ -207,20 +207,20 @@ def text(node: dict) -> str:
         if left["type"] == "flatten":
             base = _before_bracket(left["children"][0]) + "[]"
         elif left["type"] == "index_expression" and left["children"][1]["type"] == "slice":
-            base = text(left)
+            base = expression_text(left)
         else:
             base = _before_bracket(left) + "[*]"
         return base + _projected(right)
     if kind == "filter_projection":
         left, right, condition = children
-        return f"{_before_bracket(left)}[?{text(condition)}]{_projected(right)}"
+        return f"{_before_bracket(left)}[?{expression_text(condition)}]{_projected(right)}"
     if kind == "value_projection":
         left, right = children
         base = "*" if left["type"] == "identity" else f"{_operand(left)}.*"
         return base + _projected(right)
     if kind == "pipe":
         left, right = children
-        return f"{text(left)} | {_operand(right) if right['type'] == 'pipe' else text(right)}"
+        return f"{expression_text(left)} | {_operand(right) if right['type'] == 'pipe' else expression_text(right)}"
     if kind == "or_expression":
         return f"{_operand(children[0], _OR)} || {_operand(children[1], _AND)}"
     if kind == "and_expression":
@@ -230,11 +230,15 @@ def text(node: dict) -> str:
     if kind == "comparator":
         return f"{_operand(children[0], _CHAINED)} {_COMPARATORS[node['value']]} {_operand(children[1], _CHAINED)}"
     if kind == "multi_select_list":
-        return "[" + ", ".join(text(child) for child in children) + "]"
+        return "[" + ", ".join(expression_text(child) for child in children) + "]"
     if kind == "multi_select_dict":
-        return "{" + ", ".join(f"{_name(pair['value'])}: {text(pair['children'][0])}" for pair in children) + "}"
+        return (
+            "{"
+            + ", ".join(f"{_name(pair['value'])}: {expression_text(pair['children'][0])}" for pair in children)
+            + "}"
+        )
     if kind == "function_expression":
-        return f"{node['value']}({', '.join(text(child) for child in children)})"
+        return f"{node['value']}({', '.join(expression_text(child) for child in children)})"
     if kind == "expref":
         return f"&{_operand(children[0], _CHAINED)}"
     raise _NotWritten(kind)
@@ -247,7 +251,7 @@ def _name(name: str) -> str:
 def _operand(node: dict, bare: frozenset[str] = frozenset()) -> str:
     """`node` as an operand: bare when it is a term or of a kind in `bare` (those that bind at least as
     tightly as the operator it is an operand of), else in parentheses."""
-    return text(node) if node["type"] in _TERMS or node["type"] in bare else f"({text(node)})"
+    return expression_text(node) if node["type"] in _TERMS or node["type"] in bare else f"({expression_text(node)})"
 
 
 def _before_bracket(node: dict) -> str:
@@ -256,7 +260,7 @@ def _before_bracket(node: dict) -> str:
     if node["type"] == "identity":
         return ""
     if node["type"] == "index_expression":
-        return text(node)
+        return expression_text(node)
     return _operand(node)
 
 
@@ -264,7 +268,7 @@ def _projected(node: dict) -> str:
     """What a projection applies to each item: nothing, `.x`..., or brackets (`[0]`, `[*]`, `[?p]`)."""
     if node["type"] == "identity":
         return ""
-    return text(node) if _leftmost(node)["type"] == "identity" else "." + text(node)
+    return expression_text(node) if _leftmost(node)["type"] == "identity" else "." + expression_text(node)
 
 
 def _leftmost(node: dict) -> dict:

@@ -2,7 +2,8 @@
 
 from typing import Any
 
-MAX_FIELDS = 200
+from tools_app.kernel.limits import SCHEMA_MAX_FIELDS
+
 MAX_SAMPLE_KEYS = 10
 TEMPLATE_DEPTH = 4
 
@@ -28,7 +29,7 @@ def _template(value: Any, depth: int = 0) -> Any:
     if isinstance(value, dict):
         if depth >= TEMPLATE_DEPTH:
             return "object"
-        return {key: _template(item, depth + 1) for key, item in list(value.items())[:MAX_FIELDS]}
+        return {key: _template(item, depth + 1) for key, item in list(value.items())[:SCHEMA_MAX_FIELDS]}
     if isinstance(value, list):
         if depth >= TEMPLATE_DEPTH:
             return "array"
@@ -67,7 +68,7 @@ def _fields(records: list[dict]) -> tuple[dict[str, list[str]], list[str]]:
         for key, kind in zip(keys, kinds, strict=True):
             types = seen.get(key)
             if types is None:
-                if len(seen) >= MAX_FIELDS:
+                if len(seen) >= SCHEMA_MAX_FIELDS:
                     continue
                 types = seen[key] = set()
                 present[key] = 0
@@ -112,6 +113,6 @@ def describe(value: Any) -> dict[str, Any]:
             shape.update(_collection(values))
         else:
             shape["layout"] = "record"
-            shape["fields"] = {key: [json_type(item)] for key, item in list(value.items())[:MAX_FIELDS]}
+            shape["fields"] = {key: [json_type(item)] for key, item in list(value.items())[:SCHEMA_MAX_FIELDS]}
             shape["template"] = _template(value)
     return shape

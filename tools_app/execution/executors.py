@@ -6,8 +6,14 @@ A type's declaration (schema, kind, annotations, help, examples) is its module i
 what it does when called is its line here. Data types reach their table through read_mount and
 write_mount (the services' cached reads and locked writes, then data_access.operations; a read may move
 to a heavy worker, tools_app.execution.heavy); registry types through tools_app.registry. Every outcome is
-JSON-able data or a ToolError. A new read type: its declaration module, its operation in
-data_access.operations, and one line here (`reader(operations.<op>)`).
+JSON-able data or a ToolError.
+
+A new read type is its declaration module (tools_app.tool_types) and one line here: `reader(operation)`, where
+`operation(data, mount, arguments)` answers over the value at the tool's mount (the data tools' own are in
+data_access.operations). It then runs on both storages, narrowed by a binding's `where` and moved to a heavy
+worker like every read; on a rows table its operation gets the mount's collection gathered, unless the line also
+names how it reads the collection where its rows are (`over_collection`, records.CollectionReader).
+tools_app/tests/tool_types/test_new_read_type.py registers a stand-in type by those two alone.
 """
 
 from collections.abc import Callable
@@ -22,50 +28,49 @@ from tools_app.data_access.arguments import validate_arguments
 from tools_app.data_access.operations import Mount
 from tools_app.execution import heavy, records
 from tools_app.execution.call_limits import default_limits
-from tools_app.grants import NARROWABLE_TYPES
 from tools_app.kernel.errors import ErrorCode, ToolError
-from tools_app.kernel.limits import max_table_depth
+from tools_app.kernel.limits import MAX_IDEMPOTENCY_KEY, max_table_depth
 from tools_app.models import Table, TableStorage, Tool
-from tools_app.paging import Window
-from tools_app.tool_types import EXTERNAL, TOOL_TYPES
+from tools_app.paging import PageWindow
+from tools_app.tool_types import EXTERNAL, TOOL_TYPES, is_pageable, is_read
 from tools_app.tool_types.base import WRITE
 from tools_app.tool_types.data import SAFE_WRITE_PROPERTIES
 from tools_app.tool_types.external import refusal
 from tools_app.validators import describe_path, nesting_beyond
 
-MAX_IDEMPOTENCY_KEY = 200
-
-__all__ = ["EXECUTORS", "WINDOWED_TYPES", "Executor", "execute", "read_mount", "run_read", "write_at", "write_mount"]
-
-# Reads whose answer may be a list read where it is stored: given a paging.Window, a rows table's reader reads only
-# the items of the page (records.read: the mount's records, or a compiled query's answer of one item per record); a
-# document's answers its whole list, which the pipeline pages.
-WINDOWED_TYPES = frozenset({ToolType.GET_ALL_DATA, ToolType.PREVIEW, ToolType.QUERY_DATA})
+__all__ = ["EXECUTORS", "Executor", "execute", "read_mount", "reader", "run_read", "write_at", "write_mount"]
 
 # (*, tool, arguments, scope) -> JSON result; arguments already validated against the tool's schema.
 Executor = Callable[..., Any]
 
 
 def execute(
-    *, tool: Tool, arguments: Any, scope: Any = None, where: dict[str, Any] | None = None, window: Window | None = None
+    *,
+    tool: Tool,
+    arguments: Any,
+    scope: Any = None,
+    where: dict[str, Any] | None = None,
+    window: PageWindow | None = None,
 ) -> Any:
     """Validate `arguments` against the tool's schema and run it; return its JSON result.
 
     `scope` is what registry tools work over (an MCP instance, or a user over the API); data tools
     ignore it. `where` (a binding's narrowing resolved for the caller, tools_app.grants) narrows the records a
-    read of NARROWABLE_TYPES sees (tools_app.data_access.narrowing); any other tool is TOOL_NOT_CALLABLE with
+    read sees (tools_app.data_access.narrowing); any other tool is TOOL_NOT_CALLABLE with
     it, before anything runs. Raises ToolError with a code (SPEC §8); a failed write leaves data and version as
     they were. Runs under the budget active on the thread (the pipeline enters the call's), else under the
     server's default budget (tools_app.execution.call_limits): QUERY_TOO_EXPENSIVE when it is spent.
 
-    `window` (the pipeline's, for WINDOWED_TYPES): the page the caller wants within its result budget. A read that
-    can read only that page's items answers a paging.Cut instead of the whole list; any other answers as without.
+    `window` (the pipeline's, for a pageable read): the page the caller wants within its result budget. A rows
+    table's collection reader that can read only that page's items answers a paging.Cut instead of the whole list
+    (records.whole_collection: the mount's records; records.query_collection: a compiled query's answer of one
+    item per record); any other read answers as without, and the pipeline pages the list.
     """
     if budget.active() is None:
         # Run outside the pipeline (a management command, a benchmark): under the server's default budget.
         with budget.enforced(default_limits()):
             return execute(tool=tool, arguments=arguments, scope=scope, where=where, window=window)
-    if where is not None and tool.type not in NARROWABLE_TYPES:
+    if where is not None and not is_read(tool.type):
         raise ToolError(
             ErrorCode.TOOL_NOT_CALLABLE,
             f"The tool {tool.name!r} cannot run here: its binding narrows the records it reads, and a "
@@ -87,7 +92,7 @@ def execute(
     options: dict[str, Any] = {}
     if where is not None:
         options["where"] = where
-    if window is not None and tool.type in WINDOWED_TYPES:
+    if window is not None and is_read(tool.type) and is_pageable(tool.type):
         options["window"] = window
     return executor(tool=tool, arguments=arguments, scope=scope, **options)
 
@@ -171,17 +176,28 @@ def run_read(
     arguments: dict,
     *extra: Any,
     where: dict[str, Any] | None = None,
-    window: Window | None = None,
+    window: PageWindow | None = None,
+    over_collection: records.CollectionReader | None = None,
 ) -> Any:
-    """A read operation of data_access.operations over the tool's mount; moved to a heavy worker process if
-    it turns expensive (tools_app.execution.heavy). A rows table is read where its rows are (records.read; with
-    `window`, only the rows of the page when the mount is a collection). With `where`, over the mount's records
-    within it only (data_access.narrowing)."""
+    """A read operation (data_access.operations', or any of that shape) over the tool's mount; moved to a heavy
+    worker process if it turns expensive (tools_app.execution.heavy). A rows table is read where its rows are
+    (records.read: a collection at the mount by `over_collection`, with `window` the rows of the page only).
+    With `where`, over the mount's records within it only (data_access.narrowing)."""
     mount, version, storage, data = _read_state(tool)
     assert tool.table_id is not None  # _read_state refused a tool without a table
     if storage == TableStorage.ROWS:
         try:
-            return records.read(tool.table_id, version, mount, operation, arguments, extra, where=where, window=window)
+            return records.read(
+                tool.table_id,
+                version,
+                mount,
+                operation,
+                arguments,
+                extra,
+                where=where,
+                window=window,
+                over_collection=over_collection,
+            )
         except Table.DoesNotExist as exc:  # deleted since its version was read
             raise _table_gone(tool, exc) from exc
     if where is not None:
@@ -268,8 +284,9 @@ def _check_depth(mount: Mount, arguments: dict, data: Any) -> None:
 #
 
 
-def reader(operation: Callable[..., Any]) -> Executor:
-    """A read type's executor: `operation` of data_access.operations over the tool's mount (run_read)."""
+def reader(operation: Callable[..., Any], over_collection: records.CollectionReader | None = None) -> Executor:
+    """A read type's executor: `operation(data, mount, arguments)` over the tool's mount (run_read); on a rows
+    table, a collection at the mount read by `over_collection` (records.CollectionReader), else gathered."""
 
     def run(
         *,
@@ -277,18 +294,31 @@ def reader(operation: Callable[..., Any]) -> Executor:
         arguments: dict[str, Any],
         scope: Any = None,
         where: dict | None = None,
-        window: Window | None = None,
+        window: PageWindow | None = None,
     ) -> Any:
-        return run_read(tool, operation, arguments, where=where, window=window)
+        return run_read(tool, operation, arguments, where=where, window=window, over_collection=over_collection)
 
     return run
 
 
 def _preview(
-    *, tool: Tool, arguments: dict[str, Any], scope: Any = None, where: dict | None = None, window: Window | None = None
+    *,
+    tool: Tool,
+    arguments: dict[str, Any],
+    scope: Any = None,
+    where: dict | None = None,
+    window: PageWindow | None = None,
 ) -> Any:
     preview_keys = (tool.metadata or {}).get("preview_keys")
-    return run_read(tool, operations.preview, arguments, preview_keys, where=where, window=window)
+    return run_read(
+        tool,
+        operations.preview,
+        arguments,
+        preview_keys,
+        where=where,
+        window=window,
+        over_collection=records.preview_collection,
+    )
 
 
 def _data_schema(*, tool: Tool, arguments: dict[str, Any], scope: Any = None, where: dict | None = None) -> Any:
@@ -380,10 +410,10 @@ def _external(*, tool: Tool, arguments: Any, scope: Any = None) -> Any:
 # Type -> executor: every type of tools_app.tool_types has exactly one line (a test walks both).
 EXECUTORS: dict[str, Executor] = {
     ToolType.GET_DATA_SCHEMA: _data_schema,
-    ToolType.GET_ALL_DATA: reader(operations.get_all_data),
-    ToolType.QUERY_DATA: reader(operations.query_data),
+    ToolType.GET_ALL_DATA: reader(operations.get_all_data, over_collection=records.whole_collection),
+    ToolType.QUERY_DATA: reader(operations.query_data, over_collection=records.query_collection),
     ToolType.PREVIEW: _preview,
-    ToolType.SELECT: reader(operations.select),
+    ToolType.SELECT: reader(operations.select, over_collection=records.select_collection),
     ToolType.CREATE: writer(operations.create, "created"),
     ToolType.UPDATE: writer(operations.update, "updated"),
     ToolType.DELETE: writer(operations.delete, "deleted"),

@@ -46,7 +46,7 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from tools_app.choices import READ_TYPES, REGISTRY_TYPES, ToolType
+from tools_app.choices import REGISTRY_TYPES, ToolType
 from tools_app.data_access.budget import enforced
 from tools_app.data_access.slow_queries import current_note, watching
 from tools_app.execution import records
@@ -61,7 +61,7 @@ from tools_app.execution.call_details import (
     withheld,
 )
 from tools_app.execution.call_limits import call_slots, limits_for
-from tools_app.execution.executors import WINDOWED_TYPES, execute
+from tools_app.execution.executors import execute
 from tools_app.grants import WHERE, Grant, apply_pins
 from tools_app.kernel.caches import LruCache
 from tools_app.kernel.errors import ErrorCode, ToolError
@@ -74,9 +74,9 @@ from tools_app.paging import (
     MEASURE_FACTOR,
     Cut,
     Page,
-    Window,
+    PageWindow,
     encode_within,
-    measure,
+    encoded_size,
     page_of,
     read_cursor,
     sign_cursor,
@@ -90,7 +90,7 @@ from tools_app.services.call_log import CallLogUpkeep, call_log_prune, call_log_
 from tools_app.services.locks import key_share
 from tools_app.services.refusals import refusals, refusals_prune
 from tools_app.services.table_log import WriteAudit, change_transaction, rows_head_known, write_audit
-from tools_app.tool_types import TOOL_TYPES, external
+from tools_app.tool_types import TOOL_TYPES, external, is_pageable, is_read
 
 logger = logging.getLogger(__name__)
 
@@ -115,8 +115,6 @@ KEY_TOUCH_INTERVAL = 60.0  # seconds: a key's last_used_at is written at most th
 # and the version, SPEC §8; for register_tool what the caller sent). Refusing it would answer an applied
 # write with an isError, which says nothing was written (SPEC §3), and invite a repeat that writes twice.
 CHANGING_TYPES = frozenset(value for value, spec in TOOL_TYPES.items() if spec.changes_data)
-# Tools whose result can be a list: paged over the budget, and they accept `cursor` (docs/paging.md).
-PAGEABLE_TYPES = frozenset(value for value, spec in TOOL_TYPES.items() if spec.pageable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,9 +283,11 @@ def touch_key(api_key_id: int) -> None:
 # The pipeline
 #
 
-NARROWING_HINTS: dict[str, str] = {
-    value: spec.narrowing_hint for value, spec in TOOL_TYPES.items() if spec.narrowing_hint
-}
+
+def narrowing_hint(tool_type: str) -> str:
+    """How to ask a tool of `tool_type` for less (its declaration's narrowing_hint), or the general advice."""
+    spec = TOOL_TYPES.get(tool_type)
+    return (spec.narrowing_hint if spec is not None else None) or "ask for less in one call"
 
 
 def over_limit(tool_type: str | None, size: int, limit: int | None) -> bool:
@@ -300,10 +300,7 @@ def too_large(tool_type: str, size: int, limit: int, *, complete: bool = True, o
     (reading) tool type. `complete` False: measuring stopped at `size` bytes, the result is larger."""
     where = "this instance's limit" if on_instance else "the result budget"
     measured = f"{size} bytes" if complete else f"more than {size} bytes (measuring stopped there)"
-    message = (
-        f"The result is {measured}, over {where} of {limit} bytes."
-        f" Narrow the call: {NARROWING_HINTS.get(tool_type, 'ask for less in one call')}."
-    )
+    message = f"The result is {measured}, over {where} of {limit} bytes. Narrow the call: {narrowing_hint(tool_type)}."
     details: dict[str, Any] = {"size": size, "max_result_bytes": limit}
     if not complete:
         details["size_is_lower_bound"] = True
@@ -314,7 +311,7 @@ def _item_too_large(tool_type: str, index: int, limit: int, *, on_instance: bool
     where = "this instance's limit" if on_instance else "the result budget"
     message = (
         f"The result is a list whose item {index} alone is over {where} of {limit} bytes, so no page can"
-        f" hold it. Narrow the call: {NARROWING_HINTS.get(tool_type, 'ask for less in one call')}."
+        f" hold it. Narrow the call: {narrowing_hint(tool_type)}."
     )
     return ToolError(ErrorCode.RESULT_TOO_LARGE, message, {"item": index, "max_result_bytes": limit})
 
@@ -344,7 +341,7 @@ def _with_table_version(target: CallTarget) -> CallTarget:
     """A read's target with its table's current version (MCP's target query reads it; the API's and the
     admin's targets come without): what the result cache and the paging cursors are keyed by. The table's
     redact_fields come with it, for the call's record."""
-    if target.tool_type not in READ_TYPES or target.table_id is None or target.table_version is not None:
+    if not is_read(target.tool_type) or target.table_id is None or target.table_version is not None:
         return target
     row = Table.objects.filter(pk=target.table_id).values_list("version", "redact_fields").first()
     version, fields = row if row is not None else (None, [])
@@ -356,7 +353,7 @@ _arguments_key = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 
 
 def _cache_key(target: CallTarget, arguments: Any) -> tuple | None:
-    if target.tool_type not in READ_TYPES or target.table_id is None or target.table_version is None:
+    if not is_read(target.tool_type) or target.table_id is None or target.table_version is None:
         return None
     arguments_key = _arguments_key(arguments)
     if len(arguments_key) > 4096:
@@ -487,7 +484,7 @@ def _tool(target: CallTarget) -> Tool:
 
 
 def _execute(
-    caller: Caller, target: CallTarget, name: str, arguments: Any, began: float, window: Window | None = None
+    caller: Caller, target: CallTarget, name: str, arguments: Any, began: float, window: PageWindow | None = None
 ) -> CallOutcome:
     """Validate and execute; a ToolError (or anything else, as INTERNAL_ERROR) becomes the outcome's error.
     With `window`, a reader that can read only its page's items may answer a paging.Cut (_limited)."""
@@ -525,7 +522,7 @@ def _head_known(target: CallTarget) -> Any:
     services.rows_head_known); nothing for a write (its head is read under the table's lock), a document table or
     a target read without its storage."""
     if (
-        target.tool_type not in READ_TYPES
+        not is_read(target.tool_type)
         or target.table_storage != TableStorage.ROWS
         or target.table_id is None
         or target.table_version is None
@@ -580,7 +577,7 @@ class _Paging:
 
     @classmethod
     def of(cls, target: CallTarget, arguments: Any) -> "_Paging":
-        if target.tool_type not in PAGEABLE_TYPES or not isinstance(arguments, dict):
+        if not is_pageable(target.tool_type) or not isinstance(arguments, dict):
             return cls(arguments)
         if CURSOR not in arguments:
             return cls(arguments, pageable=True)
@@ -598,13 +595,13 @@ class _Paging:
         return cls(arguments, pageable=True, offset=offset, binding=binding)
 
 
-def _window(target: CallTarget, paging: _Paging, seen: list[int]) -> Window | None:
-    """What a reader of WINDOWED_TYPES may answer instead of its whole list (paging.Window): the cursor's offset,
+def _window(target: CallTarget, paging: _Paging, seen: list[int]) -> PageWindow | None:
+    """What a pageable read may answer instead of its whole list (paging.PageWindow): the cursor's offset,
     the budget, and cursors bound as _paged binds them (the binding computed only when a cursor is signed), to
     the version the read answered from (`seen`, records.versions_read), which a write may have moved past the
     target's."""
     limit = target.max_result_bytes
-    if not paging.pageable or limit is None or target.tool_type not in WINDOWED_TYPES:
+    if not paging.pageable or limit is None or not is_read(target.tool_type):
         return None
     bound = [paging.binding] if paging.binding else []
 
@@ -614,7 +611,7 @@ def _window(target: CallTarget, paging: _Paging, seen: list[int]) -> Window | No
         version = seen[-1] if seen else target.table_version or 0
         return sign_cursor(binding=bound[0], version=version, offset=index)
 
-    return Window(offset=paging.offset, limit=limit, cursor_at=cursor_at)
+    return PageWindow(offset=paging.offset, limit=limit, cursor_at=cursor_at)
 
 
 def _binding(target: CallTarget, arguments: Any) -> str:
@@ -653,7 +650,7 @@ def _limited(
             return _paged(target, outcome, paging, binding, limit, cache_key, keep=keep)
     if paging.offset is not None:  # a cursor whose list is gone: only a change of the data does that
         return _failed(outcome, ToolError(ErrorCode.CURSOR_EXPIRED, "The result this cursor pages is gone."))
-    size, complete = (utf8_size(known), True) if known is not None else measure(value, limit * MEASURE_FACTOR)
+    size, complete = (utf8_size(known), True) if known is not None else encoded_size(value, limit * MEASURE_FACTOR)
     on_instance = target.instance_id is not None
     return _failed(outcome, too_large(target.tool_type or "", size, limit, complete=complete, on_instance=on_instance))
 
@@ -690,7 +687,7 @@ def _paged(
 
 
 def _from_cut(target: CallTarget, outcome: CallOutcome, cut: Cut, limit: int, cache_key: tuple | None) -> CallOutcome:
-    """A windowed reader's answer (paging.Window.cut), classified as _limited classifies the whole list: the list
+    """A windowed reader's answer (paging.PageWindow.cut), classified as _limited classifies the whole list: the list
     when it fits, else its page (kept in the result cache as cut), the item too large for any page, or an object
     over the budget."""
     on_instance = target.instance_id is not None

@@ -18,7 +18,7 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
   cases); `select` by the collection's key field is an index lookup; `preview` reads its window (its first
   position found by the collection's directory of counts per block of positions, `_position_at`, then
   `position >= first ORDER BY position LIMIT`); `get_all_data` (and `preview` without preview keys) called with
-  the pipeline's page request (paging.Window) reads only the rows of its page, and so does `query_data` whose
+  the pipeline's page request (paging.PageWindow) reads only the rows of its page, and so does `query_data` whose
   compiled answer is one item per record (sql_query.windowed); `get_data_schema` describes the
   first SCHEMA_SAMPLE records, with the true count.
 - A read at any other mount (above a collection, or inside one of its records) runs over the document with
@@ -73,14 +73,16 @@ from tools_app.models import (
     Tool,
 )
 from tools_app.models.columns import column
-from tools_app.paging import MEASURE_FACTOR, Cut, Window, measure, utf8_size
+from tools_app.paging import MEASURE_FACTOR, Cut, PageWindow, encoded_size, utf8_size
 from tools_app.services import table_log
 
 __all__ = [
     "CHUNK",
+    "GATHER",
     "apply_operations",
     "SCHEMA_SAMPLE",
     "Collection",
+    "CollectionReader",
     "collection_mounts",
     "collection_value",
     "collections",
@@ -90,20 +92,24 @@ __all__ = [
     "document_text",
     "max_evaluated_bytes",
     "position_at",
+    "preview_collection",
+    "query_collection",
     "read",
     "records_table",
     "relayout",
-    "replace",
+    "replace_data",
     "report_version",
     "sample_document",
     "schema",
     "start_as_rows",
+    "select_collection",
     "select_records",
     "snapshot",
     "table_to_rows",
     "unique_fields",
     "version_document",
     "versions_read",
+    "whole_collection",
     "whole_document",
     "write",
 ]
@@ -1142,7 +1148,7 @@ def _value(collection: Collection, keep: Callable[[Any], bool] | None = None) ->
 PAGE_FIRST_ROWS = 64  # a windowed read's first statement; each next one reads twice as many (_chunks)
 
 
-def _windowed(collection: Collection, window: Window) -> Any:
+def _windowed(collection: Collection, window: PageWindow) -> Any:
     """`get_all_data` of a collection within the caller's result budget (docs/paging.md), reading only the rows it
     needs: an array's records from the window's offset, as far as its page and one more (`window.cut`: the whole
     list when it fits, else the page); an object's members until they are over four budgets (then only how large,
@@ -1208,7 +1214,7 @@ def _position_at(collection: Collection, index: int) -> int | None:
 
 def _object_within(collection: Collection, cap: int) -> Any:
     """An object collection's members while their compact JSON is at most `cap` bytes: all of them (a dict), or,
-    once past it, a paging.Cut naming the size `measure` gives for the whole object (the same: the text up to
+    once past it, a paging.Cut naming the size `encoded_size` gives for the whole object (the same: the text up to
     there is the whole object's)."""
     members: dict = {}
     size = 1  # "{"
@@ -1222,7 +1228,7 @@ def _object_within(collection: Collection, cap: int) -> Any:
             members[key] = record
             size += separator + utf8_size(_compact(key)) + 1 + utf8_size(_compact(record))
             if size > cap + 1:
-                measured, _complete = measure(members, cap)
+                measured, _complete = encoded_size(members, cap)
                 return Cut(over=measured)
     return members
 
@@ -1240,6 +1246,16 @@ def _spliced(table_id: int, version: int, mount: Mount, found: dict[str, Collect
     return data
 
 
+# How a read type reads a collection where its rows are, named by its executor entry
+# (tools_app.execution.executors.reader): `(collection, mount, arguments, extra, *, where, window)` answering what
+# the type's operation answers over the collection (at the mount "", with the mount's key field), or GATHER when
+# it has no cheaper way for this call. A read type without one, or answered GATHER, runs its operation over the
+# collection's records gathered (`_value`: at most TOOLHUB_MAX_EVALUATED_BYTES of their JSON; with `where`, those
+# within it): the document's answer, whatever the operation.
+CollectionReader = Callable[..., Any]
+GATHER: Any = object()
+
+
 def read(
     table_id: int,
     version: int,
@@ -1249,18 +1265,18 @@ def read(
     extra: tuple = (),
     *,
     where: dict[str, Any] | None = None,
-    window: Window | None = None,
+    window: PageWindow | None = None,
+    over_collection: CollectionReader | None = None,
 ) -> Any:
-    """`operation(data, mount, arguments, *extra)` (a read of data_access.operations) over a rows table, with
-    the answer the document would give (module docstring); with `where`, over the mount's records within it.
-
-    With `window` (the pipeline's page request), `get_all_data` and `preview` without preview keys over a
-    collection read only what their answer needs (_windowed): a paging.Cut, or an object within the budget.
+    """`operation(data, mount, arguments, *extra)` (a read of data_access.operations, or any function of that
+    shape) over a rows table, with the answer the document would give (module docstring); with `where`, over the
+    mount's records within it. At a mount that is a collection, `over_collection` reads it where its rows are
+    (CollectionReader), with `window` (the pipeline's page request) when not narrowed.
 
     Every statement of the read runs in one snapshot (`snapshot`): the answer is that of the version read there,
     which is reported to versions_read (the caller's `version`, unless a write committed since it was read)."""
     with snapshot(table_id) as current:
-        return _read(table_id, current, mount, operation, arguments, extra, where, window)
+        return _read(table_id, current, mount, operation, arguments, extra, where, window, over_collection)
 
 
 def _read(
@@ -1271,45 +1287,66 @@ def _read(
     arguments: dict,
     extra: tuple,
     where: dict[str, Any] | None,
-    window: Window | None,
+    window: PageWindow | None,
+    over_collection: CollectionReader | None,
 ) -> Any:
     found = collections(table_id)
     collection = found.get(mount.json_path)
-    if where is not None:
-        return _narrowed_read(table_id, version, mount, found, operation, arguments, extra, where)
-    if collection is None:
-        return operation(_spliced(table_id, version, mount, found), mount, arguments, *extra)
-    if operation is operations.query_data:
-        return _query(collection, mount, arguments, window=window)
-    if operation is operations.select:
-        return _select_keys(collection, mount, arguments)
-    if operation is operations.preview and extra and extra[0]:
-        return _preview(collection, arguments, extra[0])
-    if operation in (operations.get_all_data, operations.preview):
-        return _value(collection) if window is None else _windowed(collection, window)
-    return operation(_value(collection), Mount("", mount.key_field), arguments, *extra)
-
-
-def _narrowed_read(
-    table_id: int,
-    version: int,
-    mount: Mount,
-    found: dict[str, Collection],
-    operation: Callable[..., Any],
-    arguments: dict,
-    extra: tuple,
-    where: dict[str, Any],
-) -> Any:
-    collection = found.get(mount.json_path)
     if collection is None:
         data = _spliced(table_id, version, mount, found)
-        return narrowing.read_narrowed(data, mount, arguments, operation, where, *extra)
-    if operation is operations.query_data and collection.kind == "array":
-        return _query(collection, mount, arguments, where)
-    if operation is operations.select:
+        if where is not None:
+            return narrowing.read_narrowed(data, mount, arguments, operation, where, *extra)
+        return operation(data, mount, arguments, *extra)
+    if over_collection is not None:
+        answer = over_collection(
+            collection, mount, arguments, extra, where=where, window=window if where is None else None
+        )
+        if answer is not GATHER:
+            return answer
+    keep = None if where is None else narrowing.keeps(where)
+    return operation(_value(collection, keep), Mount("", mount.key_field), arguments, *extra)
+
+
+#
+# The collection readers of the read types (CollectionReader), named by their executor entries
+#
+
+
+def query_collection(
+    collection: Collection, mount: Mount, arguments: dict, extra: tuple, *, where: dict | None, window: Any
+) -> Any:
+    """`query_data`: compiled to SQL, streamed, or split by branch (_query); narrowed over an object: GATHER."""
+    if where is not None and collection.kind != "array":
+        return GATHER
+    return _query(collection, mount, arguments, where, window=window)
+
+
+def select_collection(
+    collection: Collection, mount: Mount, arguments: dict, extra: tuple, *, where: dict | None, window: Any
+) -> Any:
+    """`select`: its keys looked up by index (_select_keys), narrowed: then those outside `where` dropped."""
+    if where is not None:
         return _select_narrowed(collection, mount, arguments, where)
-    root = Mount("", mount.key_field)
-    return operation(_value(collection, narrowing.keeps(where)), root, arguments, *extra)
+    return _select_keys(collection, mount, arguments)
+
+
+def whole_collection(
+    collection: Collection, mount: Mount, arguments: dict, extra: tuple, *, where: dict | None, window: Any
+) -> Any:
+    """`get_all_data`: the records, or with `window` only those of the page (_windowed); narrowed: GATHER."""
+    if where is not None:
+        return GATHER
+    return _value(collection) if window is None else _windowed(collection, window)
+
+
+def preview_collection(
+    collection: Collection, mount: Mount, arguments: dict, extra: tuple, *, where: dict | None, window: Any
+) -> Any:
+    """`preview` (extra: its preview keys): with keys, its window of records (_preview); without, as
+    whole_collection."""
+    if where is None and extra and extra[0]:
+        return _preview(collection, arguments, extra[0])
+    return whole_collection(collection, mount, arguments, extra, where=where, window=window)
 
 
 def _select_narrowed(collection: Collection, mount: Mount, arguments: dict, where: dict[str, Any]) -> Any:
@@ -1333,7 +1370,7 @@ def _query(
     arguments: dict,
     where: dict[str, Any] | None = None,
     *,
-    window: Window | None = None,
+    window: PageWindow | None = None,
 ) -> Any:
     """`query_data` over the collection (module docstring). With `window` (the pipeline's page request), a compiled
     answer of one item per record (sql_query.windowed) is read only as far as its page (_compiled_window)."""
@@ -1407,7 +1444,7 @@ def _run_compiled(compiled: SqlQuery, collection: Collection, rows: tuple[int, i
     return answer
 
 
-def _compiled_window(compiled: SqlQuery, collection: Collection, window: Window) -> Cut | None:
+def _compiled_window(compiled: SqlQuery, collection: Collection, window: PageWindow) -> Cut | None:
     """A compiled answer of one item per record (its length the collection's record_count) within the caller's
     result budget, as _windowed reads records: statements of PAGE_FIRST_ROWS items from the window's offset, each
     next one twice as many up to CHUNK, as far as the page and one item more (`window.cut`: the same answer,
@@ -1926,7 +1963,7 @@ def _count(collection: Collection, delta: int) -> None:
 #
 
 
-def replace(table_id: int, version: int, data: Any) -> tuple[list, list, Any, bool]:
+def replace_data(table_id: int, version: int, data: Any) -> tuple[list, list, Any, bool]:
     """A whole-data write of a rows table at `version` (the API's PUT/PATCH of `data`, setup apply, the admin's
     editor), inside the caller's transaction, which holds the table's row lock; returns (patch, inverse, the new
     document without its records, laid out again).
@@ -2239,7 +2276,7 @@ def _runs(operations_: list) -> Iterator[tuple[str, int, list[dict]]]:
 # The services restore, import, lay out again and read whole a rows table through this module (they may not import
 # data access).
 table_log.rows_apply = apply_operations
-table_log.rows_replace = replace
+table_log.rows_replace = replace_data
 table_log.rows_start = start_as_rows
 table_log.rows_relayout = relayout
 table_log.rows_create = create_collection

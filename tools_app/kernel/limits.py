@@ -394,6 +394,43 @@ PASSWORD_HASH_LOCK_DIR = Text(
     "TOOLHUB_PASSWORD_HASH_LOCK_DIR", "", "path", "where the password-hashing slots' lock files are (empty: a temp dir)"
 )
 
+#
+# Fixed limits: no setting changes them (each is bound to a format, an index or the code that checks it)
+#
+
+# Characters of a write's `idempotency_key`.
+MAX_IDEMPOTENCY_KEY = 200
+# Bytes of UTF-8 of a record's key in a table stored as rows: the key is kept in an index, and PostgreSQL's
+# btree entries hold at most ~2.7 kB.
+MAX_RECORD_KEY_BYTES = 2000
+# Fields of one object a data schema describes (get_data_schema; the rest are left out).
+SCHEMA_MAX_FIELDS = 200
+# Top-level fields whose kinds a rows collection keeps (docs/tables-at-scale.md, "Field kinds"); past them the
+# collection's kinds are `open`.
+FIELD_KINDS_MAX_FIELDS = 200
+# Characters of a result shown on the admin's try-it page (the whole value is still computed and logged).
+TRY_IT_MAX_CHARS = 200_000
+# Characters of a search query on every surface (search_tools' `query`, the API's `q`): agents paste whole user
+# messages, which quote documents, code and data. bm25 reads all of it; the embedding model the sentences that
+# carry the request. Not TOOLHUB_QUERY_MAX_LENGTH (a JMESPath expression's), which bounds a search query too.
+SEARCH_QUERY_MAX_CHARS = 10_000
+# A table's `redact_fields`: at most this many names, each of at most MAX_REDACT_FIELD_LENGTH characters.
+MAX_REDACT_FIELDS = 100
+MAX_REDACT_FIELD_LENGTH = 200
+# An instance's own prompts (tools_app.validators, models/prompt.py): arguments per prompt, characters of an
+# argument's description, of the template, of one argument value of prompts/get, and of the rendered text.
+MAX_PROMPT_ARGUMENTS = 20
+MAX_PROMPT_ARGUMENT_DESCRIPTION = 1024
+MAX_PROMPT_TEMPLATE = 20_000
+MAX_PROMPT_ARGUMENT = 10_000
+MAX_PROMPT_RENDERED = 200_000
+# A binding's pinned arguments (tools_app.grants): pins per binding, attributes per API key, characters of an
+# attribute's value, and of a field name in a narrowing's `where`.
+MAX_PINS = 20
+MAX_ATTRIBUTES = 20
+MAX_ATTRIBUTE_VALUE = 200
+MAX_WHERE_FIELD = 200
+
 LIMITS: dict[str, Setting] = {
     value.setting: value for name, value in list(globals().items()) if name.isupper() and isinstance(value, Setting)
 }

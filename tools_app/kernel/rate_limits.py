@@ -46,7 +46,7 @@ TOKEN = "token"  # one bucket per client IP on POST /api/auth/token/
 # (toolhub/login_gate.py): the view's own count (the API's throttle, the OAuth views) then skips it. Kept here:
 # tools_app and oauth_app do not import toolhub.
 COUNTED_SCOPE_KEY = "toolhub.token_rate_counted"
-SCOPES = (MCP_KEY, API_USER, ANON, TOKEN)
+RATE_SCOPES = (MCP_KEY, API_USER, ANON, TOKEN)
 
 
 _WHO = {
@@ -62,10 +62,10 @@ class RateLimited(ToolhubError):
 
     def __init__(self, *, scope: str, rate: RateLimitItem, retry_after: int):
         message = (
-            f"Too many requests for {_WHO.get(scope, scope)}: the limit is {describe(rate)}. Retry in {retry_after} s."
+            f"Too many requests for {_WHO.get(scope, scope)}: the limit is {rate_text(rate)}. Retry in {retry_after} s."
         )
         super().__init__(
-            ErrorCode.RATE_LIMITED, message, {"retry_after": retry_after, "limit": describe(rate), "scope": scope}
+            ErrorCode.RATE_LIMITED, message, {"retry_after": retry_after, "limit": rate_text(rate), "scope": scope}
         )
         self.retry_after = retry_after
 
@@ -75,7 +75,7 @@ class RateLimited(ToolhubError):
 #
 
 
-def describe(rate: RateLimitItem) -> str:
+def rate_text(rate: RateLimitItem) -> str:
     """'600 per 1 minute' -> '600 requests per minute' (what messages and docs show)."""
     unit = rate.GRANULARITY.name
     period = unit if rate.multiples == 1 else f"{rate.multiples} {unit}s"
@@ -112,7 +112,7 @@ def check_settings(**kwargs: Any) -> list[checks.CheckMessage]:
     """System check (registered by ToolsAppConfig.ready): every configured default rate parses, and
     REDIS_URL, when set, is a redis:// or rediss:// URL."""
     errors: list[checks.CheckMessage] = []
-    for scope in SCOPES:
+    for scope in RATE_SCOPES:
         try:
             parse_rate(default_rate(scope))
         except ValueError as exc:
@@ -289,18 +289,18 @@ __all__ = [
     "COUNTED_SCOPE_KEY",
     "DEFAULT_RATES",
     "MCP_KEY",
-    "SCOPES",
+    "RATE_SCOPES",
     "TOKEN",
     "Bucket",
     "check_settings",
     "RateLimited",
     "ahit",
     "default_rate",
-    "describe",
     "enabled",
     "hit",
     "mcp_key_rate",
     "parse_rate",
+    "rate_text",
     "reset",
     "storage_uri",
 ]

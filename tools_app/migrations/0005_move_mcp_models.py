@@ -1,4 +1,4 @@
-"""Issue 7: McpInstance, ApiKey, Binding and CallLog move from mcp_app to tools_app, the domain.
+"""McpInstance, ApiKey, Binding and CallLog move from mcp_app to tools_app, the domain.
 
 The tables stay as they are (db_table keeps their mcp_app names): only Django's idea of which app owns
 them changes (state operations), together with their content types, so that permissions (and the group

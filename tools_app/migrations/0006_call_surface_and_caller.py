@@ -1,4 +1,4 @@
-"""Issue 7: one call record for every surface. CallLog.source becomes `surface` (with choices: mcp, api,
+"""One call record for every surface. CallLog.source becomes `surface` (with choices: mcp, api,
 admin; the values stored so far are exactly these) and gains `user`, who called. Rows written before know
 only the owner, who is the caller of every MCP call and of most others: `user` starts as the owner."""
 

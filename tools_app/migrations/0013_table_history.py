@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import migrations, models
 
 
-# Issue 14: the safe-write arguments added to the default input schemas of create, update and delete, as they
+# The safe-write arguments added to the default input schemas of create, update and delete, as they
 # were when this migration was written (a tool still holding the old default gets the new one).
 SAFE_WRITE_PROPERTIES = {
     "expected_version": {

@@ -1,8 +1,11 @@
 """McpInstance: one MCP endpoint, /mcp/<slug>/ (SPEC §2.3)."""
 
+from typing import Any
+
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from tools_app.kernel.limits import PUBLIC_URL
 from tools_app.models.base import OwnedModel
 from tools_app.permissions import OwnedQuerySet
 from tools_app.validators import validate_rate
@@ -109,6 +112,16 @@ class McpInstance(OwnedModel):
     @property
     def endpoint_path(self) -> str:
         return f"/mcp/{self.slug}/"
+
+    def endpoint_url(self, request: Any = None) -> str:
+        """Absolute URL of /mcp/<slug>/: TOOLHUB_PUBLIC_URL when set (behind a proxy), else from the request's
+        scheme and host; the path alone with neither."""
+        base = PUBLIC_URL.get()
+        if base:
+            return base.rstrip("/") + self.endpoint_path
+        if request is not None:
+            return request.build_absolute_uri(self.endpoint_path)
+        return self.endpoint_path
 
 
 class OwnedThroughInstanceQuerySet(OwnedQuerySet):

@@ -18,14 +18,13 @@ from tools_app.choices import ToolType
 from tools_app.data_access.budget import active, charge, too_expensive
 from tools_app.kernel import telemetry
 from tools_app.kernel.errors import ErrorCode, ToolError, ToolhubError
-from tools_app.kernel.limits import MAX_TOOLS_PER_OWNER
+from tools_app.kernel.limits import MAX_TOOLS_PER_OWNER, SEARCH_QUERY_MAX_CHARS
 from tools_app.models import Tool
 from tools_app.registry.export import FORMATS, export_tool, export_tools
 from tools_app.registry.guide import PENDING, code_span, usage_guide
 from tools_app.registry.proxy import PROXY_NAME, finders, proxy_hint, through_proxy
 from tools_app.registry.search import (
     MAX_LIMIT,
-    MAX_QUERY_LENGTH,
     METHODS,
     Hit,
     Index,
@@ -76,12 +75,12 @@ def search_tools(*, scope: Any, query: str, method: str = "bm25", limit: int = 5
     method = validate_method(method)
     if not isinstance(query, str) or not query.strip():
         raise ToolError(ErrorCode.INVALID_ARGUMENTS, "Invalid arguments: 'query' must be a non-empty string.")
-    if len(query) > MAX_QUERY_LENGTH:
+    if len(query) > SEARCH_QUERY_MAX_CHARS:
         raise ToolError(
             ErrorCode.INVALID_ARGUMENTS,
-            f"Invalid arguments: 'query' has {len(query):,} characters; the limit is {MAX_QUERY_LENGTH:,}. "
+            f"Invalid arguments: 'query' has {len(query):,} characters; the limit is {SEARCH_QUERY_MAX_CHARS:,}. "
             "Send the part of the request that says what the tool should do.",
-            {"argument": "query", "max_length": MAX_QUERY_LENGTH, "length": len(query)},
+            {"argument": "query", "max_length": SEARCH_QUERY_MAX_CHARS, "length": len(query)},
         )
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
         raise ToolError(ErrorCode.INVALID_ARGUMENTS, f"Invalid arguments: 'limit' must be 1–{MAX_LIMIT}.")

@@ -44,9 +44,8 @@ from tools_app.paging import paged_input_schema, paged_output_schema
 from tools_app.registry import embedding
 from tools_app.registry.text import is_cjk, readable_name, terms
 from tools_app.tool_types import TOOL_TYPES
-from tools_app.tool_types.search_tools import MAX_QUERY_LENGTH
 
-__all__ = ["MAX_QUERY_LENGTH", "METHODS", "Index", "ToolDoc", "build_index"]
+__all__ = ["METHODS", "Index", "ToolDoc", "build_index"]
 
 METHODS = ("regex", "bm25", "embedding", "hybrid")
 MAX_LIMIT = 50

@@ -156,7 +156,7 @@ def _dump(data: dict[str, Any]) -> str:
     return yaml.dump(data, Dumper=_BlockDumper, allow_unicode=True, sort_keys=False, width=100)
 
 
-def export_docs(*, owner: Any) -> tuple[str, str]:
+def export_yaml(*, owner: Any) -> tuple[str, str]:
     """(tool_descriptions.yaml, tool_examples.yaml) text for `owner`'s tools; the first tool of a name wins."""
     descriptions: dict[str, str] = {}
     examples: dict[str, list[str]] = {}

@@ -50,6 +50,7 @@ from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.kernel.limits import (
     IMPORTS_PER_OWNER,
     IMPORTS_PER_WORKER,
+    MAX_RECORD_KEY_BYTES,
     max_owner_data_bytes,
     max_record_bytes,
     max_rows_table_bytes,
@@ -91,8 +92,6 @@ _MAX_REPORTED = 200  # characters of a bad line quoted in an error
 SNIFF_CHARS = 4096
 CHUNK = 1 << 20
 RETRY_AFTER_SECONDS = 5
-# A record's key (its `id`) is kept in an index: PostgreSQL's btree entries hold at most ~2.7 kB.
-MAX_KEY_BYTES = 2000
 # The stored text's punctuation (TableDocumentEncoder: json's defaults), so that its length is data_bytes.
 _SEPARATOR = ", "
 
@@ -576,9 +575,11 @@ def _rows_stream(file: IO[bytes], fmt: str, out: IO[str], table: Table, encoded:
                 max=record_limit,
             )
         key = record.value.get("id") if isinstance(record.value, dict) else None
-        if isinstance(key, str) and len(key.encode()) > MAX_KEY_BYTES:
+        if isinstance(key, str) and len(key.encode()) > MAX_RECORD_KEY_BYTES:
             raise _refuse_row(
-                record, "its id is over %(max)d bytes of UTF-8; a record's key is at most that.", max=MAX_KEY_BYTES
+                record,
+                "its id is over %(max)d bytes of UTF-8; a record's key is at most that.",
+                max=MAX_RECORD_KEY_BYTES,
             )
         size += len(text) + (len(_SEPARATOR) if record.row > 1 else 0)
         if size + 1 > table_limit:  # + the closing bracket

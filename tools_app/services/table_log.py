@@ -61,7 +61,6 @@ IDEMPOTENCY_WINDOW = timedelta(hours=24)
 # A write asks whether a compaction is due only at every COMPACTION_CHECK-th version (or every
 # TOOLHUB_TABLE_COMPACT_EVERY-th, when smaller): two queries saved on the other writes.
 COMPACTION_CHECK = 64
-MAX_IDEMPOTENCY_KEY = 200
 # An argument value longer than this (as JSON) is the first one left out of an entry's arguments over
 # TOOLHUB_HISTORY_MAX_ARGUMENTS_BYTES (the patch holds what was written).
 SHORT_ARGUMENT = 256

@@ -1,4 +1,4 @@
-"""What another worker's table write leaves in the database (issue 14): one change-log entry and version +1."""
+"""What another worker's table write leaves in the database: one change-log entry and version +1."""
 
 from django.db import transaction
 

@@ -1,4 +1,4 @@
-"""Concurrent generate-tools and bulk binds (issue 15 item 6), on PostgreSQL: all or nothing holds under races."""
+"""Concurrent generate-tools and bulk binds, on PostgreSQL: all or nothing holds under races."""
 
 import pytest
 from django.core.exceptions import ValidationError

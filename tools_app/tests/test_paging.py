@@ -1,6 +1,6 @@
-"""Result budgets and paging on the API's call endpoint and the admin's try-it (issue 12 item 3,
-docs/paging.md): the same pages, cursors and refusals as over MCP (mcp_app/tests/test_paging.py), with the
-TOOLHUB_MAX_RESULT_BYTES budget; the admin's "show all" goes up to TOOLHUB_TRY_IT_SHOW_ALL_BYTES."""
+"""Result budgets and paging on the API's call endpoint and the admin's try-it (docs/paging.md): the same pages,
+cursors and refusals as over MCP (mcp_app/tests/test_paging.py), with the TOOLHUB_MAX_RESULT_BYTES budget; the
+admin's "show all" goes up to TOOLHUB_TRY_IT_SHOW_ALL_BYTES."""
 
 import json
 import random
@@ -135,8 +135,9 @@ def test_api_non_list_over_the_budget_names_its_size_and_the_budget(owner, recor
 # time budget (QUERY_TOO_EXPENSIVE) before any size is measured.
 @pytest.mark.usefixtures("document_storage")
 def test_api_67_megabyte_result_answers_within_the_budget(owner, make_table, make_tool, settings):
-    """The 67 MB body of issue 12: with the default budget the call answers its first page, a body within the
-    budget, without encoding the whole result; the same document wrapped in an object is RESULT_TOO_LARGE."""
+    """A 67 MB result (300,000 records of 226 bytes): with the default budget the call answers its first page, a
+    body within the budget, without encoding the whole result; the same document wrapped in an object is
+    RESULT_TOO_LARGE."""
     # given
     settings.TOOLHUB_MAX_RESULT_BYTES = limits.MAX_RESULT_BYTES.default
     settings.TOOLHUB_MAX_TABLE_BYTES = 80 * 1024 * 1024  # a deployment that allows such a table (docs/input-limits.md)
@@ -335,14 +336,14 @@ def test_a_value_nested_900_deep_is_encoded_and_measured():
     # when / then
     assert paging.encode_within(value, 10_000) == text
     assert paging.encode_within(value, 4_000) is None
-    assert paging.measure(value, 10_000) == (len(text), True)
+    assert paging.encoded_size(value, 10_000) == (len(text), True)
 
 
 def test_measure_stops_at_the_cap():
     """measure() counts up to its cap and says whether it finished."""
     # when / then
-    assert paging.measure([1, 2, 3], 100) == (7, True)
-    size, complete = paging.measure(["x" * 50] * 1000, 200)
+    assert paging.encoded_size([1, 2, 3], 100) == (7, True)
+    size, complete = paging.encoded_size(["x" * 50] * 1000, 200)
     assert complete is False
     assert 200 < size <= 200 + 53
 
@@ -374,7 +375,7 @@ def test_guide_and_export_describe_paging_for_pageable_tools_only(owner, records
     page["properties"]["items"]["items"] = {"type": "integer"}
     assert exported["outputSchema"] == {"anyOf": [{"type": "array", "items": {"type": "integer"}}, page]}
     assert exported["inputSchema"]["properties"]["cursor"] == paging.cursor_argument_schema()
-    # issue 15: the same schema, with its type arrays written as anyOf (export.without_type_arrays)
+    # The same schema, with its type arrays written as anyOf (export.without_type_arrays)
     assert select_exported["inputSchema"] == without_type_arrays(select.input_schema)
 
 
@@ -634,7 +635,7 @@ def test_a_page_asked_again_is_served_as_cut(owner, make_table, make_tool, monke
 
     monkeypatch.setattr(calls, "execute", refused)
     monkeypatch.setattr(calls, "page_of", refused)
-    monkeypatch.setattr(paging.Window, "cut", refused)
+    monkeypatch.setattr(paging.PageWindow, "cut", refused)
     # when
     again = call(owner, tool, {}).json()
     second_again = call(owner, tool, {"cursor": first["result"]["next_cursor"]}).json()

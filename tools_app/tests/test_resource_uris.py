@@ -1,4 +1,4 @@
-"""Issue 15: Binding.resource_uri (owner-chosen resource URIs) and McpInstance.log_level, on every write
+"""Binding.resource_uri (owner-chosen resource URIs) and McpInstance.log_level, on every write
 surface: the services (model validation), the API and the admin. Every refusal writes nothing."""
 
 import pytest

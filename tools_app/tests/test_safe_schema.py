@@ -1,4 +1,4 @@
-"""Issue 12 item 4: schemas that cannot reach out, on every surface; linear-time patterns; bounded arguments.
+"""Schemas that cannot reach out, on every surface; linear-time patterns; bounded arguments.
 
 A loopback HTTP server records every request made to it: a schema `$ref` to it is refused when saved, and one
 stored before the rule (written straight to the database) is never fetched when the tool is called.

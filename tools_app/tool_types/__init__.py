@@ -4,7 +4,8 @@ Every declared face of a type (kind, default category, default input schema, tab
 tools/list annotations, admin help and try-it example, guide text, narrowing hint, Markdown of its
 results) lives in its module's SPEC; nothing here runs a tool or imports a model. Adding a type is one
 new module plus one line in _MODULES, its executor (one line of tools_app.execution.executors.EXECUTORS),
-and its ToolType choice with its migration; a test walks all three.
+and its ToolType choice with its migration; a test walks all three (tests/tool_types/test_every_type.py), and
+one registers a stand-in read type by its declaration and executor line alone (test_new_read_type.py).
 """
 
 from typing import Any
@@ -67,6 +68,23 @@ def types_of_kind(*kinds: str) -> frozenset[str]:
     return frozenset(value for value, spec in TOOL_TYPES.items() if spec.kind in kinds)
 
 
+# Asked of TOOL_TYPES when a call runs, not kept from import: a type is a read, or pageable, by its declaration
+# alone, and no other module lists the types of either (the call pipeline, the executors and the narrowing rule
+# ask these).
+
+
+def is_read(tool_type: str | None) -> bool:
+    """Whether `tool_type` is a registered type of kind READ (it reads a table; a binding may narrow it)."""
+    spec = TOOL_TYPES.get(tool_type) if tool_type is not None else None
+    return spec is not None and spec.kind == READ
+
+
+def is_pageable(tool_type: str | None) -> bool:
+    """Whether a call of `tool_type` may answer a list that is paged (ToolTypeSpec.pageable; docs/paging.md)."""
+    spec = TOOL_TYPES.get(tool_type) if tool_type is not None else None
+    return spec is not None and spec.pageable
+
+
 def check_tool(tool: Any) -> list[Problem]:
     """The rules of the tool's type; an unknown type (refused by the field's choices) has no table and needs
     a description."""
@@ -93,6 +111,8 @@ __all__ = [
     "ToolTypeSpec",
     "check_arguments",
     "check_tool",
+    "is_pageable",
+    "is_read",
     "spec_for",
     "types_of_kind",
 ]

@@ -2,13 +2,9 @@
 
 from typing import Any
 
+from tools_app.kernel.limits import SEARCH_QUERY_MAX_CHARS
 from tools_app.tool_types.base import READ_ONLY, REGISTRY, ToolTypeSpec
 from tools_app.tool_types.registry_family import REGISTRY_HELP, markdown_field
-
-# Characters of a search query on every surface: agents paste whole user messages, which quote
-# documents, code and data. bm25 reads all of it; the embedding model the sentences that carry the request.
-# The registry (tools_app.registry.search) and the API take it from here.
-MAX_QUERY_LENGTH = 10_000
 
 
 def example(tool: Any, mount: Any) -> dict[str, Any]:
@@ -25,7 +21,7 @@ SPEC = ToolTypeSpec(
             "query": {
                 "type": "string",
                 "minLength": 1,
-                "maxLength": MAX_QUERY_LENGTH,
+                "maxLength": SEARCH_QUERY_MAX_CHARS,
                 "description": "What the tool should do (a whole request may be pasted), or a pattern.",
             },
             "search_method": {

@@ -13,10 +13,11 @@ longer occur, but a kind not listed never does. Stored as JSON in `TableCollecti
   and `wide` for an integer beyond 64 bits (SQLite reads those inexactly). A record without the field, or that
   is no object, gives it `null` (JMESPath reads a missing field as null).
 - A field not listed, when `rows` is true and `open` false, was never held by any record: its only kind is
-  null. `open`: more than MAX_FIELDS fields were seen, so an unlisted field is unknown.
+  null. `open`: more than FIELD_KINDS_MAX_FIELDS (tools_app.kernel.limits) fields were seen, so an unlisted
+  field is unknown.
 - No facts (NULL: a collection written before they were kept) means nothing is known.
 
-Nothing here imports Django.
+Nothing here touches the database or the settings.
 """
 
 import json
@@ -25,14 +26,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["COLLECTIONS_TABLE", "MAX_FIELDS", "Known", "Tally", "empty", "kind_names", "merge", "of_records", "text"]
+from tools_app.kernel.limits import FIELD_KINDS_MAX_FIELDS
+
+__all__ = ["COLLECTIONS_TABLE", "Known", "Tally", "empty", "kind_names", "merge", "facts_text", "of_records"]
 
 # The collections' table (tools_app.models.TableCollection; a test holds the two equal): its `field_kinds`
 # column holds the facts. Every write of records keeps them (tools_app.data_access.sql.store), so no writer can
 # leave them stale; a compiled statement that relied on them checks, in its own snapshot, that they are still
 # the ones it was compiled with (else the evaluator answers).
 COLLECTIONS_TABLE = "tools_app_tablecollection"
-MAX_FIELDS = 200
 _INT64 = (-(2**63), 2**63)
 
 
@@ -53,7 +55,7 @@ def kind_names(value: Any) -> tuple[str, ...]:
     return ("array",) if isinstance(value, list) else ("object",)
 
 
-def text(facts: Mapping) -> str:
+def facts_text(facts: Mapping) -> str:
     """The facts as stored (and as compared with the stored ones)."""
     return json.dumps(facts, separators=(",", ":"), ensure_ascii=False)
 
@@ -150,7 +152,7 @@ class Tally:
         for name, value in record.items():
             kinds = known.get(name)
             if kinds is None:
-                if self.open or len(known) >= MAX_FIELDS:
+                if self.open or len(known) >= FIELD_KINDS_MAX_FIELDS:
                     self.open = True
                     continue
                 kinds = known[name] = set()
@@ -191,7 +193,7 @@ def merge(before: Mapping | None, added: Mapping) -> dict | None:
     for name, kinds in added["fields"].items():
         if name in fields:
             fields[name].update(kinds)
-        elif before["open"] or len(fields) >= MAX_FIELDS:
+        elif before["open"] or len(fields) >= FIELD_KINDS_MAX_FIELDS:
             is_open = True  # what earlier records held under this name is not known
         else:
             fields[name] = set(kinds) | ({"null"} if before["rows"] else set())
@@ -218,7 +220,7 @@ class Known:
         if not facts:
             return None
         fields = tuple((name, frozenset(kinds)) for name, kinds in sorted(facts["fields"].items()))
-        return cls(fields, bool(facts["rows"]), bool(facts["open"]), frozenset(facts["records"]), text(facts))
+        return cls(fields, bool(facts["rows"]), bool(facts["open"]), frozenset(facts["records"]), facts_text(facts))
 
     def field(self, name: str) -> frozenset[str] | None:
         for listed, kinds in self.fields:

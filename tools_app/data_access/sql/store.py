@@ -162,7 +162,7 @@ def _kinds_after(cursor: Any, dialect: str, collection_id: int, before: dict | N
         cast = "::jsonb" if dialect == "postgresql" else ""
         cursor.execute(
             f'UPDATE "{COLLECTIONS_TABLE}" SET field_kinds = %s{cast} WHERE id = %s',
-            (kinds.text(after), collection_id),
+            (kinds.facts_text(after), collection_id),
         )
 
 

@@ -175,7 +175,7 @@ class Command(BaseCommand):
                 f"The slug '{DEMO_SLUG}' belongs to another user's instance: the demo instance is '{instance.slug}'."
             )
         self.stdout.write(f"Admin login: {DEMO_USERNAME} / {options['password'] if created else '(unchanged)'}")
-        self.stdout.write(f"MCP endpoint: {endpoint_url(instance)}")
+        self.stdout.write(f"MCP endpoint: {public_base_url()}{instance.endpoint_path}")
         if options["key_file"]:
             plaintext = kept_key(instance, options["key_file"])
             if plaintext is not None:
@@ -249,9 +249,4 @@ def demo_instance(user) -> McpInstance:
 
 def public_base_url() -> str:
     """Where toolhub is reached: TOOLHUB_PUBLIC_URL, else where scripts/start.sh serves (127.0.0.1, $PORT)."""
-    return PUBLIC_URL.get() or f"http://127.0.0.1:{os.environ.get('PORT') or 8000}"
-
-
-def endpoint_url(instance: McpInstance) -> str:
-    """The instance's absolute endpoint URL (a command has no request to build it from)."""
-    return f"{public_base_url()}{instance.endpoint_path}"
+    return PUBLIC_URL.get().rstrip("/") or f"http://127.0.0.1:{os.environ.get('PORT') or 8000}"

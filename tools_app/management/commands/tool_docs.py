@@ -10,7 +10,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from tools_app.registry.yaml_docs import DESCRIPTIONS_FILE, EXAMPLES_FILE, export_docs, import_docs
+from tools_app.registry.yaml_docs import DESCRIPTIONS_FILE, EXAMPLES_FILE, export_yaml, import_docs
 
 
 class Command(BaseCommand):
@@ -29,7 +29,7 @@ class Command(BaseCommand):
         directory = Path(dir)
         if action == "export":
             directory.mkdir(parents=True, exist_ok=True)
-            descriptions, examples = export_docs(owner=owner)
+            descriptions, examples = export_yaml(owner=owner)
             (directory / DESCRIPTIONS_FILE).write_text(descriptions, encoding="utf-8")
             (directory / EXAMPLES_FILE).write_text(examples, encoding="utf-8")
             self.stdout.write(f"Wrote {directory / DESCRIPTIONS_FILE} and {directory / EXAMPLES_FILE}.")

@@ -1,4 +1,4 @@
-"""Admin: a table from a CSV/NDJSON upload, the generate-tools action, the bind action (issue 15 item 6)."""
+"""Admin: a table from a CSV/NDJSON upload, the generate-tools action, the bind action."""
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile

@@ -1,4 +1,4 @@
-"""Deleting from the admin what has call-log rows (QA item 1): the call log never blocks its parent's deletion.
+"""Deleting from the admin what has call-log rows: the call log never blocks its parent's deletion.
 
 The call log stays read-only on its own pages; a row goes (or loses its link) with its instance, tool, key
 or user exactly as the models say (CASCADE / SET_NULL), as the API's deletes do.

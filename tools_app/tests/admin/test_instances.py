@@ -1,4 +1,4 @@
-"""The admin for instances, bindings, API keys and the call log (SPEC §2, §7; issues 2 and 6)."""
+"""The admin for instances, bindings, API keys and the call log (SPEC §2, §7)."""
 
 import json
 import re
@@ -24,7 +24,7 @@ def bound(owner, table, make_tool, instance, bind):
 def instance_form(instance, bindings=(), extra_rows=(), prompts=(), prompt_rows=(), **overrides):
     """The instance change form as the browser posts it, with the binding and prompt inline formsets.
 
-    `prompts` are existing Prompt rows, `prompt_rows` the new rows' fields (issue 15).
+    `prompts` are existing Prompt rows, `prompt_rows` the new rows' fields.
     """
     data = {
         "name": instance.name,
@@ -92,7 +92,7 @@ def change_url(instance):
 
 
 #
-# Ownership (issue 2)
+# Ownership
 #
 
 
@@ -350,7 +350,7 @@ def test_binding_admin_name_conflict_is_form_error(owner_client, owner, table, m
 
 
 #
-# Bulk actions (issue 6)
+# Bulk actions
 #
 
 
@@ -471,7 +471,7 @@ def test_key_revoke_by_other_user_is_404(other_client, instance, make_api_key):
 
 
 #
-# Instance page content (issue 6)
+# Instance page content
 #
 
 
@@ -537,7 +537,7 @@ def test_instance_page_renders_usage_guide(owner_client, instance, bound):
 
 
 #
-# Call log (issue 6)
+# Call log
 #
 
 
@@ -698,7 +698,8 @@ def test_view_only_user_opens_its_instance_read_only(client, owner, instance):
 
 
 def test_old_admin_links_of_the_moved_models_redirect(owner_client, instance):
-    """Issue 7 moved the MCP models to tools_app: a bookmark of /admin/mcp_app/... lands on the same page."""
+    """The MCP models' admin pages are under /admin/tools_app/ (docs/architecture.md, "History"): a bookmark of
+    /admin/mcp_app/... lands on the same page."""
     # when
     change = owner_client.get(f"/admin/mcp_app/mcpinstance/{instance.pk}/change/")
     listing = owner_client.get("/admin/mcp_app/calllog/?status=error")
@@ -709,7 +710,7 @@ def test_old_admin_links_of_the_moved_models_redirect(owner_client, instance):
 
 
 def test_instance_key_rate_limit_is_set_in_the_admin(owner_client, instance):
-    """The instance page sets the rate per key (issue 13; docs/rate-limits.md)."""
+    """The instance page sets the rate per key (docs/rate-limits.md)."""
     response = owner_client.post(change_url(instance), instance_form(instance, key_rate_limit="120/minute"))
     assert response.status_code == 302
     instance.refresh_from_db()

@@ -1,4 +1,4 @@
-"""Issue 13: MCP keys created and revoked through the API, the admin or a command show up in the admin's
+"""MCP keys created and revoked through the API, the admin or a command show up in the admin's
 history of the key (django.contrib.admin's LogEntry), by whoever did it."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""Issue 15: an instance's prompts, edited inline on its admin page, owner-scoped, through the services."""
+"""An instance's prompts, edited inline on its admin page, owner-scoped, through the services."""
 
 import json
 

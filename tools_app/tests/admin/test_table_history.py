@@ -1,4 +1,4 @@
-"""The admin's History of a table (issue 14): readable diff, versions, restore with confirmation."""
+"""The admin's History of a table: readable diff, versions, restore with confirmation."""
 
 import pytest
 from django.urls import reverse

@@ -1,4 +1,4 @@
-"""The admin for tables and tools: ownership, JSON editing, services, try-it (SPEC §2, §7; issues 2 and 6)."""
+"""The admin for tables and tools: ownership, JSON editing, services, try-it (SPEC §2, §7)."""
 
 import json
 import re
@@ -43,7 +43,7 @@ def tool_form(tool, **overrides):
 
 
 #
-# Ownership (issue 2: the admin's ownership matrix)
+# Ownership (the admin's ownership matrix)
 #
 
 
@@ -460,7 +460,7 @@ def test_tool_page_shows_type_help_bound_instances_and_stats(owner_client, owner
 
 
 #
-# Try it (issue 6)
+# Try it
 #
 
 
@@ -627,7 +627,7 @@ def test_login_page_shows_without_the_hint_while_every_hashing_slot_is_busy(clie
 
 
 #
-# The model's own validation messages reach the page (QA item 5)
+# The model's own validation messages reach the page
 #
 
 
@@ -668,7 +668,7 @@ def test_tool_on_another_users_table_shows_the_models_message(client, superuser,
 
 
 #
-# json_path: empty is the whole document (QA item 4)
+# json_path: empty is the whole document
 #
 
 
@@ -722,7 +722,7 @@ def test_tool_list_shows_whole_document_mounts(owner_client, owner, table, make_
 
 
 #
-# Try-it examples fit the tool (QA item 6)
+# Try-it examples fit the tool
 #
 
 CATALOG = {"products": {"KB-01": {"name": "Keyboard", "price": 120.5, "tags": ["usb"]}, "MS-02": {"name": "Mouse"}}}

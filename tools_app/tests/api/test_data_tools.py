@@ -1,4 +1,4 @@
-"""From data to tools in one step (issue 15 item 6): table import, generate-tools, bulk binding over the API."""
+"""From data to tools in one step: table import, generate-tools, bulk binding over the API."""
 
 import io
 import json

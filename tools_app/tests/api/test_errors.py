@@ -56,7 +56,7 @@ def test_token_endpoint_returns_a_token_that_authenticates(owner, table):
 
 
 def test_token_endpoint_issues_a_new_token_per_login(owner):
-    """Issue 13: each login is a new token (knox's model), both working until they expire or are revoked."""
+    """Each login is a new token (knox's model), both working until they expire or are revoked."""
     client = APIClient()
     first = client.post("/api/auth/token/", {"username": "owner", "password": PASSWORD}, format="json").json()
     second = client.post("/api/auth/token/", {"username": "owner", "password": PASSWORD}, format="json").json()
@@ -255,7 +255,7 @@ def test_page_size_over_the_maximum_is_clamped(owner, make_table, page_size, exp
 
 @pytest.mark.parametrize("page_size", ["abc", "-5", "0", "null", "true", "1.5", "+5", " 5", "\u0665"])
 def test_a_malformed_page_size_is_a_400_naming_it(owner, table, page_size):
-    """Issue 19: a page_size that is not a whole number of at least 1 is refused, not replaced by the default."""
+    """A page_size that is not a whole number of at least 1 is refused, not replaced by the default."""
     response = client_for(owner).get("/api/tables/", {"page_size": page_size})
     assert response.status_code == 400
     assert response.json() == {

@@ -1,4 +1,4 @@
-"""Issue 19: the OpenAPI schema states the server's rules, and the server enforces what the schema states.
+"""The OpenAPI schema states the server's rules, and the server enforces what the schema states.
 
 tools_app/tests/api/test_schemathesis.py checks this property over generated requests; the tests here pin the
 individual rules with exact values, in the schema and on the server side by side.
@@ -80,7 +80,7 @@ def test_search_query_parameters_state_their_bounds(schema):
     parameters = {p["name"]: p for p in schema["paths"]["/api/search/"]["get"]["parameters"]}
     assert parameters["q"]["required"] is True
     assert parameters["q"]["schema"]["minLength"] == 1
-    assert parameters["q"]["schema"]["maxLength"] == 10_000  # issue 17: long queries
+    assert parameters["q"]["schema"]["maxLength"] == 10_000  # the registry search takes long queries
     assert (parameters["limit"]["schema"]["minimum"], parameters["limit"]["schema"]["maximum"]) == (1, 50)
     assert parameters["method"]["schema"]["enum"] == ["bm25", "embedding", "hybrid", "regex"]
 
@@ -209,7 +209,7 @@ def test_links_follow_table_tools_instance_binding_key(schema):
 
 
 def test_prompt_operations_state_their_rules_and_links(schema):
-    """Issue 15: the prompt body refuses unknown fields, names follow the tool-name pattern, arguments are a bounded
+    """The prompt body refuses unknown fields, names follow the tool-name pattern, arguments are a bounded
     list of strict objects, the 409 is NAME_CONFLICT, and a new prompt links to reading, changing and deleting it."""
     body = component(schema, "PromptRequest")
     arguments = body["properties"]["arguments"]
@@ -275,7 +275,7 @@ def test_a_form_body_is_a_415(owner):
     ],
 )
 def test_numbers_and_strings_are_not_coerced(owner, table, url, payload, field, message):
-    """Issue 19: a JSON value of the wrong type is refused naming the field, never coerced; nothing is written."""
+    """A JSON value of the wrong type is refused naming the field, never coerced; nothing is written."""
     # given
     before = db_snapshot()
 

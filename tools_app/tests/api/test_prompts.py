@@ -1,4 +1,4 @@
-"""JSON API: /api/mcp-instances/<id>/prompts/ (issue 15): an instance's own prompts, owner-scoped."""
+"""JSON API: /api/mcp-instances/<id>/prompts/: an instance's own prompts, owner-scoped."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Rate limits on the JSON API (issue 13): per user, per IP on the token endpoint; 429 RATE_LIMITED with
+"""Rate limits on the JSON API: per user, per IP on the token endpoint; 429 RATE_LIMITED with
 Retry-After, and nothing done by the refused request. The rule itself: tools_app.kernel.rate_limits."""
 
 import time
@@ -49,7 +49,7 @@ def limited_body(response, window: set[int], *, scope: str, who: str, limit: str
 def test_rates_parse(text, amount, seconds, described):
     """A rate is <count>/<period>; messages describe it in words."""
     rate = rate_limits.parse_rate(text)
-    assert (rate.amount, rate.get_expiry(), rate_limits.describe(rate)) == (amount, seconds, described)
+    assert (rate.amount, rate.get_expiry(), rate_limits.rate_text(rate)) == (amount, seconds, described)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Property-based run of the OpenAPI schema against the live app (issues 4 and 19): the schema says exactly
+"""Property-based run of the OpenAPI schema against the live app: the schema says exactly
 what the server does.
 
 schemathesis reads /api/schema/ from the WSGI application in process and, for every operation, runs its three

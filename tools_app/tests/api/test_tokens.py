@@ -1,4 +1,4 @@
-"""Issue 13: hashed, expiring, revocable API tokens (`POST /api/auth/token/`, `/api/auth/tokens/`), and the
+"""Hashed, expiring, revocable API tokens (`POST /api/auth/token/`, `/api/auth/tokens/`), and the
 login lockout of the token endpoint and the admin login (django-axes)."""
 
 from datetime import timedelta

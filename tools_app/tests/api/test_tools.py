@@ -342,7 +342,7 @@ def test_ordering_pages_do_not_repeat_tied_rows(owner, used_tools):
 
 
 def test_unknown_ordering_field_is_a_400_naming_it(owner, used_tools):
-    """Issue 19: an ordering term outside ordering_fields is refused (DRF drops it silently), naming `ordering`."""
+    """An ordering term outside ordering_fields is refused (DRF drops it silently), naming `ordering`."""
     response = client_for(owner).get("/api/tools/?ordering=name,owner__password")
     assert response.status_code == 400
     assert response.json()["error"] == "VALIDATION_ERROR"

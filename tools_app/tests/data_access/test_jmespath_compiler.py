@@ -362,7 +362,7 @@ def test_syntax_error_is_invalid_query(expression, needle):
 
 
 def test_deeply_nested_expression_is_query_too_expensive():
-    """An expression nested beyond the recursion limit is refused as too expensive (issue 12), not a crash."""
+    """An expression nested beyond the recursion limit is refused as too expensive, not a crash."""
     # given
     expression = "(" * 5000 + "a" + ")" * 5000
     # when

@@ -351,7 +351,15 @@ def ungathered_rows_table(db, monkeypatch, owner):
 
 def _read(table_id: int, expression: str, where: dict | None = None) -> tuple[str, Any]:
     try:
-        answer = records.read(table_id, 1, Mount("", "id"), query_data, {"query": expression}, where=where)
+        answer = records.read(
+            table_id,
+            1,
+            Mount("", "id"),
+            query_data,
+            {"query": expression},
+            where=where,
+            over_collection=records.query_collection,
+        )
     except ToolError as error:
         return "error", (error.code, str(error))
     return "answer", json.dumps(answer)
@@ -837,7 +845,7 @@ def test_every_generated_expression_written_out_parses_back_to_its_tree():
     for _ in range(3000):
         expression = rng.choice(generators)(rng)
         tree = jmespath.compile(expression).parsed
-        assert jmespath.compile(multiselect.text(tree)).parsed == tree, expression
+        assert jmespath.compile(multiselect.expression_text(tree)).parsed == tree, expression
 
 
 def test_what_splits_into_branches_and_what_stays_whole():

@@ -1,4 +1,4 @@
-"""Expensive reads in a process of their own (tools_app.execution.heavy, issue 12 item 2), and the MCP database
+"""Expensive reads in a process of their own (tools_app.execution.heavy), and the MCP database
 threads lending their place while a call waits (mcp_app.hops._HopThreads).
 
 The worker processes read the table themselves, so the tests that run a job in a real worker need a

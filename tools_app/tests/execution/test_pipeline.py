@@ -1,4 +1,4 @@
-"""One call pipeline (issue 7): MCP tools/call, POST /api/tools/<id>/call/ and the admin's try-it run the same
+"""One call pipeline: MCP tools/call, POST /api/tools/<id>/call/ and the admin's try-it run the same
 calls with the same codes, the same call records and one use count each, visible right after the answer."""
 
 import json
@@ -171,7 +171,7 @@ def test_every_error_code_is_documented_with_its_meaning():
 
 @pytest.mark.parametrize("method", ["post", "patch"])
 def test_an_api_write_validates_the_tool_once(method, owner, table, make_tool, monkeypatch):
-    """Validation runs once per write, in the service (issue 7: Tool.clean ran twice per API write)."""
+    """Validation runs once per write, in the service: Tool.clean runs once per API create or update."""
     # given
     tool = make_tool(owner, table, name="orders_query")
     original, runs = Tool.clean, []

@@ -1,4 +1,4 @@
-"""Per-call budgets (issue 12 items 1, 2 and 6): adversarial queries end with QUERY_TOO_EXPENSIVE naming the
+"""Per-call budgets: adversarial queries end with QUERY_TOO_EXPENSIVE naming the
 limit, on every surface, and are recorded; concurrent calls per key and per user are bounded (RATE_LIMITED)."""
 
 import threading
@@ -292,7 +292,7 @@ def test_select_over_budget_is_query_too_expensive_on_a_document(owner, make_tab
 
 
 #
-# Concurrency (item 2)
+# Concurrency
 #
 
 

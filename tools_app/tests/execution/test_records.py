@@ -351,7 +351,7 @@ def test_a_document_write_that_would_replace_a_collection_is_refused_and_writes_
 def test_a_write_reaching_a_collection_among_other_changes_is_refused_whole(make_table, make_tool, owner):
     """One element of an update reaching a collection refuses the whole call (the element beside it is not written),
     and so does a delete of the collection's member; a whole-data write of the same change is applied, records
-    included (records.replace)."""
+    included (records.replace_data)."""
     data = {"orders": [{"id": 1}, {"id": 2}], "settings": {"currency": "EUR"}}
     table = make_table(owner, name="rows", data=data)
     make_tool(owner, table=table, type="get_all_data", json_path="/orders")
@@ -736,7 +736,7 @@ def test_a_version_without_a_collections_container_is_restored_by_laying_the_tab
     make_table, make_tool, owner
 ):
     """Version 1 holds no array at /orders, where the table stores a collection: the restore writes it as a
-    whole-data write does (records.replace), laying the table out again; restorable from the new version on."""
+    whole-data write does (records.replace_data), laying the table out again; restorable from the new version on."""
     table = make_table(owner, name="rows", data={"orders": "none yet"})
     services.table_update(table=table, data={"orders": [{"id": 1}]})
     make_tool(owner, table=table, type="get_all_data", json_path="/orders")

@@ -11,6 +11,7 @@ from tools_app.data_access.sql.store import field_kinds, write_records
 from tools_app.data_access.sql_query import compile_sql_expression, run_sql
 from tools_app.execution.executors import execute
 from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
+from tools_app.kernel import limits
 from tools_app.kernel.errors import ToolError
 from tools_app.kernel.telemetry.metrics import SLOW_QUERIES
 from tools_app.models import CallLog, Surface, Table, TableCollection, TableRecord, TableRecordLayout
@@ -77,12 +78,12 @@ def test_facts_of_records_of_one_shape_still_read_each_int_and_bool_value():
 
 
 def test_facts_beyond_the_field_limit_leave_the_other_fields_unknown():
-    many = {f"f{number}": number for number in range(kinds.MAX_FIELDS + 5)}
+    many = {f"f{number}": number for number in range(limits.FIELD_KINDS_MAX_FIELDS + 5)}
     known = kinds.Known.of(kinds.of_records([many]))
     assert known is not None
     assert known.open is True
     assert known.field("f0") == frozenset({"number"})
-    assert known.field(f"f{kinds.MAX_FIELDS + 1}") is None
+    assert known.field(f"f{limits.FIELD_KINDS_MAX_FIELDS + 1}") is None
     # A later batch that is open itself: a field it left out may hold anything now.
     after = kinds.merge(kinds.of_records([{"f0": 1, "g": 2}]), kinds.of_records([many | {"f0": 1}]))
     assert after is not None

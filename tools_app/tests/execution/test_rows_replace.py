@@ -1,4 +1,4 @@
-"""A rows table's data written whole (tools_app.execution.records.replace, through services.table_update): only the
+"""A rows table's data written whole (tools_app.execution.records.replace_data, through services.table_update): only the
 changed records are written, one history entry of per-record operations, and every read, version and restore
 answers as the same writes on the table stored as a document (a differential test), on SQLite and PostgreSQL."""
 

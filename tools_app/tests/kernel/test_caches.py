@@ -1,4 +1,4 @@
-"""tools_app.kernel.caches: the one per-process cache mechanism (issue 7)."""
+"""tools_app.kernel.caches: the one per-process cache mechanism."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""The demo-data command (issue 2, item 7): idempotent, one tool of every data type, a fresh key each run."""
+"""The demo-data command: idempotent, one tool of every data type, a fresh key each run."""
 
 import os
 import re
@@ -204,7 +204,7 @@ def test_seed_keeps_using_the_demo_users_own_instance(make_user, make_instance):
 
 
 #
-# Production guard (issue 13): refused with DEBUG and TOOLHUB_DEV off, unless --force
+# Production guard: refused with DEBUG and TOOLHUB_DEV off, unless --force
 #
 
 

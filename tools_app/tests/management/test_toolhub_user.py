@@ -1,4 +1,4 @@
-"""The toolhub_user command (QA item 3): a user who can use the admin, made in one command."""
+"""The toolhub_user command: a user who can use the admin, made in one command."""
 
 from io import StringIO
 

@@ -1,8 +1,8 @@
 """Migration 0004: lone surrogates stored before input refused them become U+FFFD (SQLite could store them).
 
-The migration ran on the schema of its time (Table.data a column; issue 14 moved the document into TableSnapshot),
-so the test migrates its database back to 0004's parent, writes rows with the models of then, runs the migration's
-function and migrates forward again: 0012 carries the cleaned documents into the snapshots.
+The migration ran on the schema of its time (Table.data a column; migration 0013 moved the document into
+TableSnapshot), so the test migrates its database back to 0004's parent, writes rows with the models of then, runs
+the migration's function and migrates forward again: 0013 carries the cleaned documents into the snapshots.
 """
 
 import importlib

@@ -7,7 +7,8 @@ from django.test.utils import CaptureQueriesContext
 
 from tools_app.choices import DATA_TYPES, READ_TYPES, REGISTRY_TYPES, WRITE_TYPES, ToolType
 from tools_app.models import Table, Tool
-from tools_app.tool_schemas import DEFAULT_INPUT_SCHEMAS, default_input_schema
+from tools_app.tool_schemas import default_input_schema
+from tools_app.tool_types import TOOL_TYPES
 
 pytestmark = pytest.mark.django_db
 
@@ -45,7 +46,7 @@ def test_empty_input_schema_gets_the_type_default(owner, table, tool_type, empty
     # when
     tool.full_clean()
     # then
-    assert tool.input_schema == DEFAULT_INPUT_SCHEMAS[tool_type]
+    assert tool.input_schema == TOOL_TYPES[tool_type].input_schema
     assert tool.input_schema["type"] == "object"
 
 
@@ -57,8 +58,8 @@ def test_default_input_schema_is_a_copy(owner, table):
     # when
     tool.input_schema["properties"]["query"]["description"] = "changed"
     # then
-    assert DEFAULT_INPUT_SCHEMAS[ToolType.QUERY_DATA]["properties"]["query"]["description"] != "changed"
-    assert default_input_schema(ToolType.QUERY_DATA) == DEFAULT_INPUT_SCHEMAS[ToolType.QUERY_DATA]
+    assert TOOL_TYPES[ToolType.QUERY_DATA].input_schema["properties"]["query"]["description"] != "changed"
+    assert default_input_schema(ToolType.QUERY_DATA) == TOOL_TYPES[ToolType.QUERY_DATA].input_schema
 
 
 @pytest.mark.parametrize(
@@ -478,7 +479,7 @@ def test_name_conflicts_name_the_other_tool_and_its_override(owner, table, make_
 def test_a_rename_into_an_override_is_refused_naming_the_tool(owner, table, make_tool, instance, bind):
     """A rename into another binding's override is a NAME_CONFLICT on `name` naming that binding's tool and
     its override; nothing is saved. The rule is the service's (Binding.objects.name_clashes): full_clean() checks
-    the row only (issue 7)."""
+    the row only."""
     # given
     from tools_app import services
 

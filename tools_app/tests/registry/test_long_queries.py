@@ -1,13 +1,14 @@
-"""Long search queries (issue 17): every method answers up to MAX_QUERY_LENGTH characters; bm25 reads all of
+"""Long search queries: every method answers up to SEARCH_QUERY_MAX_CHARS characters; bm25 reads all of
 it, the embedding model the sentences that carry the request (Index.request_part), never a blind first cut."""
 
 import pytest
 
 from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.limits import SEARCH_QUERY_MAX_CHARS
 from tools_app.models import Tool
 from tools_app.registry import embedding, get_index, search_tools
 from tools_app.registry.scope import UserScope
-from tools_app.registry.search import MAX_QUERY_LENGTH, QUERY_WINDOW
+from tools_app.registry.search import QUERY_WINDOW
 
 # A pasted log: many lines of data that say nothing about a tool, the request in the middle.
 LOG_LINE = "2026-11-25T10:{:02d}:00Z worker-{} pid=4711 heap=5123MB gc=31ms queue=17 status=200 path=/v1/items\n"
@@ -59,12 +60,12 @@ def test_request_part_cuts_one_long_sentence_at_the_window(external_tools, owner
 
 @pytest.mark.parametrize("method", ["bm25", "regex", "embedding", "hybrid"])
 def test_every_method_answers_a_query_of_the_limit(external_tools, owner, method):
-    """No method refuses or fails on MAX_QUERY_LENGTH characters (regex has its own, shorter, pattern limit)."""
+    """No method refuses or fails on SEARCH_QUERY_MAX_CHARS characters (regex has its own, shorter, pattern limit)."""
     if method in ("embedding", "hybrid") and not embedding.available():
         pytest.skip("the embedding extra is not installed")
-    query = pasted("Please convert 250 euros into yen.", before=60, after=200)[:MAX_QUERY_LENGTH]
-    query = query + "x" * (MAX_QUERY_LENGTH - len(query))
-    assert len(query) == MAX_QUERY_LENGTH
+    query = pasted("Please convert 250 euros into yen.", before=60, after=200)[:SEARCH_QUERY_MAX_CHARS]
+    query = query + "x" * (SEARCH_QUERY_MAX_CHARS - len(query))
+    assert len(query) == SEARCH_QUERY_MAX_CHARS
     if method == "regex":
         with pytest.raises(ToolError) as raised:
             search_tools(scope=UserScope(owner), query=query, method=method)
@@ -94,7 +95,7 @@ def test_one_character_over_the_limit_is_invalid_arguments_and_writes_nothing(ex
     before = Tool.objects.count()
     # when
     with pytest.raises(ToolError) as raised:
-        search_tools(scope=UserScope(owner), query="q" * (MAX_QUERY_LENGTH + 1))
+        search_tools(scope=UserScope(owner), query="q" * (SEARCH_QUERY_MAX_CHARS + 1))
     # then
     assert raised.value.code == ErrorCode.INVALID_ARGUMENTS
     assert raised.value.message == (

@@ -1,8 +1,9 @@
-"""Registry ranking choices of issue 17, on small built indexes (no database): word pairs of names, and requests
+"""The registry's ranking choices, on small built indexes (no database): word pairs of names, and requests
 that ask for several tools at once. The figures behind them are in bench/registry/README.md."""
 
 import pytest
 
+from tools_app.kernel.limits import SEARCH_QUERY_MAX_CHARS
 from tools_app.models import Tool
 from tools_app.registry import embedding, search
 from tools_app.registry.scope import CatalogEntry
@@ -142,14 +143,14 @@ def test_a_request_of_thousands_of_parts_scores_at_most_the_cap(monkeypatch):
     calls = []
     original = index._bm25_raw
     monkeypatch.setattr(index, "_bm25_raw", lambda text: calls.append(len(text)) or original(text))
-    query = ("convert euros bank rate and then text phone number and then " * 200)[: search.MAX_QUERY_LENGTH]
-    assert len(query) == search.MAX_QUERY_LENGTH
+    query = ("convert euros bank rate and then text phone number and then " * 200)[:SEARCH_QUERY_MAX_CHARS]
+    assert len(query) == SEARCH_QUERY_MAX_CHARS
     assert len(search._PART_SPLIT.split(query)) > 300
     # when
     hits = index.bm25(query, 50)
     # then
     assert len(calls) == 1 + search.MULTI_MAX_PARTS == 9
-    assert calls[0] == search.MAX_QUERY_LENGTH
+    assert calls[0] == SEARCH_QUERY_MAX_CHARS
     assert max(calls[1:]) < 40
     assert len(hits) == len(MONEY_AND_TEXTS) - 1  # every tool but calendar.add shares a word
 

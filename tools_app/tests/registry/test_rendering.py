@@ -1,4 +1,4 @@
-"""Markdown from tools rendered as HTML for the admin (issue 13): sanitized, no images, safe links."""
+"""Markdown from tools rendered as HTML for the admin: sanitized, no images, safe links."""
 
 import re
 

@@ -262,7 +262,7 @@ def test_workers_indexing_the_same_cold_catalogue_share_the_work(postgres_db, ow
 
 def test_texts_run_in_batches_of_similar_length_within_the_token_budget(monkeypatch):
     """Tool texts are sorted by token length and padded per batch to its longest, at most BATCH_TOKENS positions
-    a batch; a text's vector does not depend on the batch it ran in (issue 17: the cold build's cost)."""
+    a batch; a text's vector does not depend on the batch it ran in."""
     encoder = embedding.encoder()
     monkeypatch.setattr(embedding, "BATCH_TOKENS", 64)
     shapes = []

@@ -74,7 +74,7 @@ def _assert_no_lost_write(data: list, version: int, versions: list[int], workers
 
 
 def _replayed(snapshot: list, snapshot_version: int, log: list[tuple[int, list]], version: int) -> list:
-    """Issue 14: the change log holds one entry per version 2..version, contiguous, and the snapshot with the
+    """The change log holds one entry per version 2..version, contiguous, and the snapshot with the
     entries after it applied (by the jsonpatch library itself) is the document."""
     import jsonpatch
 
@@ -915,7 +915,7 @@ def _write_holding_the_lock(table_id: int, paused: threading.Event, go: threadin
 
 
 def _appended(data: list, record: dict) -> tuple:
-    """A table_write change appending `record` (issue 14: the new data, the outcome, the patch and its inverse)."""
+    """A table_write change appending `record` (the new data, the outcome, the patch and its inverse)."""
     patch = [{"op": "add", "path": "/-", "value": record}]
     return [*data, record], None, patch, [{"op": "remove", "path": f"/{len(data)}"}], {}
 

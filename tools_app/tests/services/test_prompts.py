@@ -1,4 +1,4 @@
-"""Issue 15: an instance's own prompts — the model's rules, the services' writes, and rendering."""
+"""An instance's own prompts — the model's rules, the services' writes, and rendering."""
 
 import pytest
 from django.core.exceptions import ValidationError

@@ -1,4 +1,4 @@
-"""register_tool's per-owner tool quota (issue 13): TOOLHUB_MAX_TOOLS_PER_OWNER, default 1000.
+"""register_tool's per-owner tool quota: TOOLHUB_MAX_TOOLS_PER_OWNER, default 1000.
 
 Over MCP, in process: an owner at the quota gets REGISTRATION_FAILED naming the quota, and nothing is
 written but the call's own log row.

@@ -103,7 +103,7 @@ def test_write_with_a_warm_cache_does_not_reload_the_document(query_tool, create
 
 def test_read_after_an_uncached_version_catches_up_from_the_log(query_tool, create_tool, cached_table):
     """A version the cache has not seen (here: the write's cache update never ran) is the cached older version
-    with the change log applied (issue 14): the version, then the patches; the document is not parsed again."""
+    with the change log applied: the version, then the patches; the document is not parsed again."""
     # given
     execute(tool=query_tool, arguments=SHIPPED_BIG)
     execute(tool=create_tool, arguments={"elements": [{"id": 4, "status": "shipped", "total": 900}]})

@@ -1,4 +1,4 @@
-"""Table history (issue 14): snapshot + change log, audit, safe writes, compaction and retention."""
+"""Table history: snapshot + change log, audit, safe writes, compaction and retention."""
 
 import copy
 import random
@@ -476,11 +476,11 @@ def test_safe_write_arguments_work_with_a_custom_schema(owner, make_tool, orders
 
 def test_default_schemas_guide_and_export_name_the_safe_write_arguments(owner, write_tools, instance, bind):
     """The default input schemas declare them; the usage guide and every export format show them."""
-    from tools_app.tool_schemas import DEFAULT_INPUT_SCHEMAS
+    from tools_app.tool_types import TOOL_TYPES
 
     safe = {"expected_version", "dry_run", "idempotency_key"}
     for kind in ("create", "update", "delete"):
-        assert safe <= set(DEFAULT_INPUT_SCHEMAS[kind]["properties"])
+        assert safe <= set(TOOL_TYPES[kind].input_schema["properties"])
         assert safe <= set(write_tools[kind].input_schema["properties"])
         bind(instance, write_tools[kind])
     client = client_for(owner)

@@ -8,7 +8,7 @@ from tools_app import services
 from tools_app.kernel.errors import ErrorCode
 from tools_app.models import Binding, Table, TableChange, Tool
 from tools_app.tests.history_helpers import write_elsewhere
-from tools_app.tool_schemas import DEFAULT_INPUT_SCHEMAS
+from tools_app.tool_types import TOOL_TYPES
 
 pytestmark = pytest.mark.django_db
 
@@ -67,7 +67,7 @@ def test_rename_does_not_load_the_document(table):
     # then
     data_column = connection.ops.quote_name("data")
     assert len(statements) >= 2  # the locked read and the update
-    assert [sql for sql in statements if data_column in sql] == []  # issue 14: the row holds no document at all
+    assert [sql for sql in statements if data_column in sql] == []  # the row holds no document at all
     stored = _stored(table)
     assert (stored.name, stored.data, stored.version) == ("renamed", table.data, 1)
 
@@ -449,7 +449,7 @@ def test_type_change_replaces_the_old_types_default_schema(owner, table, make_to
     services.tool_update(tool=tool, type=new)
     # then
     stored = Tool.objects.get(pk=tool.pk)
-    assert (stored.type, stored.input_schema) == (new, DEFAULT_INPUT_SCHEMAS[new])
+    assert (stored.type, stored.input_schema) == (new, TOOL_TYPES[new].input_schema)
 
 
 def test_type_change_keeps_a_custom_schema_and_checks_it(owner, table, make_tool):

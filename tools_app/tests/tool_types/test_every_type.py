@@ -1,4 +1,4 @@
-"""Every registered tool type shows every face (issue 7, item 3): walks tools_app.tool_types.TOOL_TYPES."""
+"""Every registered tool type shows every face: walks tools_app.tool_types.TOOL_TYPES."""
 
 from types import SimpleNamespace
 
