@@ -10,7 +10,6 @@ import json
 
 import pytest
 from django.db import connection
-from django.db.models.fields import json as json_field
 from django.test.utils import CaptureQueriesContext
 
 from tools_app import services
@@ -20,6 +19,7 @@ from tools_app.execution.executors import execute
 from tools_app.kernel.errors import ErrorCode, ToolError
 from tools_app.services.table_cache import ENTRY_BYTES, table_cache
 from tools_app.tests.history_helpers import write_elsewhere
+from tools_app.validators import TableDocumentDecoder
 
 RECORDS = [
     {"id": 1, "status": "paid", "total": 10},
@@ -193,16 +193,17 @@ def test_data_schema_is_computed_once_per_version(make_tool, owner, cached_table
 
 
 def test_document_is_parsed_with_the_cyclic_collector_paused_and_resumed_after(query_tool, monkeypatch):
-    """The parse of a cold read runs with gc disabled (it halves a 30 MB parse); gc is on again afterwards."""
+    """The parse of a cold read runs with gc disabled (it halves a 30 MB parse); gc is on again afterwards. (The
+    table document's decoder is watched, not json.loads: the call parses other JSON, its tool's fields.)"""
     # given
     states = []
-    original_loads = json_field.json.loads
+    original_decode = TableDocumentDecoder.decode
 
-    def recording_loads(*args, **kwargs):
+    def recording_decode(self, *args, **kwargs):
         states.append(gc.isenabled())
-        return original_loads(*args, **kwargs)
+        return original_decode(self, *args, **kwargs)
 
-    monkeypatch.setattr(json_field.json, "loads", recording_loads)
+    monkeypatch.setattr(TableDocumentDecoder, "decode", recording_decode)
     # when
     result = execute(tool=query_tool, arguments=SHIPPED_BIG)
     # then
@@ -215,10 +216,10 @@ def test_collector_is_resumed_when_the_load_fails(cached_table, monkeypatch):
     """A failing load (here: the parse raises) still turns the collector back on."""
 
     # given
-    def broken_loads(*args, **kwargs):
+    def broken_decode(self, *args, **kwargs):
         raise ValueError("broken document")
 
-    monkeypatch.setattr(json_field.json, "loads", broken_loads)
+    monkeypatch.setattr(TableDocumentDecoder, "decode", broken_decode)
     # when
     with pytest.raises(ValueError, match="broken document"):
         services.table_data(cached_table.pk)
