@@ -500,6 +500,10 @@ TOOLHUB_CONCURRENCY_WAIT_MS = env_int("TOOLHUB_CONCURRENCY_WAIT_MS", limits.CONC
 TOOLHUB_MCP_DB_THREADS = env_int("TOOLHUB_MCP_DB_THREADS", limits.MCP_DB_THREADS.default)
 TOOLHUB_HEAVY_WORKERS = env_int("TOOLHUB_HEAVY_WORKERS", limits.HEAVY_WORKERS.default)
 TOOLHUB_HEAVY_WORKER_MEMORY_MB = env_int("TOOLHUB_HEAVY_WORKER_MEMORY_MB", limits.HEAVY_WORKER_MEMORY_MB.default)
+# The parsed table documents each process (a server worker, a heavy worker) keeps, bounded by their JSON text in
+# bytes (a parsed document takes about 4.5 times that in memory); the least recently read go first, and a document
+# larger than the whole bound is read without being kept. 0: none is kept. docs/budgets.md.
+TOOLHUB_TABLE_CACHE_BYTES = env_int("TOOLHUB_TABLE_CACHE_BYTES", limits.TABLE_CACHE_BYTES.default, minimum=0)
 # How long a thread may hold the GIL while another waits (sys.setswitchinterval), set by toolhub.asgi; 0 leaves
 # Python's default (5 ms). 0.1 ms: a light call waits that long, not 1 ms, at each of its GIL hand-offs while
 # an expensive evaluation runs; tools/call throughput measured the same (docs/budgets.md).

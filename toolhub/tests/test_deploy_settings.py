@@ -107,7 +107,10 @@ def test_proxy_ssl_header_is_read_from_the_environment():
     assert done.stdout == "('HTTP_X_FORWARDED_PROTO', 'https') True\n"
 
 
-@pytest.mark.parametrize(("name", "value"), [("TOOLHUB_MAX_TOOLS_PER_OWNER", "many"), ("TOOLHUB_HSTS_SECONDS", "-1")])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("TOOLHUB_MAX_TOOLS_PER_OWNER", "many"), ("TOOLHUB_HSTS_SECONDS", "-1"), ("TOOLHUB_TABLE_CACHE_BYTES", "-1")],
+)
 def test_a_bad_number_stops_manage_py_with_a_message(name, value):
     """A setting that is not a whole number >= 0 is named in one line on stderr, exit code 1, no traceback."""
     # when

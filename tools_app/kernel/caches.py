@@ -31,17 +31,17 @@ _registry: "weakref.WeakSet[LruCache]" = weakref.WeakSet()
 
 
 class LruCache(Generic[K, V]):
-    """A bounded, thread-safe LRU map. `capacity`: most entries kept (a callable is read on every put,
-    e.g. from settings); `max_weight` and `weigh`: most total weight kept (entries heavier than
-    `max_entry_weight` are not kept at all)."""
+    """A bounded, thread-safe LRU map. `capacity`: most entries kept; `max_weight` and `weigh`: most total
+    weight kept (entries heavier than `max_entry_weight` are not kept at all). Each bound may be a callable,
+    read on every put (e.g. a setting)."""
 
     def __init__(
         self,
         name: str,
         *,
         capacity: int | Callable[[], int] | None = None,
-        max_weight: int | None = None,
-        max_entry_weight: int | None = None,
+        max_weight: int | Callable[[], int] | None = None,
+        max_entry_weight: int | Callable[[], int] | None = None,
         weigh: Callable[[V], int] | None = None,
     ) -> None:
         self.name = name
@@ -56,7 +56,11 @@ class LruCache(Generic[K, V]):
 
     @property
     def capacity(self) -> int | None:
-        return self._capacity() if callable(self._capacity) else self._capacity
+        return _bound(self._capacity)
+
+    @property
+    def max_weight(self) -> int | None:
+        return _bound(self._max_weight)
 
     def get(self, key: K) -> V | None:
         # `in` and a subscript, not dict.get: no call for a miss, the common answer of several caches per call.
@@ -71,7 +75,8 @@ class LruCache(Generic[K, V]):
         """Store `value` under `key` and return it; with `unless`, keep (and return) the current value when
         `unless(current)` is true, atomically (e.g. a newer version stored by another thread)."""
         weight = self._weigh(value) if self._weigh is not None else 0
-        if self._max_entry_weight is not None and weight > self._max_entry_weight:
+        max_entry_weight = _bound(self._max_entry_weight)
+        if max_entry_weight is not None and weight > max_entry_weight:
             return value
         with self._lock:
             current = self._entries.get(key)
@@ -124,14 +129,18 @@ class LruCache(Generic[K, V]):
         return value
 
     def _evict(self) -> None:
-        capacity = self.capacity
+        capacity, max_weight = self.capacity, self.max_weight
         while self._entries and (
             (capacity is not None and len(self._entries) > capacity)
-            or (self._max_weight is not None and self._weight > self._max_weight)
+            or (max_weight is not None and self._weight > max_weight)
         ):
             _, value = self._entries.popitem(last=False)
             if self._weigh is not None:
                 self._weight -= self._weigh(value)
+
+
+def _bound(bound: int | Callable[[], int] | None) -> int | None:
+    return bound() if callable(bound) else bound
 
 
 def caches() -> list[LruCache]:

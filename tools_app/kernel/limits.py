@@ -308,7 +308,15 @@ MCP_DB_THREADS = Limit("TOOLHUB_MCP_DB_THREADS", 4, "threads", "threads per proc
 GIL_SWITCH_INTERVAL_MS = Measure(
     "TOOLHUB_GIL_SWITCH_INTERVAL_MS", 0.1, "ms", "how long a busy thread keeps the interpreter (0: Python's 5 ms)"
 )
-DATA_CACHE_TABLES = Limit("TOOLHUB_DATA_CACHE_TABLES", 16, "tables", "parsed table documents cached per process")
+# A parsed document takes about 4.5 times its JSON text in memory (bench/README.md, "Table cache"): the default keeps
+# the largest document table (TOOLHUB_MAX_TABLE_BYTES) cached, in about 290 MiB of a process.
+TABLE_CACHE_BYTES = Limit(
+    "TOOLHUB_TABLE_CACHE_BYTES",
+    64 * MiB,
+    "bytes",
+    "the JSON text of the parsed table documents one process caches (a larger document is not cached)",
+    floor=0,
+)
 
 #
 # Quotas and ownership

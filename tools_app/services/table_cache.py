@@ -15,27 +15,53 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tools_app.kernel.caches import LruCache
-from tools_app.kernel.limits import DATA_CACHE_TABLES
+from tools_app.kernel.limits import TABLE_CACHE_BYTES
+
+# What an entry weighs beyond its document's JSON text: the entry itself, its key and the parsed containers of a
+# small document (about 660 bytes for a 23-byte document, measured with tracemalloc), so that a process caching
+# thousands of small tables is bounded too.
+ENTRY_BYTES = 1024
 
 
 @dataclass
 class CachedTable:
     version: int
     data: Any
+    # The document's JSON text in bytes: the text it was parsed from, or that size moved by the patches applied
+    # to it since (table_log). What the cache weighs it by, with ENTRY_BYTES.
+    size: int
     # Results derived from this exact version (e.g. get_data_schema per mount).
     derived: dict[Any, Any] = field(default_factory=dict)
+
+    @property
+    def weight(self) -> int:
+        return self.size + ENTRY_BYTES
 
 
 class TableCache:
     """Parsed documents by table id, each with its version (one entry per table: an old version is replaced,
-    not kept beside the new one, since a document can be tens of MB)."""
+    not kept beside the new one, since a document can be tens of MB).
+
+    Bounded by TOOLHUB_TABLE_CACHE_BYTES, read on every put: the least recently used documents leave until the
+    weights of those kept (CachedTable.weight) fit; a document heavier than the whole bound is not kept at all
+    (put returns it, uncached, so the read that parsed it is still answered)."""
 
     def __init__(self) -> None:
-        self._store: LruCache[int, CachedTable] = LruCache("tables", capacity=DATA_CACHE_TABLES.get)
+        self._store: LruCache[int, CachedTable] = LruCache(
+            "tables",
+            max_weight=TABLE_CACHE_BYTES.get,
+            max_entry_weight=TABLE_CACHE_BYTES.get,
+            weigh=lambda entry: entry.weight,
+        )
 
     @property
-    def capacity(self) -> int:
-        return self._store.capacity or 0
+    def weight(self) -> int:
+        """The weight of the documents held now."""
+        return self._store.weight
+
+    def table_ids(self) -> list[int]:
+        """The tables held now, least recently used first."""
+        return list(self._store.keys())
 
     def get(self, table_id: int, version: int) -> CachedTable | None:
         entry = self._store.get(table_id)
@@ -45,9 +71,11 @@ class TableCache:
         """The version of the table this process holds, whatever it is (a writer catches it up through the log)."""
         return self._store.get(table_id)
 
-    def put(self, table_id: int, version: int, data: Any) -> CachedTable:
-        # A newer version stored first (by a later write in another thread) is kept.
-        return self._store.put(table_id, CachedTable(version=version, data=data), unless=lambda c: c.version > version)
+    def put(self, table_id: int, version: int, data: Any, size: int) -> CachedTable:
+        """Keep `data`, the document at `version` whose JSON text is `size` bytes, and return its entry; a newer
+        version stored first (by a later write in another thread) is kept, and returned instead."""
+        entry = CachedTable(version=version, data=data, size=max(size, 0))
+        return self._store.put(table_id, entry, unless=lambda current: current.version > version)
 
     def discard(self, table_id: int) -> None:
         self._store.pop(table_id)

@@ -33,8 +33,8 @@ from datetime import timedelta
 from typing import Any, NamedTuple
 
 from django.db import connection, transaction
-from django.db.models import F, Max, Value
-from django.db.models.functions import Greatest
+from django.db.models import F, Max, TextField, Value
+from django.db.models.functions import Cast, Greatest
 from django.utils import timezone
 
 from tools_app.kernel import json_patch, telemetry
@@ -53,7 +53,7 @@ from tools_app.models import Table, TableChange, TableSnapshot, TableStorage, To
 from tools_app.models.columns import column
 from tools_app.services.quotas import data_quota_check
 from tools_app.services.table_cache import CachedTable, collector_paused, table_cache
-from tools_app.validators import table_too_large
+from tools_app.validators import TableDocumentDecoder, table_too_large
 
 logger = logging.getLogger(__name__)
 
@@ -252,7 +252,8 @@ def table_write(
             request_hash=safe.request_hash() if safe.idempotency_key else "",
             result=result if safe.idempotency_key else None,
         )
-        transaction.on_commit(lambda: _committed(table_id, new_version, new_data, carried, history))
+        cached_size = entry.size + _document_delta(patch, inverse)
+        transaction.on_commit(lambda: _committed(table_id, new_version, new_data, cached_size, carried, history))
     return Written(version=new_version, outcome=outcome, patch=patch, result=result)
 
 
@@ -434,10 +435,10 @@ def _kept_arguments(arguments: Any) -> Any:
     return {"omitted_bytes": size}
 
 
-def _committed(table_id: int, version: int, data: Any, carried: dict, history: HistoryBytes) -> None:
-    """After a write's commit: the new version in this process's cache, a compaction when one is due, and the
-    history quotas (checked on the bytes the write's own UPDATE returned)."""
-    entry = table_cache.put(table_id, version, data)
+def _committed(table_id: int, version: int, data: Any, size: int, carried: dict, history: HistoryBytes) -> None:
+    """After a write's commit: the new version (`size` bytes of JSON) in this process's cache, a compaction when
+    one is due, and the history quotas (checked on the bytes the write's own UPDATE returned)."""
+    entry = table_cache.put(table_id, version, data, size)
     if entry.version == version and entry.data is data:
         entry.derived.update(carried)
     # Every version is made once, on some worker: this one asks at every COMPACTION_CHECK-th.
@@ -469,6 +470,9 @@ def document(table_id: int, version: int) -> CachedTable:
 
     Raises Table.DoesNotExist when the table is gone; RuntimeError when the log lacks an entry the version needs
     (only if entries were removed by hand).
+
+    An entry weighs the JSON text its snapshot was parsed from (what data_bytes counts, without a rows table's
+    records), moved by the later entries applied to it (_size_after).
     """
     entry = table_cache.get(table_id, version)
     if entry is not None:
@@ -478,29 +482,45 @@ def document(table_id: int, version: int) -> CachedTable:
         patches = _patches(table_id, held.version, version)
         if patches is not None:
             try:
-                return table_cache.put(table_id, version, _applied(held.data, patches))
+                data = _applied(held.data, patches)
+                return table_cache.put(table_id, version, data, _size_after(held.size, patches))
             except json_patch.PatchError:  # never expected; the snapshot and the log are the truth
                 logger.exception("Catching table %s up from version %s failed; loading it.", table_id, held.version)
     for _ in range(3):
-        with collector_paused():
-            row = TableSnapshot.objects.filter(table_id=table_id).values_list("version", "data").first()
+        row = _snapshot_document(table_id)
         if row is None:
             if not Table.objects.filter(pk=table_id).exists():
                 raise Table.DoesNotExist(f"Table {table_id} does not exist.")
-            row = (1, {})  # a table saved without a document: {} at version 1 (the model's default)
-        snapshot_version, data = row
+            row = (1, {}, 2)  # a table saved without a document: {} at version 1 (the model's default)
+        snapshot_version, data, size = row
         if snapshot_version == version:
-            return table_cache.put(table_id, version, data)
+            return table_cache.put(table_id, version, data, size)
         if snapshot_version < version:
             patches = _patches(table_id, snapshot_version, version)
             if patches is not None:
-                return table_cache.put(table_id, version, _applied(data, patches))
+                return table_cache.put(table_id, version, _applied(data, patches), _size_after(size, patches))
         else:  # compacted past `version` meanwhile: the newer document will do for a read; a writer holds the lock
             current = Table.objects.filter(pk=table_id).values_list("version", flat=True).first()
             patches = _patches(table_id, snapshot_version, current or snapshot_version)
             if current is not None and patches is not None:
-                return table_cache.put(table_id, current, _applied(data, patches))
+                return table_cache.put(table_id, current, _applied(data, patches), _size_after(size, patches))
     raise RuntimeError(f"The change log of table {table_id} lacks entries up to version {version}.")
+
+
+def _snapshot_document(table_id: int) -> tuple[int, Any, int] | None:
+    """The table's snapshot as (version, document, length of the JSON text it was parsed from), or None. The text
+    is read as the database gives it and parsed here, as Table.data's field would (its decoder), so its length
+    costs nothing more."""
+    with collector_paused():
+        row = (
+            TableSnapshot.objects.filter(table_id=table_id)
+            .values_list("version", Cast("data", output_field=TextField()))
+            .first()
+        )
+        if row is None:
+            return None
+        version, text = row
+        return version, json.loads(text, cls=TableDocumentDecoder), len(text)
 
 
 def _patches(table_id: int, after: int, upto: int) -> list[list] | None:
@@ -515,11 +535,34 @@ def _patches(table_id: int, after: int, upto: int) -> list[list] | None:
     return patches if len(patches) == upto - after else None
 
 
+def _size_after(size: int, patches: list[list]) -> int:
+    """The JSON size of a document of `size` bytes once `patches` are applied, for the cache's weight, from the
+    patches alone (their inverses, which may hold whole collections of records, are not read): a replace of the
+    whole document sets it; any other operation adds what it writes (size_delta) and takes nothing off, so the
+    size may count high until the document is next loaded, never low."""
+    for patch in patches:
+        for operation in _document_operations(patch):
+            if operation.get("op") == "replace" and operation.get("path") == "":
+                size = len(json.dumps(operation.get("value")))
+            else:
+                size += size_delta([operation], [])
+    return size
+
+
+def _document_operations(patch: list) -> list:
+    """The operations of an entry's patch that change the document: a rows table's entries also hold per-record
+    operations ({"collection": id, ...}), which change rows, not the document."""
+    return [operation for operation in patch if "collection" not in operation]
+
+
+def _document_delta(patch: list, inverse: list) -> int:
+    """How many bytes an entry grows the document by (size_delta of its document operations)."""
+    return size_delta(_document_operations(patch), _document_operations(inverse))
+
+
 def _applied(data: Any, patches: list[list]) -> Any:
     for patch in patches:
-        # A rows table's entries also hold per-record operations ({"collection": id, ...}): they change rows,
-        # not the document.
-        data = json_patch.apply(data, [operation for operation in patch if "collection" not in operation])
+        data = json_patch.apply(data, _document_operations(patch))
     return data
 
 
@@ -765,7 +808,8 @@ def table_restore(*, table_id: int, version: int) -> int:
         history = _append(table_id, new_version, patch, inverse, audit, now, new_size)
         if laid_out:
             Table.objects.filter(pk=table_id).update(rows_since_version=new_version)
-        transaction.on_commit(lambda: _committed(table_id, new_version, data, {}, history))
+        cached_size = entry.size + _document_delta(patch, inverse)
+        transaction.on_commit(lambda: _committed(table_id, new_version, data, cached_size, {}, history))
     return new_version
 
 
@@ -847,7 +891,8 @@ def table_relayout_entry(table_id: int, version: int, patch: list, inverse: list
     if version != current + 1:
         raise RuntimeError(f"Table {table_id} is at version {current}, not {version - 1}.")
     history = _append(table_id, version, patch, inverse, current_audit(), timezone.now(), size)
-    transaction.on_commit(lambda: _committed(table_id, version, data, {}, history))
+    # The document without records is small: measured whole.
+    transaction.on_commit(lambda: _committed(table_id, version, data, _size(data), {}, history))
 
 
 # rows_replace(table_id, version, data) writes a rows table's data whole inside the caller's transaction (under its
@@ -882,7 +927,7 @@ def table_replace(*, table: Table, data: Any, current: CachedTable, now: Any) ->
     history = _append(table.pk, new_version, patch, inverse, current_audit(), now, size)
     if whole:
         TableSnapshot.objects.update_or_create(table_id=table.pk, defaults={"version": new_version, "data": data})
-    transaction.on_commit(lambda: table_cache.put(table.pk, new_version, new_data))
+    transaction.on_commit(lambda: table_cache.put(table.pk, new_version, new_data, size))
     transaction.on_commit(lambda: _enforce_quietly(table.pk, history))
 
 
@@ -899,7 +944,8 @@ def _replace_rows(table_id: int, data: Any, version: int, size: int, now: Any) -
     history = _append(table_id, new_version, patch, inverse, current_audit(), now, size)
     if laid_out:
         Table.objects.filter(pk=table_id).update(rows_since_version=new_version)
-    transaction.on_commit(lambda: table_cache.put(table_id, new_version, document))
+    # The document without records is small: measured whole.
+    transaction.on_commit(lambda: table_cache.put(table_id, new_version, document, _size(document)))
     transaction.on_commit(lambda: _enforce_quietly(table_id, history))
 
 

@@ -67,6 +67,22 @@ def test_capacity_read_on_every_put(make_cache, settings):
     assert list(cache.keys()) == [9]
 
 
+def test_weight_bounds_read_on_every_put(make_cache):
+    """Callable weight bounds (a setting) are read again on every put: a lowered total drops the oldest entries,
+    and an entry over the lowered entry bound is not kept."""
+    # given
+    limit = {"total": 10, "entry": 6}
+    cache = make_cache(max_weight=lambda: limit["total"], max_entry_weight=lambda: limit["entry"], weigh=len)
+    cache.put_many([("a", "aaa"), ("b", "bbb"), ("c", "ccc")])
+    # when
+    limit["total"], limit["entry"] = 5, 3
+    kept = cache.put("d", "dd")
+    refused = cache.put("e", "eeee")
+    # then
+    assert (kept, refused) == ("dd", "eeee")
+    assert (list(cache.keys()), cache.weight, cache.max_weight) == (["c", "d"], 5, 5)
+
+
 def test_discard_where_pop_and_clear_all(make_cache):
     """discard_where drops matching entries, pop returns the value, clear_all empties every cache."""
     # given

@@ -58,7 +58,7 @@ def test_the_docs_limits_tables_are_read():
     # when
     settings_named = {setting for _, setting, _ in documented_limits()}
     # then
-    assert len(settings_named) == 27
+    assert len(settings_named) == 28
     assert {"TOOLHUB_MAX_TABLE_BYTES", "TOOLHUB_MAX_ROWS_TABLE_BYTES", "TOOLHUB_IMPORTS_PER_WORKER"} <= settings_named
     assert "TOOLHUB_MAX_REQUEST_BYTES" in settings_named  # its own row, not only the import row's parenthesis
 

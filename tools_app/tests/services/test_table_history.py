@@ -246,7 +246,7 @@ def test_another_workers_write_is_caught_up_not_reparsed(write_tools, orders):
     held = table_cache.held(orders.pk)
     with table_log.write_audit(table_log.WriteAudit()):
         execute(tool=write_tools["create"], arguments={"elements": [{"id": 4}]})
-    table_cache.put(orders.pk, held.version, held.data)  # as if the write had been made by another worker
+    table_cache.put(orders.pk, held.version, held.data, held.size)  # as if the write had been made by another worker
     table_cache._store.put(orders.pk, held)
     # when
     with CaptureQueriesContext(connection) as queries:
@@ -740,7 +740,7 @@ def test_size_limit_is_checked_on_the_estimate(write_tools, orders, settings):
 def test_a_catch_up_that_does_not_apply_loads_the_snapshot(write_tools, orders):
     """A cached version whose patches do not apply (never expected) is not trusted: the snapshot and the log are."""
     # given: this process holds a wrong version 1 (one record short)
-    table_cache.put(orders.pk, 1, RECORDS[:1])
+    table_cache.put(orders.pk, 1, RECORDS[:1], len(str(RECORDS[:1])))
     write_elsewhere(orders.pk, [{"op": "remove", "path": "/2"}], [{"op": "add", "path": "/2", "value": RECORDS[2]}])
     # when
     version, data = services.table_data(orders.pk)
