@@ -1,9 +1,11 @@
 """Concurrent writers on one table stored as rows: nothing lost, versions contiguous, and the history (per-record
-operations) equals the rows. Threads of one process on PostgreSQL; processes of their own, through the call
-pipeline, on a migrated SQLite file and on PostgreSQL; reads that never mix versions while writers commit."""
+operations) equals the rows. Threads of one process on PostgreSQL; processes of their own on a migrated SQLite file
+and on PostgreSQL, writing through the call pipeline, and restoring and rewriting the data through the services;
+reads that never mix versions while writers commit."""
 
 import json
 import os
+import time
 from collections import Counter
 
 import pytest
@@ -299,51 +301,56 @@ def _rows_table_setup() -> dict:
     return {"owner": owner.pk, "table": table.pk, "tools": tools, "stored": _stored(table.pk)}
 
 
+def _pipeline_calls(owner_id: int, tool_ids: dict[str, int]):
+    """call(kind, arguments) -> (value, None) or (None, (code, details)): the tool of that kind run through the
+    call pipeline as the API runs it."""
+    from tools_app.execution import pipeline
+    from tools_app.models import Surface, Tool
+
+    caller = pipeline.Caller(surface=Surface.API, user_id=owner_id)
+    targets = {kind: pipeline.target_of_tool(Tool.objects.get(pk=pk)) for kind, pk in tool_ids.items()}
+
+    def call(kind: str, arguments: dict) -> tuple:
+        target = targets[kind]
+        outcome = pipeline.run_tool_call(caller=caller, target=target, name=target.tool_name, arguments=arguments)
+        return (outcome.value, None) if outcome.ok else (None, (str(outcome.error.code), outcome.error.details))
+
+    return call
+
+
 class _Client:
-    """One client of the table, calling its tools through the call pipeline as the API does; every write it
+    """One client of the table, calling its tools through `call` (_pipeline_calls); every write it
     sends is logged as (tag, operation, key, version answered or None, "ok" or the error's code)."""
 
-    def __init__(self, owner_id: int, tool_ids: dict[str, int], client: int) -> None:
-        from tools_app.execution import pipeline
-        from tools_app.models import Surface, Tool
-
-        self.caller = pipeline.Caller(surface=Surface.API, user_id=owner_id)
-        self.targets = {kind: pipeline.target_of_tool(Tool.objects.get(pk=pk)) for kind, pk in tool_ids.items()}
+    def __init__(self, call, client: int) -> None:
+        self.call = call
         self.client = client
         self.known = 1  # the newest version this client was told of
         self.log: list[tuple] = []
 
-    def call(self, kind: str, arguments: dict):
-        from tools_app.execution import pipeline
-
-        target = self.targets[kind]
-        return pipeline.run_tool_call(caller=self.caller, target=target, name=target.tool_name, arguments=arguments)
-
-    def write(self, operation: str, kind: str, tag: str, key: str, arguments: dict):
-        outcome = self.call(kind, arguments)
-        if outcome.ok:
-            self.known = max(self.known, outcome.value["version"])
-            self.log.append((tag, operation, key, outcome.value["version"], "ok"))
+    def write(self, operation: str, kind: str, tag: str, key: str, arguments: dict) -> tuple:
+        value, error = self.call(kind, arguments)
+        if error is None:
+            self.known = max(self.known, value["version"])
+            self.log.append((tag, operation, key, value["version"], "ok"))
         else:
-            self.log.append((tag, operation, key, None, str(outcome.error.code)))
-        return outcome
+            self.log.append((tag, operation, key, None, error[0]))
+        return value, error
 
     def write_at_known_version(self, operation: str, kind: str, tag: str, key: str, build) -> None:
         """build(attempt's tag) -> the arguments, read again for each attempt; sent with expected_version."""
-        from tools_app.kernel.errors import ErrorCode
-
         for attempt in range(ATTEMPTS):
             arguments = {**build(f"{tag}r{attempt}"), "expected_version": self.known}
-            outcome = self.write(operation, kind, f"{tag}r{attempt}", key, arguments)
-            if outcome.ok or outcome.error.code != ErrorCode.VERSION_CONFLICT:
+            _, error = self.write(operation, kind, f"{tag}r{attempt}", key, arguments)
+            if error is None or error[0] != "VERSION_CONFLICT":
                 return
-            self.known = outcome.error.details["current_version"]
+            self.known = error[1]["current_version"]
         raise AssertionError(f"{operation} {key}: {ATTEMPTS} conflicts in a row")
 
     def counter(self) -> int:
-        outcome = self.call("select", {"keys": ["counter"]})
-        assert outcome.ok, outcome.error
-        return outcome.value["items"][0]["n"]
+        value, error = self.call("select", {"keys": ["counter"]})
+        assert error is None, error
+        return value["items"][0]["n"]
 
     def run(self) -> list[tuple]:
         for round_ in range(ROUNDS):
@@ -381,7 +388,9 @@ def _rows_writer(owner_id: int, tool_ids: dict[str, int], process: int) -> tuple
     """THREADS clients (_Client) at once, once every writer process is here (so each runs in its own); (their
     writes' log, the exceptions raised)."""
     _writers_ready.wait(timeout=120)
-    results = _in_threads(THREADS, lambda thread: _Client(owner_id, tool_ids, process * THREADS + thread).run())
+    results = _in_threads(
+        THREADS, lambda thread: _Client(_pipeline_calls(owner_id, tool_ids), process * THREADS + thread).run()
+    )
     failures = [repr(result) for result in results if isinstance(result, BaseException)]
     return [entry for result in results if isinstance(result, list) for entry in result], failures
 
@@ -467,12 +476,23 @@ def _assert_nothing_lost(setup: dict, log: list[tuple], stored: dict) -> None:
     assert _replayed(rows, [inverse for _, _, inverse in reversed(entries)]) == before
 
 
-def test_writers_in_processes_on_a_rows_table_on_sqlite_lose_nothing(tmp_path):
+@pytest.fixture
+def migrated_sqlite_url(tmp_path) -> str:
+    """The URL of a migrated SQLite file for processes of their own; in the SQLite run only (its processes do not
+    use the run's database, so the PostgreSQL run would repeat the same test)."""
+    from django.conf import settings
+
+    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
+        pytest.skip("on an SQLite file: the SQLite run runs it")
+    migrated_sqlite_file(tmp_path / "rows.sqlite3")
+    return f"sqlite:///{tmp_path / 'rows.sqlite3'}"
+
+
+def test_writers_in_processes_on_a_rows_table_on_sqlite_lose_nothing(migrated_sqlite_url):
     """3 processes x 2 clients on a migrated SQLite file, through the call pipeline: creates, a create of one key
     by every client at once, read-and-increment of a counter and deletes at the version the client knows
     (retried on VERSION_CONFLICT), merges into a shared record: see _assert_nothing_lost."""
-    migrated_sqlite_file(tmp_path / "rows.sqlite3")
-    _assert_nothing_lost(*_race_writers_on_a_rows_table(f"sqlite:///{tmp_path / 'rows.sqlite3'}"))
+    _assert_nothing_lost(*_race_writers_on_a_rows_table(migrated_sqlite_url))
 
 
 @pytest.mark.postgres
@@ -480,3 +500,108 @@ def test_writers_in_processes_on_a_rows_table_on_postgresql_lose_nothing(postgre
     """As on SQLite, on the test run's PostgreSQL database: 3 processes x 2 clients, each client its own
     connection."""
     _assert_nothing_lost(*_race_writers_on_a_rows_table(_database_url()))
+
+
+PLAIN_CALLS = 12
+REWRITES = 4
+
+
+def _plain_writer(owner_id: int, tool_ids: dict[str, int], process: int) -> list[tuple]:
+    """PLAIN_CALLS calls through the call pipeline: creates of this process's records, fields merged into the shared
+    record, deletes of its records created two calls before (KEY_NOT_FOUND when a replace or restore took them
+    away first); (kind, version answered or None, "ok" or the error's code) each."""
+    _writers_ready.wait(timeout=120)
+    call = _pipeline_calls(owner_id, tool_ids)
+    log = []
+    for index in range(PLAIN_CALLS):
+        kind = ("create", "update", "delete")[index % 3]
+        if kind == "create":
+            arguments = {"elements": [{"id": f"p{process}-{index}", "n": index}]}
+        elif kind == "update":
+            arguments = {"elements": [{"id": "shared", f"p{process}-{index}": index}]}
+        else:
+            arguments = {"keys": [f"p{process}-{index - 2}"]}
+        value, error = call(kind, arguments)
+        log.append((kind, None, error[0]) if error else (kind, value["version"], "ok"))
+    return log
+
+
+def _restorer(table_id: int, start: int) -> list[tuple]:
+    """While the writers write: whole-data writes, each followed by a restore to one of the last versions
+    (services.table_update, services.table_restore: what the API's PUT and restore run); (what, new version, the
+    data written or the version restored) each."""
+    import random
+
+    from tools_app import services
+    from tools_app.models import Table
+
+    _writers_ready.wait(timeout=120)
+    choose = random.Random(29)
+    log = []
+    for index in range(REWRITES):
+        data = [{"id": "shared", "rewrite": index}, {"id": f"rewritten-{index}"}]
+        version = services.table_update(table=Table.objects.get(pk=table_id), data=data).version
+        log.append(("replace", version, data))
+        time.sleep(0.02)  # the writers write in between
+        version = Table.objects.filter(pk=table_id).values_list("version", flat=True).get()
+        target = choose.randint(max(start, version - 8), version - 1)
+        log.append(("restore", services.table_restore(table_id=table_id, version=target), target))
+    return log
+
+
+def _positions_at(before: dict, entries: list) -> dict[int, dict]:
+    """Each version's rows, replayed forward from `before` (the rows at the version before the first entry)."""
+    at = {entries[0][0] - 1: before}
+    for version, patch, _ in entries:
+        at[version] = _replayed(at[version - 1], [patch])
+    return at
+
+
+def _race_restores_on_a_rows_table(database_url: str) -> None:
+    """2 writer processes and 1 process restoring and rewriting the data, at once: one version per answered write,
+    contiguous; every restored version's rows are the rows of the version it names and every rewrite's rows the
+    data written (by the history replayed forward, which also gives the rows); the inverses back give the rows set
+    up; the collection's count and directory are its rows'."""
+    with _spawn_pool(3, _django, (database_url, SPAWN.Barrier(3))) as pool:
+        setup = pool.apply(_rows_table_setup)
+        start = setup["stored"]["version"]
+        writers = [pool.apply_async(_plain_writer, (setup["owner"], setup["tools"], process)) for process in (0, 1)]
+        rewrites = pool.apply_async(_restorer, (setup["table"], start))
+        writes = [entry for writer in writers for entry in writer.get(timeout=300)]
+        rewritten = rewrites.get(timeout=300)
+        stored = pool.apply(_stored, (setup["table"],))
+    assert {(kind, code) for kind, _, code in writes if code != "ok"} <= {("delete", "KEY_NOT_FOUND")}
+    assert {kind for kind, _, code in writes if code == "ok"} == {"create", "update", "delete"}
+    assert [what for what, _, _ in rewritten] == ["replace", "restore"] * REWRITES
+    versions = sorted([version for _, version, code in writes if code == "ok"] + [v for _, v, _ in rewritten])
+    assert versions == list(range(start + 1, start + 1 + len(versions)))
+    entries = [entry for entry in stored["entries"] if entry[0] > start]
+    assert [version for version, _, _ in entries] == versions == list(range(start + 1, stored["version"] + 1))
+    before = _positions(setup["stored"]["records"])
+    at = _positions_at(before, entries)
+    for what, version, restored in rewritten:
+        if what == "restore":
+            assert at[version] == at[restored], (version, restored)
+        else:
+            assert [data for _, (_, data) in sorted(at[version].items())] == restored, version
+    rows = _positions(stored["records"])
+    assert at[stored["version"]] == rows
+    assert _replayed(rows, [inverse for _, _, inverse in reversed(entries)]) == before
+    assert len(rows) == len(stored["records"]) == len({key for _, key, _ in stored["records"]})
+    assert stored["record_count"] == len(rows)
+    assert stored["blocks"] == dict(Counter(position // stored["block_span"] for position in rows))
+
+
+def test_restores_and_rewrites_racing_writers_on_a_rows_table_on_sqlite_keep_history_equal_to_the_rows(
+    migrated_sqlite_url,
+):
+    """On a migrated SQLite file: see _race_restores_on_a_rows_table."""
+    _race_restores_on_a_rows_table(migrated_sqlite_url)
+
+
+@pytest.mark.postgres
+def test_restores_and_rewrites_racing_writers_on_a_rows_table_on_postgresql_keep_history_equal_to_the_rows(
+    postgres_db,
+):
+    """On the test run's PostgreSQL database: see _race_restores_on_a_rows_table."""
+    _race_restores_on_a_rows_table(_database_url())
