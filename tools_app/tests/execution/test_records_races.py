@@ -506,24 +506,31 @@ PLAIN_CALLS = 12
 REWRITES = 4
 
 
-def _plain_writer(owner_id: int, tool_ids: dict[str, int], process: int) -> list[tuple]:
-    """PLAIN_CALLS calls through the call pipeline: creates of this process's records, fields merged into the shared
+def _plain_writer(owner_id: int, tool_ids: dict[str, int], writer: int) -> list[tuple]:
+    """PLAIN_CALLS calls through the call pipeline: creates of this writer's records, fields merged into the shared
     record, deletes of its records created two calls before (KEY_NOT_FOUND when a replace or restore took them
     away first); (kind, version answered or None, "ok" or the error's code) each."""
-    _writers_ready.wait(timeout=120)
     call = _pipeline_calls(owner_id, tool_ids)
     log = []
     for index in range(PLAIN_CALLS):
         kind = ("create", "update", "delete")[index % 3]
         if kind == "create":
-            arguments = {"elements": [{"id": f"p{process}-{index}", "n": index}]}
+            arguments = {"elements": [{"id": f"w{writer}-{index}", "n": index}]}
         elif kind == "update":
-            arguments = {"elements": [{"id": "shared", f"p{process}-{index}": index}]}
+            arguments = {"elements": [{"id": "shared", f"w{writer}-{index}": index}]}
         else:
-            arguments = {"keys": [f"p{process}-{index - 2}"]}
+            arguments = {"keys": [f"w{writer}-{index - 2}"]}
         value, error = call(kind, arguments)
         log.append((kind, None, error[0]) if error else (kind, value["version"], "ok"))
     return log
+
+
+def _plain_writers(owner_id: int, tool_ids: dict[str, int]) -> list[tuple]:
+    """Once the restorer's process is here too: THREADS _plain_writer at once; their logs."""
+    _writers_ready.wait(timeout=120)
+    results = _in_threads(THREADS, lambda writer: _plain_writer(owner_id, tool_ids, writer))
+    assert not [result for result in results if isinstance(result, BaseException)], results
+    return [entry for result in results for entry in result]
 
 
 def _restorer(table_id: int, start: int) -> list[tuple]:
@@ -558,16 +565,16 @@ def _positions_at(before: dict, entries: list) -> dict[int, dict]:
 
 
 def _race_restores_on_a_rows_table(database_url: str) -> None:
-    """2 writer processes and 1 process restoring and rewriting the data, at once: one version per answered write,
-    contiguous; every restored version's rows are the rows of the version it names and every rewrite's rows the
-    data written (by the history replayed forward, which also gives the rows); the inverses back give the rows set
-    up; the collection's count and directory are its rows'."""
-    with _spawn_pool(3, _django, (database_url, SPAWN.Barrier(3))) as pool:
+    """THREADS writers in one process and another process rewriting the data and restoring versions, at once: one
+    version per answered write, contiguous; every restored version's rows are the rows of the version it names and
+    every rewrite's rows the data written (by the history replayed forward, which also gives the rows); the
+    inverses back give the rows set up; the collection's count and directory are its rows'."""
+    with _spawn_pool(2, _django, (database_url, SPAWN.Barrier(2))) as pool:
         setup = pool.apply(_rows_table_setup)
         start = setup["stored"]["version"]
-        writers = [pool.apply_async(_plain_writer, (setup["owner"], setup["tools"], process)) for process in (0, 1)]
+        writers = pool.apply_async(_plain_writers, (setup["owner"], setup["tools"]))
         rewrites = pool.apply_async(_restorer, (setup["table"], start))
-        writes = [entry for writer in writers for entry in writer.get(timeout=300)]
+        writes = writers.get(timeout=300)
         rewritten = rewrites.get(timeout=300)
         stored = pool.apply(_stored, (setup["table"],))
     assert {(kind, code) for kind, _, code in writes if code != "ok"} <= {("delete", "KEY_NOT_FOUND")}
