@@ -152,8 +152,12 @@ def _writer_process(
     return [v for r in results if isinstance(r, list) for v in r], failures
 
 
-def _spawn_pool(processes: int):
-    return multiprocessing.get_context("spawn").Pool(processes)
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def _spawn_pool(processes: int, initializer=None, initargs: tuple = ()):
+    """A pool of fresh interpreters; each runs initializer(*initargs) as it starts (say, Django set up)."""
+    return SPAWN.Pool(processes, initializer, initargs)
 
 
 def _database_url() -> str:
