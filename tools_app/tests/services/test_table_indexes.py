@@ -1,7 +1,7 @@
 """A table's indexed_fields (SPEC §10): the API and its checks, the engine's expression indexes per collection
 (tools_app.services.table_indexes, data_access/sql/indexes.py) used by the compiled filters, and slow queries
-on unindexed fields (data_access/slow_queries.py). On the test database's engine (SQLite, or PostgreSQL with
-DATABASE_URL)."""
+on unindexed fields (data_access/slow_queries.py; the call log's note of real slow reads is checked in
+execution/test_rows_reads.py). On the test database's engine (SQLite, or PostgreSQL with DATABASE_URL)."""
 
 import jmespath
 import pytest
@@ -18,9 +18,7 @@ from tools_app.data_access.sql.plan import build_plan, filtered_fields
 from tools_app.data_access.sql.render import dialect_for
 from tools_app.data_access.sql.store import field_kinds
 from tools_app.data_access.sql_query import compile_sql_expression, run_sql
-from tools_app.execution import pipeline
-from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
-from tools_app.models import CallLog, Surface, Table, TableCollection
+from tools_app.models import Table, TableCollection
 from tools_app.services.table_indexes import ensure_indexes
 from tools_app.tests import sql_differential as differential
 from tools_app.tests.sql_differential import dialect, store
@@ -394,39 +392,6 @@ def test_a_slow_query_on_an_unindexed_field_is_counted_and_suggests_the_field():
     assert _slow_count("total") == total_before + 1
     assert _slow_count("status") == status_before
     assert slow_queries.current_note() == ""  # outside a call
-
-
-@pytest.mark.django_db
-@override_settings(TOOLHUB_SLOW_QUERY_MS=10)
-def test_the_call_log_row_carries_the_suggestion(owner, table, make_tool, monkeypatch):
-    """A call during which a compiled query was reported slow: its CallLog row's notes suggest the field."""
-    # given
-    tool = make_tool(owner, table=table, type="query_data")
-    query = compile_sql_expression("[?customer=='ada'].id", "sqlite", "array")
-    assert query is not None
-    real_execute = pipeline.execute
-
-    def execute_and_report(*args, **kwargs):
-        slow_queries.observe_query(query, indexed_fields=[], duration_ms=35)
-        return real_execute(*args, **kwargs)
-
-    monkeypatch.setattr(pipeline, "execute", execute_and_report)
-    caller = Caller(surface=Surface.ADMIN, user_id=owner.pk, user=owner)
-
-    # when
-    outcome = run_tool_call(caller=caller, target=target_of_tool(tool), name=tool.name, arguments={"query": "[0].id"})
-    monkeypatch.undo()
-    plain = run_tool_call(caller=caller, target=target_of_tool(tool), name=tool.name, arguments={"query": "[1].id"})
-
-    # then
-    assert outcome.ok
-    assert plain.ok
-    rows = list(CallLog.objects.order_by("id").values_list("notes", flat=True))
-    assert rows == [
-        "A table query took 35 ms filtering or sorting on `customer` without an index: declare `customer` in the "
-        "table's indexed_fields.",
-        "",
-    ]
 
 
 def _statistics(collection_id: int) -> set[str]:
