@@ -41,7 +41,7 @@ MAX_NOTE_CHARS = 500
 
 
 def slow_query_ms() -> float:
-    """TOOLHUB_SLOW_QUERY_MS: a compiled query slower than this, reading an unindexed field, is reported."""
+    """TOOLHUB_SLOW_QUERY_MS: a read slower than this, filtering or sorting on an unindexed field, is reported."""
     return SLOW_QUERY_MS.get()
 
 
