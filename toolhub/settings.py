@@ -226,8 +226,9 @@ TOOLHUB_MAX_IMPORT_BYTES = env_int("TOOLHUB_MAX_IMPORT_BYTES", limits.MAX_IMPORT
 # "rows" when its data holds a record collection (docs/tables-at-scale.md, "New tables").
 TOOLHUB_NEW_TABLE_STORAGE = os.environ.get("TOOLHUB_NEW_TABLE_STORAGE", limits.NEW_TABLE_STORAGE.default)
 # Table record indexes (docs/tables-at-scale.md, "Indexes"): how many fields a table may declare in
-# indexed_fields; a query answered in SQL slower than TOOLHUB_SLOW_QUERY_MS that filters or sorts on an
-# undeclared field is counted (toolhub_slow_queries_total) and its call log row suggests declaring it.
+# indexed_fields; a read of a rows table slower than TOOLHUB_SLOW_QUERY_MS (in SQL, answered or stopped, or
+# streamed) that filters or sorts on an undeclared field is counted (toolhub_slow_queries_total) and its call
+# log row suggests declaring it.
 TOOLHUB_MAX_INDEXED_FIELDS = env_int("TOOLHUB_MAX_INDEXED_FIELDS", limits.MAX_INDEXED_FIELDS.default, minimum=0)
 TOOLHUB_SLOW_QUERY_MS = env_int("TOOLHUB_SLOW_QUERY_MS", int(limits.SLOW_QUERY_MS.default), minimum=0)
 # Table imports (POST /api/tables/import/, the admin's file upload) running at once per server process: per

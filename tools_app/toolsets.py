@@ -31,9 +31,16 @@ from tools_app.data_access import operations, pointer
 from tools_app.data_access.shape import describe, json_type
 from tools_app.kernel.errors import ToolError
 from tools_app.models import Binding, McpInstance, Table, Tool
-from tools_app.services.generate import ToolSetChange, generated_edited, generated_hash
+from tools_app.services.generate import ToolSetChange
+from tools_app.services.generated_text import (
+    fast_fields_sentence,
+    field_ref,
+    fit_description,
+    generated_edited,
+    generated_hash,
+)
 from tools_app.tool_schemas import default_input_schema
-from tools_app.validators import MAX_DESCRIPTION, validate_json_pointer
+from tools_app.validators import validate_json_pointer
 
 __all__ = [
     "GeneratedTools",
@@ -140,11 +147,6 @@ def _literal(value: Any) -> str:
     return "`" + json.dumps(value) + "`"
 
 
-def _field_ref(name: str) -> str:
-    """A field name as a JMESPath identifier (quoted when it is not a plain one)."""
-    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else json.dumps(name)
-
-
 class _Sample:
     """What the descriptions need from the value at the mount."""
 
@@ -247,15 +249,15 @@ def _example_queries(sample: _Sample, json_path: str) -> list[tuple[str, Any]]:
     if sample.is_array:
         if text_field:
             value = sample.examples[text_field]
-            candidates.append(f"[?{_field_ref(text_field)}=={_literal(value)}] | length(@)")
+            candidates.append(f"[?{field_ref(text_field)}=={_literal(value)}] | length(@)")
         if number_field and key:
-            candidates.append(f"max_by(@, &{_field_ref(number_field)}).{_field_ref(key)}")
+            candidates.append(f"max_by(@, &{field_ref(number_field)}).{field_ref(key)}")
         elif key and text_field:
             candidates.append(
-                f"[:3].{{{_field_ref(key)}: {_field_ref(key)}, {_field_ref(text_field)}: {_field_ref(text_field)}}}"
+                f"[:3].{{{field_ref(key)}: {field_ref(key)}, {field_ref(text_field)}: {field_ref(text_field)}}}"
             )
     elif text_field:
-        candidates.append(f"values(@)[?{_field_ref(text_field)}=={_literal(sample.examples[text_field])}] | length(@)")
+        candidates.append(f"values(@)[?{field_ref(text_field)}=={_literal(sample.examples[text_field])}] | length(@)")
     mount = operations.Mount("", key or "id")
     verified = []
     for expression in candidates:
@@ -418,10 +420,6 @@ def _output_schema(tool_type: str, sample: _Sample, preview_keys: list[str]) -> 
     return None  # query_data: any JSON value
 
 
-def _fit(text: str) -> str:
-    return text if len(text) <= MAX_DESCRIPTION else text[: MAX_DESCRIPTION - 1] + "…"
-
-
 def _descriptions(
     prefix: str, table: Table, json_path: str, sample: _Sample, preview_keys: list[str], queries: list
 ) -> dict[str, tuple[str, list[str]]]:
@@ -437,8 +435,7 @@ def _descriptions(
     ident = f"their {key_shown} field" if key else "their key"
     summary = sample.field_summary(420)
     fields_text = f" Fields (names and example values quoted from the data): {summary}." if summary else ""
-    indexed = ", ".join(_field_ref(name) for name in table.indexed_fields)
-    fast_text = f" Filters and sorts on {indexed} are fast (indexed); on other fields slower." if indexed else ""
+    fast_text = fast_fields_sentence(table.indexed_fields)  # kept current by table_update (services.generated_text)
     example_lines = "; ".join(f"`{expression}` -> {_short(result)}" for expression, result in queries)
     key_examples = (
         [sample.records[i].get(key) for i in range(min(2, len(sample.records)))]
@@ -486,7 +483,7 @@ def _descriptions(
         ),
         "delete": (f"Delete records of {where} by {ident}, e.g. keys={key_list}; reports how many.", []),
     }
-    return {tool_type: (_fit(text), examples) for tool_type, (text, examples) in texts.items()}
+    return {tool_type: (fit_description(text), examples) for tool_type, (text, examples) in texts.items()}
 
 
 def _unique_in(table_id: int, json_path: str) -> Callable[[list[str]], list[str]]:

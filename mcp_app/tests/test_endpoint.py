@@ -12,6 +12,7 @@ from tools_app.execution import pipeline as mcp_server
 from tools_app.models import CallLog, McpInstance, Table, Tool
 from tools_app.registry.instance_scope import InstanceScope
 from tools_app.services import binding_update, instance_update
+from tools_app.toolsets import generate_tools
 
 
 def tools_of(reply):
@@ -736,6 +737,30 @@ def test_tool_rename_is_seen_by_the_next_request(harness, owner, table, make_too
     assert harness.call("shop", key, "orders_query", {"query": "length(@)"})["error"]["code"] == -32602
     assert harness.call("shop", key, "find_orders", {"query": "length(@)"})["result"]["structuredContent"] == {
         "result": 3
+    }
+
+
+def test_indexed_fields_change_is_seen_in_the_next_tools_list(harness, owner, make_table, instance, key):
+    """Declaring a table's indexed_fields rewrites the fast-fields sentence of its generated tools (the service the
+    API and the admin save through): the next tools/list describes the new fields, the rest as generated."""
+    # given
+    table = make_table(owner, name="orders", data=[{"id": 1, "status": "paid"}, {"id": 2, "status": "open"}])
+    generate_tools(owner=owner, table=table, mcp_instance=instance)
+    before = {name: tool["description"] for name, tool in tools_of(harness.rpc("shop", key, "tools/list")).items()}
+    assert "fast (indexed)" not in before["orders_query"]
+    # when
+    services.table_update(table=table, indexed_fields=["status"])
+    # then
+    after = {name: tool["description"] for name, tool in tools_of(harness.rpc("shop", key, "tools/list")).items()}
+    fast = " Filters and sorts on status are fast (indexed); on other fields slower."
+    assert after["orders_query"] == before["orders_query"].replace(
+        "and return its value.", "and return its value." + fast, 1
+    )
+    assert after["orders_schema"] == before["orders_schema"].replace(
+        "before writing a query.", "before writing a query." + fast, 1
+    )
+    assert {name: text for name, text in after.items() if name not in ("orders_query", "orders_schema")} == {
+        name: text for name, text in before.items() if name not in ("orders_query", "orders_schema")
     }
 
 

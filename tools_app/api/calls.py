@@ -37,6 +37,11 @@ class CallSerializer(serializers.ModelSerializer):
         help_text="The result the client got, or for a failed call its error `{error, message, details}`, as JSON "
         "(redacted; cut and marked when `result_truncated`); null when not recorded."
     )
+    notes = serializers.CharField(
+        read_only=True,
+        help_text="What the call's reads suggest (a table query slow on fields the table does not index: which to "
+        "declare in its indexed_fields); empty when nothing.",
+    )
     details_recorded = serializers.BooleanField(
         read_only=True,
         help_text="Whether arguments and result_excerpt were recorded (false: the instance records metadata only, "
@@ -65,6 +70,7 @@ class CallSerializer(serializers.ModelSerializer):
             "arguments_truncated",
             "result_excerpt",
             "result_truncated",
+            "notes",
         ]
         read_only_fields = fields
 

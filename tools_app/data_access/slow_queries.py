@@ -1,10 +1,16 @@
 """Slow table queries on fields without an index, made visible (docs/tables-at-scale.md, "Indexes").
 
-Whoever runs a compiled query (tools_app.data_access.sql_query.run_sql) times it and reports it:
+Whoever runs a compiled query (tools_app.data_access.sql_query.run_sql) times it and reports it, whether it
+answered or was stopped (its budget, a cancellation, the answer's bounds):
 
     slow = observe_query(query, indexed_fields=table.indexed_fields, duration_ms=elapsed)
 
-When the query took over TOOLHUB_SLOW_QUERY_MS and its plan filters or sorts on record fields the table does
+and whoever evaluates a query over records read in chunks (tools_app.data_access.streamed) reports the fields its
+plan filters or sorts the records on (streamed.Plan.filtered_fields) the same way:
+
+    slow = observe_fields(plan.filtered_fields, indexed_fields=table.indexed_fields, duration_ms=elapsed)
+
+When the read took over TOOLHUB_SLOW_QUERY_MS and filtered or sorted on record fields the table does
 not declare (plan.filtered_fields), each such field is counted in `toolhub_slow_queries_total{field=...}`, and
 the call in progress (the pipeline's `watching()` block) keeps the suggestion for its call-log row
 (CallLog.notes): "declare `f` in indexed_fields". A query whose fields are all indexed is not reported: an
@@ -20,13 +26,22 @@ from tools_app.data_access.sql_query import SqlQuery
 from tools_app.kernel.limits import SLOW_QUERY_MS
 from tools_app.kernel.telemetry.metrics import slow_query
 
-__all__ = ["CallNotes", "SlowQuery", "current_note", "observe_query", "slow_query_ms", "suggestion", "watching"]
+__all__ = [
+    "CallNotes",
+    "SlowQuery",
+    "current_note",
+    "observe_fields",
+    "observe_query",
+    "slow_query_ms",
+    "suggestion",
+    "watching",
+]
 
 MAX_NOTE_CHARS = 500
 
 
 def slow_query_ms() -> float:
-    """TOOLHUB_SLOW_QUERY_MS: a compiled query slower than this, reading an unindexed field, is reported."""
+    """TOOLHUB_SLOW_QUERY_MS: a read slower than this, filtering or sorting on an unindexed field, is reported."""
     return SLOW_QUERY_MS.get()
 
 
@@ -92,7 +107,14 @@ def observe_query(query: SqlQuery, *, indexed_fields: Collection[str], duration_
     progress) when it is slow and filtered or sorted on fields outside `indexed_fields`; else None."""
     if duration_ms <= slow_query_ms():
         return None
-    unindexed = tuple(sorted(filtered_fields(query.plan) - set(indexed_fields)))
+    return observe_fields(filtered_fields(query.plan), indexed_fields=indexed_fields, duration_ms=duration_ms)
+
+
+def observe_fields(fields: Collection[str], *, indexed_fields: Collection[str], duration_ms: float) -> SlowQuery | None:
+    """Report a read that ran for `duration_ms` filtering or sorting the records on `fields`: as observe_query."""
+    if duration_ms <= slow_query_ms():
+        return None
+    unindexed = tuple(sorted(set(fields) - set(indexed_fields)))
     if not unindexed:
         return None
     for name in unindexed:

@@ -120,6 +120,9 @@ class Plan:
     count: bool
     tail: Evaluator | None
     reduce: TopK | Extreme | Every | None = None
+    # The record fields it filters the records on or orders them by (_filtered_fields): a slow evaluation's
+    # report names those the table does not index (data_access.slow_queries).
+    filtered_fields: frozenset[str] = frozenset()
 
 
 def plan(expression: str, kind: str) -> Plan | None:
@@ -150,7 +153,58 @@ def _plan(expression: str, kind: str) -> Plan | None:
         count=count,
         tail=compile_ast(_piped(tail)) if tail else None,
         reduce=reduce,
+        filtered_fields=_filtered_fields(head, tail),
     )
+
+
+# The nodes of a filter's condition whose record-field operands decide its test, as sql.plan lists a compiled
+# filter's (a field inside another function, `to_string(f)`, is no index's expression).
+_TESTS = frozenset({"comparator", "and_expression", "or_expression", "not_expression"})
+_FIELD_TESTS = frozenset({"contains", "starts_with", "ends_with"})
+
+
+def _filtered_fields(head: dict, tail: list[dict]) -> frozenset[str]:
+    """The top-level record fields whose values decide which records the plan keeps or in what order, as
+    sql.plan.filtered_fields lists a compiled plan's (the fields an index of a declared field can serve): the
+    tests of a filter over the records (`[?status=='x']`, `values(@)[?total > `5`]`), the key of a reduction
+    over the records themselves (`sort_by(@, &f)`, `max_by(@, &f)`), and the field whose values `max`, `min` or
+    `sort` rank (`[*].f | max(@)`). Paths below a field (`a.b`) and fields of flattened items are not listed."""
+    found: set[str] = set()
+    items: str | None = None  # "@" when the head's items are the records, a field's name when that field's values
+    levels = _levels(head)
+    first_level = levels[0]  # the one over the records
+    if _over_records(first_level):
+        items = "@"
+    elif first_level["type"] in _PROJECTIONS and _over_records(first_level["children"][0]):
+        if first_level["type"] == "filter_projection":
+            _test_fields(first_level["children"][2], found)
+        right = first_level["children"][1]
+        items = "@" if right["type"] in _SOURCES else right["value"] if right["type"] == "field" else None
+    if len(levels) > 1:
+        items = None  # the items of a flattening
+    first = tail[0] if tail else None
+    if first is not None and items == "@":
+        for name in ("sort_by", "max_by", "min_by"):
+            if _is_function_of_current(first, name, 2):
+                key = first["children"][1]["children"][0]
+                if key["type"] == "field":
+                    found.add(key["value"])
+    elif first is not None and items is not None:
+        if any(_is_function_of_current(first, name, 1) for name in ("max", "min", "sort")):
+            found.add(items)
+    return frozenset(found)
+
+
+def _over_records(node: dict) -> bool:
+    return node["type"] in _SOURCES or _is_values_of_current(node)
+
+
+def _test_fields(node: dict, found: set[str]) -> None:
+    if node["type"] == "field":
+        found.add(node["value"])
+    elif node["type"] in _TESTS or (node["type"] == "function_expression" and node["value"] in _FIELD_TESTS):
+        for child in node["children"]:
+            _test_fields(child, found)
 
 
 def _sequence(node: dict, kind: str) -> list[dict]:

@@ -142,6 +142,9 @@ class Collection:
     key_field: str
     record_count: int
     known: Known | None = None  # its field kinds (tools_app.data_access.sql.kinds); None: not known
+    # The table's indexed_fields as the read's snapshot holds them (a JSON column's value: decoded only for a slow
+    # read's report, _declared); None: not read with the collection (the report reads them).
+    declared: Any = None
 
     @property
     def tokens(self) -> tuple[str, ...]:
@@ -226,7 +229,9 @@ def snapshot(table_id: int) -> Iterator[int]:
             raise Table.DoesNotExist(f"Table {table_id} does not exist.")
         version = found[0][0]
         held_collections = {
-            row[2]: Collection(row[1], row[2], row[3], row[4], row[5], known=Known.of(store.json_value(row[6])))
+            row[2]: Collection(
+                row[1], row[2], row[3], row[4], row[5], known=Known.of(store.json_value(row[6])), declared=row[7]
+            )
             for row in found
             if row[1] is not None
         }
@@ -243,15 +248,18 @@ def snapshot(table_id: int) -> Iterator[int]:
 @cache
 def _snapshot_sql(vendor: str) -> str:
     """A snapshot's first statement: the table's version and its collections (NULLs in the collection's columns when
-    it has none; no row when the table is gone). Built once from the models' tables and columns (quoted for
-    `vendor`): the ORM would compile it again at every read. Its parameter is named (`%(table)s`), which Django's
-    SQLite cursor binds without rewriting the statement (tools_app.selectors._call_target_sql)."""
+    it has none; no row when the table is gone), with the table's indexed_fields (what a slow read's report needs:
+    read here, as a statement the budget stopped may leave no transaction to read them in). Built once from the
+    models' tables and columns (quoted for `vendor`): the ORM would compile it again at every read. Its parameter
+    is named (`%(table)s`), which Django's SQLite cursor binds without rewriting the statement
+    (tools_app.selectors._call_target_sql)."""
     quote = connection.ops.quote_name
 
     t, c = Table, TableCollection
     fields = ", ".join(f"c.{column(c, name)}" for name in ("id", "mount", "kind", "key_field", "record_count"))
     return (
-        f"SELECT t.{column(t, 'version')}, {fields}, c.{column(c, 'field_kinds')} FROM {quote(t._meta.db_table)} t"
+        f"SELECT t.{column(t, 'version')}, {fields}, c.{column(c, 'field_kinds')}, t.{column(t, 'indexed_fields')}"
+        f" FROM {quote(t._meta.db_table)} t"
         f" LEFT JOIN {quote(c._meta.db_table)} c ON c.{column(c, 'table')} = t.{column(t, 'id')}"
         f" WHERE t.{column(t, 'id')} = %(table)s"
     )
@@ -1397,16 +1405,23 @@ def _query(
     keep = None if where is None else narrowing.keeps(where)
     decomposed = streamed.plan(expression, collection.kind)
     if decomposed is not None:  # evaluated chunk by chunk, only its results kept (data_access.streamed)
-        chunks = _chunks(collection)
-        return streamed.run(
-            expression,
-            decomposed,
-            chunks,
-            collection.kind,
-            limit=max_evaluated_bytes(),
-            keep=keep,
-            length=collection.record_count,
-        )
+        started = time.perf_counter()
+        try:
+            return streamed.run(
+                expression,
+                decomposed,
+                _chunks(collection),
+                collection.kind,
+                limit=max_evaluated_bytes(),
+                keep=keep,
+                length=collection.record_count,
+            )
+        finally:  # answered or stopped, as a compiled statement (_run_compiled)
+            duration_ms = (time.perf_counter() - started) * 1000
+            if duration_ms > slow_queries.slow_query_ms():
+                slow_queries.observe_fields(
+                    decomposed.filtered_fields, indexed_fields=_declared(collection), duration_ms=duration_ms
+                )
     return operations.query_data(_value(collection, keep), Mount("", mount.key_field), arguments)
 
 
@@ -1428,20 +1443,24 @@ def _gathered_only(found: multiselect.Split, collection: Collection, where: dict
 def _run_compiled(compiled: SqlQuery, collection: Collection, rows: tuple[int, int] | None = None) -> SqlAnswer | None:
     """run_sql over the collection under the call's budget (engine_cursor; chunked: on PostgreSQL the answer arrives
     FETCH_ROWS rows at a time, and an answer stopped by its bounds is stopped in the server), a slow statement
-    reported (_observe)."""
+    reported (data_access.slow_queries) whether it answered or was stopped (the call's budget, its cancellation,
+    the answer's bounds): a statement stopped for its cost is the one an index would most help."""
     started = time.perf_counter()
-    with engine_cursor(chunked=True) as cursor:
-        answer = run_sql(
-            compiled,
-            cursor,
-            table=_records_table(),
-            collection_id=collection.id,
-            layouts=lambda ids: store.layouts_by_id(cursor, _layouts_table(), ids),
-            known=collection.known,
-            rows=rows,
-        )
-    _observe(compiled, collection, (time.perf_counter() - started) * 1000)
-    return answer
+    try:
+        with engine_cursor(chunked=True) as cursor:
+            return run_sql(
+                compiled,
+                cursor,
+                table=_records_table(),
+                collection_id=collection.id,
+                layouts=lambda ids: store.layouts_by_id(cursor, _layouts_table(), ids),
+                known=collection.known,
+                rows=rows,
+            )
+    finally:
+        duration_ms = (time.perf_counter() - started) * 1000
+        if duration_ms > slow_queries.slow_query_ms():
+            slow_queries.observe_query(compiled, indexed_fields=_declared(collection), duration_ms=duration_ms)
 
 
 def _compiled_window(compiled: SqlQuery, collection: Collection, window: PageWindow) -> Cut | None:
@@ -1474,13 +1493,14 @@ def _compiled_window(compiled: SqlQuery, collection: Collection, window: PageWin
     return window.cut(items(), collection.record_count)
 
 
-def _observe(compiled: SqlQuery, collection: Collection, duration_ms: float) -> None:
-    """A slow compiled statement filtering or sorting on fields the table does not index is reported
-    (data_access.slow_queries: the metric, and the call log's note). The declared fields are read only then."""
-    if duration_ms <= slow_queries.slow_query_ms():
-        return
+def _declared(collection: Collection) -> list[str]:
+    """The indexed_fields of the collection's table, for a slow read's report (data_access.slow_queries): as its
+    snapshot read them, else read now (a collection read outside a snapshot: a write's, in the caller's
+    transaction, where a stopped statement rolled back only its savepoint)."""
+    if collection.declared is not None:
+        return store.json_value(collection.declared)
     indexed = Table.objects.filter(collections__id=collection.id).values_list("indexed_fields", flat=True).first()
-    slow_queries.observe_query(compiled, indexed_fields=indexed or [], duration_ms=duration_ms)
+    return indexed or []
 
 
 def _select_keys(collection: Collection, mount: Mount, arguments: dict) -> Any:

@@ -217,7 +217,8 @@ SLOW_QUERY_MS = Measure(
     "TOOLHUB_SLOW_QUERY_MS",
     200,
     "ms",
-    "a table query answered in SQL slower than this, on an unindexed field, is reported",
+    "a read of a rows table (in SQL, answered or stopped, or streamed) slower than this, on an unindexed field,"
+    " is reported",
 )
 
 #

@@ -14,6 +14,8 @@ constraints, never by a pre-check alone.
 - history.py: the admin history (LogEntry) of writes made outside the admin
 - imports.py: a table from a JSON, CSV or NDJSON file
 - generate.py: a planned set of tools (tools_app.toolsets) created and bound all or nothing
+- generated_text.py: what generation writes into a tool (its marker's hash; the fast-fields sentence, rewritten
+  when a table's indexed_fields change)
 - call_log.py: the call log's retention and each owner's storage bound
 - refusals.py: requests refused before the pipeline (rate limits), counted for the owner's activity page
 - guard.py: the change guard (IN_USE unless confirmed), on the selector tools_app.selectors.usage_of

@@ -10,8 +10,6 @@ tools, or by a binding on the instance, is a NAME_CONFLICT. The whole set is wri
 refusal at any step (a concurrent bind taking a name included) leaves nothing behind.
 """
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,34 +19,15 @@ from django.db import transaction
 
 from tools_app.kernel.errors import ErrorCode
 from tools_app.models import Binding, McpInstance, Tool
+from tools_app.services.generated_text import GENERATED_FIELDS, generated_edited, generated_hash, generated_text
 from tools_app.services.instances import binding_create
 from tools_app.services.locks import lock_rows_no_key
 from tools_app.services.tables import tool_create, tool_update
 
 __all__ = ["GENERATED_FIELDS", "ToolSetChange", "generated_edited", "generated_hash", "tool_set_create"]
 
-# What generation writes into a tool and the owner may edit: regeneration updates these.
-GENERATED_FIELDS = ("description", "output_schema", "examples")
 # The metadata keys generation owns (beside `generated` itself); the owner's other keys are kept.
 GENERATED_METADATA = ("key_field", "preview_keys", "examples")
-
-
-def _generated_text(description: str, output_schema: Any, metadata: dict[str, Any]) -> dict[str, Any]:
-    return {"description": description, "output_schema": output_schema, "examples": metadata.get("examples")}
-
-
-def generated_hash(description: str, output_schema: Any, metadata: dict[str, Any]) -> str:
-    """The hash of a tool's generated text (GENERATED_FIELDS): equal while nobody edited it."""
-    text = json.dumps(_generated_text(description, output_schema, metadata), sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-
-
-def generated_edited(tool: Tool) -> bool:
-    """Whether a generated tool's text was edited since it was generated (False for a tool not generated)."""
-    marker = (tool.metadata or {}).get("generated")
-    if not isinstance(marker, dict) or "hash" not in marker:
-        return False
-    return marker["hash"] != generated_hash(tool.description, tool.output_schema, tool.metadata or {})
 
 
 @dataclass(frozen=True)
@@ -119,8 +98,8 @@ def _existing(owner, tools: list[dict[str, Any]], mcp_instance: McpInstance | No
 
 
 def _diff(tool: Tool, fields: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    current = _generated_text(tool.description, tool.output_schema, tool.metadata or {})
-    wanted = _generated_text(fields["description"], fields.get("output_schema"), fields.get("metadata") or {})
+    current = generated_text(tool.description, tool.output_schema, tool.metadata or {})
+    wanted = generated_text(fields["description"], fields.get("output_schema"), fields.get("metadata") or {})
     return {key: (current[key], wanted[key]) for key in GENERATED_FIELDS if current[key] != wanted[key]}
 
 

@@ -16,6 +16,7 @@ from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.models import Table, TableRecord, TableSnapshot, TableStorage, Tool, name_conflict_error
 from tools_app.selectors import usage_of
 from tools_app.services import table_log
+from tools_app.services.generated_text import fast_fields_refresh
 from tools_app.services.guard import named, refuse_if_in_use
 from tools_app.services.locks import lock_rows
 from tools_app.services.quotas import data_quota_check
@@ -171,7 +172,9 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
     entry; the new document is the table's new snapshot: table_log.table_replace).
 
     SPEC §8: version counts data writes only; editing the name, description or indexed_fields leaves it. Changed
-    `indexed_fields` get their record indexes built and dropped after the commit (services.table_indexes).
+    `indexed_fields` get their record indexes built and dropped after the commit (services.table_indexes), and the
+    fast-fields sentence of the table's query and schema tools rewritten in the same transaction
+    (services.generated_text.fast_fields_refresh: only that sentence; the owner's own wording is kept).
     `expected_version` (the API's If-Match): PRECONDITION_FAILED, nothing written, when the table is at another
     version. A larger document that would take the owner over TOOLHUB_MAX_OWNER_DATA_BYTES: QUOTA_EXCEEDED,
     nothing written.
@@ -217,6 +220,8 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
         if data_changed:
             assert current is not None
             table_log.table_replace(table=locked, data=fields["data"], current=current, now=now)
+        if indexes_changed:
+            fast_fields_refresh(locked.pk, locked.indexed_fields)  # what its tools' descriptions say is fast
         if indexes_changed or (data_changed and rows and locked.indexed_fields):
             ensure_indexes(locked.pk)  # a rows table's data written whole may have new collections
     locked.refresh_from_db(fields=["version", "data_bytes", "updated_at", "rows_since_version"])

@@ -10,6 +10,7 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 
 from mcp_app.tests.mcp_harness import Harness
 from tests.api_helpers import client_for
@@ -102,8 +103,32 @@ def test_a_call_shows_what_the_client_sent_and_got(owner, people):
         "arguments_truncated": False,
         "result_excerpt": ["alan"],
         "result_truncated": False,
+        "notes": "",
     }
     assert call.api_key.label in body["api_key"]
+
+
+def test_a_slow_query_s_note_is_shown_by_the_api_and_the_admin(owner, people, settings):
+    """A call whose table query was slow on an unindexed field (every statement is, at a 0 ms threshold): its
+    note, in GET /api/calls/<id>/ and on the admin's page of the call."""
+    # given
+    settings.TOOLHUB_SLOW_QUERY_MS = 0
+    client_for(owner).post(
+        f"/api/tools/{people['query'].pk}/call/", {"arguments": {"query": "[?id==`2`].name"}}, format="json"
+    )
+    call = CallLog.objects.get()
+    admin = Client()
+    admin.force_login(owner)
+    # when
+    body = client_for(owner).get(f"/api/calls/{call.pk}/").json()
+    page = admin.get(reverse("admin:tools_app_calllog_change", args=[call.pk])).content.decode()
+    # then
+    assert body["notes"].startswith("A table query took ")
+    assert body["notes"].endswith(
+        "ms filtering or sorting on `id` without an index: declare `id` in the table's indexed_fields."
+    )
+    assert body["notes"] == call.notes
+    assert f'<td id="toolhub-call-notes">{escape(call.notes)}</td>' in page
 
 
 def test_a_failed_call_shows_its_error_as_the_excerpt(owner, people):

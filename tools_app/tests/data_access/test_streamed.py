@@ -190,6 +190,29 @@ def test_what_does_not_decompose_is_left_to_the_gathering_path(expression, kind)
     assert streamed.plan(expression, kind) is None
 
 
+@pytest.mark.parametrize(
+    ("expression", "kind", "fields"),
+    [
+        ("[?a==`1` && contains(tags, 'x')].id", "array", {"a", "tags"}),
+        ("[?!a] | length(@)", "array", {"a"}),
+        ("[?starts_with(name, 'x') || ends_with(code, 'y')]", "array", {"name", "code"}),
+        ("[?a.b==`1`]", "array", set()),  # a path below a field: no declared field's index serves it
+        ("[?to_string(total) == '5'].id", "array", set()),  # a field inside a function: no index's expression
+        ("sort_by([?s=='a'], &t)[0]", "array", {"s", "t"}),
+        ("max_by(@, &t).id", "array", {"t"}),
+        ("[?p].x | sort(@)[0]", "array", {"p", "x"}),
+        ("[*].total | max(@)", "array", {"total"}),
+        ("[?p][].x | max(@)", "array", {"p"}),  # the items of a flattening are no records
+        ("values(@)[?a].b", "object", {"a"}),
+        ("*[?a]", "object", set()),  # a filter over each record's own values
+    ],
+)
+def test_a_plan_lists_the_record_fields_it_filters_or_sorts_on(expression, kind, fields):
+    found = streamed.plan(expression, kind)
+    assert found is not None
+    assert found.filtered_fields == fields
+
+
 def test_an_invalid_expression_is_refused_as_the_evaluator_refuses_it():
     with pytest.raises(ToolError) as raised:
         streamed.plan("[?a ==", "array")

@@ -1,14 +1,15 @@
 """Reads over tables stored as rows, beyond the differential test (test_rows_tables.py): the field kinds a
-collection keeps at write time and the statements that rely on them, and the slow-query note of a compiled
-read. SQLite and PostgreSQL."""
+collection keeps at write time and the statements that rely on them, and the slow-query note of a read (a compiled
+statement that answered or was stopped, a streamed evaluation). SQLite and PostgreSQL."""
 
 import jmespath
 import pytest
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from tools_app.data_access.sql import kinds
 from tools_app.data_access.sql.store import field_kinds, write_records
 from tools_app.data_access.sql_query import compile_sql_expression, run_sql
+from tools_app.execution import records
 from tools_app.execution.executors import execute
 from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
 from tools_app.kernel import limits
@@ -242,9 +243,7 @@ def test_a_slow_unindexed_filter_leaves_its_note_in_the_call_log_and_an_indexed_
     notes = list(CallLog.objects.order_by("id").values_list("notes", flat=True))
     assert len(notes) == 2
     assert notes[0].startswith("A table query took ")
-    assert notes[0].endswith(
-        "ms filtering or sorting on `total` without an index: declare `total` in the table's indexed_fields."
-    )
+    assert notes[0].endswith(NOTE_ON.format(field="total"))
     assert notes[1] == ""
     assert (_slow_count("total"), _slow_count("status")) == (before[0] + 1, before[1])
 
@@ -258,6 +257,84 @@ def test_a_fast_unindexed_filter_leaves_no_note(settings, make_table, make_tool,
     assert run_tool_call(caller=caller, target=target_of_tool(tool), name=tool.name, arguments={"query": FILTER}).ok
     assert list(CallLog.objects.values_list("notes", flat=True)) == [""]
     assert _slow_count("total") == before
+
+
+NOTE_ON = "ms filtering or sorting on `{field}` without an index: declare `{field}` in the table's indexed_fields."
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_statement_the_budget_stops_leaves_its_note_in_the_call_log(
+    settings, make_table, make_tool, owner, monkeypatch
+):
+    """A compiled statement on an unindexed field that the call's CPU budget stops inside the engine (in the read's
+    own snapshot, outside any transaction, as a server runs it: on PostgreSQL the cancel aborts that transaction) is
+    reported as one that answered: the call log's row is QUERY_TOO_EXPENSIVE with the note, the field counted. The
+    declared fields come with the snapshot: nothing is read after the cancel."""
+    # given
+    data = [{"id": n, "name": f"name {n * 7919 % 40_000:05d}", "text": "x" * 60} for n in range(40_000)]
+    table = make_table(owner, name="orders", data=data, storage="rows")
+    tool = make_tool(owner, table=table, type="query_data", name="orders_query", json_path="")
+    Table.objects.filter(pk=table.pk).update(indexed_fields=["id"])  # declared, no index built: not the filter's
+    settings.TOOLHUB_SLOW_QUERY_MS = 0
+    settings.TOOLHUB_QUERY_CPU_MS = 20
+    statements = []
+
+    def counted_run_sql(*args, **kwargs):
+        statements.append(args[0])
+        return run_sql(*args, **kwargs)
+
+    monkeypatch.setattr(records, "run_sql", counted_run_sql)
+    caller = Caller(surface=Surface.ADMIN, user_id=owner.pk, user=owner)
+    before = (_slow_count("name"), _slow_count("id"))
+    # when
+    stopped = run_tool_call(
+        caller=caller,
+        target=target_of_tool(tool),
+        name=tool.name,
+        arguments={"query": "sort_by([?contains(name, '9')], &name)[*].{n: name, t: text}"},
+    )
+    # then
+    assert stopped.error is not None
+    assert stopped.error.code == "QUERY_TOO_EXPENSIVE"
+    assert isinstance(stopped.error.__cause__, DatabaseError)  # stopped in the engine, not before the statement
+    assert len(statements) == 1
+    code, note = CallLog.objects.values_list("error_code", "notes").get()
+    assert code == "QUERY_TOO_EXPENSIVE"
+    assert note.startswith("A table query took ")
+    assert note.endswith(NOTE_ON.format(field="name"))
+    assert (_slow_count("name"), _slow_count("id")) == (before[0] + 1, before[1])
+
+
+def test_a_slow_streamed_evaluation_on_an_unindexed_field_leaves_its_note_in_the_call_log(
+    settings, make_table, make_tool, owner
+):
+    """A query that does not compile (`to_string` has no SQL) but decomposes is evaluated over the records in
+    chunks (data_access.streamed: 6,000 records, three chunks, well over 1 ms); slow, it is reported on the fields
+    its filter tests: `status` while undeclared, nothing once declared (`to_string(total)` is no index's
+    expression, so `total` is never named)."""
+    # given
+    data = [{"id": n, "status": "shipped" if n % 5 == 0 else "paid", "total": n} for n in range(6_000)]
+    table = make_table(owner, name="orders", data=data, storage="rows")
+    tool = make_tool(owner, table=table, type="query_data", name="orders_query", json_path="")
+    expression = "[?status=='shipped' && to_string(total) == '600'].id"
+    assert compile_sql_expression(expression, _dialect(), "array") is None
+    settings.TOOLHUB_SLOW_QUERY_MS = 1
+    caller = Caller(surface=Surface.ADMIN, user_id=owner.pk, user=owner)
+    before = (_slow_count("status"), _slow_count("total"))
+    # when
+    unindexed = run_tool_call(
+        caller=caller, target=target_of_tool(tool), name=tool.name, arguments={"query": expression}
+    )
+    Table.objects.filter(pk=table.pk).update(indexed_fields=["status"])
+    indexed = run_tool_call(caller=caller, target=target_of_tool(tool), name=tool.name, arguments={"query": expression})
+    # then
+    assert (unindexed.value, indexed.value) == ([600], [600])
+    notes = list(CallLog.objects.order_by("id").values_list("notes", flat=True))
+    assert len(notes) == 2
+    assert notes[0].startswith("A table query took ")
+    assert notes[0].endswith(NOTE_ON.format(field="status"))
+    assert notes[1] == ""
+    assert (_slow_count("status"), _slow_count("total")) == (before[0] + 1, before[1])
 
 
 def test_a_read_whose_rows_head_was_read_with_its_target_answers_from_its_snapshot(make_table, make_tool, owner):

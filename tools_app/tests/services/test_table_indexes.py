@@ -1,12 +1,15 @@
 """A table's indexed_fields (SPEC §10): the API and its checks, the engine's expression indexes per collection
 (tools_app.services.table_indexes, data_access/sql/indexes.py) used by the compiled filters, and slow queries
-on unindexed fields (data_access/slow_queries.py). On the test database's engine (SQLite, or PostgreSQL with
-DATABASE_URL)."""
+on unindexed fields (data_access/slow_queries.py; the call log's note of real slow reads is checked in
+execution/test_rows_reads.py). On the test database's engine (SQLite, or PostgreSQL with DATABASE_URL)."""
+
+import json
 
 import jmespath
 import pytest
 from django.db import connection, transaction
 from django.test import override_settings
+from django.urls import reverse
 from jmespath.parser import Parser
 from prometheus_client import REGISTRY
 
@@ -18,13 +21,13 @@ from tools_app.data_access.sql.plan import build_plan, filtered_fields
 from tools_app.data_access.sql.render import dialect_for
 from tools_app.data_access.sql.store import field_kinds
 from tools_app.data_access.sql_query import compile_sql_expression, run_sql
-from tools_app.execution import pipeline
-from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
-from tools_app.models import CallLog, Surface, Table, TableCollection
+from tools_app.models import Table, TableCollection, Tool
+from tools_app.services.generated_text import fast_fields_description, generated_edited
 from tools_app.services.table_indexes import ensure_indexes
 from tools_app.tests import sql_differential as differential
 from tools_app.tests.sql_differential import dialect, store
 from tools_app.toolsets import generate_tools
+from tools_app.validators import MAX_DESCRIPTION
 
 RECORDS = differential.RECORDS
 
@@ -162,6 +165,180 @@ def test_the_generated_tools_say_which_fields_are_fast(owner, make_table):
     assert fast in by_type["query_data"]
     assert fast in by_type["get_data_schema"]
     assert "indexed" not in by_type["preview"]
+
+
+def _fast(*names: str) -> str:
+    return f" Filters and sorts on {', '.join(names)} are fast (indexed); on other fields slower."
+
+
+def _descriptions(table_id: int) -> dict[str, str]:
+    return dict(Tool.objects.filter(table_id=table_id).values_list("name", "description"))
+
+
+@pytest.mark.django_db
+def test_changed_indexed_fields_rewrite_only_the_fast_sentence_of_the_generated_descriptions(owner, make_table):
+    """PATCH indexed_fields: the query and schema tools' sentence is put in after its fixed text, replaced, then
+    removed (the description as generated again); an owner's words around it are kept, an edited tool stays
+    edited and an unedited one unedited (so generating again changes nothing); other tools are untouched."""
+    # given
+    table = make_table(owner, data=[{"id": 1, "status": "paid"}, {"id": 2, "status": "open"}])
+    generate_tools(owner=owner, table=table)
+    tools = {tool.type: tool for tool in Tool.objects.filter(table=table)}
+    services.tool_create(owner=owner, type="query_data", table=table, name="mine", description="Ask here.")
+    generated = _descriptions(table.pk)
+    query, schema = generated["orders_query"], generated["orders_schema"]
+    client = client_for(owner)
+
+    # when: first fields
+    first = client.patch(f"/api/tables/{table.pk}/", {"indexed_fields": ["status", "first name"]}, format="json")
+    after_first = _descriptions(table.pk)
+    services.tool_update(
+        tool=Tool.objects.get(pk=tools["query_data"].pk), description=after_first["orders_query"] + " Mine."
+    )
+    # and: other fields, then none
+    second = client.patch(f"/api/tables/{table.pk}/", {"indexed_fields": ["id"]}, format="json")
+    after_second = _descriptions(table.pk)
+    third = client.patch(f"/api/tables/{table.pk}/", {"indexed_fields": []}, format="json")
+    after_third = _descriptions(table.pk)
+
+    # then
+    assert (first.status_code, second.status_code, third.status_code) == (200, 200, 200)
+    fast = _fast("status", '"first name"')
+    assert after_first["orders_query"] == query.replace("and return its value.", "and return its value." + fast, 1)
+    assert after_first["orders_schema"] == schema.replace(
+        "before writing a query.", "before writing a query." + fast, 1
+    )
+    assert (
+        after_second["orders_query"]
+        == query.replace("and return its value.", "and return its value." + _fast("id"), 1) + " Mine."
+    )
+    assert after_second["orders_schema"] == schema.replace(
+        "before writing a query.", "before writing a query." + _fast("id"), 1
+    )
+    assert after_third["orders_query"] == query + " Mine."
+    assert after_third["orders_schema"] == schema
+    for name in set(generated) - {"orders_query", "orders_schema"}:
+        assert after_first[name] == after_second[name] == after_third[name] == generated[name]
+    assert after_first["mine"] == after_second["mine"] == after_third["mine"] == "Ask here."
+    assert generated_edited(Tool.objects.get(pk=tools["query_data"].pk)) is True
+    assert generated_edited(Tool.objects.get(pk=tools["get_data_schema"].pk)) is False
+    again = generate_tools(owner=owner, table=Table.objects.get(pk=table.pk))
+    regenerated = {change.name: change.action for change in again.changes}
+    assert regenerated["orders_schema"] == "unchanged"
+    assert regenerated["orders_query"] == "kept"
+
+
+@pytest.mark.django_db
+def test_indexed_fields_saved_in_the_admin_rewrite_the_fast_sentence(client, owner, make_table):
+    """The admin's table form saves through the same service: the generated query tool's description gets the
+    sentence, and generating again finds nothing to change."""
+    # given
+    data = [{"id": 1, "status": "paid"}, {"id": 2, "status": "open"}]
+    table = make_table(owner, data=data)
+    generate_tools(owner=owner, table=table)
+    query = _descriptions(table.pk)["orders_query"]
+    client.force_login(owner)
+
+    # when
+    posted = client.post(
+        reverse("admin:tools_app_table_change", args=[table.pk]),
+        {
+            "name": table.name,
+            "description": "",
+            "indexed_fields": '["status"]',
+            "redact_fields": "[]",
+            "data": json.dumps(data),
+        },
+    )
+
+    # then
+    assert posted.status_code == 302, posted.context["adminform"].form.errors if posted.context else posted
+    assert Table.objects.get(pk=table.pk).indexed_fields == ["status"]
+    fast = _fast("status")
+    assert _descriptions(table.pk)["orders_query"] == query.replace(
+        "and return its value.", "and return its value." + fast, 1
+    )
+    changes = generate_tools(owner=owner, table=Table.objects.get(pk=table.pk)).changes
+    assert {change.action for change in changes} == {"unchanged"}
+
+
+@pytest.mark.parametrize(
+    ("description", "tool_type", "fields", "generated", "expected"),
+    [
+        # the sentence at its place: replaced whatever it named, or removed
+        (
+            "Run it and return its value." + _fast("a") + " Fields: x.",
+            "query_data",
+            ["b"],
+            False,
+            "Run it and return its value." + _fast("b") + " Fields: x.",
+        ),
+        (
+            "Run it and return its value." + _fast('"a, b"', "c") + " Fields.",
+            "query_data",
+            [],
+            False,
+            "Run it and return its value. Fields.",
+        ),
+        # put in only where the generator's unedited text has no sentence
+        (
+            "Run it and return its value. Fields.",
+            "query_data",
+            ["a"],
+            True,
+            "Run it and return its value." + _fast("a") + " Fields.",
+        ),
+        ("Run it and return its value. Fields.", "query_data", ["a"], False, "Run it and return its value. Fields."),
+        (
+            "Call it first to learn the fields before writing a query.",
+            "get_data_schema",
+            ["a b"],
+            True,
+            "Call it first to learn the fields before writing a query." + _fast('"a b"'),
+        ),
+        # the owner's words: a reworded sentence or fixed text, another type, data text after the fixed text
+        (
+            "Run it and return its value. Filters on a are fast.",
+            "query_data",
+            ["b"],
+            False,
+            "Run it and return its value. Filters on a are fast.",
+        ),
+        (
+            "Run it, returning its value." + _fast("a"),
+            "query_data",
+            ["b"],
+            True,
+            "Run it, returning its value." + _fast("a"),
+        ),
+        (
+            "Preview it and return its value." + _fast("a"),
+            "preview",
+            ["b"],
+            True,
+            "Preview it and return its value." + _fast("a"),
+        ),
+        (
+            'Run it and return its value. Data: "x' + _fast("a") + '".',
+            "query_data",
+            ["b"],
+            False,
+            'Run it and return its value. Data: "x' + _fast("a") + '".',
+        ),
+    ],
+)
+def test_the_fast_sentence_is_rewritten_only_at_its_place(description, tool_type, fields, generated, expected):
+    assert fast_fields_description(description, tool_type, fields, generated=generated) == expected
+
+
+def test_a_description_the_sentence_would_grow_past_the_limit_is_cut_as_generation_cuts():
+    description = "Run it and return its value." + "x" * (MAX_DESCRIPTION - 30)
+    updated = fast_fields_description(description, "query_data", ["status"], generated=True)
+    assert len(updated) == MAX_DESCRIPTION
+    assert (
+        updated
+        == ("Run it and return its value." + _fast("status") + "x" * MAX_DESCRIPTION)[: MAX_DESCRIPTION - 1] + "…"
+    )
 
 
 @pytest.mark.django_db
@@ -394,39 +571,6 @@ def test_a_slow_query_on_an_unindexed_field_is_counted_and_suggests_the_field():
     assert _slow_count("total") == total_before + 1
     assert _slow_count("status") == status_before
     assert slow_queries.current_note() == ""  # outside a call
-
-
-@pytest.mark.django_db
-@override_settings(TOOLHUB_SLOW_QUERY_MS=10)
-def test_the_call_log_row_carries_the_suggestion(owner, table, make_tool, monkeypatch):
-    """A call during which a compiled query was reported slow: its CallLog row's notes suggest the field."""
-    # given
-    tool = make_tool(owner, table=table, type="query_data")
-    query = compile_sql_expression("[?customer=='ada'].id", "sqlite", "array")
-    assert query is not None
-    real_execute = pipeline.execute
-
-    def execute_and_report(*args, **kwargs):
-        slow_queries.observe_query(query, indexed_fields=[], duration_ms=35)
-        return real_execute(*args, **kwargs)
-
-    monkeypatch.setattr(pipeline, "execute", execute_and_report)
-    caller = Caller(surface=Surface.ADMIN, user_id=owner.pk, user=owner)
-
-    # when
-    outcome = run_tool_call(caller=caller, target=target_of_tool(tool), name=tool.name, arguments={"query": "[0].id"})
-    monkeypatch.undo()
-    plain = run_tool_call(caller=caller, target=target_of_tool(tool), name=tool.name, arguments={"query": "[1].id"})
-
-    # then
-    assert outcome.ok
-    assert plain.ok
-    rows = list(CallLog.objects.order_by("id").values_list("notes", flat=True))
-    assert rows == [
-        "A table query took 35 ms filtering or sorting on `customer` without an index: declare `customer` in the "
-        "table's indexed_fields.",
-        "",
-    ]
 
 
 def _statistics(collection_id: int) -> set[str]:
