@@ -220,8 +220,12 @@ def rate_limited(settings):
         return set(range(period - math.ceil(time.time() - started), period + 1))
 
     set_rates.retry_after_now = retry_after_now  # type: ignore[attr-defined]
+    from tools_app.services.refusals import refusals
+
+    refusals.clear()  # the refusals this process counted for the activity page, not yet written
     yield set_rates
     rate_limits.reset()
+    refusals.clear()
 
 
 @pytest.fixture(autouse=True)

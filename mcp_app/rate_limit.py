@@ -1,7 +1,8 @@
 """Rate limits on /mcp/<slug>/: one request counted per authenticated HTTP request, per API key.
 
 Called by the endpoint (mcp_app.transport) once the key is known and before the SDK sees the request, so a
-refused request runs nothing and writes nothing (no call log row, no use count, no key last-use). The rule,
+refused request runs nothing and writes nothing (no call log row, no use count, no key last-use); it is counted
+in memory for the owner's activity page (tools_app.services.refusals), written by the endpoint when due. The rule,
 the store and the message are tools_app.kernel.rate_limits', shared with the API's throttles.
 
 Over the limit the answer is HTTP 429 with `Retry-After` (whole seconds) and a JSON-RPC error body, as
@@ -15,6 +16,7 @@ from typing import Any
 
 from mcp_app.auth import Credential
 from tools_app.kernel import rate_limits, telemetry
+from tools_app.services.refusals import refusals
 
 # JSON-RPC leaves -32000..-32099 to the server; -32029 is toolhub's "rate limited" (429).
 RATE_LIMITED_RPC_CODE = -32029
@@ -53,6 +55,8 @@ async def refuse_over_rate(caller: Credential, body: bytes, send: Any) -> bool:
     try:
         await rate_limits.ahit(rate_limits.Bucket.of(rate_limits.MCP_KEY, caller.rate_identity, rate))
     except rate_limits.RateLimited as limited:
+        # Counted for the owner's activity page: in memory here; the endpoint writes the counts when due.
+        refusals.count(owner_id=caller.owner_id, instance_id=caller.instance_id, scope=rate_limits.MCP_KEY)
         await send_rate_limited(send, limited, _request_id(body))
         return True
     return False

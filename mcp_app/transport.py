@@ -43,6 +43,7 @@ from mcp_app.rate_limit import refuse_over_rate
 from mcp_app.requests import STATE_KEY, RequestState
 from tools_app.kernel import limits, telemetry
 from tools_app.oauth import SCOPE_ALL, public_base
+from tools_app.services.refusals import refusals
 
 logger = logging.getLogger(__name__)
 
@@ -330,6 +331,8 @@ class McpEndpoint:
         if info is not None:
             info.api_key_id, info.instance = caller.api_key_id, caller.slug
         if await refuse_over_rate(caller, body, send):  # Counted per key, 429 over the rate
+            if refusals.due():  # the refusals counted for the activity page, written after the answer
+                await self.hops.run(refusals.flush)
             return
         if isinstance(message, Problem):
             await send_problem(send, message)

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connections
-from django.db.models import Case, Count, F, IntegerField, QuerySet, Value, When
+from django.db.models import Case, Count, F, IntegerField, QuerySet, Sum, Value, When
 from django.db.models.expressions import Func
 from django.utils import timezone
 
@@ -31,6 +31,7 @@ __all__ = [
     "Window",
     "activity",
     "p95_bound",
+    "refused_requests",
 ]
 
 
@@ -72,7 +73,7 @@ TOP_ROWS = 10
 # Calls stopped by a budget: an evaluation budget (time, elements, bytes) or the result budget.
 BUDGET_CODES = (str(ErrorCode.QUERY_TOO_EXPENSIVE), str(ErrorCode.RESULT_TOO_LARGE))
 # Calls refused by the pipeline's concurrency limit. Requests refused by a rate limit never reach the pipeline
-# and leave no call-log row (docs/rate-limits.md): /metrics counts those (toolhub_rate_limit_refusals).
+# and leave no call-log row (docs/rate-limits.md): they are counted apart (RefusalCount, services.refusals).
 RATE_LIMIT_CODES = (str(ErrorCode.RATE_LIMITED),)
 
 LABEL_FORMAT = "%Y-%m-%d %H:%M"
@@ -96,9 +97,9 @@ class EpochSeconds(Func):
         return self.as_sql(compiler, connection, template=template, **extra_context)
 
 
-def _time_bucket(start: datetime, bucket_seconds: int) -> Any:
-    """The index of a row's time bucket (0 for the window's first), computed in SQL."""
-    return (EpochSeconds(F("created_at")) - Value(int(start.timestamp()))) / Value(bucket_seconds)
+def _time_bucket(start: datetime, bucket_seconds: int, field: str = "created_at") -> Any:
+    """The index of a row's time bucket (0 for the window's first), computed in SQL from its `field`."""
+    return (EpochSeconds(F(field)) - Value(int(start.timestamp()))) / Value(bucket_seconds)
 
 
 def _latency_bucket() -> Case:
@@ -203,15 +204,36 @@ def _fetch(groups: QuerySet) -> Iterator[tuple[Any, ...]]:
             yield from rows
 
 
-def activity(calls: QuerySet, window: Window, now: datetime | None = None) -> dict[str, Any]:
+def refused_requests(refused: QuerySet, window: Window, start: datetime, end: datetime) -> list[int]:
+    """Requests refused by a rate limit before the pipeline, per time bucket of the window: `refused` (a
+    RefusalCount queryset, scoped and filtered as the calls are) added up in the database, one statement."""
+    counts = [0] * window.buckets
+    groups = (
+        refused.filter(minute__gte=start, minute__lt=end)
+        .order_by()
+        .annotate(bucket=_time_bucket(start, window.bucket_seconds, "minute"))
+        .values_list("bucket")
+        .annotate(total=Sum("count"))
+    )
+    for bucket, total in groups:
+        if 0 <= bucket < window.buckets:
+            counts[bucket] += total
+    return counts
+
+
+def activity(
+    calls: QuerySet, window: Window, now: datetime | None = None, refused: QuerySet | None = None
+) -> dict[str, Any]:
     """The activity of `calls` (a CallLog queryset, already scoped to what the viewer may see and filtered) in
     `window`: {"window", "labels", "by_instance", "by_tool", "top_tools", "top_errors", "refusals", "total"}.
-    Time series are lists of len(labels) values, one per bucket, oldest first.
+    Time series are lists of len(labels) values, one per bucket, oldest first. `refused`, the RefusalCount rows
+    scoped the same way, gives the requests a rate limit refused before any tool ran (none when not given).
 
-    One statement: the window's rows counted by (instance, tool name, time bucket, latency bucket, status,
-    error code) in the database, read through the covering index of the viewer's rows
+    One statement for the calls: the window's rows counted by (instance, tool name, time bucket, latency bucket,
+    status, error code) in the database, read through the covering index of the viewer's rows
     (CallLog.Meta.indexes); everything else is added up here from those groups (at most a few tens of
-    thousands however many rows the window holds: instances x tools x buckets x latency buckets in use).
+    thousands however many rows the window holds: instances x tools x buckets x latency buckets in use). One
+    more for the refused requests (refused_requests).
     """
     start, end = window_bounds(window, now)
     buckets = window.buckets
@@ -267,6 +289,7 @@ def activity(calls: QuerySet, window: Window, now: datetime | None = None) -> di
         {"code": code, "calls": count}
         for code, count in sorted(code_totals.items(), key=lambda item: (-item[1], item[0]))[:TOP_ROWS]
     ]
+    requests = refused_requests(refused, window, start, end) if refused is not None else [0] * buckets
     labels = [(start + timedelta(seconds=i * window.bucket_seconds)).strftime("%Y-%m-%d %H:%M") for i in range(buckets)]
     return {
         "window": {
@@ -287,8 +310,10 @@ def activity(calls: QuerySet, window: Window, now: datetime | None = None) -> di
         "refusals": {
             "budget": budget,
             "rate_limited": rate_limited,
+            "requests": requests,
             "budget_total": sum(budget),
             "rate_limited_total": sum(rate_limited),
+            "requests_total": sum(requests),
         },
         "total": {
             "calls": total_calls,

@@ -67,6 +67,8 @@ class CallTarget:
     record_details: bool = True  # over MCP: the instance's record_call_details (the API and the admin: always)
     # The table's redact_fields as stored (a JSON list, as text or decoded); None: not read (redact_fields_of)
     redact_fields: Any = None
+    # The tool's redact_arguments, stored the same way (redact_fields_of); None: no tool
+    redact_arguments: Any = None
 
     @property
     def found(self) -> bool:
@@ -116,6 +118,7 @@ def _call_target_sql(vendor: str, oauth: bool = False) -> str:
         col("i", i, "record_call_details"),
         col("v", v, "redact_fields"),
         col("v", v, "storage"),
+        col("t", t, "redact_arguments"),
     ]
     if oauth:
         # The access token in place of the key: its audience and user were checked when the
@@ -187,6 +190,7 @@ def binding_call_target(
         record_details,
         redact_fields,
         table_storage,
+        redact_arguments,
     ) = row[1:]
     return CallTarget(
         owner_id=owner_id,
@@ -212,6 +216,7 @@ def binding_call_target(
         pinned_arguments=_pins(pinned),
         record_details=bool(record_details),
         redact_fields=redact_fields if table_id is not None else "[]",
+        redact_arguments=redact_arguments,
     )
 
 
@@ -234,8 +239,8 @@ NO_FIELDS: frozenset[str] = frozenset()
 
 
 def redact_fields_of(stored: Any) -> frozenset[str]:
-    """A table's redact_fields as a set of names, from the column as a query returned it (JSON text, or the
-    list a driver decoded); an empty set for none."""
+    """A table's redact_fields (or a tool's redact_arguments) as a set of names, from the column as a query
+    returned it (JSON text, or the list a driver decoded); an empty set for none."""
     if not stored or stored == "[]":
         return NO_FIELDS
     if isinstance(stored, str):

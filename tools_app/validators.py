@@ -554,23 +554,30 @@ MAX_REDACT_FIELD_LENGTH = 200
 def validate_redact_fields(value: Any) -> None:
     """Table.redact_fields: a list of at most MAX_REDACT_FIELDS distinct, non-empty record field names (strings
     of at most MAX_REDACT_FIELD_LENGTH characters) whose values the call log never keeps."""
+    _validate_redacted_names(value, "redact_fields", one="a field", many="fields", kind="record field names")
+
+
+def validate_redact_arguments(value: Any) -> None:
+    """Tool.redact_arguments: argument names the call log never keeps the values of, under the same bounds as a
+    table's redact_fields (the names are applied the same way, to the call's arguments)."""
+    _validate_redacted_names(value, "redact_arguments", one="an argument", many="arguments", kind="argument names")
+
+
+def _validate_redacted_names(value: Any, field: str, *, one: str, many: str, kind: str) -> None:
+    code = f"invalid_{field}"
     if not isinstance(value, list):
-        raise ValidationError("redact_fields must be a list of record field names.", code="invalid_redact_fields")
+        raise ValidationError(f"{field} must be a list of {kind}.", code=code)
     if len(value) > MAX_REDACT_FIELDS:
-        raise ValidationError(
-            "redact_fields names at most %(max)d fields.",
-            code="invalid_redact_fields",
-            params={"max": MAX_REDACT_FIELDS},
-        )
+        raise ValidationError(f"{field} names at most %(max)d {many}.", code=code, params={"max": MAX_REDACT_FIELDS})
     for name in value:
         if not isinstance(name, str) or not name or len(name) > MAX_REDACT_FIELD_LENGTH:
             raise ValidationError(
-                "Each name in redact_fields is a non-empty string of at most %(max)d characters.",
-                code="invalid_redact_fields",
+                f"Each name in {field} is a non-empty string of at most %(max)d characters.",
+                code=code,
                 params={"max": MAX_REDACT_FIELD_LENGTH},
             )
     if len(set(value)) != len(value):
-        raise ValidationError("redact_fields names a field twice.", code="invalid_redact_fields")
+        raise ValidationError(f"{field} names {one} twice.", code=code)
 
 
 #

@@ -107,14 +107,32 @@ def test_the_call_target_reads_a_bindings_pins_and_no_pins_as_an_empty_object(pi
     assert pinned.pinned_arguments == {"field": {"value": "customer"}, "keys": {"from": "key.attributes.customer"}}
     assert plain.pinned_arguments == {}
     assert plain.redact_fields in ("[]", [])
+    assert plain.redact_arguments in ("[]", [])
+
+
+REDACTED_ITEMS = [{**CUSTOMERS[0], "item": "[redacted]"}, {**CUSTOMERS[2], "item": "[redacted]"}]
+REDACTED_CUSTOMERS = [{**CUSTOMERS[0], "customer": "[redacted]"}, {**CUSTOMERS[2], "customer": "[redacted]"}]
 
 
 @pytest.mark.parametrize("era", ERAS)
-def test_a_pinned_call_on_a_table_with_redact_fields_costs_the_plain_calls_statements(pinned_select, era):
-    """Pins, the caller's grant, redact_fields and the recorded details add no statement: the call's one query
-    (key re-check, binding, pins, table version and redact_fields) and its record."""
+@pytest.mark.parametrize(
+    ("redact", "arguments", "items"),
+    [
+        ({"redact_fields": ["item"]}, {"field": "customer", "keys": ["acme"]}, REDACTED_ITEMS),
+        # the pinned keys redacted, and the value they held where the result repeats it
+        ({"redact_arguments": ["keys"]}, {"field": "customer", "keys": "[redacted]"}, REDACTED_CUSTOMERS),
+    ],
+    ids=["table redact_fields", "tool redact_arguments"],
+)
+def test_a_pinned_call_with_redaction_costs_the_plain_calls_statements(pinned_select, era, redact, arguments, items):
+    """Pins, the caller's grant, the table's redact_fields, the tool's redact_arguments and the recorded details add
+    no statement: the call's one query (key re-check, binding, pins, table version, redact_fields and
+    redact_arguments) and its record."""
     # given
-    services.table_update(table=pinned_select["table"], redact_fields=["item"])
+    if "redact_fields" in redact:
+        services.table_update(table=pinned_select["table"], **redact)
+    else:
+        services.tool_update(tool=pinned_select["select"], **redact)
     harness, key = Harness(), pinned_select["keys"]["acme"]
     body = rpc_body("tools/call", {"name": "my_orders", "arguments": {}}, era=era)
     assert harness.post("shop", body, key=key, era=era).status_code == 200  # the key and the tool seen once
@@ -129,11 +147,8 @@ def test_a_pinned_call_on_a_table_with_redact_fields_costs_the_plain_calls_state
     statements = [q["sql"].split()[0] for q in queries.captured_queries if "SAVEPOINT" not in q["sql"]]
     assert statements == (["SELECT", "WITH"] if connection.vendor == "postgresql" else ["SELECT", "UPDATE", "INSERT"])
     call = CallLog.objects.get()
-    assert json.loads(call.arguments) == {"field": "customer", "keys": ["acme"]}
-    assert json.loads(call.result_excerpt) == {
-        "items": [{**CUSTOMERS[0], "item": "[redacted]"}, {**CUSTOMERS[2], "item": "[redacted]"}],
-        "not_found": [],
-    }
+    assert json.loads(call.arguments) == arguments
+    assert json.loads(call.result_excerpt) == {"items": items, "not_found": []}
     assert call.recorded_bytes == len(call.arguments.encode()) + len(call.result_excerpt.encode())
 
 

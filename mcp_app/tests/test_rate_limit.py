@@ -3,13 +3,16 @@ rate (the instance's key_rate_limit, or the default); over it, HTTP 429 with Ret
 error, and the request runs nothing."""
 
 import pytest
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from mcp.shared.exceptions import MCPError
 
 from mcp_app.auth import auth_cache
 from mcp_app.rate_limit import RATE_LIMITED_RPC_CODE
 from mcp_app.tests.mcp_harness import ERAS, LEGACY, Harness, rpc_body
 from tests.api_helpers import db_snapshot
-from tools_app.models import ApiKey, CallLog, Table, Tool
+from tools_app.models import ApiKey, CallLog, RefusalCount, Table, Tool
 from tools_app.services import instance_update
 
 pytestmark = pytest.mark.django_db
@@ -162,3 +165,29 @@ def test_the_sdk_client_sees_the_refusal(rate_limited, owner, limited_shop):
     assert leaf.error.message.startswith("RATE_LIMITED: Too many requests for this API key: the limit is 3 requests")
     assert Table.objects.get(pk=limited_shop["instance"].bindings.first().tool.table_id).version == 2
     assert CallLog.objects.count() == 1
+
+
+def test_refused_requests_are_counted_for_the_owners_activity_page(rate_limited, owner, limited_shop):
+    """The first refusal is written at once (one row); the next ones wait in memory for the next due flush, here
+    the activity page's: no statement per refused request."""
+    # given
+    harness, key = Harness(), limited_shop["keys"][0]
+    for _ in range(3):
+        assert harness.post("shop", rpc_body("tools/list"), key=key).status_code == 200
+    assert harness.post("shop", rpc_body("tools/list"), key=key).status_code == 429
+    assert list(RefusalCount.objects.values_list("owner", "mcp_instance", "scope", "count")) == [
+        (owner.pk, limited_shop["instance"].pk, "mcp_key", 1)
+    ]
+    # when: four more refused
+    with CaptureQueriesContext(connection) as queries:
+        for _ in range(4):
+            assert harness.post("shop", rpc_body("tools/list"), key=key).status_code == 429
+    # then: counted, not written; the owner's page writes and shows them
+    assert not any("refusalcount" in query["sql"] for query in queries.captured_queries)
+    assert RefusalCount.objects.count() == 1
+    client = Client()
+    client.force_login(owner)
+    data = client.get("/admin/activity/").context["data"]
+    assert data["refusals"]["requests_total"] == 5
+    assert sum(RefusalCount.objects.values_list("count", flat=True)) == 5
+    assert CallLog.objects.count() == 0

@@ -22,7 +22,7 @@ import random
 from datetime import timedelta
 from django.contrib.auth.models import User
 from django.utils import timezone
-from tools_app.models import CallLog
+from tools_app.models import CallLog, RefusalCount
 from tools_app.services import instance_create
 alice, bob = User.objects.get(username="alice"), User.objects.get(username="bob")
 shops = [instance_create(owner=alice, slug=f"alice-shop{{i}}", name=f"Alice shop {{i}}") for i in range(3)]
@@ -40,6 +40,12 @@ for n in range(5):
     rows.append(CallLog(owner=bob, mcp_instance=bobs, tool_name="bob_private_tool", status="ok", duration_ms=3.0,
         created_at=now - timedelta(minutes=n)))
 CallLog.objects.bulk_create(rows, batch_size=5000)
+minute = (now - timedelta(minutes=5)).replace(second=0, microsecond=0)
+RefusalCount.objects.bulk_create([
+    RefusalCount(owner=alice, mcp_instance=shops[0], scope="mcp_key", minute=minute, count=5),
+    RefusalCount(owner=alice, mcp_instance=None, scope="user", minute=minute, count=2),
+    RefusalCount(owner=bob, mcp_instance=bobs, scope="mcp_key", minute=minute, count=40),
+])
 print(CallLog.objects.count())
 """
 
@@ -86,8 +92,12 @@ def test_alice_sees_her_charts_drawn_with_data_and_nothing_of_bob(seeded, new_pa
     assert charts["chart-instance-calls"]["sum"] == ACTIVITY_ROWS
     assert charts["chart-tool-calls"]["sum"] == ACTIVITY_ROWS
     assert charts["chart-top-errors"]["sum"] == ACTIVITY_ROWS // 20
-    # budget (QUERY_TOO_EXPENSIVE) and rate-limit refusals: a third of the failed calls each, rounded up
-    assert charts["chart-refusals"]["labels"] == ["over a budget", "rate-limited"]
+    # budget (QUERY_TOO_EXPENSIVE) and rate-limit refusals: a third of the failed calls each, rounded up; and the
+    # requests refused by a rate limit before any tool ran (alice's 5 + 2, not bob's 40)
+    assert charts["chart-refusals"]["labels"] == ["over a budget", "rate-limited", "requests over a rate limit"]
+    refused_calls = [n for n in range(0, ACTIVITY_ROWS, 20) if n % 3 != 2]  # the failed ones but INVALID_QUERY
+    assert charts["chart-refusals"]["sum"] == len(refused_calls) + 7
+    assert page.inner_text("#activity-requests-refused") == "7"
     assert page.inner_text("#activity-calls") == f"{ACTIVITY_ROWS:,}".replace(",", "")
     text = page.inner_text("body")
     assert "bob" not in text.lower()

@@ -12,8 +12,8 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from tools_app import activity
-from tools_app.models import CallLog, McpInstance
+from tools_app import activity, services
+from tools_app.models import CallLog, McpInstance, RefusalCount
 
 __all__ = ["activity_page", "can_view_activity"]
 
@@ -36,6 +36,8 @@ def activity_page(request: HttpRequest) -> HttpResponse:
         window = activity.WINDOWS[activity.DEFAULT_WINDOW]
     instances = list(McpInstance.objects.for_user(request.user).order_by("name", "pk").values("pk", "name", "slug"))
     calls = CallLog.objects.for_user(request.user)
+    refused = RefusalCount.objects.for_user(request.user)
+    services.refusals.flush()  # what this process counted and has not written yet
     selected = None
     raw_instance = request.GET.get("instance") or ""
     if raw_instance:
@@ -45,7 +47,8 @@ def activity_page(request: HttpRequest) -> HttpResponse:
             errors.append(f"No MCP instance with id {raw_instance!r}: showing all your instances.")
         else:
             calls = calls.filter(mcp_instance_id=selected["pk"])
-    data = activity.activity(calls, window)
+            refused = refused.filter(mcp_instance_id=selected["pk"])
+    data = activity.activity(calls, window, refused=refused)
     context = {
         **admin.site.each_context(request),
         "title": "Activity",

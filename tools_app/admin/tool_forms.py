@@ -110,6 +110,25 @@ class PrettyJSONField(forms.JSONField):
         return new != initial
 
 
+class NameListField(forms.CharField):
+    """Names typed comma-separated (a table's redact_fields, a tool's redact_arguments): cleaned to the list of
+    the non-empty names, spaces around each dropped; the model's list is shown as the same text."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("widget", forms.TextInput(attrs={"size": 60}))
+        super().__init__(**kwargs)
+
+    def prepare_value(self, value):
+        return ", ".join(value) if isinstance(value, list | tuple) else value
+
+    def to_python(self, value):
+        if isinstance(value, list):
+            return value
+        text = super().to_python(value) or ""
+        return [name.strip() for name in text.split(",") if name.strip()]
+
+
 class PlainHelpTexts:
     """Help texts shown as written: the admin puts a field's help text into the page as HTML, and toolhub's are
     plain text ("as <count>/<period>", "toolhub://tables/<id>"), so each is escaped once here."""
@@ -170,10 +189,8 @@ class TableAdminForm(OwnerAwareModelForm):
         choices=[("", "From the file name")] + [(fmt, fmt.upper()) for fmt in services.IMPORT_FORMATS],
     )
 
-    redact_fields = forms.CharField(
-        required=False,
+    redact_fields = NameListField(
         label="Redact fields",
-        strip=True,
         widget=forms.TextInput(attrs={"size": 60, "placeholder": "e.g. ssn, email"}),
         help_text=doc_help_text(
             "Record field names, comma-separated, whose values never appear in the call log: in a call's "
@@ -206,14 +223,12 @@ class TableAdminForm(OwnerAwareModelForm):
         elif self.instance.pk is not None and "data" not in self.initial:
             # `data` is not a column (snapshot + change log); the current document is the initial value.
             self.initial["data"] = self.instance.data
-        names = self.initial.get("redact_fields", self.instance.redact_fields)
-        if not isinstance(names, str):  # the model's list, shown as the field's comma-separated text
-            self.initial["redact_fields"] = ", ".join(names or [])
+        # Not a model field of the form (the services write it): its initial value is the table's.
+        self.initial.setdefault("redact_fields", self.instance.redact_fields)
 
     def clean_redact_fields(self) -> list[str]:
-        """The comma-separated names as a list, checked as the model checks them (a name twice, too many)."""
-        text = self.cleaned_data.get("redact_fields") or ""
-        names = [name.strip() for name in text.split(",") if name.strip()]
+        """The names, checked as the model checks them (a name twice, too many)."""
+        names = self.cleaned_data.get("redact_fields") or []
         validate_redact_fields(names)
         return names
 
@@ -272,6 +287,15 @@ class ToolAdminForm(OwnerAwareModelForm):
         label_for_errors="JSON in the output schema",
         help_text="Optional JSON Schema of the result.",
     )
+    redact_arguments = NameListField(
+        label="Redact arguments",
+        widget=forms.TextInput(attrs={"size": 60, "placeholder": "e.g. ssn, card_number"}),
+        help_text=doc_help_text(
+            "Argument names, comma-separated, whose values never appear in the call log: in a call's arguments "
+            '(at any depth) and wherever its result or error repeats them they read "[redacted]". Credentials '
+            "(passwords, tokens, API keys, ...) are always redacted (docs/call-log.md)."
+        ),
+    )
     metadata = PrettyJSONField(
         required=False,
         label_for_errors="JSON in the metadata",
@@ -291,6 +315,7 @@ class ToolAdminForm(OwnerAwareModelForm):
             "input_schema",
             "output_schema",
             "metadata",
+            "redact_arguments",
         ]
         widgets = {"description": forms.Textarea(attrs={"rows": 4, "maxlength": 1024})}
 

@@ -492,6 +492,7 @@ class ToolAdmin(OwnedAdmin):
         (None, {"fields": ["name", "alias", "type", "description"]}),
         ("Context (data tools)", {"fields": ["table", "json_path"]}),
         ("Schemas and metadata", {"fields": ["input_schema", "output_schema", "metadata"]}),
+        ("Call log", {"fields": ["redact_arguments"]}),
         ("Usage", {"fields": ["use_count", "last_used", "created_at", "updated_at"]}),
     ]
 

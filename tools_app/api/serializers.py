@@ -441,6 +441,12 @@ class ToolSerializer(FullCleanModelSerializer):
     )
     category = serializers.CharField(read_only=True, help_text="metadata.category, or the type's default.")
     tags = serializers.ListField(child=serializers.CharField(), read_only=True)
+    redact_arguments = FieldNamesField(
+        required=False,
+        help_text="Argument names whose values never appear in the call log: the value of such an argument, or of "
+        'a key so named inside one at any depth, reads "[redacted]" in a call\'s `arguments`, and so does that '
+        "value where the call's `result_excerpt` or error repeats it. Credentials are always redacted. Default [].",
+    )
 
     class Meta:
         model = Tool
@@ -457,6 +463,7 @@ class ToolSerializer(FullCleanModelSerializer):
             "metadata",
             "category",
             "tags",
+            "redact_arguments",
             "use_count",
             "last_used",
             "owner",

@@ -1,7 +1,8 @@
 """The API's DRF throttles: DRF decides when to ask (`APIView.check_throttles`, after
 authentication and permissions, before the view does anything), tools_app.kernel.rate_limits counts.
 
-- UserRateThrottle: every request of an authenticated user (token or session), one bucket per user.
+- UserRateThrottle: every request of an authenticated user (token or session), one bucket per user; a refusal
+  is counted for the user's activity page (tools_app.services.refusals).
 - AnonRateThrottle: requests without a user to views open to anonymous callers, one bucket per IP (views
   that need a user answer 401 before any throttle runs, so unauthenticated traffic never reaches the store).
 - TokenRateThrottle: POST /api/auth/token/, one bucket per IP, whatever the credentials.
@@ -15,6 +16,7 @@ from rest_framework.throttling import BaseThrottle
 
 from tools_app.kernel import rate_limits
 from tools_app.kernel.rate_limits import COUNTED_SCOPE_KEY
+from tools_app.services.refusals import refusals
 
 __all__ = ["AnonRateThrottle", "TokenRateThrottle", "UserRateThrottle"]
 
@@ -25,7 +27,13 @@ class UserRateThrottle(BaseThrottle):
     def allow_request(self, request, view) -> bool:
         user = request.user
         if user is not None and user.is_authenticated:
-            rate_limits.hit(rate_limits.Bucket.of(rate_limits.API_USER, user.pk))
+            try:
+                rate_limits.hit(rate_limits.Bucket.of(rate_limits.API_USER, user.pk))
+            except rate_limits.RateLimited:
+                # Counted for the user's activity page: in memory, written at most every few seconds.
+                if refusals.count(owner_id=user.pk, instance_id=None, scope=rate_limits.API_USER):
+                    refusals.flush()
+                raise
         return True
 
 

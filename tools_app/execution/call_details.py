@@ -9,7 +9,8 @@ Redaction, always, before the value is measured or cut:
   or private key, in any case and separator: `access_token`, `clientSecret`, `X-Api-Key`), and inside every
   string the credentials this server issues (`CREDENTIAL_VALUE`: API keys `thk_…`, API tokens `tht_…`, OAuth
   tokens `tho_…` / `thr_…`);
-- the owner's names: the value of an object key listed in `fields` (the table's redact_fields), at any depth;
+- the owner's names: the value of an object key listed in `fields` (the table's redact_fields; in a call's
+  arguments, the tool's redact_arguments too), at any depth;
   and in a string that names such a field (a query like `[?ssn=='123-45-6789']`), every quoted literal
   ('…' and `…`: what such a query compares the field with);
 - repeats: a string of 3 characters or more (or a number of 4 digits or more) that a redacted key held is
@@ -161,17 +162,25 @@ def recorded(value: Any, *, max_bytes: int, fields: frozenset[str] = frozenset()
 
 
 def recorded_success(
-    arguments: Any, value: Any, *, fields: frozenset[str] = frozenset(), text: str | None = None
+    arguments: Any,
+    value: Any,
+    *,
+    fields: frozenset[str] = frozenset(),
+    sent_fields: frozenset[str] | None = None,
+    text: str | None = None,
 ) -> tuple[Recorded, Recorded]:
     """A successful call's arguments and result as the call log keeps them, each as `recorded` makes it: the
     result first (`text`, when given, is the one the client got, usually made already), then the arguments with
-    what the result redacted, and the result again only when the arguments redacted more.
+    what the result redacted, and the result again only when the arguments redacted more. `fields` are redacted
+    in both; `sent_fields`, in the arguments: `fields` and the tool's argument names (default: `fields`).
 
-    The common call (no `fields`, its result's text at hand, nothing credential-like in either text, both within
-    their bounds) is one encode of the arguments and one look at both texts: what the steps below would return
-    for it, without running them."""
+    The common call (no names to redact, its result's text at hand, nothing credential-like in either text, both
+    within their bounds) is one encode of the arguments and one look at both texts: what the steps below would
+    return for it, without running them."""
     result_bytes, arguments_bytes = result_max_bytes(), arguments_max_bytes()
-    if not fields and text is not None:
+    if sent_fields is None:
+        sent_fields = fields
+    if not sent_fields and text is not None:  # `sent_fields` holds `fields`: one test for both
         try:
             sent_text = _compact(arguments)
         except (TypeError, ValueError, RecursionError):
@@ -187,7 +196,7 @@ def recorded_success(
             if fits and not _maybe_credential(both):
                 return Recorded(sent_text, False), Recorded(text, False)
     result = recorded(value, max_bytes=result_bytes, fields=fields, text=text)
-    sent = recorded(arguments, max_bytes=arguments_bytes, fields=fields, secrets=result.secrets, small=True)
+    sent = recorded(arguments, max_bytes=arguments_bytes, fields=sent_fields, secrets=result.secrets, small=True)
     if sent.secrets and set(sent.secrets) - set(result.secrets):
         result = recorded(value, max_bytes=result_bytes, fields=fields, secrets=sent.secrets)
     return sent, result

@@ -88,6 +88,7 @@ from tools_app.registry.scope import UserScope
 from tools_app.selectors import NO_FIELDS, CallTarget, redact_fields_of
 from tools_app.services.call_log import CallLogUpkeep, call_log_prune, call_log_trim
 from tools_app.services.locks import key_share
+from tools_app.services.refusals import refusals, refusals_prune
 from tools_app.services.table_log import WriteAudit, change_transaction, rows_head_known, write_audit
 from tools_app.tool_types import TOOL_TYPES, external
 
@@ -148,6 +149,7 @@ def target_of_tool(tool: Tool, *, max_result_bytes: int | None = None) -> CallTa
         tool_changed=tool.updated_at,
         table_id=tool.table_id,
         tool=tool,
+        redact_arguments=tool.redact_arguments,
     )
 
 
@@ -818,6 +820,9 @@ def _details(target: CallTarget, outcome: CallOutcome, arguments: Any) -> _Detai
     keep = target.record_details
     if not keep and error is None:
         return _Details(None, None, "")
+    # The names redacted in the arguments: the table's fields and the tool's redact_arguments.
+    named = redact_fields_of(target.redact_arguments)
+    sent_fields = fields | named if named else fields
     if (
         error is None
         and fields
@@ -826,13 +831,15 @@ def _details(target: CallTarget, outcome: CallOutcome, arguments: Any) -> _Detai
     ):
         # The expression shows a redacted field's values without their key (`[].ssn`, `[].{s: ssn}`, `[0].*`):
         # redaction by key cannot see them, so the result is not kept, only its shape.
-        sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=fields, small=True)
+        sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=sent_fields, small=True)
         return _Details(sent, withheld(outcome.value), "")
     if error is None:
         # The text of the result is the one the client got, usually made already.
-        sent, result = recorded_success(arguments, outcome.value, fields=fields, text=outcome._text)
+        sent, result = recorded_success(
+            arguments, outcome.value, fields=fields, sent_fields=sent_fields, text=outcome._text
+        )
         return _Details(sent, result, "")
-    sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=fields, small=True)
+    sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=sent_fields, small=True)
     message = scrub(error.message[:MAX_ERROR_MESSAGE], sent.secrets)
     if not keep:
         return _Details(None, None, message)
@@ -854,8 +861,12 @@ upkeep = CallLogUpkeep()
 
 
 def _upkeep(owner_id: int, recorded_bytes: int) -> None:
-    """The call log's retention and the owner's storage bound, when due (services.call_log); after the call's
-    record is committed, and never its failure: a prune that fails is logged and tried at the next due time."""
+    """The call log's retention and the owner's storage bound, when due (services.call_log), and the refused
+    requests' counts (services.refusals); after the call's record is committed, and never its failure: a prune
+    that fails is logged and tried at the next due time."""
+    if refusals.due():  # the rate-limit refusals this process counted (services.refusals); none: a dict test
+        with _writer():
+            refusals.flush()
     prune, trim = upkeep.due(owner_id, recorded_bytes)
     if not (prune or trim):
         return
@@ -863,6 +874,7 @@ def _upkeep(owner_id: int, recorded_bytes: int) -> None:
         with span("toolhub.call.upkeep"), _writer():
             if prune:
                 call_log_prune()
+                refusals_prune()
             if trim:
                 call_log_trim(owner_id)
     except Exception:

@@ -13,6 +13,7 @@ from tools_app.models.call import CallLog, CallStatus, Surface
 from tools_app.models.embedding import EmbeddingVector
 from tools_app.models.instance import Discovery, LogLevel, McpInstance
 from tools_app.models.prompt import Prompt, PromptArgumentsError, PromptQuerySet, prompt_name_conflict
+from tools_app.models.refusal import RefusalCount
 from tools_app.models.table import Table, TableSnapshot, TableStorage
 from tools_app.models.table_change import TableChange
 from tools_app.models.table_record import (
@@ -42,6 +43,7 @@ __all__ = [
     "Prompt",
     "PromptArgumentsError",
     "PromptQuerySet",
+    "RefusalCount",
     "Surface",
     "Table",
     "TableChange",

@@ -24,6 +24,7 @@ from tools_app.validators import (
     validate_json_schema,
     validate_json_value,
     validate_metadata,
+    validate_redact_arguments,
     validate_tool_name,
 )
 
@@ -52,6 +53,16 @@ class Tool(OwnedModel):
     input_schema = models.JSONField(default=dict, blank=True)
     output_schema = models.JSONField(null=True, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
+    # Argument names whose values the call log never keeps (the call-detail pipeline, docs/call-log.md).
+    redact_arguments = models.JSONField(
+        default=list,
+        db_default=[],  # in the database too: the previous release still writes tools during the migration
+        blank=True,
+        validators=[validate_redact_arguments],
+        help_text="Argument names whose values never appear in the call log: the value of such an argument, or of "
+        'a key so named inside one at any depth, is kept as "[redacted]", and so is that value where the call\'s '
+        "result or error repeats it. Credentials (passwords, tokens, API keys, ...) are always redacted.",
+    )
     use_count = models.PositiveBigIntegerField(default=0, editable=False)
     last_used = models.DateTimeField(null=True, blank=True, editable=False)
 

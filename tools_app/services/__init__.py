@@ -15,6 +15,7 @@ constraints, never by a pre-check alone.
 - imports.py: a table from a JSON, CSV or NDJSON file
 - generate.py: a planned set of tools (tools_app.toolsets) created and bound all or nothing
 - call_log.py: the call log's retention and each owner's storage bound
+- refusals.py: requests refused before the pipeline (rate limits), counted for the owner's activity page
 - guard.py: the change guard (IN_USE unless confirmed), on the selector tools_app.selectors.usage_of
 - setup.py: an owner's setup as one document: export, plan, apply (all or nothing)
 """
@@ -49,6 +50,7 @@ from tools_app.services.instances import (
 )
 from tools_app.services.locks import key_share, lock_rows
 from tools_app.services.prompts import PROMPT_FIELDS, prompt_create, prompt_delete, prompt_update
+from tools_app.services.refusals import refusals, refusals_prune
 from tools_app.services.setup import setup_apply, setup_export, setup_plan, setup_validate
 from tools_app.services.table_log import (
     SafeWrite,
@@ -93,6 +95,8 @@ __all__ = [
     "CallLogUpkeep",
     "call_log_prune",
     "call_log_trim",
+    "refusals",
+    "refusals_prune",
     "BINDING_FIELDS",
     "IMPORT_FORMATS",
     "INSTANCE_FIELDS",

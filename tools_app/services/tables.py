@@ -34,6 +34,7 @@ TOOL_FIELDS = (
     "input_schema",
     "output_schema",
     "metadata",
+    "redact_arguments",
 )
 
 

@@ -9,8 +9,8 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from tools_app import activity
-from tools_app.models import CallLog
+from tools_app import activity, services
+from tools_app.models import CallLog, RefusalCount
 
 pytestmark = pytest.mark.django_db
 
@@ -178,3 +178,84 @@ def test_who_may_open_the_page(make_user, client):
 def test_the_admin_index_links_to_the_page(owner):
     page = logged_in(owner).get(reverse("admin:index")).content.decode()
     assert 'href="/admin/activity/"' in page
+
+
+#
+# Requests refused by a rate limit before the pipeline (RefusalCount, services.refusals)
+#
+
+
+def refused(owner, *, instance=None, scope="mcp_key", at=NOW, count=1):
+    return RefusalCount.objects.create(
+        owner=owner, mcp_instance=instance, scope=scope, minute=at.replace(second=0, microsecond=0), count=count
+    )
+
+
+def test_requests_refused_by_a_rate_limit_are_counted_per_bucket(owner, other_user, make_instance):
+    shop = make_instance(owner, slug="shop")
+    theirs = make_instance(other_user, slug="theirs")
+    # bucket 95 (12:00-12:15): shop's key refused 3 + 4 times (two flushes of one minute); bucket 94: the owner's
+    # own API requests twice
+    refused(owner, instance=shop, count=3)
+    refused(owner, instance=shop, count=4)
+    refused(owner, scope="user", at=NOW - timedelta(minutes=10), count=2)
+    refused(owner, instance=shop, at=NOW - timedelta(hours=25), count=50)  # before the window
+    refused(other_user, instance=theirs, count=9)  # another owner's
+    # when
+    data = activity.activity(
+        CallLog.objects.for_user(owner), activity.WINDOWS["24h"], NOW, refused=RefusalCount.objects.for_user(owner)
+    )
+    # then
+    requests = data["refusals"]["requests"]
+    assert (len(requests), requests[95], requests[94], sum(requests)) == (96, 7, 2, 9)
+    assert data["refusals"]["requests_total"] == 9
+    assert data["total"]["calls"] == 0  # no call-log row for them
+
+
+def test_the_refused_requests_cost_one_statement(owner, instance):
+    for minute in range(50):
+        log(owner, instance=instance, at=NOW - timedelta(minutes=minute))
+        refused(owner, instance=instance, at=NOW - timedelta(minutes=minute))
+    with CaptureQueriesContext(connection) as queries:
+        data = activity.activity(
+            CallLog.objects.for_user(owner), activity.WINDOWS["1h"], NOW, refused=RefusalCount.objects.for_user(owner)
+        )
+    assert data["refusals"]["requests_total"] == 50
+    assert len(queries) == 3  # the calls' groups, the instances' names, the refused requests' groups
+    assert "GROUP BY" in queries.captured_queries[-1]["sql"]
+
+
+def test_the_page_shows_an_owners_refused_requests_and_a_superuser_everyones(
+    owner, other_user, superuser, make_instance
+):
+    mine = make_instance(owner, slug="mine")
+    theirs = make_instance(other_user, slug="theirs")
+    now = datetime.now(UTC)
+    refused(owner, instance=mine, at=now, count=3)
+    refused(owner, scope="user", at=now, count=1)
+    refused(other_user, instance=theirs, at=now, count=20)
+    # an owner: its instance's and its own API requests; one instance: that instance's
+    assert logged_in(owner).get(URL).context["data"]["refusals"]["requests_total"] == 4
+    page = logged_in(owner).get(URL, {"instance": mine.pk})
+    assert page.context["data"]["refusals"]["requests_total"] == 3
+    assert '<strong id="activity-requests-refused">3</strong> requests over a rate limit' in page.content.decode()
+    # a superuser: everyone's
+    assert logged_in(superuser).get(URL).context["data"]["refusals"]["requests_total"] == 24
+    assert logged_in(superuser).get(URL, {"instance": theirs.pk}).context["data"]["refusals"]["requests_total"] == 20
+
+
+def test_the_page_writes_the_refusals_this_process_counted_first(owner, instance):
+    # given: refusals counted but not yet written (a flush is not due)
+    services.refusals.clear()
+    services.refusals.count(owner_id=owner.pk, instance_id=instance.pk, scope="mcp_key")
+    services.refusals.flush()
+    for _ in range(4):
+        services.refusals.count(owner_id=owner.pk, instance_id=instance.pk, scope="mcp_key")
+    assert not services.refusals.due()
+    assert RefusalCount.objects.get().count == 1
+    # when
+    data = logged_in(owner).get(URL).context["data"]
+    # then
+    assert data["refusals"]["requests_total"] == 5
+    assert sorted(RefusalCount.objects.values_list("count", flat=True)) == [1, 4]
+    assert services.refusals.pending == {}

@@ -13,7 +13,7 @@ The document (docs/setup.md), a JSON object (YAML is the same object):
     {"toolhub_setup": 1, "scope": "owner" | {"instance": "<slug>"},
      "tables": [{"name", "description", "data"?}],
      "tools": [{"name", "type", "table": "<table name>" | null, "json_path", "description", "alias",
-                "input_schema", "output_schema"?, "metadata"}],
+                "input_schema", "output_schema"?, "metadata", "redact_arguments"?}],
      "instances": [{"slug", "name", ..., "bindings": [{"tool": "<tool name>", "enabled", "name_override",
                     "description_override", "resource_uri"}], "prompts": [{"name", ...}]}]}
 

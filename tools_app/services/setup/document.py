@@ -39,7 +39,18 @@ SETUP_VERSION = 1
 
 # The fields of each kind, in the document's order (identities first).
 TABLE_KEYS = ("name", "description", "redact_fields")
-TOOL_KEYS = ("name", "type", "table", "json_path", "description", "alias", "input_schema", "output_schema", "metadata")
+TOOL_KEYS = (
+    "name",
+    "type",
+    "table",
+    "json_path",
+    "description",
+    "alias",
+    "input_schema",
+    "output_schema",
+    "metadata",
+    "redact_arguments",
+)
 INSTANCE_KEYS = ("slug", *(name for name in INSTANCE_FIELDS if name != "slug"))
 BINDING_KEYS = ("tool", *BINDING_FIELDS)
 PROMPT_KEYS = PROMPT_FIELDS
@@ -91,6 +102,7 @@ SETUP_SCHEMA: dict[str, Any] = _object(
                     "input_schema": _OBJECT,
                     "output_schema": {"type": ["object", "null"]},
                     "metadata": _OBJECT,
+                    "redact_arguments": {"type": "array", "items": _STRING},
                 },
                 ["name", "type"],
             ),
@@ -352,6 +364,7 @@ def tool_values(entry: dict[str, Any]) -> dict[str, Any]:
         "input_schema": input_schema,
         "output_schema": output_schema if output_schema != {} else None,
         "metadata": entry.get("metadata") or {},
+        "redact_arguments": entry.get("redact_arguments") or [],
     }
 
 

@@ -57,6 +57,8 @@ def _tool_entry(tool: Tool, table_names: dict[int, str]) -> dict[str, Any]:
     }
     if tool.output_schema is not None:
         entry["output_schema"] = tool.output_schema
+    if tool.redact_arguments:
+        entry["redact_arguments"] = tool.redact_arguments
     return entry
 
 

@@ -88,6 +88,7 @@
           datasets: [
             { label: "over a budget", data: data.refusals.budget, backgroundColor: "#e07b39", stack: "all" },
             { label: "rate-limited", data: data.refusals.rate_limited, backgroundColor: "#8c6bb1", stack: "all" },
+            { label: "requests over a rate limit", data: data.refusals.requests, backgroundColor: "#4b7bbd", stack: "all" },
           ],
         },
         options: {

@@ -7,6 +7,7 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 
 from mcp_app.tests.mcp_harness import Harness
 from tools_app import services
@@ -120,3 +121,38 @@ def test_a_tables_redact_fields_are_edited_on_its_page(owner, make_table):
     assert table.redact_fields == ["ssn", "email"]
     assert table.version == 1
     assert 'value="ssn, email"' in client.get(url).content.decode()
+
+
+def test_a_tools_redact_arguments_are_edited_on_its_page(owner, redacted_shop):
+    tool = redacted_shop["tool"]
+    url = reverse("admin:tools_app_tool_change", args=[tool.pk])
+    client = logged_in(owner)
+    form = {
+        "name": tool.name,
+        "alias": "",
+        "type": tool.type,
+        "description": tool.description,
+        "table": tool.table_id,
+        "json_path": "",
+        "input_schema": json.dumps(tool.input_schema),
+        "output_schema": "",
+        "metadata": "{}",
+    }
+    # when: two names, then a name twice
+    saved = client.post(url, {**form, "redact_arguments": " query, note "})
+    refused = client.post(url, {**form, "redact_arguments": "query, query"})
+    # then
+    assert saved.status_code == 302
+    assert refused.status_code == 200
+    assert refused.context["adminform"].form.errors["redact_arguments"] == ["redact_arguments names an argument twice."]
+    tool.refresh_from_db()
+    assert tool.redact_arguments == ["query", "note"]
+    assert 'value="query, note"' in client.get(url).content.decode()
+    # and: the next call's record follows them
+    Harness().call("shop", redacted_shop["key"], "people_query", {"query": "[?name=='ada'].id"})
+    call = CallLog.objects.get()
+    response = client.get(detail_url(call))
+    assert json.loads(response.context["arguments"]) == {"query": "[redacted]"}
+    page = response.content.decode()
+    assert "[?name==" not in page
+    assert escape("[?name==") not in page

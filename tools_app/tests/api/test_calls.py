@@ -343,20 +343,134 @@ def test_a_redact_field_added_later_applies_to_the_next_call(owner, people):
     [
         ("ssn", "Expected a list of items"),
         ([""], "This field may not be blank."),
+        ([7], "Not a valid string."),
         (["ssn", "ssn"], "A field is named twice."),
         (["x" * 201], "Ensure this field has no more than 200 characters."),
         ([f"f{i}" for i in range(101)], "Ensure this field has no more than 100 elements."),
     ],
 )
-def test_bad_redact_fields_are_a_400_and_write_nothing(owner, people, value, message):
-    response = client_for(owner).patch(f"/api/tables/{people['table'].pk}/", {"redact_fields": value}, format="json")
+@pytest.mark.parametrize(("kind", "field"), [("table", "redact_fields"), ("open", "redact_arguments")])
+def test_bad_redacted_names_are_a_400_and_write_nothing(owner, people, kind, field, value, message):
+    """A table's redact_fields and a tool's redact_arguments: the same rules."""
+    row = people[kind]
+    if kind == "open":
+        services.tool_update(tool=row, redact_arguments=["card"])
+    url = f"/api/{'tables' if kind == 'table' else 'tools'}/{row.pk}/"
+    before = getattr(row, field)
+    assert before in (["ssn"], ["card"])
+    response = client_for(owner).patch(url, {field: value}, format="json")
     assert response.status_code == 400
     assert response.json()["error"] == "VALIDATION_ERROR"
     fields = response.json()["fields"]
-    assert list(fields) == ["redact_fields.0" if isinstance(value, list) and len(value) == 1 else "redact_fields"]
+    assert list(fields) == [f"{field}.0" if isinstance(value, list) and len(value) == 1 else field]
     assert message in json.dumps(fields)
-    people["table"].refresh_from_db()
-    assert people["table"].redact_fields == ["ssn"]
+    row.refresh_from_db()
+    assert getattr(row, field) == before
+
+
+#
+# A tool's redact_arguments
+#
+
+CARD = "4111-1111-1111-1111"
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_tools_redact_arguments_never_reach_the_row_the_api_the_page_or_the_logs(surface, owner, people, caplog):
+    # given: the open tool's `card` is sensitive; a card sent as the argument, inside another one and in free text
+    caplog.set_level(logging.DEBUG)
+    services.tool_update(tool=people["open"], redact_arguments=["card"])
+    arguments = {"card": CARD, "options": {"card": "5500-0000-0000-0004", "limit": 5}, "note": f"card {CARD} on file"}
+    # when
+    call_on(surface, people, owner, people["open"], arguments)
+    # then: the row, the API, the admin's page of the call and the logs hold neither card
+    call = CallLog.objects.get()
+    assert (call.surface, call.status) == (surface, "ok")
+    body = client_for(owner).get(f"/api/calls/{call.pk}/").json()
+    assert body["arguments"] == {
+        "card": "[redacted]",
+        "options": {"card": "[redacted]", "limit": 5},
+        "note": "card [redacted] on file",
+    }
+    assert body["result_excerpt"][0] == {"id": 1, "name": "ada", "ssn": "[redacted]"}
+    listed = client_for(owner).get("/api/calls/").json()["results"]
+    admin = Client()
+    admin.force_login(owner)
+    page = admin.get(reverse("admin:tools_app_calllog_change", args=[call.pk])).content.decode()
+    for card in (CARD, "5500-0000-0000-0004"):
+        assert card not in raw_row(call.pk)
+        assert card not in json.dumps(body)
+        assert card not in json.dumps(listed)
+        assert card not in page
+        assert card not in caplog.text
+
+
+def test_a_redacted_arguments_value_is_redacted_where_the_result_repeats_it(owner, people):
+    # given: `name` is a sensitive argument of the open tool (not a redacted field of its table)
+    services.tool_update(tool=people["open"], redact_arguments=["name"])
+    # when
+    Harness().call("shop", people["key"], "people_all", {"name": "alan"})
+    # then: the result keeps the records, with the value the argument held redacted wherever it appears
+    call = CallLog.objects.get()
+    assert call.arguments_value == {"name": "[redacted]"}
+    assert call.result_value == [
+        {"id": 1, "name": "ada", "ssn": "[redacted]"},
+        {"id": 2, "name": "[redacted]", "ssn": "[redacted]"},
+    ]
+    assert "alan" not in raw_row(call.pk)
+
+
+def test_a_redacted_argument_is_redacted_in_an_error_that_quotes_it(owner, people):
+    # given: the create's `elements` are sensitive; a record created, then created again: the error names its key
+    services.tool_update(tool=people["create"], redact_arguments=["elements"])
+    call_on("api", people, owner, people["create"], {"elements": [{"id": 1234, "name": "zed"}]})
+    # when
+    call_on("api", people, owner, people["create"], {"elements": [{"id": 1234, "name": "zed"}]})
+    # then
+    call = CallLog.objects.latest("id")
+    assert call.status == "error"
+    assert call.arguments_value == {"elements": "[redacted]"}
+    message = (
+        "elements[0]: the key '[redacted]' already exists in '(root)'; nothing was created. Use an update tool to "
+        "change it."
+    )
+    assert call.error_message == message
+    details = {"key": "[redacted]", "index": 0}
+    assert call.result_value == {"error": "KEY_EXISTS", "message": message, "details": details}
+    assert "1234" not in raw_row(call.pk)
+    assert "zed" not in raw_row(call.pk)
+
+
+def test_a_tool_without_a_table_redacts_its_arguments(owner, make_tool, instance, bind, make_api_key):
+    # given: an external tool (served elsewhere: the call is refused here, and recorded with its arguments)
+    weather = make_tool(owner, None, type="external", name="weather", description="Elsewhere.")
+    services.tool_update(tool=weather, redact_arguments=["home_address"])
+    # when
+    client_for(owner).post(
+        f"/api/tools/{weather.pk}/call/", {"arguments": {"home_address": "1 Main St", "days": 3}}, format="json"
+    )
+    # then
+    call = CallLog.objects.get()
+    assert call.error_code == "TOOL_NOT_CALLABLE"
+    assert call.arguments_value == {"home_address": "[redacted]", "days": 3}
+    assert "1 Main St" not in raw_row(call.pk)
+
+
+def test_a_tools_redact_arguments_are_read_and_written_by_the_api(owner, people):
+    client = client_for(owner)
+    url = f"/api/tools/{people['open'].pk}/"
+    assert client.get(url).json()["redact_arguments"] == []
+    response = client.patch(url, {"redact_arguments": ["card", "pin"]}, format="json")
+    assert response.status_code == 200
+    assert response.json()["redact_arguments"] == ["card", "pin"]
+    people["open"].refresh_from_db()
+    assert people["open"].redact_arguments == ["card", "pin"]
+    # a tool without a table, created with them
+    created = client.post(
+        "/api/tools/", {"name": "weather", "type": "external", "redact_arguments": ["home_address"]}, format="json"
+    )
+    assert created.status_code == 201
+    assert created.json()["redact_arguments"] == ["home_address"]
 
 
 #

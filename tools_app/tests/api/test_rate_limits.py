@@ -6,12 +6,14 @@ from pathlib import Path
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.test import Client
 from rest_framework import exceptions
 
 from tests.api_helpers import client_for, db_snapshot
+from tools_app import services
 from tools_app.api.errors import exception_handler
 from tools_app.kernel import rate_limits
-from tools_app.models import CallLog, McpInstance, Table
+from tools_app.models import CallLog, McpInstance, RefusalCount, Table
 from tools_app.validators import validate_rate
 
 pytestmark = pytest.mark.django_db
@@ -309,3 +311,22 @@ def test_the_schema_documents_the_429(rate_limited):
     assert all("429" in operation["responses"] for operation in operations)
     token = schema["paths"]["/api/auth/token/"]["post"]["responses"]["429"]
     assert token["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+
+
+def test_a_users_refused_requests_are_counted_for_its_activity_page(rate_limited, owner, other_user):
+    # given
+    rate_limited(user="1/minute")
+    mine = client_for(owner)
+    assert mine.get("/api/tables/").status_code == 200
+    # when
+    statuses = [mine.get("/api/tables/").status_code for _ in range(3)]
+    # then: the first refusal written at once, the next two at the next due flush (here, the page's)
+    assert statuses == [429, 429, 429]
+    assert list(RefusalCount.objects.values_list("owner", "mcp_instance", "scope", "count")) == [
+        (owner.pk, None, "user", 1)
+    ]
+    assert sorted(services.refusals.pending.values()) == [2]
+    staff = Client()
+    staff.force_login(owner)
+    assert staff.get("/admin/activity/").context["data"]["refusals"]["requests_total"] == 3
+    assert RefusalCount.objects.filter(owner=other_user).count() == 0

@@ -129,10 +129,11 @@ def test_scrub_replaces_secrets_and_keys_in_free_text():
 #
 
 
-def _general(arguments, value, *, fields=frozenset(), text=None):
+def _general(arguments, value, *, fields=frozenset(), sent_fields=None, text=None):
     """The steps recorded_success stands for, one by one (the pipeline's rule before the fast path)."""
     result = recorded(value, max_bytes=4096, fields=fields, text=text)
-    sent = recorded(arguments, max_bytes=4096, fields=fields, secrets=result.secrets, small=True)
+    sent_fields = fields if sent_fields is None else sent_fields
+    sent = recorded(arguments, max_bytes=4096, fields=sent_fields, secrets=result.secrets, small=True)
     if sent.secrets and set(sent.secrets) - set(result.secrets):
         result = recorded(value, max_bytes=4096, fields=fields, secrets=sent.secrets)
     return sent, result
@@ -166,6 +167,20 @@ def test_recorded_success_keeps_what_the_general_steps_keep(settings, case, with
 
     # then
     assert (sent, result) == _general(arguments, value, fields=fields, text=text)
+
+
+def test_recorded_success_redacts_argument_names_in_the_arguments_and_their_values_in_the_result(settings):
+    # given: `name` is an argument name to redact, not a field of the result
+    settings.TOOLHUB_CALL_RESULT_BYTES = settings.TOOLHUB_CALL_ARGUMENTS_BYTES = 4096
+    arguments, value = {"name": "alan", "limit": 2}, [{"name": "alan", "id": 2}, {"name": "ada", "id": 1}]
+    for text in (_compact(value), None):
+        # when
+        sent, result = recorded_success(arguments, value, sent_fields=frozenset({"name"}), text=text)
+
+        # then
+        assert sent == Recorded('{"name":"[redacted]","limit":2}', False, ("alan",))
+        assert result == Recorded('[{"name":"[redacted]","id":2},{"name":"ada","id":1}]', False, ("alan",))
+        assert (sent, result) == _general(arguments, value, sent_fields=frozenset({"name"}), text=text)
 
 
 def test_recorded_success_of_a_clean_call_is_the_texts_as_sent_and_answered():

@@ -26,7 +26,7 @@ def setup_of(owner, make_table, make_tool, make_instance, bind, make_api_key):
     everything = make_tool(owner, orders, type="get_all_data", name="orders_all", output_schema={"type": "array"})
     note = make_tool(owner, notes, type="select", name="notes_select", json_path="", alias="Notes")
     search = make_tool(owner, None, type="search_tools", name="find_tools")
-    make_tool(owner, None, type="external", name="weather", description="")
+    make_tool(owner, None, type="external", name="weather", description="", redact_arguments=["home_address"])
     shop = make_instance(owner, slug="shop", instructions="Be brief.", query_cpu_ms=500, key_rate_limit="10/minute")
     bind(shop, query, name_override="find_orders", description_override="Find orders.")
     bind(shop, everything, enabled=False)
@@ -54,7 +54,15 @@ def state(owner) -> dict:
             "table": t.table.name if t.table_id else None,
             **{
                 f: getattr(t, f)
-                for f in ("json_path", "description", "alias", "input_schema", "output_schema", "metadata")
+                for f in (
+                    "json_path",
+                    "description",
+                    "alias",
+                    "input_schema",
+                    "output_schema",
+                    "metadata",
+                    "redact_arguments",
+                )
             },
         }
         for t in Tool.objects.filter(owner=owner)
@@ -92,6 +100,8 @@ def test_export_names_everything_by_name_and_holds_no_key(setup_of):
         "weather",
     ]
     assert document["tools"][3]["table"] == "orders"
+    assert "redact_arguments" not in document["tools"][3]  # none listed: left out
+    assert document["tools"][4]["redact_arguments"] == ["home_address"]
     assert [i["slug"] for i in document["instances"]] == ["desk", "shop"]
     shop = document["instances"][1]
     assert shop["query_cpu_ms"] == 500
