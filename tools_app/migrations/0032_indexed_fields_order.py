@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tools_app', '0029_record_layout_restrict'),
+        ('tools_app', '0031_refusalcount'),
     ]
 
     operations = [
