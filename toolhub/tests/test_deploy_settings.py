@@ -118,3 +118,14 @@ def test_a_bad_number_stops_manage_py_with_a_message(name, value):
     # then
     assert done.returncode == 1
     assert done.stderr == f"Error: {name} must be a whole number of at least 0, not {value!r}.\n"
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif("postgres" in os.environ.get("DATABASE_URL", ""), reason="SQLite's connection settings")
+def test_a_sqlite_connection_reads_through_wal_with_a_32_mib_page_cache():
+    """Each SQLite connection: WAL, synchronous NORMAL (1), and a page cache of up to 32 MiB (-32768 KiB)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        settings_read = [cursor.execute(f"PRAGMA {name}").fetchone()[0] for name in ("synchronous", "cache_size")]
+    assert settings_read == [1, -32768]

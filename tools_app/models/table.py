@@ -73,7 +73,10 @@ class Table(OwnedModel):
         default=list,
         db_default=[],
         blank=True,
-        help_text="Record field names whose filters and sorts the database answers from an index.",
+        help_text=(
+            "Record field names whose filters and sorts the database answers from an index. Those filtered on"
+            " together in one index too, in this order: list the fields tested with == first."
+        ),
     )
 
     # (table id, version) -> the document: services.table_log.document, plugged in by the services when they

@@ -16,11 +16,12 @@ from prometheus_client import REGISTRY
 from tests.api_helpers import client_for, db_snapshot, response_json
 from tools_app import services
 from tools_app.data_access import slow_queries
-from tools_app.data_access.sql.indexes import index_statements
+from tools_app.data_access.sql.indexes import COMPOUND_FIELDS, compound_statement, index_statements
+from tools_app.data_access.sql.kinds import Known
 from tools_app.data_access.sql.plan import build_plan, filtered_fields
 from tools_app.data_access.sql.render import dialect_for
 from tools_app.data_access.sql.store import field_kinds
-from tools_app.data_access.sql_query import compile_sql_expression, run_sql
+from tools_app.data_access.sql_query import compile_sql_expression, run_sql, statement_for
 from tools_app.models import Table, TableCollection, Tool
 from tools_app.services.generated_text import fast_fields_description, generated_edited
 from tools_app.services.table_indexes import ensure_indexes
@@ -68,6 +69,14 @@ def _plan_of(expression: str, collection_id: int) -> tuple[str, list]:
         answer = run_sql(query, cursor, table=RECORDS, collection_id=collection_id)
     assert answer is not None
     return plan, answer.value
+
+
+def _compound(collection_id: int, *fields: str) -> set[str]:
+    """The name of the collection's compound index on `fields` (of the forms its field kinds give)."""
+    with connection.cursor() as cursor:
+        known = field_kinds(cursor, collection_id)
+    return set(compound_statement(dialect=dialect(), records_table=RECORDS, collection_id=collection_id,
+                                  fields=fields, known=known))  # fmt: skip
 
 
 def _names(collection_id: int, field_name: str) -> list[str]:
@@ -390,6 +399,78 @@ def test_index_names_are_deterministic_and_bounded_and_expressions_are_the_rende
     assert dialect_for("postgresql").string(path).text == """(data ->> 'status') COLLATE "C\""""
 
 
+def test_the_compound_index_covers_the_first_declared_fields_in_the_forms_their_values_take():
+    """Two or more fields: one compound index on the first COMPOUND_FIELDS, in their declared order, each
+    column the renderer's own expression: SQLite's one value; PostgreSQL's number form for a field of numbers
+    (nulls aside), else its string form (unknown kinds too). The name follows the fields, their order and
+    forms, so new kinds make a new index."""
+    known = Known.of({"fields": {"status": ["string"], "total": ["number", "null"], "flag": ["boolean"]},
+                      "rows": True, "open": False, "records": ["object"]})  # fmt: skip
+    fields = ["status", "total", "flag", "a", "b"]
+    sqlite = compound_statement(dialect="sqlite", records_table=RECORDS, collection_id=7, fields=fields)
+    postgres = compound_statement(dialect="postgresql", records_table=RECORDS, collection_id=7, fields=fields,
+                                  known=known)  # fmt: skip
+    unknown = compound_statement(dialect="postgresql", records_table=RECORDS, collection_id=7, fields=fields)
+    (sqlite_name, sqlite_sql), (name, sql) = next(iter(sqlite.items())), next(iter(postgres.items()))
+    assert sqlite_sql == (
+        f'CREATE INDEX IF NOT EXISTS "{sqlite_name}" ON "{RECORDS}" ((data ->> \'$."status"\'), '
+        """(data ->> '$."total"'), (data ->> '$."flag"'), (data ->> '$."a"')) WHERE collection_id = 7"""
+    )
+    assert sql == (
+        f'CREATE INDEX IF NOT EXISTS "{name}" ON "{RECORDS}" (((data ->> \'status\') COLLATE "C"), '
+        "(CASE WHEN jsonb_typeof((data -> 'total')) = 'number' THEN (data ->> 'total')::numeric END), "
+        """((data ->> 'flag') COLLATE "C"), ((data ->> 'a') COLLATE "C")) WHERE collection_id = 7"""
+    )
+    assert COMPOUND_FIELDS == 4
+    assert sqlite_name.startswith("tr_7_")
+    assert sqlite_name.endswith("_c")
+    assert len(sqlite_name) == len("tr_7_") + 12 + len("_c")
+    assert len({sqlite_name, name, *unknown}) == 3
+    assert set(unknown.values()) != set(postgres.values())
+    assert compound_statement(dialect="sqlite", records_table=RECORDS, collection_id=7, fields=["total", "status"])
+    assert not set(compound_statement(dialect="sqlite", records_table=RECORDS, collection_id=7,
+                                      fields=["total", "status"])) & set(sqlite)  # fmt: skip
+    assert compound_statement(dialect="sqlite", records_table=RECORDS, collection_id=7, fields=["status"]) == {}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_filter_testing_the_leading_declared_fields_reads_their_compound_index(owner, make_table):
+    """`status == 'status-0' && total > 1000` over 2,000 records: 500 have the status, 999 the total, 250 both.
+    Declared `status` then `total`, the compound index finds the 250 (an equality on its first column, a range
+    on its second), on both engines, and the answer is jmespath's; a filter on the second field alone reads
+    that field's own index."""
+    # given
+    table = make_table(owner, name="orders", data=[], storage="document")  # no collection: `store` adds them
+    records = [{"id": index, "status": f"status-{index % 4}", "total": index} for index in range(2000)]
+    collection = store(table, "/orders", records)
+    expression = "[?status=='status-0' && total > `1000`].id"
+
+    # when
+    services.table_update(table=table, indexed_fields=["status", "total"])
+
+    # then
+    (compound,) = _compound(collection.collection_id, "status", "total")
+    assert compound in _indexes()
+    query = compile_sql_expression(expression, dialect(), "array")
+    assert query is not None
+    with connection.cursor() as cursor:
+        known = field_kinds(cursor, collection.collection_id)
+        statement = statement_for(query, cursor, table=RECORDS, collection_id=collection.collection_id, known=known)
+        assert "+(data" not in statement.sql  # SQLite: no test kept from its index
+        cursor.execute(("EXPLAIN " if dialect() == "postgresql" else "EXPLAIN QUERY PLAN ") + statement.sql,
+                       statement.params)  # fmt: skip
+        plan = " ".join(str(column) for row in cursor.fetchall() for column in row)
+        answer = run_sql(query, cursor, table=RECORDS, collection_id=collection.collection_id, known=known)
+    assert compound in plan, plan
+    if dialect() == "sqlite":
+        assert f"USING INDEX {compound} (<expr>=? AND <expr>>?)" in plan, plan
+    assert answer is not None
+    assert answer.value == jmespath.search(expression, records) == list(range(1004, 2000, 4))
+    plan, ids = _plan_of("[?total > `1990`].id", collection.collection_id)
+    assert compound not in plan, plan
+    assert ids == list(range(1991, 2000))
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_slice_of_a_sorted_list_reads_the_key_index_and_answers_as_jmespath(owner, make_table):
     """sort_by(...)[a:b], [-n:] and an index of the sorted list are ORDER BY ... LIMIT over the rows, and
@@ -459,9 +540,10 @@ def test_declared_fields_are_indexed_per_collection_and_the_compiled_filter_uses
 
     # then
     total_names = _names(collection.collection_id, "total")
-    assert _indexes() == set(status_names) | set(total_names)
+    assert _indexes() == set(status_names) | set(total_names) | _compound(collection.collection_id, "status", "total")
     plan, ids = _plan_of("[?status=='status-0'].id", collection.collection_id)
-    assert status_names[-1] in plan, plan  # SQLite's one index; PostgreSQL's string (_s) index
+    # SQLite's one index, PostgreSQL's string (_s) index, or the compound index that leads with the field
+    assert any(name in plan for name in (status_names[-1], *_compound(collection.collection_id, "status", "total")))
     assert ids == expected == list(range(0, 2000, 40))
     plan, ids = _plan_of("[?total == `1990`].id", collection.collection_id)
     if dialect() == "postgresql":  # SQLite's statement also checks for integers beyond 64 bits (an OR): a scan
