@@ -54,11 +54,16 @@ from tools_app.choices import ToolType
 from tools_app.data_access.operations import Mount
 from tools_app.execution.pipeline import run_tool_call
 from tools_app.kernel.errors import ToolError
-from tools_app.kernel.limits import MAX_PROMPT_ARGUMENT
+from tools_app.kernel.limits import (
+    COMPLETION_MAX_TYPED_CHARS,
+    COMPLETION_MAX_VALUES,
+    MAX_PROMPT_ARGUMENT,
+    MAX_RESOURCE_URI_CHARS,
+)
 from tools_app.models import Binding, McpInstance, Prompt, PromptArgumentsError
 from tools_app.registry import get_index, usage_guide
 from tools_app.registry.instance_scope import InstanceScope
-from tools_app.resource_uris import MAX_URI, RESERVED_SCHEME, Template, ordered, parse_template, resource_uri_problem
+from tools_app.resource_uris import RESERVED_SCHEME, Template, ordered, parse_template, resource_uri_problem
 from tools_app.services import table_data
 
 __all__ = [
@@ -74,8 +79,6 @@ __all__ = [
 RESOURCE_NOT_FOUND = -32002  # MCP: resources/read of a URI the server does not serve
 SCHEME = "toolhub://tables/"
 MIME = "application/json"
-MAX_COMPLETION_VALUE = 1_000
-MAX_COMPLETIONS = 100  # the protocol's cap on values per completion
 # The tool types that already return a whole mount, and the arguments that make them do it.
 READERS: dict[str, dict[str, Any]] = {ToolType.GET_ALL_DATA: {}, ToolType.QUERY_DATA: {"query": "@"}}
 RECORD_TYPE = ToolType.SELECT
@@ -343,8 +346,8 @@ CUSTOM_CURSOR = re.compile(r"^(?P<base>.+)[?&]cursor=(?P<cursor>[^&#]*)$")
 
 
 def read_resource_sync(state: RequestState, uri: str) -> dict[str, Any]:
-    if len(uri) > MAX_URI:
-        raise MCPError(types.INVALID_PARAMS, f"The URI is over {MAX_URI} characters.")
+    if len(uri) > MAX_RESOURCE_URI_CHARS:
+        raise MCPError(types.INVALID_PARAMS, f"The URI is over {MAX_RESOURCE_URI_CHARS} characters.")
     instance = current_instance(state)
     surface = _surface(instance)
     if uri.startswith(SCHEME):
@@ -476,9 +479,9 @@ def get_prompt_sync(state: RequestState, name: str, arguments: dict[str, str] | 
 def _completion(values: list[str]) -> dict[str, Any]:
     return {
         "completion": {
-            "values": values[:MAX_COMPLETIONS],
+            "values": values[:COMPLETION_MAX_VALUES],
             "total": len(values),
-            "hasMore": len(values) > MAX_COMPLETIONS,
+            "hasMore": len(values) > COMPLETION_MAX_VALUES,
         }
     }
 
@@ -521,7 +524,7 @@ def _template_keys(instance: McpInstance, uri: Any, name: Any) -> list[Any] | No
 def complete_sync(state: RequestState, ref: dict[str, Any], argument: dict[str, Any]) -> dict[str, Any]:
     instance = current_instance(state)
     name, typed = argument.get("name"), argument.get("value") or ""
-    if not isinstance(typed, str) or len(typed) > MAX_COMPLETION_VALUE:
+    if not isinstance(typed, str) or len(typed) > COMPLETION_MAX_TYPED_CHARS:
         return _completion([])
     if ref.get("type") == "ref/prompt" and ref.get("name") == PROMPT_NAME:
         index = get_index(InstanceScope(instance, grant_of(state.caller)))

@@ -43,6 +43,7 @@ from tools_app.execution.pipeline import CHANGING_TYPES, CallOutcome, CallTarget
 from tools_app.grants import Grant
 from tools_app.kernel import telemetry
 from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.limits import UNKNOWN_TOOL_MAX_SUGGESTIONS
 from tools_app.models import Binding, Discovery, LogLevel, McpInstance, Tool
 from tools_app.registry import PROXY_NAME
 from tools_app.registry.export import tool_entry
@@ -191,7 +192,6 @@ PROXY_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 PROXY_ANNOTATIONS = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False}
-MAX_SUGGESTIONS = 3
 
 
 def proxy_finders(instance: McpInstance, grant: Grant) -> tuple[str | None, str | None]:
@@ -281,7 +281,7 @@ def nearest_names(state: RequestState, instance_id: int, name: str) -> list[str]
     )
     effective = sorted({override or tool_name for override, tool_name in names})
     folded = {candidate.lower(): candidate for candidate in effective}
-    close = difflib.get_close_matches(name.lower(), list(folded), n=MAX_SUGGESTIONS, cutoff=0.5)
+    close = difflib.get_close_matches(name.lower(), list(folded), n=UNKNOWN_TOOL_MAX_SUGGESTIONS, cutoff=0.5)
     return [folded[match] for match in close]
 
 

@@ -18,11 +18,11 @@ from asgiref.sync import sync_to_async
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from tools_app.data_access import budget
+from tools_app.kernel.limits import HOP_MAX_LENT_THREADS
 
 __all__ = ["DatabaseHops"]
 
 CONNECTION_CHECK_INTERVAL = 1.0  # seconds
-MAX_LENT_THREADS = 32  # threads lent beyond the pool's size while its threads wait (_HopThreads)
 
 
 def _reset_connections() -> None:
@@ -162,7 +162,7 @@ class DatabaseHops:
     asgiref copies the context for every hop. This pool also closes its threads' connections at shutdown.
     """
 
-    def __init__(self, threads: int, cap: int = MAX_LENT_THREADS) -> None:
+    def __init__(self, threads: int, cap: int = HOP_MAX_LENT_THREADS) -> None:
         self.threads = threads
         self.cap = threads + cap
         self._pool: _HopThreads | None = None

@@ -10,7 +10,7 @@ connection), the connection made to the address checked, no redirects. What it a
   each socket read instead, so a server sending one byte every half second held a request for 30 s. Here every
   blocking step (lookup, connect, TLS handshake, each read) gets only what is left of the deadline.
 - A byte cap on everything read, headers included: CIMD_MAX_DOCUMENT_SIZE (TOOLHUB_OAUTH_CIMD_MAX_BYTES) for
-  the document plus HEADER_BYTES for the status line and headers.
+  the document plus CIMD_MAX_HEADER_BYTES for the status line and headers.
 - No database connection held while it waits: the request's connection goes back to the pool (PostgreSQL)
   before the lookup, so a flood of slow documents cannot drain the pool for everyone else.
 - The document's `logo_uri` and `client_uri` are kept (ClientDocument) for the consent page: a logo is only
@@ -40,11 +40,13 @@ from oauth2_provider.settings import oauth2_settings
 
 from oauth_app.models import ClientDocument
 from tools_app.kernel.connections import release_connections
-from tools_app.kernel.limits import OAUTH_CIMD_CA_FILE, OAUTH_CIMD_TRUSTED_ORIGINS
+from tools_app.kernel.limits import (
+    CIMD_MAX_HEADER_BYTES,
+    CIMD_MAX_URI_CHARS,
+    OAUTH_CIMD_CA_FILE,
+    OAUTH_CIMD_TRUSTED_ORIGINS,
+)
 
-MAX_URI_LENGTH = 2000
-# What the status line and headers of a metadata document's response may take, on top of the document.
-HEADER_BYTES = 8 * 1024
 # DNS lookups run on these threads so that a slow resolver cannot hold a request past its deadline (a lookup
 # cannot be interrupted; the request stops waiting for it). A lookup still running when the request gives up
 # keeps its thread until the resolver's own timeout: at most this many at once per worker.
@@ -107,7 +109,7 @@ def _trusted(client_id: str) -> bool:
 
 def _https_uri(value) -> str:
     """`value` if it is an https URL of sane length, else "" (a logo is only loaded over https)."""
-    if not isinstance(value, str) or len(value) > MAX_URI_LENGTH:
+    if not isinstance(value, str) or len(value) > CIMD_MAX_URI_CHARS:
         return ""
     try:
         parts = urlsplit(value)
@@ -141,7 +143,8 @@ class ToolhubMetadataFetcher(library.SafeMetadataFetcher):
     def _fetch(self, client_id):
         timeout = float(oauth2_settings.CIMD_FETCH_TIMEOUT_SECONDS)
         budget = _Budget(
-            deadline=time.monotonic() + timeout, max_bytes=oauth2_settings.CIMD_MAX_DOCUMENT_SIZE + HEADER_BYTES
+            deadline=time.monotonic() + timeout,
+            max_bytes=oauth2_settings.CIMD_MAX_DOCUMENT_SIZE + CIMD_MAX_HEADER_BYTES,
         )
         parsed = library._validate_client_id_url(client_id)
         port = parsed.port or 443

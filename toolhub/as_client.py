@@ -48,13 +48,12 @@ from mcp_app.handlers import call_tool_sync, tools_page
 from mcp_app.requests import RequestState, grant_of
 from oauth_app.tokens import session_check_token
 from tools_app.admin.tool_forms import compact_json, parse_json, pretty_json
-from tools_app.kernel.limits import TRY_IT_MAX_CHARS
+from tools_app.kernel.limits import CONNECTION_CHECK_MAX_PAGES, TRY_IT_MAX_CHARS
 from tools_app.models import ApiKey, McpInstance
 from tools_app.oauth import SCOPE_ALL
 from tools_app.tool_types.examples import from_schema
 
 CHECK_SECONDS = 10.0  # the whole connection check: connect, initialize, tools/list
-MAX_PAGES = 20  # pages of each list shown (TOOLHUB_MCP_PAGE_SIZE each); a longer list says it was cut
 OWNER = "owner"
 # The connection check's two ways in (the form's "with" field).
 WITH_KEY, WITH_SESSION = "key", "session"
@@ -93,10 +92,10 @@ def owner_credential(instance: McpInstance, admin_user_id: int | None = None) ->
 
 
 def _all_pages(page: Any, field: str) -> tuple[list[dict[str, Any]], bool]:
-    """Every entry of a paged list (at most MAX_PAGES pages), and whether it was cut there."""
+    """Every entry of a paged list (at most CONNECTION_CHECK_MAX_PAGES pages), and whether it was cut there."""
     entries: list[dict[str, Any]] = []
     cursor = None
-    for _page in range(MAX_PAGES):
+    for _page in range(CONNECTION_CHECK_MAX_PAGES):
         result = page(cursor)
         entries.extend(result[field])
         cursor = result.get("nextCursor")

@@ -19,6 +19,7 @@ from typing import Any
 from django.core import signing
 
 from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.limits import MAX_CURSOR_LENGTH
 from tools_app.validators import on_fresh_stack
 
 __all__ = [
@@ -40,7 +41,6 @@ __all__ = [
 ]
 
 CURSOR = "cursor"  # the argument a paged tool accepts on top of its own schema
-MAX_CURSOR_LENGTH = 1_000
 MEASURE_FACTOR = 4  # a refused result is measured up to this many budgets, then reported as "more than"
 _SALT = "toolhub.paging.cursor"
 _encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))

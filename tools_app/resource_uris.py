@@ -7,8 +7,9 @@ A binding's `resource_uri` is either
   on a `select` binding, one record of its mount, the variable standing for the record's key.
 
 Rules, all checked when a binding is saved (Binding.clean, the services under the instance's lock):
-- a scheme (`^[a-z][a-z0-9+.-]*:`), written literally (no expression inside it), at most MAX_URI characters,
-  no whitespace and no control characters (validate_resource_uri, the field's validator);
+- a scheme (`^[a-z][a-z0-9+.-]*:`), written literally (no expression inside it), at most
+  MAX_RESOURCE_URI_CHARS characters, no whitespace and no control characters (validate_resource_uri, the field's
+  validator);
 - not the `toolhub:` scheme: it is reserved for the default URIs (`toolhub://tables/<id>[/<path>]` and their
   `{?key}` templates), so a custom URI can never equal or match a default one;
 - unique among the instance's custom URIs and templates; two templates that differ only in the variable's
@@ -31,8 +32,10 @@ from urllib.parse import quote, unquote
 
 from django.core.exceptions import ValidationError
 
+from tools_app.kernel.limits import MAX_RESOURCE_URI_CHARS
+
 __all__ = [
-    "MAX_URI",
+    "MAX_RESOURCE_URI_CHARS",
     "RESERVED_SCHEME",
     "Template",
     "conflict",
@@ -42,7 +45,6 @@ __all__ = [
     "validate_resource_uri",
 ]
 
-MAX_URI = 2_000
 RESERVED_SCHEME = "toolhub"
 SCHEME_RE = re.compile(r"^[a-z][a-z0-9+.-]*:")
 # RFC 6570 level 1: `{` varname `}`, varname = varchar *( ["."] varchar ), varchar = ALPHA / DIGIT / "_" / pct-encoded.
@@ -58,12 +60,12 @@ def _bad_character(value: str) -> str | None:
 
 
 def validate_resource_uri(value: str) -> None:
-    """The field's own rules: a literal scheme, at most MAX_URI characters, no whitespace or control
+    """The field's own rules: a literal scheme, at most MAX_RESOURCE_URI_CHARS characters, no whitespace or control
     characters. (What depends on the binding's tool and instance is Binding.clean's.)"""
     if not value:
         return
-    if len(value) > MAX_URI:
-        raise ValidationError(f"A resource URI is at most {MAX_URI} characters.", code="max_length")
+    if len(value) > MAX_RESOURCE_URI_CHARS:
+        raise ValidationError(f"A resource URI is at most {MAX_RESOURCE_URI_CHARS} characters.", code="max_length")
     char = _bad_character(value)
     if char is not None:
         raise ValidationError(

@@ -24,7 +24,7 @@ from django.db.models import Count, Max, Q
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model
 
-from tools_app.kernel.limits import IN_USE_DAYS
+from tools_app.kernel.limits import IN_USE_DAYS, IN_USE_MAX_CLIENTS
 from tools_app.models import ApiKey, Binding, CallLog, McpInstance, Table, Tool
 from tools_app.models.columns import column
 
@@ -277,9 +277,6 @@ def _parsed_fields(text: str) -> frozenset[str]:
 # The change guard's read
 #
 
-# Clients named per (instance, tool): enough to recognise them, never a long list in an error body.
-MAX_CLIENTS = 5
-
 
 def in_use_days() -> int:
     """TOOLHUB_IN_USE_DAYS: a call this recent makes what it called in use (0: only bindings count)."""
@@ -386,7 +383,7 @@ def usage_of(
         for slug, name, label, prefix, oauth_client, username, surface in seen[:1000]:
             named = clients.setdefault((slug, name.lower()), [])
             client = _client(label, prefix, oauth_client, username, surface)
-            if client not in named and len(named) < MAX_CLIENTS:
+            if client not in named and len(named) < IN_USE_MAX_CLIENTS:
                 named.append(client)
         for row in totals:
             key = (row["mcp_instance__slug"], row["tool_name"].lower())

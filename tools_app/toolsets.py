@@ -30,6 +30,16 @@ from tools_app import services
 from tools_app.data_access import operations, pointer
 from tools_app.data_access.shape import describe, json_type
 from tools_app.kernel.errors import ToolError
+from tools_app.kernel.limits import (
+    CLOSED_SCHEMA_MAX_DEPTH,
+    CLOSED_SCHEMA_MAX_FIELDS,
+    CLOSED_SCHEMA_MAX_RECORDS,
+    GENERATED_MAX_EXAMPLE_CHARS,
+    GENERATED_MAX_PREFIX_CHARS,
+    GENERATED_MAX_QUOTED_NAME_CHARS,
+    GENERATED_PREVIEW_MAX_FIELDS,
+    GENERATED_SHAPE_MAX_FIELDS,
+)
 from tools_app.models import Binding, McpInstance, Table, Tool
 from tools_app.services.generate import ToolSetChange
 from tools_app.services.generated_text import (
@@ -63,10 +73,6 @@ STANDARD_TOOLS = (
     ("update", "update", True),
     ("delete", "delete", True),
 )
-MAX_PREFIX = 64 - len("_preview")  # the longest suffix; tool names are at most 64 characters
-EXAMPLE_CHARS = 40  # an example value or result is quoted up to this many characters
-MAX_PREVIEW_KEYS = 4
-MAX_NAME_CHARS = 64  # a field or table name is quoted up to this many characters
 # Unicode categories never copied from data into text a model reads: controls, format characters (the bidi
 # overrides and isolates such as U+202E, zero-width characters), surrogates, private use, unassigned, and the
 # line and paragraph separators.
@@ -96,7 +102,7 @@ def clean_data_text(text: str, limit: int) -> str:
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
 
 
-def _clean_value(value: Any, limit: int = EXAMPLE_CHARS) -> Any:
+def _clean_value(value: Any, limit: int = GENERATED_MAX_EXAMPLE_CHARS) -> Any:
     """A JSON value from the data with every string (keys included) cleaned (clean_data_text)."""
     if isinstance(value, str):
         return clean_data_text(value, limit)
@@ -109,11 +115,11 @@ def _clean_value(value: Any, limit: int = EXAMPLE_CHARS) -> Any:
 
 def _quoted(name: str) -> str:
     """A name from the data (a field, a key field) as it appears in a description: cleaned and JSON-quoted."""
-    return json.dumps(clean_data_text(name, MAX_NAME_CHARS), ensure_ascii=False)
+    return json.dumps(clean_data_text(name, GENERATED_MAX_QUOTED_NAME_CHARS), ensure_ascii=False)
 
 
 def _is_clean(text: str) -> bool:
-    return clean_data_text(text, EXAMPLE_CHARS) == text
+    return clean_data_text(text, GENERATED_MAX_EXAMPLE_CHARS) == text
 
 
 def _slug(text: str) -> str:
@@ -126,7 +132,7 @@ def default_prefix(table: Table, json_path: str) -> str:
     tokens = pointer.parse(json_path)
     if tokens and _slug(tokens[-1]):
         prefix = f"{prefix}_{_slug(tokens[-1])}"
-    return prefix[:MAX_PREFIX].rstrip("_")
+    return prefix[:GENERATED_MAX_PREFIX_CHARS].rstrip("_")
 
 
 def tool_names_for(prefix: str, writes: bool) -> list[tuple[str, str]]:
@@ -135,9 +141,9 @@ def tool_names_for(prefix: str, writes: bool) -> list[tuple[str, str]]:
 
 
 def _short(value: Any) -> str:
-    """A value from the data as a quoted example: cleaned, as JSON, at most EXAMPLE_CHARS characters."""
+    """A value from the data as a quoted example: cleaned, as JSON, at most GENERATED_MAX_EXAMPLE_CHARS characters."""
     text = json.dumps(_clean_value(value), ensure_ascii=False)
-    return text if len(text) <= EXAMPLE_CHARS else text[: EXAMPLE_CHARS - 1] + "…"
+    return text if len(text) <= GENERATED_MAX_EXAMPLE_CHARS else text[: GENERATED_MAX_EXAMPLE_CHARS - 1] + "…"
 
 
 def _literal(value: Any) -> str:
@@ -281,24 +287,18 @@ def _record_schema(sample: _Sample, only: list[str] | None = None) -> dict[str, 
     return {"type": "object", "properties": properties}
 
 
-# How deep, and how wide, the objects inside records are closed from the data (beyond: no closed schema).
-MAX_NESTED_DEPTH = 4
-MAX_NESTED_FIELDS = 100
-NESTED_SAMPLE = 1000
-
-
 def _nested_schema(values: list[dict[str, Any]], depth: int) -> dict[str, Any] | None:
     """The objects a field holds (`values`, as sampled) as a closed object schema: every field any of them has,
     typed as they have it, taking null too where some object lacks it (a strict host sends every property, null
     for what it has no value for); objects inside closed the same way. None when the data does not allow it:
-    an object nested deeper than MAX_NESTED_DEPTH, with more than MAX_NESTED_FIELDS fields, with none, or a
-    field holding objects and other values (besides null)."""
-    if depth > MAX_NESTED_DEPTH:
+    an object nested deeper than CLOSED_SCHEMA_MAX_DEPTH, with more than CLOSED_SCHEMA_MAX_FIELDS fields, with
+    none, or a field holding objects and other values (besides null)."""
+    if depth > CLOSED_SCHEMA_MAX_DEPTH:
         return None
     names: dict[str, None] = {}
     for value in values:
         names.update(dict.fromkeys(value))
-    if not names or len(names) > MAX_NESTED_FIELDS:
+    if not names or len(names) > CLOSED_SCHEMA_MAX_FIELDS:
         return None
     properties: dict[str, Any] = {}
     for name in names:
@@ -334,7 +334,7 @@ def _closed_record(sample: _Sample, *, nullable: bool) -> dict[str, Any] | None:
         return None
     optional = set(sample.shape.get("optional_fields", []))
     properties: dict[str, Any] = {}
-    records = sample.records[:NESTED_SAMPLE]
+    records = sample.records[:CLOSED_SCHEMA_MAX_RECORDS]
     for name, types in sample.fields.items():
         kinds = list(types)
         if nullable and name in optional and "null" not in kinds:
@@ -551,7 +551,7 @@ def generate_tools(
             )
     else:
         ordered = sorted(sample.fields, key=lambda name: (name != sample.key_field, name))
-        preview_keys = ordered[:MAX_PREVIEW_KEYS]
+        preview_keys = ordered[:GENERATED_PREVIEW_MAX_FIELDS]
     prefix = name_prefix or default_prefix(table, json_path)
     planned = tool_names_for(prefix, writes)
     if sample.is_array and sample.key_field is None:
@@ -602,16 +602,13 @@ def generate_tools(
     return GeneratedTools(tools=tools, bindings=bindings, notes=notes, changes=changes)
 
 
-MAX_SHAPE_FIELDS = 100  # field names a generated tool records of its data's shape
-
-
 def _shape(sample: _Sample) -> dict[str, Any]:
     """What a generated description assumed of the data: its layout, key field and fields with their types (as
-    a hash, and the first MAX_SHAPE_FIELDS names for the message saying what changed)."""
+    a hash, and the first GENERATED_SHAPE_MAX_FIELDS names for the message saying what changed)."""
     layout = {"array": sample.is_array, "key_field": sample.key_field, "fields": sample.fields}
     digest = hashlib.sha256(json.dumps(layout, sort_keys=True).encode("utf-8")).hexdigest()[:32]
-    names = sorted(clean_data_text(name, MAX_NAME_CHARS) for name in sample.fields)
-    return {"shape": digest, "fields": names[:MAX_SHAPE_FIELDS]}
+    names = sorted(clean_data_text(name, GENERATED_MAX_QUOTED_NAME_CHARS) for name in sample.fields)
+    return {"shape": digest, "fields": names[:GENERATED_SHAPE_MAX_FIELDS]}
 
 
 def description_drift(tool: Tool) -> str | None:

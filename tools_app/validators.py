@@ -14,6 +14,9 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from tools_app.kernel.limits import (
+    MAX_EXAMPLE_LINES,
+    MAX_EXAMPLES,
+    MAX_INDEXED_FIELD_LENGTH,
     MAX_PROMPT_ARGUMENT_DESCRIPTION,
     MAX_PROMPT_ARGUMENTS,
     MAX_REDACT_FIELD_LENGTH,
@@ -28,9 +31,6 @@ from tools_app.safe_schema import schema_problems
 
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 CATEGORY_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,49}$")
-MAX_DESCRIPTION = 1024
-MAX_EXAMPLES = 5
-MAX_EXAMPLE_LINES = 10
 METADATA_KEYS = {
     "category": str,
     "tags": list,
@@ -101,8 +101,6 @@ def validate_json_schema(value: Any) -> None:
 #
 # Size and shape limits (docs/input-limits.md): their settings and readers live in tools_app.kernel.limits.
 #
-
-MAX_INDEXED_FIELD_LENGTH = 200
 
 
 def validate_indexed_fields(value: Any) -> None:

@@ -16,6 +16,7 @@ from oauth_app.cimd import ToolhubMetadataFetcher
 from oauth_app.models import ClientDocument
 from oauth_app.tests.support import CALLBACK
 from oauth_app.tests.test_oauth import document
+from tools_app.kernel.limits import CIMD_MAX_HEADER_BYTES
 
 Application = get_application_model()
 DEADLINE = 1.0  # the `documents` fixture's CIMD_FETCH_TIMEOUT_SECONDS
@@ -76,7 +77,7 @@ def test_an_endless_document_is_cut_at_the_byte_cap(db, documents, settings, mon
     # given: a body with no end, as fast as it can be read
     settings.OAUTH2_PROVIDER = {**settings.OAUTH2_PROVIDER, "CIMD_FETCH_TIMEOUT_SECONDS": 10}
     documents.floods.add("/flood.json")
-    cap = settings.OAUTH2_PROVIDER["CIMD_MAX_DOCUMENT_SIZE"] + cimd.HEADER_BYTES
+    cap = settings.OAUTH2_PROVIDER["CIMD_MAX_DOCUMENT_SIZE"] + CIMD_MAX_HEADER_BYTES
     budgets = []
 
     class Recorded(cimd._Budget):

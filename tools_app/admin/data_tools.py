@@ -17,8 +17,9 @@ from django.template.response import TemplateResponse
 
 from tools_app import services
 from tools_app.admin.tool_forms import PlainHelpTexts
+from tools_app.kernel.limits import GENERATED_MAX_PREFIX_CHARS
 from tools_app.models import McpInstance
-from tools_app.toolsets import MAX_PREFIX, generate_tools
+from tools_app.toolsets import generate_tools
 
 __all__ = ["bind_to_instance", "generate_tools_action"]
 
@@ -55,7 +56,9 @@ class GenerateToolsForm(InstanceChoiceForm):
         help_text="Comma-separated fields the preview keeps; empty = the key field and the first fields by name.",
     )
     name_prefix = forms.CharField(
-        required=False, max_length=MAX_PREFIX, help_text="Tool names are <prefix>_query, ...; empty = the table's name."
+        required=False,
+        max_length=GENERATED_MAX_PREFIX_CHARS,
+        help_text="Tool names are <prefix>_query, ...; empty = the table's name.",
     )
     overwrite_edited = forms.BooleanField(
         required=False,

@@ -16,13 +16,12 @@ from django.urls import reverse
 
 from tools_app.admin.tool_forms import PlainHelpTexts
 from tools_app.kernel.errors import ToolhubError
+from tools_app.kernel.limits import ADMIN_SETUP_MAX_DOCUMENT_CHARS
 from tools_app.services import setup
 
 __all__ = ["SetupForm", "setup_view"]
 
 KINDS = ("table", "tool", "mcpinstance", "binding", "prompt")
-# The largest document the page reads (a file or pasted text); the API takes up to TOOLHUB_MAX_REQUEST_BYTES.
-MAX_DOCUMENT_CHARS = 20_000_000
 
 
 class SetupForm(PlainHelpTexts, forms.Form):
@@ -30,7 +29,7 @@ class SetupForm(PlainHelpTexts, forms.Form):
     document = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 12, "class": "vLargeTextField toolhub-mono"}),
-        max_length=MAX_DOCUMENT_CHARS,
+        max_length=ADMIN_SETUP_MAX_DOCUMENT_CHARS,
         help_text="Or paste it here.",
         strip=False,
     )
@@ -43,8 +42,8 @@ class SetupForm(PlainHelpTexts, forms.Form):
     def text(self) -> str:
         upload = self.cleaned_data.get("file")
         if upload is not None:
-            if upload.size > MAX_DOCUMENT_CHARS:
-                raise ValidationError({"file": f"At most {MAX_DOCUMENT_CHARS:,} bytes."})
+            if upload.size > ADMIN_SETUP_MAX_DOCUMENT_CHARS:
+                raise ValidationError({"file": f"At most {ADMIN_SETUP_MAX_DOCUMENT_CHARS:,} bytes."})
             try:
                 return upload.read().decode("utf-8")
             except UnicodeDecodeError as exc:

@@ -16,10 +16,10 @@ from django.urls import reverse
 from tools_app import services
 from tools_app.execution.history_lines import entry_lines, restored_version, short
 from tools_app.kernel.errors import ToolhubError
+from tools_app.kernel.limits import ADMIN_MAX_SHOWN_DOCUMENT_CHARS
 from tools_app.models import Surface, TableChange
 
 HISTORY_PAGE = 25
-MAX_SHOWN_DOCUMENT = 200_000  # characters of a version's document shown on its page (the rest: download)
 
 
 def _who(entry: TableChange) -> str:
@@ -95,8 +95,8 @@ def version_view(model_admin: Any, request, object_id: str, version: int):
         original=table,
         table=table,
         version=version,
-        document=text[:MAX_SHOWN_DOCUMENT],
-        cut=len(text) > MAX_SHOWN_DOCUMENT,
+        document=text[:ADMIN_MAX_SHOWN_DOCUMENT_CHARS],
+        cut=len(text) > ADMIN_MAX_SHOWN_DOCUMENT_CHARS,
         current=version == table.version,
         can_restore=model_admin.has_change_permission(request, table),
         has_view_permission=True,

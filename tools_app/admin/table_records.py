@@ -17,15 +17,13 @@ from django.urls import reverse
 from tools_app import services
 from tools_app.execution import record_pages
 from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.limits import ADMIN_MAX_EDITED_RECORD_CHARS, ADMIN_MAX_SHOWN_RECORD_CHARS
 from tools_app.models import Surface, Table
-
-MAX_SHOWN = 300  # characters of a record shown in the list (the whole record: its page)
-MAX_EDITED = 200_000  # characters of JSON an edit may post
 
 
 def _short(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
+    return text if len(text) <= ADMIN_MAX_SHOWN_RECORD_CHARS else text[: ADMIN_MAX_SHOWN_RECORD_CHARS - 1] + "…"
 
 
 def _number(text: str | None, default: int) -> int:
@@ -136,8 +134,8 @@ def record_view(model_admin: Any, request, object_id: str):
                     done = f"Deleted the record {key!r}; the table is at version {answer['version']}."
                     messages.success(request, done)
                     return HttpResponseRedirect(list_url)
-                if len(text) > MAX_EDITED:
-                    too_long = f"The record is over {MAX_EDITED:,} characters of JSON."
+                if len(text) > ADMIN_MAX_EDITED_RECORD_CHARS:
+                    too_long = f"The record is over {ADMIN_MAX_EDITED_RECORD_CHARS:,} characters of JSON."
                     raise ToolError(ErrorCode.VALIDATION_ERROR, too_long)
                 try:
                     value = json.loads(text)

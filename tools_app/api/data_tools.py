@@ -30,14 +30,14 @@ from tools_app.api.renderers import JSONRenderer
 from tools_app.api.schema import ErrorSerializer
 from tools_app.api.serializers import OwnedPrimaryKeyRelatedField, StrictSerializer, TableSerializer, ToolSerializer
 from tools_app.api.views import get_owned_or_404
+from tools_app.kernel.limits import GENERATED_MAX_PREFIX_CHARS, MAX_BULK_TOOLS
 from tools_app.kernel.streaming import streaming_response
 from tools_app.models import McpInstance, Table, Tool
-from tools_app.toolsets import MAX_PREFIX, generate_tools
+from tools_app.toolsets import generate_tools
 from tools_app.validators import validate_json_pointer
 
 __all__ = ["BulkBindingView", "GenerateToolsView", "TableImportView"]
 
-MAX_BULK_TOOLS = 1000
 IGNORED_FORM_FIELDS = {"csrfmiddlewaretoken"}
 
 
@@ -190,7 +190,7 @@ class GenerateToolsSerializer(StrictFormSerializer):
     )
     name_prefix = serializers.CharField(
         required=False,
-        max_length=MAX_PREFIX,
+        max_length=GENERATED_MAX_PREFIX_CHARS,
         validators=[
             RegexValidator(
                 r"^[A-Za-z0-9_.-]+\Z", "Letters, digits, '_', '.' and '-' only (tool names allow no others)."

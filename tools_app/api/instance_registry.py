@@ -25,11 +25,10 @@ from tools_app.api.registry import (
 )
 from tools_app.api.views import get_owned_or_404
 from tools_app.grants import FULL_GRANT, Grant
-from tools_app.kernel.limits import SEARCH_QUERY_MAX_CHARS
+from tools_app.kernel.limits import SEARCH_MAX_RESULTS, SEARCH_QUERY_MAX_CHARS
 from tools_app.models import ApiKey, McpInstance
 from tools_app.registry.instance_scope import InstanceScope
 from tools_app.registry.scope import UserScope
-from tools_app.registry.search import MAX_LIMIT
 
 __all__ = ["InstanceExportView", "InstanceGuideView", "SearchView", "urlpatterns"]
 
@@ -76,7 +75,7 @@ class SearchQuerySerializer(CallerQuerySerializer):
     )
     # Not a ChoiceField: an unknown method is INVALID_SEARCH_METHOD (SPEC §5, §6), decided by the registry.
     method = serializers.CharField(required=False, default="bm25", max_length=32)
-    limit = serializers.IntegerField(required=False, default=5, min_value=1, max_value=MAX_LIMIT)
+    limit = serializers.IntegerField(required=False, default=5, min_value=1, max_value=SEARCH_MAX_RESULTS)
     mcp_instance = serializers.IntegerField(
         required=False, min_value=1, max_value=2**63 - 1, help_text="Search this instance's bindings (one of yours)."
     )

@@ -18,9 +18,9 @@ from rest_framework import serializers
 from rest_framework.authtoken.serializers import AuthTokenSerializer
 
 from tools_app import services
-from tools_app.kernel.limits import MAX_REDACT_FIELD_LENGTH, MAX_REDACT_FIELDS
+from tools_app.kernel.limits import MAX_INDEXED_FIELD_LENGTH, MAX_REDACT_FIELD_LENGTH, MAX_REDACT_FIELDS
 from tools_app.models import ApiToken, Table, TableChange, Tool
-from tools_app.validators import MAX_INDEXED_FIELD_LENGTH, max_indexed_fields
+from tools_app.validators import max_indexed_fields
 
 __all__ = [
     "ApiTokenSerializer",

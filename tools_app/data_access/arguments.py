@@ -10,7 +10,7 @@ from typing import Any
 from referencing.exceptions import Unresolvable
 
 from tools_app.kernel.errors import ErrorCode, ToolError
-from tools_app.kernel.limits import max_argument_depth
+from tools_app.kernel.limits import ARGUMENT_ERROR_MAX_CHARS, max_argument_depth
 from tools_app.safe_schema import UnsafeSchema, validator_for
 from tools_app.validators import (
     describe_path,
@@ -34,9 +34,6 @@ def _where(path) -> str:
     return f"argument '{describe_path(list(path))}'" if path else "arguments"
 
 
-MAX_MESSAGE_CHARS = 1000
-
-
 def _describe(error) -> str:
     path = error.absolute_path
     where = _where(path)
@@ -44,9 +41,9 @@ def _describe(error) -> str:
         # jsonschema says "'<the whole value>' is too long": name the length and the limit instead.
         return f"{where} has {len(error.instance):,} characters; the limit is {error.validator_value:,}"
     message = error.message
-    if len(message) > MAX_MESSAGE_CHARS:
+    if len(message) > ARGUMENT_ERROR_MAX_CHARS:
         # jsonschema's messages quote the failing value whole: a 4 MB argument would come back (and be logged).
-        message = f"{message[:MAX_MESSAGE_CHARS]}… (cut at {MAX_MESSAGE_CHARS} characters)"
+        message = f"{message[:ARGUMENT_ERROR_MAX_CHARS]}… (cut at {ARGUMENT_ERROR_MAX_CHARS} characters)"
     if error.validator == "required" and not path:
         return message.replace("is a required property", "is required")
     if error.validator == "additionalProperties" and not path:

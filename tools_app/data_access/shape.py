@@ -2,10 +2,7 @@
 
 from typing import Any
 
-from tools_app.kernel.limits import SCHEMA_MAX_FIELDS
-
-MAX_SAMPLE_KEYS = 10
-TEMPLATE_DEPTH = 4
+from tools_app.kernel.limits import SCHEMA_MAX_FIELDS, SCHEMA_MAX_SAMPLE_KEYS, SCHEMA_MAX_TEMPLATE_DEPTH
 
 
 def json_type(value: Any) -> str:
@@ -27,11 +24,11 @@ def json_type(value: Any) -> str:
 def _template(value: Any, depth: int = 0) -> Any:
     """A value with every scalar replaced by its type name; arrays show one item."""
     if isinstance(value, dict):
-        if depth >= TEMPLATE_DEPTH:
+        if depth >= SCHEMA_MAX_TEMPLATE_DEPTH:
             return "object"
         return {key: _template(item, depth + 1) for key, item in list(value.items())[:SCHEMA_MAX_FIELDS]}
     if isinstance(value, list):
-        if depth >= TEMPLATE_DEPTH:
+        if depth >= SCHEMA_MAX_TEMPLATE_DEPTH:
             return "array"
         return [_template(value[0], depth + 1)] if value else []
     return json_type(value)
@@ -109,7 +106,7 @@ def describe(value: Any) -> dict[str, Any]:
         if values and all(isinstance(item, dict) for item in values):
             # An object keyed by id (a catalog): describe its entries like the items of an array.
             shape["layout"] = "keyed_collection"
-            shape["sample_keys"] = list(value)[:MAX_SAMPLE_KEYS]
+            shape["sample_keys"] = list(value)[:SCHEMA_MAX_SAMPLE_KEYS]
             shape.update(_collection(values))
         else:
             shape["layout"] = "record"

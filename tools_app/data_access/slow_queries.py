@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from tools_app.data_access.sql.plan import filtered_fields
 from tools_app.data_access.sql_query import SqlQuery
-from tools_app.kernel.limits import SLOW_QUERY_MS
+from tools_app.kernel.limits import SLOW_QUERY_MAX_NOTE_CHARS, SLOW_QUERY_MS
 from tools_app.kernel.telemetry.metrics import slow_query
 
 __all__ = [
@@ -36,8 +36,6 @@ __all__ = [
     "suggestion",
     "watching",
 ]
-
-MAX_NOTE_CHARS = 500
 
 
 def slow_query_ms() -> float:
@@ -61,7 +59,7 @@ def suggestion(fields: Collection[str], duration_ms: float) -> str:
     return (
         f"A table query took {duration_ms:.0f} ms filtering or sorting on {named} without an index: "
         f"declare {named} in the table's indexed_fields."
-    )[:MAX_NOTE_CHARS]
+    )[:SLOW_QUERY_MAX_NOTE_CHARS]
 
 
 class CallNotes(list[SlowQuery]):

@@ -21,7 +21,7 @@ Each redacted value reads "[redacted]", whatever its type.
 Bounds: the compact JSON text is at most `max_bytes` UTF-8 bytes. A longer value is cut inside its structure,
 so the text stays JSON: a list keeps its first items and ends with "[cut: N more items]", an object its first
 keys and a "[cut]" key saying how many more, a string its start and "…[cut]"; nesting beyond
-MAX_KEPT_DEPTH is "[cut: nested deeper]". `Recorded.truncated` says the value was cut.
+CALL_LOG_MAX_KEPT_DEPTH is "[cut: nested deeper]". `Recorded.truncated` says the value was cut.
 
 Cost: the common call (nothing to redact, within the bound) is one bounded encode of the arguments and a
 substring test or two over the texts; a value too long is cut, and its cut's text tested the same way; the
@@ -36,7 +36,12 @@ from typing import Any
 from jmespath.exceptions import JMESPathError
 from jmespath.parser import Parser
 
-from tools_app.kernel.limits import CALL_ARGUMENTS_BYTES, CALL_RESULT_BYTES
+from tools_app.kernel.limits import (
+    CALL_ARGUMENTS_BYTES,
+    CALL_LOG_MAX_KEPT_DEPTH,
+    CALL_RESULT_BYTES,
+    REDACTED_MIN_REPEATED_CHARS,
+)
 from tools_app.paging import encode_within, utf8_size
 
 __all__ = [
@@ -55,9 +60,6 @@ __all__ = [
 
 REDACTED = "[redacted]"
 CUT = "…[cut]"
-MAX_KEPT_DEPTH = 32
-# Shorter strings a redacted key held are not searched for elsewhere: "no" or "F" would blank half the text.
-MIN_REPEATED = 3
 # Credentials issued by this server, inside any string (tools_app.models.api_key, api_token; tools_app.oauth).
 CREDENTIAL_VALUE = re.compile(r"th[ktor]_[A-Za-z0-9_-]{8,}")
 # A key holds a credential when one of its words is one of these, or two adjacent words are one of the pairs.
@@ -309,7 +311,7 @@ def _dumps(value: Any) -> str:
 
 def _redact(value: Any, fields: frozenset[str], found: list[str], depth: int) -> Any:
     """`value` with credentials and `fields` redacted; the redacted strings (and long numbers) go to `found`."""
-    if depth > MAX_KEPT_DEPTH:
+    if depth > CALL_LOG_MAX_KEPT_DEPTH:
         return "[cut: nested deeper]"
     if isinstance(value, dict):
         out = {}
@@ -355,17 +357,17 @@ def _redacted_literal(match: re.Match, found: list[str]) -> str:
     shows it under another name is scrubbed of it too)."""
     literal = match.group(0)
     inner = literal[1:-1].strip().strip('"')
-    if len(inner) >= MIN_REPEATED:
+    if len(inner) >= REDACTED_MIN_REPEATED_CHARS:
         found.append(inner)
     return "'[redacted]'" if literal.startswith("'") else '`"[redacted]"`'
 
 
 def _collect(value: Any, found: list[str], depth: int) -> None:
     """The strings (and numbers of 4 digits or more) inside a redacted value, to replace them elsewhere too."""
-    if depth > MAX_KEPT_DEPTH:
+    if depth > CALL_LOG_MAX_KEPT_DEPTH:
         return
     if isinstance(value, str):
-        if len(value) >= MIN_REPEATED and value != REDACTED:
+        if len(value) >= REDACTED_MIN_REPEATED_CHARS and value != REDACTED:
             found.append(value)
     elif isinstance(value, int | float) and not isinstance(value, bool):
         number = json.dumps(value)
@@ -415,7 +417,7 @@ def _cut(value: Any, room: int, depth: int) -> tuple[Any, int]:
         while text and _size(text + CUT) > room:
             text = text[: len(text) * 3 // 4]
         return text + CUT, _size(text + CUT)
-    if isinstance(value, dict | list) and depth >= MAX_KEPT_DEPTH:
+    if isinstance(value, dict | list) and depth >= CALL_LOG_MAX_KEPT_DEPTH:
         return "[cut: nested deeper]", 22
     if isinstance(value, dict):
         return _cut_container(list(value.items()), room, depth, is_object=True)

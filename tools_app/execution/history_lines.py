@@ -29,17 +29,16 @@ from tools_app import services
 from tools_app.data_access import operations
 from tools_app.execution import records
 from tools_app.kernel import json_patch
+from tools_app.kernel.limits import (
+    HISTORY_MAX_DIFF_LINES,
+    HISTORY_MAX_KEY_CHARS,
+    HISTORY_MAX_NAMED_OPERATIONS,
+    HISTORY_MAX_VALUE_CHARS,
+)
 from tools_app.models import Table, TableChange, TableRecord, TableStorage, Tool
 
-__all__ = ["MAX_LINES", "MAX_VALUE", "DiffLine", "entry_lines", "readable_diff", "restored_version", "short"]
+__all__ = ["DiffLine", "entry_lines", "readable_diff", "restored_version", "short"]
 
-MAX_LINES = 40  # diff lines shown per entry
-MAX_VALUE = 240  # characters of one value in a diff line
-MAX_KEY = 80  # characters of one key or field name in where a line acts
-# Operations of one entry whose paths are resolved against the document (each costs a copy of the containers on
-# its path); later ones are named by index. Lines are capped at MAX_LINES, so this is reached only by operations
-# that show no line (a record replaced by an equal one).
-MAX_NAMED_OPERATIONS = 4 * MAX_LINES
 WHOLE_DOCUMENT = "(whole document)"
 
 _MISSING = object()
@@ -55,7 +54,7 @@ class DiffLine:
 
 def short(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    return text if len(text) <= MAX_VALUE else text[: MAX_VALUE - 1] + "…"
+    return text if len(text) <= HISTORY_MAX_VALUE_CHARS else text[: HISTORY_MAX_VALUE_CHARS - 1] + "…"
 
 
 def restored_version(entry: TableChange) -> int | None:
@@ -79,8 +78,9 @@ def _key_of(record: Any, key_field: str) -> str | None:
 
 
 def _bounded(segment: str) -> str:
-    """A key or field name as a line shows it: at most MAX_KEY characters (a key can be as long as a record)."""
-    return segment if len(segment) <= MAX_KEY else segment[: MAX_KEY - 1] + "…"
+    """A key or field name as a line shows it: at most HISTORY_MAX_KEY_CHARS characters (a key can be as long as
+    a record)."""
+    return segment if len(segment) <= HISTORY_MAX_KEY_CHARS else segment[: HISTORY_MAX_KEY_CHARS - 1] + "…"
 
 
 def _joined(segments: list[str], last_record: int) -> str:
@@ -129,7 +129,7 @@ class _DocumentNamer(_Namer):
         if path == "":
             return WHOLE_DOCUMENT
         tokens = [token.replace("~1", "/").replace("~0", "~") for token in path[1:].split("/")]
-        node = self.document if self.named < MAX_NAMED_OPERATIONS else _MISSING
+        node = self.document if self.named < HISTORY_MAX_NAMED_OPERATIONS else _MISSING
         segments: list[str] = []
         last_record = -1
         for depth, token in enumerate(tokens):
@@ -160,7 +160,7 @@ class _DocumentNamer(_Namer):
 
     def advance(self, operation: dict) -> None:
         self.named += 1
-        if self.document is None or self.named >= MAX_NAMED_OPERATIONS:
+        if self.document is None or self.named >= HISTORY_MAX_NAMED_OPERATIONS:
             return
         try:
             self.document = json_patch.apply(self.document, [operation])
@@ -208,10 +208,10 @@ class _RowsNamer(_Namer):
 def readable_diff(patch: list, inverse: list, namer: _Namer | None = None) -> tuple[list[DiffLine], int]:
     """The entry's patch as lines a person reads: added / removed / changed, field by field for records. Each
     operation is paired with its inverse (the log writes the inverse in the reverse order of the patch), which
-    holds the values a removal or a replacement took away. Returns the lines (at most MAX_LINES) and how many more.
-    Without a namer, paths are shown as the patch holds them."""
+    holds the values a removal or a replacement took away. Returns the lines (at most HISTORY_MAX_DIFF_LINES) and
+    how many more. Without a namer, paths are shown as the patch holds them."""
     namer = namer or _Namer()
-    counting = _Namer()  # past MAX_LINES only the count is needed: nothing is resolved
+    counting = _Namer()  # past HISTORY_MAX_DIFF_LINES only the count is needed: nothing is resolved
     paired = len(patch) == len(inverse)
     lines: list[DiffLine] = []
     for index, operation in enumerate(patch):
@@ -220,7 +220,7 @@ def readable_diff(patch: list, inverse: list, namer: _Namer | None = None) -> tu
         kind = operation.get("op")
         paired_undo = inverse[len(inverse) - 1 - index] if paired else {}
         undo = paired_undo if isinstance(paired_undo, dict) else {}
-        naming = namer if len(lines) < MAX_LINES else counting
+        naming = namer if len(lines) < HISTORY_MAX_DIFF_LINES else counting
         where = naming.where(operation, undo)
         if index < len(patch) - 1:  # only a later operation needs the document this one leaves
             naming.advance(operation)
@@ -248,7 +248,7 @@ def readable_diff(patch: list, inverse: list, namer: _Namer | None = None) -> tu
                 lines.append(DiffLine("changed", where, before=short(old) if undo else "", after=short(new)))
         else:
             lines.append(DiffLine("changed", f"{kind} {where}", after=short(operation)))
-    return lines[:MAX_LINES], max(0, len(lines) - MAX_LINES)
+    return lines[:HISTORY_MAX_DIFF_LINES], max(0, len(lines) - HISTORY_MAX_DIFF_LINES)
 
 
 def _tool_mounts(table_id: int) -> list[tuple[str, str]]:
@@ -263,7 +263,7 @@ def _row_keys(entries: Sequence[TableChange], found: dict[int, records.Collectio
     wanted: set[tuple[int, int]] = set()
     for entry in entries:
         for operations_ in (entry.patch, entry.inverse):
-            for operation in (operations_ or [])[:MAX_NAMED_OPERATIONS]:
+            for operation in (operations_ or [])[:HISTORY_MAX_NAMED_OPERATIONS]:
                 if not isinstance(operation, dict) or "collection" not in operation:
                     continue
                 place = (operation["collection"], operation.get("position"))

@@ -65,7 +65,7 @@ from tools_app.execution.executors import execute
 from tools_app.grants import WHERE, Grant, apply_pins
 from tools_app.kernel.caches import LruCache
 from tools_app.kernel.errors import ErrorCode, ToolError
-from tools_app.kernel.limits import default_max_result_bytes
+from tools_app.kernel.limits import TOOL_ERROR_MAX_MESSAGE_CHARS, default_max_result_bytes
 from tools_app.kernel.telemetry import call_finished, call_span, span
 from tools_app.models import ApiKey, CallLog, CallStatus, McpInstance, Surface, Table, TableStorage, Tool
 from tools_app.models.columns import column
@@ -107,7 +107,6 @@ __all__ = [
     "touch_key",
 ]
 
-MAX_ERROR_MESSAGE = 2000
 KEY_TOUCH_INTERVAL = 60.0  # seconds: a key's last_used_at is written at most this often per key and process
 # Tools that change data: recorded in the transaction of the change, and never refused as RESULT_TOO_LARGE.
 # SPEC §4.4 refuses a result over max_result_bytes "with a message saying how to narrow the call": that is
@@ -837,7 +836,7 @@ def _details(target: CallTarget, outcome: CallOutcome, arguments: Any) -> _Detai
         )
         return _Details(sent, result, "")
     sent = recorded(arguments, max_bytes=arguments_max_bytes(), fields=sent_fields, small=True)
-    message = scrub(error.message[:MAX_ERROR_MESSAGE], sent.secrets)
+    message = scrub(error.message[:TOOL_ERROR_MAX_MESSAGE_CHARS], sent.secrets)
     if not keep:
         return _Details(None, None, message)
     got = recorded(error.as_dict(), max_bytes=result_max_bytes(), fields=fields, secrets=sent.secrets)

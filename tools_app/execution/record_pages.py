@@ -44,10 +44,10 @@ from tools_app.data_access.sql_query import compile_sql_expression, run_sql
 from tools_app.execution import executors, records
 from tools_app.execution.call_limits import default_limits
 from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.limits import RECORD_PAGE_MAX_OFFSET, RECORD_PAGE_MAX_SIZE
 from tools_app.models import Table, TableRecordLayout, TableStorage, Tool
 
 __all__ = [
-    "MAX_PAGE_SIZE",
     "PAGE_SIZE",
     "RecordCollection",
     "RecordItem",
@@ -62,10 +62,6 @@ __all__ = [
 ]
 
 PAGE_SIZE = 50
-MAX_PAGE_SIZE = 200
-# A page far into a collection is found by its directory (records.position_at); the offset is bounded so a
-# typed URL names no more than a table holds (TOOLHUB_MAX_TABLE_RECORDS' default).
-MAX_OFFSET = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -168,10 +164,10 @@ def _key_of(collection: RecordCollection, value: Any) -> str | None:
 
 
 def _check_window(offset: int, limit: int) -> None:
-    if not 0 <= offset <= MAX_OFFSET:
-        raise _refused(f"offset must be between 0 and {MAX_OFFSET:,}.", "offset")
-    if not 1 <= limit <= MAX_PAGE_SIZE:
-        raise _refused(f"limit must be between 1 and {MAX_PAGE_SIZE}.", "limit")
+    if not 0 <= offset <= RECORD_PAGE_MAX_OFFSET:
+        raise _refused(f"offset must be between 0 and {RECORD_PAGE_MAX_OFFSET:,}.", "offset")
+    if not 1 <= limit <= RECORD_PAGE_MAX_SIZE:
+        raise _refused(f"limit must be between 1 and {RECORD_PAGE_MAX_SIZE}.", "limit")
 
 
 def record_page(

@@ -21,6 +21,8 @@ from typing import Any
 import jsonpatch
 import jsonpointer
 
+from tools_app.kernel.limits import PATCH_MAX_ALIGNED_ITEMS
+
 __all__ = ["PatchError", "apply", "checked", "diff", "pointer"]
 
 PatchError = (
@@ -103,10 +105,6 @@ class _Private:
 #
 # Diff
 #
-
-# An array whose changed middle is longer than this on either side is compared position by position instead of
-# aligned (difflib's matching is quadratic in the worst case); the patch stays correct, only less small.
-MAX_ALIGNED = 200_000
 
 
 def diff(
@@ -198,12 +196,12 @@ def _diff_list(
     if not before and not after:
         return
     key = _record_key(before, after, keys)
-    if key is not None and max(len(before), len(after)) <= MAX_ALIGNED:
+    if key is not None and max(len(before), len(after)) <= PATCH_MAX_ALIGNED_ITEMS:
         matcher = difflib.SequenceMatcher(
             None, [item[key] for item in before], [item[key] for item in after], autojunk=False
         )
         opcodes = matcher.get_opcodes()
-    elif len(before) == len(after) or max(len(before), len(after)) > MAX_ALIGNED:
+    elif len(before) == len(after) or max(len(before), len(after)) > PATCH_MAX_ALIGNED_ITEMS:
         opcodes = [("replace", 0, len(before), 0, len(after))]
         key = None
     else:

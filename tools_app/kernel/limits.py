@@ -440,6 +440,168 @@ MAX_ATTRIBUTES = 20
 MAX_ATTRIBUTE_VALUE = 200
 MAX_WHERE_FIELD = 200
 
+# Checked in tools_app.validators:
+# Characters of a tool's, a binding's or a prompt's description.
+MAX_DESCRIPTION = 1024
+# Examples in a tool's metadata.
+MAX_EXAMPLES = 5
+# Lines of one example in a tool's metadata.
+MAX_EXAMPLE_LINES = 10
+# Characters of one name in a table's `indexed_fields`.
+MAX_INDEXED_FIELD_LENGTH = 200
+
+# Checked in tools_app.resource_uris:
+# Characters of a resource URI (a binding's, and one resources/read asks for).
+MAX_RESOURCE_URI_CHARS = 2_000
+
+# Checked in tools_app.paging:
+# Characters of a paging cursor a call hands back.
+MAX_CURSOR_LENGTH = 1_000
+
+# Checked in tools_app.api.data_tools:
+# Tools one bulk-binding request lists.
+MAX_BULK_TOOLS = 1000
+
+# Checked in tools_app.execution.record_pages:
+# Records on one page of a table's records (`limit`).
+RECORD_PAGE_MAX_SIZE = 200
+# A page's `offset` into a table's records: no more than a table holds (TOOLHUB_MAX_TABLE_RECORDS' default).
+RECORD_PAGE_MAX_OFFSET = 10_000_000
+
+# Checked in tools_app.execution.pipeline:
+# Characters of a tool's error message kept in its answer and its log entry.
+TOOL_ERROR_MAX_MESSAGE_CHARS = 2000
+
+# Checked in tools_app.execution.call_details:
+# Levels of nesting of a call's arguments or result a log entry keeps (deeper: "[cut: nested deeper]").
+CALL_LOG_MAX_KEPT_DEPTH = 32
+# Characters a redacted string has at least to be blanked elsewhere in a log entry too ("no" or "F" would blank half
+# the text).
+REDACTED_MIN_REPEATED_CHARS = 3
+
+# Checked in tools_app.execution.history_lines:
+# Diff lines a history entry shows.
+HISTORY_MAX_DIFF_LINES = 40
+# Characters of one value in a history diff line.
+HISTORY_MAX_VALUE_CHARS = 240
+# Characters of one key or field name in where a history diff line acts.
+HISTORY_MAX_KEY_CHARS = 80
+# Operations of one history entry whose paths are resolved against the document (each costs a copy of the containers
+# on its path); later ones are named by index. Diff lines stop at HISTORY_MAX_DIFF_LINES, so only operations that
+# show no line (a record replaced by an equal one) reach it.
+HISTORY_MAX_NAMED_OPERATIONS = 4 * HISTORY_MAX_DIFF_LINES
+
+# Checked in tools_app.registry.search:
+# Tools one search returns (its `limit`).
+SEARCH_MAX_RESULTS = 50
+# Characters of a regex search pattern.
+SEARCH_MAX_REGEX_CHARS = 200
+# Parts of a multi-part search request scored on their own (the heaviest), besides the whole request.
+SEARCH_MAX_SCORED_PARTS = 8
+
+# Checked in tools_app.registry.guide:
+# Bytes of the guide's whole answer (as JSON), whatever the scope's result budget.
+GUIDE_MAX_BYTES = 50 * 1024
+# Names a guide line lists (the rest: how many more).
+GUIDE_MAX_LISTED_NAMES = 20
+# Characters of a parameter's description in the guide's compact form.
+GUIDE_MAX_COMPACT_DESCRIPTION_CHARS = 160
+
+# Checked in tools_app.toolsets:
+# Characters of a generated tool's name prefix: tool names are at most 64 characters, and `_preview` is the longest
+# suffix.
+GENERATED_MAX_PREFIX_CHARS = 64 - len("_preview")
+# Characters of an example value or result a generated description quotes.
+GENERATED_MAX_EXAMPLE_CHARS = 40
+# Fields a generated `_preview` tool shows of each record.
+GENERATED_PREVIEW_MAX_FIELDS = 4
+# Characters of a field or table name a generated description quotes.
+GENERATED_MAX_QUOTED_NAME_CHARS = 64
+# Levels of objects inside records a generated schema closes from the data (deeper: no closed schema).
+CLOSED_SCHEMA_MAX_DEPTH = 4
+# Fields of one object inside records a generated schema closes from the data (more: no closed schema).
+CLOSED_SCHEMA_MAX_FIELDS = 100
+# Records of a table's sample whose nested objects a generated schema is closed from.
+CLOSED_SCHEMA_MAX_RECORDS = 1000
+# Field names a generated tool records of its data's shape.
+GENERATED_SHAPE_MAX_FIELDS = 100
+
+# Checked in tools_app.data_access.shape:
+# Keys of a keyed collection a data schema quotes as samples.
+SCHEMA_MAX_SAMPLE_KEYS = 10
+# Levels of a value a data schema's template describes.
+SCHEMA_MAX_TEMPLATE_DEPTH = 4
+
+# Checked in tools_app.data_access.arguments:
+# Characters of an argument's schema error (jsonschema's messages quote the failing value whole).
+ARGUMENT_ERROR_MAX_CHARS = 1000
+
+# Checked in tools_app.data_access.slow_queries:
+# Characters of a slow query's note.
+SLOW_QUERY_MAX_NOTE_CHARS = 500
+
+# Checked in tools_app.services.guard:
+# Uses an IN_USE answer lists (and says how many more there are).
+IN_USE_MAX_LISTED = 50
+
+# Checked in tools_app.selectors:
+# Clients the change guard names per (instance, tool): enough to recognise them, never a long list in an error body.
+IN_USE_MAX_CLIENTS = 5
+
+# Checked in tools_app.services.imports:
+# Characters of a bad import line quoted in an error.
+IMPORT_MAX_QUOTED_LINE_CHARS = 200
+
+# Checked in tools_app.admin.setup:
+# Characters of the document the admin's setup page reads (a file or pasted text); the API takes up to
+# TOOLHUB_MAX_REQUEST_BYTES.
+ADMIN_SETUP_MAX_DOCUMENT_CHARS = 20_000_000
+
+# Checked in tools_app.admin.table_history:
+# Characters of a table version's document shown on its admin page (the rest: download).
+ADMIN_MAX_SHOWN_DOCUMENT_CHARS = 200_000
+
+# Checked in tools_app.admin.table_records:
+# Characters of a record shown in the admin's list (the whole record: its page).
+ADMIN_MAX_SHOWN_RECORD_CHARS = 300
+# Characters of JSON an admin record edit may post.
+ADMIN_MAX_EDITED_RECORD_CHARS = 200_000
+
+# Checked in tools_app.kernel.json_patch:
+# Items of an array's changed middle (either side) a diff aligns (difflib's matching is quadratic in the worst
+# case); a longer one is compared position by position: the patch stays correct, only less small.
+PATCH_MAX_ALIGNED_ITEMS = 200_000
+
+# Checked in tools_app.kernel.telemetry.metrics:
+# Distinct field-name label values per process (field names come from the data), then "other".
+METRICS_MAX_FIELD_LABELS = 200
+# Characters of a field-name label value.
+METRICS_MAX_FIELD_LABEL_CHARS = 64
+
+# Checked in mcp_app.features:
+# Characters of the typed value a completion/complete request completes.
+COMPLETION_MAX_TYPED_CHARS = 1_000
+# Values of one completion: the MCP protocol's cap.
+COMPLETION_MAX_VALUES = 100
+
+# Checked in mcp_app.handlers:
+# Close names an unknown tool's error suggests.
+UNKNOWN_TOOL_MAX_SUGGESTIONS = 3
+
+# Checked in mcp_app.hops:
+# Threads the database hop pool lends beyond its size while its threads wait.
+HOP_MAX_LENT_THREADS = 32
+
+# Checked in oauth_app.cimd:
+# Characters of a URL a client ID metadata document gives (longer: ignored).
+CIMD_MAX_URI_CHARS = 2000
+# Bytes of a metadata document response's status line and headers, on top of the document.
+CIMD_MAX_HEADER_BYTES = 8 * 1024
+
+# Checked in toolhub.as_client:
+# Pages of each list the admin's connection check shows (TOOLHUB_MCP_PAGE_SIZE each); a longer list says it was cut.
+CONNECTION_CHECK_MAX_PAGES = 20
+
 LIMITS: dict[str, Setting] = {
     value.setting: value for name, value in list(globals().items()) if name.isupper() and isinstance(value, Setting)
 }

@@ -7,10 +7,11 @@ from django.db import models
 
 from tools_app.choices import ToolType
 from tools_app.grants import pin_problems
+from tools_app.kernel.limits import MAX_DESCRIPTION, MAX_RESOURCE_URI_CHARS
 from tools_app.models.instance import McpInstance, OwnedThroughInstanceQuerySet
 from tools_app.models.tool import NameClash, Tool
-from tools_app.resource_uris import MAX_URI, conflict, resource_uri_problem, validate_resource_uri
-from tools_app.validators import MAX_DESCRIPTION, validate_tool_name
+from tools_app.resource_uris import conflict, resource_uri_problem, validate_resource_uri
+from tools_app.validators import validate_tool_name
 
 
 class BindingQuerySet(OwnedThroughInstanceQuerySet):
@@ -80,7 +81,7 @@ class Binding(models.Model):
     # toolhub://tables/<id>[/<path>] URI. Blank: the default.
     resource_uri = models.CharField(
         "resource URI",
-        max_length=MAX_URI,
+        max_length=MAX_RESOURCE_URI_CHARS,
         blank=True,
         validators=[validate_resource_uri],
         help_text="Optional. On a get_all_data or query_data tool: the URI the whole mount is read at as an MCP "

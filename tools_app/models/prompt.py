@@ -14,10 +14,9 @@ from django.db import models
 from django.db.models.functions import Lower
 
 from tools_app.kernel.errors import ErrorCode
-from tools_app.kernel.limits import MAX_PROMPT_ARGUMENT, MAX_PROMPT_RENDERED, MAX_PROMPT_TEMPLATE
+from tools_app.kernel.limits import MAX_DESCRIPTION, MAX_PROMPT_ARGUMENT, MAX_PROMPT_RENDERED, MAX_PROMPT_TEMPLATE
 from tools_app.models.instance import McpInstance, OwnedThroughInstanceQuerySet
 from tools_app.validators import (
-    MAX_DESCRIPTION,
     PROMPT_PLACEHOLDER_RE,
     prompt_placeholders,
     validate_prompt_arguments,

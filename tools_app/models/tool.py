@@ -12,13 +12,13 @@ from django.db import models
 
 from tools_app.choices import ToolType, default_category
 from tools_app.kernel.errors import ErrorCode
+from tools_app.kernel.limits import MAX_DESCRIPTION
 from tools_app.models.base import OwnedModel
 from tools_app.models.table import Table
 from tools_app.permissions import OwnedQuerySet
 from tools_app.tool_schemas import default_input_schema, is_other_types_default
 from tools_app.tool_types import DATA_KINDS, EXTERNAL, TOOL_TYPES, WRITE, ToolTypeSpec, check_arguments, check_tool
 from tools_app.validators import (
-    MAX_DESCRIPTION,
     validate_input_schema,
     validate_json_pointer,
     validate_json_schema,

@@ -18,13 +18,12 @@ from tools_app.choices import ToolType
 from tools_app.data_access.budget import active, charge, too_expensive
 from tools_app.kernel import telemetry
 from tools_app.kernel.errors import ErrorCode, ToolError, ToolhubError
-from tools_app.kernel.limits import MAX_TOOLS_PER_OWNER, SEARCH_QUERY_MAX_CHARS
+from tools_app.kernel.limits import MAX_TOOLS_PER_OWNER, SEARCH_MAX_RESULTS, SEARCH_QUERY_MAX_CHARS
 from tools_app.models import Tool
 from tools_app.registry.export import FORMATS, export_tool, export_tools
 from tools_app.registry.guide import PENDING, code_span, usage_guide
 from tools_app.registry.proxy import PROXY_NAME, finders, proxy_hint, through_proxy
 from tools_app.registry.search import (
-    MAX_LIMIT,
     METHODS,
     Hit,
     Index,
@@ -82,8 +81,8 @@ def search_tools(*, scope: Any, query: str, method: str = "bm25", limit: int = 5
             "Send the part of the request that says what the tool should do.",
             {"argument": "query", "max_length": SEARCH_QUERY_MAX_CHARS, "length": len(query)},
         )
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
-        raise ToolError(ErrorCode.INVALID_ARGUMENTS, f"Invalid arguments: 'limit' must be 1–{MAX_LIMIT}.")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= SEARCH_MAX_RESULTS:
+        raise ToolError(ErrorCode.INVALID_ARGUMENTS, f"Invalid arguments: 'limit' must be 1–{SEARCH_MAX_RESULTS}.")
     budget = active()
     if budget is not None and len(query) > budget.limits.max_query_length:
         raise too_expensive(

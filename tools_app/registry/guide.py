@@ -30,14 +30,17 @@ from typing import Any
 from django.utils import timezone
 
 from tools_app.grants import pin_summary
-from tools_app.kernel.limits import default_max_result_bytes
+from tools_app.kernel.limits import (
+    GUIDE_MAX_BYTES,
+    GUIDE_MAX_COMPACT_DESCRIPTION_CHARS,
+    GUIDE_MAX_LISTED_NAMES,
+    default_max_result_bytes,
+)
 from tools_app.registry.proxy import proxy_hint, through_proxy
 from tools_app.registry.search import ToolDoc, get_index
 from tools_app.tool_types import TOOL_TYPES
 
-MAX_BYTES = 50 * 1024
 PENDING = "[Description pending]"
-MAX_LISTED_NAMES = 20
 
 # What each built-in type returns (SPEC §3.2, §8), for tools without a return_format: from the types' specs.
 TYPE_RETURNS = {value: spec.returns for value, spec in TOOL_TYPES.items()}
@@ -169,8 +172,8 @@ def _category_title(category: str) -> str:
 
 
 def _names_list(names: list[str]) -> str:
-    shown = ", ".join(names[:MAX_LISTED_NAMES])
-    return shown + (f", … ({len(names) - MAX_LISTED_NAMES} more)" if len(names) > MAX_LISTED_NAMES else "")
+    shown = ", ".join(names[:GUIDE_MAX_LISTED_NAMES])
+    return shown + (f", … ({len(names) - GUIDE_MAX_LISTED_NAMES} more)" if len(names) > GUIDE_MAX_LISTED_NAMES else "")
 
 
 def _scope_title(scope: Any) -> str:
@@ -282,10 +285,10 @@ def usage_guide(*, scope: Any, tool_names: Any = None, category: str | None = No
 
 def result_budget(scope: Any) -> int:
     """The bytes the guide's whole answer (as JSON) may take: the result budget of the scope's calls (the
-    instance's max_result_bytes, else TOOLHUB_MAX_RESULT_BYTES), and never over MAX_BYTES."""
+    instance's max_result_bytes, else TOOLHUB_MAX_RESULT_BYTES), and never over GUIDE_MAX_BYTES."""
     instance = getattr(scope, "instance", None)
     limit = getattr(instance, "max_result_bytes", None) or default_max_result_bytes()
-    return min(MAX_BYTES, int(limit))
+    return min(GUIDE_MAX_BYTES, int(limit))
 
 
 def _json_size(text: str) -> int:
@@ -361,7 +364,6 @@ COMPACT_INTRO = (
     " returns under Returns. A tool's complete entry (JSON Schema, examples, return shape): ask for it by name"
     " (tool_names)."
 )
-MAX_COMPACT_DESCRIPTION = 160  # characters of a parameter's description in the compact form
 
 
 def _compact(by_category: dict[str, list[ToolDoc]], room: int) -> _Layout:
@@ -442,8 +444,8 @@ def _compact_parameters(schema: Any) -> str:
             text += ", …)" if len(spec["enum"]) > 10 else ")"
         description = " ".join(str(spec.get("description") or "").split())
         if description:
-            if len(description) > MAX_COMPACT_DESCRIPTION:
-                description = description[: MAX_COMPACT_DESCRIPTION - 1] + "…"
+            if len(description) > GUIDE_MAX_COMPACT_DESCRIPTION_CHARS:
+                description = description[: GUIDE_MAX_COMPACT_DESCRIPTION_CHARS - 1] + "…"
             text += " — " + _escape(description)
         parts.append(text)
     return "; ".join(parts)

@@ -39,6 +39,7 @@ from tools_app.data_access.budget import charge
 from tools_app.grants import listed_input_schema
 from tools_app.kernel.caches import LruCache
 from tools_app.kernel.errors import ErrorCode, ToolError
+from tools_app.kernel.limits import SEARCH_MAX_REGEX_CHARS, SEARCH_MAX_SCORED_PARTS
 from tools_app.kernel.patterns import PatternError, compile_pattern
 from tools_app.paging import paged_input_schema, paged_output_schema
 from tools_app.registry import embedding
@@ -48,8 +49,6 @@ from tools_app.tool_types import TOOL_TYPES
 __all__ = ["METHODS", "Index", "ToolDoc", "build_index"]
 
 METHODS = ("regex", "bm25", "embedding", "hybrid")
-MAX_LIMIT = 50
-MAX_REGEX_LENGTH = 200
 # The bm25 share of the hybrid score, tuned on the tuning split of the outside set (bench/registry/data/outside,
 # BFCL + NESTFUL; best MRR@10 there, 0.5-0.7 is a plateau) and reported on its held-out split:
 # `bench/registry/run.py --tune`. (The own issue-5 set preferred 0.3; it is too easy to tune on.)
@@ -67,7 +66,7 @@ NAME_PAIR_WEIGHT = 0.6
 # first MULTI_LEAD tools keep their places, then each part's best tool not yet placed (scored on the part, with
 # the whole request as context) gets the next place, then the whole request's order goes on. (Taking a part's
 # best only when it is not placed yet did worse on tuning: a second tool of the same kind is often the right
-# one.) At most MULTI_MAX_PARTS parts are scored (the heaviest), so a pasted text with thousands of "and then"
+# one.) At most SEARCH_MAX_SCORED_PARTS parts are scored (the heaviest), so a pasted text with thousands of "and then"
 # costs at most that many small searches. Chosen on the outside set's tuning split (bench/registry/README.md).
 _PART_SPLIT = re.compile(
     r"(?<=[.!?;])\s+|\n+|,?\s+\b(?:and then|and also|then|also|additionally|as well as|after that|followed by)\b\s+"
@@ -77,7 +76,6 @@ _PART_SPLIT = re.compile(
 MULTI_PART_SHARE = 0.3
 MULTI_PART_TERMS = 2
 MULTI_LEAD = 3
-MULTI_MAX_PARTS = 8
 
 # Characters of a query the embedding model reads (its window: embedding.MAX_TOKENS word pieces, ~4
 # characters each); Index.request_part picks them from a longer query.
@@ -381,7 +379,7 @@ class Index:
                 weighed.append((weight, number, part.strip()))
         if len(weighed) < 2:
             return []
-        heaviest = heapq.nlargest(MULTI_MAX_PARTS, weighed)
+        heaviest = heapq.nlargest(SEARCH_MAX_SCORED_PARTS, weighed)
         return [part for _weight, _number, part in sorted(heaviest, key=itemgetter(1))]
 
     def ranked(self, query: str, limit: int) -> tuple[list[int], dict[int, float], list[str], float, dict[int, str]]:
@@ -596,10 +594,10 @@ def _distinct(words: list[str]) -> list[str]:
 def compile_regex(query: str) -> Any:
     """A case-insensitive pattern with Python's re syntax, matched in linear time (patterns.py), or
     ToolError(INVALID_QUERY) saying what is wrong with it."""
-    if len(query) > MAX_REGEX_LENGTH:
+    if len(query) > SEARCH_MAX_REGEX_CHARS:
         raise ToolError(
             ErrorCode.INVALID_QUERY,
-            f"A regex search pattern has at most {MAX_REGEX_LENGTH} characters (got {len(query)}).",
+            f"A regex search pattern has at most {SEARCH_MAX_REGEX_CHARS} characters (got {len(query)}).",
         )
     try:
         return compile_pattern(query)

@@ -32,9 +32,9 @@ from typing import Any
 
 from django.utils import timezone
 
+from tools_app.kernel.limits import MAX_DESCRIPTION
 from tools_app.models import Tool
 from tools_app.services.locks import lock_rows
-from tools_app.validators import MAX_DESCRIPTION
 
 __all__ = [
     "FAST_FIELDS_AFTER",

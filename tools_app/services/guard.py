@@ -10,12 +10,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from tools_app.kernel.errors import ErrorCode, ToolhubError
+from tools_app.kernel.limits import IN_USE_MAX_LISTED
 from tools_app.selectors import UsedBy
 
-__all__ = ["MAX_USED_BY", "in_use_error", "named", "refuse_if_in_use"]
-
-# An IN_USE answer lists at most this many uses (and says how many more there are).
-MAX_USED_BY = 50
+__all__ = ["in_use_error", "named", "refuse_if_in_use"]
 
 
 def named(kind: str, ids: list[int], names: Iterable[str]) -> str:
@@ -30,9 +28,9 @@ def in_use_error(what: str, change: str, used_by: list[UsedBy]) -> ToolhubError:
     """IN_USE naming what breaks: `what` ("The tool 'orders_query'") `change` ("would be deleted")."""
     shown = "; ".join(str(used) for used in used_by[:5])
     more = f"; and {len(used_by) - 5} more" if len(used_by) > 5 else ""
-    details: dict[str, Any] = {"used_by": [used.as_dict() for used in used_by[:MAX_USED_BY]]}
-    if len(used_by) > MAX_USED_BY:
-        details["more"] = len(used_by) - MAX_USED_BY
+    details: dict[str, Any] = {"used_by": [used.as_dict() for used in used_by[:IN_USE_MAX_LISTED]]}
+    if len(used_by) > IN_USE_MAX_LISTED:
+        details["more"] = len(used_by) - IN_USE_MAX_LISTED
     return ToolhubError(
         ErrorCode.IN_USE,
         f"{what} is in use and {change}: {shown}{more}. Clients that use it would break; nothing was changed. "

@@ -48,6 +48,7 @@ from django.db import connection
 from tools_app.kernel import telemetry
 from tools_app.kernel.errors import ErrorCode, ToolhubError
 from tools_app.kernel.limits import (
+    IMPORT_MAX_QUOTED_LINE_CHARS,
     IMPORTS_PER_OWNER,
     IMPORTS_PER_WORKER,
     MAX_RECORD_KEY_BYTES,
@@ -88,7 +89,6 @@ _EXTENSIONS = {".json": "json", ".csv": "csv", ".tsv": "csv", ".ndjson": "ndjson
 _INTEGER = re.compile(r"-?(?:0|[1-9][0-9]{0,14})")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)\.[0-9]+")
 _TYPED_STARTS = frozenset("-0123456789tf")
-_MAX_REPORTED = 200  # characters of a bad line quoted in an error
 SNIFF_CHARS = 4096
 CHUNK = 1 << 20
 RETRY_AFTER_SECONDS = 5
@@ -253,7 +253,7 @@ def _text(file: IO[bytes], newline: str) -> Iterator[io.TextIOWrapper]:
 
 
 def _quote(text: str) -> str:
-    return text if len(text) <= _MAX_REPORTED else text[:_MAX_REPORTED] + "…"
+    return text if len(text) <= IMPORT_MAX_QUOTED_LINE_CHARS else text[:IMPORT_MAX_QUOTED_LINE_CHARS] + "…"
 
 
 def _parse_json(text: str) -> Any:

@@ -3,8 +3,8 @@
 import pytest
 from django.core.exceptions import ValidationError
 
+from tools_app.kernel.limits import MAX_DESCRIPTION
 from tools_app.validators import (
-    MAX_DESCRIPTION,
     validate_examples,
     validate_input_schema,
     validate_json_pointer,

@@ -9,6 +9,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import multiprocess as prometheus_multiprocess
 
+from tools_app.kernel.limits import METRICS_MAX_FIELD_LABEL_CHARS, METRICS_MAX_FIELD_LABELS
 from tools_app.kernel.telemetry import context
 from tools_app.kernel.telemetry.context import REQUEST, emit
 from tools_app.kernel.telemetry.tracing import span
@@ -158,17 +159,14 @@ def call_finished(
         )
 
 
-# Field names come from the data: at most this many distinct label values per process, then "other".
-MAX_FIELD_LABELS = 200
-MAX_FIELD_LABEL_CHARS = 64
 _field_labels: set[str] = set()
 
 
 def slow_query(field: str) -> None:
     """Count one slow query that read the unindexed record field `field`."""
-    label = field[:MAX_FIELD_LABEL_CHARS]
+    label = field[:METRICS_MAX_FIELD_LABEL_CHARS]
     if label not in _field_labels:
-        if len(_field_labels) >= MAX_FIELD_LABELS:
+        if len(_field_labels) >= METRICS_MAX_FIELD_LABELS:
             label = "other"
         else:
             _field_labels.add(label)

@@ -7,8 +7,9 @@ import pytest
 
 from tools_app import services
 from tools_app.execution import records
-from tools_app.execution.history_lines import MAX_LINES, entry_lines, readable_diff
+from tools_app.execution.history_lines import entry_lines, readable_diff
 from tools_app.execution.pipeline import Caller, run_tool_call, target_of_tool
+from tools_app.kernel.limits import HISTORY_MAX_DIFF_LINES
 from tools_app.models import Surface, Table, TableChange, TableCollection
 from tools_app.tests.history_helpers import write_elsewhere
 
@@ -175,7 +176,14 @@ def test_a_long_key_is_cut_in_the_line(make_table, make_tool, owner):
 
 
 def test_lines_past_the_cap_are_counted_not_named():
-    patch = [{"op": "add", "path": f"/{number}", "value": {"id": number}} for number in range(MAX_LINES + 5)]
-    inverse = [{"op": "remove", "path": f"/{number}"} for number in reversed(range(MAX_LINES + 5))]
+    patch = [
+        {"op": "add", "path": f"/{number}", "value": {"id": number}} for number in range(HISTORY_MAX_DIFF_LINES + 5)
+    ]
+    inverse = [{"op": "remove", "path": f"/{number}"} for number in reversed(range(HISTORY_MAX_DIFF_LINES + 5))]
     lines, more = readable_diff(patch, inverse)
-    assert (len(lines), more, lines[0].where, lines[-1].where) == (MAX_LINES, 5, "/0", f"/{MAX_LINES - 1}")
+    assert (len(lines), more, lines[0].where, lines[-1].where) == (
+        HISTORY_MAX_DIFF_LINES,
+        5,
+        "/0",
+        f"/{HISTORY_MAX_DIFF_LINES - 1}",
+    )

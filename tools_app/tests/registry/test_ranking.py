@@ -3,7 +3,7 @@ that ask for several tools at once. The figures behind them are in bench/registr
 
 import pytest
 
-from tools_app.kernel.limits import SEARCH_QUERY_MAX_CHARS
+from tools_app.kernel.limits import SEARCH_MAX_SCORED_PARTS, SEARCH_QUERY_MAX_CHARS
 from tools_app.models import Tool
 from tools_app.registry import embedding, search
 from tools_app.registry.scope import CatalogEntry
@@ -137,7 +137,7 @@ def test_requests_that_are_not_split(query):
 
 
 def test_a_request_of_thousands_of_parts_scores_at_most_the_cap(monkeypatch):
-    """An attacker's 10,000 characters of "and then" parts: the whole request plus at most MULTI_MAX_PARTS parts
+    """An attacker's 10,000 characters of "and then" parts: the whole request plus at most SEARCH_MAX_SCORED_PARTS parts
     are scored (the work is counted, not timed: timings flake on a shared machine)."""
     index = index_of(MONEY_AND_TEXTS)
     calls = []
@@ -149,7 +149,7 @@ def test_a_request_of_thousands_of_parts_scores_at_most_the_cap(monkeypatch):
     # when
     hits = index.bm25(query, 50)
     # then
-    assert len(calls) == 1 + search.MULTI_MAX_PARTS == 9
+    assert len(calls) == 1 + SEARCH_MAX_SCORED_PARTS == 9
     assert calls[0] == SEARCH_QUERY_MAX_CHARS
     assert max(calls[1:]) < 40
     assert len(hits) == len(MONEY_AND_TEXTS) - 1  # every tool but calendar.add shares a word

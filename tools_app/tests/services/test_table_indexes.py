@@ -22,13 +22,13 @@ from tools_app.data_access.sql.plan import build_plan, filtered_fields
 from tools_app.data_access.sql.render import dialect_for
 from tools_app.data_access.sql.store import field_kinds
 from tools_app.data_access.sql_query import compile_sql_expression, run_sql, statement_for
+from tools_app.kernel.limits import MAX_DESCRIPTION
 from tools_app.models import Table, TableCollection, Tool
 from tools_app.services.generated_text import fast_fields_description, generated_edited
 from tools_app.services.table_indexes import ensure_indexes
 from tools_app.tests import sql_differential as differential
 from tools_app.tests.sql_differential import dialect, store
 from tools_app.toolsets import generate_tools
-from tools_app.validators import MAX_DESCRIPTION
 
 RECORDS = differential.RECORDS
 
