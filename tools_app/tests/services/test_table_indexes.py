@@ -437,8 +437,9 @@ def test_the_compound_index_covers_the_first_declared_fields_in_the_forms_their_
 def test_a_filter_testing_the_leading_declared_fields_reads_their_compound_index(owner, make_table):
     """`status == 'status-0' && total > 1000` over 2,000 records: 500 have the status, 999 the total, 250 both.
     Declared `status` then `total`, the compound index finds the 250 (an equality on its first column, a range
-    on its second), on both engines, and the answer is jmespath's; a filter on the second field alone reads
-    that field's own index."""
+    on its second): SQLite's statement reads it; PostgreSQL gets it, valid, for its planner to weigh (which
+    index a plan takes there depends on the statistics of every collection's records, bench/README.md has the
+    100,000-record plan). The answer is jmespath's; a filter on the second field alone never reads it."""
     # given
     table = make_table(owner, name="orders", data=[], storage="document")  # no collection: `store` adds them
     records = [{"id": index, "status": f"status-{index % 4}", "total": index} for index in range(2000)]
@@ -461,9 +462,15 @@ def test_a_filter_testing_the_leading_declared_fields_reads_their_compound_index
                        statement.params)  # fmt: skip
         plan = " ".join(str(column) for row in cursor.fetchall() for column in row)
         answer = run_sql(query, cursor, table=RECORDS, collection_id=collection.collection_id, known=known)
-    assert compound in plan, plan
-    if dialect() == "sqlite":
+    if dialect() == "sqlite":  # the statement's choice (less_selective_indexes), not the planner's guess
         assert f"USING INDEX {compound} (<expr>=? AND <expr>>?)" in plan, plan
+    else:  # PostgreSQL's planner chooses by the statistics of the whole records table: the index exists, valid
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = %s",
+                (compound,),
+            )
+            assert cursor.fetchall() == [(True,)]
     assert answer is not None
     assert answer.value == jmespath.search(expression, records) == list(range(1004, 2000, 4))
     plan, ids = _plan_of("[?total > `1990`].id", collection.collection_id)
