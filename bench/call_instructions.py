@@ -331,6 +331,7 @@ def _callgrind(args, out: Path) -> list[str]:
     return command
 
 
+_COLLECTOR = re.compile(r"gcmodule\.c:gc_collect_main \[")
 _LINE = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$")
 
 
@@ -357,7 +358,9 @@ def functions(path: Path, calls: int, inclusive: bool) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--baseline-ref", help="also count this git ref (a temporary worktree)")
+    parser.add_argument(
+        "--baseline-ref", action="append", default=[], help="also count this git ref (a temporary worktree); repeatable"
+    )
     parser.add_argument("--database-url", help="postgres://... server to create the databases on")
     parser.add_argument("--calls", type=int, default=200, help="calls counted per era")
     parser.add_argument("--warmup", type=int, default=300, help="calls before the count (instrumentation off)")
@@ -398,17 +401,15 @@ def main() -> None:
         raise SystemExit("valgrind is not installed (Debian package 'valgrind').")
     workdir = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="toolhub-instructions-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    baseline = workdir / "baseline"
+    worktrees = [workdir / f"baseline{i}" for i in range(len(args.baseline_ref))]
     sides: list[tuple[str, Path, bool]] = [("this checkout", ROOT, False)]
     if args.details_off:
         sides.append(("details off", ROOT, True))
     databases: list[str] = []
     try:
-        if args.baseline_ref:
-            subprocess.run(
-                ["git", "worktree", "add", "--detach", str(baseline), args.baseline_ref], cwd=ROOT, check=True
-            )
-            sides.append((f"@{args.baseline_ref}", baseline, False))
+        for ref, worktree in zip(args.baseline_ref, worktrees, strict=True):
+            subprocess.run(["git", "worktree", "add", "--detach", str(worktree), ref], cwd=ROOT, check=True)
+            sides.append((f"@{ref}", worktree, False))
         setups = {}
         for i, (label, root, details_off) in enumerate(sides):
             url, pg_name = _database(args.database_url, workdir, f"count{i}")
@@ -443,8 +444,17 @@ def main() -> None:
                 for event in [*next(iter(counts.values())), "CEst"]:
                     values = [_estimate(total) if event == "CEst" else total[event] for total in counts.values()]
                     print(f"{event:<16}" + "".join(f"{value / args.calls:>18,.0f}" for value in values))
-            if args.baseline_ref:
-                ref = f"@{args.baseline_ref}"
+            if not args.opcodes:
+                # The cyclic collector's runs (gen 0, 1 and full), with what they free: allocation-driven, so
+                # deterministic, but a full one comes every few hundred calls; count enough calls to hold some.
+                collector = {
+                    label: sum(
+                        n for name, n in functions(path, args.calls, inclusive=True).items() if _COLLECTOR.search(name)
+                    )
+                    for label, path in files.items()
+                }
+                print("the collector, per call: " + ", ".join(f"{k} {v:,.0f}" for k, v in collector.items()))
+            for ref in (f"@{name}" for name in args.baseline_ref):
                 for inclusive in (False,) if args.opcodes else (False, True):
                     mine = functions(files[first], args.calls, inclusive)
                     theirs = functions(files[ref], args.calls, inclusive)
@@ -455,8 +465,9 @@ def main() -> None:
                         a, b = mine.get(name, 0.0), theirs.get(name, 0.0)
                         print(f"  {a - b:>+10,.0f} {a:>12,.0f} {b:>12,.0f}  {name[:150]}")
     finally:
-        if args.baseline_ref:
-            subprocess.run(["git", "worktree", "remove", "--force", str(baseline)], cwd=ROOT, check=False)
+        for worktree in worktrees:
+            if worktree.exists():
+                subprocess.run(["git", "worktree", "remove", "--force", str(worktree)], cwd=ROOT, check=False)
         if args.database_url:
             from urllib.parse import urlsplit, urlunsplit
 
