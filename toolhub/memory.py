@@ -24,8 +24,8 @@ And one for the collector's own time: `freeze_startup_objects()` (once the serve
 startup, toolhub.asgi) moves every object alive then (modules, classes, functions, settings, caches' tables:
 about 150,000 objects in a worker) into the collector's permanent generation. A full collection, which a
 serving process runs every few hundred requests, then walks only what was made since, not all of them again:
-they were 5-7 % of a tools/call's CPU, and the CPU per call fell by 12-14 % (bench/README.md, "The collector's
-full collections").
+they were 5-7 % of a tools/call's CPU, and the served CPU per call fell by 13-20 % in three of the four
+engine/era pairs (bench/README.md, "The collector's full collections").
 """
 
 import asyncio
