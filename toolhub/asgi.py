@@ -50,6 +50,7 @@ async def lifespan(receive, send) -> None:
         heavy.workers.start()  # they set themselves up while the server starts serving
         async with mcp_endpoint.running():
             started = True
+            memory.freeze_startup_objects()  # what the start made stays out of later collections
             await send({"type": "lifespan.startup.complete"})
             await receive()  # lifespan.shutdown
     except Exception as exc:

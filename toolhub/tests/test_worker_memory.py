@@ -143,3 +143,83 @@ def test_the_server_application_trims():
     import toolhub.asgi
 
     assert toolhub.asgi.application.__qualname__ == "trim_after_large_requests.<locals>.counted"
+
+
+# In a fresh process (a freeze lasts for the process): garbage of the start (an unreachable cycle), an object
+# alive at the start and one made after it; then whether the collector still sees each, and a second freeze.
+FREEZE = """
+import gc, json, weakref
+from toolhub import memory
+
+class Node:
+    pass
+
+gc.disable()  # no automatic collection before the freeze's own
+garbage = Node()
+garbage.itself = garbage
+dropped = weakref.ref(garbage)
+del garbage
+kept = [Node()]
+first = memory.freeze_startup_objects()
+gc.enable()
+later = [Node()]
+seen = {id(o) for o in gc.get_objects()}
+print(json.dumps({
+    "first": first, "again": memory.freeze_startup_objects(), "garbage_collected": dropped() is None,
+    "kept_seen": id(kept) in seen, "later_seen": id(later) in seen, "frozen": gc.get_freeze_count() > 1000,
+}))
+"""
+
+
+def test_the_objects_of_the_start_are_left_out_of_later_collections():
+    """The start's garbage is collected, then what is alive is frozen (never walked again by a collection),
+    once per process; what is made afterwards is collected as usual."""
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", FREEZE], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(done.stdout) == {
+        "first": True,
+        "again": False,
+        "garbage_collected": True,
+        "kept_seen": False,
+        "later_seen": True,
+        "frozen": True,
+    }
+
+
+def test_the_server_freezes_what_its_start_made_once_started(monkeypatch):
+    """toolhub.asgi's lifespan freezes the start's objects after the MCP session manager and the heavy
+    workers have started, before it reports the startup complete."""
+    import contextlib
+
+    import toolhub.asgi
+
+    events: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def running():
+        events.append("mcp started")
+        yield
+
+    monkeypatch.setattr(toolhub.asgi.heavy.workers, "start", lambda: events.append("heavy started"))
+    monkeypatch.setattr(toolhub.asgi.heavy.workers, "stop", lambda: events.append("heavy stopped"))
+    monkeypatch.setattr(toolhub.asgi.mcp_endpoint, "running", running)
+    monkeypatch.setattr(memory, "freeze_startup_objects", lambda: events.append("frozen") or True)
+    messages = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
+
+    async def receive():
+        return messages.pop(0)
+
+    async def send(message):
+        events.append(message["type"])
+
+    asyncio.run(toolhub.asgi.lifespan(receive, send))
+    assert events == [
+        "heavy started",
+        "mcp started",
+        "frozen",
+        "lifespan.startup.complete",
+        "heavy stopped",
+        "lifespan.shutdown.complete",
+    ]
