@@ -578,7 +578,9 @@ def _race_restores_on_a_rows_table(database_url: str) -> None:
         rewritten = rewrites.get(timeout=300)
         stored = pool.apply(_stored, (setup["table"],))
     assert {(kind, code) for kind, _, code in writes if code != "ok"} <= {("delete", "KEY_NOT_FOUND")}
-    assert {kind for kind, _, code in writes if code == "ok"} == {"create", "update", "delete"}
+    # Creates and updates always answer; a delete may find its record gone with every try (a rewrite or a restore
+    # came between its create and it), as a fresh-clone CI run on PostgreSQL saw.
+    assert {"create", "update"} <= {kind for kind, _, code in writes if code == "ok"} <= {"create", "update", "delete"}
     assert [what for what, _, _ in rewritten] == ["replace", "restore"] * REWRITES
     versions = sorted([version for _, version, code in writes if code == "ok"] + [v for _, v, _ in rewritten])
     assert versions == list(range(start + 1, start + 1 + len(versions)))
