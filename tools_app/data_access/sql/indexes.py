@@ -38,15 +38,15 @@ models can call it too.
 """
 
 import hashlib
-import json
 import logging
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from tools_app.data_access.sql.kinds import COLLECTIONS_TABLE, Known
+from tools_app.data_access.sql.kinds import Known
 from tools_app.data_access.sql.plan import FieldTest
 from tools_app.data_access.sql.render import PostgresDialect, SQLiteDialect, _quote_name, dialect_for
+from tools_app.data_access.sql.store import field_kinds
 
 __all__ = [
     "IndexSync",
@@ -148,20 +148,6 @@ def wanted_indexes(
     return wanted
 
 
-def _field_kinds(cursor, collection_ids: Iterable[int]) -> dict[int, Known | None]:
-    """The collections' field kinds as stored with them (kinds.Known; None: unknown)."""
-    ids = [int(c) for c in collection_ids]
-    if not ids:
-        return {}
-    cursor.execute(
-        f'SELECT id, field_kinds FROM "{COLLECTIONS_TABLE}" WHERE id IN ({", ".join(["%s"] * len(ids))})', tuple(ids)
-    )
-    return {
-        int(row[0]): Known.of(json.loads(row[1]) if isinstance(row[1], str | bytes) else row[1])
-        for row in cursor.fetchall()
-    }
-
-
 def _wanted_statistics(*, records_table: str, collection_ids: Iterable[int], fields: Iterable[str]) -> dict[str, str]:
     """PostgreSQL: {statistics name: CREATE STATISTICS statement} on the expressions of the fields' indexes."""
     d = dialect_for("postgresql")
@@ -255,7 +241,7 @@ def sync_indexes(
     if concurrent and in_transaction:
         raise ValueError("PostgreSQL builds the record indexes CONCURRENTLY, which cannot run inside a transaction")
     wanted_fields = list(fields)
-    known = _field_kinds(cursor, collection_ids) if concurrent and len(wanted_fields) > 1 else None
+    known = {c: field_kinds(cursor, c) for c in collection_ids} if concurrent and len(wanted_fields) > 1 else None
     wanted = wanted_indexes(dialect=dialect, records_table=records_table, collection_ids=collection_ids,
                             fields=wanted_fields, known=known)  # fmt: skip
     mine = {int(c) for c in collection_ids} | {int(c) for c in drop_collections}
