@@ -1385,9 +1385,7 @@ def _query(
     answer of one item per record (sql_query.windowed) is read only as far as its page (_compiled_window)."""
     expression = arguments["query"]
     compile_expression(expression)  # an invalid expression is refused as the evaluator refuses it
-    # Narrowed: checked to parse alone above, so the composition cannot lift any of it out of the pipe.
-    sql_expression = expression if where is None else narrowing.composed(where, expression)
-    compiled = compile_sql_expression(sql_expression, _dialect(), collection.kind)
+    compiled = _compiled_within(expression, collection, where)
     if compiled is not None:
         if window is not None and where is None and windowed(compiled):
             cut = _compiled_window(compiled, collection, window)
@@ -1426,12 +1424,22 @@ def _query(
     return operations.query_data(_value(collection, keep), Mount("", mount.key_field), arguments)
 
 
+def _compiled_within(expression: str, collection: Collection, where: dict[str, Any] | None) -> SqlQuery | None:
+    """`expression` over the collection (with `where`, over its records within it) compiled to SQL; None when it
+    does not compile, or `where` does not compose (narrowing.composes: its records are then tested in Python).
+    Narrowed, `expression` was checked to parse alone, so the composition cannot lift any of it out of the pipe."""
+    if where is None:
+        return compile_sql_expression(expression, _dialect(), collection.kind)
+    if not narrowing.composes(where):
+        return None
+    return compile_sql_expression(narrowing.composed(where, expression), _dialect(), collection.kind)
+
+
 def _gathered_only(found: multiselect.Split, collection: Collection, where: dict[str, Any] | None) -> bool:
     """No branch compiles, decomposes or splits into a branch that does: each would gather the collection, so the
     multi-select is gathered once, whole (the same answer: the evaluator's over the same records)."""
     for branch in found.branches:
-        sql_expression = branch if where is None else narrowing.composed(where, branch)
-        if compile_sql_expression(sql_expression, _dialect(), collection.kind) is not None:
+        if _compiled_within(branch, collection, where) is not None:
             return False
         if streamed.plan(branch, collection.kind) is not None:
             return False
@@ -1586,9 +1594,9 @@ def _narrowed_sample(collection: Collection, where: dict[str, Any]) -> tuple[lis
     chunks instead, with the count already found. Otherwise (an object collection, a statement that does not
     compile or whose data the evaluator must answer) the records are read in chunks, each tested and counted."""
     keep = narrowing.keeps(where)
-    if collection.kind == "array" and narrowing.composes(where):
-        counted = compile_sql_expression(narrowing.composed(where, "length(@)"), _dialect(), "array")
-        sampled = compile_sql_expression(narrowing.composed(where, f"[:{SCHEMA_SAMPLE}]"), _dialect(), "array")
+    if collection.kind == "array":
+        counted = _compiled_within("length(@)", collection, where)
+        sampled = _compiled_within(f"[:{SCHEMA_SAMPLE}]", collection, where)
         count = None if counted is None or sampled is None else _run_compiled(counted, collection)
         if count is not None and sampled is not None:
             try:
