@@ -2,6 +2,7 @@
 records within it and the first SCHEMA_SAMPLE of them come from two compiled statements (records._narrowed_sample),
 with the answer of the records read in chunks and tested one by one, and of the document table."""
 
+import json
 import random
 import time
 
@@ -125,6 +126,7 @@ def test_the_narrowed_schema_is_the_chunked_one_and_the_documents(tables, monkey
     expected = {str(where): _expected(data, where, sample) for where in WHERES}
     assert by_sql == expected
     assert chunked == expected
+    assert json.dumps(by_sql) == json.dumps(chunked)  # the fields in the same order too
     counts = {key: shape["item_count"] for key, shape in expected.items()}
     if sample > len(data):
         assert on_document == expected
