@@ -31,6 +31,11 @@ gathers the collection, under the default bound and the raised one, then *branch
 - *gathered* with the bound raised to 1 GiB: the time and memory the gathering path needs to answer;
 - *streamed* (tools_app/data_access/streamed.py: chunk by chunk, only results kept) under the default bound.
 
+`--set schema` (not in `all`) times get_data_schema narrowed by a binding's `where` (records.schema) two ways
+side by side: *chunked* (the path before: every record read in chunks and tested in Python) and *engine* (the
+count and the first SCHEMA_SAMPLE records kept by two compiled statements, records._narrowed_sample), over
+narrowings keeping a fifth of the records (more than the sample) and a few dozen.
+
 Prints medians of wall and CPU milliseconds over --runs runs, and the peak of Python allocations during one
 run (tracemalloc, run apart from the timed ones), and checks that both answering paths give the same answer.
 
@@ -41,6 +46,7 @@ created again.
     .venv/bin/python bench/streamed_query.py [--records 200000] [--runs 3] [--set all|decomposed|reduced]
         [--queries 1,4]
     .venv/bin/python bench/streamed_query.py --set summary --records 100000
+    .venv/bin/python bench/streamed_query.py --set schema
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/streamed_query.py
 """
 
@@ -71,13 +77,14 @@ QUERIES = {
     ],
 }
 RAISED_BOUND = 2**30
+NARROWINGS = [{"status": "shipped"}, {"customer": "customer-0042"}]  # --set schema: ~40,000 and ~40 of 200,000
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000, help="records (default 200000)")
     parser.add_argument("--runs", type=int, default=3, help="timed runs of each way (default 3)")
-    parser.add_argument("--set", choices=["all", *QUERIES], default="all", help="which queries (default all)")
+    parser.add_argument("--set", choices=["all", *QUERIES, "schema"], default="all", help="which queries (default all)")
     parser.add_argument("--queries", default="", help="1-based positions of the queries to run (default all)")
     parser.add_argument("--database", default=throwaway.BENCH_DATABASE, help="the PostgreSQL database it replaces")
     args = parser.parse_args()
@@ -100,7 +107,10 @@ def run(args: argparse.Namespace, label: str) -> int:
     from tools_app.models import Table
 
     vendor = "postgresql" if connection.vendor == "postgresql" else "sqlite"
-    print(f"Queries that do not compile to SQL, gathered vs streamed — {label}")
+    if args.set == "schema":
+        print(f"get_data_schema narrowed by `where`, chunked vs engine — {label}")
+    else:
+        print(f"Queries that do not compile to SQL, gathered vs streamed — {label}")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
     call_command("migrate", verbosity=0)
     owner = get_user_model().objects.create_user(username="bench", password="bench-password-1")
@@ -110,6 +120,8 @@ def run(args: argparse.Namespace, label: str) -> int:
         count = records.create_collection(table.pk, throwaway.build_records(args.records))
         Table.objects.filter(pk=table.pk).update(storage="rows")
     print(f"{count:,} records, {records.max_evaluated_bytes():,} bytes the default bound\n")
+    if args.set == "schema":
+        return narrowed_schema(args, table.pk)
 
     def read(expression: str) -> Any:
         return records.read(
@@ -166,6 +178,43 @@ def run(args: argparse.Namespace, label: str) -> int:
             )
         assert all(answer == answers[0] for answer in answers), f"different answers for {expression}"
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end; answers equal wherever both answered")
+    return 0
+
+
+def narrowed_schema(args: argparse.Namespace, table_id: int) -> int:
+    """get_data_schema narrowed by each of NARROWINGS, read in chunks (narrowing.composes answering False: the
+    path kept for a narrowing the engine cannot answer) and by the engine; the answers must be equal."""
+    from tools_app.data_access import narrowing
+    from tools_app.data_access.operations import Mount
+    from tools_app.execution import records
+
+    in_chunks = mock.patch.object(narrowing, "composes", return_value=False)
+    print(f"{'narrowing':<34}{'way':<10}{'item_count':>11}{'wall ms':>9}{'cpu ms':>9}{'peak MiB':>10}")
+    for where in NARROWINGS:
+        answers = []
+        for way, contexts in (("chunked", (in_chunks,)), ("engine", ())):
+            for context in contexts:
+                context.__enter__()
+            try:
+                last: list[Any] = []
+                cpu: list[float] = []
+
+                def schema(where=where, last=last) -> None:
+                    last.append(records.schema(table_id, 1, Mount("", "id"), {}, where=where))
+
+                wall = throwaway.timed(schema, args.runs, cpu=cpu)
+                peak = throwaway.traced_peak(schema)
+            finally:
+                for context in reversed(contexts):
+                    context.__exit__(None, None, None)
+            answers.append(last[-1])
+            shown = str(where) if way == "chunked" else ""
+            print(
+                f"{shown:<34}{way:<10}{last[-1]['item_count']:>11,}{statistics.median(wall):>9.0f}"
+                f"{statistics.median(cpu):>9.0f}{peak:>10.1f}"
+            )
+        assert answers[0] == answers[1], f"different schemas for {where}"
+    print(f"\nload average {os.getloadavg()[0]:.1f} at the end; the schemas equal")
     return 0
 
 

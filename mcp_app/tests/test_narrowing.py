@@ -19,6 +19,7 @@ from tools_app.data_access import narrowing, operations
 from tools_app.data_access.operations import Mount
 from tools_app.execution import heavy, records
 from tools_app.execution.call_limits import default_limits
+from tools_app.execution.executors import execute
 from tools_app.execution.heavy import Job
 from tools_app.models import ApiKey, Binding, CallLog, Table, TableChange
 
@@ -412,3 +413,30 @@ def test_the_api_saves_a_narrowing_and_the_openapi_schema_describes_it(client, o
     assert Binding.objects.get().pinned_arguments == NARROWING
     pins = schema["components"]["schemas"]["Binding"]["properties"]["pinned_arguments"]
     assert pins["properties"]["where"]["additionalProperties"] == pins["additionalProperties"]
+
+
+@pytest.mark.parametrize("storage", ["document", "rows"])
+def test_a_narrowing_to_null_keeps_no_record_that_is_no_object(owner, make_table, make_tool, storage):
+    """`[?x == null]` keeps a string or a number (each field of one is null); the narrowing keeps objects only,
+    on rows too, where such a narrowing is tested in Python rather than composed into the SQL statement."""
+    # given
+    data = [{"x": None, "id": 1}, "text", 5, [1], True, {"id": 2}, {"x": 0, "id": 3}, None]
+    table = make_table(owner, name="mixed", data=data, storage="document")
+    tool = make_tool(owner, table, type="query_data", name="mixed_query")
+    if storage == "rows":
+        assert records.table_to_rows(table.pk) is True
+
+    # when
+    answers = {
+        query: execute(tool=tool, arguments={"query": query}, where={"x": None})
+        for query in ("@", "length(@)", "[*].id", "{n: length(@), ids: [].id}", "[?id == `2`] | [0]")
+    }
+
+    # then
+    assert answers == {
+        "@": [{"x": None, "id": 1}, {"id": 2}],
+        "length(@)": 2,
+        "[*].id": [1, 2],
+        "{n: length(@), ids: [].id}": {"n": 2, "ids": [1, 2]},
+        "[?id == `2`] | [0]": {"id": 2},
+    }

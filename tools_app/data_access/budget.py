@@ -52,6 +52,7 @@ __all__ = [
     "enforced",
     "measure",
     "on_wait",
+    "is_over_evaluated_bytes",
     "over_evaluated_bytes",
     "too_expensive",
     "waiting",
@@ -105,6 +106,11 @@ def over_evaluated_bytes(limit: int) -> ToolError:
         "narrow it with a filter that compiles to SQL (comparisons on fields), or page it.",
         {"limit": limit},
     )
+
+
+def is_over_evaluated_bytes(error: ToolError) -> bool:
+    """`error` is over_evaluated_bytes's refusal (not a time or count budget's, whose details say their unit)."""
+    return error.code == ErrorCode.QUERY_TOO_EXPENSIVE and set(error.details) == {"limit"}
 
 
 class MoveElsewhere(BaseException):

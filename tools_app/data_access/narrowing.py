@@ -22,7 +22,7 @@ from tools_app.data_access.budget import charge
 from tools_app.data_access.operations import Mount
 from tools_app.data_access.query import compile_expression
 
-__all__ = ["composed", "keeps", "narrow", "predicate", "read_narrowed"]
+__all__ = ["composed", "composes", "keeps", "narrow", "predicate", "read_narrowed"]
 
 
 def _literal(value: Any) -> str:
@@ -55,6 +55,14 @@ def narrow(records: list | dict, where: dict[str, Any]) -> list | dict:
 def composed(where: dict[str, Any], query: str) -> str:
     """`query` over the array records within `where`, as one expression (for the SQL compiler)."""
     return f"[?{predicate(where)}] | ({query})"
+
+
+def composes(where: dict[str, Any]) -> bool:
+    """Whether `composed(where, ...)`'s filter keeps exactly the records `keeps` keeps. A record that is no object
+    has every field null, so it is outside `where` when some value is not null; when every value is null,
+    JMESPath's `[?field == null]` keeps a string or a number too, which `keeps` does not: then the records are
+    filtered in Python."""
+    return any(value is not None for value in where.values())
 
 
 def read_narrowed(data: Any, mount: Mount, arguments: dict, operation: Callable[..., Any], where: dict, *extra: Any):

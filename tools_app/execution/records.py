@@ -24,9 +24,10 @@ table whose storage is "rows", and `table_to_rows` is what `manage.py tables_to_
 - A read at any other mount (above a collection, or inside one of its records) runs over the document with
   the collections it reaches spliced in, under the same byte bound.
 - A read narrowed by its binding (`where`, tools_app.data_access.narrowing) over an array collection runs
-  `query_data` as one SQL statement with the narrowing as its first filter when that compiles; otherwise, and
-  for the other reads, the records are streamed in chunks and only those within the narrowing are kept (and
-  counted against the byte bound); `select` still looks its keys up by index, then drops what is outside.
+  `query_data` as one SQL statement with the narrowing as its first filter when that compiles, and
+  `get_data_schema` as two (the count within it, its first SCHEMA_SAMPLE records); otherwise, and for the
+  other reads, the records are streamed in chunks and only those within the narrowing are kept (and counted
+  against the byte bound); `select` still looks its keys up by index, then drops what is outside.
 """
 
 import json
@@ -1384,9 +1385,7 @@ def _query(
     answer of one item per record (sql_query.windowed) is read only as far as its page (_compiled_window)."""
     expression = arguments["query"]
     compile_expression(expression)  # an invalid expression is refused as the evaluator refuses it
-    # Narrowed: checked to parse alone above, so the composition cannot lift any of it out of the pipe.
-    sql_expression = expression if where is None else narrowing.composed(where, expression)
-    compiled = compile_sql_expression(sql_expression, _dialect(), collection.kind)
+    compiled = _compiled_within(expression, collection, where)
     if compiled is not None:
         if window is not None and where is None and windowed(compiled):
             cut = _compiled_window(compiled, collection, window)
@@ -1425,12 +1424,22 @@ def _query(
     return operations.query_data(_value(collection, keep), Mount("", mount.key_field), arguments)
 
 
+def _compiled_within(expression: str, collection: Collection, where: dict[str, Any] | None) -> SqlQuery | None:
+    """`expression` over the collection (with `where`, over its records within it) compiled to SQL; None when it
+    does not compile, or `where` does not compose (narrowing.composes: its records are then tested in Python).
+    Narrowed, `expression` was checked to parse alone, so the composition cannot lift any of it out of the pipe."""
+    if where is None:
+        return compile_sql_expression(expression, _dialect(), collection.kind)
+    if not narrowing.composes(where):
+        return None
+    return compile_sql_expression(narrowing.composed(where, expression), _dialect(), collection.kind)
+
+
 def _gathered_only(found: multiselect.Split, collection: Collection, where: dict[str, Any] | None) -> bool:
     """No branch compiles, decomposes or splits into a branch that does: each would gather the collection, so the
     multi-select is gathered once, whole (the same answer: the evaluator's over the same records)."""
     for branch in found.branches:
-        sql_expression = branch if where is None else narrowing.composed(where, branch)
-        if compile_sql_expression(sql_expression, _dialect(), collection.kind) is not None:
+        if _compiled_within(branch, collection, where) is not None:
             return False
         if streamed.plan(branch, collection.kind) is not None:
             return False
@@ -1554,7 +1563,7 @@ def _preview(collection: Collection, arguments: dict, preview_keys: list[str]) -
 def schema(table_id: int, version: int, mount: Mount, arguments: dict, *, where: dict | None = None) -> Any:
     """get_data_schema over a rows table: over a collection, the shape of its first SCHEMA_SAMPLE records with
     its true count (`item_count` / `key_count`); elsewhere, the document's with the collections spliced in.
-    With `where`, of the records within it: the first SCHEMA_SAMPLE of them, and their count (all are read).
+    With `where`, of the records within it: the first SCHEMA_SAMPLE of them, and their count (_narrowed_sample).
     In one snapshot, as `read`."""
     with snapshot(table_id) as current:
         return _schema(table_id, current, mount, arguments, where)
@@ -1568,7 +1577,44 @@ def _schema(table_id: int, version: int, mount: Mount, arguments: dict, where: d
             data = _spliced(table_id, version, mount, found)
             return narrowing.read_narrowed(data, mount, arguments, operations.get_data_schema, where)
         return operations.get_data_schema(_spliced(table_id, version, mount, found), mount, arguments)
-    keep = None if where is None else narrowing.keeps(where)
+    if where is None:
+        sample, count = _first_records(collection)[0], collection.record_count
+    else:
+        sample, count = _narrowed_sample(collection, where)
+    shape = describe(sample)
+    shape["item_count" if collection.kind == "array" else "key_count"] = count
+    return shape
+
+
+def _narrowed_sample(collection: Collection, where: dict[str, Any]) -> tuple[list | dict, int]:
+    """The first SCHEMA_SAMPLE records within `where` (in position order) and how many there are. Over an array,
+    by the engine where `where` composes (narrowing.composes): `[?<where>] | length(@)` and
+    `[?<where>] | [:SCHEMA_SAMPLE]` compiled as query_data's are and run under the call's budget (_run_compiled),
+    so no record outside the sample is decoded; a sample over TOOLHUB_MAX_EVALUATED_BYTES of JSON is read in
+    chunks instead, with the count already found. Otherwise (an object collection, a statement that does not
+    compile or whose data the evaluator must answer) the records are read in chunks, each tested and counted."""
+    keep = narrowing.keeps(where)
+    if collection.kind == "array":
+        counted = _compiled_within("length(@)", collection, where)
+        sampled = _compiled_within(f"[:{SCHEMA_SAMPLE}]", collection, where)
+        count = None if counted is None or sampled is None else _run_compiled(counted, collection)
+        if count is not None and sampled is not None:
+            try:
+                sample = _run_compiled(sampled, collection)
+            except ToolError as error:
+                if not budget.is_over_evaluated_bytes(error):
+                    raise
+                return _first_records(collection, keep)[0], count.value
+            if sample is not None:
+                return sample.value, count.value
+    return _first_records(collection, keep, count_all=True)
+
+
+def _first_records(
+    collection: Collection, keep: Callable[[Any], bool] | None = None, *, count_all: bool = False
+) -> tuple[list | dict, int]:
+    """The collection's first SCHEMA_SAMPLE records (with `keep`, of those it keeps) as a list or an object, and how
+    many were kept: of every record with `count_all` (all are read), else of those read until the sample is full."""
     count = 0
     sample: list = []
     members: dict = {}
@@ -1576,17 +1622,15 @@ def _schema(table_id: int, version: int, mount: Mount, arguments: dict, where: d
         for _position, key, record, _size in chunk:
             if keep is not None and not keep(record):
                 continue
+            if count == SCHEMA_SAMPLE and not count_all:
+                return sample if collection.kind == "array" else members, count
             count += 1
-            if count > SCHEMA_SAMPLE:
-                continue
-            if collection.kind == "array":
-                sample.append(record)
-            else:
-                members[key] = record
-    shape = describe(sample if collection.kind == "array" else members)
-    total = count if keep is not None else collection.record_count
-    shape["item_count" if collection.kind == "array" else "key_count"] = total
-    return shape
+            if count <= SCHEMA_SAMPLE:
+                if collection.kind == "array":
+                    sample.append(record)
+                else:
+                    members[key] = record
+    return sample if collection.kind == "array" else members, count
 
 
 #
