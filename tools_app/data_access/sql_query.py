@@ -199,11 +199,13 @@ def fetch(cursor: Any, limit: int) -> list[Sequence[Any]]:
 
 def _text_length(chunk: Sequence[Sequence[Any]]) -> int:
     """The characters of the chunk's JSON texts: the columns whose values are strings (a column holds one type, or
-    NULL), summed column by column, a third of the time of a test of each value."""
+    NULL; its first value that is not NULL, 0 or empty tells which), summed column by column, each column read out
+    of the rows by itemgetter (no Python step per value, no tuple per column)."""
     total = 0
-    for column in zip(*chunk, strict=True):
-        if next((value for value in column if value is not None), None).__class__ is str:
-            total += sum(map(len, filter(None, column)))
+    for at in range(len(chunk[0])):
+        column = itemgetter(at)
+        if next(filter(None, map(column, chunk)), None).__class__ is str:
+            total += sum(map(len, filter(None, map(column, chunk))))
     return total
 
 
