@@ -42,7 +42,7 @@ from tools_app.kernel.limits import (
     CALL_RESULT_BYTES,
     REDACTED_MIN_REPEATED_CHARS,
 )
-from tools_app.paging import encode_within, utf8_size
+from tools_app.paging import encode_within, number_run, utf8_size
 
 __all__ = [
     "CREDENTIAL_VALUE",
@@ -422,6 +422,9 @@ def _cut(value: Any, room: int, depth: int) -> tuple[Any, int]:
     if isinstance(value, dict):
         return _cut_container(list(value.items()), room, depth, is_object=True)
     if isinstance(value, list | tuple):
+        numbers = _cut_numbers(value, room)
+        if numbers is not None:
+            return numbers
         return _cut_container(list(enumerate(value)), room, depth, is_object=False)
     size = _size(value) if isinstance(value, bool | int | float) or value is None else room + 1
     return (value, size) if size <= room else (CUT, _size(CUT))
@@ -455,6 +458,30 @@ def _cut_container(entries: list[tuple[Any, Any]], room: int, depth: int, *, is_
         if more:
             out.append(f"[cut: {more} more items]")
     return out, used + (MARK_ROOM if more else 0)
+
+
+def _cut_numbers(values: list | tuple, room: int) -> tuple[Any, int] | None:
+    """What _cut_container keeps of a list of numbers, booleans and nulls (paging.number_run: its text at once,
+    without a step per item); None when the items it would look at are not all such. _cut_container keeps item i
+    while the room left before it is over 8 characters and its text fits that room: with `space` the room for the
+    items' text (the brackets, a mark's room and a separator aside) and s_i the offset of item i in the items' text
+    joined by commas, while s_i < space - 8 and s_i + its length <= space."""
+    space = room - 3 - MARK_ROOM
+    text, count, full = number_run(values, 0, space)
+    if count < len(values) and not full:
+        return None  # an item of another type: cut item by item
+    if count and space > 8:
+        # Item i > 0 starts after the comma at s_i - 1: kept when that comma is before space - 9.
+        starts = text.count(",", 0, space - 9)
+        if starts + 1 < count:
+            count = starts + 1
+            text = text[: text.index(",", max(space - 9, 0))]
+    else:
+        count, text = 0, ""
+    used = 2 + (len(text) + 1 if count else 0)
+    if count == len(values):
+        return list(values), used
+    return [*values[:count], f"[cut: {len(values) - count} more items]"], used + MARK_ROOM
 
 
 def _only_marks(value: Any) -> bool:

@@ -325,6 +325,35 @@ def test_long_lists_of_scalars_encode_and_page_as_item_by_item(seed):
         assert page.value["items"] == items[offset : offset + expected_shown]
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_lists_of_numbers_are_cut_at_once_as_item_by_item_at_every_budget(seed):
+    """A list of numbers, booleans and nulls (a projection's ids) is encoded and cut in pieces (paging.number_run):
+    at every budget around its length the text, the measure and the page are those of encoding item by item."""
+    # given
+    rng = random.Random(seed)
+    kinds = [
+        lambda: rng.randrange(100_000),
+        lambda: rng.randrange(-(10**30), 10**30),
+        lambda: rng.random() * 10 ** rng.randrange(-8, 20),
+        lambda: rng.choice([True, False, None, float("inf"), -0.0]),
+    ]
+    items = [rng.choice(kinds)() for _ in range(rng.randrange(1, 60))]
+    whole = json.dumps(items, separators=(",", ":"))
+    for limit in range(0, len(whole) + 3):
+        offset = rng.randrange(len(items))
+        # when
+        text = paging.encode_within(items, limit)
+        page = paging.page_of(items, offset=offset, limit=limit + 40, cursor_at=lambda index: f"c{index}")
+        # then
+        assert text == (whole if len(whole) <= limit else None)
+        expected_text, expected_shown = _item_by_item_page(items, offset, limit + 40)
+        if expected_shown == 0:
+            assert page is None
+        else:
+            assert page is not None
+            assert (page.text, page.shown) == (expected_text, expected_shown)
+
+
 def test_a_value_nested_900_deep_is_encoded_and_measured():
     """A legacy document nested deeper than the encoder's walk allows (stored before TOOLHUB_MAX_TABLE_DEPTH):
     within the budget its exact text, over it None, and measured exactly; never a RecursionError."""

@@ -865,3 +865,35 @@ def test_writing_into_a_collection_refuses_a_second_record_at_a_position(stored)
         write_again()
     # then
     assert TableRecord.objects.filter(collection_id=collection.collection_id).count() == before == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(dialect() != "postgresql", reason="PostgreSQL's planner pulls subqueries up")
+def test_the_error_flag_is_computed_once_not_for_every_row(stored):
+    """The statement's checks (here the field kinds compared with the statement's own) are computed once: the
+    planner must not pull their one-row subquery up into the join, where the flag would be evaluated for every row
+    of the answer (its jsonb parameter cast and compared again each time). The join's outer side is the flag's one
+    row (a Result computing it), not an empty one with the flag computed in the join; the answer is jmespath's."""
+    # given
+    records = [{"id": index, "status": f"s-{index % 3}", "total": index} for index in range(30)]
+    collection = stored(records)
+    expression = "[?status=='s-1' && total > `3`].id"
+    query = compile_sql_expression(expression, "postgresql", "array")
+    assert query is not None
+    with connection.cursor() as cursor:
+        known = field_kinds(cursor, collection.collection_id)
+        statement = query.statement(table=differential.RECORDS, collection_id=collection.collection_id, known=known)
+        # when
+        cursor.execute("EXPLAIN (VERBOSE, FORMAT JSON) " + statement.sql, statement.params)
+        plan = cursor.fetchone()[0]
+        answer = run_sql(query, cursor, table=differential.RECORDS, collection_id=collection.collection_id, known=known)
+    # then
+    nodes = [(plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]]
+    for node in nodes:
+        nodes.extend(node.get("Plans", []))
+    (join,) = [node for node in nodes if node.get("Join Type") == "Left"]
+    (outer,) = [node for node in join["Plans"] if node["Parent Relationship"] == "Outer"]
+    assert outer["Node Type"] == "Result", outer  # the flag's one row, computed once
+    assert "COALESCE" in outer["Output"][0]
+    assert answer is not None
+    assert answer.value == jmespath.search(expression, records) == [4, 7, 10, 13, 16, 19, 22, 25, 28]

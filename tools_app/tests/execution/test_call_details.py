@@ -1,9 +1,11 @@
 """What the call log keeps of a value (tools_app.execution.call_details): redacted, bounded, always JSON."""
 
 import json
+import random
 
 import pytest
 
+from tools_app.execution import call_details
 from tools_app.execution.call_details import Recorded, is_credential_name, recorded, recorded_success, scrub
 
 KEY = "thk_" + "x" * 43
@@ -65,6 +67,18 @@ def test_a_long_list_is_cut_inside_its_structure_and_marked():
     assert len(kept.text.encode()) <= 500
     assert items[:-1] == [{"id": i, "name": "x" * 50} for i in range(len(items) - 1)]
     assert items[-1] == f"[cut: {100 - (len(items) - 1)} more items]"
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_list_of_numbers_is_cut_as_item_by_item_at_every_room(seed):
+    """A list of numbers (a page's ids) is cut from its text at once (call_details._cut_numbers): at every room, what
+    is kept and its size are what cutting item by item keeps (_cut_container)."""
+    rng = random.Random(seed)
+    values = [rng.choice([rng.randrange(10 ** rng.randrange(1, 8)), rng.random(), None, True]) for _ in range(80)]
+    for room in range(0, len(json.dumps(values)) + 60):
+        kept = call_details._cut(values, room, 0)
+        item_by_item = call_details._cut_container(list(enumerate(values)), room, 0, is_object=False)
+        assert repr(kept) == repr(item_by_item), room
 
 
 @pytest.mark.parametrize(
