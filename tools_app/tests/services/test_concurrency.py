@@ -13,12 +13,9 @@ import os
 import sqlite3
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from django.db import connection, connections, transaction
-
-from tests.factories import migrated_sqlite_file
 
 WORKERS = 8
 CALLS = 25
@@ -217,12 +214,11 @@ def _sqlite_setup(database_url: str) -> tuple[int, int, int]:
 
 
 @pytest.mark.parametrize("compact_every", [0, 7], ids=["no-compaction", "compaction-every-7"])
-def test_concurrent_writes_on_sqlite_file_lose_nothing(tmp_path: Path, compact_every: int):
+def test_concurrent_writes_on_sqlite_file_lose_nothing(migrated_sqlite_url: str, compact_every: int):
     """SQLite too (file database, IMMEDIATE transactions): 2 processes x 4 threads x 25 calls lose nothing; the
     change log holds one entry per version and replays to the document, with compactions racing the writers."""
     # given
-    migrated_sqlite_file(tmp_path / "concurrency.sqlite3")
-    database_url = f"sqlite:///{tmp_path / 'concurrency.sqlite3'}"
+    database_url = migrated_sqlite_url
     processes, threads = 2, 4
     with _spawn_pool(processes) as pool:
         table_id, create_id, update_id = pool.apply(_sqlite_setup, (database_url,))
@@ -233,7 +229,7 @@ def test_concurrent_writes_on_sqlite_file_lose_nothing(tmp_path: Path, compact_e
         )
     # then
     assert [failures for _, failures in outcomes] == [[]] * processes
-    with sqlite3.connect(tmp_path / "concurrency.sqlite3") as db:
+    with sqlite3.connect(database_url.removeprefix("sqlite:///")) as db:
         version, snapshot_version, data = db.execute(
             "SELECT t.version, s.version, s.data FROM tools_app_table t JOIN tools_app_tablesnapshot s"
             " ON s.table_id = t.id WHERE t.id = ?",
