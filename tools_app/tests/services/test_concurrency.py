@@ -407,13 +407,18 @@ def test_rename_waiting_on_a_bind_in_progress_is_refused(postgres_db, rename_and
 
     # given
     home, busy, renamed, holder = rename_and_bind
-    saving, rename_started = threading.Event(), threading.Event()
+    saving, rename_started, rename_done = threading.Event(), threading.Event(), threading.Event()
+    rename_pid: list[int] = []
     original_save = Binding.save
 
     def save_slowly(self, *args, **kwargs):
         saving.set()
         assert rename_started.wait(timeout=30)
-        time.sleep(0.5)  # time for the rename to reach the tool row
+        # The save goes on once the rename waits for a lock (it reached the tool row) or has finished without
+        # waiting (which the test refuses below). Watched from a connection of its own: this thread's
+        # transaction would keep seeing the activity it saw first.
+        [reached] = _in_threads(1, lambda _: _finished_or_blocked(rename_done, rename_pid))
+        assert reached in ("blocked", "finished"), reached
         return original_save(self, *args, **kwargs)
 
     monkeypatch.setattr(Binding, "save", save_slowly)
@@ -422,8 +427,12 @@ def test_rename_waiting_on_a_bind_in_progress_is_refused(postgres_db, rename_and
     def worker(index: int):
         if index == 0:
             assert saving.wait(timeout=30)
+            rename_pid.append(_backend_pid())
             rename_started.set()
-            return _rename_to_gamma(renamed.pk)
+            try:
+                return _rename_to_gamma(renamed.pk)
+            finally:
+                rename_done.set()
         tool = Tool.objects.get(pk=renamed.pk)
         return binding_create(mcp_instance=McpInstance.objects.get(pk=busy.pk), tool=tool).pk
 
