@@ -66,6 +66,34 @@ def django_db_setup(_test_database_from_template, django_db_setup):
     _test_database_from_template()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _flush_by_delete():
+    """On PostgreSQL, the flush after each transactional test (pytest-django's TransactionTestCase teardown)
+    empties the tables with DELETE instead of Django's TRUNCATE: the database ends as empty either way, but a
+    TRUNCATE makes new files for every table, index and TOAST table and drops the old ones, whatever they hold
+    (measured on the suite's 38 tables holding a few rows: 1.8 to 3.2 s a flush, against 0.2 to 0.5 s with
+    DELETE). The foreign keys are checked at the commit (deferred), when every table is empty. A flush that
+    resets sequences or cascades keeps TRUNCATE."""
+    from django.conf import settings
+
+    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        yield
+        return
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        if reset_sequences or allow_cascade or not tables:
+            return truncate(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        deletes = [f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(t))};" for t in tables]
+        return [f"{style.SQL_KEYWORD('SET CONSTRAINTS ALL DEFERRED')};", *deletes]
+
+    DatabaseOperations.sql_flush = sql_flush
+    yield
+    DatabaseOperations.sql_flush = truncate
+
+
 @pytest.fixture
 def make_user(db):
     """make_user(username, **fields): a staff user in the `toolhub users` group (or a superuser)."""

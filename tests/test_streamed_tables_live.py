@@ -10,7 +10,8 @@ import pytest
 
 from tests.live_server import Uvicorn, run_python, server_database
 
-pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+# The server has a database of its own (server_database): the test uses none of the test run's.
+pytestmark = pytest.mark.e2e
 
 SEED = """
 from django.contrib.auth import get_user_model

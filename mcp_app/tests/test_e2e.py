@@ -26,8 +26,9 @@ def server_db(tmp_path_factory):
         yield {"env": env, **seed_mcp(env, slug="e2e", rows=50, user="e2e")}
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def uvicorn(server_db):
+    """One server for the module's tests that only read through it (each starts its own where it needs one)."""
     with Uvicorn(server_db["env"]) as server:
         yield server
 
@@ -79,11 +80,10 @@ def test_admin_is_served_by_the_same_app(uvicorn):
     assert "Django" in response.text or "toolhub" in response.text.lower()
 
 
-def test_calls_are_recorded_by_the_running_server(server_db):
+def test_calls_are_recorded_by_the_running_server(server_db, uvicorn):
     """The running server records each call (call-log row and use count) before it answers: the rows are
     there while the server still runs."""
     # given
-    server = Uvicorn(server_db["env"])
     before = json.loads(
         run_python(
             server_db["env"],
@@ -97,7 +97,7 @@ def test_calls_are_recorded_by_the_running_server(server_db):
             await client.call_tool("orders_by_id", {"keys": [1]})
 
     # when
-    sdk_session(f"{server.base}/mcp/e2e/", server_db["key"], "legacy", scenario)
+    sdk_session(f"{uvicorn.base}/mcp/e2e/", server_db["key"], "legacy", scenario)
     # then
     counts = json.loads(
         run_python(
@@ -107,7 +107,7 @@ def test_calls_are_recorded_by_the_running_server(server_db):
             f"Tool.objects.get(pk={server_db['tools']['orders_by_id']}).use_count]))",
         )
     )
-    server.stop()
+    assert uvicorn.process.poll() is None  # counted while the server runs
     assert counts[0] == before + 3
     assert counts[1] >= 3
 
@@ -144,6 +144,13 @@ def test_mcp_inspector_cli_lists_and_calls(server_db, uvicorn):
     assert result["structuredContent"] == {"result": 50}
 
 
+def new_connection_each_time() -> httpx2.Client:
+    """An HTTP client that keeps no connection alive: each request opens a TCP connection of its own, so that the
+    kernel spreads the requests over the server's workers. One client for them all, made once (a client's set-up,
+    its TLS context, costs more than a request to a local server)."""
+    return httpx2.Client(limits=httpx2.Limits(max_keepalive_connections=0), timeout=30)
+
+
 @pytest.mark.postgres
 def test_two_workers_see_a_binding_disabled_by_another_process(server_db):
     """SPEC §1: with `uvicorn --workers 2`, a binding disabled by another process is gone from the very
@@ -160,9 +167,10 @@ def test_two_workers_see_a_binding_disabled_by_another_process(server_db):
         "authorization": f"Bearer {server_db['key']}",
     }
 
+    http = new_connection_each_time()
+
     def listed_names() -> list[str]:
-        # A new client (new TCP connection) per request, so the kernel spreads them over both workers.
-        response = httpx2.post(url, content=body, headers=headers, timeout=30)
+        response = http.post(url, content=body, headers=headers)
         assert response.status_code == 200
         return sorted(tool["name"] for tool in response.json()["result"]["tools"])
 
@@ -181,6 +189,7 @@ def test_two_workers_see_a_binding_disabled_by_another_process(server_db):
         after = [listed_names() for _ in range(60)]
     finally:
         run_python(server_db["env"], toggle.format(enabled=True))
+        http.close()
         server.stop()
     # then
     assert len(workers) >= 2
@@ -208,25 +217,31 @@ def test_two_workers_refuse_a_deactivated_owners_key_and_token_on_the_next_reque
         "authorization": f"Bearer {server_db['key']}",
     }
 
+    http = new_connection_each_time()
+
     def statuses() -> tuple[int, int]:
-        # A new client (new TCP connection) per request, so the kernel spreads them over both workers.
-        mcp = httpx2.post(f"{server.base}/mcp/e2e/", content=body, headers=mcp_headers, timeout=30)
-        api = httpx2.get(f"{server.base}/api/tables/", headers={"authorization": f"Token {token}"}, timeout=30)
+        mcp = http.post(f"{server.base}/mcp/e2e/", content=body, headers=mcp_headers)
+        api = http.get(f"{server.base}/api/tables/", headers={"authorization": f"Token {token}"})
         return mcp.status_code, api.status_code
 
     activate = (
         "from django.contrib.auth import get_user_model; u = get_user_model().objects.get(username='e2e'); "
         "u.is_active = {active}; u.save(update_fields=['is_active']); print(json.dumps(u.is_active))"
     )
+    active = True
     try:
         warm = {statuses() for _ in range(20)}
         # when
+        active = False
         assert run_python(server_db["env"], activate.format(active=False)) == "false"
         refused = {statuses() for _ in range(30)}
         assert run_python(server_db["env"], activate.format(active=True)) == "true"
+        active = True
         again = {statuses() for _ in range(20)}
     finally:
-        run_python(server_db["env"], activate.format(active=True))
+        if not active:  # the module's other tests need the owner active
+            run_python(server_db["env"], activate.format(active=True))
+        http.close()
         server.stop()
     # then
     assert warm == {(200, 200)}

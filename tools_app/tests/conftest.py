@@ -1,6 +1,8 @@
-"""Fixtures shared by the tests of tools_app: the admin's test clients, logged in."""
+"""Fixtures shared by the tests of tools_app: the admin's test clients, logged in; a migrated SQLite file."""
 
 import pytest
+
+from tests.factories import migrated_sqlite_file
 
 
 @pytest.fixture
@@ -15,3 +17,15 @@ def other_client(client, other_user):
     """Django's test client, logged in as `other_user`."""
     client.force_login(other_user)
     return client
+
+
+@pytest.fixture
+def migrated_sqlite_url(tmp_path) -> str:
+    """The URL of a migrated SQLite file for processes of their own; in the SQLite run only (its processes do not
+    use the run's database, so the PostgreSQL run would repeat the same test)."""
+    from django.conf import settings
+
+    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
+        pytest.skip("on an SQLite file: the SQLite run runs it")
+    migrated_sqlite_file(tmp_path / "migrated.sqlite3")
+    return f"sqlite:///{tmp_path / 'migrated.sqlite3'}"

@@ -10,7 +10,6 @@ from collections import Counter
 
 import pytest
 
-from tests.factories import migrated_sqlite_file
 from tools_app.tests.services.test_concurrency import SPAWN, _database_url, _in_threads, _spawn_pool
 
 WORKERS = 6
@@ -474,18 +473,6 @@ def _assert_nothing_lost(setup: dict, log: list[tuple], stored: dict) -> None:
     before = _positions(setup["stored"]["records"])
     assert _replayed(before, [patch for _, patch, _ in entries]) == rows
     assert _replayed(rows, [inverse for _, _, inverse in reversed(entries)]) == before
-
-
-@pytest.fixture
-def migrated_sqlite_url(tmp_path) -> str:
-    """The URL of a migrated SQLite file for processes of their own; in the SQLite run only (its processes do not
-    use the run's database, so the PostgreSQL run would repeat the same test)."""
-    from django.conf import settings
-
-    if settings.DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":
-        pytest.skip("on an SQLite file: the SQLite run runs it")
-    migrated_sqlite_file(tmp_path / "rows.sqlite3")
-    return f"sqlite:///{tmp_path / 'rows.sqlite3'}"
 
 
 def test_writers_in_processes_on_a_rows_table_on_sqlite_lose_nothing(migrated_sqlite_url):

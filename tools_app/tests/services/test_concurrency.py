@@ -13,12 +13,9 @@ import os
 import sqlite3
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from django.db import connection, connections, transaction
-
-from tests.factories import migrated_sqlite_file
 
 WORKERS = 8
 CALLS = 25
@@ -217,12 +214,11 @@ def _sqlite_setup(database_url: str) -> tuple[int, int, int]:
 
 
 @pytest.mark.parametrize("compact_every", [0, 7], ids=["no-compaction", "compaction-every-7"])
-def test_concurrent_writes_on_sqlite_file_lose_nothing(tmp_path: Path, compact_every: int):
+def test_concurrent_writes_on_sqlite_file_lose_nothing(migrated_sqlite_url: str, compact_every: int):
     """SQLite too (file database, IMMEDIATE transactions): 2 processes x 4 threads x 25 calls lose nothing; the
     change log holds one entry per version and replays to the document, with compactions racing the writers."""
     # given
-    migrated_sqlite_file(tmp_path / "concurrency.sqlite3")
-    database_url = f"sqlite:///{tmp_path / 'concurrency.sqlite3'}"
+    database_url = migrated_sqlite_url
     processes, threads = 2, 4
     with _spawn_pool(processes) as pool:
         table_id, create_id, update_id = pool.apply(_sqlite_setup, (database_url,))
@@ -233,7 +229,7 @@ def test_concurrent_writes_on_sqlite_file_lose_nothing(tmp_path: Path, compact_e
         )
     # then
     assert [failures for _, failures in outcomes] == [[]] * processes
-    with sqlite3.connect(tmp_path / "concurrency.sqlite3") as db:
+    with sqlite3.connect(database_url.removeprefix("sqlite:///")) as db:
         version, snapshot_version, data = db.execute(
             "SELECT t.version, s.version, s.data FROM tools_app_table t JOIN tools_app_tablesnapshot s"
             " ON s.table_id = t.id WHERE t.id = ?",
@@ -411,13 +407,18 @@ def test_rename_waiting_on_a_bind_in_progress_is_refused(postgres_db, rename_and
 
     # given
     home, busy, renamed, holder = rename_and_bind
-    saving, rename_started = threading.Event(), threading.Event()
+    saving, rename_started, rename_done = threading.Event(), threading.Event(), threading.Event()
+    rename_pid: list[int] = []
     original_save = Binding.save
 
     def save_slowly(self, *args, **kwargs):
         saving.set()
         assert rename_started.wait(timeout=30)
-        time.sleep(0.5)  # time for the rename to reach the tool row
+        # The save goes on once the rename waits for a lock (it reached the tool row) or has finished without
+        # waiting (which the test refuses below). Watched from a connection of its own: this thread's
+        # transaction would keep seeing the activity it saw first.
+        [reached] = _in_threads(1, lambda _: _finished_or_blocked(rename_done, rename_pid))
+        assert reached in ("blocked", "finished"), reached
         return original_save(self, *args, **kwargs)
 
     monkeypatch.setattr(Binding, "save", save_slowly)
@@ -426,8 +427,12 @@ def test_rename_waiting_on_a_bind_in_progress_is_refused(postgres_db, rename_and
     def worker(index: int):
         if index == 0:
             assert saving.wait(timeout=30)
+            rename_pid.append(_backend_pid())
             rename_started.set()
-            return _rename_to_gamma(renamed.pk)
+            try:
+                return _rename_to_gamma(renamed.pk)
+            finally:
+                rename_done.set()
         tool = Tool.objects.get(pk=renamed.pk)
         return binding_create(mcp_instance=McpInstance.objects.get(pk=busy.pk), tool=tool).pk
 
