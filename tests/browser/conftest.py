@@ -10,6 +10,8 @@ holds no state between browser contexts, so one per worker serves every module. 
 server and later pages start from that session's cookies. The users' password is hashed once per worker
 process (support.password_hash), not by the seeding script of every server."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from tests.browser.support import CHROMIUM, CHROMIUM_ARGS, PASSWORD, password_hash, require_browser
@@ -22,16 +24,20 @@ def server(tmp_path_factory):
     `sessions`: each user's logged-in browser state on this server (new_page fills it)."""
     require_browser()
     with server_database("e_browser", tmp_path_factory.mktemp("browser"), secret="browser-secret") as env:
-        run_python(
-            env,
-            "from django.contrib.auth.models import Group, User\n"
-            "group = Group.objects.get(name='toolhub users')\n"
-            "for name in ('alice', 'bob'):\n"
-            f"    user = User.objects.create(username=name, password={password_hash()!r}, is_staff=True)\n"
-            "    user.groups.add(group)\n",
-        )
-        with Uvicorn(env) as uvicorn:
-            yield {"base": uvicorn.base, "env": env, "sessions": {}}
+        # The users are written while uvicorn starts: two processes setting Django up, side by side.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            users = pool.submit(
+                run_python,
+                env,
+                "from django.contrib.auth.models import Group, User\n"
+                "group = Group.objects.get(name='toolhub users')\n"
+                "for name in ('alice', 'bob'):\n"
+                f"    user = User.objects.create(username=name, password={password_hash()!r}, is_staff=True)\n"
+                "    user.groups.add(group)\n",
+            )
+            with Uvicorn(env) as uvicorn:
+                users.result()
+                yield {"base": uvicorn.base, "env": env, "sessions": {}}
 
 
 # Package scope: Playwright's synchronous API keeps an event loop in this thread while it runs, and code that
