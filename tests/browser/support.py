@@ -1,6 +1,7 @@
 """Helpers for the browser tests: the Chromium binary and flags, and screenshots kept as artifacts
 (artifacts/screenshots/, gitignored). The server itself: tests.live_server."""
 
+import functools
 import os
 import shutil
 
@@ -18,6 +19,15 @@ CHROMIUM_ARGS = [
 ]
 SHOTS = ROOT / "artifacts" / "screenshots"
 PASSWORD = "browser-pass-123"
+
+
+@functools.cache
+def password_hash() -> str:
+    """PASSWORD hashed as the servers' settings hash it, once per test process: a seeding script stores it
+    instead of hashing the same password again for every user of every server."""
+    from django.contrib.auth.hashers import make_password
+
+    return make_password(PASSWORD)
 
 
 def require_browser():

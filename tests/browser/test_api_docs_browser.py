@@ -1,4 +1,5 @@
-"""/api/docs/ works with no network (SPEC §6): headless Chromium renders Swagger UI from toolhub's own assets.
+"""/api/docs/ works with no network (SPEC §6): headless Chromium renders Swagger UI from toolhub's own assets,
+served by the module's uvicorn (tests/browser/conftest.py).
 
 Every request that leaves the loopback interface is aborted and recorded; the page must still render
 every operation of the schema. A screenshot is saved to artifacts/api-docs.png (gitignored).
@@ -9,19 +10,15 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.browser.support import CHROMIUM, CHROMIUM_ARGS
-
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
 
-def test_swagger_ui_renders_every_operation_offline(live_server):
+def test_swagger_ui_renders_every_operation_offline(server, browser):
     """The docs page loads its scripts and the schema from toolhub and lists the API's operations."""
     # given
-    from playwright.sync_api import sync_playwright
-
     blocked: list[str] = []
     served: list[str] = []
 
@@ -35,20 +32,19 @@ def test_swagger_ui_renders_every_operation_offline(live_server):
             route.abort()
 
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.route("**/*", only_loopback)
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        page.route("**/*", only_loopback)
 
-            # when
-            response = page.goto(f"{live_server.url}/api/docs/", wait_until="networkidle")
-            page.wait_for_selector(".opblock", timeout=20_000)
-            operations = page.locator(".opblock-summary-path").all_inner_texts()
-            title = page.locator(".info .title").inner_text()
-            page.screenshot(path=str(ARTIFACTS / "api-docs.png"), full_page=True)
-        finally:
-            browser.close()
+        # when
+        response = page.goto(f"{server['base']}/api/docs/", wait_until="networkidle")
+        page.wait_for_selector(".opblock", timeout=20_000)
+        operations = page.locator(".opblock-summary-path").all_inner_texts()
+        title = page.locator(".info .title").inner_text()
+        page.screenshot(path=str(ARTIFACTS / "api-docs.png"), full_page=True)
+    finally:
+        context.close()
 
     # then
     assert response is not None

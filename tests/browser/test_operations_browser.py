@@ -10,17 +10,17 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from mcp_app.tests.mcp_harness import rpc_body
-from tests.browser.support import PASSWORD, shot
+from tests.browser.support import password_hash, shot
 from tests.live_server import run_python
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
-SETUP = f"""
+SETUP = """
 from django.contrib.auth.models import User
 from tools_app import services
-root = User.objects.create_user("root", password={PASSWORD!r}, is_staff=True, is_superuser=True)
+root = User.objects.create(username="root", password=PASSWORD_HASH, is_staff=True, is_superuser=True)
 alice = User.objects.get(username="alice")
-table = services.table_create(owner=alice, name="orders", data=[{{"id": 1}}, {{"id": 2}}])
+table = services.table_create(owner=alice, name="orders", data=[{"id": 1}, {"id": 2}])
 tool = services.tool_create(owner=alice, name="orders_query", type="query_data", table=table, description="q")
 instance = services.instance_create(owner=alice, name="Shop", slug="shop")
 services.binding_create(mcp_instance=instance, tool=tool)
@@ -32,7 +32,7 @@ print(services.api_key_issue(mcp_instance=instance, label="ops")[1])
 def shop_key(server):
     """alice's instance 'shop' serving orders_query, and the superuser `root`: the instance's key. The server is
     this module's own (conftest: module scope), so its counters hold only this module's calls."""
-    return run_python(server["env"], SETUP)
+    return run_python(server["env"], f"PASSWORD_HASH = {password_hash()!r}\n" + SETUP)
 
 
 def mcp_call(server, key: str, name: str, query: str) -> dict:
