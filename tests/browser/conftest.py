@@ -54,6 +54,9 @@ def browser():
         chromium.close()
 
 
+LOGIN_TIMEOUT_MS = 60_000
+
+
 @pytest.fixture
 def new_page(browser, server):
     """new_page(username, width=1400, height=1000): a page of `username` logged in, on the admin's index, in a
@@ -78,8 +81,10 @@ def new_page(browser, server):
             page.goto("/admin/login/")
             page.fill("#id_username", username)
             page.fill("#id_password", PASSWORD)
-            page.click("input[type=submit]")
-            page.wait_for_url("**/admin/")
+            # The password check runs at the lowest CPU priority (toolhub/passwords.py): on a busy machine it
+            # waits behind every other process, so the login gets longer than a page's default wait.
+            page.click("input[type=submit]", timeout=LOGIN_TIMEOUT_MS)
+            page.wait_for_url("**/admin/", timeout=LOGIN_TIMEOUT_MS)
             server["sessions"][username] = context.storage_state()
         return page
 
