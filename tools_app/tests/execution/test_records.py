@@ -820,47 +820,34 @@ def _statement_timeout():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_streamed_rows_read_stuck_in_the_engine_is_cancelled_at_its_budget(make_table, make_tool, owner, monkeypatch):
+def test_a_streamed_rows_read_stuck_in_the_engine_is_cancelled_at_its_budget(
+    make_table, make_tool, owner, monkeypatch, stuck_records
+):
     """A read over rows runs in the server process (never in a heavy worker, whose watchdog ends a process): a
     statement of it that the engine is slow to answer (here each row costs a pg_sleep) is cancelled by
     PostgreSQL at the call's remaining time, as the server runs a read (outside a transaction), and its transaction
     is ended; the budget's error names the cancelled statement, and the connection answers afterwards."""
-    if connection.vendor != "postgresql":
-        pytest.skip("pg_sleep: SQLite's progress handler is checked by the compiled query's test above")
     table = make_table(owner, name="stuck", data=[{"id": n, "name": "x" * (n % 5)} for n in range(50)])
     tool = make_tool(owner, table=table, type="query_data", json_path="")
     records.table_to_rows(table.pk)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "CREATE FUNCTION th_stuck_row() RETURNS boolean LANGUAGE plpgsql VOLATILE"
-            " AS $$ BEGIN PERFORM pg_sleep(0.1); RETURN true; END $$"
-        )
-        cursor.execute(
-            f'CREATE VIEW th_stuck_records AS SELECT * FROM "{records._records_table()}" WHERE th_stuck_row()'
-        )
-    try:
-        monkeypatch.setattr(records, "compile_sql_expression", lambda *_args, **_kwargs: None)
-        monkeypatch.setattr(records, "_records_table", lambda: "th_stuck_records")
-        timeout_before = _statement_timeout()
-        limits = budget.Limits(cpu_ms=400, max_elements=10**9, max_bytes=10**9)
-        started = time.monotonic()
-        with budget.enforced(limits), pytest.raises(ToolError) as stopped:
-            execute(tool=tool, arguments={"query": "sort_by(@, &length(name))[-2:].id"})  # 50 rows: 5 s in the engine
-        elapsed = time.monotonic() - started
-        assert stopped.value.code == "QUERY_TOO_EXPENSIVE"
-        assert "CPU-time budget of 400 ms" in str(stopped.value)
-        assert "the database statement ran over its" in str(stopped.value)
-        assert isinstance(stopped.value.__cause__, DatabaseError)  # cancelled in the engine, not checked after it
-        assert elapsed < 2.0
-        assert _statement_timeout() == timeout_before
-        assert connection.get_autocommit()
-        monkeypatch.setattr(records, "_records_table", lambda: TableRecord._meta.db_table)
-        with budget.enforced(budget.Limits(cpu_ms=60_000, max_elements=10**9, max_bytes=10**9)):
-            assert execute(tool=tool, arguments={"query": "sort_by(@, &length(name))[-2:].id"}) == [44, 49]
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("DROP VIEW IF EXISTS th_stuck_records")
-            cursor.execute("DROP FUNCTION IF EXISTS th_stuck_row()")
+    stuck_records.stick()
+    monkeypatch.setattr(records, "compile_sql_expression", lambda *_args, **_kwargs: None)
+    timeout_before = _statement_timeout()
+    limits = budget.Limits(cpu_ms=400, max_elements=10**9, max_bytes=10**9)
+    started = time.monotonic()
+    with budget.enforced(limits), pytest.raises(ToolError) as stopped:
+        execute(tool=tool, arguments={"query": "sort_by(@, &length(name))[-2:].id"})  # 50 rows: 5 s in the engine
+    elapsed = time.monotonic() - started
+    assert stopped.value.code == "QUERY_TOO_EXPENSIVE"
+    assert "CPU-time budget of 400 ms" in str(stopped.value)
+    assert "the database statement ran over its" in str(stopped.value)
+    assert isinstance(stopped.value.__cause__, DatabaseError)  # cancelled in the engine, not checked after it
+    assert elapsed < 2.0
+    assert _statement_timeout() == timeout_before
+    assert connection.get_autocommit()
+    stuck_records.release()
+    with budget.enforced(budget.Limits(cpu_ms=60_000, max_elements=10**9, max_bytes=10**9)):
+        assert execute(tool=tool, arguments={"query": "sort_by(@, &length(name))[-2:].id"}) == [44, 49]
 
 
 def test_a_rows_table_is_restored_by_its_per_record_inverses(make_table, make_tool, owner):

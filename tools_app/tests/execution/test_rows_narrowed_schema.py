@@ -14,7 +14,7 @@ from tools_app.data_access.shape import describe
 from tools_app.execution import records
 from tools_app.execution.executors import execute
 from tools_app.kernel.errors import ToolError
-from tools_app.models import TableRecord
+from tools_app.tests.execution.test_records import _statement_timeout
 
 VALUES = ["acme", "globex", 1, 1.0, True, False, 0, None, "1", ["acme"], {"a": 1}, 1.5]
 WHERES = [
@@ -212,52 +212,31 @@ def test_an_all_null_narrowing_keeps_no_record_that_is_no_object(tables):
     assert shape["item_types"] == ["object"]
 
 
-def _statement_timeout():
-    with connection.cursor() as cursor:
-        cursor.execute("SHOW statement_timeout")
-        return cursor.fetchone()[0]
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_narrowed_schema_the_engine_is_slow_to_count_is_stopped_at_its_budget(
-    make_table, make_tool, owner, monkeypatch
+    make_table, make_tool, owner, stuck_records
 ):
     """Each row read costs the engine 100 ms (5 s in all); under a 400 ms budget the count's statement is
     cancelled by PostgreSQL, and the next call answers."""
-    if connection.vendor != "postgresql":
-        pytest.skip("pg_sleep: SQLite's progress handler is checked by the next test")
     table = make_table(owner, name="stuck", data=[{"id": n, "customer": "acme"} for n in range(50)])
     tool = make_tool(owner, table=table, type="get_data_schema", json_path="")
     records.table_to_rows(table.pk)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "CREATE FUNCTION th_stuck_row() RETURNS boolean LANGUAGE plpgsql VOLATILE"
-            " AS $$ BEGIN PERFORM pg_sleep(0.1); RETURN true; END $$"
-        )
-        cursor.execute(
-            f'CREATE VIEW th_stuck_records AS SELECT * FROM "{records._records_table()}" WHERE th_stuck_row()'
-        )
-    try:
-        monkeypatch.setattr(records, "_records_table", lambda: "th_stuck_records")
-        timeout_before = _statement_timeout()
-        started = time.monotonic()
-        with budget.enforced(budget.Limits(cpu_ms=400, max_elements=10**9, max_bytes=10**9)):
-            with pytest.raises(ToolError) as stopped:
-                execute(tool=tool, arguments={}, where={"customer": "acme"})
-        elapsed = time.monotonic() - started
-        assert stopped.value.code == "QUERY_TOO_EXPENSIVE"
-        assert "CPU-time budget of 400 ms" in str(stopped.value)
-        assert "the database statement ran over its" in str(stopped.value)
-        assert isinstance(stopped.value.__cause__, DatabaseError)
-        assert elapsed < 2.0
-        assert _statement_timeout() == timeout_before
-        monkeypatch.setattr(records, "_records_table", lambda: TableRecord._meta.db_table)
-        with budget.enforced(budget.Limits(cpu_ms=60_000, max_elements=10**9, max_bytes=10**9)):
-            assert execute(tool=tool, arguments={}, where={"customer": "acme"})["item_count"] == 50
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("DROP VIEW IF EXISTS th_stuck_records")
-            cursor.execute("DROP FUNCTION IF EXISTS th_stuck_row()")
+    stuck_records.stick()
+    timeout_before = _statement_timeout()
+    started = time.monotonic()
+    with budget.enforced(budget.Limits(cpu_ms=400, max_elements=10**9, max_bytes=10**9)):
+        with pytest.raises(ToolError) as stopped:
+            execute(tool=tool, arguments={}, where={"customer": "acme"})
+    elapsed = time.monotonic() - started
+    assert stopped.value.code == "QUERY_TOO_EXPENSIVE"
+    assert "CPU-time budget of 400 ms" in str(stopped.value)
+    assert "the database statement ran over its" in str(stopped.value)
+    assert isinstance(stopped.value.__cause__, DatabaseError)
+    assert elapsed < 2.0
+    assert _statement_timeout() == timeout_before
+    stuck_records.release()
+    with budget.enforced(budget.Limits(cpu_ms=60_000, max_elements=10**9, max_bytes=10**9)):
+        assert execute(tool=tool, arguments={}, where={"customer": "acme"})["item_count"] == 50
 
 
 @pytest.mark.django_db(transaction=True)
