@@ -224,7 +224,9 @@ def table_update(*, table: Table, expected_version: int | None = None, **fields:
             fast_fields_refresh(locked.pk, locked.indexed_fields)  # what its tools' descriptions say is fast
         if indexes_changed or (data_changed and rows and locked.indexed_fields):
             ensure_indexes(locked.pk)  # a rows table's data written whole may have new collections
-    locked.refresh_from_db(fields=["version", "data_bytes", "updated_at", "rows_since_version"])
+        # Read under the row lock: the version this write made (an API client's ETag), not one a writer committed
+        # between this commit and the read.
+        locked.refresh_from_db(fields=["version", "data_bytes", "updated_at", "rows_since_version"])
     copied = [
         "name",
         "description",

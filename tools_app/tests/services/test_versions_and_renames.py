@@ -2,7 +2,8 @@
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import connection
+from django.db import connection, transaction
+from django.db.models.signals import post_save
 
 from tools_app import services
 from tools_app.kernel.errors import ErrorCode
@@ -147,6 +148,32 @@ def test_successive_data_edits_count_each(table):
         services.table_update(table=table, data=[{"id": index}])
     # then
     assert _stored(table).version == 4
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("storage", ["document", "rows"])
+def test_a_data_edit_answers_its_own_version_when_another_writer_commits_right_after_it(make_table, owner, storage):
+    """table_update answers the version its write made, not one a writer committed between its commit and its
+    return (an API client's ETag: a later one would let its next If-Match write over a change it never saw)."""
+    # given: a writer elsewhere that commits the moment the edit commits
+    table = make_table(owner, name="raced", data=[{"id": 1}], storage=storage)
+
+    def write_after_the_commit(sender, instance, **kwargs):
+        if instance.pk == table.pk:
+            transaction.on_commit(lambda: write_elsewhere(table.pk, []))
+
+    post_save.connect(write_after_the_commit, sender=Table)
+    try:
+        # when
+        answered = services.table_update(table=table, data=[{"id": 2}]).version
+    finally:
+        post_save.disconnect(write_after_the_commit, sender=Table)
+    # then
+    assert (answered, table.version) == (2, 2)
+    stored = _stored(table)
+    assert (stored.version, stored.data) == (3, [{"id": 2}])
+    entries = TableChange.objects.filter(table=table).order_by("version").values_list("version", "patch")
+    assert [(version, patch == []) for version, patch in entries] == [(2, False), (3, True)]  # the edit's, the other
 
 
 def test_invalid_table_update_writes_nothing(table):
