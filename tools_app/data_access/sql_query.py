@@ -31,7 +31,7 @@ from jmespath.parser import Parser
 
 from tools_app.data_access import budget
 from tools_app.data_access.sql.codec import Layout, layout_at, restore
-from tools_app.data_access.sql.indexes import less_selective_indexes
+from tools_app.data_access.sql.indexes import covering_fields, index_catalog, less_selective_indexes
 from tools_app.data_access.sql.kinds import Known
 from tools_app.data_access.sql.plan import (
     Collect,
@@ -81,13 +81,14 @@ class SqlQuery:
         known: Known | None = None,
         position_order: bool = False,
         unindexed: frozenset[str] = frozenset(),
+        covered: frozenset[str] = frozenset(),
         window: bool = False,
     ) -> Rendered:
         """The statement (SQL text with %s parameters, and its parameters) over one collection whose field kinds
-        are `known` (tools_app.data_access.sql.kinds; None: unknown); `position_order`, `unindexed`, `window`:
-        render's. Kept on the query (compile_sql_expression caches queries per expression), at most RENDERED per
-        query."""
-        key = (table, collection_id, known, position_order, unindexed, window)
+        are `known` (tools_app.data_access.sql.kinds; None: unknown); `position_order`, `unindexed`, `covered`,
+        `window`: render's. Kept on the query (compile_sql_expression caches queries per expression), at most
+        RENDERED per query."""
+        key = (table, collection_id, known, position_order, unindexed, covered, window)
         rendered = self.rendered.get(key)
         if rendered is None:
             if len(self.rendered) >= RENDERED:
@@ -100,6 +101,7 @@ class SqlQuery:
                 known=known,
                 position_order=position_order,
                 unindexed=unindexed,
+                covered=covered,
                 window=window,
             )
             self.rendered[key] = rendered
@@ -221,14 +223,23 @@ def statement_for(
 ) -> Rendered:
     """The statement run_sql runs. On SQLite, a filter ANDing tests of two or more indexed fields reads the index
     that finds the fewest records, which SQLite's planner cannot tell (indexes.less_selective_indexes counts
-    them); PostgreSQL's planner has the statistics to choose (its extended statistics per indexed field)."""
+    them); PostgreSQL's planner has the statistics to choose (its extended statistics per indexed field). And on
+    SQLite, a filter that one index answers alone has its matches read in rowid order (indexes.covering_fields,
+    render's `covered`)."""
     unindexed: frozenset[str] = frozenset()
+    covered: frozenset[str] = frozenset()
     if query.dialect == "sqlite" and not position_order:
         tests = field_tests(query.plan)
-        if len({test.field for test in tests}) > 1:
-            unindexed = less_selective_indexes(cursor, records_table=table, collection_id=collection_id, tests=tests)
+        if tests:
+            catalog = index_catalog(cursor, records_table=table, collection_id=collection_id)
+            if len({test.field for test in tests}) > 1:
+                unindexed = less_selective_indexes(cursor, records_table=table, collection_id=collection_id,
+                                                   tests=tests, catalog=catalog)  # fmt: skip
+            if not unindexed:
+                covered = covering_fields(cursor, records_table=table, collection_id=collection_id, tests=tests,
+                                          catalog=catalog)  # fmt: skip
     return query.statement(table=table, collection_id=collection_id, known=known, position_order=position_order,
-                           unindexed=unindexed, window=window)  # fmt: skip
+                           unindexed=unindexed, covered=covered, window=window)  # fmt: skip
 
 
 def windowed(query: SqlQuery) -> bool:

@@ -529,6 +529,30 @@ class _Predicates:
         facts say the value is never of another kind."""
         return test if self.only(left.path, kind) else c_and(self.is_(left, {kind}), test)
 
+    def index_only(self, pred: Pred, fields: frozenset[str]) -> bool:
+        """The filter is `&&`ed comparisons of `fields` with literals that render as the bare value compared (no
+        type check, no error condition: the facts rule them out), so an index holding those fields' values
+        answers it without reading a record (SQLite: tools_app.data_access.sql.indexes.covering_fields)."""
+        if isinstance(pred, And):
+            return self.index_only(pred.left, fields) and self.index_only(pred.right, fields)
+        if not isinstance(pred, Compare) or pred.op == "ne":
+            return False
+        left, right = (pred.right, pred.left) if isinstance(pred.left, Lit) else (pred.left, pred.right)
+        if not isinstance(left, PathRef) or not isinstance(right, Lit):
+            return False
+        path = left.path
+        if len(path) != 1 or path[0][0] != "field" or path[0][1] not in fields or path[0][1] in self.unindexed:
+            return False
+        held = self.field_kinds(path)
+        if held is None or "wide" in held:
+            return False
+        literal = right.value
+        if kind_of(literal) == "number":
+            return self.only(path, "number")
+        if isinstance(literal, str):
+            return self.only(path, "string") or (pred.op == "eq" and literal[:1] not in ("[", "{"))
+        return False
+
     def render(self, pred: Pred) -> tuple[Cond, Cond]:
         if isinstance(pred, Const):
             return (TRUE if pred.value else FALSE), FALSE
@@ -724,10 +748,15 @@ class _Lists:
         known: Known | None = None,
         position_order: bool = False,
         unindexed: frozenset[str] = frozenset(),
+        covered: frozenset[str] = frozenset(),
     ) -> None:
         self.d = dialect
         self.position_order = position_order
         self.predicates = _Predicates(dialect, known, unindexed)
+        self.table = _quote_name(table)
+        self.collection_id = int(collection_id)
+        self.covered = covered if dialect.name == "sqlite" and not position_order else frozenset()
+        self.rows_read = True  # the statement reads the matches' records (not a count of them): by_rowid()
         # The collection's id inlined (an int): a per-collection partial index (WHERE collection_id = <id>) is
         # used only for a statement that names the same literal (SQLite always; PostgreSQL's generic plans).
         self.base = Sql(
@@ -747,6 +776,8 @@ class _Lists:
             true, error = self.predicates.render(plan.pred)
             if error.const is not False:
                 self.checks.append(fmt("EXISTS (SELECT 1 FROM ({}) AS s WHERE {})", source, strict(error)))
+            if source is self.base and true.sql is not None and self.by_rowid_serves(plan.pred, error):
+                return self.by_rowid(true)
             return self.narrow(source, true)
         if isinstance(plan, Map):
             source = self.select(plan.source)
@@ -760,6 +791,27 @@ class _Lists:
             keys = self.order_keys(plan.key, "")
             return fmt("SELECT ROW_NUMBER() OVER (ORDER BY {}, k) AS k, data, lay, rkey FROM ({}) AS s", keys, source)
         return self.slice(plan)
+
+    def by_rowid_serves(self, pred: Pred, error: Cond) -> bool:
+        return (
+            self.rows_read
+            and bool(self.covered)
+            and error.const is False
+            and self.predicates.index_only(pred, self.covered)
+        )
+
+    def by_rowid(self, true: Cond) -> Sql:
+        """SQLite: the records a filter keeps, its matches found in an index that answers the whole filter
+        (`covered`: the ids only, no record read), then read in rowid order. Read in the index's order instead,
+        each match costs a random page read through the page cache; in rowid order the pages come in file order
+        ([?status=='shipped' && total > `500`] over 100,000 records, 9,971 matches: ~34 against ~43 ms). A
+        filter the index cannot answer alone (or a count, which reads no record) keeps the plain form: there
+        the ids' subquery would read every candidate's record once more."""
+        return fmt(
+            f'SELECT position AS k, data, layout_id AS lay, "key" AS rkey FROM {self.table} WHERE id IN'
+            f" (SELECT id FROM {self.table} WHERE collection_id = {self.collection_id} AND {{}})",
+            as_sql(true),
+        )
 
     def order(self, column: str) -> str:
         """`column` in an ORDER BY. After a filter on SQLite, `+column`: its planner would rather read the whole
@@ -912,6 +964,7 @@ class _Lists:
             source = self.select(plan.source)
             return fmt("SELECT k AS o, {} FROM ({}) AS s", self.outputs(elem), source), self.output("list", elem)
         if isinstance(plan, Count):
+            self.rows_read = False
             return fmt("SELECT 0 AS o, COUNT(*) AS n FROM ({}) AS s", self.select(plan.source)), Output("count")
         if isinstance(plan, Keys):
             return fmt("SELECT k AS o, rkey FROM ({}) AS s", self.select(plan.source)), Output("keys")
@@ -1030,12 +1083,14 @@ def render(
     known: Known | None = None,
     position_order: bool = False,
     unindexed: frozenset[str] = frozenset(),
+    covered: frozenset[str] = frozenset(),
     window: bool = False,
 ) -> Rendered:
     """The one statement answering `plan` over collection `collection_id` of the records table `table`;
     `known`: the collection's field kinds (tools_app.data_access.sql.kinds), whose type checks it drops;
     `position_order`: the filter's fields have no index, so a filtered list is read in position order (_Lists.order);
-    `unindexed`: record fields whose tests the engine must not answer from their index (_Predicates.unindexed_form).
+    `unindexed`: record fields whose tests the engine must not answer from their index (_Predicates.unindexed_form);
+    `covered`: SQLite, record fields one index holds, which the engine reads for the filter (_Lists.by_rowid).
     The answer is the same either way; only the engine's plan differs.
 
     `window`: a list answer (no filter: its checks and its flag still look at every item) read from an offset, at
@@ -1047,7 +1102,7 @@ def render(
     """
     if unindexed and dialect != "sqlite":
         raise ValueError("only SQLite's statements keep a field's tests from its index")
-    lists = _Lists(dialect_for(dialect), table, collection_id, known, position_order, unindexed)
+    lists = _Lists(dialect_for(dialect), table, collection_id, known, position_order, unindexed, covered)
     main, output = lists.value(plan)
     if window:
         if output.kind != "list" or output.filtered or output.drop_nulls:
