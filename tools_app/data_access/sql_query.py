@@ -31,7 +31,7 @@ from jmespath.parser import Parser
 
 from tools_app.data_access import budget
 from tools_app.data_access.sql.codec import Layout, layout_at, restore
-from tools_app.data_access.sql.indexes import less_selective_indexes
+from tools_app.data_access.sql.indexes import covering_fields, index_catalog, less_selective_indexes
 from tools_app.data_access.sql.kinds import Known
 from tools_app.data_access.sql.plan import (
     Collect,
@@ -81,13 +81,14 @@ class SqlQuery:
         known: Known | None = None,
         position_order: bool = False,
         unindexed: frozenset[str] = frozenset(),
+        covered: frozenset[str] = frozenset(),
         window: bool = False,
     ) -> Rendered:
         """The statement (SQL text with %s parameters, and its parameters) over one collection whose field kinds
-        are `known` (tools_app.data_access.sql.kinds; None: unknown); `position_order`, `unindexed`, `window`:
-        render's. Kept on the query (compile_sql_expression caches queries per expression), at most RENDERED per
-        query."""
-        key = (table, collection_id, known, position_order, unindexed, window)
+        are `known` (tools_app.data_access.sql.kinds; None: unknown); `position_order`, `unindexed`, `covered`,
+        `window`: render's. Kept on the query (compile_sql_expression caches queries per expression), at most
+        RENDERED per query."""
+        key = (table, collection_id, known, position_order, unindexed, covered, window)
         rendered = self.rendered.get(key)
         if rendered is None:
             if len(self.rendered) >= RENDERED:
@@ -100,6 +101,7 @@ class SqlQuery:
                 known=known,
                 position_order=position_order,
                 unindexed=unindexed,
+                covered=covered,
                 window=window,
             )
             self.rendered[key] = rendered
@@ -178,13 +180,13 @@ def fetch(cursor: Any, limit: int) -> list[Sequence[Any]]:
     Past it the cursor is closed, the rest of the answer unread (a chunked PostgreSQL cursor cancels the
     statement), and budget.over_evaluated_bytes is raised: a compiled `@` over a collection larger than the bound
     costs about the bound, whatever the collection's size.
-    The active budget's time is checked after each chunk. Every row carries the statement's error flag first
-    (render's): once it is set the evaluator answers, so the first row is all that is read."""
+    The active budget's time is checked after each chunk. A first row whose order (first column) is NULL is the
+    statement's error flag (render's): the evaluator answers, so that row is all that is read."""
     current = budget.active()
     rows: list[Sequence[Any]] = []
     received = 0
     while chunk := cursor.fetchmany(FETCH_ROWS):
-        if chunk[0][0] and not rows:
+        if not rows and chunk[0][0] is None:
             cursor.close()
             return chunk[:1]
         received += _text_length(chunk)
@@ -221,14 +223,23 @@ def statement_for(
 ) -> Rendered:
     """The statement run_sql runs. On SQLite, a filter ANDing tests of two or more indexed fields reads the index
     that finds the fewest records, which SQLite's planner cannot tell (indexes.less_selective_indexes counts
-    them); PostgreSQL's planner has the statistics to choose (its extended statistics per indexed field)."""
+    them); PostgreSQL's planner has the statistics to choose (its extended statistics per indexed field). And on
+    SQLite, a filter that one index answers alone has its matches read in rowid order (indexes.covering_fields,
+    render's `covered`)."""
     unindexed: frozenset[str] = frozenset()
+    covered: frozenset[str] = frozenset()
     if query.dialect == "sqlite" and not position_order:
         tests = field_tests(query.plan)
-        if len({test.field for test in tests}) > 1:
-            unindexed = less_selective_indexes(cursor, records_table=table, collection_id=collection_id, tests=tests)
+        if tests:
+            catalog = index_catalog(cursor, records_table=table, collection_id=collection_id)
+            if len({test.field for test in tests}) > 1:
+                unindexed = less_selective_indexes(cursor, records_table=table, collection_id=collection_id,
+                                                   tests=tests, catalog=catalog)  # fmt: skip
+            if not unindexed:
+                covered = covering_fields(cursor, records_table=table, collection_id=collection_id, tests=tests,
+                                          catalog=catalog)  # fmt: skip
     return query.statement(table=table, collection_id=collection_id, known=known, position_order=position_order,
-                           unindexed=unindexed, window=window)  # fmt: skip
+                           unindexed=unindexed, covered=covered, window=window)  # fmt: skip
 
 
 def windowed(query: SqlQuery) -> bool:
@@ -245,19 +256,18 @@ def windowed(query: SqlQuery) -> bool:
 
 
 def finish(output: Output, rows: Sequence[Sequence[Any]], layouts: LayoutLoader | None = None) -> SqlAnswer | None:
-    """The answer from the statement's rows: (error flag, order, then the output's columns)."""
-    if not rows or rows[0][0]:
-        return None if rows else SqlAnswer(_empty(output))
+    """The answer from the statement's rows: (order, then the output's columns), after a first row of NULLs where
+    the error flag is set (render's)."""
+    if rows and rows[0][0] is None:
+        return None
+    if not rows:
+        return SqlAnswer(_empty(output))
     kind = output.kind
     if kind in ("list", "one") and not output.filtered and isinstance(output.elem, ElemPath):
         # One value per row, read column by column (_path_values): no tuple per row.
-        if None in map(_ORDER, rows):  # the one row of an empty match (the statement's LEFT JOIN): no value
-            rows = [row for row in rows if row[1] is not None]
-        return _listed(output, _path_values(output.elem, rows, 2, layouts))
-    rows = [row[2:] for row in rows if row[1] is not None]
+        return _listed(output, _path_values(output, rows, 1, layouts))
+    rows = [row[1:] for row in rows]
     if kind == "count":
-        if not rows:
-            return SqlAnswer(0)
         if output.filtered:
             errors, count = rows[0]
             return None if errors else SqlAnswer(int(count or 0))
@@ -277,9 +287,11 @@ def finish(output: Output, rows: Sequence[Sequence[Any]], layouts: LayoutLoader 
         rows = [row[2:] for row in rows if row[1]]
     assert output.elem is not None
     if isinstance(output.elem, ElemPath):
-        values = _path_values(output.elem, rows, 0, layouts)
+        values = _path_values(output, rows, 0, layouts)
+    elif not output.layout:
+        values = [_element(output.elem, items, None) for items in _decode(rows)]
     else:
-        decoded = _decode(rows)
+        decoded = _decode([row[:-1] for row in rows])
         # Layouts matter only where an object came back (a scalar has no key order): loaded for those rows only.
         wanted = {row[-1] for row, items in zip(rows, decoded, strict=True) if row[-1] is not None and _nested(items)}
         if wanted and layouts is None:
@@ -298,16 +310,15 @@ def _listed(output: Output, values: list[Any]) -> SqlAnswer:
     return SqlAnswer(values)
 
 
-# The column of a statement's row that holds its order (render's): None in the row of an empty match.
-_ORDER = itemgetter(1)
-
-
-def _path_values(elem: ElemPath, rows: Sequence[Sequence[Any]], at: int, layouts: LayoutLoader | None) -> list[Any]:
-    """The values of one path per row (ElemPath): each row's JSON text at column `at`, its layout id last. Taken
-    column by column: the texts read out of the rows at once and decoded by one parse; the rows are visited one by
-    one only where a value is an object or an array and a row has a layout (PostgreSQL's key order restored), so a
-    projection of scalars (ids, amounts) costs no Python step per row."""
+def _path_values(output: Output, rows: Sequence[Sequence[Any]], at: int, layouts: LayoutLoader | None) -> list[Any]:
+    """The values of one path per row (output.elem, an ElemPath): each row's JSON text at column `at`, its layout id
+    last where the rows carry one (output.layout). Taken column by column: the texts read out of the rows at once
+    and decoded by one parse; the rows are visited one by one only where a value is an object or an array and a row
+    has a layout (PostgreSQL's key order restored), so a projection of scalars (ids, amounts) costs no Python step
+    per row."""
     values = _decode_column(list(map(itemgetter(at), rows)))
+    if not output.layout:
+        return values
     kinds = set(map(type, values))
     if dict not in kinds and list not in kinds:
         return values
@@ -322,6 +333,7 @@ def _path_values(elem: ElemPath, rows: Sequence[Sequence[Any]], at: int, layouts
     if layouts is None:
         raise ValueError("rows have key-order layouts, but no layout loader was given")
     loaded = layouts(wanted)
+    elem = cast("ElemPath", output.elem)
     return [
         _element(elem, [value], loaded.get(row[-1])) if row[-1] in wanted else value
         for row, value in zip(rows, values, strict=True)
@@ -337,11 +349,10 @@ def _decode_column(texts: list[str | None]) -> list[Any]:
 
 
 def _decode(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
-    """Each row's JSON texts (all columns but the last, the layout id; NULL = null) decoded, by one parse of
-    the whole answer."""
+    """Each row's JSON texts (NULL = null) decoded, by one parse of the whole answer."""
     if not rows:
         return []
-    text = ",".join("[" + ",".join("null" if item is None else item for item in row[:-1]) + "]" for row in rows)
+    text = ",".join("[" + ",".join("null" if item is None else item for item in row) + "]" for row in rows)
     return json.loads("[" + text + "]")
 
 

@@ -53,6 +53,8 @@ __all__ = [
     "index_name_prefix",
     "indexed_collection_ids",
     "compound_statement",
+    "covering_fields",
+    "index_catalog",
     "index_statements",
     "less_selective_indexes",
     "sync_indexes",
@@ -360,8 +362,28 @@ PROBE_LIMITS = (1_000, 10_000, 100_000)
 _SQL_OPERATORS = {"eq": "=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
 
 
+def index_catalog(cursor, *, records_table: str, collection_id: int) -> dict[str, str]:
+    """SQLite: {name: CREATE INDEX statement} of the collection's indexes (the catalog's text, as written), read
+    once for less_selective_indexes and covering_fields. A failure is logged and reads none (both then choose
+    nothing)."""
+    try:
+        cursor.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = %s AND name LIKE %s ESCAPE '\\'",
+            (records_table, f"tr\\_{int(collection_id)}\\_%"),
+        )
+        return {str(name): str(sql) for name, sql in cursor.fetchall()}
+    except Exception as exc:  # an optimisation: the statement answers the same without it
+        logger.warning("Reading the indexes of collection %s failed: %s", collection_id, exc)
+        return {}
+
+
 def less_selective_indexes(
-    cursor, *, records_table: str, collection_id: int, tests: Iterable[FieldTest]
+    cursor,
+    *,
+    records_table: str,
+    collection_id: int,
+    tests: Iterable[FieldTest],
+    catalog: Mapping[str, str] | None = None,
 ) -> frozenset[str]:
     """SQLite: of the fields whose tests (plan.field_tests) a filter ANDs, those whose index the statement should
     not read (render's `unindexed`), so that SQLite reads the one that finds the fewest records.
@@ -375,22 +397,19 @@ def less_selective_indexes(
     planner's choice stands; any index then reads at least that many records). A count reads index entries
     only (~0.15 µs each), a small share of the statement that then reads at least as many records' JSON
     (~5-15 µs each). Only the plan changes, never the answer. The counts read a snapshot of their own; a
-    failure is logged and chooses nothing."""
+    failure is logged and chooses nothing. `catalog`: index_catalog's, when the caller read it."""
     by_field: dict[str, list[FieldTest]] = {}
     for test in tests:
         by_field.setdefault(test.field, []).append(test)
     if len(by_field) < 2:
         return frozenset()
     names = {name: f"{index_name_prefix(collection_id)}{_field_hash(name)}" for name in by_field}
+    if catalog is None:
+        catalog = index_catalog(cursor, records_table=records_table, collection_id=collection_id)
     try:
-        if _compound_serves(cursor, records_table, collection_id, by_field):
+        if _compound_serves(catalog, records_table, by_field):
             return frozenset()  # its planner reads the compound index, which finds fewer than any field's
-        cursor.execute(
-            f"SELECT name FROM sqlite_master WHERE type = 'index' AND name IN ({', '.join(['%s'] * len(names))})",
-            tuple(names.values()),
-        )
-        existing = {str(row[0]) for row in cursor.fetchall()}
-        indexed = [name for name in by_field if names[name] in existing]
+        indexed = [name for name in by_field if names[name] in catalog]
         if len(indexed) < 2:
             return frozenset()
         d = SQLiteDialect()
@@ -415,31 +434,62 @@ def less_selective_indexes(
     return frozenset()
 
 
-def _compound_serves(cursor, records_table: str, collection_id: int, by_field: dict[str, list[FieldTest]]) -> bool:
+def covering_fields(
+    cursor,
+    *,
+    records_table: str,
+    collection_id: int,
+    tests: Iterable[FieldTest],
+    catalog: Mapping[str, str] | None = None,
+) -> frozenset[str]:
+    """SQLite: the fields of a filter's tests (plan.field_tests) when one index of the collection holds them all
+    as its leading columns, each tested with `==` but the last (the index the engine reads for the filter, which
+    then finds the filter's ids without reading a record: render's `covered`); else none. One field's own index
+    qualifies, as does the compound index (_compound_serves). `catalog`: index_catalog's, when the caller read
+    it."""
+    by_field: dict[str, list[FieldTest]] = {}
+    for test in tests:
+        by_field.setdefault(test.field, []).append(test)
+    if not by_field:
+        return frozenset()
+    if catalog is None:
+        catalog = index_catalog(cursor, records_table=records_table, collection_id=collection_id)
+    for sql in catalog.values():
+        leading = _leading_fields(sql, records_table, by_field)[: len(by_field)]
+        if set(leading) == set(by_field) and all(test.op == "eq" for name in leading[:-1] for test in by_field[name]):
+            return frozenset(by_field)
+    return frozenset()
+
+
+def _compound_serves(catalog: Mapping[str, str], records_table: str, by_field: dict[str, list[FieldTest]]) -> bool:
     """SQLite: the collection's compound index answers two or more of the filter's tests by its leading fields
     (each tested with `==`, the last with any comparison), so it finds fewer records than any one field's
     index. Its columns are read from the statement SQLite keeps (compound_statement's text, as written)."""
-    cursor.execute(
-        "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = %s AND name LIKE %s ESCAPE '\\'",
-        (records_table, f"tr\\_{int(collection_id)}\\_%\\_c"),
-    )
-    d = SQLiteDialect()
-    texts = {d.value((("field", name),)).text: name for name in by_field}
-    for (sql,) in cursor.fetchall():
-        head = f"ON {_quote_name(records_table)} ("
-        at = str(sql).find(head)
-        if at < 0:
+    for name, sql in catalog.items():
+        if not name.endswith("_c"):
             continue
-        at += len(head)
         served = 0
-        while True:
-            name = next((texts[text] for text in texts if str(sql).startswith(text, at)), None)
-            if name is None:
-                break
+        for field_name in _leading_fields(sql, records_table, by_field):
             served += 1
-            if any(test.op != "eq" for test in by_field[name]):
+            if any(test.op != "eq" for test in by_field[field_name]):
                 break
-            at += len(d.value((("field", name),)).text) + 2  # the column and ", "
         if served >= 2:
             return True
     return False
+
+
+def _leading_fields(sql: str, records_table: str, fields: Iterable[str]) -> list[str]:
+    """The index's leading columns (its CREATE INDEX text) that are values of `fields`, in order, up to the first
+    column that is none of them."""
+    d = SQLiteDialect()
+    texts = {d.value((("field", name),)).text: name for name in fields}
+    head = f"ON {_quote_name(records_table)} ("
+    at = sql.find(head)
+    if at < 0:
+        return []
+    at += len(head)
+    leading: list[str] = []
+    while (name := next((texts[text] for text in texts if sql.startswith(text, at)), None)) is not None:
+        leading.append(name)
+        at += len(d.value((("field", name),)).text) + 2  # the column and ", "
+    return leading

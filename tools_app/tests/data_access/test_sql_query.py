@@ -33,6 +33,7 @@ from tools_app.data_access.sql.codec import (
 )
 from tools_app.data_access.sql.indexes import (
     compound_statement,
+    covering_fields,
     index_statements,
     less_selective_indexes,
     sync_indexes,
@@ -661,11 +662,14 @@ def test_no_choice_without_two_indexed_fields(stored):
         "[?b >= `1.5` && (a == 'x' || a == 'y')].[id, a]",
         "length([?a=='x' && b > `0`])",
         "max_by([?a != 'x' && b > `0`], &b).id",
+        "[?a=='x'].id",
+        "[?a=='x'] | [1:]",
     ],
 )
 def test_tests_kept_from_their_index_answer_the_same(stored, expression):
-    """A field's tests behind a unary plus (render's `unindexed`) keep jmespath's answer over values of every
-    kind, the data's errors included (None: the evaluator answers)."""
+    """A field's tests behind a unary plus (render's `unindexed`), or their matches read by id (render's
+    `covered`), keep jmespath's answer over values of every kind, the data's errors included (None: the
+    evaluator answers)."""
     # given
     records = [
         {"id": 1, "a": "x", "b": 2},
@@ -682,25 +686,125 @@ def test_tests_kept_from_their_index_answer_the_same(stored, expression):
     assert query is not None
     fields = frozenset(test.field for test in field_tests(query.plan))
     outcomes = []
+    by_rowid = []
     with connection.cursor() as cursor:
         for known in (None, field_kinds(cursor, collection.collection_id)):
-            for unindexed in (frozenset(), fields):
+            for unindexed, covered in ((frozenset(), frozenset()), (fields, frozenset()), (frozenset(), fields)):
                 # when
                 statement = query.statement(table=differential.RECORDS, collection_id=collection.collection_id,
-                                            known=known, unindexed=unindexed)  # fmt: skip
+                                            known=known, unindexed=unindexed, covered=covered)  # fmt: skip
                 cursor.execute(statement.sql, statement.params)
                 outcome = finish(statement.output, cursor.fetchall())
                 outcomes.append(None if outcome is None else outcome.value)
                 if unindexed:
                     assert "+(data ->> " in statement.sql
+                by_rowid.append("WHERE id IN (SELECT id" in statement.sql)
     # then
     try:
         expected = jmespath.search(expression, records)
     except (jmespath_errors.JMESPathError, TypeError):  # the library raises TypeError for a number > a string
         expected = None
-    assert repr(outcomes[0]) == repr(outcomes[1])
-    assert repr(outcomes[2]) == repr(outcomes[3])
+    assert len({repr(outcome) for outcome in outcomes[:3]}) == 1
+    assert len({repr(outcome) for outcome in outcomes[3:]}) == 1
     assert {repr(outcome) for outcome in outcomes if outcome is not None} <= {repr(expected)}
+    # By id only where the facts leave the filter to the index alone: `a`'s equality with a plain string.
+    assert by_rowid == [False] * 5 + [expression.startswith("[?a=='x']")]
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(dialect() != "sqlite", reason="SQLite's statements only")
+def test_covering_fields_are_those_one_index_holds_as_its_leading_columns(stored):
+    """One field's own index holds its tests; the compound index (status, total) holds `status ==` with any test
+    of `total`, not a range of `status` with `total` (the range must come last), nor a field it lacks."""
+    # given
+    collection = stored([{"id": index, "status": f"s-{index % 3}", "total": index, "note": "n"} for index in range(9)])
+    table, at = differential.RECORDS, collection.collection_id
+    eq, gt = FieldTest("status", "eq", "s-1"), FieldTest("total", "gt", 2)
+    with connection.cursor() as cursor:
+        none = covering_fields(cursor, records_table=table, collection_id=at, tests=(eq,))
+        sync_indexes(cursor, dialect="sqlite", records_table=table, in_transaction=True,
+                     collection_ids=[at], fields=["status", "total"])  # fmt: skip
+        # when
+        found = [
+            covering_fields(cursor, records_table=table, collection_id=at, tests=tests)
+            for tests in [
+                (eq,),
+                (gt,),
+                (eq, gt),
+                (gt, eq),
+                (FieldTest("status", "gt", "s"), gt),
+                (eq, FieldTest("note", "eq", "n")),
+                (),
+            ]
+        ]
+    # then
+    assert none == frozenset()
+    assert found == [
+        frozenset({"status"}),
+        frozenset({"total"}),
+        frozenset({"status", "total"}),
+        frozenset({"status", "total"}),
+        frozenset(),
+        frozenset(),
+        frozenset(),
+    ]
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(dialect() != "sqlite", reason="SQLite's statements only")
+@pytest.mark.parametrize(
+    ("expression", "by_rowid"),
+    [
+        ("[?status=='s-1' && total > `100`].id", True),
+        ("[?total > `100` && status=='s-1'].[id, total]", True),
+        ("[?status=='s-2'] | [2:5]", True),
+        ("[?status=='s-2'].id | [-1]", True),
+        ("[?status=='s-2'] | [?total < `200`].id", True),
+        ("max_by([?status=='s-1'], &total).id", True),
+        ("length([?status=='s-1' && total > `100`])", False),  # a count reads no record
+        ("[?status=='s-1' && contains(note, 'x')].id", False),  # the index cannot answer contains
+        ("[?status != 's-1'].id", False),
+        ("[?note == 'x'].id", False),  # no index of `note`
+    ],
+)
+def test_a_filter_one_index_answers_reads_its_matches_in_rowid_order(stored, expression, by_rowid):
+    """With the index (status, total) and the facts, a filter the index answers alone finds its ids in it and
+    reads the records by id (`id IN (SELECT id ...)`, the index read in the subquery); the answer is jmespath's,
+    as it is without the facts or in position order, where the plain form stays."""
+    # given
+    records = [
+        {"id": index, "status": f"s-{index % 3}", "total": (index * 37) % 400, "note": "x" if index % 5 else "y"}
+        for index in range(400)
+    ]
+    collection = stored(records)
+    table, at = differential.RECORDS, collection.collection_id
+    query = compile_sql_expression(expression, "sqlite", "array")
+    assert query is not None
+    with connection.cursor() as cursor:
+        sync_indexes(cursor, dialect="sqlite", records_table=table, in_transaction=True,
+                     collection_ids=[at], fields=["status", "total"])  # fmt: skip
+        known = field_kinds(cursor, at)
+        # when
+        statement = statement_for(query, cursor, table=table, collection_id=at, known=known)
+        plan = _plan_text(cursor, statement)
+        answers = [
+            run_sql(query, cursor, table=table, collection_id=at, known=known),
+            run_sql(query, cursor, table=table, collection_id=at),
+            run_sql(query, cursor, table=table, collection_id=at, known=known, position_order=True),
+        ]
+        plain = [
+            statement_for(query, cursor, table=table, collection_id=at),
+            statement_for(query, cursor, table=table, collection_id=at, known=known, position_order=True),
+        ]
+    # then
+    assert ("WHERE id IN (SELECT id FROM" in statement.sql) is by_rowid
+    if by_rowid:
+        assert "USING INTEGER PRIMARY KEY (rowid=?)" in plan, plan
+        assert "LIST SUBQUERY" in plan, plan
+        assert "USING INDEX tr_" in plan, plan
+    assert ["WHERE id IN (SELECT id FROM" in other.sql for other in plain] == [False, False]
+    expected = jmespath.search(expression, records)
+    assert [answer.value if answer is not None else None for answer in answers] == [expected] * 3
 
 
 #
@@ -870,10 +974,10 @@ def test_writing_into_a_collection_refuses_a_second_record_at_a_position(stored)
 @pytest.mark.django_db
 @pytest.mark.skipif(dialect() != "postgresql", reason="PostgreSQL's planner pulls subqueries up")
 def test_the_error_flag_is_computed_once_not_for_every_row(stored):
-    """The statement's checks (here the field kinds compared with the statement's own) are computed once: the
-    planner must not pull their one-row subquery up into the join, where the flag would be evaluated for every row
-    of the answer (its jsonb parameter cast and compared again each time). The join's outer side is the flag's one
-    row (a Result computing it), not an empty one with the flag computed in the join; the answer is jmespath's."""
+    """The statement's checks (here the field kinds compared with the statement's own) are computed once, as the
+    one-time filter of the flag's own row (a Result, one arm of the answer's Append), and are no column of the
+    answer's rows: each row is its order and the projected value, with no layout id (ids are numbers by the
+    facts). The answer is jmespath's."""
     # given
     records = [{"id": index, "status": f"s-{index % 3}", "total": index} for index in range(30)]
     collection = stored(records)
@@ -891,9 +995,9 @@ def test_the_error_flag_is_computed_once_not_for_every_row(stored):
     nodes = [(plan if isinstance(plan, list) else json.loads(plan))[0]["Plan"]]
     for node in nodes:
         nodes.extend(node.get("Plans", []))
-    (join,) = [node for node in nodes if node.get("Join Type") == "Left"]
-    (outer,) = [node for node in join["Plans"] if node["Parent Relationship"] == "Outer"]
-    assert outer["Node Type"] == "Result", outer  # the flag's one row, computed once
-    assert "COALESCE" in outer["Output"][0]
+    assert len(nodes[0]["Output"]) == 2, nodes[0]["Output"]  # the order and the id
+    (flagged,) = [node for node in nodes if "COALESCE" in node.get("One-Time Filter", "")]
+    assert flagged["Node Type"] == "Result", flagged
+    assert [node for node in nodes if "COALESCE" in json.dumps(node.get("Output", []))] == []
     assert answer is not None
     assert answer.value == jmespath.search(expression, records) == [4, 7, 10, 13, 16, 19, 22, 25, 28]

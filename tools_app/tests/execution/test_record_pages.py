@@ -234,7 +234,7 @@ def _filter_statement(table, mount: str, filter_text: str) -> tuple[list, str]:
     """The page's items and its compiled statement."""
     with CaptureQueriesContext(connection) as statements:
         page = record_pages.record_page(table_id=table.pk, mount=mount, filter_text=filter_text, limit=5)
-    (compiled,) = [statement["sql"] for statement in statements if "err_any" in statement["sql"]]
+    (compiled,) = [statement["sql"] for statement in statements if "UNION ALL SELECT m.*" in statement["sql"]]
     return [item.value for item in page.items], compiled
 
 
