@@ -374,13 +374,23 @@ class TableViewSet(ChangeGuardMixin, OwnedViewSetMixin, viewsets.ModelViewSet):
         body.is_valid(raise_exception=True)
         try:
             with services.write_audit(_api_audit(request, arguments=body.validated_data)):
-                services.table_restore(table_id=table.pk, version=body.validated_data["version"])
+                made = services.table_restore(table_id=table.pk, version=body.validated_data["version"])
         except TableChange.DoesNotExist as exc:
             raise Http404(
                 f"Version {body.validated_data['version']} of this table is not kept (outside retention, or never"
                 " written)."
             ) from exc
-        return Response(TableSerializer(Table.objects.get(pk=table.pk), context=self.get_serializer_context()).data)
+        restored = Table.objects.get(pk=table.pk)
+        if restored.version != made:
+            # A write committed since the restore's commit: the answer (and its ETag) is still the restore's own
+            # version and document, rebuilt through the log, unless the history bounds pruned it meanwhile (then
+            # the table as it is now, whose version and data agree).
+            try:
+                restored.data = services.table_version_data(table.pk, made)
+                restored.version = made
+            except TableChange.DoesNotExist:
+                pass
+        return Response(TableSerializer(restored, context=self.get_serializer_context()).data)
 
 
 def _if_match(request) -> int | None:

@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from tools_app.models.base import OwnedModel
+from tools_app.models.fields import WrittenJSONField
 from tools_app.validators import (
     TableDocumentDecoder,
     TableDocumentEncoder,
@@ -165,8 +166,9 @@ class TableSnapshot(models.Model):
     table = models.OneToOneField(Table, on_delete=models.CASCADE, primary_key=True, related_name="snapshot")
     version = models.PositiveBigIntegerField(default=1)
     # The encoder refuses a document over TOOLHUB_MAX_TABLE_BYTES; the decoder reads a deep document
-    # stored before TOOLHUB_MAX_TABLE_DEPTH existed from anywhere.
-    data = models.JSONField(default=dict, blank=True, encoder=TableDocumentEncoder, decoder=TableDocumentDecoder)
+    # stored before TOOLHUB_MAX_TABLE_DEPTH existed from anywhere. The text is kept as written (WrittenJSONField),
+    # so the document reads back in its written key order on every engine.
+    data = WrittenJSONField(default=dict, blank=True, encoder=TableDocumentEncoder, decoder=TableDocumentDecoder)
 
     def __str__(self) -> str:
         return f"{self.table_id} at v{self.version}"

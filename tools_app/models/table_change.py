@@ -14,6 +14,7 @@ from django.utils import timezone
 from tools_app.models.api_key import ApiKey
 from tools_app.models.api_token import ApiToken
 from tools_app.models.call import Surface
+from tools_app.models.fields import WrittenJSONField
 from tools_app.models.instance import McpInstance
 from tools_app.models.table import Table
 from tools_app.models.tool import Tool
@@ -24,8 +25,10 @@ class TableChange(models.Model):
 
     table = models.ForeignKey(Table, on_delete=models.CASCADE, related_name="changes")
     version = models.PositiveBigIntegerField(help_text="The table's version after this write (before: version - 1).")
-    patch = models.JSONField(help_text="RFC 6902 JSON Patch from version - 1 to version.")
-    inverse = models.JSONField(help_text="RFC 6902 JSON Patch from version back to version - 1.")
+    # The JSON values keep their text as written (WrittenJSONField): a version opened, a restore, a document caught
+    # up through the log and an idempotent repeat give back the key order written, on every engine.
+    patch = WrittenJSONField(help_text="RFC 6902 JSON Patch from version - 1 to version.")
+    inverse = WrittenJSONField(help_text="RFC 6902 JSON Patch from version back to version - 1.")
     at = models.DateTimeField(default=timezone.now, db_index=True)
     # Who and how: the user (over MCP the key's owner, or the user who authorized an OAuth client),
     # the MCP key, API token or OAuth client, the surface, the tool and, over MCP, the instance and the binding's
@@ -48,11 +51,11 @@ class TableChange(models.Model):
         McpInstance, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", verbose_name="MCP instance"
     )
     binding_name = models.CharField(max_length=64, blank=True)
-    arguments = models.JSONField(null=True, blank=True)
+    arguments = WrittenJSONField(null=True, blank=True)
     # Safe writes: a retry with the same key within 24 h answers `result` and writes nothing.
     idempotency_key = models.CharField(max_length=200, blank=True)
     request_hash = models.CharField(max_length=64, blank=True)
-    result = models.JSONField(null=True, blank=True)
+    result = WrittenJSONField(null=True, blank=True)
     # What the entry costs: the JSON text of its patch, inverse, arguments and result. Their sum over a table is
     # Table.history_bytes, which the history quotas bound (services.table_log.history_enforce).
     bytes = models.PositiveBigIntegerField(default=0, db_default=0, editable=False)

@@ -400,7 +400,7 @@ def _append_sql(vendor: str) -> tuple[str, str, str | None]:
     both as one statement. Named parameters, as the call's record (pipeline._record_sql)."""
     quote = connection.ops.quote_name
 
-    cast = "::jsonb" if vendor == "postgresql" else ""
+    cast = "::json" if vendor == "postgresql" else ""  # WrittenJSONField: the text as written
     names = ", ".join(column(TableChange, name) for name in _ENTRY_COLUMNS)
     marks = ", ".join(f"%({name})s{cast if name in _JSON_COLUMNS else ''}" for name in _ENTRY_COLUMNS)
     insert = f"INSERT INTO {quote(TableChange._meta.db_table)} ({names}) VALUES ({marks})"

@@ -1,8 +1,10 @@
 """JSON API: /api/tables/ (SPEC §6, §2.1, §8 version rule)."""
 
 import pytest
+from django.test import override_settings
 
 from tests.api_helpers import client_for, db_snapshot, response_json
+from tools_app import services
 from tools_app.models import Table, TableRecord, TableStorage, Tool
 
 pytestmark = pytest.mark.django_db
@@ -252,3 +254,33 @@ def test_a_rows_table_takes_put_and_patch_of_its_data_with_if_match_versions_and
         [{"id": 1}, {"id": 2}],
     )
     assert TableRecord.objects.filter(collection__table_id=pk).count() == 2
+
+
+@pytest.mark.parametrize("storage", [TableStorage.DOCUMENT, TableStorage.ROWS])
+def test_restore_answers_its_own_version_and_data_when_a_later_write_commits_first(owner, storage, monkeypatch):
+    """A write committed between the restore's commit and its answer does not leak into the answer: the answer is
+    the restore's version (its ETag) and the document it wrote."""
+    api = client_for(owner)
+    with override_settings(TOOLHUB_NEW_TABLE_STORAGE=storage):
+        created = api.post("/api/tables/", {"name": "t", "data": [{"id": 1}, {"id": 2}]}, format="json")
+    pk = created.json()["id"]
+    assert Table.objects.get(pk=pk).storage == storage
+    assert api.patch(f"/api/tables/{pk}/", {"data": [{"id": 3}]}, format="json").status_code == 200
+    restore = services.table_restore
+
+    def restore_then_another_write(*, table_id, version):
+        made = restore(table_id=table_id, version=version)
+        services.table_update(table=Table.objects.get(pk=table_id), data=[{"id": 9, "later": True}])
+        return made
+
+    monkeypatch.setattr(services, "table_restore", restore_then_another_write)
+    restored = api.post(f"/api/tables/{pk}/restore/", {"version": 1}, format="json")
+    body = response_json(restored)
+    assert (restored.status_code, restored["ETag"], body["version"], body["data"]) == (
+        200,
+        '"3"',
+        3,
+        [{"id": 1}, {"id": 2}],
+    )
+    later = api.get(f"/api/tables/{pk}/")
+    assert (later["ETag"], response_json(later)["data"]) == ('"4"', [{"id": 9, "later": True}])

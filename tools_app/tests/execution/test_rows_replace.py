@@ -6,11 +6,9 @@ import copy
 import json
 
 import pytest
-from django.db import connection
 from django.test import override_settings
 
 from tools_app import services
-from tools_app.data_access.sql.codec import jsonb_key_order
 from tools_app.execution import records
 from tools_app.kernel import json_patch
 from tools_app.kernel.errors import ToolhubError
@@ -66,8 +64,7 @@ def replaced(make_table, make_tool, owner):
     document_tools = _tools(make_tool, owner, document, "d")
     rows_tools = _tools(make_tool, owner, rows, "r")
     assert records.table_to_rows(rows.pk) is True
-    # Both start from the stored snapshot: on PostgreSQL its jsonb orders keys and reads 1e16 as an integer, which
-    # a copy cached at creation would not.
+    # Both start from the stored snapshot, as another process reads them, not from a copy cached at creation.
     table_cache.discard(document.pk)
     table_cache.discard(rows.pk)
     return document_tools, rows_tools, document, rows
@@ -90,30 +87,10 @@ def _rows_state(table):
     return state
 
 
-def _as_postgresql_keeps(value):
-    """On PostgreSQL a document table's snapshot and log are jsonb: keys in jsonb's order, 1e16 read back as an
-    integer (rows keep both, docs/tables-at-scale.md "Storage"). The differential writes values that survive both."""
-    if connection.vendor != "postgresql":
-        return value
-    loaded = json.loads(json.dumps(value), parse_float=lambda text: int(float(text)) if "e" in text else float(text))
-    return _jsonb_ordered(loaded)
-
-
-def _jsonb_ordered(value):
-    if isinstance(value, dict):
-        return {key: _jsonb_ordered(value[key]) for key in jsonb_key_order(list(value))}
-    if isinstance(value, list):
-        return [_jsonb_ordered(item) for item in value]
-    return value
-
-
 def test_whole_data_writes_on_a_rows_table_answer_version_and_restore_as_on_the_document(replaced):
-    """On PostgreSQL the writes are in jsonb's key order (`_as_postgresql_keeps`): the document's log would reorder
-    them, the rows would not."""
     document_tools, rows_tools, document, rows = replaced
     versions = {1: _whole(document)[1]}
     for number, data in enumerate(REPLACES, start=2):
-        data = _as_postgresql_keeps(data)
         services.table_update(table=Table.objects.get(pk=document.pk), data=copy.deepcopy(data))
         services.table_update(table=Table.objects.get(pk=rows.pk), data=copy.deepcopy(data))
         assert _whole(rows) == _whole(document) == (number, data)
@@ -126,7 +103,7 @@ def test_whole_data_writes_on_a_rows_table_answer_version_and_restore_as_on_the_
         assert {**held, "orders": [], "catalog": {}} == {**data, "orders": [], "catalog": {}}
         versions[number] = data
     # The same data again is no data write.
-    services.table_update(table=Table.objects.get(pk=rows.pk), data=_as_postgresql_keeps(DOCUMENT))
+    services.table_update(table=Table.objects.get(pk=rows.pk), data=DOCUMENT)
     last = len(REPLACES) + 1
     assert Table.objects.get(pk=rows.pk).version == last
     assert TableChange.objects.filter(table=rows).count() == last - 1
@@ -153,7 +130,7 @@ def test_a_restore_holds_each_changed_record_once_and_back_and_forth_keeps_its_s
     diff), not the entries it crosses: restoring back and forth gives entries of one size, on both storages, and
     every version still opens to its document."""
     _document_tools, _rows_tools, document, rows = replaced
-    grown = _as_postgresql_keeps(_orders(lambda o: [o[0], *MANY[:100], *o[1:]]))
+    grown = _orders(lambda o: [o[0], *MANY[:100], *o[1:]])
     changed = copy.deepcopy(grown)
     changed["orders"][0]["status"] = "shipped"
     changed["settings"]["currency"] = "$"
@@ -285,7 +262,7 @@ def test_a_whole_data_write_over_the_rows_limits_writes_nothing(replaced, settin
 
 def test_a_whole_data_write_that_changes_the_collections_lays_the_table_out_again(replaced):
     document_tools, rows_tools, document, rows = replaced
-    data = _as_postgresql_keeps(_data(orders={"a": {"id": 1}, "b": {"id": 2}}, catalog=[1, 2]))
+    data = _data(orders={"a": {"id": 1}, "b": {"id": 2}}, catalog=[1, 2])
     for table in (document, rows):
         services.table_update(table=Table.objects.get(pk=table.pk), data=copy.deepcopy(data))
     assert _whole(rows) == _whole(document) == (2, data)
@@ -321,10 +298,10 @@ def test_a_rows_write_between_whole_data_writes_keeps_history_whole(replaced, ma
     document_tools, rows_tools, document, rows = replaced
     writers = {"d": _writers(make_tool, owner, document, "dw"), "r": _writers(make_tool, owner, rows, "rw")}
     for prefix, table in (("d", document), ("r", rows)):
-        services.table_update(table=Table.objects.get(pk=table.pk), data=_as_postgresql_keeps(REPLACES[1]))
+        services.table_update(table=Table.objects.get(pk=table.pk), data=REPLACES[1])
         _answer(writers[prefix][("/orders", "create")], {"elements": [{"id": 30}]})
         _answer(writers[prefix][("/orders", "update")], {"elements": [{"id": 11, "new": False}]})
-        services.table_update(table=Table.objects.get(pk=table.pk), data=_as_postgresql_keeps(REPLACES[2]))
+        services.table_update(table=Table.objects.get(pk=table.pk), data=REPLACES[2])
     assert _whole(rows) == _whole(document)
     assert _whole(rows)[0] == 5
     for version in (4, 3, 2, 1):
