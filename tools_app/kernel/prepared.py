@@ -21,7 +21,8 @@ import functools
 import itertools
 from typing import Any
 
-from django.db import DatabaseError, connection
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
 
 from tools_app.kernel.limits import PREPARED_STATEMENTS
 
@@ -37,19 +38,20 @@ _generation = 0
 
 def fetch_one(sql: str, params: dict[str, Any]) -> tuple | None:
     """The first row of `sql` (named `%(name)s` parameters), as a plain Django cursor would return it."""
-    if connection.vendor != "postgresql" or connection.in_atomic_block or not PREPARED_STATEMENTS.get():
-        with connection.cursor() as cursor:
+    db = connections[DEFAULT_DB_ALIAS]  # the proxy `connection` looks it up again at each attribute
+    if db.vendor != "postgresql" or db.in_atomic_block or not PREPARED_STATEMENTS.get():
+        with db.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchone()
     generation = _generation
     text = f"{sql} /* toolhub {generation} */" if generation else sql
     try:
-        return _fetch_prepared(text, params, prepare=True)
+        return _fetch_prepared(db, text, params, prepare=True)
     except DatabaseError as error:
         if getattr(error.__cause__, "sqlstate", None) not in STALE:
             raise
         _stale(generation)
-        return _fetch_prepared(text, params, prepare=False)
+        return _fetch_prepared(db, text, params, prepare=False)
 
 
 def _stale(generation: int) -> None:
@@ -59,16 +61,16 @@ def _stale(generation: int) -> None:
         _generation = next(_generations)
 
 
-def _fetch_prepared(sql: str, params: dict[str, Any], *, prepare: bool) -> tuple | None:
-    # What connection.cursor() does (its health check, the thread check), then Django's wrapper around the cursor:
+def _fetch_prepared(db: BaseDatabaseWrapper, sql: str, params: dict[str, Any], *, prepare: bool) -> tuple | None:
+    # What db.cursor() does (its health check, the thread check), then Django's wrapper around the cursor:
     # its error translation, its query log when on (CaptureQueriesContext) and its execute wrappers (tracing).
-    connection.close_if_health_check_failed()
-    connection.ensure_connection()
-    connection.validate_thread_sharing()
-    raw = connection.connection
-    with connection.wrap_database_errors:
-        cursor = _preparing_cursor(raw, prepare)
-    wrapped = connection.make_debug_cursor(cursor) if connection.queries_logged else connection.make_cursor(cursor)
+    db.close_if_health_check_failed()
+    db.ensure_connection()
+    db.validate_thread_sharing()
+    raw = db.connection
+    with db.wrap_database_errors:
+        cursor = _preparing_cursor(db, raw, prepare)
+    wrapped = db.make_debug_cursor(cursor) if db.queries_logged else db.make_cursor(cursor)
     threshold = raw.prepare_threshold
     if threshold is None:
         # psycopg prepares nothing while it is None; set for this execute only, so no other query is counted.
@@ -84,13 +86,13 @@ def _fetch_prepared(sql: str, params: dict[str, Any], *, prepare: bool) -> tuple
 PREPARE_THRESHOLD = 1_000_000  # never reached: the statement is prepared by `prepare=True`, not by counting
 
 
-def _preparing_cursor(raw: Any, prepare: bool) -> Any:
-    """A psycopg cursor binding on the server, with Django's time zone loader as connection.cursor() sets it."""
+def _preparing_cursor(db: BaseDatabaseWrapper, raw: Any, prepare: bool) -> Any:
+    """A psycopg cursor binding on the server, with Django's time zone loader as db.cursor() sets it."""
     cursor_class, timestamptz_text, register_tzloader = _postgresql()
     cursor = cursor_class(raw)
     cursor.prepare = prepare
-    if connection.timezone != raw.adapters.get_loader(*timestamptz_text).timezone:
-        register_tzloader(connection.timezone, cursor)
+    if db.timezone != raw.adapters.get_loader(*timestamptz_text).timezone:
+        register_tzloader(db.timezone, cursor)
     return cursor
 
 
