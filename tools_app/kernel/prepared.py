@@ -19,7 +19,7 @@ transaction (atomic: a test's, where an error would abort the caller's transacti
 
 import functools
 import itertools
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -70,7 +70,7 @@ def _fetch_prepared(db: BaseDatabaseWrapper, sql: str, params: dict[str, Any], *
     raw = db.connection
     with db.wrap_database_errors:
         cursor = _preparing_cursor(db, raw, prepare)
-    wrapped = db.make_debug_cursor(cursor) if db.queries_logged else db.make_cursor(cursor)
+    wrapped = _postgresql().debug_wrapper(cursor, db) if db.queries_logged else db.make_cursor(cursor)
     threshold = raw.prepare_threshold
     if threshold is None:
         # psycopg prepares nothing while it is None; set for this execute only, so no other query is counted.
@@ -88,24 +88,34 @@ PREPARE_THRESHOLD = 1_000_000  # never reached: the statement is prepared by `pr
 
 def _preparing_cursor(db: BaseDatabaseWrapper, raw: Any, prepare: bool) -> Any:
     """A psycopg cursor binding on the server, with Django's time zone loader as db.cursor() sets it."""
-    cursor_class, timestamptz_text, register_tzloader = _postgresql()
-    cursor = cursor_class(raw)
+    backend = _postgresql()
+    cursor = backend.cursor(raw)
     cursor.prepare = prepare
-    if db.timezone != raw.adapters.get_loader(*timestamptz_text).timezone:
-        register_tzloader(db.timezone, cursor)
+    if db.timezone != raw.adapters.get_loader(*backend.timestamptz_text).timezone:
+        backend.register_tzloader(db.timezone, cursor)
     return cursor
 
 
+class _Backend(NamedTuple):
+    cursor: Any
+    debug_wrapper: Any
+    timestamptz_text: tuple[int, Any]
+    register_tzloader: Any
+
+
 @functools.cache
-def _postgresql() -> tuple[Any, tuple[int, Any], Any]:
-    """Django's server-binding cursor, passing `prepare` to psycopg (Django's cursor wrapper does not), the
-    timestamptz type's OID and text format (its loader), and Django's time zone loader. Imported on first use:
-    a server on SQLite never loads Django's PostgreSQL backend."""
+def _postgresql() -> _Backend:
+    """Django's server-binding cursor, passing `prepare` to psycopg (Django's cursor wrapper does not), and its
+    query-logging wrapper logging the statement's text; the timestamptz type's OID and text format (its loader),
+    and Django's time zone loader. Imported on first use: a server on SQLite never loads Django's PostgreSQL
+    backend."""
     from django.db.backends.postgresql import base
     from django.db.backends.postgresql.psycopg_any import register_tzloader
+    from django.db.backends.utils import CursorWrapper
     from psycopg.pq import Format
 
     server_binding: Any = base.ServerBindingCursor  # a psycopg Cursor; the stubs do not describe it
+    debug_wrapper: Any = base.CursorDebugWrapper
 
     class PreparingCursor(server_binding):
         prepare: bool = True
@@ -114,4 +124,11 @@ def _postgresql() -> tuple[Any, tuple[int, Any], Any]:
             kwargs.setdefault("prepare", self.prepare)
             return super().execute(query, params, **kwargs)
 
-    return PreparingCursor, (base.TIMESTAMPTZ_OID, Format.TEXT), register_tzloader
+    class PreparedDebugWrapper(debug_wrapper):
+        def execute(self, sql: Any, params: Any = None) -> Any:
+            # Django's query log reads the statement from psycopg's last query, which a prepared execution leaves
+            # unset: it logs the statement with its values, as the plain cursor sent it.
+            with self.debug_sql(self.db.ops.compose_sql(sql, params)):
+                return CursorWrapper.execute(self, sql, params)  # without the logging wrapper's own entry
+
+    return _Backend(PreparingCursor, PreparedDebugWrapper, (base.TIMESTAMPTZ_OID, Format.TEXT), register_tzloader)

@@ -3,6 +3,7 @@ plain statement does, also after its prepared statement went stale under the run
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from tools_app.kernel import prepared
 from tools_app.selectors import binding_call_target
@@ -133,3 +134,21 @@ def test_another_error_of_the_lookup_is_raised(postgres_db, served, monkeypatch)
 
     # then
     assert prepared._generation == 0
+
+
+def test_the_query_log_shows_a_prepared_lookup_with_its_values(postgres_db, served):
+    """Django's query log (CaptureQueriesContext, DEBUG) gets one entry per lookup: the statement as the plain cursor
+    sends it, with its values, though psycopg leaves the text of a prepared execution unset."""
+    # given
+    _target(served)
+
+    # when
+    with CaptureQueriesContext(connection) as queries:
+        _target(served)
+
+    # then
+    assert len(queries.captured_queries) == 1
+    logged = queries.captured_queries[0]["sql"]
+    assert logged.startswith('SELECT i."id", i."owner_id"')
+    assert f'WHERE i."id" = {served["instance"].pk} AND i."slug" = \'shop\' AND i."enabled"' in logged
+    assert f'k."id" = {served["api_key"].pk} AND k."revoked_at" IS NULL' in logged
