@@ -26,7 +26,9 @@ ratio is then what the change between REF and this checkout costs a call.
 
 Besides requests/s, each server's CPU time per call is read from /proc (user + system time of the uvicorn
 process over the timed run, divided by the requests wrk counted): on a busy machine, where wall-clock
-throughput swings with the other processes, the CPU per call is the steadier figure.
+throughput swings with the other processes, the CPU per call is the steadier figure. On a PostgreSQL server
+of this machine, the CPU of the backends serving each toolhub's database is read the same way ("PostgreSQL
+CPU ms/call"): the statements' parsing, planning and running, which the uvicorn process's figure leaves out.
 """
 
 import argparse
@@ -136,7 +138,30 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_wrk(url: str, body: str, headers: dict[str, str], args, vary: int, pid: int) -> dict:
+def database_cpu(env: dict[str, str] | None) -> dict[int, float]:
+    """CPU seconds so far of each PostgreSQL backend serving the database of `env` (a server on this machine;
+    empty for SQLite or a server whose processes this user cannot read)."""
+    if not env or "BENCH_PG_DB" not in env:
+        return {}
+    query = f"SELECT pid FROM pg_stat_activity WHERE datname = '{env['BENCH_PG_DB']}'"
+    listed = subprocess.run(
+        ["psql", env["BENCH_PG_ADMIN"], "-Atc", query],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    seconds = {}
+    for pid in listed.stdout.split():
+        try:
+            seconds[int(pid)] = cpu_seconds(int(pid))
+        except OSError:  # gone since, or not readable
+            continue
+    return seconds
+
+
+def run_wrk(
+    url: str, body: str, headers: dict[str, str], args, vary: int, pid: int, database: dict[str, str] | None = None
+) -> dict:
     env = {
         **os.environ,
         "MCP_BODY": body,
@@ -146,9 +171,12 @@ def run_wrk(url: str, body: str, headers: dict[str, str], args, vary: int, pid: 
     }
     base = ["wrk", f"-t{args.threads}", f"-c{args.connections}", "-s", str(BENCH / "mcp_call.lua")]
     subprocess.run([*base, f"-d{args.warmup}s", url], env=env, check=True, capture_output=True)
-    cpu_before = cpu_seconds(pid)
+    cpu_before, database_before = cpu_seconds(pid), database_cpu(database)
     out = subprocess.run([*base, f"-d{args.duration}s", url], env=env, check=True, capture_output=True, text=True)
     cpu = cpu_seconds(pid) - cpu_before
+    # A backend that started during the run counts from zero; one that ended during it is not counted.
+    database_after = database_cpu(database)
+    database_seconds = sum(seconds - database_before.get(backend, 0.0) for backend, seconds in database_after.items())
     text = out.stdout
 
     def number(pattern: str) -> float:
@@ -160,6 +188,7 @@ def run_wrk(url: str, body: str, headers: dict[str, str], args, vary: int, pid: 
     requests = int(number(r"(\d+) requests in"))
     return {
         "cpu_ms": cpu * 1000 / max(requests, 1),
+        "db_cpu_ms": database_seconds * 1000 / max(requests, 1) if database_after else None,
         "rps": number(r"Requests/sec:\s+([\d.]+)"),
         "p50_ms": number(r"LATENCY_P50_US (\d+)") / 1000,
         "p99_ms": number(r"LATENCY_P99_US (\d+)") / 1000,
@@ -202,12 +231,19 @@ def report(args, query: str, eras: list[str], runs: dict[tuple[str, str], list[d
                 cpu_ratios = [mine["cpu_ms"] / theirs["cpu_ms"] for mine, theirs in pairs]
                 cpu_ratio = f"{statistics.median(cpu_ratios):.2f}x"
                 cpu_rounds = "  (" + " ".join(f"{value:.2f}" for value in cpu_ratios) + ")"
+            database = ""
+            if all(r.get("db_cpu_ms") is not None for r in these):
+                database = f"   PostgreSQL {statistics.median(r['db_cpu_ms'] for r in these):.3f} CPU ms/call"
+                if name == "toolhub" and all(r.get("db_cpu_ms") for r in baseline_runs):
+                    database_ratios = [mine["db_cpu_ms"] / theirs["db_cpu_ms"] for mine, theirs in pairs]
+                    database += f" {statistics.median(database_ratios):.2f}x"
+                    database += " (" + " ".join(f"{value:.2f}" for value in database_ratios) + ")"
             label = name
             if args.baseline_ref:
                 label = f"@{args.baseline_ref}"[:12] if name == "handwritten" else "this checkout"[:12]
             print(
                 f"{era:<12}{label:<13}{rps:>10.0f}{p50:>9.2f}{p99:>9.2f}{bad:>6}   {ratio:<7}{rounds:<24}"
-                f"{cpu:>8.3f}     {cpu_ratio:<6}{cpu_rounds}"
+                f"{cpu:>8.3f}     {cpu_ratio:<6}{cpu_rounds}{database}"
             )
 
 
@@ -284,6 +320,8 @@ def main() -> None:
         "handwritten": f"http://127.0.0.1:{handwritten_port}{baseline_path}",
     }
     tools = {"toolhub": "orders_query", "handwritten": "orders_query"}
+    # Whose PostgreSQL backends' CPU counts for each server (the hand-written server uses no database).
+    database_envs = {"toolhub": toolhub_env, "handwritten": baseline_env if args.baseline_ref else None}
     keys = {"toolhub": seeded["key"], "handwritten": baseline_key}
     try:
         for name, process in servers.items():
@@ -311,7 +349,8 @@ def main() -> None:
                 for name in order:
                     body, headers = requests[(era, name)]
                     pid = servers[name].pid
-                    runs[(era, name)].append(run_wrk(urls[name], body, headers, args, args.vary, pid))
+                    run = run_wrk(urls[name], body, headers, args, args.vary, pid, database_envs[name])
+                    runs[(era, name)].append(run)
         report(args, query, eras, runs)
     finally:
         for process in servers.values():

@@ -87,7 +87,8 @@ def current_instance(state: RequestState) -> McpInstance:
         checks["owner__is_active"] = True  # A deactivated owner's keys stop working
         if caller.api_key_id is not None:
             checks.update(api_keys__pk=caller.api_key_id, api_keys__revoked_at__isnull=True)
-        instance = McpInstance.objects.select_related("owner").filter(**checks).first()
+        # The owner comes along (the registry's quota and the tools it creates name them), not their password hash.
+        instance = McpInstance.objects.select_related("owner").defer("owner__password").filter(**checks).first()
         if instance is not None and caller.oauth_token_id is not None and not oauth_token_live(caller):
             instance = None  # The access token was revoked or expired since
         if instance is not None:

@@ -498,6 +498,9 @@ TOOLHUB_CONCURRENT_CALLS_PER_USER = env_int(
     "TOOLHUB_CONCURRENT_CALLS_PER_USER", limits.CONCURRENT_CALLS_PER_USER.default
 )
 TOOLHUB_CONCURRENCY_WAIT_MS = env_int("TOOLHUB_CONCURRENCY_WAIT_MS", limits.CONCURRENCY_WAIT_MS.default)
+# TOOLHUB_PREPARED_STATEMENTS: a tools/call's lookup is a prepared statement on PostgreSQL (tools_app.kernel.prepared);
+# false behind a pooler in transaction mode that does not keep prepared statements.
+TOOLHUB_PREPARED_STATEMENTS = env_bool("TOOLHUB_PREPARED_STATEMENTS", limits.PREPARED_STATEMENTS.default)
 # Processes per server process that run reads once they turn expensive (tools_app/execution/heavy.py), so that they do
 # not share the server's interpreter lock with light calls; 0 keeps them in the server process. Each worker's
 # address space is capped at TOOLHUB_HEAVY_WORKER_MEMORY_MB (0: no cap). docs/budgets.md.

@@ -25,6 +25,7 @@ from django.utils import timezone
 from oauth2_provider.models import get_access_token_model
 
 from tools_app.kernel.limits import IN_USE_DAYS, IN_USE_MAX_CLIENTS
+from tools_app.kernel.prepared import fetch_one
 from tools_app.models import ApiKey, Binding, CallLog, McpInstance, Table, Tool
 from tools_app.models.columns import column
 
@@ -181,9 +182,7 @@ def binding_call_target(
         # Opened by an OAuth access token: the token must still be there and unexpired, its user active.
         sql, params["key"] = _call_target_sql(connection.vendor, OPENED_BY_TOKEN), oauth_token_id
         params["now"] = connection.ops.adapt_datetimefield_value(timezone.now())
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
+    row = fetch_one(sql, params)  # prepared on PostgreSQL: planning it cost more than running it
     if row is None:
         return None
     (

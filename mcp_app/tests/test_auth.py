@@ -1,6 +1,8 @@
 """SPEC §4.1, §4.2, §8: who may reach an MCP endpoint (Host, Origin, bearer key, slug)."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from mcp_app.tests.mcp_harness import ERAS, LEGACY, Harness, rpc_body
 from tools_app.execution.pipeline import KEY_TOUCH_INTERVAL, key_touches
@@ -104,6 +106,25 @@ def test_key_revoked_after_use_is_refused_on_the_next_request(served, era):
     assert response.status_code == 401
     assert response.headers["www-authenticate"].startswith("Bearer ")
     assert CallLog.objects.count() == 1  # only the call made before the revocation
+
+
+@pytest.mark.parametrize("method", ["tools/list", "ping"])
+def test_the_recheck_of_a_request_reads_no_password_hash(served, method):
+    """The instance's re-check brings its owner along (the registry needs them), never the owner's password hash."""
+    # given
+    harness = Harness()
+    assert harness.post("shop", call_body(LEGACY), key=served["key"]).status_code == 200  # the key seen once
+
+    # when
+    with CaptureQueriesContext(connection) as queries:
+        response = harness.post("shop", rpc_body(method), key=served["key"])
+
+    # then
+    assert response.status_code == 200
+    rechecks = [q["sql"] for q in queries.captured_queries if 'FROM "mcp_app_mcpinstance"' in q["sql"]]
+    assert len(rechecks) == 1
+    assert '"auth_user"."username"' in rechecks[0]
+    assert '"auth_user"."password"' not in rechecks[0]
 
 
 @pytest.mark.parametrize("era", ERAS)

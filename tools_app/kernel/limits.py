@@ -306,6 +306,9 @@ HEAVY_WORKER_MEMORY_MB = Limit(
     "TOOLHUB_HEAVY_WORKER_MEMORY_MB", 2048, "MiB", "a heavy worker's address space (0: no cap)"
 )
 MCP_DB_THREADS = Limit("TOOLHUB_MCP_DB_THREADS", 4, "threads", "threads per process doing the MCP database work")
+PREPARED_STATEMENTS = Switch(
+    "TOOLHUB_PREPARED_STATEMENTS", True, "on/off", "whether PostgreSQL keeps a tools/call's lookup prepared"
+)
 GIL_SWITCH_INTERVAL_MS = Measure(
     "TOOLHUB_GIL_SWITCH_INTERVAL_MS", 0.1, "ms", "how long a busy thread keeps the interpreter (0: Python's 5 ms)"
 )
