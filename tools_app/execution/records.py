@@ -2027,7 +2027,7 @@ def _count(collection: Collection, delta: int) -> None:
 #
 
 
-def replace_data(table_id: int, version: int, data: Any) -> tuple[list, list, Any, bool]:
+def replace_data(table_id: int, version: int, data: Any, exact: bool = False) -> tuple[list, list, Any, bool]:
     """A whole-data write of a rows table at `version` (the API's PUT/PATCH of `data`, setup apply, the admin's
     editor), inside the caller's transaction, which holds the table's row lock; returns (patch, inverse, the new
     document without its records, laid out again).
@@ -2042,12 +2042,18 @@ def replace_data(table_id: int, version: int, data: Any) -> tuple[list, list, An
     layout with its records (`_layout_inverse`), and the caller makes the new version the table's
     rows_since_version. Refused (VALIDATION_ERROR, nothing written): a written record over
     TOOLHUB_MAX_RECORD_BYTES, more records than TOOLHUB_MAX_TABLE_RECORDS.
+
+    The data written is what a document table's whole-data write leaves (`_as_the_document_writes`), or with
+    `exact` (a restore) `data` itself, key order included, as a document table's restore writes it. When that is
+    `data` taken whole, the document's diff keeps its key order (`ordered`), as the document table's entry, which
+    holds `data` whole, does: the log replays to the order the version was written in.
     """
     tools = list(Tool.objects.filter(table_id=table_id).order_by("id").values_list("json_path", "metadata"))
     mounts = [(path, (metadata or {}).get("key_field") or "id") for path, metadata in tools]
     found = collections(table_id)
     keys = table_log.record_keys(table_id)
-    data = _as_the_document_writes(_spliced(table_id, version, Mount("", "id"), found), data, keys)
+    if not exact:
+        data, exact = _as_the_document_writes(_spliced(table_id, version, Mount("", "id"), found), data, keys)
     wanted = collection_mounts(data, mounts)
     # A worker's cached document of a version from before the move to rows may still hold the records.
     before = _without_records(services.table_document(table_id, version), list(found))
@@ -2063,7 +2069,7 @@ def replace_data(table_id: int, version: int, data: Any) -> tuple[list, list, An
         patch = [{"op": "replace", "path": "", "value": document, "layout": True}]
         return patch, inverse, document, True
     document = _without_records(data, [mount for mount, _key_field, _value in wanted])
-    patch, inverse = json_patch.diff(before, document, keys=keys)
+    patch, inverse = json_patch.diff(before, document, keys=keys, ordered=exact)
     written: list[tuple[str, list | dict]] = []
     for mount, _key_field, value in wanted:
         forward, backward = _record_changes(found[mount], value)
@@ -2075,17 +2081,17 @@ def replace_data(table_id: int, version: int, data: Any) -> tuple[list, list, An
     return patch, inverse, document, False
 
 
-def _as_the_document_writes(whole: Any, data: Any, keys: tuple[str, ...]) -> Any:
-    """`data` as a document table's whole-data write leaves it (table_log.table_replace): the old document with
-    json_patch.diff's changes applied, whose objects keep their members' order where both hold them, or `data`
-    itself when that diff is larger than it. The same JSON value either way; the order is what reads answer
-    (`keys(@)`), so both storages answer alike."""
+def _as_the_document_writes(whole: Any, data: Any, keys: tuple[str, ...]) -> tuple[Any, bool]:
+    """(`data` as a document table's whole-data write leaves it (table_log.table_replace), whether that is `data`
+    taken whole): the old document with json_patch.diff's changes applied, whose objects keep their members' order
+    where both hold them, or `data` itself, in its own order, when that diff is larger than it. The same JSON value
+    either way; the order is what reads answer (`keys(@)`), so both storages answer alike."""
     patch, _inverse = json_patch.diff(whole, data, keys=keys)
     if not patch:
-        return whole
+        return whole, False
     if len(json.dumps(patch)) > len(json.dumps(data)):
-        return data
-    return json_patch.apply(whole, patch)
+        return data, True
+    return json_patch.apply(whole, patch), False
 
 
 def _kind(value: list | dict) -> str:

@@ -766,7 +766,8 @@ def table_restore(*, table_id: int, version: int) -> int:
     from its rows_since_version on writes that per-record change to its rows; to a version before it (from before
     tables_to_rows, or before the table was laid out again), the whole document at that version
     (_rows_version_data) is written as a whole-data write writes it (rows_replace: only the records that differ;
-    laid out again, the new version becoming its rows_since_version, when its collections differ), so it answers
+    laid out again, the new version becoming its rows_since_version, when its collections differ), but exactly,
+    key order included (`exact`, as the documents' `ordered` diff writes a document table's restore), so it answers
     as the document table would."""
     audit = current_audit()
     now = timezone.now()
@@ -781,7 +782,8 @@ def table_restore(*, table_id: int, version: int) -> int:
         written = laid_out = False
         if rows and since is not None and version < since:
             target = _rows_version_data(table_id, version, current)
-            patch, inverse, _document, laid_out = rows_replace(table_id, current, target)  # type: ignore[misc]
+            # exact: the version as it was, key order included, as a document table's restore writes it.
+            patch, inverse, _document, laid_out = rows_replace(table_id, current, target, True)  # type: ignore[misc]
             written = True
             exact_size = _size(target)  # the whole document is at hand: its size is exact, not estimated
         else:
@@ -895,9 +897,10 @@ def table_relayout_entry(table_id: int, version: int, patch: list, inverse: list
     transaction.on_commit(lambda: _committed(table_id, version, data, _size(data), {}, history))
 
 
-# rows_replace(table_id, version, data) writes a rows table's data whole inside the caller's transaction (under its
-# row lock): (patch, inverse, the new document without records, laid out again); set by tools_app.execution.records.
-rows_replace: Callable[[int, int, Any], tuple[list, list, Any, bool]] | None = None
+# rows_replace(table_id, version, data, exact) writes a rows table's data whole inside the caller's transaction (under
+# its row lock): (patch, inverse, the new document without records, laid out again); `data` as a whole-data write
+# leaves it, or with `exact` (a restore) `data` itself, key order included; set by tools_app.execution.records.
+rows_replace: Callable[[int, int, Any, bool], tuple[list, list, Any, bool]] | None = None
 # rows_start(table_id, data, key_field) lays a new table out as rows when its data holds a collection (True).
 rows_start: Callable[[int, Any, str], bool] | None = None
 
@@ -940,7 +943,7 @@ def _replace_rows(table_id: int, data: Any, version: int, size: int, now: Any) -
         raise RuntimeError("No rows writer: tools_app.execution.records plugs it in when it loads.")
     _check_rows_table_size(size, path=["data"])
     new_version = version + 1
-    patch, inverse, document, laid_out = rows_replace(table_id, version, data)
+    patch, inverse, document, laid_out = rows_replace(table_id, version, data, False)
     history = _append(table_id, new_version, patch, inverse, current_audit(), now, size)
     if laid_out:
         Table.objects.filter(pk=table_id).update(rows_since_version=new_version)

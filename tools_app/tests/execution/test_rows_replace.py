@@ -348,3 +348,100 @@ def test_new_tables_start_as_rows_when_their_data_holds_a_collection(owner):
     with override_settings(TOOLHUB_NEW_TABLE_STORAGE="document"):
         plain = services.table_create(owner=owner, name="plain", data=[{"id": 1}])
     assert Table.objects.get(pk=plain.pk).storage == TableStorage.DOCUMENT
+
+
+def _reversed(value):
+    """`value` with every object's members in reverse order, at every depth (records and the document alike)."""
+    if isinstance(value, dict):
+        return {key: _reversed(value[key]) for key in reversed(value)}
+    if isinstance(value, list):
+        return [_reversed(item) for item in value]
+    return value
+
+
+def _changed(value):
+    """`value` with every string and number changed (a key field too), in the same order: a whole-data write of it
+    has nothing in common with `value`, so a document table takes it whole, in its own key order."""
+    if isinstance(value, dict):
+        return {key: _changed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_changed(item) for item in value]
+    if isinstance(value, str):
+        return f"{value}!"
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value + 1
+    return value
+
+
+def _text(value) -> str:
+    """JSON text, which tells key orders apart (dict equality does not)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+# Whole-data writes from version 1 (DOCUMENT): each of the first two has nothing in common with the one before it, so
+# it is taken whole, with the document's members and each record's in reverse order; the third changes one member
+# of the reversed document, which keeps its order. Version 3 holds version 1's values in another order.
+REORDERING = [_reversed(_changed(DOCUMENT)), _reversed(DOCUMENT), {**_reversed(DOCUMENT), "tags": [9]}]
+
+
+def _cold_text(read, *arguments):
+    """The JSON text of `read(*arguments)` with this process's table cache empty: read from the database (snapshot,
+    log, rows), not from what a write left in the cache."""
+    table_cache.clear()
+    return _text(read(*arguments))
+
+
+def test_a_whole_data_write_that_reorders_keys_opens_and_restores_in_its_order_on_both_storages(replaced):
+    document_tools, rows_tools, document, rows = replaced
+    for data in REORDERING:
+        for table in (document, rows):
+            services.table_update(table=Table.objects.get(pk=table.pk), data=copy.deepcopy(data))
+    entry = TableChange.objects.get(table=document, version=2)
+    assert entry.patch == [{"op": "replace", "path": "", "value": REORDERING[0]}]
+    written = {1: _text(DOCUMENT), **{version: _text(data) for version, data in enumerate(REORDERING, start=2)}}
+    for version, text in written.items():
+        for table in (document, rows):
+            assert _cold_text(table_log.table_version_data, table.pk, version) == text, version
+    for table in (document, rows):
+        assert _cold_text(_whole, table) == _text([4, REORDERING[2]])
+    for version in (1, 2, 3, 1, 4, 2, 3):
+        made = services.table_restore(table_id=document.pk, version=version)
+        assert services.table_restore(table_id=rows.pk, version=version) == made
+        for table in (document, rows):
+            assert _text(_whole(table)) == _text([made, json.loads(written[version])]), (version, table.name)
+            assert _cold_text(_whole, table) == _text([made, json.loads(written[version])])
+        assert _reads(rows_tools) == _reads(document_tools), version
+        written[made] = written[version]
+    for version, text in written.items():
+        assert _cold_text(table_log.table_version_data, rows.pk, version) == text, version
+
+
+def test_a_restore_to_a_version_before_the_move_to_rows_writes_its_key_order(make_table, make_tool, owner):
+    """A table moved to rows after key-reordering writes, restored to versions from before the move (written as a
+    whole-data write writes them, through the rows), answers each in its own key order, as the table stored as a
+    document does."""
+    document = make_table(owner, name="as document", data=DOCUMENT, storage="document")
+    moved = make_table(owner, name="moved", data=DOCUMENT, storage="document")
+    document_tools = _tools(make_tool, owner, document, "d")
+    moved_tools = _tools(make_tool, owner, moved, "m")
+    for data in REORDERING[:2]:
+        for table in (document, moved):
+            services.table_update(table=Table.objects.get(pk=table.pk), data=copy.deepcopy(data))
+    table_cache.clear()
+    assert records.table_to_rows(moved.pk) is True
+    for table in (document, moved):
+        services.table_update(table=Table.objects.get(pk=table.pk), data=copy.deepcopy(REORDERING[2]))
+    moved.refresh_from_db()
+    assert (moved.storage, moved.rows_since_version, moved.version) == (TableStorage.ROWS, 3, 4)
+    written = {1: _text(DOCUMENT), **{version: _text(data) for version, data in enumerate(REORDERING, start=2)}}
+    # Version 1 holds the current values but for `tags`, in another order: restored, it is written in its own.
+    for version in (1, 3, 2, 1, 4):
+        made = services.table_restore(table_id=document.pk, version=version)
+        assert services.table_restore(table_id=moved.pk, version=version) == made
+        for table in (document, moved):
+            assert _cold_text(_whole, table) == _text([made, json.loads(written[version])])
+        assert _reads(moved_tools) == _reads(document_tools), version
+        written[made] = written[version]
+    for version, text in written.items():
+        for table in (document, moved):
+            assert _cold_text(table_log.table_version_data, table.pk, version) == text, version
