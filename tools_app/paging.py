@@ -174,20 +174,31 @@ _NUMBERS = (int, float, bool)
 _NUMBER_KINDS = frozenset({int, float, bool, type(None)})
 
 
+# The items of number_run's first piece, from which it learns how long the numbers' text is.
+NUMBER_PROBE = 256
+
+
 def number_run(values: list | tuple, start: int, room: int) -> tuple[str, int, bool]:
     """(text, count, full): the longest run of `values` from `start` of numbers, booleans and nulls whose text,
     items joined by commas, fits `room` characters (each its UTF-8 byte); `full` when it ended at a number that
     does not fit (not at the end of `values` or at an item of another type). The same text as item by item,
     without a Python step per item: a piece of the run is encoded at once by the C encoder and cut at its last
-    comma that fits (such a text holds no other comma). Each piece is of a quarter of the room left in items,
-    so what is encoded is at most 6 rooms (every number of the longest text, 24 characters); a piece that holds
-    an item of another type ends the run at the piece before it."""
+    comma that fits (such a text holds no other comma). The first piece is of at most NUMBER_PROBE items, each
+    next one of as many items as the room left holds at the characters per item encoded so far (one more), and
+    none of more than a quarter of the room left in items, so what is encoded is about the room when the numbers
+    are alike and at most 6 rooms (every number of the longest text, 24 characters); a piece that holds an item
+    of another type ends the run at the piece before it."""
     texts: list[str] = []
     used, index, end = 0, start, len(values)
     while index < end and type(values[index]) in _NUMBER_KINDS:  # a list of records: not sliced at all
         separator = 1 if texts else 0
         left = room - used - separator
-        piece = values[index : index + max(left, 0) // 4 + 1]
+        size = max(left, 0) // 4 + 1
+        if index == start:
+            size = min(size, NUMBER_PROBE)
+        else:  # the characters per item so far, each with its comma
+            size = min(size, max(left, 0) * (index - start) // (used + 1) + 1)
+        piece = values[index : index + size]
         if not _NUMBER_KINDS.issuperset(map(type, piece)):
             break
         text = _dumps(piece)[1:-1]
