@@ -31,6 +31,7 @@ __all__ = [
     "cursor_argument_schema",
     "encode_within",
     "encoded_size",
+    "list_within",
     "number_run",
     "page_of",
     "paged_input_schema",
@@ -73,6 +74,19 @@ def encode_within(value: Any, limit: int) -> str | None:
         return text if utf8_size(text) <= limit else None
     text = "".join(encoder.parts)
     return text if utf8_size(text) <= limit else None
+
+
+def list_within(items: list, limit: int) -> tuple[str | None, tuple[str, int] | None]:
+    """(text, start): a list's compact JSON as encode_within gives it (None when over `limit`), and, when it is
+    over the budget at a number that does not fit, the run of numbers from its first item that fits `limit`
+    ("[" and "]" aside) as (text, count), which page_of cuts its first page from instead of encoding those
+    numbers again (the page's room is smaller). A list of numbers over its budget is encoded once, not twice."""
+    run, count, full = number_run(items, 0, limit - 2)
+    if count == len(items) and limit >= 2:  # numbers only (or none): what encode_within makes of them
+        return "[" + run + "]", None
+    if full:
+        return None, (run, count)
+    return encode_within(items, limit), None
 
 
 class _Over(Exception):
@@ -160,20 +174,31 @@ _NUMBERS = (int, float, bool)
 _NUMBER_KINDS = frozenset({int, float, bool, type(None)})
 
 
+# The items of number_run's first piece, from which it learns how long the numbers' text is.
+NUMBER_PROBE = 256
+
+
 def number_run(values: list | tuple, start: int, room: int) -> tuple[str, int, bool]:
     """(text, count, full): the longest run of `values` from `start` of numbers, booleans and nulls whose text,
     items joined by commas, fits `room` characters (each its UTF-8 byte); `full` when it ended at a number that
     does not fit (not at the end of `values` or at an item of another type). The same text as item by item,
     without a Python step per item: a piece of the run is encoded at once by the C encoder and cut at its last
-    comma that fits (such a text holds no other comma). Each piece is of a quarter of the room left in items,
-    so what is encoded is at most 6 rooms (every number of the longest text, 24 characters); a piece that holds
-    an item of another type ends the run at the piece before it."""
+    comma that fits (such a text holds no other comma). The first piece is of at most NUMBER_PROBE items, each
+    next one of as many items as the room left holds at the characters per item encoded so far (one more), and
+    none of more than a quarter of the room left in items, so what is encoded is about the room when the numbers
+    are alike and at most 6 rooms (every number of the longest text, 24 characters); a piece that holds an item
+    of another type ends the run at the piece before it."""
     texts: list[str] = []
     used, index, end = 0, start, len(values)
     while index < end and type(values[index]) in _NUMBER_KINDS:  # a list of records: not sliced at all
         separator = 1 if texts else 0
         left = room - used - separator
-        piece = values[index : index + max(left, 0) // 4 + 1]
+        size = max(left, 0) // 4 + 1
+        if index == start:
+            size = min(size, NUMBER_PROBE)
+        else:  # the characters per item so far, each with its comma
+            size = min(size, max(left, 0) * (index - start) // (used + 1) + 1)
+        piece = values[index : index + size]
         if not _NUMBER_KINDS.issuperset(map(type, piece)):
             break
         text = _dumps(piece)[1:-1]
@@ -188,6 +213,18 @@ def number_run(values: list | tuple, start: int, room: int) -> tuple[str, int, b
             index += text.count(",", 0, cut) + 1
         return ",".join(texts), index - start, True
     return ",".join(texts), index - start, False
+
+
+def _cut_run(text: str, count: int, room: int) -> tuple[str, int, bool]:
+    """number_run's answer for `room` from its answer (`text` of `count` numbers, full) for a room at least as
+    large: the longest run of those numbers that fits, cut at its last comma that fits. Always full: the number
+    after the run did not fit the larger room."""
+    if len(text) <= room:
+        return text, count, True
+    cut = text.rfind(",", 0, room + 1)
+    if cut <= 0:
+        return "", 0, True
+    return text[:cut], text.count(",", 0, cut) + 1, True
 
 
 # The longest run of a list's items encoded at once (_scalar_run).
@@ -380,20 +417,27 @@ class Page:
         )
 
 
-def page_of(items: list, *, offset: int, limit: int, cursor_at: Callable[[int], str]) -> Page | None:
+def page_of(
+    items: list, *, offset: int, limit: int, cursor_at: Callable[[int], str], start: tuple[str, int] | None = None
+) -> Page | None:
     """The page of `items` starting at `offset` whose JSON fits `limit` bytes, items encoded one by one (runs of
     scalars at once: _scalar_run) until the next one does not fit; None when the item at `offset` alone does
     not fit (nothing can be shown). The same page as PageWindow.cut gives a reader that reads its items where they
     are stored (tests/test_paging.py compares the two over every cursor).
 
-    `cursor_at(offset)` signs the cursor of the page starting there.
+    `cursor_at(offset)` signs the cursor of the page starting there. `start`: the run of numbers from `offset` that
+    ended at a number not fitting a room of at least this page's (list_within's, against the whole list's
+    budget): the page's numbers are cut from its text, not encoded again.
     """
     total = len(items)
     # The envelope with the longest cursor this list can have (its offset has the most digits).
     envelope = utf8_size(_envelope("", total, cursor_at(total)))
     budget = limit - envelope
     # A list of numbers (ids, amounts) is cut at once (number_run); what follows a run of them, item by item.
-    run, count, full = number_run(items, offset, budget)
+    if start is not None and start[1] and budget > 0:
+        run, count, full = _cut_run(*start, budget)
+    else:
+        run, count, full = number_run(items, offset, budget)
     texts: list[str] = [run] if count else []
     used = len(run)
     index = offset + count

@@ -77,6 +77,7 @@ from tools_app.paging import (
     PageWindow,
     encode_within,
     encoded_size,
+    list_within,
     page_of,
     read_cursor,
     sign_cursor,
@@ -631,10 +632,17 @@ def _limited(
     value, known = outcome.value, outcome._text
     if isinstance(value, Cut):
         return _from_cut(target, outcome, value, limit, cache_key)
+    start: tuple[str, int] | None = None  # the numbers list_within encoded, for the first page
     if paging.offset is None:
         if known is not None and not over_limit(target.tool_type, utf8_size(known), limit):
             return outcome
-        within = encode_within(value, limit) if known is None else None
+        within = None
+        if known is None:
+            if paging.pageable and isinstance(value, list):
+                # A list over the budget is encoded once: its first page is cut from what was encoded.
+                within, start = list_within(value, limit)
+            else:
+                within = encode_within(value, limit)
         if within is not None:
             outcome._text = within
             if cache_key is not None and keep:
@@ -646,7 +654,7 @@ def _limited(
         except Tool.DoesNotExist:  # deleted since it ran: no cursor can be bound to it, so no page either
             binding = ""
         if binding:
-            return _paged(target, outcome, paging, binding, limit, cache_key, keep=keep)
+            return _paged(target, outcome, paging, binding, limit, cache_key, keep=keep, start=start)
     if paging.offset is not None:  # a cursor whose list is gone: only a change of the data does that
         return _failed(outcome, ToolError(ErrorCode.CURSOR_EXPIRED, "The result this cursor pages is gone."))
     size, complete = (utf8_size(known), True) if known is not None else encoded_size(value, limit * MEASURE_FACTOR)
@@ -663,8 +671,10 @@ def _paged(
     cache_key: tuple | None,
     *,
     keep: bool,
+    start: tuple[str, int] | None = None,
 ) -> CallOutcome:
-    """The page of the list result at the cursor's offset, with cursors bound to `binding` (_binding)."""
+    """The page of the list result at the cursor's offset, with cursors bound to `binding` (_binding); `start`, the
+    numbers from the list's first item already encoded against the whole budget (paging.list_within)."""
     items: list = outcome.value
     offset = paging.offset or 0
     if offset > len(items):
@@ -674,7 +684,7 @@ def _paged(
     def cursor_at(index: int) -> str:
         return sign_cursor(binding=binding, version=version, offset=index)
 
-    page = page_of(items, offset=offset, limit=limit, cursor_at=cursor_at)
+    page = page_of(items, offset=offset, limit=limit, cursor_at=cursor_at, start=start if offset == 0 else None)
     if page is None:
         error = _item_too_large(target.tool_type or "", offset, limit, on_instance=target.instance_id is not None)
         return _failed(outcome, error)

@@ -354,6 +354,44 @@ def test_lists_of_numbers_are_cut_at_once_as_item_by_item_at_every_budget(seed):
             assert (page.text, page.shown) == (expected_text, expected_shown)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_a_list_over_its_budget_is_encoded_once_and_its_first_page_cut_from_that(seed):
+    """paging.list_within gives encode_within's text, and for a list over the budget at a number the run of numbers
+    that fits it, from which page_of cuts the same first page as it cuts encoding the list itself, at every budget
+    around the list's length; the numbers are not encoded again."""
+    # given
+    rng = random.Random(seed)
+    kinds = [
+        lambda: rng.randrange(100_000),
+        lambda: rng.randrange(-(10**30), 10**30),
+        lambda: rng.random() * 10 ** rng.randrange(-8, 20),
+        lambda: rng.choice([True, False, None, -0.0]),
+    ]
+    items = [rng.choice(kinds)() for _ in range(rng.randrange(1, 60))]
+    if seed % 2:
+        items.insert(rng.randrange(len(items)), "a string ends the run")
+    whole = json.dumps(items, separators=(",", ":"))
+    for limit in range(0, len(whole) + 3):
+        # when
+        text, start = paging.list_within(items, limit)
+        again = paging.page_of(items, offset=0, limit=limit, cursor_at=lambda index: f"c{index}")
+        cut = paging.page_of(items, offset=0, limit=limit, cursor_at=lambda index: f"c{index}", start=start)
+        # then
+        assert text == paging.encode_within(items, limit) == (whole if len(whole) <= limit else None)
+        if start is not None:
+            assert text is None
+            assert start[0] == whole[1:-1][: len(start[0])]
+            assert start[0] == ",".join(json.dumps(item) for item in items[: start[1]])
+        assert cut == again
+
+
+def test_list_within_of_no_items():
+    assert paging.list_within([], 2) == ("[]", None)
+    assert paging.list_within([], 1) == (None, None)
+    assert paging.list_within([1, 2, 3], 6) == (None, ("1,2", 2))
+    assert paging.list_within([1, 2, 3], 7) == ("[1,2,3]", None)
+
+
 def test_a_value_nested_900_deep_is_encoded_and_measured():
     """A legacy document nested deeper than the encoder's walk allows (stored before TOOLHUB_MAX_TABLE_DEPTH):
     within the budget its exact text, over it None, and measured exactly; never a RecursionError."""
