@@ -362,19 +362,43 @@ PROBE_LIMITS = (1_000, 10_000, 100_000)
 _SQL_OPERATORS = {"eq": "=", "lt": "<", "lte": "<=", "gt": ">", "gte": ">="}
 
 
+# Catalogs read (index_catalog), by database file, records table and collection, each with the schema version it was
+# read at. SQLite bumps a database's schema_version at every schema change, by any connection of any process, so a
+# kept catalog is used only while its version is current. In-memory databases (no file) are not kept. At most
+# CATALOGS_KEPT entries: past it the oldest go.
+CATALOGS_KEPT = 1024
+_catalogs: dict[tuple[str, str, int], tuple[int, dict[str, str]]] = {}
+
+
 def index_catalog(cursor, *, records_table: str, collection_id: int) -> dict[str, str]:
     """SQLite: {name: CREATE INDEX statement} of the collection's indexes (the catalog's text, as written), read
-    once for less_selective_indexes and covering_fields. A failure is logged and reads none (both then choose
-    nothing)."""
+    once for less_selective_indexes and covering_fields. The catalog's rows are found by a scan of sqlite_master
+    (~0.3 ms with 3,000 indexes), so a database file's catalog is kept per collection while its schema version
+    stands: then each statement reads only the version (one pragma). A failure is logged and reads none (both then
+    choose nothing)."""
     try:
+        cursor.execute(
+            "SELECT s.schema_version, d.file FROM pragma_schema_version AS s, pragma_database_list AS d"
+            " WHERE d.name = 'main'"
+        )
+        version, file = cursor.fetchone()
+        key = (str(file or ""), records_table, int(collection_id))
+        kept = _catalogs.get(key) if file else None
+        if kept is not None and kept[0] == version:
+            return kept[1]
         cursor.execute(
             "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = %s AND name LIKE %s ESCAPE '\\'",
             (records_table, f"tr\\_{int(collection_id)}\\_%"),
         )
-        return {str(name): str(sql) for name, sql in cursor.fetchall()}
+        catalog = {str(name): str(sql) for name, sql in cursor.fetchall()}
     except Exception as exc:  # an optimisation: the statement answers the same without it
         logger.warning("Reading the indexes of collection %s failed: %s", collection_id, exc)
         return {}
+    if file:
+        while len(_catalogs) >= CATALOGS_KEPT:
+            _catalogs.pop(next(iter(_catalogs)), None)
+        _catalogs[key] = (version, catalog)
+    return catalog
 
 
 def less_selective_indexes(
