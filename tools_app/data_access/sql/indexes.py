@@ -422,9 +422,7 @@ def less_selective_indexes(
     only (~0.15 µs each), a small share of the statement that then reads at least as many records' JSON
     (~5-15 µs each). Only the plan changes, never the answer. The counts read a snapshot of their own; a
     failure is logged and chooses nothing. `catalog`: index_catalog's, when the caller read it."""
-    by_field: dict[str, list[FieldTest]] = {}
-    for test in tests:
-        by_field.setdefault(test.field, []).append(test)
+    by_field = _by_field(tests)
     if len(by_field) < 2:
         return frozenset()
     names = {name: f"{index_name_prefix(collection_id)}{_field_hash(name)}" for name in by_field}
@@ -471,9 +469,7 @@ def covering_fields(
     then finds the filter's ids without reading a record: render's `covered`); else none. One field's own index
     qualifies, as does the compound index (_compound_serves). `catalog`: index_catalog's, when the caller read
     it."""
-    by_field: dict[str, list[FieldTest]] = {}
-    for test in tests:
-        by_field.setdefault(test.field, []).append(test)
+    by_field = _by_field(tests)
     if not by_field:
         return frozenset()
     if catalog is None:
@@ -483,6 +479,14 @@ def covering_fields(
         if set(leading) == set(by_field) and all(test.op == "eq" for name in leading[:-1] for test in by_field[name]):
             return frozenset(by_field)
     return frozenset()
+
+
+def _by_field(tests: Iterable[FieldTest]) -> dict[str, list[FieldTest]]:
+    """A filter's tests (plan.field_tests) grouped by their field, in the order the fields first come."""
+    by_field: dict[str, list[FieldTest]] = {}
+    for test in tests:
+        by_field.setdefault(test.field, []).append(test)
+    return by_field
 
 
 def _compound_serves(catalog: Mapping[str, str], records_table: str, by_field: dict[str, list[FieldTest]]) -> bool:
