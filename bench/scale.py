@@ -20,7 +20,8 @@ side from that file:
   ones by trailing blanks, so no answer comes from the result cache. RSS = the server's process tree.
 - `bare`: the engine alone, in a process of its own: the records written as rows
   (tools_app/data_access/sql/store.py, keys set to `id`, the expression indexes of docs/tables-at-scale.md on
-  `status` and `total`), each JMESPath compiled by tools_app/data_access/sql_query.compile_sql_expression and
+  the `--indexed` fields, by default `status`, `total` and `id`: the fields the questions filter on and the one
+  they project), each JMESPath compiled by tools_app/data_access/sql_query.compile_sql_expression and
   run with run_sql (statement, fetch, decoding: what the tools will run), and its statement alone.
 - `duckdb`: the same file read by DuckDB (`read_json`) into a table, the same questions in hand-written SQL.
 
@@ -506,7 +507,8 @@ def _bare_collection(args: argparse.Namespace, vendor: str, out: dict[str, Any])
     # of index on SQLite looks for; PostgreSQL's extended statistics), then its statistics step (ANALYZE).
     with connection.cursor() as cursor:
         built = sync_indexes(cursor, dialect=vendor, records_table=records_table, collection_ids=[collection.pk],
-                             fields=["status", "total"], in_transaction=False)  # fmt: skip
+                             fields=[name for name in args.indexed.split(",") if name],
+                             in_transaction=False)  # fmt: skip
     assert not built.failed, built.failed
     out["keys_and_indexes_s"] = time.perf_counter() - started
     return collection
@@ -1059,7 +1061,8 @@ def run_side(args: argparse.Namespace, side: str, engine: str, size: int, data: 
         env["DATABASE_URL"], copy = sql_built_copy(args, size, "bare")
     command = [
         PYTHON, __file__, "--side", side, "--records", str(size), "--data", str(data), "--workdir", str(workdir),
-        "--runs", str(args.runs), "--restarts", str(args.restarts), *(["--built"] if data is None else []),
+        "--runs", str(args.runs), "--restarts", str(args.restarts), "--indexed", args.indexed,
+        *(["--built"] if data is None else []),
     ]  # fmt: skip
     try:
         done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=args.timeout)
@@ -1141,8 +1144,8 @@ def main() -> int:
     parser.add_argument("--storage", choices=("document", "rows"), default="document")
     parser.add_argument(
         "--indexed",
-        default="status,total",
-        help="the table's indexed_fields on the mcp side (the fields the bare side indexes); '' for none",
+        default="status,total,id",
+        help="the table's indexed_fields (both sides); '' for none",
     )
     parser.add_argument("--runs", type=int, default=5, help="timed runs per operation (medians)")
     parser.add_argument("--restarts", type=int, default=3, help="cold reads (server restarts)")

@@ -31,7 +31,13 @@ from jmespath.parser import Parser
 
 from tools_app.data_access import budget
 from tools_app.data_access.sql.codec import Layout, layout_at, restore
-from tools_app.data_access.sql.indexes import covering_fields, index_catalog, less_selective_indexes
+from tools_app.data_access.sql.indexes import (
+    compound_answers,
+    covering_fields,
+    index_catalog,
+    less_selective_indexes,
+    serving_compound,
+)
 from tools_app.data_access.sql.kinds import Known
 from tools_app.data_access.sql.plan import (
     Collect,
@@ -238,6 +244,11 @@ def statement_for(
             if not unindexed:
                 covered = covering_fields(cursor, records_table=table, collection_id=collection_id, tests=tests,
                                           catalog=catalog)  # fmt: skip
+            compound = serving_compound(catalog, table, tests) if covered else None
+            if compound is not None:  # read in the compound index's order when it holds all the statement reads
+                plain = query.statement(table=table, collection_id=collection_id, known=known, window=window)
+                if compound_answers(compound, table, plain.sql):
+                    return plain
     return query.statement(table=table, collection_id=collection_id, known=known, position_order=position_order,
                            unindexed=unindexed, covered=covered, window=window)  # fmt: skip
 

@@ -37,6 +37,7 @@ This module takes a DB-API cursor (Django's) and names the records table, so tha
 models can call it too.
 """
 
+import functools
 import hashlib
 import logging
 import re
@@ -52,11 +53,13 @@ __all__ = [
     "IndexSync",
     "index_name_prefix",
     "indexed_collection_ids",
+    "compound_answers",
     "compound_statement",
     "covering_fields",
     "index_catalog",
     "index_statements",
     "less_selective_indexes",
+    "serving_compound",
     "sync_indexes",
     "wanted_indexes",
 ]
@@ -68,6 +71,9 @@ _NAME = re.compile(r"^tr_(\d+)_[0-9a-f]{12}(_[snc])?$")
 COMPOUND_FIELDS = 4
 _NUMBER_KINDS = frozenset({"number", "null"})  # a field of these kinds takes the number form in a compound index
 _STATISTICS_NAME = re.compile(r"^tr_(\d+)_[0-9a-f]{12}_x$")
+# SQLite's compound index carries, after its fields' values, the covering columns: spelled into its name, so an
+# index made without them is built again at the next sync.
+_COVERING = "position+json"
 
 
 def index_name_prefix(collection_id: int) -> str:
@@ -104,7 +110,10 @@ def compound_statement(
     """{index name: CREATE INDEX statement} of the collection's compound index on its first COMPOUND_FIELDS
     `fields` ({} for fewer than two). On PostgreSQL each field takes the form of the kinds `known` says its
     values hold (numbers: `number`; anything else, or unknown: `string`); the name follows the forms, so a sync
-    after the kinds changed builds the index again. Run as index_statements' are."""
+    after the kinds changed builds the index again. On SQLite the fields' values are followed by the covering
+    columns `position` and each field's JSON text (the renderer's projection of the field), so that a filter it
+    serves, projected to these fields, is answered from the index alone (compound_answers). Run as
+    index_statements' are."""
     names = list(fields)[:COMPOUND_FIELDS]
     if len(names) < 2:
         return {}
@@ -122,6 +131,9 @@ def compound_statement(
             columns.append(d.number(path).text if numbers else f"({d.string(path).text})")
             forms.append("n" if numbers else "s")
     spelled = "\0".join(form + name for form, name in zip(forms, names, strict=True))
+    if isinstance(d, SQLiteDialect):  # the covering columns (compound_answers): position, each field's JSON text
+        columns += ["position", *(d.json((("field", name),)).text for name in names)]
+        spelled += "\0" + _COVERING
     index = f"{index_name_prefix(collection_id)}{_field_hash(spelled)}_c"
     return {
         index: f'CREATE INDEX IF NOT EXISTS "{index}" ON {_quote_name(records_table)} ({", ".join(columns)})'
@@ -479,6 +491,50 @@ def covering_fields(
         if set(leading) == set(by_field) and all(test.op == "eq" for name in leading[:-1] for test in by_field[name]):
             return frozenset(by_field)
     return frozenset()
+
+
+def serving_compound(catalog: Mapping[str, str], records_table: str, tests: Iterable[FieldTest]) -> str | None:
+    """SQLite: the CREATE INDEX text of the collection's compound index when it serves two or more of a filter's
+    tests (plan.field_tests; _compound_serves), else None."""
+    by_field = _by_field(tests)
+    for name, sql in catalog.items():
+        if name.endswith("_c") and _compound_serves({name: sql}, records_table, by_field):
+            return sql
+    return None
+
+
+# The renderer's pass-through column lists (render._Lists): a relation naming the record's columns there reads
+# nothing of them; what a statement reads is what its other terms compute from them.
+_PASSTHROUGH = re.compile(r'\bdata, (?:layout_id AS lay, "key" AS rkey|lay, rkey)\b')
+_RECORD_COLUMN = re.compile(r'\b(?:data|lay|rkey|layout_id)\b|"key"')
+_FIELD_EXPRESSION = re.compile(r"\(data ->>? '(?:[^']|'')*'\)")
+
+
+@functools.lru_cache(maxsize=512)  # a statement's text recurs for every call of its query shape
+def compound_answers(index_sql: str, records_table: str, sql: str) -> bool:
+    """SQLite: the statement `sql` reads nothing of a record but columns of the compound index `index_sql` (its
+    CREATE INDEX text): every term over the record's data is a field's value or JSON text that the index holds,
+    and the layout and key columns are not read. The engine then answers it from the index alone (SQLite reads
+    an indexed expression from a covering index, 3.40 included) in the index's order, rather than reading each
+    match's record: ``[?status=='shipped' && total > `500`].id`` over 100,000 records with `status, total, id`
+    declared, 9,971 matches, ~19 ms against ~63 ms (bench/README.md). A wrong answer here costs time, never a
+    wrong result: both forms answer the same."""
+    head = f"ON {_quote_name(records_table)} ("
+    start, end = index_sql.find(head), index_sql.rfind(") WHERE collection_id")
+    if start < 0 or end < 0:
+        return False
+    columns = f", {index_sql[start + len(head) : end]}, "
+    if ", position, " not in columns:
+        return False
+    text = _PASSTHROUGH.sub("", sql)
+    for match in _RECORD_COLUMN.finditer(text):
+        if match.group() != "data":
+            return False
+        at = match.start() - 1
+        term = _FIELD_EXPRESSION.match(text, at)
+        if term is None or f", {term.group()}, " not in columns:
+            return False
+    return True
 
 
 def _by_field(tests: Iterable[FieldTest]) -> dict[str, list[FieldTest]]:

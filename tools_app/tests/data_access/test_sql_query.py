@@ -32,6 +32,7 @@ from tools_app.data_access.sql.codec import (
     restore,
 )
 from tools_app.data_access.sql.indexes import (
+    compound_answers,
     compound_statement,
     covering_fields,
     index_statements,
@@ -805,6 +806,110 @@ def test_a_filter_one_index_answers_reads_its_matches_in_rowid_order(stored, exp
     assert ["WHERE id IN (SELECT id FROM" in other.sql for other in plain] == [False, False]
     expected = jmespath.search(expression, records)
     assert [answer.value if answer is not None else None for answer in answers] == [expected] * 3
+
+
+def _records_read(cursor: Any, statement: Any, table: str) -> list[str]:
+    """The statement's bytecode steps that read a row of the records table (SQLite's EXPLAIN): a column, or a seek
+    to the row. A cursor only opened, or a deferred seek never followed by a read, reads nothing."""
+    cursor.execute("SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = %s", (table,))
+    (root,) = cursor.fetchone()
+    cursor.execute("EXPLAIN " + statement.sql, statement.params)
+    steps = cursor.fetchall()
+    records = {step[2] for step in steps if step[1] == "OpenRead" and step[3] == root}
+    return [f"{step[1]} {step[2]}" for step in steps if step[1] in _ROW_READS and step[2] in records]
+
+
+_ROW_READS = frozenset(
+    {"Column", "SeekRowid", "NotExists", "NotFound", "Found", "Rowid", "RowData", "SeekGE", "SeekGT"}
+)
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(dialect() != "sqlite", reason="SQLite's statements only")
+@pytest.mark.parametrize(
+    ("expression", "form"),
+    [
+        ("[?status=='s-1' && total > `100`].id", "index"),
+        ("[?total > `100` && status=='s-1'].[id, total]", "index"),
+        ("[?status=='s-1' && total >= `100`].{i: id, s: status}", "index"),
+        ("[?status=='s-1' && total > `100`].note", "rowid"),  # `note` is not declared: read from the record
+        ("[?status=='s-1' && total > `100`]", "rowid"),  # whole records
+        ("[?status=='s-1'].id", "rowid"),  # one test: `status`'s own index finds the matches
+        ("length([?status=='s-1' && total > `100`])", "plain"),  # a count reads no record
+        ("[?status=='s-1' && contains(note, 'x')].id", "plain"),  # the index cannot answer contains
+    ],
+)
+def test_a_filter_the_compound_index_answers_with_all_it_reads_reads_no_record(stored, expression, form):
+    """Declared `status, total, id`: SQLite's compound index holds their values, `position` and their JSON text,
+    so a filter it serves (an equality on `status`, a test of `total`) projected to declared fields is answered
+    from the index alone, in the plain form: its bytecode reads no row of the records table. A filter or a
+    projection that needs more of the record keeps its form. The answer is jmespath's in every form."""
+    # given
+    records = [
+        {"id": index, "status": f"s-{index % 3}", "total": (index * 37) % 400, "note": "x" if index % 5 else "y"}
+        for index in range(400)
+    ]
+    collection = stored(records)
+    table, at = differential.RECORDS, collection.collection_id
+    query = compile_sql_expression(expression, "sqlite", "array")
+    assert query is not None
+    with connection.cursor() as cursor:
+        sync_indexes(cursor, dialect="sqlite", records_table=table, in_transaction=True,
+                     collection_ids=[at], fields=["status", "total", "id"])  # fmt: skip
+        known = field_kinds(cursor, at)
+        # when
+        statement = statement_for(query, cursor, table=table, collection_id=at, known=known)
+        reads = _records_read(cursor, statement, table)
+        plan = _plan_text(cursor, statement)
+        answers = [
+            run_sql(query, cursor, table=table, collection_id=at, known=known),
+            run_sql(query, cursor, table=table, collection_id=at),
+            run_sql(query, cursor, table=table, collection_id=at, known=known, position_order=True),
+        ]
+    # then
+    assert ("WHERE id IN (SELECT id FROM" in statement.sql) is (form == "rowid")
+    if form == "index":
+        assert reads == [], statement.sql
+        (compound,) = [name for name in plan.split() if name.startswith("tr_") and name.endswith("_c")]
+        assert f"USING INDEX {compound} (<expr>=? AND <expr>>" in plan, plan
+    elif form == "rowid":
+        assert reads != []
+    expected = jmespath.search(expression, records)
+    assert [answer.value if answer is not None else None for answer in answers] == [expected] * 3
+
+
+def test_compound_answers_only_a_statement_reading_what_the_index_holds():
+    """compound_answers reads the index's columns from its CREATE INDEX text: a statement over the record's data
+    is answered from it when each term over the data is a column of the index and position is one; the layout
+    or key columns, a type test (json_type over the data), a field it does not hold, or an index without
+    position, and it is not."""
+    # given
+    (index,) = compound_statement(dialect="sqlite", records_table="t", collection_id=3,
+                                  fields=["status", "total", "id"]).values()  # fmt: skip
+    without_position = index.replace(", position,", ",")
+    base = 'SELECT position AS k, data, layout_id AS lay, "key" AS rkey FROM "t" WHERE collection_id = 3'
+    filtered = f"""{base} AND ((data ->> '$."status"') = %s AND (data ->> '$."total"') > %s)"""
+
+    def over(columns: str) -> str:
+        return f"SELECT u.* FROM (SELECT k AS o, {columns} FROM ({filtered}) AS s) AS u ORDER BY +u.o"
+
+    # when
+    answered = {
+        columns: compound_answers(index, "t", over(columns))
+        for columns in [
+            """(data -> '$."id"') AS v0""",
+            """(data -> '$."id"') AS v0, (data -> '$."status"') AS v1, (data ->> '$."total"') AS v2""",
+            """(data -> '$."note"') AS v0""",
+            "data AS v0",
+            """(data -> '$."id"') AS v0, lay AS v1""",
+            "rkey AS v0",
+            """json_type(data, '$."id"') AS v0""",
+        ]
+    }
+    # then
+    assert list(answered.values()) == [True, True, False, False, False, False, False]
+    assert compound_answers(without_position, "t", over("""(data -> '$."id"') AS v0""")) is False
+    assert compound_answers(index, "other", over("""(data -> '$."id"') AS v0""")) is False
 
 
 #

@@ -3,11 +3,13 @@
 on unindexed fields (data_access/slow_queries.py; the call log's note of real slow reads is checked in
 execution/test_rows_reads.py). On the test database's engine (SQLite, or PostgreSQL with DATABASE_URL)."""
 
+import importlib
 import json
 import re
 
 import jmespath
 import pytest
+from django.apps import apps as django_apps
 from django.db import connection, transaction
 from django.test import override_settings
 from django.urls import reverse
@@ -17,6 +19,7 @@ from prometheus_client import REGISTRY
 from tests.api_helpers import client_for, db_snapshot, response_json
 from tools_app import services
 from tools_app.data_access import slow_queries
+from tools_app.data_access.sql import indexes
 from tools_app.data_access.sql.indexes import COMPOUND_FIELDS, compound_statement, index_statements
 from tools_app.data_access.sql.kinds import Known
 from tools_app.data_access.sql.plan import build_plan, filtered_fields
@@ -402,7 +405,8 @@ def test_index_names_are_deterministic_and_bounded_and_expressions_are_the_rende
 
 def test_the_compound_index_covers_the_first_declared_fields_in_the_forms_their_values_take():
     """Two or more fields: one compound index on the first COMPOUND_FIELDS, in their declared order, each
-    column the renderer's own expression: SQLite's one value; PostgreSQL's number form for a field of numbers
+    column the renderer's own expression: SQLite's one value, then `position` and each field's JSON text (the
+    covering columns); PostgreSQL's number form for a field of numbers
     (nulls aside), else its string form (unknown kinds too). The name follows the fields, their order and
     forms, so new kinds make a new index."""
     known = Known.of({"fields": {"status": ["string"], "total": ["number", "null"], "flag": ["boolean"]},
@@ -415,7 +419,8 @@ def test_the_compound_index_covers_the_first_declared_fields_in_the_forms_their_
     (sqlite_name, sqlite_sql), (name, sql) = next(iter(sqlite.items())), next(iter(postgres.items()))
     assert sqlite_sql == (
         f'CREATE INDEX IF NOT EXISTS "{sqlite_name}" ON "{RECORDS}" ((data ->> \'$."status"\'), '
-        """(data ->> '$."total"'), (data ->> '$."flag"'), (data ->> '$."a"')) WHERE collection_id = 7"""
+        """(data ->> '$."total"'), (data ->> '$."flag"'), (data ->> '$."a"'), position, (data -> '$."status"'), """
+        """(data -> '$."total"'), (data -> '$."flag"'), (data -> '$."a"')) WHERE collection_id = 7"""
     )
     assert sql == (
         f'CREATE INDEX IF NOT EXISTS "{name}" ON "{RECORDS}" (((data ->> \'status\') COLLATE "C"), '
@@ -477,6 +482,49 @@ def test_a_filter_testing_the_leading_declared_fields_reads_their_compound_index
     plan, ids = _plan_of("[?total > `1990`].id", collection.collection_id)
     assert compound not in plan, plan
     assert ids == list(range(1991, 2000))
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(dialect() != "sqlite", reason="only SQLite's compound indexes changed")
+def test_the_migration_builds_sqlite_compound_indexes_again_with_their_covering_columns(owner, make_table):
+    """A compound index made before it carried `position` and its fields' JSON text (its columns the fields'
+    values alone, its name spelled over their forms alone) is replaced by the migration with the one
+    compound_statement makes now; a table declaring one field, and its indexes, are left as they are; a second
+    run changes nothing."""
+    # given
+    migration = importlib.import_module("tools_app.migrations.0034_sqlite_covering_compound_indexes")
+    records = [{"id": index, "status": f"s-{index % 3}", "total": index} for index in range(30)]
+    table = make_table(owner, name="orders", data=[], storage="document")
+    collection = store(table, "/orders", records)
+    single = make_table(owner, name="single", data=[], storage="document")
+    alone = store(single, "/orders", records)
+    services.table_update(table=table, indexed_fields=["status", "total"])
+    services.table_update(table=single, indexed_fields=["total"])
+    (current,) = _compound(collection.collection_id, "status", "total")
+    old = f"tr_{collection.collection_id}_{indexes._field_hash(chr(0).join(['vstatus', 'vtotal']))}_c"
+    with connection.cursor() as cursor:
+        cursor.execute(f'DROP INDEX "{current}"')
+        cursor.execute(
+            f'CREATE INDEX "{old}" ON "{RECORDS}" ((data ->> \'$."status"\'), (data ->> \'$."total"\'))'
+            f" WHERE collection_id = {collection.collection_id}"
+        )
+    before = _indexes()
+
+    # when
+    with connection.schema_editor() as editor:
+        migration.covering_compound_indexes(django_apps, editor)
+    after = _indexes()
+    with connection.schema_editor() as editor:
+        migration.covering_compound_indexes(django_apps, editor)
+
+    # then
+    assert old in before
+    assert after == before - {old} | {current}
+    assert _indexes() == after
+    assert set(_names(alone.collection_id, "total")) <= after
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT sql FROM sqlite_master WHERE name = %s", (current,))
+        assert ", position, (data -> '$.\"status\"'), (data -> '$.\"total\"')) WHERE" in cursor.fetchone()[0]
 
 
 @pytest.mark.django_db(transaction=True)
