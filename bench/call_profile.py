@@ -80,7 +80,7 @@ CALLS = {
     "preview": ("orders_preview", lambda records, n: {"offset": records // 2 + n, "limit": 50}),
     "max_by": (TOOL, lambda records, n: {"query": "max_by(@, &total).id" + " " * n}),
     "sort+slice": (TOOL, lambda records, n: {"query": "sort_by(@, &total)[-10:].id" + " " * n}),
-    # bench/scale.py's filter (a tenth of the records match), over `status` and `total` declared indexed.
+    # bench/scale.py's filter (a tenth of the records match), over `status`, `total` and `id` declared indexed.
     "filter": (TOOL, lambda records, n: {"query": "[?status=='shipped' && total > `500`].id" + " " * n}),
     # A create of one new record (an id past the seeded ones, 1..records) through the seed's create tool.
     "write": (
@@ -336,7 +336,7 @@ def child(args) -> None:
     key = seeded["key"]
     _preview_tool(seeded)
     if args.call == "filter":
-        _declare_indexed(seeded["table_id"], ["status", "total"])
+        _declare_indexed(seeded["table_id"], ["status", "total", "id"])
     from django.db import connections
 
     connections.close_all()
@@ -549,6 +549,12 @@ def report(args, results: dict[str, dict], roots: dict[str, Path]) -> None:
             values = "".join(f"{areas[label][name]:>10.1f}" for label in labels)
             diff = f"{areas[labels[0]][name] - areas[labels[-1]][name]:>+10.1f}" if len(labels) == 2 else ""
             print(f"  {name:<44}{values}{diff}")
+        if len(labels) == 1:
+            (table,) = tables.values()
+            print("-- functions by own time per call, µs; cumulative time per call; calls per call")
+            for key in sorted(table, key=lambda k: -table[k][0])[: args.top]:
+                own, cumulative, calls = table[key]
+                print(f"  {own:>8.1f} {cumulative:>8.1f}  n {calls:>5.1f}  {key[0]}:{key[1]}")
         if len(labels) == 2:
             mine, theirs = tables[labels[0]], tables[labels[1]]
             keys = set(mine) | set(theirs)
