@@ -29,3 +29,19 @@ def migrated_sqlite_url(tmp_path) -> str:
         pytest.skip("on an SQLite file: the SQLite run runs it")
     migrated_sqlite_file(tmp_path / "migrated.sqlite3")
     return f"sqlite:///{tmp_path / 'migrated.sqlite3'}"
+
+
+@pytest.fixture
+def no_leftover_record_indexes(request):
+    """A transactional test starts with no record index: the flush after an earlier transactional test on the
+    same worker empties the tables but keeps the indexes it built, and tests comparing the whole set need none."""
+    from django.db import connection
+
+    from tools_app.tests.sql_differential import record_indexes
+
+    marker = request.node.get_closest_marker("django_db")
+    if marker is not None and marker.kwargs.get("transaction"):
+        request.getfixturevalue("transactional_db")
+        with connection.cursor() as cursor:
+            for name in record_indexes():
+                cursor.execute(f"DROP INDEX IF EXISTS {connection.ops.quote_name(name)}")

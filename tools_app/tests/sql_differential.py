@@ -53,6 +53,16 @@ def reference(expression: str | dict, data: Any) -> tuple:
         return ("error", type(exc).__name__, str(exc))
 
 
+def record_indexes() -> set[str]:
+    """The record indexes the engine has (tools_app.data_access.sql.indexes' names: tr_<collection>_...)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s", (RECORDS,))
+        else:
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = %s", (RECORDS,))
+        return {row[0] for row in cursor.fetchall() if row[0].startswith("tr_")}
+
+
 def dialect() -> str:
     return "postgresql" if connection.vendor == "postgresql" else "sqlite"
 

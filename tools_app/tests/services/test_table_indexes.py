@@ -31,33 +31,14 @@ from tools_app.models import Table, TableCollection, Tool
 from tools_app.services.generated_text import fast_fields_description, generated_edited
 from tools_app.services.table_indexes import ensure_indexes
 from tools_app.tests import sql_differential as differential
-from tools_app.tests.sql_differential import dialect, store
+from tools_app.tests.sql_differential import dialect, record_indexes, store
 from tools_app.toolsets import generate_tools
 
 RECORDS = differential.RECORDS
 
 
-def _indexes() -> set[str]:
-    """The record indexes the engine has (this module's names: tr_<collection>_...)."""
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s", (RECORDS,))
-        else:
-            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = %s", (RECORDS,))
-        return {row[0] for row in cursor.fetchall() if row[0].startswith("tr_")}
-
-
-@pytest.fixture(autouse=True)
-def _no_leftover_record_indexes(request):
-    """A transactional test starts with no record index: the flush after an earlier transactional test on the
-    same worker empties the tables but keeps the indexes it built, and these tests compare the whole set."""
-    marker = request.node.get_closest_marker("django_db")
-    if marker is not None and marker.kwargs.get("transaction"):
-        request.getfixturevalue("transactional_db")
-        with connection.cursor() as cursor:
-            for name in _indexes():
-                cursor.execute(f"DROP INDEX IF EXISTS {connection.ops.quote_name(name)}")
-    return
+# A transactional test starts with no record index: these tests compare the whole set.
+pytestmark = pytest.mark.usefixtures("no_leftover_record_indexes")
 
 
 def _plan_of(expression: str, collection_id: int) -> tuple[str, list]:
@@ -457,7 +438,7 @@ def test_a_filter_testing_the_leading_declared_fields_reads_their_compound_index
 
     # then
     (compound,) = _compound(collection.collection_id, "status", "total")
-    assert compound in _indexes()
+    assert compound in record_indexes()
     query = compile_sql_expression(expression, dialect(), "array")
     assert query is not None
     with connection.cursor() as cursor:
@@ -508,19 +489,19 @@ def test_the_migration_builds_sqlite_compound_indexes_again_with_their_covering_
             f'CREATE INDEX "{old}" ON "{RECORDS}" ((data ->> \'$."status"\'), (data ->> \'$."total"\'))'
             f" WHERE collection_id = {collection.collection_id}"
         )
-    before = _indexes()
+    before = record_indexes()
 
     # when
     with connection.schema_editor() as editor:
         migration.covering_compound_indexes(django_apps, editor)
-    after = _indexes()
+    after = record_indexes()
     with connection.schema_editor() as editor:
         migration.covering_compound_indexes(django_apps, editor)
 
     # then
     assert old in before
     assert after == before - {old} | {current}
-    assert _indexes() == after
+    assert record_indexes() == after
     assert set(_names(alone.collection_id, "total")) <= after
     with connection.cursor() as cursor:
         cursor.execute("SELECT sql FROM sqlite_master WHERE name = %s", (current,))
@@ -596,7 +577,9 @@ def test_declared_fields_are_indexed_per_collection_and_the_compiled_filter_uses
 
     # then
     total_names = _names(collection.collection_id, "total")
-    assert _indexes() == set(status_names) | set(total_names) | _compound(collection.collection_id, "status", "total")
+    assert record_indexes() == set(status_names) | set(total_names) | _compound(
+        collection.collection_id, "status", "total"
+    )
     plan, ids = _plan_of("[?status=='status-0'].id", collection.collection_id)
     # SQLite's one index, PostgreSQL's string (_s) index, or the compound index that leads with the field
     assert any(name in plan for name in (status_names[-1], *_compound(collection.collection_id, "status", "total")))
@@ -610,7 +593,7 @@ def test_declared_fields_are_indexed_per_collection_and_the_compiled_filter_uses
     services.table_update(table=table, indexed_fields=["total"])
 
     # then
-    assert _indexes() == set(total_names)
+    assert record_indexes() == set(total_names)
     plan, ids = _plan_of("[?status=='status-0'].id", collection.collection_id)
     assert not any(name in plan for name in status_names)
     assert ids == expected
@@ -622,21 +605,21 @@ def test_a_new_collection_gets_the_indexes_and_a_deleted_table_loses_them(owner,
     table = make_table(owner, name="orders", data=[], storage="document")  # no collection: `store` adds them
     first = store(table, "/a", [{"id": 1, "status": "paid"}])
     services.table_update(table=table, indexed_fields=["status"])
-    assert _indexes() == set(_names(first.collection_id, "status"))
+    assert record_indexes() == set(_names(first.collection_id, "status"))
 
     # when: the storage creates another collection and calls ensure_indexes
     second = store(table, "/b", [{"id": 2, "status": "new"}])
     ensure_indexes(table.pk)
 
     # then
-    assert _indexes() == set(_names(first.collection_id, "status")) | set(_names(second.collection_id, "status"))
+    assert record_indexes() == set(_names(first.collection_id, "status")) | set(_names(second.collection_id, "status"))
 
     # when
     services.table_delete(table=table)
 
     # then
     assert TableCollection.objects.count() == 0
-    assert _indexes() == set()
+    assert record_indexes() == set()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -658,7 +641,7 @@ def test_a_rolled_back_declaration_builds_no_index(owner, make_table):
     # earlier test on the same worker built.
     ours = tuple(f"tr_{pk}_" for pk in TableCollection.objects.filter(table=table).values_list("pk", flat=True))
     assert ours
-    assert {name for name in _indexes() if name.startswith(ours)} == set()
+    assert {name for name in record_indexes() if name.startswith(ours)} == set()
 
 
 #
