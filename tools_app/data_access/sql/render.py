@@ -530,28 +530,29 @@ class _Predicates:
         return test if self.only(left.path, kind) else c_and(self.is_(left, {kind}), test)
 
     def index_only(self, pred: Pred, fields: frozenset[str]) -> bool:
-        """The filter is `&&`ed comparisons of `fields` with literals that render as the bare value compared (no
-        type check, no error condition: the facts rule them out), so an index holding those fields' values
-        answers it without reading a record (SQLite: tools_app.data_access.sql.indexes.covering_fields)."""
+        """The filter is `&&`ed comparisons of `fields` that compare() renders as the bare indexed value against
+        a parameter, with no error condition (no type check: the facts rule it out), so an index holding those
+        fields' values answers it without reading a record (SQLite: tools_app.data_access.sql.indexes.
+        covering_fields). Decided from compare()'s own rendering, so the two cannot disagree."""
         if isinstance(pred, And):
             return self.index_only(pred.left, fields) and self.index_only(pred.right, fields)
         if not isinstance(pred, Compare) or pred.op == "ne":
             return False
-        left, right = (pred.right, pred.left) if isinstance(pred.left, Lit) else (pred.left, pred.right)
+        op, left, right = pred.op, pred.left, pred.right
+        if isinstance(left, Lit):
+            op, left, right = self._FLIPPED[op], right, left
         if not isinstance(left, PathRef) or not isinstance(right, Lit):
             return False
         path = left.path
         if len(path) != 1 or path[0][0] != "field" or path[0][1] not in fields or path[0][1] in self.unindexed:
             return False
         held = self.field_kinds(path)
-        if held is None or "wide" in held:
+        if held is None or "wide" in held:  # the facts must rule out type checks (and integers past 64 bits)
             return False
-        literal = right.value
-        if kind_of(literal) == "number":
-            return self.only(path, "number")
-        if isinstance(literal, str):
-            return self.only(path, "string") or (pred.op == "eq" and literal[:1] not in ("[", "{"))
-        return False
+        true, error = self.compare(pred)
+        column = self.d.number(path) if kind_of(right.value) == "number" else self.d.string(path)
+        bare = f"{column.text} {self._SQL_OPERATORS.get(op, '=')} %s"
+        return error.const is False and true.sql is not None and true.sql.text == bare
 
     def render(self, pred: Pred) -> tuple[Cond, Cond]:
         if isinstance(pred, Const):
