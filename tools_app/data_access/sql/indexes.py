@@ -487,7 +487,7 @@ def covering_fields(
     if catalog is None:
         catalog = index_catalog(cursor, records_table=records_table, collection_id=collection_id)
     for sql in catalog.values():
-        leading = _leading_fields(sql, records_table, by_field)[: len(by_field)]
+        leading = _leading_fields(sql, records_table, tuple(by_field))[: len(by_field)]
         if set(leading) == set(by_field) and all(test.op == "eq" for name in leading[:-1] for test in by_field[name]):
             return frozenset(by_field)
     return frozenset()
@@ -553,7 +553,7 @@ def _compound_serves(catalog: Mapping[str, str], records_table: str, by_field: d
         if not name.endswith("_c"):
             continue
         served = 0
-        for field_name in _leading_fields(sql, records_table, by_field):
+        for field_name in _leading_fields(sql, records_table, tuple(by_field)):
             served += 1
             if any(test.op != "eq" for test in by_field[field_name]):
                 break
@@ -562,7 +562,8 @@ def _compound_serves(catalog: Mapping[str, str], records_table: str, by_field: d
     return False
 
 
-def _leading_fields(sql: str, records_table: str, fields: Iterable[str]) -> list[str]:
+@functools.lru_cache(maxsize=1024)  # read for every statement that tests fields: the same index, the same fields
+def _leading_fields(sql: str, records_table: str, fields: tuple[str, ...]) -> tuple[str, ...]:
     """The index's leading columns (its CREATE INDEX text) that are values of `fields`, in order, up to the first
     column that is none of them."""
     d = SQLiteDialect()
@@ -570,10 +571,10 @@ def _leading_fields(sql: str, records_table: str, fields: Iterable[str]) -> list
     head = f"ON {_quote_name(records_table)} ("
     at = sql.find(head)
     if at < 0:
-        return []
+        return ()
     at += len(head)
     leading: list[str] = []
     while (name := next((texts[text] for text in texts if sql.startswith(text, at)), None)) is not None:
         leading.append(name)
         at += len(d.value((("field", name),)).text) + 2  # the column and ", "
-    return leading
+    return tuple(leading)
