@@ -517,8 +517,8 @@ def compound_answers(index_sql: str, records_table: str, sql: str) -> bool:
     and the layout and key columns are not read. The engine then answers it from the index alone (SQLite reads
     an indexed expression from a covering index, 3.40 included) in the index's order, rather than reading each
     match's record: ``[?status=='shipped' && total > `500`].id`` over 100,000 records with `status, total, id`
-    declared, 9,971 matches, ~19 ms against ~63 ms (bench/README.md). A wrong answer here costs time, never a
-    wrong result: both forms answer the same."""
+    declared, 9,971 matches: the statement ~12 ms against ~63 ms (docs/tables-at-scale.md). A wrong answer here
+    costs time, never a wrong result: both forms answer the same."""
     head = f"ON {_quote_name(records_table)} ("
     start, end = index_sql.find(head), index_sql.rfind(") WHERE collection_id")
     if start < 0 or end < 0:
