@@ -1029,7 +1029,7 @@ class _Lists:
         if plan.function in ("sum", "avg"):
             # Summed in Python, in order: float addition is not associative, and Python's sum is the reference.
             is_number = strict(self.predicates.kind_test(path, {"number"}))
-            sql = fmt("SELECT k AS o, {} AS ok, {} AS v0 FROM ({}) AS s", is_number, self.d.json(path), source)
+            sql = fmt("SELECT k AS o, {} AS ok, {} AS v0 FROM ({}) AS s", is_number, self.json(path), source)
             return sql, Output(plan.function)
         self.check_keys(source, path)
         return self.first_by(source, path, descending=plan.function == "max", elem=plan.source.elem)

@@ -1006,9 +1006,9 @@ def test_the_error_flag_is_computed_once_not_for_every_row(stored):
 @pytest.mark.django_db
 @pytest.mark.skipif(dialect() != "postgresql", reason="PostgreSQL's statements only")
 def test_a_field_that_is_always_a_number_or_a_boolean_is_projected_as_its_text(stored):
-    """A projected top-level field that the facts say is always a number or a boolean is read by `->>` (its text
-    is its JSON text); one that may be a string, a null or a container as the jsonb's text. The answers are
-    jmespath's, Python types included (1 and 1.0, a float from 1e16 up, an integer beyond 64 bits)."""
+    """A projected (or summed) top-level field that the facts say is always a number or a boolean is read by `->>`
+    (its text is its JSON text); one that may be a string, a null or a container as the jsonb's text. The answers
+    are jmespath's, Python types included (1 and 1.0, a float from 1e16 up, an integer beyond 64 bits)."""
     # given
     records = [
         {"n": 1, "f": 1.0, "b": True, "s": "1", "m": 2**70, "x": 1},
@@ -1046,3 +1046,17 @@ def test_a_field_that_is_always_a_number_or_a_boolean_is_projected_as_its_text(s
         "x": ("(data -> 'x')::text", [1, [1]]),
     }
     assert [type(value) for value in projected["f"][1]] == [float, float, float]
+    summed = {}
+    for expression in ("sum([*].f)", "avg([*].n)"):
+        query = compile_sql_expression(expression, "postgresql", "array")
+        assert query is not None
+        statement = query.statement(table=differential.RECORDS, collection_id=collection.collection_id, known=known)
+        with connection.cursor() as cursor:
+            answer = run_sql(query, cursor, table=differential.RECORDS, collection_id=collection.collection_id,
+                             known=known)  # fmt: skip
+        assert answer is not None
+        summed[expression] = (statement.sql.split(" AS v0")[0].rsplit(" AS ok, ", 1)[1], answer.value)
+    assert summed == {
+        "sum([*].f)": ("(data ->> 'f')", 9999999999999998.0),
+        "avg([*].n)": ("(data ->> 'n')", -2.0),
+    }
