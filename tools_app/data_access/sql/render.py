@@ -937,8 +937,8 @@ class _Lists:
     def json(self, path: Path) -> Sql:
         """The JSON text of the value at `path`. On PostgreSQL, where the facts say it is always a number or a
         boolean (never a string, null or container), its `->>` text: the same text as the jsonb's (numeric's
-        and the booleans' own), without a jsonb built and printed per row: the statement's server time of
-        bench/scale.py's 100,000-record filter (9,971 ids) 25.6 -> 19.5 ms (EXPLAIN ANALYZE, timing off)."""
+        and the booleans' own), without a jsonb built and printed per row: about a fifth of the server's time of
+        a filter's 9,971 ids (docs/tables-at-scale.md, "Field kinds")."""
         if isinstance(self.d, PostgresDialect):
             held = self.predicates.field_kinds(path)
             if held and held <= _SCALAR_TEXT_KINDS:
