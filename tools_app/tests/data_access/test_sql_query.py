@@ -40,7 +40,7 @@ from tools_app.data_access.sql.indexes import (
     sync_indexes,
 )
 from tools_app.data_access.sql.plan import FieldTest, field_tests
-from tools_app.data_access.sql.store import field_kinds, write_records
+from tools_app.data_access.sql.store import field_kinds, layouts_by_id, write_records
 from tools_app.data_access.sql_query import (
     NotCompilable,
     compile_sql,
@@ -1106,3 +1106,62 @@ def test_the_error_flag_is_computed_once_not_for_every_row(stored):
     assert [node for node in nodes if "COALESCE" in json.dumps(node.get("Output", []))] == []
     assert answer is not None
     assert answer.value == jmespath.search(expression, records) == [4, 7, 10, 13, 16, 19, 22, 25, 28]
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(dialect() != "postgresql", reason="PostgreSQL's statements only")
+def test_a_field_that_is_always_a_number_or_a_boolean_is_projected_as_its_text(stored):
+    """A projected (or summed) top-level field that the facts say is always a number or a boolean is read by `->>`
+    (its text is its JSON text); one that may be a string, a null or a container as the jsonb's text. The answers
+    are jmespath's, Python types included (1 and 1.0, a float from 1e16 up, an integer beyond 64 bits)."""
+    # given
+    records = [
+        {"n": 1, "f": 1.0, "b": True, "s": "1", "m": 2**70, "x": 1},
+        {"n": -7, "f": 1e16, "b": False, "s": 'a"b', "m": 5, "x": None},
+        {"n": 0, "f": -2.5, "b": True, "s": "", "m": -(2**64), "x": [1]},
+    ]
+    collection = stored(records)
+    with connection.cursor() as cursor:
+        known = field_kinds(cursor, collection.collection_id)
+    # when
+    projected = {}
+    for name in ("n", "f", "b", "m", "s", "x"):
+        expression = f"[*].{name}"
+        query = compile_sql_expression(expression, "postgresql", "array")
+        assert query is not None
+        statement = query.statement(table=differential.RECORDS, collection_id=collection.collection_id, known=known)
+        with connection.cursor() as cursor:
+
+            def layouts(ids: Any, cursor: Any = cursor) -> Any:
+                return layouts_by_id(cursor, differential.LAYOUTS, ids)
+
+            answer = run_sql(query, cursor, table=differential.RECORDS, collection_id=collection.collection_id,
+                             known=known, layouts=layouts)  # fmt: skip
+        assert answer is not None
+        assert canonical(answer.value) == canonical(jmespath.search(expression, records))
+        column = statement.sql.split(" AS v0")[0].rsplit("SELECT k AS o, ", 1)[1]
+        projected[name] = (column, answer.value)
+    # then
+    assert projected == {
+        "n": ("(data ->> 'n')", [1, -7, 0]),
+        "f": ("(data ->> 'f')", [1.0, 1e16, -2.5]),
+        "b": ("(data ->> 'b')", [True, False, True]),
+        "m": ("(data ->> 'm')", [2**70, 5, -(2**64)]),
+        "s": ("(data -> 's')::text", ["1", 'a"b', ""]),
+        "x": ("(data -> 'x')::text", [1, [1]]),
+    }
+    assert [type(value) for value in projected["f"][1]] == [float, float, float]
+    summed = {}
+    for expression in ("sum([*].f)", "avg([*].n)"):
+        query = compile_sql_expression(expression, "postgresql", "array")
+        assert query is not None
+        statement = query.statement(table=differential.RECORDS, collection_id=collection.collection_id, known=known)
+        with connection.cursor() as cursor:
+            answer = run_sql(query, cursor, table=differential.RECORDS, collection_id=collection.collection_id,
+                             known=known)  # fmt: skip
+        assert answer is not None
+        summed[expression] = (statement.sql.split(" AS v0")[0].rsplit(" AS ok, ", 1)[1], answer.value)
+    assert summed == {
+        "sum([*].f)": ("(data ->> 'f')", 9999999999999998.0),
+        "avg([*].n)": ("(data ->> 'n')", -2.0),
+    }
