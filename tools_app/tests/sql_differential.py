@@ -13,6 +13,7 @@ import jmespath
 from django.db import connection
 from jmespath import visitor
 
+from tools_app import services
 from tools_app.data_access import sql_query
 from tools_app.data_access.sql.store import field_kinds, iter_records, layouts_by_id, write_records
 from tools_app.data_access.sql_query import NotCompilable, SqlQuery, compile_sql, compile_sql_expression, run_sql
@@ -107,6 +108,19 @@ def store(table: Table, mount: str, value: list | dict) -> Stored:
         )
     TableCollection.objects.filter(pk=collection.pk).update(record_count=count)
     return Stored(collection.pk, root, value)
+
+
+def two_indexed_tables(owner: Any, make_table: Any, size: int) -> tuple[Table, Stored, Table, Stored]:
+    """`orders` declaring `status, total` and `other` declaring `total`, each holding `size` records at /orders
+    as rows (their indexes built): each table and its stored collection."""
+    records = [{"id": index, "status": f"s-{index % 3}", "total": index} for index in range(size)]
+    orders = make_table(owner, name="orders", data=[], storage="document")
+    first = store(orders, "/orders", records)
+    other = make_table(owner, name="other", data=[], storage="document")
+    second = store(other, "/orders", records)
+    services.table_update(table=orders, indexed_fields=["status", "total"])
+    services.table_update(table=other, indexed_fields=["total"])
+    return orders, first, other, second
 
 
 def sql_outcome(expression: str | dict, stored: Stored, *, facts: bool = True) -> tuple[str, tuple | None]:

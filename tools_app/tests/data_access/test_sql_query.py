@@ -751,6 +751,35 @@ def test_covering_fields_are_those_one_index_holds_as_its_leading_columns(stored
     ]
 
 
+def _orders_indexed(stored: Any, fields: list[str]) -> tuple[list[dict], int]:
+    """400 records (`status` of three values, `total` of 400, `note` x or y) stored as a collection whose `fields`
+    have SQLite's record indexes: the records and the collection's id."""
+    records = [
+        {"id": index, "status": f"s-{index % 3}", "total": (index * 37) % 400, "note": "x" if index % 5 else "y"}
+        for index in range(400)
+    ]
+    collection = stored(records)
+    with connection.cursor() as cursor:
+        sync_indexes(cursor, dialect="sqlite", records_table=differential.RECORDS, in_transaction=True,
+                     collection_ids=[collection.collection_id], fields=fields)  # fmt: skip
+    return records, collection.collection_id
+
+
+def _three_ways(query: Any, at: int) -> tuple[Any, list[Any]]:
+    """The statement run_sql renders over collection `at` with its facts, and the answers it gives with them,
+    without them and in position order (each answer's value; None where the evaluator answers)."""
+    table = differential.RECORDS
+    with connection.cursor() as cursor:
+        known = field_kinds(cursor, at)
+        statement = statement_for(query, cursor, table=table, collection_id=at, known=known)
+        answers = [
+            run_sql(query, cursor, table=table, collection_id=at, known=known),
+            run_sql(query, cursor, table=table, collection_id=at),
+            run_sql(query, cursor, table=table, collection_id=at, known=known, position_order=True),
+        ]
+    return statement, [answer.value if answer is not None else None for answer in answers]
+
+
 @pytest.mark.django_db
 @pytest.mark.skipif(dialect() != "sqlite", reason="SQLite's statements only")
 @pytest.mark.parametrize(
@@ -773,26 +802,15 @@ def test_a_filter_one_index_answers_reads_its_matches_in_rowid_order(stored, exp
     reads the records by id (`id IN (SELECT id ...)`, the index read in the subquery); the answer is jmespath's,
     as it is without the facts or in position order, where the plain form stays."""
     # given
-    records = [
-        {"id": index, "status": f"s-{index % 3}", "total": (index * 37) % 400, "note": "x" if index % 5 else "y"}
-        for index in range(400)
-    ]
-    collection = stored(records)
-    table, at = differential.RECORDS, collection.collection_id
+    records, at = _orders_indexed(stored, ["status", "total"])
+    table = differential.RECORDS
     query = compile_sql_expression(expression, "sqlite", "array")
     assert query is not None
+    # when
+    statement, answers = _three_ways(query, at)
     with connection.cursor() as cursor:
-        sync_indexes(cursor, dialect="sqlite", records_table=table, in_transaction=True,
-                     collection_ids=[at], fields=["status", "total"])  # fmt: skip
         known = field_kinds(cursor, at)
-        # when
-        statement = statement_for(query, cursor, table=table, collection_id=at, known=known)
         plan = _plan_text(cursor, statement)
-        answers = [
-            run_sql(query, cursor, table=table, collection_id=at, known=known),
-            run_sql(query, cursor, table=table, collection_id=at),
-            run_sql(query, cursor, table=table, collection_id=at, known=known, position_order=True),
-        ]
         plain = [
             statement_for(query, cursor, table=table, collection_id=at),
             statement_for(query, cursor, table=table, collection_id=at, known=known, position_order=True),
@@ -804,8 +822,7 @@ def test_a_filter_one_index_answers_reads_its_matches_in_rowid_order(stored, exp
         assert "LIST SUBQUERY" in plan, plan
         assert "USING INDEX tr_" in plan, plan
     assert ["WHERE id IN (SELECT id FROM" in other.sql for other in plain] == [False, False]
-    expected = jmespath.search(expression, records)
-    assert [answer.value if answer is not None else None for answer in answers] == [expected] * 3
+    assert answers == [jmespath.search(expression, records)] * 3
 
 
 def _records_read(cursor: Any, statement: Any, table: str) -> list[str]:
@@ -845,27 +862,14 @@ def test_a_filter_the_compound_index_answers_with_all_it_reads_reads_no_record(s
     from the index alone, in the plain form: its bytecode reads no row of the records table. A filter or a
     projection that needs more of the record keeps its form. The answer is jmespath's in every form."""
     # given
-    records = [
-        {"id": index, "status": f"s-{index % 3}", "total": (index * 37) % 400, "note": "x" if index % 5 else "y"}
-        for index in range(400)
-    ]
-    collection = stored(records)
-    table, at = differential.RECORDS, collection.collection_id
+    records, at = _orders_indexed(stored, ["status", "total", "id"])
     query = compile_sql_expression(expression, "sqlite", "array")
     assert query is not None
+    # when
+    statement, answers = _three_ways(query, at)
     with connection.cursor() as cursor:
-        sync_indexes(cursor, dialect="sqlite", records_table=table, in_transaction=True,
-                     collection_ids=[at], fields=["status", "total", "id"])  # fmt: skip
-        known = field_kinds(cursor, at)
-        # when
-        statement = statement_for(query, cursor, table=table, collection_id=at, known=known)
-        reads = _records_read(cursor, statement, table)
+        reads = _records_read(cursor, statement, differential.RECORDS)
         plan = _plan_text(cursor, statement)
-        answers = [
-            run_sql(query, cursor, table=table, collection_id=at, known=known),
-            run_sql(query, cursor, table=table, collection_id=at),
-            run_sql(query, cursor, table=table, collection_id=at, known=known, position_order=True),
-        ]
     # then
     assert ("WHERE id IN (SELECT id FROM" in statement.sql) is (form == "rowid")
     if form == "index":
@@ -874,8 +878,7 @@ def test_a_filter_the_compound_index_answers_with_all_it_reads_reads_no_record(s
         assert f"USING INDEX {compound} (<expr>=? AND <expr>>" in plan, plan
     elif form == "rowid":
         assert reads != []
-    expected = jmespath.search(expression, records)
-    assert [answer.value if answer is not None else None for answer in answers] == [expected] * 3
+    assert answers == [jmespath.search(expression, records)] * 3
 
 
 def test_compound_answers_only_a_statement_reading_what_the_index_holds():

@@ -11,7 +11,7 @@ from tools_app import services
 from tools_app.data_access.sql.indexes import compound_statement, index_statements
 from tools_app.data_access.sql.store import field_kinds
 from tools_app.models import TableRecord
-from tools_app.tests.sql_differential import dialect, record_indexes, store
+from tools_app.tests.sql_differential import dialect, record_indexes, store, two_indexed_tables
 
 # PostgreSQL builds CONCURRENTLY: outside a transaction. No index is left from an earlier test: the sets compared.
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_leftover_record_indexes")]
@@ -41,13 +41,7 @@ def test_it_builds_what_is_missing_and_drops_what_no_field_needs(owner, make_tab
     services' back (a failed build) and a stray one of the second's collection made: --all builds the first
     again, drops the stray one, and a second run changes nothing."""
     # given
-    records = [{"id": index, "status": f"s-{index % 3}", "total": index} for index in range(20)]
-    orders = make_table(owner, name="orders", data=[], storage="document")
-    first = store(orders, "/orders", records)
-    other = make_table(owner, name="other", data=[], storage="document")
-    second = store(other, "/orders", records)
-    services.table_update(table=orders, indexed_fields=["status", "total"])
-    services.table_update(table=other, indexed_fields=["total"])
+    orders, first, other, second = two_indexed_tables(owner, make_table, 20)
     wanted = _wanted(first.collection_id, "status", "total") | _wanted(second.collection_id, "total")
     lost = sorted(_wanted(first.collection_id, "status"))[0]
     stray = sorted(index_statements(dialect=dialect(), records_table=RECORDS, collection_id=second.collection_id,

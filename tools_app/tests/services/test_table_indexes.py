@@ -31,7 +31,7 @@ from tools_app.models import Table, TableCollection, Tool
 from tools_app.services.generated_text import fast_fields_description, generated_edited
 from tools_app.services.table_indexes import ensure_indexes
 from tools_app.tests import sql_differential as differential
-from tools_app.tests.sql_differential import dialect, record_indexes, store
+from tools_app.tests.sql_differential import dialect, record_indexes, store, two_indexed_tables
 from tools_app.toolsets import generate_tools
 
 RECORDS = differential.RECORDS
@@ -474,13 +474,7 @@ def test_the_migration_builds_sqlite_compound_indexes_again_with_their_covering_
     run changes nothing."""
     # given
     migration = importlib.import_module("tools_app.migrations.0034_sqlite_covering_compound_indexes")
-    records = [{"id": index, "status": f"s-{index % 3}", "total": index} for index in range(30)]
-    table = make_table(owner, name="orders", data=[], storage="document")
-    collection = store(table, "/orders", records)
-    single = make_table(owner, name="single", data=[], storage="document")
-    alone = store(single, "/orders", records)
-    services.table_update(table=table, indexed_fields=["status", "total"])
-    services.table_update(table=single, indexed_fields=["total"])
+    _table, collection, _single, alone = two_indexed_tables(owner, make_table, 30)
     (current,) = _compound(collection.collection_id, "status", "total")
     old = f"tr_{collection.collection_id}_{indexes._field_hash(chr(0).join(['vstatus', 'vtotal']))}_c"
     with connection.cursor() as cursor:
