@@ -231,7 +231,8 @@ def statement_for(
     that finds the fewest records, which SQLite's planner cannot tell (indexes.less_selective_indexes counts
     them); PostgreSQL's planner has the statistics to choose (its extended statistics per indexed field). And on
     SQLite, a filter that one index answers alone has its matches read in rowid order (indexes.covering_fields,
-    render's `covered`)."""
+    render's `covered`), unless the compound index serves it and holds everything else the statement reads of a
+    record (indexes.compound_answers): then the plain form, which SQLite answers from that index alone."""
     unindexed: frozenset[str] = frozenset()
     covered: frozenset[str] = frozenset()
     if query.dialect == "sqlite" and not position_order:
