@@ -248,7 +248,7 @@ def built_database(args: argparse.Namespace, size: int, env: dict[str, str]) -> 
     name = args.built_database.format(size=size)
     parts = urlsplit(args.database_url)
     admin = urlunsplit(parts._replace(path="/postgres"))
-    mark = BUILD_MARK.format(count=size)
+    mark = BUILD_MARK.format(count=size) + f", indexed {args.indexed or 'none'}"  # a build per declared fields
     found = _admin_sql(admin, f"SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = '{name}'")
     if found and found[0][0] == mark:
         print(f"  {clock()} {size:,} records: reusing database {name}", flush=True)
