@@ -22,12 +22,13 @@ import logging
 import zlib
 
 from django.db import connection, transaction
+from django.db.models import Q
 
 from tools_app.data_access.sql.indexes import IndexSync, indexed_collection_ids, sync_indexes
 from tools_app.kernel.telemetry.metrics import index_build_failed
 from tools_app.models import Table, TableCollection, TableRecord
 
-__all__ = ["ensure_indexes", "sync_table_indexes"]
+__all__ = ["ensure_indexes", "indexed_table_ids", "sync_table_indexes"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +86,16 @@ def sync_table_indexes(table_id: int) -> IndexSync:
     if result.created or result.dropped:
         logger.info("Table %s record indexes: created %s, dropped %s.", table_id, result.created, result.dropped)
     return result
+
+
+def indexed_table_ids() -> list[int]:
+    """The tables whose record indexes a sync may change, in id order: those that declare `indexed_fields`, and
+    those owning a collection that still has record indexes."""
+    with connection.cursor() as cursor:
+        indexed = indexed_collection_ids(cursor, dialect=_dialect(), records_table=RECORDS)
+    owning = TableCollection.objects.filter(pk__in=indexed).values_list("table_id", flat=True)
+    tables = Table.objects.filter(~Q(indexed_fields=[]) | Q(pk__in=owning)).order_by("pk")
+    return list(tables.values_list("pk", flat=True))
 
 
 def _lock_key(table_id: int) -> int:

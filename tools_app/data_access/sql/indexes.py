@@ -441,7 +441,7 @@ def less_selective_indexes(
     if catalog is None:
         catalog = index_catalog(cursor, records_table=records_table, collection_id=collection_id)
     try:
-        if _compound_serves(catalog, records_table, by_field):
+        if _compound_serves(catalog, records_table, by_field) is not None:
             return frozenset()  # its planner reads the compound index, which finds fewer than any field's
         indexed = [name for name in by_field if names[name] in catalog]
         if len(indexed) < 2:
@@ -496,11 +496,7 @@ def covering_fields(
 def serving_compound(catalog: Mapping[str, str], records_table: str, tests: Iterable[FieldTest]) -> str | None:
     """SQLite: the CREATE INDEX text of the collection's compound index when it serves two or more of a filter's
     tests (plan.field_tests; _compound_serves), else None."""
-    by_field = _by_field(tests)
-    for name, sql in catalog.items():
-        if name.endswith("_c") and _compound_serves({name: sql}, records_table, by_field):
-            return sql
-    return None
+    return _compound_serves(catalog, records_table, _by_field(tests))
 
 
 # The renderer's pass-through column lists (render._Lists): a relation naming the record's columns there reads
@@ -545,10 +541,13 @@ def _by_field(tests: Iterable[FieldTest]) -> dict[str, list[FieldTest]]:
     return by_field
 
 
-def _compound_serves(catalog: Mapping[str, str], records_table: str, by_field: dict[str, list[FieldTest]]) -> bool:
-    """SQLite: the collection's compound index answers two or more of the filter's tests by its leading fields
-    (each tested with `==`, the last with any comparison), so it finds fewer records than any one field's
-    index. Its columns are read from the statement SQLite keeps (compound_statement's text, as written)."""
+def _compound_serves(
+    catalog: Mapping[str, str], records_table: str, by_field: dict[str, list[FieldTest]]
+) -> str | None:
+    """SQLite: the CREATE INDEX text of the collection's compound index when it answers two or more of the filter's
+    tests by its leading fields (each tested with `==`, the last with any comparison), so it finds fewer records
+    than any one field's index; else None. Its columns are read from the statement SQLite keeps
+    (compound_statement's text, as written)."""
     for name, sql in catalog.items():
         if not name.endswith("_c"):
             continue
@@ -558,8 +557,8 @@ def _compound_serves(catalog: Mapping[str, str], records_table: str, by_field: d
             if any(test.op != "eq" for test in by_field[field_name]):
                 break
         if served >= 2:
-            return True
-    return False
+            return sql
+    return None
 
 
 @functools.lru_cache(maxsize=1024)  # read for every statement that tests fields: the same index, the same fields

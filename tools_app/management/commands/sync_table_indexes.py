@@ -10,12 +10,9 @@ the command exits with an error once every table was tried.
 """
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection
-from django.db.models import Q
 
-from tools_app.data_access.sql.indexes import indexed_collection_ids
-from tools_app.models import Table, TableCollection, TableRecord
-from tools_app.services.table_indexes import sync_table_indexes
+from tools_app.models import Table
+from tools_app.services.table_indexes import indexed_table_ids, sync_table_indexes
 
 
 class Command(BaseCommand):
@@ -35,15 +32,7 @@ class Command(BaseCommand):
         if missing:
             raise CommandError(f"Table {missing[0]} does not exist.")
         if options["all"]:
-            with connection.cursor() as cursor:
-                indexed = indexed_collection_ids(
-                    cursor,
-                    dialect="postgresql" if connection.vendor == "postgresql" else "sqlite",
-                    records_table=TableRecord._meta.db_table,
-                )
-            owning = TableCollection.objects.filter(pk__in=indexed).values_list("table_id", flat=True)
-            declared = Table.objects.filter(~Q(indexed_fields=[]) | Q(pk__in=owning)).order_by("pk")
-            ids += [table_id for table_id in declared.values_list("pk", flat=True) if table_id not in ids]
+            ids += [table_id for table_id in indexed_table_ids() if table_id not in ids]
         failed = 0
         for table_id in ids:
             result = sync_table_indexes(table_id)
