@@ -4,6 +4,8 @@ reached from the admin's index, shows exactly those numbers, the same as /metric
 gets 403. Screenshot: artifacts/screenshots/operations.png."""
 
 import json
+import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -52,11 +54,28 @@ def mcp_call(server, key: str, name: str, query: str) -> dict:
         return json.loads(response.read())
 
 
+def wait_until_ready(server, seconds: float = 60) -> None:
+    """Until /readyz answers 200. A server's first readiness check loads the migration graph, which on a busy
+    machine takes longer than the check's 1.5 s answer time (the page then says "not ready (... no answer within
+    1.5 s ...)"); once seen applied, the migrations are not checked again, and a check is one query."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(f"{server['base']}/readyz", timeout=30) as response:
+                if response.status == 200:
+                    return
+        except urllib.error.HTTPError as refused:  # 503: not ready yet
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the server is not ready: {refused.read()!r}") from None
+        time.sleep(0.2)
+
+
 def test_operations_page_shows_the_calls_made(server, shop_key, new_page):
     replies = [mcp_call(server, shop_key, "orders_query", "[].id") for _ in range(2)]
     replies.append(mcp_call(server, shop_key, "orders_query", "[?"))
     replies.append(mcp_call(server, shop_key, "no_such_tool", "@"))
     assert [reply.get("result", {}).get("isError") for reply in replies] == [False, False, True, None]
+    wait_until_ready(server)
     page = new_page("root")
     page.click("#toolhub-operations-link a")
     page.wait_for_url("**/admin/operations/")
