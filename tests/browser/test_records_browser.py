@@ -42,24 +42,29 @@ def test_browse_search_edit_and_delete_records(server, new_page, storage):
     assert page.locator("#toolhub-records tbody tr").count() == 50
     assert page.inner_text("#toolhub-records-count") == "Records 1–50 of 120."
     assert page.locator("#toolhub-records tbody tr").first.locator("td").first.inner_text() == "1"
-    # when: the third page
-    page.click("a[rel=next]")
-    page.click("a[rel=next]")
+    # when: the third page (each link and search is a navigation: the page is read once it has loaded)
+    with page.expect_navigation():
+        page.click("a[rel=next]")
+    with page.expect_navigation():
+        page.click("a[rel=next]")
     assert page.inner_text("#toolhub-records-count") == "Records 101–120 of 120."
     assert page.locator("a[rel=next]").count() == 0
     # when: a key, then a filter
     page.fill("input[name=key]", "42")
-    page.click("#toolhub-records-search button")
+    with page.expect_navigation():
+        page.click("#toolhub-records-search button")
     assert [cell.inner_text() for cell in page.locator("#toolhub-records tbody tr td:first-child").all()] == ["42"]
     page.fill("input[name=key]", "")
     page.fill("input[name=filter]", "status == 'paid' && total > `100`")
-    page.click("#toolhub-records-search button")
+    with page.expect_navigation():
+        page.click("#toolhub-records-search button")
     keys = [cell.inner_text() for cell in page.locator("#toolhub-records tbody tr td:first-child").all()]
     assert keys == ["102", "105", "108", "111", "114", "117", "120"]
     shot(page, f"records-{storage}-filtered")
     # when: a bad filter
     page.fill("input[name=filter]", "status ==")
-    page.click("#toolhub-records-search button")
+    with page.expect_navigation():
+        page.click("#toolhub-records-search button")
     assert page.inner_text("#toolhub-records-error").startswith("INVALID_QUERY:")
     # when: record 105 opened, edited and saved
     page.goto(f"/admin/tools_app/table/{table_id}/records/?collection=/orders&key=105")
