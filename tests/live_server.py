@@ -178,6 +178,11 @@ def server_database(tag: str, directory: Path, *, secret: str, name: str | None 
     `directory`. In a test run, a copy of the run's migrated template (TEST_RUN above)."""
     env = {**os.environ, "DJANGO_SECRET_KEY": secret, "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost"}
     env.pop("DJANGO_DEBUG", None)
+    # Password hashes at the processes' own priority. In production a hash runs at niceness 19 and waits for
+    # every other process (toolhub/passwords.py); on a busy CI machine (load 10 and more) a login then takes minutes.
+    # The servers here check pages, tools and protocols, not the hashing's priority, whose tests set it back
+    # (toolhub/tests/test_login_hashing.py).
+    env["TOOLHUB_PASSWORD_HASH_NICENESS"] = "0"
     url = os.environ.get("DATABASE_URL", "")
     run = os.environ.get(TEST_RUN, "")
     pg_admin = pg_name = None

@@ -35,10 +35,6 @@ def world(tmp_path_factory):
     cert_file, key_file = make_certificate(directory)
     documents = DocumentServer(cert_file, key_file)
     with server_database("oauth", directory, secret="oauth-e2e-secret") as env:
-        # Passwords hashed at normal priority (a hash is niced to 19 by default, and on a busy machine waits for
-        # every other process): these tests are about OAuth; the hashing's priority has its own tests
-        # (toolhub/tests/test_login_hashing.py).
-        env = {**env, "TOOLHUB_PASSWORD_HASH_NICENESS": "0"}
         seeds = {slug: seed_mcp(env, slug=slug, rows=5, user="owner") for slug in ("oa", "ob")}
         run_python(
             env,

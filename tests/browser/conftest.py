@@ -6,9 +6,9 @@ staff users, alice and bob; headless Chromium, one per worker process for the wh
 What each costs, and why it is shared as it is: a module's server keeps its tests apart from other modules'
 data (several modules assert on everything alice or bob owns, or on the server's own counters). Chromium
 holds no state between browser contexts, so one per worker serves every module. A login checks a password
-(about half a second of CPU at the lowest priority, toolhub/passwords.py), so each user logs in once per
-server and later pages start from that session's cookies. The users' password is hashed once per worker
-process (support.password_hash), not by the seeding script of every server."""
+(about half a second of CPU, toolhub/passwords.py), so each user logs in once per server and later pages
+start from that session's cookies. The users' password is hashed once per worker process
+(support.password_hash), not by the seeding script of every server."""
 
 from concurrent.futures import ThreadPoolExecutor
 
@@ -55,8 +55,7 @@ def browser():
 
 
 # How long a page's action or wait may take. The tests check what pages show, not how fast: on a busy CI machine
-# (load 10 and more on two cores) an admin form's POST has taken over 15 s, and a login longer (the password check
-# runs at the lowest CPU priority, toolhub/passwords.py: it waits behind every other process).
+# (load 10 and more on two cores) an admin form's POST has taken over 15 s.
 PAGE_TIMEOUT_MS = 60_000
 
 
