@@ -14,7 +14,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.browser.support import CHROMIUM, CHROMIUM_ARGS, PASSWORD, password_hash, require_browser
+from tests.browser.support import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    PAGE_TIMEOUT_MS,
+    PASSWORD,
+    password_hash,
+    require_browser,
+)
 from tests.live_server import Uvicorn, run_python, server_database
 
 
@@ -52,11 +59,6 @@ def browser():
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         yield chromium
         chromium.close()
-
-
-# How long a page's action or wait may take. The tests check what pages show, not how fast: on a busy CI machine
-# (load 10 and more on two cores) an admin form's POST has taken over 15 s.
-PAGE_TIMEOUT_MS = 60_000
 
 
 @pytest.fixture

@@ -19,6 +19,9 @@ CHROMIUM_ARGS = [
 ]
 SHOTS = ROOT / "artifacts" / "screenshots"
 PASSWORD = "browser-pass-123"
+# How long a page's action or wait may take (page.set_default_timeout). The tests check what pages show, not how
+# fast: on a busy CI machine (load 10 and more on two cores) an admin form's POST has taken over 15 s.
+PAGE_TIMEOUT_MS = 60_000
 
 
 @functools.cache

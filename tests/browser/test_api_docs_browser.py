@@ -10,6 +10,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tests.browser.support import PAGE_TIMEOUT_MS
+
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
@@ -35,11 +37,12 @@ def test_swagger_ui_renders_every_operation_offline(server, browser):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     try:
         page = context.new_page()
+        page.set_default_timeout(PAGE_TIMEOUT_MS)
         page.route("**/*", only_loopback)
 
         # when
         response = page.goto(f"{server['base']}/api/docs/", wait_until="networkidle")
-        page.wait_for_selector(".opblock", timeout=20_000)
+        page.wait_for_selector(".opblock")
         operations = page.locator(".opblock-summary-path").all_inner_texts()
         title = page.locator(".info .title").inner_text()
         page.screenshot(path=str(ARTIFACTS / "api-docs.png"), full_page=True)
