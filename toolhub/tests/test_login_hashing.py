@@ -35,6 +35,7 @@ from tests.api_helpers import asgi_post, db_snapshot
 from tests.live_server import Uvicorn, run_python, server_database
 from toolhub import passwords
 from toolhub.login_gate import DOORS, door_of
+from tools_app.kernel.limits import PASSWORD_HASH_NICENESS
 from tools_app.models import ApiToken
 
 PASSWORD = "pw-123456!"  # the root conftest's make_user default
@@ -1019,8 +1020,8 @@ def test_a_burst_of_bad_logins_leaves_other_users_answered(tmp_path):
         env = {**env, "DATABASE_POOL_MAX_SIZE": "2", "DATABASE_POOL_TIMEOUT": "2"}
         env.pop("TOOLHUB_DEV", None)  # the production hasher
         # The victim's password stored at the production cost, at normal priority (server_database's); the
-        # server hashes at the production priority (niceness 19). The other user signs in with a token only: no
-        # password to hash.
+        # server hashes at the production priority (the setting's default, niceness 19). The other user signs in
+        # with a token only: no password to hash.
         token = run_python(
             env,
             "from django.contrib.auth import get_user_model\n"
@@ -1030,7 +1031,7 @@ def test_a_burst_of_bad_logins_leaves_other_users_answered(tmp_path):
             "other = User.objects.create_user('other')\n"
             "print(api_token_issue(user=other, via='test')[1])",
         )
-        with Uvicorn({**env, "TOOLHUB_PASSWORD_HASH_NICENESS": "19"}) as server:
+        with Uvicorn({**env, "TOOLHUB_PASSWORD_HASH_NICENESS": str(PASSWORD_HASH_NICENESS.default)}) as server:
 
             def send(request: urllib.request.Request) -> int:
                 try:
